@@ -1,0 +1,21 @@
+//! Build an expression lazily, print it (which runs it as one fused
+//! kernel), and print the device's metrics.
+
+use lazywgpu::{Device, Tensor};
+
+fn main() -> lazywgpu::Result<()> {
+    env_logger::init();
+    let dev = Device::default();
+    println!("device: {}", dev.name());
+
+    let x = Tensor::from_vec(vec![-2.0f32, -1.0, 0.0, 1.0, 2.0, 3.0], [2, 3], &dev)?;
+    let bias = Tensor::from_vec(vec![0.5f32, 0.0, -0.5], [3], &dev)?;
+    // Nothing runs yet: these lines only record a graph.
+    let y = ((&x * 2.0 + 1.0).tanh() - &x).sigmoid() * &x + 0.5;
+    let z = (&y + &bias).relu().transpose(0, 1);
+
+    println!("y = {y}");
+    println!("z = {z}");
+    println!("{}", dev.metrics());
+    Ok(())
+}

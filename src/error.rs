@@ -1,0 +1,77 @@
+//! The error type for everything a device or outside data can get wrong.
+//!
+//! Misuse while tracing (shapes that do not broadcast, a bad axis) panics at
+//! the caller's line instead; see the crate docs.
+
+use crate::dtype::DType;
+
+/// Errors returned by device work, readback and data constructors.
+#[derive(Debug, thiserror::Error)]
+pub enum Error {
+    /// No GPU adapter matched the request (or none exists).
+    #[error("no GPU adapter: {0}")]
+    NoAdapter(String),
+    /// The adapter refused to create a logical device.
+    #[error("requesting a wgpu device failed: {0}")]
+    RequestDevice(String),
+    /// Host data does not have as many elements as the shape needs.
+    #[error("{op}: shape {shape:?} needs {expected} elements, got {got}")]
+    DataLength {
+        /// The constructor that received the data.
+        op: &'static str,
+        /// The shape asked for.
+        shape: Vec<usize>,
+        /// `shape.iter().product()`.
+        expected: usize,
+        /// The number of elements given.
+        got: usize,
+    },
+    /// A readback asked for a different element type than the tensor holds.
+    #[error("{op}: tensor holds {actual}, asked for {requested}")]
+    DTypeMismatch {
+        /// The readback call.
+        op: &'static str,
+        /// The dtype of the tensor.
+        actual: DType,
+        /// The dtype of the requested element type.
+        requested: DType,
+    },
+    /// A tensor or buffer is larger than the adapter allows.
+    #[error("{what}: {bytes} bytes exceeds the adapter's limit of {limit} bytes")]
+    TooLarge {
+        /// What was being allocated or bound.
+        what: String,
+        /// The size asked for.
+        bytes: u64,
+        /// The adapter's limit.
+        limit: u64,
+    },
+    /// Generated WGSL failed naga validation or pipeline creation.
+    #[error(
+        "kernel {kernel} of graph {graph_hash:016x} failed to compile: {message}\n--- WGSL ---\n{source_code}"
+    )]
+    Compile {
+        /// Structural hash of the graph being compiled.
+        graph_hash: u64,
+        /// Index of the kernel within the graph's schedule.
+        kernel: usize,
+        /// What naga or wgpu said.
+        message: String,
+        /// The generated WGSL.
+        source_code: String,
+    },
+    /// The device reported an error while running or reading back.
+    #[error("device error during {during}: {message}")]
+    Device {
+        /// The operation that was under way.
+        during: String,
+        /// What wgpu said.
+        message: String,
+    },
+    /// A scalar was requested from a tensor that does not hold exactly one element.
+    #[error("item: tensor of shape {0:?} does not hold exactly one element")]
+    NotScalar(Vec<usize>),
+}
+
+/// `Result` with [`Error`].
+pub type Result<T, E = Error> = std::result::Result<T, E>;

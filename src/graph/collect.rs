@@ -1,0 +1,164 @@
+//! Turning the live nodes of a step into a `Graph`: a topologically ordered,
+//! index-addressed copy of the structure (the cache key) plus the runtime
+//! values that feed it (stored inputs and scalar parameters).
+
+use std::collections::HashMap;
+use std::hash::{DefaultHasher, Hash, Hasher};
+use std::panic::Location;
+use std::sync::Arc;
+
+use super::node::{Node, NodeState};
+use super::op::Op;
+use crate::dtype::DType;
+use crate::runtime::storage::Storage;
+use crate::shape::Layout;
+
+/// One node of a collected graph. Inputs are indices of earlier nodes.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub(crate) struct GNode {
+    pub kind: GKind,
+    pub shape: Vec<usize>,
+    pub dtype: DType,
+    pub inputs: Vec<usize>,
+}
+
+/// Stored data read by the graph, or an op computed in it.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub(crate) enum GKind {
+    /// Stored data bound at run time as input `slot`, read through `layout`.
+    Input { slot: usize, layout: Layout },
+    /// An op; its runtime values (if any) start at parameter `param_base`.
+    Op { op: Op, param_base: usize },
+}
+
+/// The structure of a graph: everything that decides the generated code,
+/// nothing that changes from one step to the next (data, scalar values).
+/// Two graphs with equal keys run the same kernels.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub(crate) struct GraphKey {
+    pub nodes: Vec<GNode>,
+    pub outputs: Vec<usize>,
+    /// Whether fusion was on when it was scheduled.
+    pub fused: bool,
+}
+
+impl GraphKey {
+    /// The 64-bit structural hash used to find a cache entry; equality of
+    /// the whole key is checked on a hit, so collisions cannot run the wrong
+    /// kernels.
+    pub fn structural_hash(&self) -> u64 {
+        let mut h = DefaultHasher::new();
+        self.hash(&mut h);
+        h.finish()
+    }
+}
+
+/// A collected graph ready to run.
+pub(crate) struct Graph {
+    pub key: GraphKey,
+    pub hash: u64,
+    /// Stored data per input slot.
+    pub inputs: Vec<Storage>,
+    /// Runtime parameter values (32-bit patterns).
+    pub params: Vec<u32>,
+    /// The nodes to be written, in the order of `key.outputs`.
+    pub output_nodes: Vec<Arc<Node>>,
+    /// Source location of each graph node.
+    pub locations: Vec<&'static Location<'static>>,
+}
+
+impl Graph {
+    /// Collects the graph that computes `outputs`. Pending nodes become ops;
+    /// stored nodes become inputs. Duplicate outputs are kept once.
+    pub fn collect(outputs: &[Arc<Node>], fused: bool) -> Graph {
+        let mut index_of: HashMap<u64, usize> = HashMap::new();
+        let mut nodes = Vec::new();
+        let mut locations = Vec::new();
+        let mut inputs = Vec::new();
+        let mut params = Vec::new();
+        let mut output_nodes: Vec<Arc<Node>> = Vec::new();
+        let mut output_indices = Vec::new();
+
+        for out in outputs {
+            if index_of.contains_key(&out.id) {
+                if !output_nodes.iter().any(|n| n.id == out.id) {
+                    output_indices.push(index_of[&out.id]);
+                    output_nodes.push(out.clone());
+                }
+                continue;
+            }
+            // Iterative post-order walk: chains of thousands of ops must not
+            // overflow the stack.
+            let mut stack: Vec<(Arc<Node>, bool)> = vec![(out.clone(), false)];
+            while let Some((node, expanded)) = stack.pop() {
+                if index_of.contains_key(&node.id) {
+                    continue;
+                }
+                let state = node.state();
+                match &*state {
+                    NodeState::Ready(storage) => {
+                        let slot = inputs.len();
+                        inputs.push(storage.clone());
+                        let layout = storage.layout.clone();
+                        drop(state);
+                        index_of.insert(node.id, nodes.len());
+                        nodes.push(GNode {
+                            kind: GKind::Input { slot, layout },
+                            shape: node.shape.clone(),
+                            dtype: node.dtype,
+                            inputs: Vec::new(),
+                        });
+                        locations.push(node.location);
+                    }
+                    NodeState::Pending(p) if !expanded => {
+                        let children: Vec<Arc<Node>> = p
+                            .inputs
+                            .iter()
+                            .filter(|c| !index_of.contains_key(&c.id))
+                            .cloned()
+                            .collect();
+                        drop(state);
+                        stack.push((node.clone(), true));
+                        for c in children.into_iter().rev() {
+                            stack.push((c, false));
+                        }
+                    }
+                    NodeState::Pending(p) => {
+                        let param_base = params.len();
+                        params.extend_from_slice(&p.params);
+                        let gnode = GNode {
+                            kind: GKind::Op {
+                                op: p.op.clone(),
+                                param_base,
+                            },
+                            shape: node.shape.clone(),
+                            dtype: node.dtype,
+                            inputs: p.inputs.iter().map(|c| index_of[&c.id]).collect(),
+                        };
+                        drop(state);
+                        index_of.insert(node.id, nodes.len());
+                        nodes.push(gnode);
+                        locations.push(node.location);
+                    }
+                }
+            }
+            output_indices.push(index_of[&out.id]);
+            output_nodes.push(out.clone());
+        }
+
+        let key = GraphKey {
+            nodes,
+            outputs: output_indices,
+            fused,
+        };
+        let hash = key.structural_hash();
+        Graph {
+            key,
+            hash,
+            inputs,
+            params,
+            output_nodes,
+            locations,
+        }
+    }
+}

@@ -1,0 +1,9 @@
+//! The traced graph: nodes and ops, collection of a step's graph, and its
+//! structural cache key.
+
+mod collect;
+mod node;
+pub mod op;
+
+pub(crate) use collect::{GKind, GNode, Graph, GraphKey};
+pub(crate) use node::Node;

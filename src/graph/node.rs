@@ -1,0 +1,132 @@
+//! Lazy nodes: what a tensor handle points at.
+
+use std::panic::Location;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard};
+
+use super::op::Op;
+use crate::dtype::DType;
+use crate::runtime::storage::Storage;
+
+static NEXT_NODE_ID: AtomicU64 = AtomicU64::new(1);
+
+/// One value in the trace: either a pending computation or stored data.
+///
+/// Shape and dtype are fixed at trace time. When the node is computed its
+/// state becomes `Ready`, which drops the inputs: history is cut, so a graph
+/// never grows from one step to the next.
+pub(crate) struct Node {
+    pub id: u64,
+    pub shape: Vec<usize>,
+    pub dtype: DType,
+    /// Where the user's code recorded this node (for errors and dumps).
+    pub location: &'static Location<'static>,
+    state: Mutex<NodeState>,
+}
+
+/// What a node currently holds.
+pub(crate) enum NodeState {
+    /// Not computed yet.
+    Pending(Pending),
+    /// Stored on a device.
+    Ready(Storage),
+}
+
+/// A recorded computation.
+pub(crate) struct Pending {
+    pub op: Op,
+    pub inputs: Vec<Arc<Node>>,
+    /// Runtime values of leaf ops, as 32-bit patterns: a scalar's value,
+    /// arange's start and step, rand's seed and counter. They are never part
+    /// of the cache key.
+    pub params: Vec<u32>,
+}
+
+impl Node {
+    pub fn pending(
+        op: Op,
+        inputs: Vec<Arc<Node>>,
+        params: Vec<u32>,
+        shape: Vec<usize>,
+        dtype: DType,
+        location: &'static Location<'static>,
+    ) -> Arc<Node> {
+        Arc::new(Node {
+            id: NEXT_NODE_ID.fetch_add(1, Ordering::Relaxed),
+            shape,
+            dtype,
+            location,
+            state: Mutex::new(NodeState::Pending(Pending { op, inputs, params })),
+        })
+    }
+
+    pub fn ready(
+        storage: Storage,
+        shape: Vec<usize>,
+        dtype: DType,
+        location: &'static Location<'static>,
+    ) -> Arc<Node> {
+        Arc::new(Node {
+            id: NEXT_NODE_ID.fetch_add(1, Ordering::Relaxed),
+            shape,
+            dtype,
+            location,
+            state: Mutex::new(NodeState::Ready(storage)),
+        })
+    }
+
+    pub fn state(&self) -> MutexGuard<'_, NodeState> {
+        // A panic while holding this lock cannot leave the state half
+        // written (every write is a single assignment), so a poisoned lock
+        // is still consistent.
+        self.state.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// The stored data, if computed.
+    pub fn storage(&self) -> Option<Storage> {
+        match &*self.state() {
+            NodeState::Ready(s) => Some(s.clone()),
+            NodeState::Pending(_) => None,
+        }
+    }
+
+    pub fn is_pending(&self) -> bool {
+        matches!(&*self.state(), NodeState::Pending(_))
+    }
+
+    /// Replace the computation by its result, dropping the inputs.
+    pub fn set_ready(&self, storage: Storage) {
+        let old = std::mem::replace(&mut *self.state(), NodeState::Ready(storage));
+        drop_iteratively(old);
+    }
+}
+
+impl Drop for Node {
+    fn drop(&mut self) {
+        let state = std::mem::replace(
+            self.state.get_mut().unwrap_or_else(|e| e.into_inner()),
+            NodeState::Pending(Pending {
+                op: Op::Scalar,
+                inputs: Vec::new(),
+                params: Vec::new(),
+            }),
+        );
+        drop_iteratively(state);
+    }
+}
+
+/// Drops a chain of inputs without recursion: a trace of a million chained
+/// ops would otherwise overflow the stack in `Arc<Node>`'s destructor.
+fn drop_iteratively(state: NodeState) {
+    let NodeState::Pending(p) = state else {
+        return;
+    };
+    let mut stack = p.inputs;
+    while let Some(node) = stack.pop() {
+        if let Ok(mut node) = Arc::try_unwrap(node) {
+            if let NodeState::Pending(p) = node.state.get_mut().unwrap_or_else(|e| e.into_inner()) {
+                stack.append(&mut p.inputs);
+            }
+        }
+    }
+}

@@ -1,0 +1,55 @@
+//! # lazywgpu
+//!
+//! Lazy tensors that run on any GPU through wgpu's portable compute shaders
+//! (Vulkan, Metal, DX12, and Mesa's lavapipe where there is no GPU), with a
+//! CPU reference backend on ndarray.
+//!
+//! Ops are recorded, not run. At [`mark_step`] or when a value is read, the
+//! recorded trace becomes a graph: elementwise chains, broadcasts and views
+//! are fused into single WGSL kernels, compiled pipelines are cached by a
+//! structural hash of the graph (scalars are runtime parameters, so a new
+//! learning rate never recompiles), and the work is submitted without
+//! waiting; only reading a value waits.
+//!
+//! ```no_run
+//! use lazywgpu::{Device, Tensor};
+//! # fn main() -> lazywgpu::Result<()> {
+//! let dev = Device::default();
+//! let x = Tensor::from_vec(vec![1.0f32, 2.0, 3.0, 4.0], &[2, 2], &dev)?;
+//! let y = ((&x * 2.0 + 1.0).tanh() - &x).sigmoid() * &x + 0.5; // one kernel
+//! println!("{y}");
+//! println!("{}", dev.metrics());
+//! # Ok(()) }
+//! ```
+//!
+//! ## Errors
+//! Misuse while tracing (shapes that do not broadcast, a bad axis, a dtype
+//! an op does not take) panics at the caller's line, naming the op, shapes
+//! and dtypes. Everything that depends on data from outside or on the
+//! device returns [`Result`].
+//!
+//! ## Environment
+//! `LAZYWGPU_DEVICE=auto|gpu|cpu` picks [`Device::default`];
+//! `LAZYWGPU_NO_FUSION=1` runs one kernel per op; `LAZYWGPU_EAGER=1` runs
+//! every op as it is recorded; `WGPU_BACKEND` and `WGPU_ADAPTER_NAME` choose
+//! the adapter; `RUST_LOG=lazywgpu=debug` logs compiles and cache misses.
+
+#![warn(missing_docs)]
+
+mod codegen;
+mod cpu;
+pub mod dtype;
+mod error;
+mod graph;
+mod lower;
+pub mod metrics;
+mod runtime;
+pub mod shape;
+mod tensor;
+
+pub use dtype::{DType, Element};
+pub use error::{Error, Result};
+pub use graph::op::{BinaryOp, UnaryOp};
+pub use metrics::MetricsSnapshot;
+pub use runtime::device::{Device, mark_step};
+pub use tensor::{IntoDims, IntoOperand, IntoShape, Operand, Tensor};

@@ -1,0 +1,292 @@
+//! `Device`: where tensors live and graphs run.
+
+use std::fmt;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex, Weak};
+
+use crate::cpu;
+use crate::error::{Error, Result};
+use crate::graph::{Graph, Node};
+use crate::metrics::{Metrics, MetricsSnapshot};
+use crate::runtime::gpu::{GpuCaches, GpuContext, run_graph};
+use crate::runtime::storage::{DataBuffer, Storage};
+use crate::shape::numel;
+use crate::tensor::Handle;
+
+/// A device: the wgpu GPU backend or the ndarray CPU reference backend.
+///
+/// Cheap to clone (a shared handle). Each `Device` value made by
+/// [`Device::gpu`] or [`Device::cpu`] has its own metrics, caches, random
+/// seed and set of live tensors; GPU devices share one wgpu device per
+/// process.
+#[derive(Clone)]
+pub struct Device {
+    pub(crate) inner: Arc<DeviceInner>,
+}
+
+pub(crate) struct DeviceInner {
+    pub backend: Backend,
+    pub metrics: Metrics,
+    rng: Mutex<RngState>,
+    live: Mutex<LiveSet>,
+    fusion: AtomicBool,
+    pub eager: bool,
+    gpu_caches: Mutex<GpuCaches>,
+}
+
+pub(crate) enum Backend {
+    Gpu(Arc<GpuContext>),
+    Cpu,
+}
+
+struct RngState {
+    seed: u64,
+    counter: u64,
+}
+
+/// Weak references to every tensor handle made on the device: the tensors
+/// the user can still see are exactly the ones that upgrade.
+struct LiveSet {
+    handles: Vec<Weak<Handle>>,
+    prune_at: usize,
+}
+
+fn env_flag(name: &str) -> bool {
+    std::env::var(name).is_ok_and(|v| !v.is_empty() && v != "0")
+}
+
+impl Device {
+    fn with_backend(backend: Backend) -> Device {
+        Device {
+            inner: Arc::new(DeviceInner {
+                backend,
+                metrics: Metrics::new(),
+                rng: Mutex::new(RngState {
+                    seed: 0,
+                    counter: 0,
+                }),
+                live: Mutex::new(LiveSet {
+                    handles: Vec::new(),
+                    prune_at: 1024,
+                }),
+                fusion: AtomicBool::new(!env_flag("LAZYWGPU_NO_FUSION")),
+                eager: env_flag("LAZYWGPU_EAGER"),
+                gpu_caches: Mutex::new(GpuCaches::new()),
+            }),
+        }
+    }
+
+    /// A device on the best wgpu adapter (a discrete GPU before an
+    /// integrated one). `WGPU_BACKEND` restricts the backends tried and
+    /// `WGPU_ADAPTER_NAME` picks an adapter by a substring of its name.
+    /// The device is given the adapter's own limits.
+    pub fn gpu() -> Result<Device> {
+        Ok(Device::with_backend(Backend::Gpu(GpuContext::shared()?)))
+    }
+
+    /// A device on the CPU reference backend (ndarray).
+    pub fn cpu() -> Device {
+        Device::with_backend(Backend::Cpu)
+    }
+
+    /// Whether this device runs on wgpu.
+    pub fn is_gpu(&self) -> bool {
+        matches!(self.inner.backend, Backend::Gpu(_))
+    }
+
+    /// A one-line description: the adapter's name and backend, or `cpu`.
+    pub fn name(&self) -> String {
+        match &self.inner.backend {
+            Backend::Gpu(ctx) => format!(
+                "{} ({:?}, {:?})",
+                ctx.info.name, ctx.info.backend, ctx.info.device_type
+            ),
+            Backend::Cpu => "cpu (ndarray reference)".to_string(),
+        }
+    }
+
+    /// Runs every pending tensor the program still holds, as one graph, and
+    /// returns once the work is submitted (it does not wait for the device).
+    pub fn mark_step(&self) -> Result<()> {
+        let pending: Vec<Arc<Node>> = self
+            .live_handles()
+            .into_iter()
+            .map(|h| h.node())
+            .filter(|n| n.is_pending())
+            .collect();
+        if pending.is_empty() {
+            return Ok(());
+        }
+        self.realize(&pending)
+    }
+
+    /// Waits until all work submitted to the device has finished.
+    pub fn wait(&self) -> Result<()> {
+        match &self.inner.backend {
+            Backend::Gpu(ctx) => ctx.wait(),
+            Backend::Cpu => Ok(()),
+        }
+    }
+
+    /// A snapshot of the device's counters.
+    pub fn metrics(&self) -> MetricsSnapshot {
+        self.inner.metrics.snapshot()
+    }
+
+    /// Sets every counter back to zero.
+    pub fn reset_metrics(&self) {
+        self.inner.metrics.reset()
+    }
+
+    /// Seeds `rand`/`randn` on this device; the same seed gives the same
+    /// numbers on the GPU and on the CPU reference.
+    pub fn manual_seed(&self, seed: u64) {
+        let mut rng = self.inner.rng.lock().unwrap_or_else(|e| e.into_inner());
+        *rng = RngState { seed, counter: 0 };
+    }
+
+    /// Turns fusion on or off for graphs compiled from now on (off: one
+    /// kernel per computing op, as `LAZYWGPU_NO_FUSION=1` does).
+    pub fn set_fusion(&self, on: bool) {
+        self.inner.fusion.store(on, Ordering::Relaxed);
+    }
+
+    /// Whether graphs are fused.
+    pub fn fusion(&self) -> bool {
+        self.inner.fusion.load(Ordering::Relaxed)
+    }
+
+    /// The seed and counter for `count` fresh random numbers.
+    pub(crate) fn next_rng(&self, count: usize) -> [u32; 3] {
+        let mut rng = self.inner.rng.lock().unwrap_or_else(|e| e.into_inner());
+        let counter = rng.counter;
+        rng.counter = rng.counter.wrapping_add(count as u64);
+        [rng.seed as u32, (rng.seed >> 32) as u32, counter as u32]
+    }
+
+    pub(crate) fn register(&self, handle: &Arc<Handle>) {
+        let mut live = self.inner.live.lock().unwrap_or_else(|e| e.into_inner());
+        live.handles.push(Arc::downgrade(handle));
+        if live.handles.len() >= live.prune_at {
+            live.handles.retain(|w| w.strong_count() > 0);
+            live.prune_at = (live.handles.len() * 2).max(1024);
+        }
+    }
+
+    fn live_handles(&self) -> Vec<Arc<Handle>> {
+        let mut live = self.inner.live.lock().unwrap_or_else(|e| e.into_inner());
+        live.handles.retain(|w| w.strong_count() > 0);
+        live.prune_at = (live.handles.len() * 2).max(1024);
+        live.handles.iter().filter_map(Weak::upgrade).collect()
+    }
+
+    /// Computes `nodes` (as one graph) and stores their results in them.
+    pub(crate) fn realize(&self, nodes: &[Arc<Node>]) -> Result<()> {
+        let graph = Graph::collect(nodes, self.fusion());
+        let results = self.run(&graph)?;
+        for (node, storage) in graph.output_nodes.iter().zip(results) {
+            node.set_ready(storage);
+        }
+        Ok(())
+    }
+
+    fn run(&self, graph: &Graph) -> Result<Vec<Storage>> {
+        match &self.inner.backend {
+            Backend::Gpu(ctx) => run_graph(ctx, &self.inner.gpu_caches, &self.inner.metrics, graph),
+            Backend::Cpu => {
+                self.inner.metrics.add("graphs_executed", 1);
+                cpu::run_graph(graph)
+            }
+        }
+    }
+
+    /// The elements of `node` in row-major order, as 32-bit patterns.
+    /// Computes the node first if it is pending; a strided view is made
+    /// contiguous by a copy graph (which leaves the node itself a view).
+    pub(crate) async fn read_bits(&self, node: &Arc<Node>) -> Result<Vec<u32>> {
+        if node.is_pending() {
+            self.realize(std::slice::from_ref(node))?;
+        }
+        let storage = node.storage().ok_or_else(|| Error::Device {
+            during: "readback".into(),
+            message: "node still pending after it was computed".into(),
+        })?;
+        let count = numel(&node.shape);
+        let storage = if storage.layout.is_row_major(&node.shape) || count == 0 {
+            storage
+        } else {
+            let graph = Graph::collect(std::slice::from_ref(node), true);
+            self.run(&graph)?.remove(0)
+        };
+        self.inner.metrics.add("readbacks", 1);
+        self.inner.metrics.add("bytes_downloaded", count as u64 * 4);
+        match (&self.inner.backend, &storage.buffer) {
+            (Backend::Gpu(ctx), DataBuffer::Gpu(buf)) => {
+                ctx.download(buf, storage.layout.offset, count).await
+            }
+            (Backend::Cpu, DataBuffer::Cpu(flat)) => {
+                Ok(flat[storage.layout.offset..storage.layout.offset + count].to_vec())
+            }
+            _ => Err(Error::Device {
+                during: "readback".into(),
+                message: format!(
+                    "tensor recorded at {} is stored on another device",
+                    node.location
+                ),
+            }),
+        }
+    }
+
+    /// Stores host data (32-bit patterns) on the device.
+    pub(crate) fn upload(&self, bits: Vec<u32>) -> Result<crate::runtime::storage::DataBuffer> {
+        self.inner
+            .metrics
+            .add("bytes_uploaded", bits.len() as u64 * 4);
+        match &self.inner.backend {
+            Backend::Gpu(ctx) => Ok(DataBuffer::Gpu(ctx.upload(&bits)?)),
+            Backend::Cpu => Ok(DataBuffer::Cpu(Arc::new(bits))),
+        }
+    }
+}
+
+impl Default for Device {
+    /// The GPU if an adapter exists, else the CPU reference with a logged
+    /// warning. `LAZYWGPU_DEVICE=gpu|cpu|auto` overrides; with `gpu` a
+    /// missing adapter is a panic, since the user demanded one.
+    fn default() -> Device {
+        let choice = std::env::var("LAZYWGPU_DEVICE")
+            .unwrap_or_default()
+            .to_lowercase();
+        match choice.as_str() {
+            "cpu" => Device::cpu(),
+            "gpu" => match Device::gpu() {
+                Ok(dev) => dev,
+                Err(e) => panic!("LAZYWGPU_DEVICE=gpu but no GPU device could be made: {e}"),
+            },
+            _ => match Device::gpu() {
+                Ok(dev) => dev,
+                Err(e) => {
+                    log::warn!("lazywgpu: no GPU ({e}); using the CPU reference backend");
+                    Device::cpu()
+                }
+            },
+        }
+    }
+}
+
+impl PartialEq for Device {
+    fn eq(&self, other: &Device) -> bool {
+        Arc::ptr_eq(&self.inner, &other.inner)
+    }
+}
+
+impl fmt::Debug for Device {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "Device({})", self.name())
+    }
+}
+
+/// Runs every pending tensor on `dev` (see [`Device::mark_step`]).
+pub fn mark_step(dev: &Device) -> Result<()> {
+    dev.mark_step()
+}

@@ -1,0 +1,555 @@
+//! The wgpu backend: one adapter and device per process, compiled
+//! executables and pipelines in LRU caches, one command buffer per graph.
+
+use std::num::NonZeroUsize;
+use std::sync::{Arc, Mutex, OnceLock};
+
+use lru::LruCache;
+use wgpu::util::DeviceExt;
+
+use crate::codegen::{KernelSource, WORKGROUP_SIZE, generate_kernel, validate_wgsl};
+use crate::error::{Error, Result};
+use crate::graph::{GKind, Graph, GraphKey};
+use crate::lower::schedule;
+use crate::metrics::Metrics;
+use crate::runtime::storage::{DataBuffer, GpuBuffer, Storage};
+use crate::shape::{Layout, numel};
+
+/// The process-wide wgpu adapter, device and queue.
+pub(crate) struct GpuContext {
+    pub device: wgpu::Device,
+    pub queue: wgpu::Queue,
+    pub info: wgpu::AdapterInfo,
+    pub limits: wgpu::Limits,
+    /// The last error wgpu reported outside an error scope.
+    uncaptured: Arc<Mutex<Option<String>>>,
+}
+
+/// One device per process: wgpu devices are dear to create (lavapipe spins
+/// up threads for each), and `Device::gpu()` is called freely in tests.
+static CONTEXT: OnceLock<Mutex<Option<Arc<GpuContext>>>> = OnceLock::new();
+
+impl GpuContext {
+    /// The shared context, created on first use. A failed attempt is not
+    /// remembered, so a later call may succeed.
+    pub fn shared() -> Result<Arc<GpuContext>> {
+        let slot = CONTEXT.get_or_init(|| Mutex::new(None));
+        let mut slot = slot.lock().unwrap_or_else(|e| e.into_inner());
+        if let Some(ctx) = slot.as_ref() {
+            return Ok(ctx.clone());
+        }
+        let ctx = Arc::new(pollster::block_on(GpuContext::create())?);
+        *slot = Some(ctx.clone());
+        Ok(ctx)
+    }
+
+    async fn create() -> Result<GpuContext> {
+        // Honours WGPU_BACKEND and friends.
+        let instance =
+            wgpu::Instance::new(wgpu::InstanceDescriptor::new_without_display_handle_from_env());
+        let adapter = choose_adapter(&instance).await?;
+        let info = adapter.get_info();
+        let limits = adapter.limits();
+        // Request what the adapter offers, not wgpu's small defaults, and
+        // only the features we use (requesting all of them fails on adapters
+        // that report experimental ones).
+        let wanted =
+            wgpu::Features::SUBGROUP | wgpu::Features::SHADER_F16 | wgpu::Features::TIMESTAMP_QUERY;
+        let features = adapter.features() & wanted;
+        let (device, queue) = adapter
+            .request_device(&wgpu::DeviceDescriptor {
+                label: Some("lazywgpu"),
+                required_features: features,
+                required_limits: limits.clone(),
+                experimental_features: wgpu::ExperimentalFeatures::disabled(),
+                memory_hints: wgpu::MemoryHints::Performance,
+                trace: wgpu::Trace::Off,
+            })
+            .await
+            .map_err(|e| {
+                Error::RequestDevice(format!("{} ({:?}): {e}", info.name, info.backend))
+            })?;
+        let uncaptured = Arc::new(Mutex::new(None));
+        let sink = uncaptured.clone();
+        device.on_uncaptured_error(Arc::new(move |e: wgpu::Error| {
+            log::error!("wgpu: {e}");
+            *sink.lock().unwrap_or_else(|p| p.into_inner()) = Some(e.to_string());
+        }));
+        log::info!(
+            "lazywgpu: using {} ({:?}, {:?}); max storage binding {} bytes, max buffer {} bytes",
+            info.name,
+            info.backend,
+            info.device_type,
+            limits.max_storage_buffer_binding_size,
+            limits.max_buffer_size
+        );
+        Ok(GpuContext {
+            device,
+            queue,
+            info,
+            limits,
+            uncaptured,
+        })
+    }
+
+    /// An error wgpu raised since the last call, as an `Error`.
+    pub fn take_error(&self, during: &str) -> Result<()> {
+        match self
+            .uncaptured
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .take()
+        {
+            Some(message) => Err(Error::Device {
+                during: during.to_string(),
+                message,
+            }),
+            None => Ok(()),
+        }
+    }
+
+    /// A new storage buffer for `len` elements, checked against the limits.
+    pub fn alloc(&self, len: usize, what: &str) -> Result<Arc<GpuBuffer>> {
+        let bytes = (len as u64 * 4).max(16);
+        self.check_size(bytes, what)?;
+        let buffer = self.device.create_buffer(&wgpu::BufferDescriptor {
+            label: None,
+            size: bytes.next_multiple_of(16),
+            usage: wgpu::BufferUsages::STORAGE
+                | wgpu::BufferUsages::COPY_SRC
+                | wgpu::BufferUsages::COPY_DST,
+            mapped_at_creation: false,
+        });
+        Ok(Arc::new(GpuBuffer { buffer }))
+    }
+
+    fn check_size(&self, bytes: u64, what: &str) -> Result<()> {
+        let limit = self
+            .limits
+            .max_buffer_size
+            .min(self.limits.max_storage_buffer_binding_size);
+        if bytes > limit {
+            return Err(Error::TooLarge {
+                what: what.to_string(),
+                bytes,
+                limit,
+            });
+        }
+        Ok(())
+    }
+
+    /// Uploads 32-bit patterns into a new storage buffer.
+    pub fn upload(&self, bits: &[u32]) -> Result<Arc<GpuBuffer>> {
+        let bytes = (bits.len() as u64 * 4).max(16);
+        self.check_size(bytes, "upload")?;
+        // Buffers are padded to whole vec4s (and never empty) so kernels
+        // may read them four elements at a time.
+        let padded: Vec<u32>;
+        let contents: &[u32] = if bits.is_empty() || !bits.len().is_multiple_of(4) {
+            padded = bits
+                .iter()
+                .copied()
+                .chain(std::iter::repeat(0))
+                .take(bits.len().next_multiple_of(4).max(4))
+                .collect();
+            &padded
+        } else {
+            bits
+        };
+        let buffer = self
+            .device
+            .create_buffer_init(&wgpu::util::BufferInitDescriptor {
+                label: None,
+                contents: bytemuck::cast_slice(contents),
+                usage: wgpu::BufferUsages::STORAGE
+                    | wgpu::BufferUsages::COPY_SRC
+                    | wgpu::BufferUsages::COPY_DST,
+            });
+        Ok(Arc::new(GpuBuffer { buffer }))
+    }
+
+    /// Copies `len` elements starting at element `offset` back to the host.
+    /// This is the one place that waits for the device.
+    pub async fn download(&self, buf: &GpuBuffer, offset: usize, len: usize) -> Result<Vec<u32>> {
+        if len == 0 {
+            return Ok(Vec::new());
+        }
+        let bytes = len as u64 * 4;
+        let staging = self.device.create_buffer(&wgpu::BufferDescriptor {
+            label: Some("lazywgpu readback"),
+            size: bytes,
+            usage: wgpu::BufferUsages::MAP_READ | wgpu::BufferUsages::COPY_DST,
+            mapped_at_creation: false,
+        });
+        let mut encoder = self
+            .device
+            .create_command_encoder(&wgpu::CommandEncoderDescriptor::default());
+        encoder.copy_buffer_to_buffer(&buf.buffer, offset as u64 * 4, &staging, 0, Some(bytes));
+        self.queue.submit([encoder.finish()]);
+        let (tx, rx) = futures::channel::oneshot::channel();
+        staging.slice(..).map_async(wgpu::MapMode::Read, move |r| {
+            let _ = tx.send(r);
+        });
+        self.device
+            .poll(wgpu::PollType::wait_indefinitely())
+            .map_err(|e| Error::Device {
+                during: "readback".into(),
+                message: e.to_string(),
+            })?;
+        let mapped = rx.await.map_err(|_| Error::Device {
+            during: "readback".into(),
+            message: "map callback dropped".into(),
+        })?;
+        mapped.map_err(|e| Error::Device {
+            during: "readback".into(),
+            message: e.to_string(),
+        })?;
+        self.take_error("readback")?;
+        let view = staging
+            .slice(..)
+            .get_mapped_range()
+            .map_err(|e| Error::Device {
+                during: "readback".into(),
+                message: e.to_string(),
+            })?;
+        let out = bytemuck::cast_slice::<u8, u32>(&view).to_vec();
+        drop(view);
+        staging.unmap();
+        Ok(out)
+    }
+
+    /// Waits until all submitted work is done.
+    pub fn wait(&self) -> Result<()> {
+        self.device
+            .poll(wgpu::PollType::wait_indefinitely())
+            .map_err(|e| Error::Device {
+                during: "wait".into(),
+                message: e.to_string(),
+            })?;
+        self.take_error("wait")
+    }
+}
+
+async fn choose_adapter(instance: &wgpu::Instance) -> Result<wgpu::Adapter> {
+    if let Ok(name) = std::env::var("WGPU_ADAPTER_NAME") {
+        let wanted = name.to_lowercase();
+        let adapters = instance.enumerate_adapters(wgpu::Backends::all()).await;
+        let names: Vec<String> = adapters.iter().map(|a| a.get_info().name).collect();
+        return adapters
+            .into_iter()
+            .find(|a| a.get_info().name.to_lowercase().contains(&wanted))
+            .ok_or_else(|| {
+                Error::NoAdapter(format!(
+                    "WGPU_ADAPTER_NAME={name} matches none of {names:?}"
+                ))
+            });
+    }
+    instance
+        .request_adapter(&wgpu::RequestAdapterOptions {
+            power_preference: wgpu::PowerPreference::from_env().unwrap_or(wgpu::PowerPreference::HighPerformance),
+            force_fallback_adapter: false,
+            compatible_surface: None,
+            apply_limit_buckets: false,
+        })
+        .await
+        .map_err(|e| {
+            Error::NoAdapter(format!(
+                "{e} (on Debian/Ubuntu without a GPU, `apt-get install -y mesa-vulkan-drivers` provides lavapipe)"
+            ))
+        })
+}
+
+/// One compiled kernel of an executable.
+struct CompiledKernel {
+    pipeline: Arc<wgpu::ComputePipeline>,
+    source: KernelSource,
+    workgroups: (u32, u32),
+}
+
+/// A compiled graph: its kernels in order.
+pub(crate) struct Executable {
+    kernels: Vec<CompiledKernel>,
+}
+
+/// Compiled work of one `Device`: executables by graph structure, pipelines
+/// by WGSL text (a kernel shared by two graphs compiles once).
+pub(crate) struct GpuCaches {
+    executables: LruCache<u64, Vec<(GraphKey, Arc<Executable>)>>,
+    pipelines: LruCache<String, Arc<wgpu::ComputePipeline>>,
+}
+
+impl GpuCaches {
+    pub fn new() -> GpuCaches {
+        GpuCaches {
+            executables: LruCache::new(NonZeroUsize::new(512).expect("nonzero")),
+            pipelines: LruCache::new(NonZeroUsize::new(2048).expect("nonzero")),
+        }
+    }
+}
+
+/// Looks up or compiles the executable of `graph`.
+fn executable(
+    ctx: &GpuContext,
+    caches: &mut GpuCaches,
+    metrics: &Metrics,
+    graph: &Graph,
+) -> Result<Arc<Executable>> {
+    if let Some(entries) = caches.executables.get(&graph.hash) {
+        if let Some((_, exe)) = entries.iter().find(|(k, _)| *k == graph.key) {
+            metrics.add("graph_cache_hits", 1);
+            return Ok(exe.clone());
+        }
+    }
+    metrics.add("graph_cache_misses", 1);
+    log::debug!(
+        "graph {:016x}: cache miss, compiling {} nodes, {} outputs",
+        graph.hash,
+        graph.key.nodes.len(),
+        graph.key.outputs.len()
+    );
+    let max_bindings = ctx.limits.max_storage_buffers_per_shader_stage as usize;
+    let plan = schedule(&graph.key, max_bindings.saturating_sub(2).max(1));
+    let mut stored: Vec<bool> = graph
+        .key
+        .nodes
+        .iter()
+        .map(|n| matches!(n.kind, GKind::Input { .. }))
+        .collect();
+    let mut kernels = Vec::with_capacity(plan.kernels.len());
+    for (k, group) in plan.kernels.iter().enumerate() {
+        let source = generate_kernel(&graph.key, &group.outputs, group.numel, &|i| stored[i]);
+        let bindings = source.reads.len() + source.writes.len() + source.uses_params as usize;
+        if bindings > max_bindings {
+            return Err(Error::Compile {
+                graph_hash: graph.hash,
+                kernel: k,
+                message: format!(
+                    "kernel needs {bindings} storage buffers, the adapter allows {max_bindings} (at {})",
+                    graph.locations[group.outputs[0]]
+                ),
+                source_code: source.wgsl,
+            });
+        }
+        let pipeline = pipeline(ctx, caches, metrics, &source.wgsl, graph.hash, k)?;
+        for &o in &group.outputs {
+            stored[o] = true;
+        }
+        kernels.push(CompiledKernel {
+            pipeline,
+            workgroups: grid(ctx, group.numel),
+            source,
+        });
+    }
+    metrics.add("graphs_compiled", 1);
+    let exe = Arc::new(Executable { kernels });
+    match caches.executables.get_mut(&graph.hash) {
+        Some(entries) => entries.push((graph.key.clone(), exe.clone())),
+        None => {
+            caches
+                .executables
+                .put(graph.hash, vec![(graph.key.clone(), exe.clone())]);
+        }
+    }
+    Ok(exe)
+}
+
+/// Workgroup grid for `numel` invocations: past the per-dimension limit the
+/// grid is split over y, and the kernel recombines the index.
+fn grid(ctx: &GpuContext, numel: usize) -> (u32, u32) {
+    let groups = numel.div_ceil(WORKGROUP_SIZE as usize) as u64;
+    let max = ctx.limits.max_compute_workgroups_per_dimension as u64;
+    if groups <= max {
+        (groups as u32, 1)
+    } else {
+        let y = groups.div_ceil(max);
+        (groups.div_ceil(y) as u32, y as u32)
+    }
+}
+
+fn pipeline(
+    ctx: &GpuContext,
+    caches: &mut GpuCaches,
+    metrics: &Metrics,
+    wgsl: &str,
+    graph_hash: u64,
+    kernel: usize,
+) -> Result<Arc<wgpu::ComputePipeline>> {
+    if let Some(p) = caches.pipelines.get(wgsl) {
+        metrics.add("pipeline_cache_hits", 1);
+        return Ok(p.clone());
+    }
+    let compile_error = |message: String| Error::Compile {
+        graph_hash,
+        kernel,
+        message,
+        source_code: wgsl.to_string(),
+    };
+    validate_wgsl(wgsl).map_err(compile_error)?;
+    let scope = ctx.device.push_error_scope(wgpu::ErrorFilter::Validation);
+    let module = ctx
+        .device
+        .create_shader_module(wgpu::ShaderModuleDescriptor {
+            label: None,
+            source: wgpu::ShaderSource::Wgsl(wgsl.into()),
+        });
+    let pipeline = ctx
+        .device
+        .create_compute_pipeline(&wgpu::ComputePipelineDescriptor {
+            label: None,
+            layout: None,
+            module: &module,
+            entry_point: Some("main"),
+            compilation_options: wgpu::PipelineCompilationOptions::default(),
+            cache: None,
+        });
+    if let Some(e) = pollster::block_on(scope.pop()) {
+        return Err(compile_error(e.to_string()));
+    }
+    metrics.add("kernels_compiled", 1);
+    let pipeline = Arc::new(pipeline);
+    caches.pipelines.put(wgsl.to_string(), pipeline.clone());
+    Ok(pipeline)
+}
+
+/// Runs `graph`: compiles or finds its executable, allocates its written
+/// buffers, encodes one command buffer and submits it without waiting.
+/// Returns the storage of each output in `graph.key.outputs` order.
+pub(crate) fn run_graph(
+    ctx: &GpuContext,
+    caches: &Mutex<GpuCaches>,
+    metrics: &Metrics,
+    graph: &Graph,
+) -> Result<Vec<Storage>> {
+    let exe = {
+        let mut caches = caches.lock().unwrap_or_else(|e| e.into_inner());
+        executable(ctx, &mut caches, metrics, graph)?
+    };
+    let nodes = &graph.key.nodes;
+    // Stored data each node is read from, and the buffer each written node
+    // is written to. They differ for an output that is itself an input (a
+    // strided view being made contiguous).
+    let mut buffers: Vec<Option<Arc<GpuBuffer>>> = vec![None; nodes.len()];
+    let mut written: Vec<Option<Arc<GpuBuffer>>> = vec![None; nodes.len()];
+    for (i, n) in nodes.iter().enumerate() {
+        if let GKind::Input { slot, .. } = n.kind {
+            match &graph.inputs[slot].buffer {
+                DataBuffer::Gpu(b) => buffers[i] = Some(b.clone()),
+                DataBuffer::Cpu(_) => {
+                    return Err(Error::Device {
+                        during: format!("graph {:016x}", graph.hash),
+                        message: format!(
+                            "input created at {} lives on the CPU device; tensors of different devices cannot be mixed",
+                            graph.locations[i]
+                        ),
+                    });
+                }
+            }
+        }
+    }
+    for k in &exe.kernels {
+        for &w in &k.source.writes {
+            let what = format!(
+                "output of {} at {}",
+                op_name(&nodes[w].kind),
+                graph.locations[w]
+            );
+            written[w] = Some(ctx.alloc(numel(&nodes[w].shape), &what)?);
+        }
+    }
+    for &o in &graph.key.outputs {
+        if written[o].is_none() {
+            // Empty outputs are never written by a kernel.
+            written[o] = Some(ctx.alloc(numel(&nodes[o].shape), "empty output")?);
+        }
+    }
+    let params = if graph.params.is_empty() {
+        None
+    } else {
+        metrics.add("params_uploaded_bytes", graph.params.len() as u64 * 4);
+        Some(
+            ctx.device
+                .create_buffer_init(&wgpu::util::BufferInitDescriptor {
+                    label: Some("lazywgpu params"),
+                    contents: bytemuck::cast_slice(&graph.params),
+                    usage: wgpu::BufferUsages::STORAGE,
+                }),
+        )
+    };
+
+    let mut encoder = ctx
+        .device
+        .create_command_encoder(&wgpu::CommandEncoderDescriptor::default());
+    {
+        let mut pass = encoder.begin_compute_pass(&wgpu::ComputePassDescriptor::default());
+        for k in &exe.kernels {
+            let mut entries = Vec::new();
+            if k.source.uses_params {
+                let Some(p) = params.as_ref() else {
+                    return Err(Error::Device {
+                        during: format!("graph {:016x}", graph.hash),
+                        message: "kernel reads parameters but the graph has none".into(),
+                    });
+                };
+                entries.push(p.as_entire_binding());
+            }
+            let reads = k
+                .source
+                .reads
+                .iter()
+                .map(|&n| (n, buffers[n].as_ref().or(written[n].as_ref())));
+            let writes = k.source.writes.iter().map(|&n| (n, written[n].as_ref()));
+            for (n, b) in reads.chain(writes) {
+                let Some(b) = b else {
+                    return Err(Error::Device {
+                        during: format!("graph {:016x}", graph.hash),
+                        message: format!("node {n} is read before it is written"),
+                    });
+                };
+                entries.push(b.buffer.as_entire_binding());
+            }
+            let entries: Vec<wgpu::BindGroupEntry> = entries
+                .into_iter()
+                .enumerate()
+                .map(|(i, resource)| wgpu::BindGroupEntry {
+                    binding: i as u32,
+                    resource,
+                })
+                .collect();
+            let bind_group = ctx.device.create_bind_group(&wgpu::BindGroupDescriptor {
+                label: None,
+                layout: &k.pipeline.get_bind_group_layout(0),
+                entries: &entries,
+            });
+            pass.set_pipeline(&k.pipeline);
+            pass.set_bind_group(0, &bind_group, &[]);
+            pass.dispatch_workgroups(k.workgroups.0, k.workgroups.1, 1);
+            metrics.add("kernel_launches", 1);
+        }
+    }
+    ctx.queue.submit([encoder.finish()]);
+    metrics.add("graphs_executed", 1);
+    ctx.take_error(&format!("graph {:016x}", graph.hash))?;
+
+    graph
+        .key
+        .outputs
+        .iter()
+        .map(|&o| {
+            let buffer = written[o].clone().ok_or_else(|| Error::Device {
+                during: format!("graph {:016x}", graph.hash),
+                message: format!("output node {o} has no buffer"),
+            })?;
+            Ok(Storage {
+                buffer: DataBuffer::Gpu(buffer),
+                layout: Layout::contiguous(&nodes[o].shape),
+            })
+        })
+        .collect()
+}
+
+fn op_name(kind: &GKind) -> &'static str {
+    match kind {
+        GKind::Input { .. } => "input",
+        GKind::Op { op, .. } => op.name(),
+    }
+}

@@ -1,0 +1,6 @@
+//! Devices and execution: adapter choice, caches, encode/submit/readback on
+//! wgpu, and dispatch to the CPU reference.
+
+pub mod device;
+pub(crate) mod gpu;
+pub(crate) mod storage;

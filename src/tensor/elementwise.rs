@@ -1,0 +1,345 @@
+//! Elementwise ops: type promotion, broadcasting, and the op methods.
+
+use std::panic::Location;
+use std::sync::Arc;
+
+use super::Tensor;
+use super::creation::scalar_node;
+use super::movement::expand_node;
+use crate::dtype::{DType, Element, promote};
+use crate::graph::Node;
+use crate::graph::op::{BinaryOp, Op, UnaryOp};
+use crate::shape::broadcast_shapes;
+
+/// The right-hand side of a binary op: a tensor or a host scalar.
+pub enum Operand {
+    /// A tensor operand, broadcast against the other side.
+    Tensor(Tensor),
+    /// A scalar (dtype and 32-bit pattern); it travels as a runtime
+    /// parameter, so a new value never recompiles.
+    Scalar(DType, u32),
+}
+
+/// Anything usable as the right-hand side of a binary op.
+pub trait IntoOperand {
+    /// The operand.
+    fn into_operand(self) -> Operand;
+}
+
+impl IntoOperand for Tensor {
+    fn into_operand(self) -> Operand {
+        Operand::Tensor(self)
+    }
+}
+
+impl IntoOperand for &Tensor {
+    fn into_operand(self) -> Operand {
+        Operand::Tensor(self.clone())
+    }
+}
+
+macro_rules! scalar_operand {
+    ($($t:ty),*) => {$(
+        impl IntoOperand for $t {
+            fn into_operand(self) -> Operand {
+                Operand::Scalar(<$t as Element>::DTYPE, Element::to_bits(self))
+            }
+        }
+    )*};
+}
+scalar_operand!(f32, i32, u32, bool);
+
+/// Converts a scalar's bits from one dtype to another on the host.
+fn convert_scalar(bits: u32, from: DType, to: DType) -> u32 {
+    let as_f64 = match from {
+        DType::F32 => f32::from_bits(bits) as f64,
+        DType::I32 => bits as i32 as f64,
+        DType::U32 => bits as f64,
+        DType::Bool => (bits != 0) as u32 as f64,
+    };
+    match to {
+        _ if to == from => bits,
+        DType::F32 => (as_f64 as f32).to_bits(),
+        DType::I32 => as_f64 as i32 as u32,
+        DType::U32 => as_f64 as u32,
+        DType::Bool => (as_f64 != 0.0) as u32,
+    }
+}
+
+/// `node` converted to `dtype` (itself if it already is).
+pub(crate) fn cast_node(
+    node: &Arc<Node>,
+    dtype: DType,
+    loc: &'static Location<'static>,
+) -> Arc<Node> {
+    if node.dtype == dtype {
+        return node.clone();
+    }
+    Node::pending(
+        Op::Cast(dtype),
+        vec![node.clone()],
+        Vec::new(),
+        node.shape.clone(),
+        dtype,
+        loc,
+    )
+}
+
+impl Tensor {
+    #[track_caller]
+    fn unary(&self, op: UnaryOp) -> Tensor {
+        let loc = Location::caller();
+        let mut x = self.node();
+        if op.needs_float() {
+            x = cast_node(&x, DType::F32, loc);
+        } else if x.dtype == DType::Bool {
+            panic!(
+                "{}: not defined for bool tensors (shape {:?}) at {loc}",
+                op.name(),
+                self.shape()
+            );
+        }
+        let node = Node::pending(
+            Op::Unary(op),
+            vec![x.clone()],
+            Vec::new(),
+            x.shape.clone(),
+            x.dtype,
+            loc,
+        );
+        Tensor::from_node(node, self.device())
+    }
+
+    /// Records `self op rhs` with broadcasting and PyTorch's type promotion.
+    #[track_caller]
+    pub(crate) fn binary(&self, rhs: Operand, op: BinaryOp) -> Tensor {
+        let loc = Location::caller();
+        let a = self.node();
+        let b = match rhs {
+            Operand::Tensor(t) => {
+                if t.device() != self.device() {
+                    panic!(
+                        "{}: operands are on different devices ({} and {}) at {loc}",
+                        op.name(),
+                        self.device().name(),
+                        t.device().name()
+                    );
+                }
+                t.node()
+            }
+            Operand::Scalar(sd, bits) => {
+                // A scalar of a lower or equal category takes the tensor's
+                // dtype; a higher one promotes to that category's default.
+                let dt = if sd.category() <= a.dtype.category() {
+                    a.dtype
+                } else if sd == DType::F32 {
+                    DType::F32
+                } else {
+                    DType::I32
+                };
+                scalar_node(convert_scalar(bits, sd, dt), dt, loc)
+            }
+        };
+        let Some(shape) = broadcast_shapes(&a.shape, &b.shape) else {
+            panic!(
+                "{}: shapes {:?} and {:?} cannot be broadcast together (dtypes {}, {}) at {loc}",
+                op.name(),
+                a.shape,
+                b.shape,
+                a.dtype,
+                b.dtype
+            );
+        };
+        let Some(mut dt) = promote(a.dtype, b.dtype) else {
+            panic!(
+                "{}: no common dtype for {} and {} (shapes {:?}, {:?}); cast one side first, at {loc}",
+                op.name(),
+                a.dtype,
+                b.dtype,
+                a.shape,
+                b.shape
+            );
+        };
+        // Arithmetic on bools counts them as integers; ordering compares
+        // them as 0 and 1.
+        if dt == DType::Bool && !matches!(op, BinaryOp::Eq | BinaryOp::Ne) {
+            dt = DType::I32;
+        }
+        // True division and pow are computed in f32 (pow's integer result
+        // is cast back, matching PyTorch's integer pow for exact values).
+        let compute_dt = if matches!(op, BinaryOp::Div | BinaryOp::Pow) {
+            DType::F32
+        } else {
+            dt
+        };
+        let a = expand_node(&cast_node(&a, compute_dt, loc), &shape, loc);
+        let b = expand_node(&cast_node(&b, compute_dt, loc), &shape, loc);
+        let out_dt = if op.is_comparison() {
+            DType::Bool
+        } else {
+            compute_dt
+        };
+        let mut node = Node::pending(Op::Binary(op), vec![a, b], Vec::new(), shape, out_dt, loc);
+        if op == BinaryOp::Pow && dt != DType::F32 {
+            node = cast_node(
+                &Node::pending(
+                    Op::Unary(UnaryOp::Round),
+                    vec![node.clone()],
+                    Vec::new(),
+                    node.shape.clone(),
+                    DType::F32,
+                    loc,
+                ),
+                dt,
+                loc,
+            );
+        }
+        Tensor::from_node(node, self.device())
+    }
+
+    /// Elementwise `cond ? on_true : on_false`, broadcasting all three.
+    /// `self` is the condition and must be `Bool`.
+    #[track_caller]
+    pub fn where_cond(&self, on_true: impl IntoOperand, on_false: impl IntoOperand) -> Tensor {
+        let loc = Location::caller();
+        let c = self.node();
+        if c.dtype != DType::Bool {
+            panic!(
+                "where_cond: condition must be bool, got {} (shape {:?}) at {loc}",
+                c.dtype, c.shape
+            );
+        }
+        let operand = |o: Operand| match o {
+            Operand::Tensor(t) => t.node(),
+            Operand::Scalar(d, bits) => scalar_node(bits, d, loc),
+        };
+        let a = operand(on_true.into_operand());
+        let b = operand(on_false.into_operand());
+        let shape = broadcast_shapes(&c.shape, &a.shape)
+            .and_then(|s| broadcast_shapes(&s, &b.shape))
+            .unwrap_or_else(|| {
+                panic!(
+                    "where_cond: shapes {:?}, {:?} and {:?} cannot be broadcast together at {loc}",
+                    c.shape, a.shape, b.shape
+                )
+            });
+        let dt = promote(a.dtype, b.dtype).unwrap_or_else(|| {
+            panic!(
+                "where_cond: no common dtype for {} and {} at {loc}",
+                a.dtype, b.dtype
+            )
+        });
+        let inputs = vec![
+            expand_node(&c, &shape, loc),
+            expand_node(&cast_node(&a, dt, loc), &shape, loc),
+            expand_node(&cast_node(&b, dt, loc), &shape, loc),
+        ];
+        Tensor::from_node(
+            Node::pending(Op::Where, inputs, Vec::new(), shape, dt, loc),
+            self.device(),
+        )
+    }
+
+    /// The tensor converted to `dtype` (float to int truncates toward zero
+    /// and saturates; anything to bool is `!= 0`).
+    #[track_caller]
+    pub fn cast(&self, dtype: DType) -> Tensor {
+        let node = cast_node(&self.node(), dtype, Location::caller());
+        Tensor::from_node(node, self.device())
+    }
+
+    /// Alias of [`Tensor::cast`], as in PyTorch's `.to(dtype)`.
+    #[track_caller]
+    pub fn to_dtype(&self, dtype: DType) -> Tensor {
+        self.cast(dtype)
+    }
+}
+
+macro_rules! unary_methods {
+    ($($(#[$doc:meta])* $name:ident => $op:ident),* $(,)?) => {
+        impl Tensor {$(
+            $(#[$doc])*
+            #[track_caller]
+            pub fn $name(&self) -> Tensor {
+                self.unary(UnaryOp::$op)
+            }
+        )*}
+    };
+}
+
+unary_methods! {
+    /// Elementwise `-x`.
+    neg => Neg,
+    /// Elementwise `|x|`.
+    abs => Abs,
+    /// Elementwise `e^x` (integers are promoted to `f32`).
+    exp => Exp,
+    /// Elementwise natural logarithm.
+    log => Log,
+    /// Elementwise square root.
+    sqrt => Sqrt,
+    /// Elementwise `1 / sqrt(x)`.
+    rsqrt => Rsqrt,
+    /// Elementwise `1 / x`.
+    recip => Recip,
+    /// Elementwise sine.
+    sin => Sin,
+    /// Elementwise cosine.
+    cos => Cos,
+    /// Elementwise hyperbolic tangent.
+    tanh => Tanh,
+    /// Elementwise `1 / (1 + e^-x)`.
+    sigmoid => Sigmoid,
+    /// Elementwise `max(x, 0)`.
+    relu => Relu,
+    /// Elementwise floor (identity on integers).
+    floor => Floor,
+    /// Elementwise ceiling (identity on integers).
+    ceil => Ceil,
+    /// Elementwise rounding, half to even as in PyTorch.
+    round => Round,
+    /// Elementwise sign: -1, 0 or 1.
+    sign => Sign,
+}
+
+macro_rules! binary_methods {
+    ($($(#[$doc:meta])* $name:ident => $op:ident),* $(,)?) => {
+        impl Tensor {$(
+            $(#[$doc])*
+            #[track_caller]
+            pub fn $name(&self, rhs: impl IntoOperand) -> Tensor {
+                self.binary(rhs.into_operand(), BinaryOp::$op)
+            }
+        )*}
+    };
+}
+
+binary_methods! {
+    /// Elementwise `self + rhs`, broadcasting.
+    add => Add,
+    /// Elementwise `self - rhs`, broadcasting.
+    sub => Sub,
+    /// Elementwise `self * rhs`, broadcasting.
+    mul => Mul,
+    /// Elementwise true division (integers give `f32`, as in PyTorch).
+    div => Div,
+    /// Elementwise `self ^ rhs` with PyTorch's conventions (`pow(x, 0) == 1`,
+    /// negative bases with integral exponents).
+    pow => Pow,
+    /// Elementwise maximum.
+    maximum => Maximum,
+    /// Elementwise minimum.
+    minimum => Minimum,
+    /// Elementwise `==` (bool result).
+    eq => Eq,
+    /// Elementwise `!=` (bool result).
+    ne => Ne,
+    /// Elementwise `<` (bool result).
+    lt => Lt,
+    /// Elementwise `<=` (bool result).
+    le => Le,
+    /// Elementwise `>` (bool result).
+    gt => Gt,
+    /// Elementwise `>=` (bool result).
+    ge => Ge,
+}
