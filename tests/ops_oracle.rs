@@ -21,8 +21,9 @@ fn grid() -> Vec<f32> {
 
 #[test]
 fn unary_ops_match_f64() {
+    type Op = fn(&Tensor) -> Tensor;
     type F = fn(f64) -> f64;
-    let cases: Vec<(&str, fn(&Tensor) -> Tensor, F, f32)> = vec![
+    let cases: Vec<(&str, Op, F, f32)> = vec![
         ("neg", |t| t.neg(), |x| -x, 0.0),
         ("abs", |t| t.abs(), f64::abs, 0.0),
         ("exp", |t| t.exp(), f64::exp, 1e-5),
@@ -79,8 +80,9 @@ fn binary_ops_broadcast_like_numpy() {
     // a: [3, 1, 4], b: [2, 1] -> [3, 2, 4]
     let a: Vec<f32> = (0..12).map(|i| i as f32 * 0.5 - 2.0).collect();
     let b: Vec<f32> = vec![1.5, -0.5];
+    type Op = fn(&Tensor, &Tensor) -> Tensor;
     type F = fn(f64, f64) -> f64;
-    let cases: Vec<(&str, fn(&Tensor, &Tensor) -> Tensor, F)> = vec![
+    let cases: Vec<(&str, Op, F)> = vec![
         ("add", |x, y| x + y, |p, q| p + q),
         ("sub", |x, y| x - y, |p, q| p - q),
         ("mul", |x, y| x * y, |p, q| p * q),
@@ -98,9 +100,9 @@ fn binary_ops_broadcast_like_numpy() {
             let got = out.to_vec::<f32>().unwrap();
             let mut expected = Vec::new();
             for i in 0..3 {
-                for j in 0..2 {
+                for &bj in &b {
                     for k in 0..4 {
-                        expected.push(f(a[i * 4 + k] as f64, b[j] as f64) as f32);
+                        expected.push(f(a[i * 4 + k] as f64, bj as f64) as f32);
                     }
                 }
             }
