@@ -29,17 +29,28 @@ pub(crate) struct KernelSource {
     pub reads: Vec<usize>,
     /// Graph nodes written, in binding order after the reads.
     pub writes: Vec<usize>,
+    /// Invocations to launch (a vectorised kernel handles four elements each).
+    pub invocations: usize,
 }
 
 /// Generates the kernel that writes `outputs` (all of `numel` elements).
 /// `stored(i)` says whether node `i` can be read from memory (a graph input
 /// or the output of an earlier kernel) instead of being recomputed.
+///
+/// When every element the kernel touches sits at the same position in every
+/// buffer (no index arithmetic beyond splatting single values), it works on
+/// `vec4`s: four elements per invocation, loaded and stored as one, which is
+/// worth ~2.5x on lavapipe and saves loads everywhere.
 pub(crate) fn generate_kernel(
     key: &GraphKey,
     outputs: &[usize],
     numel: usize,
     stored: &dyn Fn(usize) -> bool,
 ) -> KernelSource {
+    let vec = numel.is_multiple_of(4)
+        && outputs
+            .iter()
+            .all(|&o| vectorizable(&key.nodes, o, stored, true));
     let mut g = Gen {
         nodes: &key.nodes,
         stored,
@@ -55,9 +66,13 @@ pub(crate) fn generate_kernel(
     for (k, &o) in outputs.iter().enumerate() {
         // An output that is itself stored (a strided view being made
         // contiguous) is read through its layout, not recursed into.
-        let value = g.value(o, "gi", true);
+        let value = g.value(o, "gi", true, vec);
         let stored_value = match key.nodes[o].dtype {
-            DType::Bool => format!("select(0u, 1u, {value})"),
+            DType::Bool => format!(
+                "select({}, {}, {value})",
+                lit(DType::U32, 0, vec),
+                lit(DType::U32, 1, vec)
+            ),
             _ => value,
         };
         let _ = writeln!(stores, "    out{k}[gi] = {stored_value};");
@@ -72,8 +87,8 @@ pub(crate) fn generate_kernel(
         );
         binding += 1;
     }
-    for (k, &r) in g.reads.iter().enumerate() {
-        let ty = key.nodes[r].dtype.wgsl_storage_type();
+    for (k, &(r, rvec)) in g.reads.iter().enumerate() {
+        let ty = storage_type(key.nodes[r].dtype, rvec);
         let _ = writeln!(
             src,
             "@group(0) @binding({binding}) var<storage, read> in{k}: array<{ty}>;"
@@ -81,7 +96,7 @@ pub(crate) fn generate_kernel(
         binding += 1;
     }
     for (k, &o) in outputs.iter().enumerate() {
-        let ty = key.nodes[o].dtype.wgsl_storage_type();
+        let ty = storage_type(key.nodes[o].dtype, vec);
         let _ = writeln!(
             src,
             "@group(0) @binding({binding}) var<storage, read_write> out{k}: array<{ty}>;"
@@ -94,6 +109,7 @@ pub(crate) fn generate_kernel(
     if g.uses_pow {
         src.push_str(POW_FUNCTION);
     }
+    let invocations = if vec { numel / 4 } else { numel };
     let _ = write!(
         src,
         "\n@compute @workgroup_size({WORKGROUP_SIZE})\n\
@@ -101,14 +117,53 @@ pub(crate) fn generate_kernel(
          @builtin(local_invocation_index) lid: u32) {{\n    \
          // Grids past 65,535 workgroups are split over y.\n    \
          let gi = (wid.y * nwg.x + wid.x) * {WORKGROUP_SIZE}u + lid;\n    \
-         if (gi >= {numel}u) {{ return; }}\n{}{}}}\n",
+         if (gi >= {invocations}u) {{ return; }}\n{}{}}}\n",
         g.body, stores
     );
     KernelSource {
         wgsl: src,
         uses_params: g.uses_params,
-        reads: g.reads,
+        reads: g.reads.into_iter().map(|(r, _)| r).collect(),
         writes: outputs.to_vec(),
+        invocations,
+    }
+}
+
+/// Whether node `n`'s value can be computed four elements at a time with
+/// every read at the output's own position (or a single splatted value).
+fn vectorizable(nodes: &[GNode], n: usize, stored: &dyn Fn(usize) -> bool, is_root: bool) -> bool {
+    let node = &nodes[n];
+    match &node.kind {
+        GKind::Input { layout, .. } => {
+            numel(&node.shape) == 1
+                || (layout.is_row_major(&node.shape) && layout.offset.is_multiple_of(4))
+        }
+        GKind::Op { .. } if !is_root && stored(n) => true,
+        GKind::Op { op, .. } => match op {
+            Op::Scalar => true,
+            Op::Arange | Op::Rand { .. } | Op::Permute(_) => false,
+            Op::Expand => numel(&nodes[node.inputs[0]].shape) == 1,
+            Op::Unary(_) | Op::Binary(_) | Op::Where | Op::Cast(_) | Op::Reshape => node
+                .inputs
+                .iter()
+                .all(|&i| vectorizable(nodes, i, stored, false)),
+        },
+    }
+}
+
+fn value_type(dtype: DType, vec: bool) -> String {
+    if vec {
+        format!("vec4<{}>", dtype.wgsl_value_type())
+    } else {
+        dtype.wgsl_value_type().to_string()
+    }
+}
+
+fn storage_type(dtype: DType, vec: bool) -> String {
+    if vec {
+        format!("vec4<{}>", dtype.wgsl_storage_type())
+    } else {
+        dtype.wgsl_storage_type().to_string()
     }
 }
 
@@ -116,8 +171,10 @@ struct Gen<'a> {
     nodes: &'a [GNode],
     stored: &'a dyn Fn(usize) -> bool,
     body: String,
-    memo: HashMap<(usize, String), String>,
-    reads: Vec<usize>,
+    /// (node, index variable, vectorised) -> variable holding the value.
+    memo: HashMap<(usize, String, bool), String>,
+    /// Nodes bound for reading, and whether as `vec4`s.
+    reads: Vec<(usize, bool)>,
     next_var: usize,
     uses_params: bool,
     uses_rng: bool,
@@ -146,19 +203,20 @@ impl Gen<'_> {
         }
     }
 
-    /// The variable holding node `n`'s value at element index `idx`.
-    /// `is_root` marks a kernel output, which is computed even if stored
-    /// (unless it is a graph input, which has no computation).
-    fn value(&mut self, n: usize, idx: &str, is_root: bool) -> String {
-        let memo_key = (n, idx.to_string());
+    /// The variable holding node `n`'s value at element index `idx` (the
+    /// index of a group of four elements when `vec`). `is_root` marks a
+    /// kernel output, which is computed even if stored (unless it is a
+    /// graph input, which has no computation).
+    fn value(&mut self, n: usize, idx: &str, is_root: bool, vec: bool) -> String {
+        let memo_key = (n, idx.to_string(), vec);
         if let Some(v) = self.memo.get(&memo_key) {
             return v.clone();
         }
         let node = &self.nodes[n];
-        let ty = node.dtype.wgsl_value_type();
+        let ty = value_type(node.dtype, vec);
         let is_input = matches!(node.kind, GKind::Input { .. });
         let var = if is_input || (!is_root && (self.stored)(n)) {
-            self.load(n, idx)
+            self.load(n, idx, vec)
         } else {
             let GKind::Op { op, param_base } = &node.kind else {
                 unreachable!("inputs are loaded above")
@@ -169,12 +227,12 @@ impl Gen<'_> {
             match op {
                 Op::Scalar => {
                     let p = self.param(base, dtype);
-                    self.emit("v", ty, &p)
+                    self.emit("v", &ty, &format!("{ty}({p})"))
                 }
                 Op::Arange => {
                     let start = self.param(base, dtype);
                     let step = self.param(base + 1, dtype);
-                    self.emit("v", ty, &format!("{start} + {ty}({idx}) * {step}"))
+                    self.emit("v", &ty, &format!("{start} + {ty}({idx}) * {step}"))
                 }
                 Op::Rand { normal } => {
                     self.uses_rng = true;
@@ -182,7 +240,7 @@ impl Gen<'_> {
                     let f = if normal { "rng_normal" } else { "rng_uniform" };
                     self.emit(
                         "v",
-                        ty,
+                        &ty,
                         &format!(
                             "{f}(params[{base}], params[{}], params[{}] + {idx})",
                             base + 1,
@@ -191,31 +249,31 @@ impl Gen<'_> {
                     )
                 }
                 Op::Unary(u) => {
-                    let a = self.value(inputs[0], idx, false);
-                    let expr = unary_expr(u, dtype, &a);
-                    self.emit("v", ty, &expr)
+                    let a = self.value(inputs[0], idx, false, vec);
+                    let expr = unary_expr(u, dtype, &a, vec);
+                    self.emit("v", &ty, &expr)
                 }
                 Op::Binary(b) => {
-                    let a = self.value(inputs[0], idx, false);
-                    let c = self.value(inputs[1], idx, false);
+                    let a = self.value(inputs[0], idx, false, vec);
+                    let c = self.value(inputs[1], idx, false, vec);
                     if b == BinaryOp::Pow {
                         self.uses_pow = true;
                     }
-                    let expr = binary_expr(b, &a, &c);
-                    self.emit("v", ty, &expr)
+                    let expr = binary_expr(b, &a, &c, vec);
+                    self.emit("v", &ty, &expr)
                 }
                 Op::Where => {
-                    let c = self.value(inputs[0], idx, false);
-                    let a = self.value(inputs[1], idx, false);
-                    let b = self.value(inputs[2], idx, false);
-                    self.emit("v", ty, &format!("select({b}, {a}, {c})"))
+                    let c = self.value(inputs[0], idx, false, vec);
+                    let a = self.value(inputs[1], idx, false, vec);
+                    let b = self.value(inputs[2], idx, false, vec);
+                    self.emit("v", &ty, &format!("select({b}, {a}, {c})"))
                 }
                 Op::Cast(to) => {
                     let from = self.nodes[inputs[0]].dtype;
-                    let a = self.value(inputs[0], idx, false);
-                    self.emit("v", ty, &cast_expr(from, to, &a))
+                    let a = self.value(inputs[0], idx, false, vec);
+                    self.emit("v", &ty, &cast_expr(from, to, &a, vec))
                 }
-                Op::Reshape => self.value(inputs[0], idx, false),
+                Op::Reshape => self.value(inputs[0], idx, false, vec),
                 Op::Permute(perm) => {
                     let src_shape = self.nodes[inputs[0]].shape.clone();
                     let src_strides = contiguous_strides(&src_shape);
@@ -223,13 +281,18 @@ impl Gen<'_> {
                     let strides: Vec<usize> = perm.iter().map(|&p| src_strides[p]).collect();
                     let layout = Layout { strides, offset: 0 };
                     let j = self.index_var(&node.shape.clone(), &layout, idx);
-                    self.value(inputs[0], &j, false)
+                    self.value(inputs[0], &j, false, vec)
+                }
+                Op::Expand if vec => {
+                    // Vectorised kernels only expand single values: splat.
+                    let one = self.value(inputs[0], "0u", false, false);
+                    self.emit("v", &ty, &format!("{ty}({one})"))
                 }
                 Op::Expand => {
                     let src_shape = self.nodes[inputs[0]].shape.clone();
                     let layout = Layout::contiguous(&src_shape).expand(&src_shape, &node.shape);
                     let j = self.index_var(&node.shape.clone(), &layout, idx);
-                    self.value(inputs[0], &j, false)
+                    self.value(inputs[0], &j, false, vec)
                 }
             }
         };
@@ -237,29 +300,43 @@ impl Gen<'_> {
         var
     }
 
-    /// Loads node `n` from its binding at element index `idx`.
-    fn load(&mut self, n: usize, idx: &str) -> String {
+    /// Loads node `n` from its binding at element index `idx` (group index
+    /// when `vec`; a single-element input is then loaded once and splatted).
+    fn load(&mut self, n: usize, idx: &str, vec: bool) -> String {
         let node = &self.nodes[n];
         let (shape, dtype) = (node.shape.clone(), node.dtype);
         let layout = match &node.kind {
             GKind::Input { layout, .. } => layout.clone(),
             GKind::Op { .. } => Layout::contiguous(&shape),
         };
-        let k = match self.reads.iter().position(|&r| r == n) {
+        if vec && numel(&shape) == 1 {
+            let one = self.load(n, "0u", false);
+            let ty = value_type(dtype, true);
+            return self.emit("v", &ty, &format!("{ty}({one})"));
+        }
+        let k = match self.reads.iter().position(|&r| r == (n, vec)) {
             Some(k) => k,
             None => {
-                self.reads.push(n);
+                self.reads.push((n, vec));
                 self.reads.len() - 1
             }
         };
-        let pos = self.index_var(&shape, &layout, idx);
+        let pos = if vec {
+            // Row-major with an offset divisible by four (see `vectorizable`).
+            match layout.offset / 4 {
+                0 => idx.to_string(),
+                q => format!("{idx} + {q}u"),
+            }
+        } else {
+            self.index_var(&shape, &layout, idx)
+        };
         let raw = format!("in{k}[{pos}]");
         let expr = if dtype == DType::Bool {
-            format!("({raw} != 0u)")
+            format!("({raw} != {})", lit(DType::U32, 0, vec))
         } else {
             raw
         };
-        self.emit("v", dtype.wgsl_value_type(), &expr)
+        self.emit("v", &value_type(dtype, vec), &expr)
     }
 
     /// A variable with the buffer position of row-major element `idx` of
@@ -299,16 +376,22 @@ impl Gen<'_> {
     }
 }
 
-fn float_lit(dtype: DType, v: i32) -> String {
-    match dtype {
+/// A literal of `dtype` (splatted to a `vec4` when `vec`).
+fn lit(dtype: DType, v: i32, vec: bool) -> String {
+    let scalar = match dtype {
         DType::F32 => format!("{v}.0"),
         DType::I32 => format!("{v}i"),
         _ => format!("{v}u"),
+    };
+    if vec {
+        format!("vec4<{}>({scalar})", dtype.wgsl_storage_type())
+    } else {
+        scalar
     }
 }
 
-fn unary_expr(u: UnaryOp, dtype: DType, a: &str) -> String {
-    let zero = float_lit(dtype, 0);
+fn unary_expr(u: UnaryOp, dtype: DType, a: &str, vec: bool) -> String {
+    let zero = lit(dtype, 0, vec);
     match (u, dtype) {
         (UnaryOp::Neg, DType::U32) => format!("0u - {a}"),
         (UnaryOp::Neg, _) => format!("-{a}"),
@@ -323,7 +406,11 @@ fn unary_expr(u: UnaryOp, dtype: DType, a: &str) -> String {
         (UnaryOp::Cos, _) => format!("cos({a})"),
         // Clamped: tanh is ±1 in f32 well before 15, and some drivers
         // compute it through exp, which overflows for large inputs.
-        (UnaryOp::Tanh, _) => format!("tanh(clamp({a}, -15.0, 15.0))"),
+        (UnaryOp::Tanh, _) => format!(
+            "tanh(clamp({a}, {}, {}))",
+            lit(dtype, -15, vec),
+            lit(dtype, 15, vec)
+        ),
         (UnaryOp::Sigmoid, _) => format!("1.0 / (1.0 + exp(-{a}))"),
         (UnaryOp::Relu, _) => format!("max({a}, {zero})"),
         (UnaryOp::Floor | UnaryOp::Ceil | UnaryOp::Round, d) if d != DType::F32 => a.to_string(),
@@ -331,17 +418,20 @@ fn unary_expr(u: UnaryOp, dtype: DType, a: &str) -> String {
         (UnaryOp::Ceil, _) => format!("ceil({a})"),
         // WGSL's round() rounds half to even, as PyTorch does.
         (UnaryOp::Round, _) => format!("round({a})"),
-        (UnaryOp::Sign, DType::U32) => format!("min({a}, 1u)"),
+        (UnaryOp::Sign, DType::U32) => format!("min({a}, {})", lit(dtype, 1, vec)),
         (UnaryOp::Sign, _) => format!("sign({a})"),
     }
 }
 
-fn binary_expr(b: BinaryOp, a: &str, c: &str) -> String {
+fn binary_expr(b: BinaryOp, a: &str, c: &str, vec: bool) -> String {
     match b {
         BinaryOp::Add => format!("{a} + {c}"),
         BinaryOp::Sub => format!("{a} - {c}"),
         BinaryOp::Mul => format!("{a} * {c}"),
         BinaryOp::Div => format!("{a} / {c}"),
+        BinaryOp::Pow if vec => format!(
+            "vec4<f32>(pow_torch({a}.x, {c}.x), pow_torch({a}.y, {c}.y), pow_torch({a}.z, {c}.z), pow_torch({a}.w, {c}.w))"
+        ),
         BinaryOp::Pow => format!("pow_torch({a}, {c})"),
         BinaryOp::Maximum => format!("max({a}, {c})"),
         BinaryOp::Minimum => format!("min({a}, {c})"),
@@ -354,14 +444,14 @@ fn binary_expr(b: BinaryOp, a: &str, c: &str) -> String {
     }
 }
 
-fn cast_expr(from: DType, to: DType, a: &str) -> String {
+fn cast_expr(from: DType, to: DType, a: &str, vec: bool) -> String {
     match (from, to) {
         _ if from == to => a.to_string(),
-        (DType::Bool, _) => format!("select({}, {}, {a})", float_lit(to, 0), float_lit(to, 1)),
-        (_, DType::Bool) => format!("{a} != {}", float_lit(from, 0)),
-        (DType::I32, DType::U32) => format!("bitcast<u32>({a})"),
-        (DType::U32, DType::I32) => format!("bitcast<i32>({a})"),
-        (_, to) => format!("{}({a})", to.wgsl_value_type()),
+        (DType::Bool, _) => format!("select({}, {}, {a})", lit(to, 0, vec), lit(to, 1, vec)),
+        (_, DType::Bool) => format!("{a} != {}", lit(from, 0, vec)),
+        (DType::I32, DType::U32) => format!("bitcast<{}>({a})", value_type(DType::U32, vec)),
+        (DType::U32, DType::I32) => format!("bitcast<{}>({a})", value_type(DType::I32, vec)),
+        (_, to) => format!("{}({a})", value_type(to, vec)),
     }
 }
 

@@ -336,7 +336,7 @@ fn executable(
         }
         kernels.push(CompiledKernel {
             pipeline,
-            workgroups: grid(ctx, group.numel),
+            workgroups: grid(ctx, source.invocations),
             source,
         });
     }
