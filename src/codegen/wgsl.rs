@@ -141,7 +141,7 @@ fn vectorizable(nodes: &[GNode], n: usize, stored: &dyn Fn(usize) -> bool, is_ro
         GKind::Op { .. } if !is_root && stored(n) => true,
         GKind::Op { op, .. } => match op {
             Op::Scalar => true,
-            Op::Arange | Op::Rand { .. } | Op::Permute(_) => false,
+            Op::Arange | Op::Rand { .. } | Op::AsStrided(_) | Op::StridedScatter(_) => false,
             Op::Expand => numel(&nodes[node.inputs[0]].shape) == 1,
             Op::Unary(_) | Op::Binary(_) | Op::Where | Op::Cast(_) | Op::Reshape => node
                 .inputs
@@ -274,14 +274,16 @@ impl Gen<'_> {
                     self.emit("v", &ty, &cast_expr(from, to, &a, vec))
                 }
                 Op::Reshape => self.value(inputs[0], idx, false, vec),
-                Op::Permute(perm) => {
-                    let src_shape = self.nodes[inputs[0]].shape.clone();
-                    let src_strides = contiguous_strides(&src_shape);
-                    // Output dim k reads source dim perm[k].
-                    let strides: Vec<usize> = perm.iter().map(|&p| src_strides[p]).collect();
-                    let layout = Layout { strides, offset: 0 };
+                Op::AsStrided(layout) => {
                     let j = self.index_var(&node.shape.clone(), &layout, idx);
                     self.value(inputs[0], &j, false, vec)
+                }
+                Op::StridedScatter(layout) => {
+                    let view_shape = self.nodes[inputs[1]].shape.clone();
+                    let (hit, src_idx) = self.scatter_source(&view_shape, &layout, idx);
+                    let old = self.value(inputs[0], idx, false, vec);
+                    let new = self.value(inputs[1], &src_idx, false, vec);
+                    self.emit("v", &ty, &format!("select({old}, {new}, {hit})"))
                 }
                 Op::Expand if vec => {
                     // Vectorised kernels only expand single values: splat.
@@ -339,9 +341,55 @@ impl Gen<'_> {
         self.emit("v", &value_type(dtype, vec), &expr)
     }
 
+    /// For base element `idx`, whether the strided view (`view_shape`,
+    /// `layout`) contains it and at which row-major view index. The view's
+    /// dims are peeled off in order of decreasing stride, which inverts
+    /// every non-overlapping view of a row-major base (slices with steps,
+    /// selects, permutations, diagonals).
+    fn scatter_source(
+        &mut self,
+        view_shape: &[usize],
+        layout: &Layout,
+        idx: &str,
+    ) -> (String, String) {
+        let view_strides = contiguous_strides(view_shape);
+        let mut dims: Vec<usize> = (0..view_shape.len())
+            .filter(|&d| view_shape[d] > 1)
+            .collect();
+        dims.sort_by(|&a, &b| layout.strides[b].cmp(&layout.strides[a]));
+        let off = layout.offset;
+        if numel(view_shape) == 0 {
+            return ("false".to_string(), "0u".to_string());
+        }
+        let mut conds = vec![format!("{idx} >= {off}u")];
+        let mut rest = self.emit("r", "u32", &format!("{idx} - {off}u"));
+        let mut terms = Vec::new();
+        for d in dims {
+            let s = layout.strides[d];
+            let c = self.emit("c", "u32", &format!("{rest} / {s}u"));
+            rest = self.emit("r", "u32", &format!("{rest} % {s}u"));
+            conds.push(format!("{c} < {}u", view_shape[d]));
+            terms.push(format!("{c} * {}u", view_strides[d]));
+        }
+        conds.push(format!("{rest} == 0u"));
+        let hit = self.emit("h", "bool", &conds.join(" && "));
+        let src = if terms.is_empty() {
+            "0u".to_string()
+        } else {
+            terms.join(" + ")
+        };
+        // Out-of-view elements read view element 0 (and discard it).
+        let src_idx = self.emit("j", "u32", &format!("select(0u, {src}, {hit})"));
+        (hit, src_idx)
+    }
+
     /// A variable with the buffer position of row-major element `idx` of
     /// `shape` stored with `layout` (`idx` itself when that is the identity).
     fn index_var(&mut self, shape: &[usize], layout: &Layout, idx: &str) -> String {
+        if numel(shape) == 0 {
+            // No element exists; the (discarded) read may go anywhere.
+            return "0u".to_string();
+        }
         if layout.is_row_major(shape) {
             if layout.offset == 0 {
                 return idx.to_string();

@@ -160,12 +160,27 @@ fn eval(op: &Op, dtype: DType, shape: &[usize], p: &[u32], inputs: &[&Arr]) -> A
             let flat: Vec<_> = a.iter().cloned().collect();
             ArrayD::from_shape_vec(IxDyn(shape), flat).expect("reshape keeps numel")
         }),
-        Op::Permute(perm) => map_same!(inputs[0], a => {
-            a.clone().permuted_axes(IxDyn(perm)).as_standard_layout().to_owned()
-        }),
         Op::Expand => map_same!(inputs[0], a => {
             a.broadcast(IxDyn(shape)).expect("expand checked at trace time").to_owned()
         }),
+        Op::AsStrided(layout) => map_same!(inputs[0], a => {
+            let flat: Vec<_> = a.iter().cloned().collect();
+            let picked = (0..n).map(|i| flat[layout.position(shape, i)].clone()).collect();
+            ArrayD::from_shape_vec(IxDyn(shape), picked).expect("numel matches")
+        }),
+        Op::StridedScatter(layout) => {
+            let view_shape = match inputs[1] {
+                Arr::F32(v) => v.shape().to_vec(),
+                Arr::I32(v) => v.shape().to_vec(),
+                Arr::U32(v) => v.shape().to_vec(),
+                Arr::Bool(v) => v.shape().to_vec(),
+            };
+            let mut bits = inputs[0].to_bits();
+            for (i, v) in inputs[1].to_bits().into_iter().enumerate() {
+                bits[layout.position(&view_shape, i)] = v;
+            }
+            Arr::from_bits(dtype, shape, bits)
+        }
     }
 }
 

@@ -2,6 +2,7 @@
 //! lowering, code generation and the CPU reference have to understand.
 
 use crate::dtype::DType;
+use crate::shape::Layout;
 
 /// Elementwise functions of one operand.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
@@ -136,10 +137,16 @@ pub enum Op {
     Cast(DType),
     /// Same elements in row-major order, new shape.
     Reshape,
-    /// Output dim `k` is input dim `perm[k]`.
-    Permute(Vec<usize>),
     /// Size-1 dims repeated to the node's shape (same rank as the input).
     Expand,
+    /// A strided view of the input's row-major elements: output element
+    /// `(i0, i1, ..)` is input element number `offset + Σ ik * strides[k]`.
+    /// This is how a view handle reads its base (functionalization).
+    AsStrided(Layout),
+    /// The first input (the base) with the elements that the strided view
+    /// `Layout` selects replaced by the second input (the view's new
+    /// values). This is how a write through a view updates its base.
+    StridedScatter(Layout),
 }
 
 impl Op {
@@ -155,13 +162,14 @@ impl Op {
             Op::Where => "where",
             Op::Cast(_) => "cast",
             Op::Reshape => "reshape",
-            Op::Permute(_) => "permute",
             Op::Expand => "expand",
+            Op::AsStrided(_) => "as_strided",
+            Op::StridedScatter(_) => "strided_scatter",
         }
     }
 
     /// Movement ops change only which element is read, never values.
     pub fn is_movement(&self) -> bool {
-        matches!(self, Op::Reshape | Op::Permute(_) | Op::Expand)
+        matches!(self, Op::Reshape | Op::Expand | Op::AsStrided(_))
     }
 }

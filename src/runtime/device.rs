@@ -107,17 +107,26 @@ impl Device {
 
     /// Runs every pending tensor the program still holds, as one graph, and
     /// returns once the work is submitted (it does not wait for the device).
+    ///
+    /// Only bases are computed: a view is a window on its base, so after
+    /// the step it reads the stored base (and still aliases it).
     pub fn mark_step(&self) -> Result<()> {
-        let pending: Vec<Arc<Node>> = self
-            .live_handles()
-            .into_iter()
+        let live = self.live_handles();
+        let pending: Vec<Arc<Node>> = live
+            .iter()
+            .filter(|h| h.is_base())
             .map(|h| h.node())
             .filter(|n| n.is_pending())
             .collect();
-        if pending.is_empty() {
-            return Ok(());
+        if !pending.is_empty() {
+            self.realize(&pending)?;
         }
-        self.realize(&pending)
+        // Re-derive views as windows on the stored bases, dropping the
+        // pending history they held.
+        for h in live.iter().filter(|h| !h.is_base()) {
+            h.node();
+        }
+        Ok(())
     }
 
     /// Waits until all work submitted to the device has finished.

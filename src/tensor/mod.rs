@@ -5,26 +5,42 @@ mod creation;
 mod dims;
 mod display;
 mod elementwise;
+mod inplace;
 mod movement;
 mod overloads;
 mod readback;
 
 use std::panic::Location;
-use std::sync::{Arc, RwLock};
+use std::sync::{Arc, Mutex};
 
 pub use dims::{IntoDims, IntoShape};
 pub use elementwise::{IntoOperand, Operand};
 
 use crate::dtype::DType;
 use crate::graph::Node;
+use crate::graph::op::Op;
 use crate::runtime::device::Device;
+use crate::runtime::storage::Storage;
+use crate::shape::Layout;
 use crate::shape::numel;
 
 /// A lazy n-dimensional array.
 ///
-/// Cloning is cheap and shares the value. Ops record nodes and return at
-/// once; values are computed at [`Device::mark_step`] or when read
-/// ([`Tensor::to_vec`]). `Tensor` is `Send + Sync`.
+/// Ops record nodes and return at once; values are computed at
+/// [`Device::mark_step`] or when read ([`Tensor::to_vec`]). `Tensor` is
+/// `Send + Sync`.
+///
+/// ## Aliasing and in-place ops
+/// A `Tensor` is a handle, like a Python variable holding a `torch.Tensor`:
+/// `Clone` gives a second handle to the *same* tensor (cheap, and an
+/// in-place op through either is seen through both). Views (`slice`,
+/// `select`, `transpose`, `reshape`, ...) alias their base as in PyTorch:
+/// writing through a view changes the base and every other view of it, also
+/// across [`Device::mark_step`]. In-place ops therefore take `&self`
+/// (interior mutability): Rust's `&mut` cannot express that a view and its
+/// base are the same memory, and a `&mut` requirement would forbid the
+/// aliasing that PyTorch programs rely on. For an independent copy, use
+/// [`Tensor::deep_clone`].
 #[derive(Clone)]
 pub struct Tensor {
     pub(crate) h: Arc<Handle>,
@@ -38,26 +54,213 @@ pub(crate) struct Handle {
     pub dev: Device,
     pub shape: Vec<usize>,
     pub dtype: DType,
-    /// The node holding the value. Behind a lock so that later in-place
-    /// ops can rebind the handle to a new node.
-    node: RwLock<Arc<Node>>,
+    /// Whether this handle is a base or a view of one.
+    pub alias: Alias,
+    /// For a base: its current value and version (bumped by every in-place
+    /// write). For a view: the value last derived from the base, and the
+    /// base version it was derived at.
+    state: Mutex<Value>,
+}
+
+/// A handle's place in an aliasing family.
+pub(crate) enum Alias {
+    /// Owns its value.
+    Base,
+    /// Reads (and writes through to) a strided window of a base's
+    /// row-major elements.
+    View {
+        base: Arc<Handle>,
+        layout: Layout,
+        /// False for views with broadcast (stride-0) dims, as in PyTorch.
+        writable: bool,
+    },
+}
+
+#[derive(Clone)]
+struct Value {
+    node: Arc<Node>,
+    version: u64,
 }
 
 impl Handle {
+    fn value(&self) -> std::sync::MutexGuard<'_, Value> {
+        self.state.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// The node holding the current value. A view re-derives itself from
+    /// its base when the base has been written since (functionalization),
+    /// or when the base has been computed since, so that the view becomes
+    /// a window on the stored data instead of a pending gather.
     pub fn node(&self) -> Arc<Node> {
-        self.node.read().unwrap_or_else(|e| e.into_inner()).clone()
+        match &self.alias {
+            Alias::Base => self.value().node.clone(),
+            Alias::View { base, layout, .. } => {
+                let (bnode, bversion) = {
+                    let b = base.value();
+                    (b.node.clone(), b.version)
+                };
+                let mut v = self.value();
+                let stale = v.version != bversion || (v.node.is_pending() && !bnode.is_pending());
+                if stale {
+                    v.node = as_strided_node(&bnode, &self.shape, layout, bnode.location);
+                    v.version = bversion;
+                }
+                v.node.clone()
+            }
+        }
+    }
+
+    /// The base's version counter (bumped by every in-place write to the
+    /// base or any of its views).
+    pub fn version(&self) -> u64 {
+        match &self.alias {
+            Alias::Base => self.value().version,
+            Alias::View { base, .. } => base.version(),
+        }
+    }
+
+    /// Whether this handle owns its value (a base, not a view).
+    pub fn is_base(&self) -> bool {
+        matches!(self.alias, Alias::Base)
+    }
+
+    /// Binds the handle to a new value (an in-place op). A view writes the
+    /// new values into its base as a scatter node, so the base, and every
+    /// other view of it, sees them.
+    #[track_caller]
+    pub fn assign(&self, new: Arc<Node>, op: &str) {
+        match &self.alias {
+            Alias::Base => {
+                let mut v = self.value();
+                v.node = new;
+                v.version += 1;
+            }
+            Alias::View {
+                base,
+                layout,
+                writable,
+            } => {
+                if !writable {
+                    panic!(
+                        "{op}: cannot write through an expanded (broadcast) view of shape {:?} ({}) at {}",
+                        self.shape,
+                        self.dtype,
+                        Location::caller()
+                    );
+                }
+                let bnode = base.value().node.clone();
+                let scattered = Node::pending(
+                    Op::StridedScatter(layout.clone()),
+                    vec![bnode.clone(), new.clone()],
+                    Vec::new(),
+                    bnode.shape.clone(),
+                    bnode.dtype,
+                    Location::caller(),
+                );
+                base.assign(scattered, op);
+                let mut v = self.value();
+                v.node = new;
+                v.version = base.version();
+            }
+        }
     }
 }
 
+/// The node of a strided window (`shape`, `layout`) of `base`'s row-major
+/// elements: `base` itself for the identity, a window on stored data when
+/// `base` is stored row-major, else a pending `AsStrided` node.
+pub(crate) fn as_strided_node(
+    base: &Arc<Node>,
+    shape: &[usize],
+    layout: &Layout,
+    loc: &'static Location<'static>,
+) -> Arc<Node> {
+    if base.shape == shape && layout.is_contiguous(shape) {
+        return base.clone();
+    }
+    if let Some(storage) = base.storage() {
+        if storage.layout.is_row_major(&base.shape) {
+            let s = Storage {
+                buffer: storage.buffer,
+                layout: Layout {
+                    strides: layout.strides.clone(),
+                    offset: storage.layout.offset + layout.offset,
+                },
+            };
+            return Node::ready(s, shape.to_vec(), base.dtype, loc);
+        }
+    }
+    Node::pending(
+        Op::AsStrided(layout.clone()),
+        vec![base.clone()],
+        Vec::new(),
+        shape.to_vec(),
+        base.dtype,
+        loc,
+    )
+}
+
 impl Tensor {
-    /// Wraps `node` in a new handle registered with `dev`.
+    /// Wraps `node` in a new base handle registered with `dev`.
     pub(crate) fn from_node(node: Arc<Node>, dev: &Device) -> Tensor {
         let h = Arc::new(Handle {
             dev: dev.clone(),
             shape: node.shape.clone(),
             dtype: node.dtype,
-            node: RwLock::new(node),
+            alias: Alias::Base,
+            state: Mutex::new(Value { node, version: 0 }),
         });
+        Tensor::register(h)
+    }
+
+    /// A view of `self`'s base: `layout` is relative to the base's
+    /// row-major elements.
+    pub(crate) fn make_view(
+        &self,
+        shape: Vec<usize>,
+        layout: Layout,
+        loc: &'static Location<'static>,
+    ) -> Tensor {
+        let base = match &self.h.alias {
+            Alias::Base => self.h.clone(),
+            Alias::View { base, .. } => base.clone(),
+        };
+        let writable = shape
+            .iter()
+            .zip(&layout.strides)
+            .all(|(&d, &s)| d <= 1 || s != 0);
+        let (bnode, bversion) = {
+            let b = base.value();
+            (b.node.clone(), b.version)
+        };
+        let node = as_strided_node(&bnode, &shape, &layout, loc);
+        let h = Arc::new(Handle {
+            dev: self.h.dev.clone(),
+            dtype: self.h.dtype,
+            alias: Alias::View {
+                base,
+                layout,
+                writable,
+            },
+            state: Mutex::new(Value {
+                node,
+                version: bversion,
+            }),
+            shape,
+        });
+        Tensor::register(h)
+    }
+
+    /// Where `self`'s elements sit within its base's row-major elements.
+    pub(crate) fn layout_in_base(&self) -> Layout {
+        match &self.h.alias {
+            Alias::Base => Layout::contiguous(&self.h.shape),
+            Alias::View { layout, .. } => layout.clone(),
+        }
+    }
+
+    fn register(h: Arc<Handle>) -> Tensor {
+        let dev = h.dev.clone();
         dev.register(&h);
         let t = Tensor { h };
         if dev.inner.eager && t.node().is_pending() {
@@ -74,7 +277,6 @@ impl Tensor {
     pub(crate) fn node(&self) -> Arc<Node> {
         self.h.node()
     }
-
     /// The sizes of the dimensions.
     pub fn shape(&self) -> &[usize] {
         &self.h.shape

@@ -76,25 +76,10 @@ pub(crate) fn expand_node(
     )
 }
 
-fn permute_node(node: &Arc<Node>, perm: Vec<usize>, loc: &'static Location<'static>) -> Arc<Node> {
-    if perm.iter().enumerate().all(|(i, &p)| i == p) {
-        return node.clone();
-    }
-    let shape = perm.iter().map(|&p| node.shape[p]).collect();
-    let p = perm.clone();
-    movement_node(
-        node,
-        Op::Permute(perm),
-        shape,
-        move |l| Some(l.permute(&p)),
-        loc,
-    )
-}
-
 impl Tensor {
     /// The same elements with a new shape; one entry may be `-1` (inferred).
-    /// A view when the layout allows it, else the copy is fused into
-    /// whatever reads it.
+    /// As in PyTorch, the result is a view (aliasing `self`) when the
+    /// layout allows it, and a new tensor otherwise.
     #[track_caller]
     pub fn reshape(&self, shape: impl IntoDims) -> Tensor {
         let loc = Location::caller();
@@ -133,10 +118,14 @@ impl Tensor {
         if numel(&new_shape) != n {
             bad();
         }
-        Tensor::from_node(reshape_node(&self.node(), &new_shape, loc), self.device())
+        match self.layout_in_base().reshape(self.shape(), &new_shape) {
+            Some(layout) => self.make_view(new_shape, layout, loc),
+            None => Tensor::from_node(reshape_node(&self.node(), &new_shape, loc), self.device()),
+        }
     }
 
-    /// Alias of [`Tensor::reshape`], as in PyTorch's `view`.
+    /// Like [`Tensor::reshape`], as in PyTorch's `view` (which would refuse
+    /// where `reshape` copies; here it copies too).
     #[track_caller]
     pub fn view(&self, shape: impl IntoDims) -> Tensor {
         self.reshape(shape)
@@ -149,7 +138,7 @@ impl Tensor {
     }
 
     /// Reorders dimensions: output dim `k` is input dim `dims[k]`
-    /// (negative entries count from the end).
+    /// (negative entries count from the end). A view.
     #[track_caller]
     pub fn permute(&self, dims: impl IntoDims) -> Tensor {
         let loc = Location::caller();
@@ -175,15 +164,21 @@ impl Tensor {
                 );
             }
         }
-        Tensor::from_node(permute_node(&self.node(), perm, loc), self.device())
+        self.permuted(perm, loc)
     }
 
-    /// Swaps two dimensions.
+    fn permuted(&self, perm: Vec<usize>, loc: &'static Location<'static>) -> Tensor {
+        let shape = perm.iter().map(|&p| self.shape()[p]).collect();
+        let layout = self.layout_in_base().permute(&perm);
+        self.make_view(shape, layout, loc)
+    }
+
+    /// Swaps two dimensions (a view).
     #[track_caller]
     pub fn transpose(&self, dim0: isize, dim1: isize) -> Tensor {
         let rank = self.rank();
         if rank == 0 {
-            return self.clone();
+            return self.make_view(Vec::new(), self.layout_in_base(), Location::caller());
         }
         let (a, b) = (
             resolve_axis("transpose", dim0, rank),
@@ -191,10 +186,7 @@ impl Tensor {
         );
         let mut perm: Vec<usize> = (0..rank).collect();
         perm.swap(a, b);
-        Tensor::from_node(
-            permute_node(&self.node(), perm, Location::caller()),
-            self.device(),
-        )
+        self.permuted(perm, Location::caller())
     }
 
     /// The transpose of a matrix (rank ≤ 2), as PyTorch's `.t()`.
@@ -209,8 +201,9 @@ impl Tensor {
         self.transpose(0, -1)
     }
 
-    /// Broadcasts to `shape` (`-1` keeps a dimension). Size-1 dimensions
-    /// repeat without copying; new leading dimensions may be added.
+    /// Broadcasts to `shape` (`-1` keeps a dimension): size-1 dimensions
+    /// repeat and new leading dimensions may be added. A read-only view:
+    /// writing through it panics, as in PyTorch.
     #[track_caller]
     pub fn expand(&self, shape: impl IntoDims) -> Tensor {
         let loc = Location::caller();
@@ -243,7 +236,15 @@ impl Tensor {
                 }
             })
             .collect();
-        Tensor::from_node(expand_node(&self.node(), &target, loc), self.device())
+        let layout = self.layout_in_base();
+        let mut padded_shape = vec![1; lead];
+        padded_shape.extend_from_slice(self.shape());
+        let mut padded = Layout {
+            strides: vec![0; lead],
+            offset: layout.offset,
+        };
+        padded.strides.extend_from_slice(&layout.strides);
+        self.make_view(target.clone(), padded.expand(&padded_shape, &target), loc)
     }
 
     /// Alias of [`Tensor::expand`] with a plain shape.
@@ -252,43 +253,156 @@ impl Tensor {
         self.expand(shape)
     }
 
-    /// Inserts a size-1 dimension at `dim` (`-1` appends).
+    /// Inserts a size-1 dimension at `dim` (`-1` appends). A view.
     #[track_caller]
     pub fn unsqueeze(&self, dim: isize) -> Tensor {
         let d = resolve_axis("unsqueeze", dim, self.rank() + 1);
         let mut shape = self.shape().to_vec();
         shape.insert(d, 1);
-        Tensor::from_node(
-            reshape_node(&self.node(), &shape, Location::caller()),
-            self.device(),
-        )
+        let mut layout = self.layout_in_base();
+        layout.strides.insert(d, 0);
+        self.make_view(shape, layout, Location::caller())
     }
 
-    /// Removes dimension `dim` if its size is 1 (else returns `self`, as PyTorch does).
+    /// Removes dimension `dim` if its size is 1 (else a view of all of
+    /// `self`, as PyTorch does).
     #[track_caller]
     pub fn squeeze(&self, dim: isize) -> Tensor {
-        if self.rank() == 0 {
-            return self.clone();
-        }
-        let d = resolve_axis("squeeze", dim, self.rank());
-        if self.shape()[d] != 1 {
-            return self.clone();
-        }
         let mut shape = self.shape().to_vec();
-        shape.remove(d);
-        Tensor::from_node(
-            reshape_node(&self.node(), &shape, Location::caller()),
-            self.device(),
-        )
+        let mut layout = self.layout_in_base();
+        if self.rank() > 0 {
+            let d = resolve_axis("squeeze", dim, self.rank());
+            if shape[d] == 1 {
+                shape.remove(d);
+                layout.strides.remove(d);
+            }
+        }
+        self.make_view(shape, layout, Location::caller())
     }
 
-    /// Removes every size-1 dimension.
+    /// Removes every size-1 dimension. A view.
     #[track_caller]
     pub fn squeeze_all(&self) -> Tensor {
-        let shape: Vec<usize> = self.shape().iter().copied().filter(|&d| d != 1).collect();
-        Tensor::from_node(
-            reshape_node(&self.node(), &shape, Location::caller()),
-            self.device(),
+        let layout = self.layout_in_base();
+        let (shape, strides) = self
+            .shape()
+            .iter()
+            .zip(&layout.strides)
+            .filter(|(d, _)| **d != 1)
+            .map(|(&d, &s)| (d, s))
+            .unzip();
+        let layout = Layout {
+            strides,
+            offset: layout.offset,
+        };
+        self.make_view(shape, layout, Location::caller())
+    }
+
+    /// Elements `start, start + step, ..` below `end` of dimension `dim`
+    /// (`end` is clamped to the size, as Python slicing does). A view.
+    #[track_caller]
+    pub fn slice(&self, dim: isize, start: usize, end: usize, step: usize) -> Tensor {
+        let loc = Location::caller();
+        let d = resolve_axis("slice", dim, self.rank());
+        let size = self.shape()[d];
+        if step == 0 {
+            panic!(
+                "slice: step must be positive (shape {:?}, dim {d}) at {loc}",
+                self.shape()
+            );
+        }
+        let end = end.min(size);
+        let start = start.min(end);
+        let len = (end - start).div_ceil(step);
+        let mut layout = self.layout_in_base();
+        layout.offset += start * layout.strides[d];
+        layout.strides[d] *= step;
+        let mut shape = self.shape().to_vec();
+        shape[d] = len;
+        self.make_view(shape, layout, loc)
+    }
+
+    /// `length` elements of dimension `dim` from `start` (a view; panics
+    /// past the end, as PyTorch does).
+    #[track_caller]
+    pub fn narrow(&self, dim: isize, start: usize, length: usize) -> Tensor {
+        let d = resolve_axis("narrow", dim, self.rank());
+        if start + length > self.shape()[d] {
+            panic!(
+                "narrow: {start}..{} is out of range for dim {d} of shape {:?} at {}",
+                start + length,
+                self.shape(),
+                Location::caller()
+            );
+        }
+        self.slice(dim, start, start + length, 1)
+    }
+
+    /// Element `index` of dimension `dim`, dropping the dimension (a view).
+    #[track_caller]
+    pub fn select(&self, dim: isize, index: usize) -> Tensor {
+        let d = resolve_axis("select", dim, self.rank());
+        if index >= self.shape()[d] {
+            panic!(
+                "select: index {index} is out of range for dim {d} of shape {:?} at {}",
+                self.shape(),
+                Location::caller()
+            );
+        }
+        let mut layout = self.layout_in_base();
+        layout.offset += index * layout.strides[d];
+        layout.strides.remove(d);
+        let mut shape = self.shape().to_vec();
+        shape.remove(d);
+        self.make_view(shape, layout, Location::caller())
+    }
+
+    /// The diagonal of dims `dim1` and `dim2` (`offset` > 0 above the main
+    /// diagonal, < 0 below), appended as the last dimension, as PyTorch's
+    /// `diagonal`. A view.
+    #[track_caller]
+    pub fn diagonal(&self, offset: isize, dim1: isize, dim2: isize) -> Tensor {
+        let loc = Location::caller();
+        let rank = self.rank();
+        let (a, b) = (
+            resolve_axis("diagonal", dim1, rank),
+            resolve_axis("diagonal", dim2, rank),
+        );
+        if a == b {
+            panic!(
+                "diagonal: dims {dim1} and {dim2} are the same (shape {:?}) at {loc}",
+                self.shape()
+            );
+        }
+        let mut layout = self.layout_in_base();
+        let (sa, sb) = (self.shape()[a], self.shape()[b]);
+        let (row0, col0) = if offset >= 0 {
+            (0, offset as usize)
+        } else {
+            (offset.unsigned_abs(), 0)
+        };
+        let len = sa.saturating_sub(row0).min(sb.saturating_sub(col0));
+        if len > 0 {
+            layout.offset += row0 * layout.strides[a] + col0 * layout.strides[b];
+        }
+        let diag_stride = layout.strides[a] + layout.strides[b];
+        let mut shape = Vec::new();
+        let mut strides = Vec::new();
+        for k in 0..rank {
+            if k != a && k != b {
+                shape.push(self.shape()[k]);
+                strides.push(layout.strides[k]);
+            }
+        }
+        shape.push(len);
+        strides.push(diag_stride);
+        self.make_view(
+            shape,
+            Layout {
+                strides,
+                offset: layout.offset,
+            },
+            loc,
         )
     }
 }
