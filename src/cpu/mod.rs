@@ -165,7 +165,7 @@ fn eval(op: &Op, dtype: DType, shape: &[usize], p: &[u32], inputs: &[&Arr]) -> A
         }),
         Op::AsStrided(layout) => map_same!(inputs[0], a => {
             let flat: Vec<_> = a.iter().cloned().collect();
-            let picked = (0..n).map(|i| flat[layout.position(shape, i)].clone()).collect();
+            let picked = (0..n).map(|i| flat[layout.position(shape, i)]).collect();
             ArrayD::from_shape_vec(IxDyn(shape), picked).expect("numel matches")
         }),
         Op::StridedScatter(layout) => {
