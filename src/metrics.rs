@@ -17,6 +17,12 @@ pub const STANDARD_COUNTERS: &[&str] = &[
     "bytes_downloaded",
     "params_uploaded_bytes",
     "readbacks",
+    "buffers_allocated",
+    "pool_reuses",
+    "buffers_donated",
+    "bytes_live",
+    "bytes_pooled",
+    "peak_bytes_live",
 ];
 
 /// The live counters of one device.
@@ -37,6 +43,24 @@ impl Metrics {
         *c.entry(name).or_insert(0) += amount;
     }
 
+    /// Moves a gauge (a level, not a count) by `delta`; `bytes_live` also
+    /// raises `peak_bytes_live`.
+    pub fn gauge(&self, name: &'static str, delta: i64) {
+        let mut c = self.counters.lock().unwrap_or_else(|e| e.into_inner());
+        let v = c.entry(name).or_insert(0);
+        *v = v.saturating_add_signed(delta);
+        if name == "bytes_live" {
+            let live = *v;
+            let peak = c.entry("peak_bytes_live").or_insert(0);
+            *peak = (*peak).max(live);
+        }
+    }
+
+    pub fn value(&self, name: &str) -> u64 {
+        let c = self.counters.lock().unwrap_or_else(|e| e.into_inner());
+        c.get(name).copied().unwrap_or(0)
+    }
+
     pub fn snapshot(&self) -> MetricsSnapshot {
         let c = self.counters.lock().unwrap_or_else(|e| e.into_inner());
         MetricsSnapshot {
@@ -44,9 +68,18 @@ impl Metrics {
         }
     }
 
+    /// Zeroes the counters. Gauges (memory levels) keep their values; the
+    /// peak restarts from the current level.
     pub fn reset(&self) {
         let mut c = self.counters.lock().unwrap_or_else(|e| e.into_inner());
-        c.values_mut().for_each(|v| *v = 0);
+        let live = c.get("bytes_live").copied().unwrap_or(0);
+        for (name, v) in c.iter_mut() {
+            match *name {
+                "bytes_live" | "bytes_pooled" => {}
+                "peak_bytes_live" => *v = live,
+                _ => *v = 0,
+            }
+        }
     }
 }
 

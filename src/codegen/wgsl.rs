@@ -31,6 +31,10 @@ pub(crate) struct KernelSource {
     pub writes: Vec<usize>,
     /// Invocations to launch (a vectorised kernel handles four elements each).
     pub invocations: usize,
+    /// Whether an aliased (donated) input was read other than at the
+    /// invocation's own element, which would race with the write: the
+    /// caller must then drop the alias.
+    pub alias_violation: bool,
 }
 
 /// Generates the kernel that writes `outputs` (all of `numel` elements).
@@ -41,11 +45,16 @@ pub(crate) struct KernelSource {
 /// buffer (no index arithmetic beyond splatting single values), it works on
 /// `vec4`s: four elements per invocation, loaded and stored as one, which is
 /// worth ~2.5x on lavapipe and saves loads everywhere.
+///
+/// `aliases` lists graph inputs whose buffer is donated to output `k` of
+/// this kernel: they are read from `out{k}` (before it is written) instead
+/// of a binding of their own.
 pub(crate) fn generate_kernel(
     key: &GraphKey,
     outputs: &[usize],
     numel: usize,
     stored: &dyn Fn(usize) -> bool,
+    aliases: &[(usize, usize)],
 ) -> KernelSource {
     let vec = numel.is_multiple_of(4)
         && outputs
@@ -61,6 +70,9 @@ pub(crate) fn generate_kernel(
         uses_params: false,
         uses_rng: false,
         uses_pow: false,
+        aliases,
+        kernel_vec: vec,
+        alias_violation: false,
     };
     let mut stores = String::new();
     for (k, &o) in outputs.iter().enumerate() {
@@ -126,6 +138,7 @@ pub(crate) fn generate_kernel(
         reads: g.reads.into_iter().map(|(r, _)| r).collect(),
         writes: outputs.to_vec(),
         invocations,
+        alias_violation: g.alias_violation,
     }
 }
 
@@ -179,6 +192,9 @@ struct Gen<'a> {
     uses_params: bool,
     uses_rng: bool,
     uses_pow: bool,
+    aliases: &'a [(usize, usize)],
+    kernel_vec: bool,
+    alias_violation: bool,
 }
 
 impl Gen<'_> {
@@ -311,6 +327,18 @@ impl Gen<'_> {
             GKind::Input { layout, .. } => layout.clone(),
             GKind::Op { .. } => Layout::contiguous(&shape),
         };
+        if let Some(&(_, k)) = self.aliases.iter().find(|(a, _)| *a == n) {
+            if idx == "gi" && vec == self.kernel_vec {
+                let raw = format!("out{k}[gi]");
+                let expr = if dtype == DType::Bool {
+                    format!("({raw} != {})", lit(DType::U32, 0, vec))
+                } else {
+                    raw
+                };
+                return self.emit("v", &value_type(dtype, vec), &expr);
+            }
+            self.alias_violation = true;
+        }
         if vec && numel(&shape) == 1 {
             let one = self.load(n, "0u", false);
             let ty = value_type(dtype, true);

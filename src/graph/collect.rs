@@ -10,7 +10,7 @@ use std::sync::Arc;
 use super::node::{Node, NodeState};
 use super::op::Op;
 use crate::dtype::DType;
-use crate::runtime::storage::Storage;
+use crate::runtime::storage::{DataBuffer, Storage};
 use crate::shape::Layout;
 
 /// One node of a collected graph. Inputs are indices of earlier nodes.
@@ -40,6 +40,9 @@ pub(crate) struct GraphKey {
     pub outputs: Vec<usize>,
     /// Whether fusion was on when it was scheduled.
     pub fused: bool,
+    /// Per input slot: whether its buffer may be taken over by an output
+    /// (nothing outside this graph can read the old value again).
+    pub donatable: Vec<bool>,
 }
 
 impl GraphKey {
@@ -78,6 +81,10 @@ impl Graph {
         let mut params = Vec::new();
         let mut output_nodes: Vec<Arc<Node>> = Vec::new();
         let mut output_indices = Vec::new();
+        // For donation: the stored nodes read, and how many references to
+        // each the graph's own pending nodes hold.
+        let mut input_nodes: Vec<Arc<Node>> = Vec::new();
+        let mut internal_refs: HashMap<u64, usize> = HashMap::new();
 
         for out in outputs {
             if index_of.contains_key(&out.id) {
@@ -99,6 +106,7 @@ impl Graph {
                     NodeState::Ready(storage) => {
                         let slot = inputs.len();
                         inputs.push(storage.clone());
+                        input_nodes.push(node.clone());
                         let layout = storage.layout.clone();
                         drop(state);
                         index_of.insert(node.id, nodes.len());
@@ -124,6 +132,9 @@ impl Graph {
                         }
                     }
                     NodeState::Pending(p) => {
+                        for c in &p.inputs {
+                            *internal_refs.entry(c.id).or_insert(0) += 1;
+                        }
                         let param_base = params.len();
                         params.extend_from_slice(&p.params);
                         let gnode = GNode {
@@ -146,10 +157,31 @@ impl Graph {
             output_nodes.push(out.clone());
         }
 
+        let is_output = |n: &Arc<Node>| output_nodes.iter().any(|o| o.id == n.id);
+        let donatable = input_nodes
+            .iter()
+            .zip(&inputs)
+            .map(|(node, storage)| {
+                // References: ours in `input_nodes`, the graph's pending
+                // nodes', and nobody else's.
+                let external =
+                    Arc::strong_count(node) - 1 - internal_refs.get(&node.id).copied().unwrap_or(0);
+                let DataBuffer::Gpu(buf) = &storage.buffer else {
+                    return false;
+                };
+                // The buffer: held by the node and by our `inputs` copy only.
+                external == 0
+                    && !is_output(node)
+                    && Arc::strong_count(buf) == 2
+                    && storage.layout.is_contiguous(&node.shape)
+            })
+            .collect();
+        drop(input_nodes);
         let key = GraphKey {
             nodes,
             outputs: output_indices,
             fused,
+            donatable,
         };
         let hash = key.structural_hash();
         Graph {

@@ -9,6 +9,7 @@ use crate::error::{Error, Result};
 use crate::graph::{Graph, Node};
 use crate::metrics::{Metrics, MetricsSnapshot};
 use crate::runtime::gpu::{GpuCaches, GpuContext, run_graph};
+use crate::runtime::pool::BufferPool;
 use crate::runtime::storage::{DataBuffer, Storage};
 use crate::shape::numel;
 use crate::tensor::Handle;
@@ -26,7 +27,9 @@ pub struct Device {
 
 pub(crate) struct DeviceInner {
     pub backend: Backend,
-    pub metrics: Metrics,
+    pub metrics: Arc<Metrics>,
+    /// Idle GPU buffers of this device (and its memory gauges).
+    pool: Arc<BufferPool>,
     rng: Mutex<RngState>,
     live: Mutex<LiveSet>,
     fusion: AtomicBool,
@@ -57,10 +60,12 @@ fn env_flag(name: &str) -> bool {
 
 impl Device {
     fn with_backend(backend: Backend) -> Device {
+        let metrics = Arc::new(Metrics::new());
         Device {
             inner: Arc::new(DeviceInner {
                 backend,
-                metrics: Metrics::new(),
+                pool: BufferPool::new(metrics.clone()),
+                metrics,
                 rng: Mutex::new(RngState {
                     seed: 0,
                     counter: 0,
@@ -201,7 +206,7 @@ impl Device {
 
     fn run(&self, graph: &Graph) -> Result<Vec<Storage>> {
         match &self.inner.backend {
-            Backend::Gpu(ctx) => run_graph(ctx, &self.inner.gpu_caches, &self.inner.metrics, graph),
+            Backend::Gpu(ctx) => run_graph(ctx, &self.inner.gpu_caches, &self.inner.pool, graph),
             Backend::Cpu => {
                 self.inner.metrics.add("graphs_executed", 1);
                 cpu::run_graph(graph)
@@ -252,7 +257,7 @@ impl Device {
             .metrics
             .add("bytes_uploaded", bits.len() as u64 * 4);
         match &self.inner.backend {
-            Backend::Gpu(ctx) => Ok(DataBuffer::Gpu(ctx.upload(&bits)?)),
+            Backend::Gpu(ctx) => Ok(DataBuffer::Gpu(ctx.upload(&self.inner.pool, &bits)?)),
             Backend::Cpu => Ok(DataBuffer::Cpu(Arc::new(bits))),
         }
     }

@@ -5,13 +5,13 @@ use std::num::NonZeroUsize;
 use std::sync::{Arc, Mutex, OnceLock};
 
 use lru::LruCache;
-use wgpu::util::DeviceExt;
 
 use crate::codegen::{KernelSource, WORKGROUP_SIZE, generate_kernel, validate_wgsl};
 use crate::error::{Error, Result};
 use crate::graph::{GKind, Graph, GraphKey};
 use crate::lower::schedule;
 use crate::metrics::Metrics;
+use crate::runtime::pool::{BufferPool, size_class};
 use crate::runtime::storage::{DataBuffer, GpuBuffer, Storage};
 use crate::shape::{Layout, numel};
 
@@ -108,22 +108,10 @@ impl GpuContext {
         }
     }
 
-    /// A new storage buffer for `len` elements, checked against the limits.
-    pub fn alloc(&self, len: usize, what: &str) -> Result<Arc<GpuBuffer>> {
+    /// A storage buffer for `len` elements from `pool`, checked against
+    /// the adapter's limits.
+    pub fn alloc(&self, pool: &Arc<BufferPool>, len: usize, what: &str) -> Result<Arc<GpuBuffer>> {
         let bytes = (len as u64 * 4).max(16);
-        self.check_size(bytes, what)?;
-        let buffer = self.device.create_buffer(&wgpu::BufferDescriptor {
-            label: None,
-            size: bytes.next_multiple_of(16),
-            usage: wgpu::BufferUsages::STORAGE
-                | wgpu::BufferUsages::COPY_SRC
-                | wgpu::BufferUsages::COPY_DST,
-            mapped_at_creation: false,
-        });
-        Ok(Arc::new(GpuBuffer { buffer }))
-    }
-
-    fn check_size(&self, bytes: u64, what: &str) -> Result<()> {
         let limit = self
             .limits
             .max_buffer_size
@@ -135,37 +123,23 @@ impl GpuContext {
                 limit,
             });
         }
-        Ok(())
+        // Near the limit the size class could overshoot it: use the exact size.
+        let class = match size_class(bytes) {
+            c if c > limit => bytes.next_multiple_of(16),
+            c => c,
+        };
+        Ok(Arc::new(pool.take(&self.device, class)))
     }
 
-    /// Uploads 32-bit patterns into a new storage buffer.
-    pub fn upload(&self, bits: &[u32]) -> Result<Arc<GpuBuffer>> {
-        let bytes = (bits.len() as u64 * 4).max(16);
-        self.check_size(bytes, "upload")?;
-        // Buffers are padded to whole vec4s (and never empty) so kernels
-        // may read them four elements at a time.
-        let padded: Vec<u32>;
-        let contents: &[u32] = if bits.is_empty() || !bits.len().is_multiple_of(4) {
-            padded = bits
-                .iter()
-                .copied()
-                .chain(std::iter::repeat(0))
-                .take(bits.len().next_multiple_of(4).max(4))
-                .collect();
-            &padded
-        } else {
-            bits
-        };
-        let buffer = self
-            .device
-            .create_buffer_init(&wgpu::util::BufferInitDescriptor {
-                label: None,
-                contents: bytemuck::cast_slice(contents),
-                usage: wgpu::BufferUsages::STORAGE
-                    | wgpu::BufferUsages::COPY_SRC
-                    | wgpu::BufferUsages::COPY_DST,
-            });
-        Ok(Arc::new(GpuBuffer { buffer }))
+    /// Uploads 32-bit patterns into a storage buffer from `pool`. The copy
+    /// is staged by wgpu and lands before the next submission runs.
+    pub fn upload(&self, pool: &Arc<BufferPool>, bits: &[u32]) -> Result<Arc<GpuBuffer>> {
+        let buf = self.alloc(pool, bits.len(), "upload")?;
+        if !bits.is_empty() {
+            self.queue
+                .write_buffer(buf.buffer(), 0, bytemuck::cast_slice(bits));
+        }
+        Ok(buf)
     }
 
     /// Copies `len` elements starting at element `offset` back to the host.
@@ -184,7 +158,7 @@ impl GpuContext {
         let mut encoder = self
             .device
             .create_command_encoder(&wgpu::CommandEncoderDescriptor::default());
-        encoder.copy_buffer_to_buffer(&buf.buffer, offset as u64 * 4, &staging, 0, Some(bytes));
+        encoder.copy_buffer_to_buffer(buf.buffer(), offset as u64 * 4, &staging, 0, Some(bytes));
         self.queue.submit([encoder.finish()]);
         let (tx, rx) = futures::channel::oneshot::channel();
         staging.slice(..).map_async(wgpu::MapMode::Read, move |r| {
@@ -266,9 +240,70 @@ struct CompiledKernel {
     workgroups: (u32, u32),
 }
 
-/// A compiled graph: its kernels in order.
+/// A compiled graph: its kernels in order, and which outputs are written
+/// into the buffer of which (donated) input.
 pub(crate) struct Executable {
     kernels: Vec<CompiledKernel>,
+    donations: Vec<(usize, usize)>,
+}
+
+/// Chooses outputs that write into the buffer of a donated input (one the
+/// graph alone still needs), so an in-place update such as `w -= lr * g`
+/// allocates nothing. An input qualifies when at most one kernel reads it,
+/// and that kernel reads it only at each invocation's own element: then
+/// every element is read before the same invocation overwrites it. Returns
+/// `(output node, input node)` pairs and regenerates the kernels involved.
+fn plan_donations(
+    graph: &Graph,
+    groups: &[crate::lower::KernelGroup],
+    available: &[Vec<bool>],
+    sources: &mut [KernelSource],
+) -> Vec<(usize, usize)> {
+    let nodes = &graph.key.nodes;
+    let mut donations: Vec<(usize, usize)> = Vec::new();
+    let mut aliases: Vec<Vec<(usize, usize)>> = vec![Vec::new(); groups.len()];
+    for (x, node) in nodes.iter().enumerate() {
+        let GKind::Input { slot, .. } = node.kind else {
+            continue;
+        };
+        if !graph.key.donatable[slot] {
+            continue;
+        }
+        let readers: Vec<usize> = (0..groups.len())
+            .filter(|&k| sources[k].reads.contains(&x))
+            .collect();
+        let candidates: Vec<usize> = match readers.as_slice() {
+            [] => (0..groups.len()).collect(),
+            [k] => vec![*k],
+            _ => continue,
+        };
+        'kernels: for k in candidates {
+            for (j, &o) in groups[k].outputs.iter().enumerate() {
+                let taken = donations.iter().any(|&(d, _)| d == o);
+                let fits = numel(&nodes[o].shape) == numel(&node.shape)
+                    && nodes[o].dtype.wgsl_storage_type() == node.dtype.wgsl_storage_type();
+                if taken || !fits {
+                    continue;
+                }
+                let mut trial = aliases[k].clone();
+                trial.push((x, j));
+                let source = generate_kernel(
+                    &graph.key,
+                    &groups[k].outputs,
+                    groups[k].numel,
+                    &|i| available[k][i],
+                    &trial,
+                );
+                if !source.alias_violation {
+                    sources[k] = source;
+                    aliases[k] = trial;
+                    donations.push((o, x));
+                    break 'kernels;
+                }
+            }
+        }
+    }
+    donations
 }
 
 /// Compiled work of one `Device`: executables by graph structure, pipelines
@@ -309,15 +344,35 @@ fn executable(
     );
     let max_bindings = ctx.limits.max_storage_buffers_per_shader_stage as usize;
     let plan = schedule(&graph.key, max_bindings.saturating_sub(2).max(1));
-    let mut stored: Vec<bool> = graph
-        .key
-        .nodes
+    let nodes = &graph.key.nodes;
+    let mut stored: Vec<bool> = nodes
         .iter()
         .map(|n| matches!(n.kind, GKind::Input { .. }))
         .collect();
+    let mut available = Vec::with_capacity(plan.kernels.len());
+    let mut sources = Vec::with_capacity(plan.kernels.len());
+    for group in &plan.kernels {
+        available.push(stored.clone());
+        sources.push(generate_kernel(
+            &graph.key,
+            &group.outputs,
+            group.numel,
+            &|i| stored[i],
+            &[],
+        ));
+        for &o in &group.outputs {
+            stored[o] = true;
+        }
+    }
+    let donations = plan_donations(graph, &plan.kernels, &available, &mut sources);
+    if !donations.is_empty() {
+        log::debug!(
+            "graph {:016x}: outputs take over donated inputs {donations:?}",
+            graph.hash
+        );
+    }
     let mut kernels = Vec::with_capacity(plan.kernels.len());
-    for (k, group) in plan.kernels.iter().enumerate() {
-        let source = generate_kernel(&graph.key, &group.outputs, group.numel, &|i| stored[i]);
+    for (k, (group, source)) in plan.kernels.iter().zip(sources).enumerate() {
         let bindings = source.reads.len() + source.writes.len() + source.uses_params as usize;
         if bindings > max_bindings {
             return Err(Error::Compile {
@@ -331,9 +386,6 @@ fn executable(
             });
         }
         let pipeline = pipeline(ctx, caches, metrics, &source.wgsl, graph.hash, k)?;
-        for &o in &group.outputs {
-            stored[o] = true;
-        }
         kernels.push(CompiledKernel {
             pipeline,
             workgroups: grid(ctx, source.invocations),
@@ -341,7 +393,7 @@ fn executable(
         });
     }
     metrics.add("graphs_compiled", 1);
-    let exe = Arc::new(Executable { kernels });
+    let exe = Arc::new(Executable { kernels, donations });
     match caches.executables.get_mut(&graph.hash) {
         Some(entries) => entries.push((graph.key.clone(), exe.clone())),
         None => {
@@ -417,9 +469,10 @@ fn pipeline(
 pub(crate) fn run_graph(
     ctx: &GpuContext,
     caches: &Mutex<GpuCaches>,
-    metrics: &Metrics,
+    pool: &Arc<BufferPool>,
     graph: &Graph,
 ) -> Result<Vec<Storage>> {
+    let metrics = &pool.metrics;
     let exe = {
         let mut caches = caches.lock().unwrap_or_else(|e| e.into_inner());
         executable(ctx, &mut caches, metrics, graph)?
@@ -446,34 +499,34 @@ pub(crate) fn run_graph(
             }
         }
     }
+    for &(o, x) in &exe.donations {
+        written[o] = buffers[x].clone();
+        metrics.add("buffers_donated", 1);
+    }
     for k in &exe.kernels {
         for &w in &k.source.writes {
+            if written[w].is_some() {
+                continue; // donated
+            }
             let what = format!(
                 "output of {} at {}",
                 op_name(&nodes[w].kind),
                 graph.locations[w]
             );
-            written[w] = Some(ctx.alloc(numel(&nodes[w].shape), &what)?);
+            written[w] = Some(ctx.alloc(pool, numel(&nodes[w].shape), &what)?);
         }
     }
     for &o in &graph.key.outputs {
         if written[o].is_none() {
             // Empty outputs are never written by a kernel.
-            written[o] = Some(ctx.alloc(numel(&nodes[o].shape), "empty output")?);
+            written[o] = Some(ctx.alloc(pool, numel(&nodes[o].shape), "empty output")?);
         }
     }
     let params = if graph.params.is_empty() {
         None
     } else {
         metrics.add("params_uploaded_bytes", graph.params.len() as u64 * 4);
-        Some(
-            ctx.device
-                .create_buffer_init(&wgpu::util::BufferInitDescriptor {
-                    label: Some("lazywgpu params"),
-                    contents: bytemuck::cast_slice(&graph.params),
-                    usage: wgpu::BufferUsages::STORAGE,
-                }),
-        )
+        Some(ctx.upload(pool, &graph.params)?)
     };
 
     let mut encoder = ctx
@@ -490,7 +543,7 @@ pub(crate) fn run_graph(
                         message: "kernel reads parameters but the graph has none".into(),
                     });
                 };
-                entries.push(p.as_entire_binding());
+                entries.push(p.buffer().as_entire_binding());
             }
             let reads = k
                 .source
@@ -505,7 +558,7 @@ pub(crate) fn run_graph(
                         message: format!("node {n} is read before it is written"),
                     });
                 };
-                entries.push(b.buffer.as_entire_binding());
+                entries.push(b.buffer().as_entire_binding());
             }
             let entries: Vec<wgpu::BindGroupEntry> = entries
                 .into_iter()

@@ -3,4 +3,5 @@
 
 pub mod device;
 pub(crate) mod gpu;
+pub(crate) mod pool;
 pub(crate) mod storage;

@@ -21,7 +21,5 @@ pub(crate) enum DataBuffer {
     Cpu(Arc<Vec<u32>>),
 }
 
-/// A wgpu storage buffer.
-pub(crate) struct GpuBuffer {
-    pub buffer: wgpu::Buffer,
-}
+/// A wgpu storage buffer (from the device's pool, to which it returns).
+pub(crate) type GpuBuffer = crate::runtime::pool::PooledBuffer;

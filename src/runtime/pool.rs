@@ -1,0 +1,138 @@
+//! A pool of wgpu storage buffers in size classes.
+//!
+//! Creating a buffer is dear (the driver allocates, and wgpu zero-fills it
+//! before its first use), so buffers of dropped tensors and of finished
+//! intermediates go back to the pool and are handed out again. Reuse right
+//! after a drop is safe: everything runs on one queue, in submission order,
+//! and wgpu orders the accesses of successive submissions.
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
+
+use crate::metrics::Metrics;
+
+/// Most bytes kept idle in the pool; past this, freed buffers are released.
+const MAX_POOLED_BYTES: u64 = 1 << 30;
+
+/// Buffer sizes are rounded up to classes 2^k · {1, 1.25, 1.5, 1.75}
+/// (at least 256 bytes), so a buffer fits any request of its class and no
+/// more than 25 % is wasted.
+pub(crate) fn size_class(bytes: u64) -> u64 {
+    let bytes = bytes.max(256);
+    let top = 63 - bytes.leading_zeros() as u64; // 2^top <= bytes
+    let base = 1u64 << top;
+    let quarter = (base / 4).max(1);
+    bytes.div_ceil(quarter) * quarter
+}
+
+/// Idle buffers by size class, and the memory gauges of one device.
+pub(crate) struct BufferPool {
+    free: Mutex<HashMap<u64, Vec<wgpu::Buffer>>>,
+    pub metrics: Arc<Metrics>,
+}
+
+impl BufferPool {
+    pub fn new(metrics: Arc<Metrics>) -> Arc<BufferPool> {
+        Arc::new(BufferPool {
+            free: Mutex::new(HashMap::new()),
+            metrics,
+        })
+    }
+
+    /// A buffer of exactly `class` bytes, from the pool if one is idle.
+    pub fn take(self: &Arc<Self>, device: &wgpu::Device, class: u64) -> PooledBuffer {
+        let reused = self
+            .free
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .get_mut(&class)
+            .and_then(Vec::pop);
+        let buffer = match reused {
+            Some(b) => {
+                self.metrics.gauge("bytes_pooled", -(class as i64));
+                self.metrics.add("pool_reuses", 1);
+                b
+            }
+            None => {
+                self.metrics.add("buffers_allocated", 1);
+                device.create_buffer(&wgpu::BufferDescriptor {
+                    label: Some("lazywgpu"),
+                    size: class,
+                    usage: wgpu::BufferUsages::STORAGE
+                        | wgpu::BufferUsages::COPY_SRC
+                        | wgpu::BufferUsages::COPY_DST,
+                    mapped_at_creation: false,
+                })
+            }
+        };
+        self.metrics.gauge("bytes_live", class as i64);
+        PooledBuffer {
+            buffer: Some(buffer),
+            class,
+            pool: self.clone(),
+        }
+    }
+
+    fn give_back(&self, buffer: wgpu::Buffer, class: u64) {
+        self.metrics.gauge("bytes_live", -(class as i64));
+        if self.metrics.value("bytes_pooled") + class > MAX_POOLED_BYTES {
+            return; // dropped: released by wgpu once no submission uses it
+        }
+        self.metrics.gauge("bytes_pooled", class as i64);
+        self.free
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .entry(class)
+            .or_default()
+            .push(buffer);
+    }
+}
+
+/// A storage buffer that returns to its pool when dropped.
+pub(crate) struct PooledBuffer {
+    buffer: Option<wgpu::Buffer>,
+    class: u64,
+    pool: Arc<BufferPool>,
+}
+
+impl PooledBuffer {
+    pub fn buffer(&self) -> &wgpu::Buffer {
+        self.buffer.as_ref().expect("present until drop")
+    }
+}
+
+impl Drop for PooledBuffer {
+    fn drop(&mut self) {
+        if let Some(b) = self.buffer.take() {
+            self.pool.give_back(b, self.class);
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::size_class;
+
+    #[test]
+    fn classes_fit_and_waste_at_most_a_quarter() {
+        for bytes in [
+            1u64,
+            255,
+            256,
+            257,
+            1000,
+            4096,
+            4097,
+            100_000_000,
+            (1 << 30) + 1,
+        ] {
+            let c = size_class(bytes);
+            assert!(c >= bytes, "{bytes} -> {c}");
+            assert!(
+                c <= (bytes.max(256) as f64 * 1.25) as u64 + 1,
+                "{bytes} -> {c}"
+            );
+            assert_eq!(size_class(c), c, "a class is its own class");
+        }
+    }
+}

@@ -1,0 +1,109 @@
+//! Device memory: the buffer pool, and donation of a mutated tensor's old
+//! buffer to its new value (`w -= lr * g` allocates nothing).
+
+#![allow(clippy::needless_borrows_for_generic_args)]
+
+mod common;
+
+use common::{assert_close, gpu};
+use lazywgpu::Tensor;
+
+#[test]
+fn in_place_update_loop_keeps_device_memory_flat() {
+    let Some(dev) = gpu() else { return };
+    let n = 1 << 20;
+    let w0: Vec<f32> = (0..n).map(|i| (i % 97) as f32 * 0.01).collect();
+    let g0: Vec<f32> = (0..n).map(|i| (i % 13) as f32 - 6.0).collect();
+    let w = Tensor::from_vec(w0.clone(), [n], &dev).unwrap();
+    let g = Tensor::from_vec(g0.clone(), [n], &dev).unwrap();
+    let mut w_alias = w.clone(); // the same tensor: `-=` through either is seen by both
+    let steps = 100;
+    let mut live_after_warmup = 0;
+    for step in 0..steps {
+        w_alias -= &g * 0.01;
+        dev.mark_step().unwrap();
+        if step == 2 {
+            dev.wait().unwrap();
+            live_after_warmup = dev.metrics().counter("bytes_live");
+            dev.reset_metrics();
+        }
+    }
+    dev.wait().unwrap();
+    let m = dev.metrics();
+    assert_eq!(m.counter("bytes_live"), live_after_warmup, "{m}");
+    assert_eq!(
+        m.counter("buffers_allocated"),
+        0,
+        "steady state allocates nothing: {m}"
+    );
+    assert_eq!(m.counter("buffers_donated"), (steps - 3) as u64, "{m}");
+    assert_eq!(m.counter("graphs_compiled"), 0, "{m}");
+    let expected: Vec<f32> = w0
+        .iter()
+        .zip(&g0)
+        .map(|(&w, &g)| {
+            let mut v = w;
+            for _ in 0..steps {
+                v -= g * 0.01;
+            }
+            v
+        })
+        .collect();
+    assert_close(
+        &w.to_vec::<f32>().unwrap(),
+        &expected,
+        1e-5,
+        1e-5,
+        "w after the loop",
+    );
+}
+
+#[test]
+fn an_old_value_still_referenced_is_not_donated() {
+    let Some(dev) = gpu() else { return };
+    let w = Tensor::from_vec(vec![1.0f32; 1024], [1024], &dev).unwrap();
+    let old = w.deep_clone(); // shares the old value
+    w.add_(1.0);
+    dev.mark_step().unwrap();
+    assert_eq!(dev.metrics().counter("buffers_donated"), 0);
+    assert_eq!(old.to_vec::<f32>().unwrap(), vec![1.0; 1024]);
+    assert_eq!(w.to_vec::<f32>().unwrap(), vec![2.0; 1024]);
+}
+
+#[test]
+fn donated_input_read_elsewhere_is_not_aliased() {
+    let Some(dev) = gpu() else { return };
+    // The update reads w transposed: element (i, j) of the new value needs
+    // (j, i) of the old one, so writing in place would race.
+    let data: Vec<f32> = (0..64 * 64).map(|v| v as f32).collect();
+    let w = Tensor::from_vec(data.clone(), [64, 64], &dev).unwrap();
+    let t = w.t().deep_clone();
+    w.copy_(&t);
+    drop(t);
+    dev.mark_step().unwrap();
+    let v = w.to_vec::<f32>().unwrap();
+    for i in 0..64 {
+        for j in 0..64 {
+            assert_eq!(v[i * 64 + j], data[j * 64 + i]);
+        }
+    }
+}
+
+#[test]
+fn dropped_tensors_return_buffers_to_the_pool() {
+    let Some(dev) = gpu() else { return };
+    let before = dev.metrics();
+    let t = Tensor::from_vec(vec![0.5f32; 4096], [4096], &dev).unwrap();
+    let live = dev.metrics().counter("bytes_live");
+    assert!(live >= before.counter("bytes_live") + 4096 * 4);
+    drop(t);
+    let after = dev.metrics();
+    assert_eq!(after.counter("bytes_live"), before.counter("bytes_live"));
+    assert!(after.counter("bytes_pooled") >= 4096 * 4);
+    // The next tensor of that size class reuses the buffer.
+    dev.reset_metrics();
+    let _u = Tensor::from_vec(vec![1.5f32; 4000], [4000], &dev).unwrap();
+    let m = dev.metrics();
+    assert_eq!(m.counter("buffers_allocated"), 0, "{m}");
+    assert_eq!(m.counter("pool_reuses"), 1, "{m}");
+}
