@@ -50,6 +50,6 @@ mod tensor;
 pub use dtype::{DType, Element};
 pub use error::{Error, Result};
 pub use graph::op::{BinaryOp, UnaryOp};
-pub use metrics::MetricsSnapshot;
+pub use metrics::{MetricsSnapshot, TimerStats};
 pub use runtime::device::{Device, mark_step};
 pub use tensor::{IntoDims, IntoOperand, IntoShape, Operand, Tensor};

@@ -1,8 +1,22 @@
-//! String-named counters in the spirit of `torch._lazy.metrics`.
+//! String-named counters and timers in the spirit of `torch._lazy.metrics`
+//! and torch-xla's metrics report.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, VecDeque};
 use std::fmt;
 use std::sync::Mutex;
+use std::time::{Duration, Instant};
+
+/// Timers every device reports: host time spent in each stage of a step.
+pub const STANDARD_TIMERS: &[&str] = &[
+    "collect",
+    "compile",
+    "encode_submit",
+    "device_wait",
+    "readback",
+];
+
+/// Samples kept per timer for the median.
+const TIMER_SAMPLES: usize = 1024;
 
 /// Counters every device reports, even while zero.
 pub const STANDARD_COUNTERS: &[&str] = &[
@@ -25,17 +39,46 @@ pub const STANDARD_COUNTERS: &[&str] = &[
     "peak_bytes_live",
 ];
 
-/// The live counters of one device.
+/// The live counters and timers of one device.
 #[derive(Debug)]
 pub(crate) struct Metrics {
     counters: Mutex<BTreeMap<&'static str, u64>>,
+    timers: Mutex<BTreeMap<&'static str, TimerState>>,
+}
+
+#[derive(Debug, Default, Clone)]
+struct TimerState {
+    count: u64,
+    total: Duration,
+    recent: VecDeque<Duration>,
 }
 
 impl Metrics {
     pub fn new() -> Metrics {
         Metrics {
             counters: Mutex::new(STANDARD_COUNTERS.iter().map(|&n| (n, 0)).collect()),
+            timers: Mutex::new(STANDARD_TIMERS.iter().map(|&n| (n, TimerState::default())).collect()),
         }
+    }
+
+    /// Adds one sample to timer `name`.
+    pub fn record(&self, name: &'static str, elapsed: Duration) {
+        let mut t = self.timers.lock().unwrap_or_else(|e| e.into_inner());
+        let state = t.entry(name).or_default();
+        state.count += 1;
+        state.total += elapsed;
+        if state.recent.len() == TIMER_SAMPLES {
+            state.recent.pop_front();
+        }
+        state.recent.push_back(elapsed);
+    }
+
+    /// Runs `f`, recording its duration under timer `name`.
+    pub fn time<T>(&self, name: &'static str, f: impl FnOnce() -> T) -> T {
+        let start = Instant::now();
+        let out = f();
+        self.record(name, start.elapsed());
+        out
     }
 
     pub fn add(&self, name: &'static str, amount: u64) {
@@ -63,8 +106,25 @@ impl Metrics {
 
     pub fn snapshot(&self) -> MetricsSnapshot {
         let c = self.counters.lock().unwrap_or_else(|e| e.into_inner());
+        let t = self.timers.lock().unwrap_or_else(|e| e.into_inner());
         MetricsSnapshot {
             counters: c.iter().map(|(k, v)| (k.to_string(), *v)).collect(),
+            timers: t
+                .iter()
+                .map(|(k, v)| {
+                    let mut sorted: Vec<Duration> = v.recent.iter().copied().collect();
+                    sorted.sort();
+                    let median = sorted.get(sorted.len() / 2).copied().unwrap_or_default();
+                    (
+                        k.to_string(),
+                        TimerStats {
+                            count: v.count,
+                            total: v.total,
+                            median,
+                        },
+                    )
+                })
+                .collect(),
         }
     }
 
@@ -80,13 +140,34 @@ impl Metrics {
                 _ => *v = 0,
             }
         }
+        drop(c);
+        let mut t = self.timers.lock().unwrap_or_else(|e| e.into_inner());
+        t.values_mut().for_each(|v| *v = TimerState::default());
     }
 }
 
-/// A copy of a device's counters at one moment (see [`crate::Device::metrics`]).
+/// A timer's figures: how often it ran, for how long in all, and the
+/// median of its last 1,024 samples.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct TimerStats {
+    /// Samples recorded.
+    pub count: u64,
+    /// Sum of all samples.
+    pub total: Duration,
+    /// Median of the most recent samples.
+    pub median: Duration,
+}
+
+/// A copy of a device's counters and timers at one moment (see
+/// [`crate::Device::metrics`]).
+///
+/// Counters include the memory gauges `bytes_live` (bytes in buffers that
+/// tensors or running graphs hold), `bytes_pooled` (idle buffers kept for
+/// reuse) and `peak_bytes_live`.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct MetricsSnapshot {
     counters: BTreeMap<String, u64>,
+    timers: BTreeMap<String, TimerStats>,
 }
 
 impl MetricsSnapshot {
@@ -99,6 +180,16 @@ impl MetricsSnapshot {
     pub fn counter_names(&self) -> Vec<String> {
         self.counters.keys().cloned().collect()
     }
+
+    /// The figures of timer `name`, if it exists.
+    pub fn timer(&self, name: &str) -> Option<TimerStats> {
+        self.timers.get(name).copied()
+    }
+
+    /// The names of all timers, sorted.
+    pub fn timer_names(&self) -> Vec<String> {
+        self.timers.keys().cloned().collect()
+    }
 }
 
 impl fmt::Display for MetricsSnapshot {
@@ -107,6 +198,17 @@ impl fmt::Display for MetricsSnapshot {
         writeln!(f, "{:<width$}  {:>12}", "counter", "value")?;
         for (name, value) in &self.counters {
             writeln!(f, "{name:<width$}  {value:>12}")?;
+        }
+        writeln!(f)?;
+        writeln!(f, "{:<width$}  {:>8}  {:>12}  {:>12}", "timer", "count", "total", "median")?;
+        for (name, t) in &self.timers {
+            writeln!(
+                f,
+                "{name:<width$}  {:>8}  {:>12}  {:>12}",
+                t.count,
+                format!("{:.3?}", t.total),
+                format!("{:.3?}", t.median)
+            )?;
         }
         Ok(())
     }

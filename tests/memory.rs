@@ -107,3 +107,26 @@ fn dropped_tensors_return_buffers_to_the_pool() {
     assert_eq!(m.counter("buffers_allocated"), 0, "{m}");
     assert_eq!(m.counter("pool_reuses"), 1, "{m}");
 }
+
+#[test]
+fn intermediates_reuse_each_other_by_liveness() {
+    let Some(dev) = gpu() else { return };
+    dev.set_fusion(false); // seven kernels, six intermediates
+    let n = 1 << 16;
+    let x = Tensor::from_vec(vec![0.25f32; n], [n], &dev).unwrap();
+    let w1 = |x: &Tensor| ((x * 2.0 + 1.0).tanh() - x).sigmoid() * x + 0.5;
+    w1(&x).to_vec::<f32>().unwrap();
+    dev.reset_metrics();
+    let base = dev.metrics().counter("bytes_live");
+    let y = w1(&x);
+    dev.mark_step().unwrap();
+    let m = dev.metrics();
+    assert_eq!(m.counter("kernel_launches"), 7, "{m}");
+    assert_eq!(m.counter("buffers_allocated"), 0, "the pool serves a warm graph: {m}");
+    // A chain needs its input, at most two intermediates and the output at
+    // once; without liveness it would hold all six intermediates.
+    let peak_extra = m.counter("peak_bytes_live") - base;
+    assert!(peak_extra <= 3 * (n as u64 * 4) + 4096, "peak {peak_extra} bytes above base: {m}");
+    let expected = (((0.25f64 * 2.0 + 1.0).tanh() - 0.25).exp().recip() + 1.0).recip() * 0.25 + 0.5;
+    assert!((y.to_vec::<f32>().unwrap()[0] as f64 - expected).abs() < 1e-6);
+}

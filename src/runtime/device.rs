@@ -137,7 +137,7 @@ impl Device {
     /// Waits until all work submitted to the device has finished.
     pub fn wait(&self) -> Result<()> {
         match &self.inner.backend {
-            Backend::Gpu(ctx) => ctx.wait(),
+            Backend::Gpu(ctx) => self.inner.metrics.time("device_wait", || ctx.wait()),
             Backend::Cpu => Ok(()),
         }
     }
@@ -196,7 +196,7 @@ impl Device {
 
     /// Computes `nodes` (as one graph) and stores their results in them.
     pub(crate) fn realize(&self, nodes: &[Arc<Node>]) -> Result<()> {
-        let graph = Graph::collect(nodes, self.fusion());
+        let graph = self.inner.metrics.time("collect", || Graph::collect(nodes, self.fusion()));
         let results = self.run(&graph)?;
         for (node, storage) in graph.output_nodes.iter().zip(results) {
             node.set_ready(storage);
@@ -218,6 +218,13 @@ impl Device {
     /// Computes the node first if it is pending; a strided view is made
     /// contiguous by a copy graph (which leaves the node itself a view).
     pub(crate) async fn read_bits(&self, node: &Arc<Node>) -> Result<Vec<u32>> {
+        let start = std::time::Instant::now();
+        let bits = self.read_bits_untimed(node).await;
+        self.inner.metrics.record("readback", start.elapsed());
+        bits
+    }
+
+    async fn read_bits_untimed(&self, node: &Arc<Node>) -> Result<Vec<u32>> {
         if node.is_pending() {
             self.realize(std::slice::from_ref(node))?;
         }

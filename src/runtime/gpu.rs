@@ -245,6 +245,29 @@ struct CompiledKernel {
 pub(crate) struct Executable {
     kernels: Vec<CompiledKernel>,
     donations: Vec<(usize, usize)>,
+    /// Per kernel: intermediates (written, not graph outputs) whose last
+    /// reader it is, released for reuse once it is encoded.
+    releases: Vec<Vec<usize>>,
+}
+
+/// Liveness of intermediates: each is released after the last kernel that
+/// reads it (or right after the kernel that writes it, if none does).
+fn plan_releases(key: &GraphKey, kernels: &[CompiledKernel]) -> Vec<Vec<usize>> {
+    let mut last_use: Vec<Option<usize>> = vec![None; key.nodes.len()];
+    for (k, kernel) in kernels.iter().enumerate() {
+        for &n in kernel.source.writes.iter().chain(&kernel.source.reads) {
+            last_use[n] = Some(k);
+        }
+    }
+    let mut releases = vec![Vec::new(); kernels.len()];
+    for kernel in kernels {
+        for &w in &kernel.source.writes {
+            if let (false, Some(k)) = (key.outputs.contains(&w), last_use[w]) {
+                releases[k].push(w);
+            }
+        }
+    }
+    releases
 }
 
 /// Chooses outputs that write into the buffer of a donated input (one the
@@ -336,6 +359,7 @@ fn executable(
         }
     }
     metrics.add("graph_cache_misses", 1);
+    let compile_start = std::time::Instant::now();
     log::debug!(
         "graph {:016x}: cache miss, compiling {} nodes, {} outputs",
         graph.hash,
@@ -393,7 +417,13 @@ fn executable(
         });
     }
     metrics.add("graphs_compiled", 1);
-    let exe = Arc::new(Executable { kernels, donations });
+    metrics.record("compile", compile_start.elapsed());
+    let releases = plan_releases(&graph.key, &kernels);
+    let exe = Arc::new(Executable {
+        kernels,
+        donations,
+        releases,
+    });
     match caches.executables.get_mut(&graph.hash) {
         Some(entries) => entries.push((graph.key.clone(), exe.clone())),
         None => {
@@ -477,6 +507,7 @@ pub(crate) fn run_graph(
         let mut caches = caches.lock().unwrap_or_else(|e| e.into_inner());
         executable(ctx, &mut caches, metrics, graph)?
     };
+    let encode_start = std::time::Instant::now();
     let nodes = &graph.key.nodes;
     // Stored data each node is read from, and the buffer each written node
     // is written to. They differ for an output that is itself an input (a
@@ -503,19 +534,6 @@ pub(crate) fn run_graph(
         written[o] = buffers[x].clone();
         metrics.add("buffers_donated", 1);
     }
-    for k in &exe.kernels {
-        for &w in &k.source.writes {
-            if written[w].is_some() {
-                continue; // donated
-            }
-            let what = format!(
-                "output of {} at {}",
-                op_name(&nodes[w].kind),
-                graph.locations[w]
-            );
-            written[w] = Some(ctx.alloc(pool, numel(&nodes[w].shape), &what)?);
-        }
-    }
     for &o in &graph.key.outputs {
         if written[o].is_none() {
             // Empty outputs are never written by a kernel.
@@ -534,7 +552,16 @@ pub(crate) fn run_graph(
         .create_command_encoder(&wgpu::CommandEncoderDescriptor::default());
     {
         let mut pass = encoder.begin_compute_pass(&wgpu::ComputePassDescriptor::default());
-        for k in &exe.kernels {
+        for (ki, k) in exe.kernels.iter().enumerate() {
+            // Buffers are taken as late as possible and intermediates given
+            // back right after their last reader, so later kernels of the
+            // same pass reuse them (wgpu orders the dispatches' accesses).
+            for &w in &k.source.writes {
+                if written[w].is_none() {
+                    let what = format!("output of {} at {}", op_name(&nodes[w].kind), graph.locations[w]);
+                    written[w] = Some(ctx.alloc(pool, numel(&nodes[w].shape), &what)?);
+                }
+            }
             let mut entries = Vec::new();
             if k.source.uses_params {
                 let Some(p) = params.as_ref() else {
@@ -577,9 +604,13 @@ pub(crate) fn run_graph(
             pass.set_bind_group(0, &bind_group, &[]);
             pass.dispatch_workgroups(k.workgroups.0, k.workgroups.1, 1);
             metrics.add("kernel_launches", 1);
+            for &n in &exe.releases[ki] {
+                written[n] = None;
+            }
         }
     }
     ctx.queue.submit([encoder.finish()]);
+    metrics.record("encode_submit", encode_start.elapsed());
     metrics.add("graphs_executed", 1);
     ctx.take_error(&format!("graph {:016x}", graph.hash))?;
 
