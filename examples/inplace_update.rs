@@ -15,7 +15,11 @@ fn main() -> lazywgpu::Result<()> {
     let n = args.next().and_then(Result::ok).unwrap_or(25_000_000);
     let steps = args.next().and_then(Result::ok).unwrap_or(1000);
     let dev = Device::default();
-    println!("device: {}; w and g of {n} f32 ({} MB each); {steps} steps", dev.name(), n * 4 / 1_000_000);
+    println!(
+        "device: {}; w and g of {n} f32 ({} MB each); {steps} steps",
+        dev.name(),
+        n * 4 / 1_000_000
+    );
 
     let w = Tensor::randn([n], &dev);
     let g = Tensor::randn([n], &dev);
@@ -43,7 +47,10 @@ fn main() -> lazywgpu::Result<()> {
     }
     dev.wait()?;
     let elapsed = start.elapsed();
-    println!("{:.2} ms per step", elapsed.as_secs_f64() * 1e3 / steps as f64);
+    println!(
+        "{:.2} ms per step",
+        elapsed.as_secs_f64() * 1e3 / steps as f64
+    );
     println!("{}", dev.metrics());
     Ok(())
 }

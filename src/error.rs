@@ -68,6 +68,22 @@ pub enum Error {
         /// What wgpu said.
         message: String,
     },
+    /// `LAZYWGPU_VERIFY`: a GPU result differs from the CPU reference.
+    #[error(
+        "verify: graph {graph_hash:016x}: the GPU result of {op} (recorded at {location}) differs from the CPU reference: max abs error {max_abs:e}, max rel error {max_rel:e}"
+    )]
+    VerifyMismatch {
+        /// Structural hash of the graph.
+        graph_hash: u64,
+        /// The op of the first mismatching output.
+        op: &'static str,
+        /// Where the user's code recorded it.
+        location: String,
+        /// Largest absolute difference.
+        max_abs: f64,
+        /// Largest relative difference.
+        max_rel: f64,
+    },
     /// A scalar was requested from a tensor that does not hold exactly one element.
     #[error("item: tensor of shape {0:?} does not hold exactly one element")]
     NotScalar(Vec<usize>),

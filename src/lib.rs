@@ -38,6 +38,7 @@
 
 mod codegen;
 mod cpu;
+mod debug;
 pub mod dtype;
 mod error;
 mod graph;

@@ -24,6 +24,7 @@ pub const STANDARD_COUNTERS: &[&str] = &[
     "graph_cache_hits",
     "graph_cache_misses",
     "graphs_compiled",
+    "recompiles",
     "kernels_compiled",
     "pipeline_cache_hits",
     "kernel_launches",
@@ -57,7 +58,12 @@ impl Metrics {
     pub fn new() -> Metrics {
         Metrics {
             counters: Mutex::new(STANDARD_COUNTERS.iter().map(|&n| (n, 0)).collect()),
-            timers: Mutex::new(STANDARD_TIMERS.iter().map(|&n| (n, TimerState::default())).collect()),
+            timers: Mutex::new(
+                STANDARD_TIMERS
+                    .iter()
+                    .map(|&n| (n, TimerState::default()))
+                    .collect(),
+            ),
         }
     }
 
@@ -200,7 +206,11 @@ impl fmt::Display for MetricsSnapshot {
             writeln!(f, "{name:<width$}  {value:>12}")?;
         }
         writeln!(f)?;
-        writeln!(f, "{:<width$}  {:>8}  {:>12}  {:>12}", "timer", "count", "total", "median")?;
+        writeln!(
+            f,
+            "{:<width$}  {:>8}  {:>12}  {:>12}",
+            "timer", "count", "total", "median"
+        )?;
         for (name, t) in &self.timers {
             writeln!(
                 f,

@@ -122,11 +122,18 @@ fn intermediates_reuse_each_other_by_liveness() {
     dev.mark_step().unwrap();
     let m = dev.metrics();
     assert_eq!(m.counter("kernel_launches"), 7, "{m}");
-    assert_eq!(m.counter("buffers_allocated"), 0, "the pool serves a warm graph: {m}");
+    assert_eq!(
+        m.counter("buffers_allocated"),
+        0,
+        "the pool serves a warm graph: {m}"
+    );
     // A chain needs its input, at most two intermediates and the output at
     // once; without liveness it would hold all six intermediates.
     let peak_extra = m.counter("peak_bytes_live") - base;
-    assert!(peak_extra <= 3 * (n as u64 * 4) + 4096, "peak {peak_extra} bytes above base: {m}");
+    assert!(
+        peak_extra <= 3 * (n as u64 * 4) + 4096,
+        "peak {peak_extra} bytes above base: {m}"
+    );
     let expected = (((0.25f64 * 2.0 + 1.0).tanh() - 0.25).exp().recip() + 1.0).recip() * 0.25 + 0.5;
     assert!((y.to_vec::<f32>().unwrap()[0] as f64 - expected).abs() < 1e-6);
 }

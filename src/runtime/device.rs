@@ -1,6 +1,7 @@
 //! `Device`: where tensors live and graphs run.
 
 use std::fmt;
+use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, Weak};
 
@@ -33,6 +34,9 @@ pub(crate) struct DeviceInner {
     rng: Mutex<RngState>,
     live: Mutex<LiveSet>,
     fusion: AtomicBool,
+    verify: AtomicBool,
+    /// Test hook: corrupt the next GPU result (to prove verify catches it).
+    corrupt_next: AtomicBool,
     pub eager: bool,
     gpu_caches: Mutex<GpuCaches>,
 }
@@ -75,8 +79,14 @@ impl Device {
                     prune_at: 1024,
                 }),
                 fusion: AtomicBool::new(!env_flag("LAZYWGPU_NO_FUSION")),
+                verify: AtomicBool::new(env_flag("LAZYWGPU_VERIFY")),
+                corrupt_next: AtomicBool::new(false),
                 eager: env_flag("LAZYWGPU_EAGER"),
-                gpu_caches: Mutex::new(GpuCaches::new()),
+                gpu_caches: Mutex::new(GpuCaches::new(
+                    std::env::var_os("LAZYWGPU_DUMP")
+                        .filter(|d| !d.is_empty())
+                        .map(PathBuf::from),
+                )),
             }),
         }
     }
@@ -165,6 +175,21 @@ impl Device {
         self.inner.fusion.store(on, Ordering::Relaxed);
     }
 
+    /// Turns verification on or off (as `LAZYWGPU_VERIFY=1` does): every
+    /// GPU graph is also run on the CPU reference and compared, and a
+    /// mismatch is an [`Error::VerifyMismatch`] naming the op and the
+    /// source line. Each verified step waits for the device.
+    pub fn set_verify(&self, on: bool) {
+        self.inner.verify.store(on, Ordering::Relaxed);
+    }
+
+    /// Test hook: the next GPU graph's first output is overwritten with a
+    /// wrong value after it runs, as a miscompiled kernel would leave it.
+    #[doc(hidden)]
+    pub fn debug_corrupt_next_result(&self) {
+        self.inner.corrupt_next.store(true, Ordering::Relaxed);
+    }
+
     /// Whether graphs are fused.
     pub fn fusion(&self) -> bool {
         self.inner.fusion.load(Ordering::Relaxed)
@@ -196,8 +221,27 @@ impl Device {
 
     /// Computes `nodes` (as one graph) and stores their results in them.
     pub(crate) fn realize(&self, nodes: &[Arc<Node>]) -> Result<()> {
-        let graph = self.inner.metrics.time("collect", || Graph::collect(nodes, self.fusion()));
+        let graph = self
+            .inner
+            .metrics
+            .time("collect", || Graph::collect(nodes, self.fusion()));
+        // Verification copies the inputs first: an output may take over an
+        // input's buffer (donation).
+        let verify_inputs = match &self.inner.backend {
+            Backend::Gpu(ctx) if self.inner.verify.load(Ordering::Relaxed) => {
+                Some(host_copies(ctx, &graph.inputs)?)
+            }
+            _ => None,
+        };
         let results = self.run(&graph)?;
+        if let Backend::Gpu(ctx) = &self.inner.backend {
+            if self.inner.corrupt_next.swap(false, Ordering::Relaxed) {
+                corrupt(ctx, &results[0]);
+            }
+            if let Some(inputs) = verify_inputs {
+                verify(ctx, &graph, inputs, &results)?;
+            }
+        }
         for (node, storage) in graph.output_nodes.iter().zip(results) {
             node.set_ready(storage);
         }
@@ -268,6 +312,63 @@ impl Device {
             Backend::Cpu => Ok(DataBuffer::Cpu(Arc::new(bits))),
         }
     }
+}
+
+/// Overwrites the first element of a GPU result with a value no kernel here
+/// computes.
+fn corrupt(ctx: &GpuContext, storage: &Storage) {
+    if let DataBuffer::Gpu(buf) = &storage.buffer {
+        ctx.queue.write_buffer(
+            buf.buffer(),
+            storage.layout.offset as u64 * 4,
+            bytemuck::bytes_of(&12345.0f32.to_bits()),
+        );
+    }
+}
+
+/// Every element of a stored buffer, on the host.
+fn download_all(ctx: &GpuContext, s: &Storage) -> Result<Vec<u32>> {
+    match &s.buffer {
+        DataBuffer::Gpu(buf) => {
+            pollster::block_on(ctx.download(buf, 0, (buf.buffer().size() / 4) as usize))
+        }
+        DataBuffer::Cpu(v) => Ok(v.to_vec()),
+    }
+}
+
+/// Host copies of a graph's inputs, same layouts.
+fn host_copies(ctx: &GpuContext, inputs: &[Storage]) -> Result<Vec<Storage>> {
+    inputs
+        .iter()
+        .map(|s| {
+            Ok(Storage {
+                buffer: DataBuffer::Cpu(Arc::new(download_all(ctx, s)?)),
+                layout: s.layout.clone(),
+            })
+        })
+        .collect()
+}
+
+/// Reruns `graph` on the CPU reference from host copies of its inputs and
+/// compares with the GPU's results.
+fn verify(
+    ctx: &GpuContext,
+    graph: &Graph,
+    cpu_inputs: Vec<Storage>,
+    results: &[Storage],
+) -> Result<()> {
+    let cpu_results = cpu::run_graph(&graph.with_inputs(cpu_inputs))?;
+    let mut gpu_values = Vec::with_capacity(results.len());
+    let mut cpu_values = Vec::with_capacity(results.len());
+    for ((g, c), &o) in results.iter().zip(&cpu_results).zip(&graph.key.outputs) {
+        let n = numel(&graph.key.nodes[o].shape);
+        gpu_values.push(download_all(ctx, g)?[..n].to_vec());
+        let DataBuffer::Cpu(cv) = &c.buffer else {
+            unreachable!("the CPU reference returns host data")
+        };
+        cpu_values.push(cv[..n].to_vec());
+    }
+    crate::debug::compare(graph, &gpu_values, &cpu_values)
 }
 
 impl Default for Device {

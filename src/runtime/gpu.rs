@@ -334,13 +334,21 @@ fn plan_donations(
 pub(crate) struct GpuCaches {
     executables: LruCache<u64, Vec<(GraphKey, Arc<Executable>)>>,
     pipelines: LruCache<String, Arc<wgpu::ComputePipeline>>,
+    /// The last graph compiled for each set of output source locations, to
+    /// tell a recompilation (same trace site, new structure) from a new
+    /// graph, and to say what changed.
+    by_site: LruCache<Vec<String>, GraphKey>,
+    /// `LAZYWGPU_DUMP`: where newly compiled graphs are written.
+    dump_dir: Option<std::path::PathBuf>,
 }
 
 impl GpuCaches {
-    pub fn new() -> GpuCaches {
+    pub fn new(dump_dir: Option<std::path::PathBuf>) -> GpuCaches {
         GpuCaches {
             executables: LruCache::new(NonZeroUsize::new(512).expect("nonzero")),
             pipelines: LruCache::new(NonZeroUsize::new(2048).expect("nonzero")),
+            by_site: LruCache::new(NonZeroUsize::new(256).expect("nonzero")),
+            dump_dir,
         }
     }
 }
@@ -360,12 +368,28 @@ fn executable(
     }
     metrics.add("graph_cache_misses", 1);
     let compile_start = std::time::Instant::now();
-    log::debug!(
-        "graph {:016x}: cache miss, compiling {} nodes, {} outputs",
-        graph.hash,
-        graph.key.nodes.len(),
-        graph.key.outputs.len()
-    );
+    let site: Vec<String> = graph
+        .key
+        .outputs
+        .iter()
+        .map(|&o| graph.locations[o].to_string())
+        .collect();
+    match caches.by_site.get(&site) {
+        Some(before) => {
+            metrics.add("recompiles", 1);
+            log::debug!(
+                "graph {:016x}: cache miss, recompiling the graph of outputs at {site:?}: {}",
+                graph.hash,
+                graph.key.first_difference(before)
+            );
+        }
+        None => log::debug!(
+            "graph {:016x}: cache miss, new graph of {} nodes with outputs at {site:?}",
+            graph.hash,
+            graph.key.nodes.len()
+        ),
+    }
+    caches.by_site.put(site, graph.key.clone());
     let max_bindings = ctx.limits.max_storage_buffers_per_shader_stage as usize;
     let plan = schedule(&graph.key, max_bindings.saturating_sub(2).max(1));
     let nodes = &graph.key.nodes;
@@ -418,6 +442,10 @@ fn executable(
     }
     metrics.add("graphs_compiled", 1);
     metrics.record("compile", compile_start.elapsed());
+    if let Some(dir) = &caches.dump_dir {
+        let sources: Vec<&str> = kernels.iter().map(|k| k.source.wgsl.as_str()).collect();
+        crate::debug::dump(dir, graph, &sources);
+    }
     let releases = plan_releases(&graph.key, &kernels);
     let exe = Arc::new(Executable {
         kernels,
@@ -558,7 +586,11 @@ pub(crate) fn run_graph(
             // same pass reuse them (wgpu orders the dispatches' accesses).
             for &w in &k.source.writes {
                 if written[w].is_none() {
-                    let what = format!("output of {} at {}", op_name(&nodes[w].kind), graph.locations[w]);
+                    let what = format!(
+                        "output of {} at {}",
+                        op_name(&nodes[w].kind),
+                        graph.locations[w]
+                    );
                     written[w] = Some(ctx.alloc(pool, numel(&nodes[w].shape), &what)?);
                 }
             }

@@ -1,0 +1,152 @@
+//! Seeing inside: graph dumps (`LAZYWGPU_DUMP=DIR`) and verification of
+//! GPU results against the CPU reference (`LAZYWGPU_VERIFY=1`).
+
+use std::fmt::Write as _;
+use std::path::Path;
+
+use crate::dtype::DType;
+use crate::error::{Error, Result};
+use crate::graph::{GKind, Graph, GraphKey};
+
+/// One line per node: `%i = op(%a, %b) : [shape] dtype  @ file:line:col`.
+pub(crate) fn ir_text(graph: &Graph) -> String {
+    let key = &graph.key;
+    let mut out = format!(
+        "graph {:016x}: {} nodes, outputs {:?}, fusion {}\n",
+        graph.hash,
+        key.nodes.len(),
+        key.outputs,
+        if key.fused { "on" } else { "off" }
+    );
+    for (i, n) in key.nodes.iter().enumerate() {
+        let args: Vec<String> = n.inputs.iter().map(|a| format!("%{a}")).collect();
+        let op = match &n.kind {
+            GKind::Input { slot, layout } => format!(
+                "input[{slot}] strides {:?} offset {}{}",
+                layout.strides,
+                layout.offset,
+                if key.donatable[*slot] {
+                    " (donatable)"
+                } else {
+                    ""
+                }
+            ),
+            GKind::Op { op, param_base } => match op {
+                crate::graph::op::Op::Scalar => format!("scalar(param {param_base})"),
+                other => format!("{:?}", other).to_lowercase(),
+            },
+        };
+        let mark = if key.outputs.contains(&i) {
+            "  # output"
+        } else {
+            ""
+        };
+        let _ = writeln!(
+            out,
+            "%{i} = {op}({}) : {:?} {}  @ {}{mark}",
+            args.join(", "),
+            n.shape,
+            n.dtype,
+            graph.locations[i]
+        );
+    }
+    out
+}
+
+/// The graph as Graphviz DOT: inputs as boxes, outputs doubled.
+pub(crate) fn dot(graph: &Graph) -> String {
+    let key: &GraphKey = &graph.key;
+    let mut out = format!("digraph g{:016x} {{\n  rankdir=TB;\n", graph.hash);
+    for (i, n) in key.nodes.iter().enumerate() {
+        let (label, shape) = match &n.kind {
+            GKind::Input { slot, .. } => (format!("input {slot}"), "box"),
+            GKind::Op { op, .. } => (op.name().to_string(), "ellipse"),
+        };
+        let periph = if key.outputs.contains(&i) { 2 } else { 1 };
+        let _ = writeln!(
+            out,
+            "  n{i} [label=\"%{i} {label}\\n{:?} {}\\n{}\", shape={shape}, peripheries={periph}];",
+            n.shape,
+            n.dtype,
+            graph.locations[i].to_string().replace('"', "'")
+        );
+        for a in &n.inputs {
+            let _ = writeln!(out, "  n{a} -> n{i};");
+        }
+    }
+    out.push_str("}\n");
+    out
+}
+
+/// Writes the IR, the DOT graph and each kernel's WGSL under `dir`, named
+/// by the graph hash. Failures are logged, never fatal.
+pub(crate) fn dump(dir: &Path, graph: &Graph, kernels: &[&str]) {
+    let stem = format!("{:016x}", graph.hash);
+    let mut files: Vec<(String, String)> = vec![
+        (format!("{stem}.ir.txt"), ir_text(graph)),
+        (format!("{stem}.dot"), dot(graph)),
+    ];
+    for (k, src) in kernels.iter().enumerate() {
+        files.push((format!("{stem}.kernel{k}.wgsl"), src.to_string()));
+    }
+    if let Err(e) = std::fs::create_dir_all(dir) {
+        log::warn!("LAZYWGPU_DUMP: cannot create {}: {e}", dir.display());
+        return;
+    }
+    for (name, text) in files {
+        if let Err(e) = std::fs::write(dir.join(&name), text) {
+            log::warn!("LAZYWGPU_DUMP: cannot write {name}: {e}");
+        }
+    }
+}
+
+/// Compares the GPU's results with the CPU reference's, output by output
+/// in graph order, and names the first output that differs.
+///
+/// f32 outputs may differ by `atol + rtol·|cpu|` (1e-4, 1e-3: drivers
+/// implement transcendental functions to a few ulp); other dtypes must be
+/// equal.
+pub(crate) fn compare(graph: &Graph, gpu: &[Vec<u32>], cpu: &[Vec<u32>]) -> Result<()> {
+    let (rtol, atol) = (1e-3f64, 1e-4f64);
+    let mut order: Vec<usize> = (0..graph.key.outputs.len()).collect();
+    order.sort_by_key(|&k| graph.key.outputs[k]);
+    for k in order {
+        let node = graph.key.outputs[k];
+        let dtype = graph.key.nodes[node].dtype;
+        let (mut max_abs, mut max_rel, mut bad) = (0f64, 0f64, false);
+        for (&g, &c) in gpu[k].iter().zip(&cpu[k]) {
+            let (g, c) = match dtype {
+                DType::F32 => (f32::from_bits(g) as f64, f32::from_bits(c) as f64),
+                DType::I32 => (g as i32 as f64, c as i32 as f64),
+                DType::U32 | DType::Bool => (g as f64, c as f64),
+            };
+            if (g.is_nan() && c.is_nan()) || g == c {
+                continue;
+            }
+            let abs = (g - c).abs();
+            let rel = abs / c.abs().max(f64::MIN_POSITIVE);
+            if abs.is_nan() || abs > 0.0 {
+                max_abs = max_abs.max(if abs.is_nan() { f64::INFINITY } else { abs });
+                max_rel = max_rel.max(if rel.is_nan() { f64::INFINITY } else { rel });
+            }
+            let tolerated = dtype == DType::F32 && abs <= atol + rtol * c.abs();
+            if abs.is_nan() || (abs > 0.0 && !tolerated) {
+                bad = true;
+            }
+        }
+        if bad || gpu[k].len() != cpu[k].len() {
+            let op = match &graph.key.nodes[node].kind {
+                GKind::Input { .. } => "input",
+                GKind::Op { op, .. } => op.name(),
+            };
+            return Err(Error::VerifyMismatch {
+                graph_hash: graph.hash,
+                op,
+                location: graph.locations[node].to_string(),
+                max_abs,
+                max_rel,
+            });
+        }
+    }
+    Ok(())
+}
