@@ -31,7 +31,9 @@
 //! ## Environment
 //! `LAZYWGPU_DEVICE=auto|gpu|cpu` picks [`Device::default`];
 //! `LAZYWGPU_NO_FUSION=1` runs one kernel per op; `LAZYWGPU_EAGER=1` runs
-//! every op as it is recorded; `WGPU_BACKEND` and `WGPU_ADAPTER_NAME` choose
+//! every op as it is recorded; `LAZYWGPU_VERIFY=1` reruns every GPU graph
+//! on the CPU reference and compares; `LAZYWGPU_DUMP=DIR` writes each new
+//! graph's IR, DOT and WGSL; `WGPU_BACKEND` and `WGPU_ADAPTER_NAME` choose
 //! the adapter; `RUST_LOG=lazywgpu=debug` logs compiles and cache misses.
 
 #![warn(missing_docs)]
