@@ -52,7 +52,7 @@ mod tensor;
 
 pub use dtype::{DType, Element};
 pub use error::{Error, Result};
-pub use graph::op::{BinaryOp, UnaryOp};
+pub use graph::op::{BinaryOp, ReduceOp, UnaryOp};
 pub use metrics::{MetricsSnapshot, TimerStats};
 pub use runtime::device::{Device, mark_step};
 pub use tensor::{IntoDims, IntoOperand, IntoShape, Operand, Tensor};

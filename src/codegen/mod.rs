@@ -1,7 +1,9 @@
 //! From a kernel group of a graph to WGSL source, validated by naga.
 
+mod roots;
 mod validate;
 mod wgsl;
 
+pub(crate) use roots::generate_root_kernel;
 pub(crate) use validate::validate_wgsl;
-pub(crate) use wgsl::{KernelSource, WORKGROUP_SIZE, generate_kernel};
+pub(crate) use wgsl::{KernelSource, generate_kernel};

@@ -29,8 +29,9 @@ pub(crate) struct KernelSource {
     pub reads: Vec<usize>,
     /// Graph nodes written, in binding order after the reads.
     pub writes: Vec<usize>,
-    /// Invocations to launch (a vectorised kernel handles four elements each).
-    pub invocations: usize,
+    /// Workgroups to launch (the runtime spreads them over a 2-D grid; the
+    /// kernel recombines the index).
+    pub groups: usize,
     /// Whether an aliased (donated) input was read other than at the
     /// invocation's own element, which would race with the write: the
     /// caller must then drop the alias.
@@ -60,20 +61,7 @@ pub(crate) fn generate_kernel(
         && outputs
             .iter()
             .all(|&o| vectorizable(&key.nodes, o, stored, true));
-    let mut g = Gen {
-        nodes: &key.nodes,
-        stored,
-        body: String::new(),
-        memo: HashMap::new(),
-        reads: Vec::new(),
-        next_var: 0,
-        uses_params: false,
-        uses_rng: false,
-        uses_pow: false,
-        aliases,
-        kernel_vec: vec,
-        alias_violation: false,
-    };
+    let mut g = Gen::new(&key.nodes, stored, aliases, vec);
     let mut stores = String::new();
     for (k, &o) in outputs.iter().enumerate() {
         // An output that is itself stored (a strided view being made
@@ -90,37 +78,8 @@ pub(crate) fn generate_kernel(
         let _ = writeln!(stores, "    out{k}[gi] = {stored_value};");
     }
 
-    let mut src = String::new();
-    let mut binding = 0;
-    if g.uses_params {
-        let _ = writeln!(
-            src,
-            "@group(0) @binding({binding}) var<storage, read> params: array<u32>;"
-        );
-        binding += 1;
-    }
-    for (k, &(r, rvec)) in g.reads.iter().enumerate() {
-        let ty = storage_type(key.nodes[r].dtype, rvec);
-        let _ = writeln!(
-            src,
-            "@group(0) @binding({binding}) var<storage, read> in{k}: array<{ty}>;"
-        );
-        binding += 1;
-    }
-    for (k, &o) in outputs.iter().enumerate() {
-        let ty = storage_type(key.nodes[o].dtype, vec);
-        let _ = writeln!(
-            src,
-            "@group(0) @binding({binding}) var<storage, read_write> out{k}: array<{ty}>;"
-        );
-        binding += 1;
-    }
-    if g.uses_rng {
-        src.push_str(RNG_FUNCTIONS);
-    }
-    if g.uses_pow {
-        src.push_str(POW_FUNCTION);
-    }
+    let out_types: Vec<(usize, bool)> = outputs.iter().map(|&o| (o, vec)).collect();
+    let mut src = g.header(&out_types);
     let invocations = if vec { numel / 4 } else { numel };
     let _ = write!(
         src,
@@ -137,7 +96,7 @@ pub(crate) fn generate_kernel(
         uses_params: g.uses_params,
         reads: g.reads.into_iter().map(|(r, _)| r).collect(),
         writes: outputs.to_vec(),
-        invocations,
+        groups: invocations.div_ceil(WORKGROUP_SIZE as usize),
         alias_violation: g.alias_violation,
     }
 }
@@ -154,7 +113,13 @@ fn vectorizable(nodes: &[GNode], n: usize, stored: &dyn Fn(usize) -> bool, is_ro
         GKind::Op { .. } if !is_root && stored(n) => true,
         GKind::Op { op, .. } => match op {
             Op::Scalar => true,
-            Op::Arange | Op::Rand { .. } | Op::AsStrided(_) | Op::StridedScatter(_) => false,
+            Op::Arange
+            | Op::Rand { .. }
+            | Op::AsStrided(_)
+            | Op::StridedScatter(_)
+            | Op::Reduce { .. }
+            | Op::Softmax { .. }
+            | Op::Matmul => false,
             Op::Expand => numel(&nodes[node.inputs[0]].shape) == 1,
             Op::Unary(_) | Op::Binary(_) | Op::Where | Op::Cast(_) | Op::Reshape => node
                 .inputs
@@ -164,7 +129,7 @@ fn vectorizable(nodes: &[GNode], n: usize, stored: &dyn Fn(usize) -> bool, is_ro
     }
 }
 
-fn value_type(dtype: DType, vec: bool) -> String {
+pub(crate) fn value_type(dtype: DType, vec: bool) -> String {
     if vec {
         format!("vec4<{}>", dtype.wgsl_value_type())
     } else {
@@ -180,10 +145,12 @@ fn storage_type(dtype: DType, vec: bool) -> String {
     }
 }
 
-struct Gen<'a> {
+/// Expression emission shared by every kernel template: each node's value
+/// at an index becomes a `let` in `body`, memoised per (node, index).
+pub(crate) struct Gen<'a> {
     nodes: &'a [GNode],
     stored: &'a dyn Fn(usize) -> bool,
-    body: String,
+    pub body: String,
     /// (node, index variable, vectorised) -> variable holding the value.
     memo: HashMap<(usize, String, bool), String>,
     /// Nodes bound for reading, and whether as `vec4`s.
@@ -197,13 +164,99 @@ struct Gen<'a> {
     alias_violation: bool,
 }
 
-impl Gen<'_> {
-    fn fresh(&mut self, prefix: &str) -> String {
+impl<'a> Gen<'a> {
+    pub fn new(
+        nodes: &'a [GNode],
+        stored: &'a dyn Fn(usize) -> bool,
+        aliases: &'a [(usize, usize)],
+        kernel_vec: bool,
+    ) -> Gen<'a> {
+        Gen {
+            nodes,
+            stored,
+            body: String::new(),
+            memo: HashMap::new(),
+            reads: Vec::new(),
+            next_var: 0,
+            uses_params: false,
+            uses_rng: false,
+            uses_pow: false,
+            aliases,
+            kernel_vec,
+            alias_violation: false,
+        }
+    }
+
+    /// Binding declarations (params, reads, then `outputs` as
+    /// `(node, vec4)`) and the helper functions the body used.
+    pub fn header(&self, outputs: &[(usize, bool)]) -> String {
+        let mut src = String::new();
+        let mut binding = 0;
+        if self.uses_params {
+            let _ = writeln!(
+                src,
+                "@group(0) @binding({binding}) var<storage, read> params: array<u32>;"
+            );
+            binding += 1;
+        }
+        for (k, &(r, rvec)) in self.reads.iter().enumerate() {
+            let ty = storage_type(self.nodes[r].dtype, rvec);
+            let _ = writeln!(
+                src,
+                "@group(0) @binding({binding}) var<storage, read> in{k}: array<{ty}>;"
+            );
+            binding += 1;
+        }
+        for (k, &(o, ovec)) in outputs.iter().enumerate() {
+            let ty = storage_type(self.nodes[o].dtype, ovec);
+            let _ = writeln!(
+                src,
+                "@group(0) @binding({binding}) var<storage, read_write> out{k}: array<{ty}>;"
+            );
+            binding += 1;
+        }
+        if self.uses_rng {
+            src.push_str(RNG_FUNCTIONS);
+        }
+        if self.uses_pow {
+            src.push_str(POW_FUNCTION);
+        }
+        src
+    }
+
+    /// Runs `f` with `body` redirected to a fresh buffer and returns the
+    /// code it emitted; values memoised inside are forgotten afterwards
+    /// (they are local to the block, e.g. a loop body).
+    pub fn scoped(&mut self, f: impl FnOnce(&mut Self)) -> String {
+        let saved_body = std::mem::take(&mut self.body);
+        let saved_memo = self.memo.clone();
+        f(self);
+        self.memo = saved_memo;
+        std::mem::replace(&mut self.body, saved_body)
+    }
+
+    /// Declares that node `n` at index `idx` is held in variable `var`
+    /// (a kernel root's result, for its epilogue).
+    pub fn seed(&mut self, n: usize, idx: &str, var: &str) {
+        self.memo
+            .insert((n, idx.to_string(), false), var.to_string());
+    }
+
+    /// Graph nodes read from bindings, in binding order.
+    pub fn reads(&self) -> Vec<usize> {
+        self.reads.iter().map(|&(r, _)| r).collect()
+    }
+
+    pub fn uses_params(&self) -> bool {
+        self.uses_params
+    }
+
+    pub fn fresh(&mut self, prefix: &str) -> String {
         self.next_var += 1;
         format!("{prefix}{}", self.next_var)
     }
 
-    fn emit(&mut self, prefix: &str, ty: &str, expr: &str) -> String {
+    pub fn emit(&mut self, prefix: &str, ty: &str, expr: &str) -> String {
         let var = self.fresh(prefix);
         let _ = writeln!(self.body, "    let {var}: {ty} = {expr};");
         var
@@ -223,7 +276,7 @@ impl Gen<'_> {
     /// index of a group of four elements when `vec`). `is_root` marks a
     /// kernel output, which is computed even if stored (unless it is a
     /// graph input, which has no computation).
-    fn value(&mut self, n: usize, idx: &str, is_root: bool, vec: bool) -> String {
+    pub fn value(&mut self, n: usize, idx: &str, is_root: bool, vec: bool) -> String {
         let memo_key = (n, idx.to_string(), vec);
         if let Some(v) = self.memo.get(&memo_key) {
             return v.clone();
@@ -300,6 +353,11 @@ impl Gen<'_> {
                     let old = self.value(inputs[0], idx, false, vec);
                     let new = self.value(inputs[1], &src_idx, false, vec);
                     self.emit("v", &ty, &format!("select({old}, {new}, {hit})"))
+                }
+                Op::Reduce { .. } | Op::Softmax { .. } | Op::Matmul => {
+                    unreachable!(
+                        "kernel roots are computed by their own kernel and read from memory (node {n})"
+                    )
                 }
                 Op::Expand if vec => {
                     // Vectorised kernels only expand single values: splat.

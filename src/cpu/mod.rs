@@ -5,6 +5,7 @@
 //! no adapter exists. Its semantics follow PyTorch's where WGSL's leave a
 //! case open (pow of negative bases, round half to even).
 
+mod reduce;
 pub(crate) mod rng;
 
 use ndarray::{ArrayD, IxDyn, Zip};
@@ -49,6 +50,25 @@ impl Arr {
             DType::I32 => Arr::I32(build(shape, bits.into_iter().map(|b| b as i32).collect())),
             DType::U32 => Arr::U32(build(shape, bits)),
             DType::Bool => Arr::Bool(build(shape, bits.into_iter().map(|b| b != 0).collect())),
+        }
+    }
+
+    fn shape(&self) -> Vec<usize> {
+        match self {
+            Arr::F32(a) => a.shape().to_vec(),
+            Arr::I32(a) => a.shape().to_vec(),
+            Arr::U32(a) => a.shape().to_vec(),
+            Arr::Bool(a) => a.shape().to_vec(),
+        }
+    }
+
+    /// The values in row-major order, as f64 (exact for every dtype).
+    fn to_f64(&self) -> Vec<f64> {
+        match self {
+            Arr::F32(a) => a.iter().map(|&v| v as f64).collect(),
+            Arr::I32(a) => a.iter().map(|&v| v as f64).collect(),
+            Arr::U32(a) => a.iter().map(|&v| v as f64).collect(),
+            Arr::Bool(a) => a.iter().map(|&v| v as u32 as f64).collect(),
         }
     }
 
@@ -168,13 +188,22 @@ fn eval(op: &Op, dtype: DType, shape: &[usize], p: &[u32], inputs: &[&Arr]) -> A
             let picked = (0..n).map(|i| flat[layout.position(shape, i)]).collect();
             ArrayD::from_shape_vec(IxDyn(shape), picked).expect("numel matches")
         }),
+        Op::Reduce { op, axes, parts } => {
+            let x = inputs[0];
+            let values = reduce::reduce(*op, &x.to_f64(), &x.shape(), axes, *parts);
+            Arr::from_bits(dtype, shape, reduce::to_bits(&values, dtype))
+        }
+        Op::Softmax { axis, log } => {
+            let values = reduce::softmax(&inputs[0].to_f64(), shape, *axis, *log);
+            Arr::from_bits(dtype, shape, reduce::to_bits(&values, dtype))
+        }
+        Op::Matmul => {
+            let (a, b) = (inputs[0], inputs[1]);
+            let values = reduce::matmul(&a.to_f64(), &b.to_f64(), &a.shape(), &b.shape());
+            Arr::from_bits(dtype, shape, reduce::to_bits(&values, dtype))
+        }
         Op::StridedScatter(layout) => {
-            let view_shape = match inputs[1] {
-                Arr::F32(v) => v.shape().to_vec(),
-                Arr::I32(v) => v.shape().to_vec(),
-                Arr::U32(v) => v.shape().to_vec(),
-                Arr::Bool(v) => v.shape().to_vec(),
-            };
+            let view_shape = inputs[1].shape();
             let mut bits = inputs[0].to_bits();
             for (i, v) in inputs[1].to_bits().into_iter().enumerate() {
                 bits[layout.position(&view_shape, i)] = v;

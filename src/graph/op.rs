@@ -113,6 +113,39 @@ impl BinaryOp {
     }
 }
 
+/// How a reduction combines elements.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+#[allow(missing_docs)]
+pub enum ReduceOp {
+    Sum,
+    Prod,
+    Max,
+    Min,
+    /// Index (within the reduced elements, row-major) of the first maximum.
+    ArgMax,
+    /// Index of the first minimum.
+    ArgMin,
+}
+
+impl ReduceOp {
+    /// The user-facing name, for messages and dumps.
+    pub fn name(self) -> &'static str {
+        match self {
+            ReduceOp::Sum => "sum",
+            ReduceOp::Prod => "prod",
+            ReduceOp::Max => "max",
+            ReduceOp::Min => "min",
+            ReduceOp::ArgMax => "argmax",
+            ReduceOp::ArgMin => "argmin",
+        }
+    }
+
+    /// Whether the result is an index (`i32`) rather than a value.
+    pub fn is_arg(self) -> bool {
+        matches!(self, ReduceOp::ArgMax | ReduceOp::ArgMin)
+    }
+}
+
 /// What a node computes. Leaves (`Scalar`, `Arange`, `Rand`) carry their
 /// runtime values separately (see `Leaf values` in the graph module), so that
 /// the op itself, and with it the cache key, does not change with them.
@@ -143,6 +176,29 @@ pub enum Op {
     /// `(i0, i1, ..)` is input element number `offset + Σ ik * strides[k]`.
     /// This is how a view handle reads its base (functionalization).
     AsStrided(Layout),
+    /// Reduction over `axes`; the output keeps them as size-1 dims. With
+    /// `parts > 1` the reduced elements are split into `parts` contiguous
+    /// chunks (in row-major order of the reduced dims) and the output has
+    /// one more trailing dim of size `parts` holding each chunk's result: the
+    /// first stage of a two-stage reduction of a huge tensor.
+    Reduce {
+        /// How elements combine.
+        op: ReduceOp,
+        /// The reduced dims of the input, ascending.
+        axes: Vec<usize>,
+        /// Chunks of the reduced elements (1: a plain reduction).
+        parts: usize,
+    },
+    /// Softmax (or log-softmax) along `axis`, in one kernel per row group.
+    Softmax {
+        /// The normalised dim.
+        axis: usize,
+        /// log_softmax rather than softmax.
+        log: bool,
+    },
+    /// Batched matrix product of `[.., M, K]` and `[.., K, N]` (batch dims
+    /// already broadcast to the same shape).
+    Matmul,
     /// The first input (the base) with the elements that the strided view
     /// `Layout` selects replaced by the second input (the view's new
     /// values). This is how a write through a view updates its base.
@@ -164,8 +220,18 @@ impl Op {
             Op::Reshape => "reshape",
             Op::Expand => "expand",
             Op::AsStrided(_) => "as_strided",
+            Op::Reduce { op, .. } => op.name(),
+            Op::Softmax { log: false, .. } => "softmax",
+            Op::Softmax { log: true, .. } => "log_softmax",
+            Op::Matmul => "matmul",
             Op::StridedScatter(_) => "strided_scatter",
         }
+    }
+
+    /// Ops whose kernel is not elementwise: each is written to memory and
+    /// gets a kernel of its own shape (possibly with an epilogue).
+    pub fn is_kernel_root(&self) -> bool {
+        matches!(self, Op::Reduce { .. } | Op::Softmax { .. } | Op::Matmul)
     }
 
     /// Movement ops change only which element is read, never values.

@@ -1,29 +1,67 @@
 //! Scheduling: which nodes of a graph are written to memory, and how the
 //! written nodes are grouped into kernels.
 //!
-//! The rule today covers elementwise and movement ops, which are all pure
-//! functions of an element index: any of them can be recomputed inside any
-//! kernel that needs it. So a node is written only when it must be (a graph
-//! output), every written node of the same element count joins one kernel
-//! (several outputs), and everything else is inlined as expressions and
-//! index arithmetic. With fusion off every computing op is written by its
-//! own kernel (movement ops stay index arithmetic: views never copy).
+//! Elementwise and movement ops are pure functions of an element index, so
+//! any of them can be recomputed inside any kernel that needs it: a node is
+//! written only when it must be (a graph output), and written nodes of the
+//! same element count share one kernel (several outputs); everything else
+//! is inlined as expressions and index arithmetic.
+//!
+//! Reductions, softmax and matmul are kernel roots: each gets a kernel of
+//! its own, which inlines the elementwise work feeding it (its prologue)
+//! and computes, at the same index, the written nodes that need nothing
+//! but its result there (its epilogue: `mean = sum * (1/n)`, `relu(x @ w +
+//! b)`). A root is itself written only if something else reads it.
+//!
+//! With fusion off every computing op is written by its own kernel
+//! (movement ops stay index arithmetic: views never copy).
 
 use crate::graph::op::Op;
 use crate::graph::{GKind, GraphKey};
 use crate::shape::numel;
 
+/// What a kernel computes.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub(crate) enum KernelKind {
+    /// Elementwise work writing `outputs`.
+    Elementwise,
+    /// A kernel root (reduction, softmax, matmul) and its epilogue outputs.
+    Root {
+        node: usize,
+        /// Whether the root's own value is written.
+        write_root: bool,
+    },
+}
+
 /// One kernel: the graph nodes it writes, all with `numel` elements.
 #[derive(Clone, Debug)]
 pub(crate) struct KernelGroup {
+    pub kind: KernelKind,
     pub numel: usize,
+    /// Written nodes: for a root kernel, its epilogue outputs (the root,
+    /// when written, is not listed here).
     pub outputs: Vec<usize>,
 }
 
-/// The kernels of a graph in execution order, and which nodes are written.
+/// The kernels of a graph in execution order.
 #[derive(Clone, Debug)]
 pub(crate) struct Schedule {
     pub kernels: Vec<KernelGroup>,
+}
+
+fn op_of(key: &GraphKey, n: usize) -> Option<&Op> {
+    match &key.nodes[n].kind {
+        GKind::Op { op, .. } => Some(op),
+        GKind::Input { .. } => None,
+    }
+}
+
+/// Ops that read their inputs at their own element index.
+fn index_preserving(op: &Op) -> bool {
+    matches!(
+        op,
+        Op::Unary(_) | Op::Binary(_) | Op::Where | Op::Cast(_) | Op::Reshape
+    )
 }
 
 /// Groups the written nodes of `key` into kernels.
@@ -31,45 +69,169 @@ pub(crate) struct Schedule {
 /// `max_outputs` bounds the outputs per kernel so that bindings stay under
 /// the adapter's storage-buffer limit.
 pub(crate) fn schedule(key: &GraphKey, max_outputs: usize) -> Schedule {
-    let mut written = vec![false; key.nodes.len()];
+    let nodes = &key.nodes;
+    let count = nodes.len();
+    let is_root = |n: usize| op_of(key, n).is_some_and(Op::is_kernel_root);
+    let mut written = vec![false; count];
     for &o in &key.outputs {
         written[o] = true;
     }
     if !key.fused {
-        for (i, n) in key.nodes.iter().enumerate() {
+        for (i, n) in nodes.iter().enumerate() {
             if let GKind::Op { op, .. } = &n.kind {
                 if !op.is_movement() && *op != Op::Scalar {
                     written[i] = true;
-                    log::debug!("realise node {i} ({}): fusion is off", op.name());
                 }
             }
         }
     }
 
+    // Whether a node's value depends on any kernel root (then it cannot be
+    // recomputed before that root's kernel).
+    let mut under_root = vec![false; count];
+    for i in 0..count {
+        under_root[i] = nodes[i].inputs.iter().any(|&j| is_root(j) || under_root[j]);
+    }
+
+    // Epilogues: a written non-root node whose every path down to a root
+    // keeps the element index joins that root's kernel.
+    let mut epilogue_of: Vec<Option<usize>> = vec![None; count];
+    if key.fused {
+        for w in 0..count {
+            if !written[w] || is_root(w) || !under_root[w] {
+                continue;
+            }
+            if let Some(r) = single_root_same_index(key, w, &under_root) {
+                let root_ok =
+                    !matches!(op_of(key, r), Some(Op::Reduce { parts, .. }) if *parts > 1);
+                if root_ok && numel(&nodes[r].shape) == numel(&nodes[w].shape) {
+                    epilogue_of[w] = Some(r);
+                    log::debug!("node {w}: epilogue of kernel root {r}");
+                }
+            }
+        }
+    }
+
+    // Consumers, to decide whether a root must be written.
+    let mut consumers: Vec<Vec<usize>> = vec![Vec::new(); count];
+    for (i, n) in nodes.iter().enumerate() {
+        for &j in &n.inputs {
+            consumers[j].push(i);
+        }
+    }
+    let needed_outside = |r: usize| -> bool {
+        let mut stack = consumers[r].clone();
+        let mut seen = vec![false; count];
+        while let Some(c) = stack.pop() {
+            if std::mem::replace(&mut seen[c], true) {
+                continue;
+            }
+            if epilogue_of[c] == Some(r) {
+                continue; // computed in r's kernel, from its register
+            }
+            let preserving = op_of(key, c).is_some_and(index_preserving);
+            if written[c] || !preserving {
+                return true;
+            }
+            stack.extend_from_slice(&consumers[c]);
+        }
+        false
+    };
+
     let mut kernels: Vec<KernelGroup> = Vec::new();
-    for (i, n) in key.nodes.iter().enumerate() {
+    let mut root_kernel: Vec<Option<usize>> = vec![None; count];
+    // The first kernel index a node may join: after every root it needs.
+    let mut earliest = vec![0usize; count];
+    for i in 0..count {
+        earliest[i] = nodes[i]
+            .inputs
+            .iter()
+            .map(|&j| {
+                root_kernel[j]
+                    .map_or(earliest[j], |k| k + 1)
+                    .max(earliest[j])
+            })
+            .max()
+            .unwrap_or(0);
+        if is_root(i) {
+            let write_root = written[i] || needed_outside(i);
+            log::debug!(
+                "node {i} ({}): kernel root, {}",
+                op_of(key, i).map_or("?", Op::name),
+                if write_root {
+                    "written (read elsewhere or an output)"
+                } else {
+                    "kept in registers for its epilogue"
+                }
+            );
+            root_kernel[i] = Some(kernels.len());
+            kernels.push(KernelGroup {
+                kind: KernelKind::Root {
+                    node: i,
+                    write_root,
+                },
+                numel: numel(&nodes[i].shape),
+                outputs: Vec::new(),
+            });
+            continue;
+        }
+        if let Some(r) = epilogue_of[i] {
+            if let Some(k) = root_kernel[r] {
+                kernels[k].outputs.push(i);
+                continue;
+            }
+        }
         if !written[i] {
             continue;
         }
-        let count = numel(&n.shape);
-        if count == 0 {
-            // Nothing to compute; the output buffer is allocated empty.
-            continue;
+        let count_i = numel(&nodes[i].shape);
+        if count_i == 0 {
+            continue; // nothing to compute; the output buffer is allocated empty
         }
         let joinable = if key.fused {
-            kernels
-                .iter()
-                .rposition(|k| k.numel == count && k.outputs.len() < max_outputs)
+            (earliest[i]..kernels.len()).rev().find(|&k| {
+                kernels[k].kind == KernelKind::Elementwise
+                    && kernels[k].numel == count_i
+                    && kernels[k].outputs.len() < max_outputs
+            })
         } else {
             None
         };
         match joinable {
             Some(k) => kernels[k].outputs.push(i),
             None => kernels.push(KernelGroup {
-                numel: count,
+                kind: KernelKind::Elementwise,
+                numel: count_i,
                 outputs: vec![i],
             }),
         }
     }
     Schedule { kernels }
+}
+
+/// The one kernel root that `w` reaches, if every path from `w` to it keeps
+/// the element index (so `w` at index i needs the root at index i only).
+fn single_root_same_index(key: &GraphKey, w: usize, under_root: &[bool]) -> Option<usize> {
+    let mut found = None;
+    let mut stack = vec![w];
+    while let Some(n) = stack.pop() {
+        for &j in &key.nodes[n].inputs {
+            match op_of(key, j) {
+                Some(op) if op.is_kernel_root() => {
+                    if !index_preserving(op_of(key, n)?) || found.is_some_and(|f| f != j) {
+                        return None;
+                    }
+                    found = Some(j);
+                }
+                Some(op) if under_root[j] => {
+                    if !index_preserving(op) || !index_preserving(op_of(key, n)?) {
+                        return None;
+                    }
+                    stack.push(j);
+                }
+                _ => {} // independent of roots: inlined as usual
+            }
+        }
+    }
+    found
 }

@@ -6,10 +6,10 @@ use std::sync::{Arc, Mutex, OnceLock};
 
 use lru::LruCache;
 
-use crate::codegen::{KernelSource, WORKGROUP_SIZE, generate_kernel, validate_wgsl};
+use crate::codegen::{KernelSource, generate_kernel, generate_root_kernel, validate_wgsl};
 use crate::error::{Error, Result};
 use crate::graph::{GKind, Graph, GraphKey};
-use crate::lower::schedule;
+use crate::lower::{KernelKind, schedule};
 use crate::metrics::Metrics;
 use crate::runtime::pool::{BufferPool, size_class};
 use crate::runtime::storage::{DataBuffer, GpuBuffer, Storage};
@@ -295,9 +295,10 @@ fn plan_donations(
         let readers: Vec<usize> = (0..groups.len())
             .filter(|&k| sources[k].reads.contains(&x))
             .collect();
+        let elementwise = |k: &usize| groups[*k].kind == KernelKind::Elementwise;
         let candidates: Vec<usize> = match readers.as_slice() {
-            [] => (0..groups.len()).collect(),
-            [k] => vec![*k],
+            [] => (0..groups.len()).filter(elementwise).collect(),
+            [k] if elementwise(k) => vec![*k],
             _ => continue,
         };
         'kernels: for k in candidates {
@@ -401,16 +402,18 @@ fn executable(
     let mut sources = Vec::with_capacity(plan.kernels.len());
     for group in &plan.kernels {
         available.push(stored.clone());
-        sources.push(generate_kernel(
-            &graph.key,
-            &group.outputs,
-            group.numel,
-            &|i| stored[i],
-            &[],
-        ));
-        for &o in &group.outputs {
+        let source = match group.kind {
+            KernelKind::Elementwise => {
+                generate_kernel(&graph.key, &group.outputs, group.numel, &|i| stored[i], &[])
+            }
+            KernelKind::Root { node, write_root } => {
+                generate_root_kernel(&graph.key, node, write_root, &group.outputs, &|i| stored[i])
+            }
+        };
+        for &o in &source.writes {
             stored[o] = true;
         }
+        sources.push(source);
     }
     let donations = plan_donations(graph, &plan.kernels, &available, &mut sources);
     if !donations.is_empty() {
@@ -420,7 +423,7 @@ fn executable(
         );
     }
     let mut kernels = Vec::with_capacity(plan.kernels.len());
-    for (k, (group, source)) in plan.kernels.iter().zip(sources).enumerate() {
+    for (k, source) in sources.into_iter().enumerate() {
         let bindings = source.reads.len() + source.writes.len() + source.uses_params as usize;
         if bindings > max_bindings {
             return Err(Error::Compile {
@@ -428,7 +431,7 @@ fn executable(
                 kernel: k,
                 message: format!(
                     "kernel needs {bindings} storage buffers, the adapter allows {max_bindings} (at {})",
-                    graph.locations[group.outputs[0]]
+                    graph.locations[source.writes.first().copied().unwrap_or(0)]
                 ),
                 source_code: source.wgsl,
             });
@@ -436,7 +439,7 @@ fn executable(
         let pipeline = pipeline(ctx, caches, metrics, &source.wgsl, graph.hash, k)?;
         kernels.push(CompiledKernel {
             pipeline,
-            workgroups: grid(ctx, source.invocations),
+            workgroups: grid(ctx, source.groups),
             source,
         });
     }
@@ -463,10 +466,10 @@ fn executable(
     Ok(exe)
 }
 
-/// Workgroup grid for `numel` invocations: past the per-dimension limit the
+/// Workgroup grid for `groups` workgroups: past the per-dimension limit the
 /// grid is split over y, and the kernel recombines the index.
-fn grid(ctx: &GpuContext, numel: usize) -> (u32, u32) {
-    let groups = numel.div_ceil(WORKGROUP_SIZE as usize) as u64;
+fn grid(ctx: &GpuContext, groups: usize) -> (u32, u32) {
+    let groups = groups as u64;
     let max = ctx.limits.max_compute_workgroups_per_dimension as u64;
     if groups <= max {
         (groups as u32, 1)

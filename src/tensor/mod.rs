@@ -9,6 +9,7 @@ mod inplace;
 mod movement;
 mod overloads;
 mod readback;
+mod reduce;
 
 use std::panic::Location;
 use std::sync::{Arc, Mutex};

@@ -1,0 +1,373 @@
+//! Kernels for ops that are not elementwise (reductions, softmax, matmul).
+//! Each template loops over its own iteration space and asks `Gen` for its
+//! operands' values at computed indices, so the elementwise work feeding it
+//! (its prologue, views included) is inlined; and it evaluates its
+//! epilogue (written nodes that only need the root's value at the same
+//! index) right where the result is in a register.
+
+use std::fmt::Write;
+
+use super::wgsl::{Gen, KernelSource, WORKGROUP_SIZE, value_type};
+use crate::dtype::DType;
+use crate::graph::GraphKey;
+use crate::graph::op::{Op, ReduceOp};
+use crate::shape::{contiguous_strides, numel};
+
+/// Generates the kernel of `root` (a reduction, softmax or matmul). It
+/// writes `root` itself when `write_root`, and each `epilogue` node.
+pub(crate) fn generate_root_kernel(
+    key: &GraphKey,
+    root: usize,
+    write_root: bool,
+    epilogue: &[usize],
+    stored: &dyn Fn(usize) -> bool,
+) -> KernelSource {
+    let mut outputs: Vec<usize> = Vec::new();
+    if write_root {
+        outputs.push(root);
+    }
+    outputs.extend_from_slice(epilogue);
+    let mut g = Gen::new(&key.nodes, stored, &[], false);
+    let crate::graph::GKind::Op { op, .. } = &key.nodes[root].kind else {
+        unreachable!("kernel roots are ops")
+    };
+    let (main, groups) = match op {
+        Op::Reduce { op, axes, parts } => reduce(&mut g, key, root, *op, axes, *parts, &outputs),
+        Op::Softmax { axis, log } => softmax(&mut g, key, root, *axis, *log, &outputs),
+        Op::Matmul => matmul(&mut g, key, root, &outputs),
+        other => unreachable!("{} is not a kernel root", other.name()),
+    };
+    let out_types: Vec<(usize, bool)> = outputs.iter().map(|&o| (o, false)).collect();
+    let mut src = g.header(&out_types);
+    src.push_str(&main);
+    KernelSource {
+        wgsl: src,
+        uses_params: g.uses_params(),
+        reads: g.reads(),
+        writes: outputs,
+        groups,
+        alias_violation: false,
+    }
+}
+
+/// Code that computes every output's value at `idx` (the root's value there
+/// being `result`) and stores it.
+fn stores(
+    g: &mut Gen,
+    key: &GraphKey,
+    root: usize,
+    outputs: &[usize],
+    idx: &str,
+    result: &str,
+) -> String {
+    g.scoped(|g| {
+        g.seed(root, idx, result);
+        for (k, &o) in outputs.iter().enumerate() {
+            let v = g.value(o, idx, true, false);
+            let v = if key.nodes[o].dtype == DType::Bool {
+                format!("select(0u, 1u, {v})")
+            } else {
+                v
+            };
+            let _ = writeln!(g.body, "    out{k}[{idx}] = {v};");
+        }
+    })
+}
+
+fn identity(op: ReduceOp, dtype: DType) -> String {
+    match (op, dtype) {
+        (ReduceOp::Sum, d) => format!("{}(0)", d.wgsl_value_type()),
+        (ReduceOp::Prod, d) => format!("{}(1)", d.wgsl_value_type()),
+        (ReduceOp::Max | ReduceOp::ArgMax, DType::F32) => "bitcast<f32>(0xff800000u)".into(),
+        (ReduceOp::Max | ReduceOp::ArgMax, DType::I32) => "bitcast<i32>(0x80000000u)".into(),
+        (ReduceOp::Max | ReduceOp::ArgMax, _) => "0u".into(),
+        (ReduceOp::Min | ReduceOp::ArgMin, DType::F32) => "bitcast<f32>(0x7f800000u)".into(),
+        (ReduceOp::Min | ReduceOp::ArgMin, DType::I32) => "bitcast<i32>(0x7fffffffu)".into(),
+        (ReduceOp::Min | ReduceOp::ArgMin, _) => "0xffffffffu".into(),
+    }
+}
+
+/// `acc = combine(acc, v)`; for arg ops also the index (`best`, `r`), ties
+/// going to the smaller index (PyTorch returns the first extremum).
+fn combine(op: ReduceOp, acc: &str, best: &str, v: &str, r: &str) -> String {
+    match op {
+        ReduceOp::Sum => format!("{acc} = {acc} + {v};"),
+        ReduceOp::Prod => format!("{acc} = {acc} * {v};"),
+        ReduceOp::Max => format!("{acc} = max({acc}, {v});"),
+        ReduceOp::Min => format!("{acc} = min({acc}, {v});"),
+        ReduceOp::ArgMax => format!(
+            "if ({v} > {acc} || ({v} == {acc} && {r} < {best})) {{ {acc} = {v}; {best} = {r}; }}"
+        ),
+        ReduceOp::ArgMin => format!(
+            "if ({v} < {acc} || ({v} == {acc} && {r} < {best})) {{ {acc} = {v}; {best} = {r}; }}"
+        ),
+    }
+}
+
+/// The position in `shape` (row-major) of the element whose kept dims come
+/// from `o` and whose reduced dims (`axes`) come from `r`.
+fn split_index(shape: &[usize], axes: &[usize], o: &str, r: &str) -> String {
+    let strides = contiguous_strides(shape);
+    let mut terms = Vec::new();
+    let mut add = |dims: Vec<usize>, var: &str| {
+        let mut inner = 1usize;
+        let total: usize = dims.iter().map(|&d| shape[d]).product();
+        for &d in dims.iter().rev() {
+            let size = shape[d];
+            if size > 1 {
+                let coord = if inner == 1 && size == total {
+                    var.to_string()
+                } else if inner * size >= total {
+                    format!("({var} / {inner}u)")
+                } else if inner == 1 {
+                    format!("({var} % {size}u)")
+                } else {
+                    format!("(({var} / {inner}u) % {size}u)")
+                };
+                terms.push(format!("{coord} * {}u", strides[d]));
+            }
+            inner *= size;
+        }
+    };
+    add((0..shape.len()).filter(|d| !axes.contains(d)).collect(), o);
+    add(axes.to_vec(), r);
+    if terms.is_empty() {
+        "0u".into()
+    } else {
+        terms.join(" + ")
+    }
+}
+
+fn reduce(
+    g: &mut Gen,
+    key: &GraphKey,
+    root: usize,
+    op: ReduceOp,
+    axes: &[usize],
+    parts: usize,
+    outputs: &[usize],
+) -> (String, usize) {
+    let x = key.nodes[root].inputs[0];
+    let in_shape = key.nodes[x].shape.clone();
+    let in_dtype = key.nodes[x].dtype;
+    let vt = in_dtype.wgsl_value_type();
+    let reduced: usize = axes.iter().map(|&d| in_shape[d]).product();
+    let outer = numel(&in_shape) / reduced.max(1);
+    let total = outer * parts;
+    let chunk = reduced.div_ceil(parts).max(1);
+    let arg = op.is_arg();
+    let id = identity(op, in_dtype);
+    let index = split_index(&in_shape, axes, "o", "r");
+    let load = g.scoped(|g| {
+        let i = g.emit("i", "u32", &index);
+        let v = g.value(x, &i, false, false);
+        let _ = writeln!(g.body, "        {}", combine(op, "acc", "best", &v, "r"));
+    });
+    let result_expr = if arg {
+        "i32(best)".to_string()
+    } else {
+        "acc".to_string()
+    };
+    let result_ty = value_type(key.nodes[root].dtype, false);
+    // Many short reductions: one invocation per output. Long ones: a
+    // workgroup per output, threads striding the chunk, then a tree.
+    if chunk < WORKGROUP_SIZE as usize {
+        let st = stores(g, key, root, outputs, "gi", "result");
+        let main = format!(
+            "\n@compute @workgroup_size({WORKGROUP_SIZE})\n\
+             fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>, @builtin(local_invocation_index) lid: u32) {{\n\
+             let gi = (wid.y * nwg.x + wid.x) * {WORKGROUP_SIZE}u + lid;\n\
+             if (gi >= {total}u) {{ return; }}\n\
+             let o = gi / {parts}u;\n\
+             let r0 = (gi % {parts}u) * {chunk}u;\n\
+             let r1 = min({reduced}u, r0 + {chunk}u);\n\
+             var acc: {vt} = {id};\n\
+             var best: u32 = 0xffffffffu;\n\
+             for (var r = r0; r < r1; r = r + 1u) {{\n{load}    }}\n\
+             let result: {result_ty} = {result_expr};\n{st}}}\n"
+        );
+        return (main, total.div_ceil(WORKGROUP_SIZE as usize));
+    }
+    let st = stores(g, key, root, outputs, "gi", "result");
+    let merge = combine(
+        op,
+        "red_v[lid]",
+        "red_i[lid]",
+        "red_v[lid + s]",
+        "red_i[lid + s]",
+    );
+    let main = format!(
+        "\nvar<workgroup> red_v: array<{vt}, {WORKGROUP_SIZE}>;\n\
+         var<workgroup> red_i: array<u32, {WORKGROUP_SIZE}>;\n\
+         @compute @workgroup_size({WORKGROUP_SIZE})\n\
+         fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>, @builtin(local_invocation_index) lid: u32) {{\n\
+         let gi = wid.y * nwg.x + wid.x;\n\
+         if (gi >= {total}u) {{ return; }}\n\
+         let o = gi / {parts}u;\n\
+         let r0 = (gi % {parts}u) * {chunk}u;\n\
+         let r1 = min({reduced}u, r0 + {chunk}u);\n\
+         var acc: {vt} = {id};\n\
+         var best: u32 = 0xffffffffu;\n\
+         for (var r = r0 + lid; r < r1; r = r + {WORKGROUP_SIZE}u) {{\n{load}    }}\n\
+         red_v[lid] = acc;\n\
+         red_i[lid] = best;\n\
+         workgroupBarrier();\n\
+         for (var s = {half}u; s > 0u; s = s >> 1u) {{\n\
+             if (lid < s) {{ {merge} }}\n\
+             workgroupBarrier();\n\
+         }}\n\
+         if (lid == 0u) {{\n\
+             acc = red_v[0];\n\
+             best = red_i[0];\n\
+             let result: {result_ty} = {result_expr};\n{st}    }}\n}}\n",
+        half = WORKGROUP_SIZE / 2
+    );
+    (main, total)
+}
+
+fn softmax(
+    g: &mut Gen,
+    key: &GraphKey,
+    root: usize,
+    axis: usize,
+    log: bool,
+    outputs: &[usize],
+) -> (String, usize) {
+    let x = key.nodes[root].inputs[0];
+    let shape = key.nodes[x].shape.clone();
+    let len = shape[axis];
+    let inner: usize = shape[axis + 1..].iter().product();
+    let rows = numel(&shape) / len.max(1);
+    // Element k of row `gi`.
+    let at = format!("((gi / {inner}u) * {len}u + k) * {inner}u + gi % {inner}u");
+    let pass = |g: &mut Gen, tail: &dyn Fn(&mut Gen, &str, &str)| {
+        g.scoped(|g| {
+            let i = g.emit("i", "u32", &at);
+            let v = g.value(x, &i, false, false);
+            tail(g, &i, &v);
+        })
+    };
+    let max_loop = pass(g, &|g, _, v| {
+        let _ = writeln!(g.body, "        m = max(m, {v});");
+    });
+    let sum_loop = pass(g, &|g, _, v| {
+        let _ = writeln!(g.body, "        s = s + exp({v} - m);");
+    });
+    let write_loop = pass(g, &|g, i, v| {
+        let expr = if log {
+            format!("({v} - m) - log(s)")
+        } else {
+            format!("exp({v} - m) / s")
+        };
+        let result = g.emit("y", "f32", &expr);
+        let st = stores(g, key, root, outputs, i, &result);
+        g.body.push_str(&st);
+    });
+    let half = WORKGROUP_SIZE / 2;
+    let tree = |op: &str| {
+        format!(
+            "    red_v[lid] = {op};\n    workgroupBarrier();\n    \
+             for (var t = {half}u; t > 0u; t = t >> 1u) {{\n        \
+             if (lid < t) {{ red_v[lid] = {}; }}\n        workgroupBarrier();\n    }}\n",
+            if op == "m" {
+                "max(red_v[lid], red_v[lid + t])"
+            } else {
+                "red_v[lid] + red_v[lid + t]"
+            }
+        )
+    };
+    let main = format!(
+        "\nvar<workgroup> red_v: array<f32, {WORKGROUP_SIZE}>;\n\
+         @compute @workgroup_size({WORKGROUP_SIZE})\n\
+         fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>, @builtin(local_invocation_index) lid: u32) {{\n\
+         let gi = wid.y * nwg.x + wid.x;\n\
+         if (gi >= {rows}u) {{ return; }}\n\
+         var m = bitcast<f32>(0xff800000u);\n\
+         for (var k = lid; k < {len}u; k = k + {WORKGROUP_SIZE}u) {{\n{max_loop}    }}\n\
+         {}    m = red_v[0];\n    workgroupBarrier();\n\
+         var s = 0.0;\n\
+         for (var k = lid; k < {len}u; k = k + {WORKGROUP_SIZE}u) {{\n{sum_loop}    }}\n\
+         {}    s = red_v[0];\n\
+         for (var k = lid; k < {len}u; k = k + {WORKGROUP_SIZE}u) {{\n{write_loop}    }}\n}}\n",
+        tree("m"),
+        tree("s")
+    );
+    (main, rows)
+}
+
+/// Output tile of a workgroup (rows, columns), and the K step.
+const TILE_M: usize = 64;
+const TILE_N: usize = 64;
+const TILE_K: usize = 16;
+
+fn matmul(g: &mut Gen, key: &GraphKey, root: usize, outputs: &[usize]) -> (String, usize) {
+    let (a, b) = (key.nodes[root].inputs[0], key.nodes[root].inputs[1]);
+    let a_shape = key.nodes[a].shape.clone();
+    let r = a_shape.len();
+    let (m, k) = (a_shape[r - 2], a_shape[r - 1]);
+    let n = key.nodes[b].shape[r - 1];
+    let batch: usize = a_shape[..r - 2].iter().product();
+    let (tiles_m, tiles_n) = (m.div_ceil(TILE_M), n.div_ceil(TILE_N));
+    let groups = batch * tiles_m * tiles_n;
+    // Tile loads: element e of the A tile is (row e / TILE_K, col e % TILE_K).
+    let load_a = g.scoped(|g| {
+        let _ = writeln!(
+            g.body,
+            "        let e = lid + l * 256u;\n        let row = tm * {TILE_M}u + e / {TILE_K}u;\n        let col = k0 + e % {TILE_K}u;\n        let ok = row < {m}u && col < {k}u;"
+        );
+        let i = g.emit("i", "u32", &format!("select(0u, bi * {}u + row * {k}u + col, ok)", m * k));
+        let v = g.value(a, &i, false, false);
+        let _ = writeln!(g.body, "        ta[e] = select(0.0, {v}, ok);");
+    });
+    let load_b = g.scoped(|g| {
+        let _ = writeln!(
+            g.body,
+            "        let e = lid + l * 256u;\n        let row = k0 + e / {TILE_N}u;\n        let col = tn * {TILE_N}u + e % {TILE_N}u;\n        let ok = row < {k}u && col < {n}u;"
+        );
+        let i = g.emit("i", "u32", &format!("select(0u, bi * {}u + row * {n}u + col, ok)", k * n));
+        let v = g.value(b, &i, false, false);
+        let _ = writeln!(g.body, "        tb[e] = select(0.0, {v}, ok);");
+    });
+    let st = stores(g, key, root, outputs, "idx", "result");
+    let main = format!(
+        "\nvar<workgroup> ta: array<f32, {a_tile}>;\n\
+         var<workgroup> tb: array<f32, {b_tile}>;\n\
+         @compute @workgroup_size(16, 16)\n\
+         fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>, @builtin(local_invocation_index) lid: u32, @builtin(local_invocation_id) tid: vec3<u32>) {{\n\
+         let gi = wid.y * nwg.x + wid.x;\n\
+         if (gi >= {groups}u) {{ return; }}\n\
+         let bi = gi / {tiles_mn}u;\n\
+         let tm = (gi % {tiles_mn}u) / {tiles_n}u;\n\
+         let tn = gi % {tiles_n}u;\n\
+         var acc: array<vec4<f32>, 4>;\n\
+         for (var k0 = 0u; k0 < {k}u; k0 = k0 + {TILE_K}u) {{\n\
+             for (var l = 0u; l < {loads_a}u; l = l + 1u) {{\n{load_a}        }}\n\
+             for (var l = 0u; l < {loads_b}u; l = l + 1u) {{\n{load_b}        }}\n\
+             workgroupBarrier();\n\
+             for (var kk = 0u; kk < {TILE_K}u; kk = kk + 1u) {{\n\
+                 let bo = kk * {TILE_N}u + tid.x * 4u;\n\
+                 let bv = vec4<f32>(tb[bo], tb[bo + 1u], tb[bo + 2u], tb[bo + 3u]);\n\
+                 for (var i = 0u; i < 4u; i = i + 1u) {{\n\
+                     acc[i] = acc[i] + ta[(tid.y * 4u + i) * {TILE_K}u + kk] * bv;\n\
+                 }}\n\
+             }}\n\
+             workgroupBarrier();\n\
+         }}\n\
+         for (var i = 0u; i < 4u; i = i + 1u) {{\n\
+             for (var j = 0u; j < 4u; j = j + 1u) {{\n\
+                 let row = tm * {TILE_M}u + tid.y * 4u + i;\n\
+                 let col = tn * {TILE_N}u + tid.x * 4u + j;\n\
+                 if (row < {m}u && col < {n}u) {{\n\
+                     let idx = bi * {mn}u + row * {n}u + col;\n\
+                     let result = acc[i][j];\n{st}                }}\n\
+             }}\n\
+         }}\n}}\n",
+        a_tile = TILE_M * TILE_K,
+        b_tile = TILE_K * TILE_N,
+        tiles_mn = tiles_m * tiles_n,
+        loads_a = TILE_M * TILE_K / 256,
+        loads_b = TILE_K * TILE_N / 256,
+        mn = m * n,
+    );
+    (main, groups)
+}

@@ -1,0 +1,126 @@
+//! The CPU reference for reductions, softmax and matmul: plain loops over
+//! row-major data, accumulating in f64.
+
+use crate::dtype::DType;
+use crate::graph::op::ReduceOp;
+use crate::shape::{contiguous_strides, numel};
+
+/// `values` (row-major, `shape`) reduced over `axes`, with the reduced
+/// elements split into `parts` chunks; results in row-major order of the
+/// keepdim shape, chunk index innermost.
+pub(crate) fn reduce(
+    op: ReduceOp,
+    values: &[f64],
+    shape: &[usize],
+    axes: &[usize],
+    parts: usize,
+) -> Vec<f64> {
+    let strides = contiguous_strides(shape);
+    let kept: Vec<usize> = (0..shape.len()).filter(|d| !axes.contains(d)).collect();
+    let outer = numel(&kept.iter().map(|&d| shape[d]).collect::<Vec<_>>());
+    let reduced: usize = axes.iter().map(|&d| shape[d]).product();
+    let chunk = reduced.div_ceil(parts.max(1)).max(1);
+    let position = |mut o: usize, mut r: usize| {
+        let mut pos = 0;
+        for &d in kept.iter().rev() {
+            pos += (o % shape[d]) * strides[d];
+            o /= shape[d];
+        }
+        for &d in axes.iter().rev() {
+            pos += (r % shape[d]) * strides[d];
+            r /= shape[d];
+        }
+        pos
+    };
+    let mut out = Vec::with_capacity(outer * parts);
+    for o in 0..outer {
+        for p in 0..parts {
+            let (begin, end) = (p * chunk, ((p + 1) * chunk).min(reduced));
+            let mut acc = match op {
+                ReduceOp::Sum => 0.0,
+                ReduceOp::Prod => 1.0,
+                ReduceOp::Max | ReduceOp::ArgMax => f64::NEG_INFINITY,
+                ReduceOp::Min | ReduceOp::ArgMin => f64::INFINITY,
+            };
+            let mut best = 0usize;
+            for r in begin..end {
+                let v = values[position(o, r)];
+                match op {
+                    ReduceOp::Sum => acc += v,
+                    ReduceOp::Prod => acc *= v,
+                    ReduceOp::Max => acc = if v > acc || v.is_nan() { v } else { acc },
+                    ReduceOp::Min => acc = if v < acc || v.is_nan() { v } else { acc },
+                    ReduceOp::ArgMax => {
+                        if v > acc || r == begin {
+                            acc = v;
+                            best = r;
+                        }
+                    }
+                    ReduceOp::ArgMin => {
+                        if v < acc || r == begin {
+                            acc = v;
+                            best = r;
+                        }
+                    }
+                }
+            }
+            out.push(if op.is_arg() { best as f64 } else { acc });
+        }
+    }
+    out
+}
+
+/// Softmax or log-softmax of `values` along `axis`.
+pub(crate) fn softmax(values: &[f64], shape: &[usize], axis: usize, log: bool) -> Vec<f64> {
+    let len = shape[axis];
+    let inner: usize = shape[axis + 1..].iter().product();
+    let outer: usize = shape[..axis].iter().product();
+    let mut out = vec![0.0; values.len()];
+    for o in 0..outer {
+        for i in 0..inner {
+            let at = |k: usize| (o * len + k) * inner + i;
+            let max = (0..len)
+                .map(|k| values[at(k)])
+                .fold(f64::NEG_INFINITY, f64::max);
+            let sum: f64 = (0..len).map(|k| (values[at(k)] - max).exp()).sum();
+            for k in 0..len {
+                let z = values[at(k)] - max;
+                out[at(k)] = if log { z - sum.ln() } else { z.exp() / sum };
+            }
+        }
+    }
+    out
+}
+
+/// Batched `[.., M, K] x [.., K, N]` (same batch dims).
+pub(crate) fn matmul(a: &[f64], b: &[f64], a_shape: &[usize], b_shape: &[usize]) -> Vec<f64> {
+    let r = a_shape.len();
+    let (m, k, n) = (a_shape[r - 2], a_shape[r - 1], b_shape[r - 1]);
+    let batch: usize = a_shape[..r - 2].iter().product();
+    let mut out = vec![0.0; batch * m * n];
+    for bi in 0..batch {
+        let (ao, bo, oo) = (bi * m * k, bi * k * n, bi * m * n);
+        for i in 0..m {
+            for kk in 0..k {
+                let av = a[ao + i * k + kk];
+                for j in 0..n {
+                    out[oo + i * n + j] += av * b[bo + kk * n + j];
+                }
+            }
+        }
+    }
+    out
+}
+
+/// Rounds f64 results to a dtype's 32-bit pattern.
+pub(crate) fn to_bits(values: &[f64], dtype: DType) -> Vec<u32> {
+    values
+        .iter()
+        .map(|&v| match dtype {
+            DType::F32 => (v as f32).to_bits(),
+            DType::I32 => (v as i64) as i32 as u32,
+            DType::U32 => (v as i64) as u32,
+            DType::Bool => (v != 0.0) as u32,
+        })
+        .collect()
+}

@@ -1,0 +1,355 @@
+//! Reductions, softmax and matmul.
+//!
+//! Axis lists may be negative (counted from the end); an empty list means
+//! every axis, as in PyTorch's `sum(dim=[])`. Sums and products of integer
+//! or bool tensors are `i32` (PyTorch: int64); `argmax`/`argmin` give `i32`
+//! indices.
+
+use std::panic::Location;
+use std::sync::Arc;
+
+use super::dims::resolve_axis;
+use super::elementwise::cast_node;
+use super::movement::{expand_node, reshape_node};
+use super::{IntoDims, Tensor};
+use crate::dtype::DType;
+use crate::graph::Node;
+use crate::graph::op::{Op, ReduceOp};
+use crate::shape::{broadcast_shapes, numel};
+
+/// Reduced elements past which a reduction with few outputs is split into
+/// two kernels (partial results, then their reduction), so that the first
+/// one spreads over many workgroups.
+const SPLIT_THRESHOLD: usize = 1 << 16;
+
+#[track_caller]
+fn resolve_axes(op: &str, axes: Vec<isize>, rank: usize) -> Vec<usize> {
+    if axes.is_empty() {
+        return (0..rank).collect();
+    }
+    let mut out: Vec<usize> = axes.iter().map(|&a| resolve_axis(op, a, rank)).collect();
+    out.sort_unstable();
+    if out.windows(2).any(|w| w[0] == w[1]) {
+        panic!(
+            "{op}: axes {axes:?} repeat a dimension (rank {rank}) at {}",
+            Location::caller()
+        );
+    }
+    out
+}
+
+fn keepdim_shape(shape: &[usize], axes: &[usize]) -> Vec<usize> {
+    shape
+        .iter()
+        .enumerate()
+        .map(|(d, &s)| if axes.contains(&d) { 1 } else { s })
+        .collect()
+}
+
+fn squeezed_shape(shape: &[usize], axes: &[usize]) -> Vec<usize> {
+    shape
+        .iter()
+        .enumerate()
+        .filter(|(d, _)| !axes.contains(d))
+        .map(|(_, &s)| s)
+        .collect()
+}
+
+/// The reduction node of `x` (keepdim shape), split in two stages when it
+/// is long and has few outputs.
+fn reduce_node(
+    x: &Arc<Node>,
+    op: ReduceOp,
+    axes: &[usize],
+    dtype: DType,
+    loc: &'static Location<'static>,
+) -> Arc<Node> {
+    let reduced: usize = axes.iter().map(|&d| x.shape[d]).product();
+    let outer = numel(&x.shape) / reduced.max(1);
+    let keep = keepdim_shape(&x.shape, axes);
+    if reduced >= SPLIT_THRESHOLD && outer <= 64 && !op.is_arg() {
+        let parts = (reduced / 8192).clamp(2, 1024);
+        let mut partial_shape = keep.clone();
+        partial_shape.push(parts);
+        let partial = Node::pending(
+            Op::Reduce {
+                op,
+                axes: axes.to_vec(),
+                parts,
+            },
+            vec![x.clone()],
+            Vec::new(),
+            partial_shape.clone(),
+            dtype,
+            loc,
+        );
+        let last = partial_shape.len() - 1;
+        let mut final_shape = keep.clone();
+        final_shape.push(1);
+        let total = Node::pending(
+            Op::Reduce {
+                op,
+                axes: vec![last],
+                parts: 1,
+            },
+            vec![partial],
+            Vec::new(),
+            final_shape,
+            dtype,
+            loc,
+        );
+        return reshape_node(&total, &keep, loc);
+    }
+    Node::pending(
+        Op::Reduce {
+            op,
+            axes: axes.to_vec(),
+            parts: 1,
+        },
+        vec![x.clone()],
+        Vec::new(),
+        keep,
+        dtype,
+        loc,
+    )
+}
+
+impl Tensor {
+    #[track_caller]
+    fn reduction(&self, op: ReduceOp, axes: Vec<isize>, keepdim: bool) -> Tensor {
+        let loc = Location::caller();
+        let axes = resolve_axes(op.name(), axes, self.rank());
+        let mut x = self.node();
+        let reduced: usize = axes.iter().map(|&d| x.shape[d]).product();
+        if reduced == 0 && !matches!(op, ReduceOp::Sum | ReduceOp::Prod) {
+            panic!(
+                "{}: cannot reduce over zero elements (shape {:?}, axes {axes:?}) at {loc}",
+                op.name(),
+                self.shape()
+            );
+        }
+        // Integer and bool sums and products accumulate in i32; bools
+        // compare as integers.
+        if x.dtype == DType::Bool {
+            x = cast_node(&x, DType::I32, loc);
+        }
+        let dtype = if op.is_arg() { DType::I32 } else { x.dtype };
+        let node = reduce_node(&x, op, &axes, dtype, loc);
+        let node = if keepdim {
+            node
+        } else {
+            reshape_node(&node, &squeezed_shape(self.shape(), &axes), loc)
+        };
+        Tensor::from_node(node, self.device())
+    }
+
+    /// Sum over `axes` (all if empty), keeping them as size-1 dims if `keepdim`.
+    #[track_caller]
+    pub fn sum(&self, axes: impl IntoDims, keepdim: bool) -> Tensor {
+        self.reduction(ReduceOp::Sum, axes.into_dims(), keepdim)
+    }
+
+    /// Sum of all elements, as a rank-0 tensor.
+    #[track_caller]
+    pub fn sum_all(&self) -> Tensor {
+        self.reduction(ReduceOp::Sum, Vec::new(), false)
+    }
+
+    /// Product over `axes`.
+    #[track_caller]
+    pub fn prod(&self, axes: impl IntoDims, keepdim: bool) -> Tensor {
+        self.reduction(ReduceOp::Prod, axes.into_dims(), keepdim)
+    }
+
+    /// Maximum over `axes`.
+    #[track_caller]
+    pub fn max(&self, axes: impl IntoDims, keepdim: bool) -> Tensor {
+        self.reduction(ReduceOp::Max, axes.into_dims(), keepdim)
+    }
+
+    /// Maximum of all elements.
+    #[track_caller]
+    pub fn max_all(&self) -> Tensor {
+        self.reduction(ReduceOp::Max, Vec::new(), false)
+    }
+
+    /// Minimum over `axes`.
+    #[track_caller]
+    pub fn min(&self, axes: impl IntoDims, keepdim: bool) -> Tensor {
+        self.reduction(ReduceOp::Min, axes.into_dims(), keepdim)
+    }
+
+    /// Minimum of all elements.
+    #[track_caller]
+    pub fn min_all(&self) -> Tensor {
+        self.reduction(ReduceOp::Min, Vec::new(), false)
+    }
+
+    /// Index of the first maximum along `axis` (`i32`).
+    #[track_caller]
+    pub fn argmax(&self, axis: isize, keepdim: bool) -> Tensor {
+        self.reduction(ReduceOp::ArgMax, vec![axis], keepdim)
+    }
+
+    /// Index of the first minimum along `axis` (`i32`).
+    #[track_caller]
+    pub fn argmin(&self, axis: isize, keepdim: bool) -> Tensor {
+        self.reduction(ReduceOp::ArgMin, vec![axis], keepdim)
+    }
+
+    /// Mean over `axes` (integers are promoted to `f32`).
+    #[track_caller]
+    pub fn mean(&self, axes: impl IntoDims, keepdim: bool) -> Tensor {
+        let axes = resolve_axes("mean", axes.into_dims(), self.rank());
+        let count: usize = axes.iter().map(|&d| self.shape()[d]).product();
+        let dims: Vec<isize> = axes.iter().map(|&d| d as isize).collect();
+        self.cast(DType::F32).sum(dims, keepdim) * (1.0 / count as f32)
+    }
+
+    /// Mean of all elements.
+    #[track_caller]
+    pub fn mean_all(&self) -> Tensor {
+        self.mean(Vec::<isize>::new(), false)
+    }
+
+    /// Variance over `axes` with Bessel's `correction` (1 is PyTorch's default).
+    #[track_caller]
+    pub fn var(&self, axes: impl IntoDims, correction: usize, keepdim: bool) -> Tensor {
+        let axes = resolve_axes("var", axes.into_dims(), self.rank());
+        let count: usize = axes.iter().map(|&d| self.shape()[d]).product();
+        let dims: Vec<isize> = axes.iter().map(|&d| d as isize).collect();
+        let x = self.cast(DType::F32);
+        let centered = &x - x.mean(dims.clone(), true);
+        let denom = count.saturating_sub(correction) as f32;
+        (&centered * &centered).sum(dims, keepdim) * (1.0 / denom)
+    }
+
+    /// Standard deviation over `axes` with Bessel's `correction`.
+    #[track_caller]
+    pub fn std(&self, axes: impl IntoDims, correction: usize, keepdim: bool) -> Tensor {
+        self.var(axes, correction, keepdim).sqrt()
+    }
+
+    /// `log(sum(exp(x)))` over `axes`, computed stably (shifted by the max).
+    #[track_caller]
+    pub fn logsumexp(&self, axes: impl IntoDims, keepdim: bool) -> Tensor {
+        let axes = resolve_axes("logsumexp", axes.into_dims(), self.rank());
+        let dims: Vec<isize> = axes.iter().map(|&d| d as isize).collect();
+        let x = self.cast(DType::F32);
+        let m = x.max(dims.clone(), true);
+        // An all -inf row would give nan from -inf - -inf: shift by 0 there.
+        let shift = m.abs().lt(f32::INFINITY).where_cond(&m, 0.0f32);
+        let lse = (&x - &shift).exp().sum(dims.clone(), true).log() + &shift;
+        if keepdim {
+            lse
+        } else {
+            lse.reshape(squeezed_shape(self.shape(), &axes))
+        }
+    }
+
+    #[track_caller]
+    fn softmax_op(&self, axis: isize, log: bool) -> Tensor {
+        let loc = Location::caller();
+        let name = if log { "log_softmax" } else { "softmax" };
+        let axis = resolve_axis(name, axis, self.rank().max(1));
+        let x = cast_node(&self.node(), DType::F32, loc);
+        if x.shape.is_empty() {
+            let one = reshape_node(&x, &[1], loc);
+            let node = Node::pending(
+                Op::Softmax { axis: 0, log },
+                vec![one],
+                Vec::new(),
+                vec![1],
+                DType::F32,
+                loc,
+            );
+            return Tensor::from_node(reshape_node(&node, &[], loc), self.device());
+        }
+        let node = Node::pending(
+            Op::Softmax { axis, log },
+            vec![x.clone()],
+            Vec::new(),
+            x.shape.clone(),
+            DType::F32,
+            loc,
+        );
+        Tensor::from_node(node, self.device())
+    }
+
+    /// Softmax along `axis`: one kernel (a workgroup per row).
+    #[track_caller]
+    pub fn softmax(&self, axis: isize) -> Tensor {
+        self.softmax_op(axis, false)
+    }
+
+    /// Log-softmax along `axis`, computed stably in one kernel.
+    #[track_caller]
+    pub fn log_softmax(&self, axis: isize) -> Tensor {
+        self.softmax_op(axis, true)
+    }
+
+    /// Matrix product with PyTorch's semantics: 1-D operands are vectors
+    /// (a dot product for two), 2-D are matrices, and leading batch dims
+    /// broadcast. Operands that are views (a transpose) are read through
+    /// their strides inside the kernel, never copied. `f32` only.
+    #[track_caller]
+    pub fn matmul(&self, other: &Tensor) -> Tensor {
+        let loc = Location::caller();
+        let (a, b) = (self.node(), other.node());
+        if a.dtype != DType::F32
+            || b.dtype != DType::F32
+            || a.shape.is_empty()
+            || b.shape.is_empty()
+        {
+            panic!(
+                "matmul: needs f32 operands of rank >= 1, got {:?} ({}) and {:?} ({}) at {loc}",
+                a.shape, a.dtype, b.shape, b.dtype
+            );
+        }
+        if self.device() != other.device() {
+            panic!("matmul: operands are on different devices at {loc}");
+        }
+        let (a_vec, b_vec) = (a.shape.len() == 1, b.shape.len() == 1);
+        let a2 = if a_vec {
+            reshape_node(&a, &[1, a.shape[0]], loc)
+        } else {
+            a.clone()
+        };
+        let b2 = if b_vec {
+            reshape_node(&b, &[b.shape[0], 1], loc)
+        } else {
+            b.clone()
+        };
+        let (ra, rb) = (a2.shape.len(), b2.shape.len());
+        let (m, k) = (a2.shape[ra - 2], a2.shape[ra - 1]);
+        let (k2, n) = (b2.shape[rb - 2], b2.shape[rb - 1]);
+        let batch = broadcast_shapes(&a2.shape[..ra - 2], &b2.shape[..rb - 2]);
+        let Some(batch) = batch.filter(|_| k == k2) else {
+            panic!(
+                "matmul: shapes {:?} and {:?} do not multiply at {loc}",
+                a.shape, b.shape
+            );
+        };
+        let a_full: Vec<usize> = batch.iter().copied().chain([m, k]).collect();
+        let b_full: Vec<usize> = batch.iter().copied().chain([k, n]).collect();
+        let out_full: Vec<usize> = batch.iter().copied().chain([m, n]).collect();
+        let a3 = expand_node(&a2, &a_full, loc);
+        let b3 = expand_node(&b2, &b_full, loc);
+        let node = Node::pending(
+            Op::Matmul,
+            vec![a3, b3],
+            Vec::new(),
+            out_full.clone(),
+            DType::F32,
+            loc,
+        );
+        let mut shape: Vec<usize> = batch.clone();
+        if !a_vec {
+            shape.push(m);
+        }
+        if !b_vec {
+            shape.push(n);
+        }
+        Tensor::from_node(reshape_node(&node, &shape, loc), self.device())
+    }
+}
