@@ -152,7 +152,10 @@ fn reduce(
     let in_dtype = key.nodes[x].dtype;
     let vt = in_dtype.wgsl_value_type();
     let reduced: usize = axes.iter().map(|&d| in_shape[d]).product();
-    let outer = numel(&in_shape) / reduced.max(1);
+    let outer: usize = (0..in_shape.len())
+        .filter(|d| !axes.contains(d))
+        .map(|d| in_shape[d])
+        .product();
     let total = outer * parts;
     let chunk = reduced.div_ceil(parts).max(1);
     let arg = op.is_arg();
