@@ -1,0 +1,128 @@
+//! Baselines measured in the same run as the workloads: a hand-written
+//! `vec4` copy kernel on the same adapter (bandwidth ceiling), written
+//! directly against wgpu so it shares no code with lazywgpu's codegen.
+
+use std::time::{Duration, Instant};
+
+use wgpu::util::DeviceExt;
+
+/// A wgpu device of its own with one copy pipeline.
+pub struct CopyKernel {
+    device: wgpu::Device,
+    queue: wgpu::Queue,
+    pipeline: wgpu::ComputePipeline,
+}
+
+const COPY_WGSL: &str = r#"
+@group(0) @binding(0) var<storage, read> src: array<vec4<f32>>;
+@group(0) @binding(1) var<storage, read_write> dst: array<vec4<f32>>;
+@compute @workgroup_size(256)
+fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>, @builtin(local_invocation_index) lid: u32) {
+    let i = (wid.y * nwg.x + wid.x) * 256u + lid;
+    if (i < arrayLength(&src)) { dst[i] = src[i]; }
+}
+"#;
+
+impl CopyKernel {
+    pub fn new() -> Option<CopyKernel> {
+        pollster::block_on(async {
+            let instance = wgpu::Instance::new(
+                wgpu::InstanceDescriptor::new_without_display_handle_from_env(),
+            );
+            let adapter = instance
+                .request_adapter(&wgpu::RequestAdapterOptions {
+                    power_preference: wgpu::PowerPreference::HighPerformance,
+                    force_fallback_adapter: false,
+                    compatible_surface: None,
+                    apply_limit_buckets: false,
+                })
+                .await
+                .ok()?;
+            let (device, queue) = adapter
+                .request_device(&wgpu::DeviceDescriptor {
+                    label: None,
+                    required_features: wgpu::Features::empty(),
+                    required_limits: adapter.limits(),
+                    experimental_features: wgpu::ExperimentalFeatures::disabled(),
+                    memory_hints: wgpu::MemoryHints::Performance,
+                    trace: wgpu::Trace::Off,
+                })
+                .await
+                .ok()?;
+            let module = device.create_shader_module(wgpu::ShaderModuleDescriptor {
+                label: None,
+                source: wgpu::ShaderSource::Wgsl(COPY_WGSL.into()),
+            });
+            let pipeline = device.create_compute_pipeline(&wgpu::ComputePipelineDescriptor {
+                label: None,
+                layout: None,
+                module: &module,
+                entry_point: Some("main"),
+                compilation_options: Default::default(),
+                cache: None,
+            });
+            Some(CopyKernel {
+                device,
+                queue,
+                pipeline,
+            })
+        })
+    }
+
+    /// Median wall time of submit + wait for copying `n` f32 (n % 4 == 0).
+    pub fn time_copy(&self, n: usize, runs: usize) -> Duration {
+        let src = self
+            .device
+            .create_buffer_init(&wgpu::util::BufferInitDescriptor {
+                label: None,
+                contents: bytemuck::cast_slice(&vec![1.0f32; n]),
+                usage: wgpu::BufferUsages::STORAGE,
+            });
+        let dst = self.device.create_buffer(&wgpu::BufferDescriptor {
+            label: None,
+            size: n as u64 * 4,
+            usage: wgpu::BufferUsages::STORAGE,
+            mapped_at_creation: false,
+        });
+        let bind = self.device.create_bind_group(&wgpu::BindGroupDescriptor {
+            label: None,
+            layout: &self.pipeline.get_bind_group_layout(0),
+            entries: &[
+                wgpu::BindGroupEntry {
+                    binding: 0,
+                    resource: src.as_entire_binding(),
+                },
+                wgpu::BindGroupEntry {
+                    binding: 1,
+                    resource: dst.as_entire_binding(),
+                },
+            ],
+        });
+        let groups = (n / 4).div_ceil(256) as u32;
+        let (x, y) = if groups > 65535 {
+            (65535, groups.div_ceil(65535))
+        } else {
+            (groups, 1)
+        };
+        let mut times = Vec::new();
+        for i in 0..runs + 2 {
+            let start = Instant::now();
+            let mut enc = self.device.create_command_encoder(&Default::default());
+            {
+                let mut pass = enc.begin_compute_pass(&Default::default());
+                pass.set_pipeline(&self.pipeline);
+                pass.set_bind_group(0, &bind, &[]);
+                pass.dispatch_workgroups(x, y, 1);
+            }
+            self.queue.submit([enc.finish()]);
+            self.device
+                .poll(wgpu::PollType::wait_indefinitely())
+                .expect("poll");
+            if i >= 2 {
+                times.push(start.elapsed());
+            }
+        }
+        times.sort();
+        times[times.len() / 2]
+    }
+}
