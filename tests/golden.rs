@@ -64,6 +64,13 @@ fn axes(args: &Value) -> Vec<isize> {
         .collect()
 }
 
+fn pair(v: &Value) -> (usize, usize) {
+    (
+        v[0].as_u64().expect("pair") as usize,
+        v[1].as_u64().expect("pair") as usize,
+    )
+}
+
 fn run(op: &str, args: &Value, x: &[Tensor]) -> Tensor {
     let keep = args["keepdim"].as_bool().unwrap_or(false);
     let int = |k: &str| args[k].as_i64().expect(k);
@@ -126,6 +133,53 @@ fn run(op: &str, args: &Value, x: &[Tensor]) -> Tensor {
             int("dim2") as isize,
         ),
         "select" => x[0].select(int("dim") as isize, int("index") as usize),
+        "pad" => {
+            let pads: Vec<(usize, usize)> = args["pads"]
+                .as_array()
+                .expect("pads")
+                .iter()
+                .map(|p| {
+                    (
+                        p[0].as_u64().expect("pad") as usize,
+                        p[1].as_u64().expect("pad") as usize,
+                    )
+                })
+                .collect();
+            x[0].pad(&pads, args["value"].as_f64().expect("value") as f32)
+        }
+        "cat" => Tensor::cat(&x.iter().collect::<Vec<_>>(), int("axis") as isize),
+        "stack" => Tensor::stack(&x.iter().collect::<Vec<_>>(), int("axis") as isize),
+        "flip" => x[0].flip(
+            args["dims"]
+                .as_array()
+                .expect("dims")
+                .iter()
+                .map(|d| d.as_i64().expect("dim") as isize)
+                .collect::<Vec<_>>(),
+        ),
+        "gather" => x[0].gather(int("axis") as isize, &x[1]),
+        "index_select" => x[0].index_select(int("axis") as isize, &x[1]),
+        "scatter_add" => x[0].scatter_add(int("axis") as isize, &x[1], &x[2]),
+        "index_add" => x[0].index_add(int("axis") as isize, &x[1], &x[2]),
+        "one_hot" => x[0].one_hot(int("num_classes") as usize),
+        "masked_fill" => x[0].masked_fill(&x[1], args["value"].as_f64().expect("value") as f32),
+        "conv2d" => x[0].conv2d(
+            &x[1],
+            Some(&x[2]),
+            pair(&args["stride"]),
+            pair(&args["padding"]),
+            pair(&args["dilation"]),
+        ),
+        "max_pool2d" => x[0].max_pool2d(
+            pair(&args["kernel"]),
+            pair(&args["stride"]),
+            pair(&args["padding"]),
+        ),
+        "avg_pool2d" => x[0].avg_pool2d(
+            pair(&args["kernel"]),
+            pair(&args["stride"]),
+            pair(&args["padding"]),
+        ),
         other => panic!("golden op {other} has no mapping"),
     }
 }

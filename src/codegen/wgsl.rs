@@ -119,7 +119,11 @@ fn vectorizable(nodes: &[GNode], n: usize, stored: &dyn Fn(usize) -> bool, is_ro
             | Op::StridedScatter(_)
             | Op::Reduce { .. }
             | Op::Softmax { .. }
-            | Op::Matmul => false,
+            | Op::Matmul
+            | Op::Pad(_)
+            | Op::Flip(_)
+            | Op::Gather(_)
+            | Op::ScatterAdd(_) => false,
             Op::Expand => numel(&nodes[node.inputs[0]].shape) == 1,
             Op::Unary(_) | Op::Binary(_) | Op::Where | Op::Cast(_) | Op::Reshape => node
                 .inputs
@@ -354,6 +358,84 @@ impl<'a> Gen<'a> {
                     let new = self.value(inputs[1], &src_idx, false, vec);
                     self.emit("v", &ty, &format!("select({old}, {new}, {hit})"))
                 }
+                Op::Pad(pads) => {
+                    let src_shape = self.nodes[inputs[0]].shape.clone();
+                    let coords = self.coords(&node.shape.clone(), idx);
+                    let mut conds = Vec::new();
+                    let mut moved = Vec::new();
+                    for (d, &(before, _)) in pads.iter().enumerate() {
+                        if before > 0 {
+                            conds.push(format!("{} >= {before}u", coords[d]));
+                        }
+                        conds.push(format!("{} < {}u", coords[d], before + src_shape[d]));
+                        moved.push(format!("({} - {before}u)", coords[d]));
+                    }
+                    let inside = self.emit("h", "bool", &conds.join(" && "));
+                    let j = self.ravel(&src_shape, &moved);
+                    let j = self.emit("j", "u32", &format!("select(0u, {j}, {inside})"));
+                    let v = self.value(inputs[0], &j, false, vec);
+                    let fill = self.param(base, dtype);
+                    self.emit("v", &ty, &format!("select({fill}, {v}, {inside})"))
+                }
+                Op::Flip(axes) => {
+                    let shape = node.shape.clone();
+                    let coords = self.coords(&shape, idx);
+                    let flipped: Vec<String> = coords
+                        .iter()
+                        .enumerate()
+                        .map(|(d, c)| {
+                            if axes.contains(&d) {
+                                format!("({}u - {c})", shape[d] - 1)
+                            } else {
+                                c.clone()
+                            }
+                        })
+                        .collect();
+                    let j = self.ravel(&shape, &flipped);
+                    let j = self.emit("j", "u32", &j);
+                    self.value(inputs[0], &j, false, vec)
+                }
+                Op::Gather(axis) => {
+                    let x_shape = self.nodes[inputs[0]].shape.clone();
+                    let mut coords = self.coords(&node.shape.clone(), idx);
+                    let k = self.value(inputs[1], idx, false, false);
+                    let top = x_shape[axis].max(1) as i64 - 1;
+                    coords[axis] = format!("u32(clamp({k}, 0i, {top}i))");
+                    let j = self.ravel(&x_shape, &coords);
+                    let j = self.emit("j", "u32", &j);
+                    self.value(inputs[0], &j, false, vec)
+                }
+                Op::ScatterAdd(axis) => {
+                    let src_shape = self.nodes[inputs[2]].shape.clone();
+                    let coords = self.coords(&node.shape.clone(), idx);
+                    let acc = self.fresh("acc");
+                    let b = self.value(inputs[0], idx, false, false);
+                    let _ = writeln!(self.body, "    var {acc}: {ty} = {b};");
+                    // Only coordinates inside src's extent receive anything.
+                    let mut inside: Vec<String> = (0..src_shape.len())
+                        .filter(|&d| d != axis)
+                        .map(|d| format!("{} < {}u", coords[d], src_shape[d]))
+                        .collect();
+                    inside.push("true".into());
+                    let loop_var = self.fresh("s");
+                    let mut src_coords = coords.clone();
+                    src_coords[axis] = loop_var.clone();
+                    let j = self.ravel(&src_shape, &src_coords);
+                    let target = coords[axis].clone();
+                    let body = self.scoped(|g| {
+                        let j = g.emit("j", "u32", &j);
+                        let k = g.value(inputs[1], &j, false, false);
+                        let v = g.value(inputs[2], &j, false, false);
+                        let _ = writeln!(g.body, "        if (u32({k}) == {target} && {k} >= 0i) {{ {acc} = {acc} + {v}; }}");
+                    });
+                    let _ = writeln!(
+                        self.body,
+                        "    if ({}) {{\n    for (var {loop_var} = 0u; {loop_var} < {}u; {loop_var} = {loop_var} + 1u) {{\n{body}    }}\n    }}",
+                        inside.join(" && "),
+                        src_shape[axis]
+                    );
+                    acc
+                }
                 Op::Reduce { .. } | Op::Softmax { .. } | Op::Matmul => {
                     unreachable!(
                         "kernel roots are computed by their own kernel and read from memory (node {n})"
@@ -425,6 +507,48 @@ impl<'a> Gen<'a> {
             raw
         };
         self.emit("v", &value_type(dtype, vec), &expr)
+    }
+
+    /// Coordinate expressions of row-major element `idx` of `shape`.
+    fn coords(&mut self, shape: &[usize], idx: &str) -> Vec<String> {
+        let strides = contiguous_strides(shape);
+        shape
+            .iter()
+            .zip(&strides)
+            .enumerate()
+            .map(|(d, (&size, &stride))| {
+                if size <= 1 {
+                    "0u".to_string()
+                } else if d == 0 {
+                    self.emit("c", "u32", &format!("{idx} / {stride}u"))
+                } else {
+                    self.emit("c", "u32", &format!("({idx} / {stride}u) % {size}u"))
+                }
+            })
+            .collect()
+    }
+
+    /// The row-major index of `coords` in `shape`.
+    fn ravel(&self, shape: &[usize], coords: &[String]) -> String {
+        let strides = contiguous_strides(shape);
+        let terms: Vec<String> = coords
+            .iter()
+            .zip(&strides)
+            .zip(shape)
+            .filter(|(_, size)| **size > 1)
+            .map(|((c, &s), _)| {
+                if s == 1 {
+                    c.clone()
+                } else {
+                    format!("{c} * {s}u")
+                }
+            })
+            .collect();
+        if terms.is_empty() {
+            "0u".to_string()
+        } else {
+            terms.join(" + ")
+        }
     }
 
     /// For base element `idx`, whether the strided view (`view_shape`,

@@ -176,6 +176,18 @@ pub enum Op {
     /// `(i0, i1, ..)` is input element number `offset + Σ ik * strides[k]`.
     /// This is how a view handle reads its base (functionalization).
     AsStrided(Layout),
+    /// Constant padding: dim `d` gets `pads[d].0` elements before and
+    /// `pads[d].1` after; the fill value is a runtime parameter.
+    Pad(Vec<(usize, usize)>),
+    /// The input with the listed dims reversed.
+    Flip(Vec<usize>),
+    /// `out[c] = x[c with coordinate axis = index[c]]` (index `i32`, the
+    /// output's shape; out-of-range indices are clamped).
+    Gather(usize),
+    /// `base` plus, for every element `j` of `src`, `src[j]` added at `j`'s
+    /// coordinates with coordinate `axis` replaced by `index[j]` (index
+    /// shaped like `src`; out-of-range indices are dropped).
+    ScatterAdd(usize),
     /// Reduction over `axes`; the output keeps them as size-1 dims. With
     /// `parts > 1` the reduced elements are split into `parts` contiguous
     /// chunks (in row-major order of the reduced dims) and the output has
@@ -221,6 +233,10 @@ impl Op {
             Op::Expand => "expand",
             Op::AsStrided(_) => "as_strided",
             Op::Reduce { op, .. } => op.name(),
+            Op::Pad(_) => "pad",
+            Op::Flip(_) => "flip",
+            Op::Gather(_) => "gather",
+            Op::ScatterAdd(_) => "scatter_add",
             Op::Softmax { log: false, .. } => "softmax",
             Op::Softmax { log: true, .. } => "log_softmax",
             Op::Matmul => "matmul",
@@ -236,6 +252,9 @@ impl Op {
 
     /// Movement ops change only which element is read, never values.
     pub fn is_movement(&self) -> bool {
-        matches!(self, Op::Reshape | Op::Expand | Op::AsStrided(_))
+        matches!(
+            self,
+            Op::Reshape | Op::Expand | Op::AsStrided(_) | Op::Flip(_)
+        )
     }
 }

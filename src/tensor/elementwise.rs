@@ -50,7 +50,7 @@ macro_rules! scalar_operand {
 scalar_operand!(f32, i32, u32, bool);
 
 /// Converts a scalar's bits from one dtype to another on the host.
-fn convert_scalar(bits: u32, from: DType, to: DType) -> u32 {
+pub(crate) fn convert_scalar(bits: u32, from: DType, to: DType) -> u32 {
     let as_f64 = match from {
         DType::F32 => f32::from_bits(bits) as f64,
         DType::I32 => bits as i32 as f64,

@@ -5,6 +5,7 @@ mod creation;
 mod dims;
 mod display;
 mod elementwise;
+mod indexing;
 mod inplace;
 mod movement;
 mod overloads;

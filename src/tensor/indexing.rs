@@ -1,0 +1,428 @@
+//! Data movement that needs indices (pad, cat, stack, flip, gather,
+//! index_select, scatter_add, index_add, one_hot, masked_fill) and the ops
+//! built from them (conv2d, max/avg pooling). Most are index arithmetic
+//! that fuses into whatever reads them; `conv2d` is a matmul whose operand
+//! is the padded input's sliding windows, read in place (im2col without
+//! the copy).
+//!
+//! Out-of-range indices: when the index tensor is stored on the CPU device,
+//! `gather` and `index_select` check it at trace time and panic at the
+//! caller's line. On a GPU the indices are not known on the host, and
+//! kernels clamp them into range (`gather`, `index_select`) or drop them
+//! (`scatter_add`, `index_add`) instead of failing as PyTorch does.
+
+use super::creation::scalar_node;
+use super::dims::resolve_axis;
+use super::elementwise::{cast_node, convert_scalar};
+use super::{IntoDims, IntoOperand, Operand, Tensor};
+use crate::dtype::{DType, Element, promote};
+use crate::graph::Node;
+use crate::graph::op::Op;
+use crate::shape::Layout;
+use std::panic::Location;
+
+impl Tensor {
+    /// A gather of `self`'s row-major elements through a strided window
+    /// (not a view: the result is a new tensor, computed lazily).
+    #[track_caller]
+    pub(crate) fn strided_window(&self, shape: Vec<usize>, strides: Vec<usize>) -> Tensor {
+        let layout = Layout { strides, offset: 0 };
+        let node = super::as_strided_node(&self.node(), &shape, &layout, Location::caller());
+        Tensor::from_node(node, self.device())
+    }
+
+    /// Pads the trailing `pads.len()` dims with `value`: `pads[i] =
+    /// (before, after)` for dim `rank - pads.len() + i` (so `&[(1, 1)]`
+    /// pads the last dim, `&[(1, 1), (2, 2)]` the last two).
+    #[track_caller]
+    pub fn pad<T: Element>(&self, pads: &[(usize, usize)], value: T) -> Tensor {
+        let loc = Location::caller();
+        let rank = self.rank();
+        if pads.len() > rank {
+            panic!(
+                "pad: {} pairs for a tensor of shape {:?} at {loc}",
+                pads.len(),
+                self.shape()
+            );
+        }
+        let mut all = vec![(0, 0); rank - pads.len()];
+        all.extend_from_slice(pads);
+        let shape: Vec<usize> = self
+            .shape()
+            .iter()
+            .zip(&all)
+            .map(|(&s, &(b, a))| s + b + a)
+            .collect();
+        let x = self.node();
+        // The fill value is the pad node's own runtime parameter.
+        let fill_bits = convert_scalar(value.to_bits(), T::DTYPE, x.dtype);
+        let node = Node::pending(
+            Op::Pad(all),
+            vec![x.clone()],
+            vec![fill_bits],
+            shape,
+            x.dtype,
+            loc,
+        );
+        Tensor::from_node(node, self.device())
+    }
+
+    /// Reverses the listed dims (a new tensor, as in PyTorch).
+    #[track_caller]
+    pub fn flip(&self, dims: impl IntoDims) -> Tensor {
+        let rank = self.rank();
+        let mut axes: Vec<usize> = dims
+            .into_dims()
+            .iter()
+            .map(|&d| resolve_axis("flip", d, rank))
+            .collect();
+        axes.sort_unstable();
+        axes.dedup();
+        let x = self.node();
+        let node = Node::pending(
+            Op::Flip(axes),
+            vec![x.clone()],
+            Vec::new(),
+            x.shape.clone(),
+            x.dtype,
+            Location::caller(),
+        );
+        Tensor::from_node(node, self.device())
+    }
+
+    /// Concatenates along `axis` (all other dims equal). One fused kernel
+    /// when read: each element comes from the input whose range holds it.
+    #[track_caller]
+    pub fn cat(tensors: &[&Tensor], axis: isize) -> Tensor {
+        let loc = Location::caller();
+        let Some(first) = tensors.first() else {
+            panic!("cat: needs at least one tensor at {loc}");
+        };
+        let rank = first.rank();
+        let ax = resolve_axis("cat", axis, rank);
+        let mut dtype = first.dtype();
+        for t in tensors {
+            let same =
+                t.rank() == rank && (0..rank).all(|d| d == ax || t.shape()[d] == first.shape()[d]);
+            if !same {
+                panic!(
+                    "cat: shapes {:?} do not match outside axis {ax} at {loc}",
+                    tensors
+                        .iter()
+                        .map(|t| t.shape().to_vec())
+                        .collect::<Vec<_>>()
+                );
+            }
+            dtype = promote(dtype, t.dtype()).unwrap_or_else(|| {
+                panic!(
+                    "cat: no common dtype for {dtype} and {} at {loc}",
+                    t.dtype()
+                )
+            });
+        }
+        let total: usize = tensors.iter().map(|t| t.shape()[ax]).sum();
+        let mut pads = vec![(0, 0); rank - ax];
+        let mut result: Option<Tensor> = None;
+        let mut offset = 0;
+        // Position along the axis, broadcast against the others.
+        let mut coord_shape = vec![1; rank];
+        coord_shape[ax] = total;
+        let coord = Tensor::arange(0, total as i32, 1, first.device()).reshape(coord_shape);
+        for t in tensors {
+            let len = t.shape()[ax];
+            pads[0] = (offset, total - offset - len);
+            let padded = t.cast(dtype).pad(&pads, 0i32);
+            result = Some(match result {
+                None => padded,
+                Some(acc) => coord.ge(offset as i32).where_cond(&padded, &acc),
+            });
+            offset += len;
+        }
+        result.expect("at least one tensor")
+    }
+
+    /// Stacks equal-shaped tensors along a new dim `axis`.
+    #[track_caller]
+    pub fn stack(tensors: &[&Tensor], axis: isize) -> Tensor {
+        let Some(first) = tensors.first() else {
+            panic!("stack: needs at least one tensor at {}", Location::caller());
+        };
+        let ax = resolve_axis("stack", axis, first.rank() + 1) as isize;
+        let expanded: Vec<Tensor> = tensors.iter().map(|t| t.unsqueeze(ax)).collect();
+        let refs: Vec<&Tensor> = expanded.iter().collect();
+        Tensor::cat(&refs, ax)
+    }
+
+    #[track_caller]
+    fn check_host_indices(&self, op: &str, index: &Tensor, size: usize) {
+        // Indices stored on the CPU device are checked now; a GPU's are not
+        // known on the host without a sync, and kernels clamp them.
+        if index.device().is_gpu() || index.is_pending() {
+            return;
+        }
+        if let Ok(values) = index.to_vec::<i32>() {
+            if let Some(bad) = values.iter().find(|&&v| v < 0 || v as usize >= size) {
+                panic!(
+                    "{op}: index {bad} is out of range for a dim of size {size} (shape {:?}) at {}",
+                    self.shape(),
+                    Location::caller()
+                );
+            }
+        }
+    }
+
+    /// `out[c] = self[c with coordinate axis replaced by index[c]]`; `index`
+    /// is `i32` with the output's shape (PyTorch's `gather`).
+    #[track_caller]
+    pub fn gather(&self, axis: isize, index: &Tensor) -> Tensor {
+        let loc = Location::caller();
+        let ax = resolve_axis("gather", axis, self.rank());
+        if index.dtype() != DType::I32 || index.rank() != self.rank() {
+            panic!(
+                "gather: index must be i32 of rank {}, got {:?} ({}) at {loc}",
+                self.rank(),
+                index.shape(),
+                index.dtype()
+            );
+        }
+        if (0..self.rank()).any(|d| d != ax && index.shape()[d] > self.shape()[d]) {
+            panic!(
+                "gather: index shape {:?} exceeds {:?} outside axis {ax} at {loc}",
+                index.shape(),
+                self.shape()
+            );
+        }
+        self.check_host_indices("gather", index, self.shape()[ax]);
+        let (x, i) = (self.node(), index.node());
+        let node = Node::pending(
+            Op::Gather(ax),
+            vec![x.clone(), i.clone()],
+            Vec::new(),
+            i.shape.clone(),
+            x.dtype,
+            loc,
+        );
+        Tensor::from_node(node, self.device())
+    }
+
+    /// The entries `index` (1-D `i32`) of dim `axis`.
+    #[track_caller]
+    pub fn index_select(&self, axis: isize, index: &Tensor) -> Tensor {
+        let loc = Location::caller();
+        let ax = resolve_axis("index_select", axis, self.rank());
+        if index.dtype() != DType::I32 || index.rank() != 1 {
+            panic!(
+                "index_select: index must be 1-D i32, got {:?} ({}) at {loc}",
+                index.shape(),
+                index.dtype()
+            );
+        }
+        self.check_host_indices("index_select", index, self.shape()[ax]);
+        let mut shape = self.shape().to_vec();
+        shape[ax] = index.shape()[0];
+        let mut bshape = vec![1; self.rank()];
+        bshape[ax] = index.shape()[0];
+        let idx = index
+            .reshape(bshape)
+            .expand(shape.iter().map(|&d| d as isize).collect::<Vec<_>>());
+        self.gather(ax as isize, &idx)
+    }
+
+    /// `self` plus `src` added at positions given by `index` along `axis`
+    /// (PyTorch's out-of-place `scatter_add`; `index` is `i32` shaped like `src`).
+    #[track_caller]
+    pub fn scatter_add(&self, axis: isize, index: &Tensor, src: &Tensor) -> Tensor {
+        let loc = Location::caller();
+        let ax = resolve_axis("scatter_add", axis, self.rank());
+        if index.dtype() != DType::I32 || index.shape() != src.shape() || src.rank() != self.rank()
+        {
+            panic!(
+                "scatter_add: index ({:?}, {}) must be i32 shaped like src {:?} of rank {} at {loc}",
+                index.shape(),
+                index.dtype(),
+                src.shape(),
+                self.rank()
+            );
+        }
+        let src = cast_node(&src.node(), self.dtype(), loc);
+        let base = self.node();
+        let node = Node::pending(
+            Op::ScatterAdd(ax),
+            vec![base.clone(), index.node(), src],
+            Vec::new(),
+            base.shape.clone(),
+            base.dtype,
+            loc,
+        );
+        Tensor::from_node(node, self.device())
+    }
+
+    /// `self` with `src`'s slices along `axis` added at entries `index`
+    /// (1-D `i32`) of that axis (PyTorch's out-of-place `index_add`).
+    #[track_caller]
+    pub fn index_add(&self, axis: isize, index: &Tensor, src: &Tensor) -> Tensor {
+        let ax = resolve_axis("index_add", axis, self.rank());
+        let mut bshape = vec![1; self.rank()];
+        bshape[ax] = index.shape()[0];
+        let idx = index
+            .reshape(bshape)
+            .expand(src.shape().iter().map(|&d| d as isize).collect::<Vec<_>>());
+        self.scatter_add(ax as isize, &idx, src)
+    }
+
+    /// One-hot encoding of an integer tensor: a new last dim of
+    /// `num_classes`, `f32` ones where it equals the value.
+    #[track_caller]
+    pub fn one_hot(&self, num_classes: usize) -> Tensor {
+        let classes = Tensor::arange(0, num_classes as i32, 1, self.device());
+        self.cast(DType::I32)
+            .unsqueeze(-1)
+            .eq(&classes)
+            .cast(DType::F32)
+    }
+
+    /// `value` where `mask` is true, `self` elsewhere (`mask` broadcasts).
+    #[track_caller]
+    pub fn masked_fill(&self, mask: &Tensor, value: impl IntoOperand) -> Tensor {
+        let v = match value.into_operand() {
+            Operand::Tensor(t) => t,
+            Operand::Scalar(d, bits) => {
+                Tensor::from_node(scalar_node(bits, d, Location::caller()), self.device())
+            }
+        };
+        mask.where_cond(&v.cast(self.dtype()), self)
+    }
+
+    /// Sliding windows of a padded `[N, C, H, W]` tensor as a
+    /// `[N, C, OH, OW, KH, KW]` gather (read in place by whoever uses it).
+    #[track_caller]
+    fn windows(
+        &self,
+        op: &str,
+        kernel: (usize, usize),
+        stride: (usize, usize),
+        padding: (usize, usize),
+        dilation: (usize, usize),
+        fill: f32,
+    ) -> (Tensor, usize, usize) {
+        let loc = Location::caller();
+        if self.rank() != 4 || self.dtype() != DType::F32 {
+            panic!(
+                "{op}: expects an f32 [N, C, H, W] input, got {:?} ({}) at {loc}",
+                self.shape(),
+                self.dtype()
+            );
+        }
+        let (n, c, h, w) = (
+            self.shape()[0],
+            self.shape()[1],
+            self.shape()[2],
+            self.shape()[3],
+        );
+        let (hp, wp) = (h + 2 * padding.0, w + 2 * padding.1);
+        let span = |k: usize, d: usize| d * (k - 1) + 1;
+        if stride.0 == 0
+            || stride.1 == 0
+            || hp < span(kernel.0, dilation.0)
+            || wp < span(kernel.1, dilation.1)
+        {
+            panic!(
+                "{op}: kernel {kernel:?} (dilation {dilation:?}, stride {stride:?}) does not fit input {:?} padded by {padding:?} at {loc}",
+                self.shape()
+            );
+        }
+        let oh = (hp - span(kernel.0, dilation.0)) / stride.0 + 1;
+        let ow = (wp - span(kernel.1, dilation.1)) / stride.1 + 1;
+        let xp = if padding == (0, 0) {
+            self.clone()
+        } else {
+            self.pad(&[(padding.0, padding.0), (padding.1, padding.1)], fill)
+        };
+        let win = xp.strided_window(
+            vec![n, c, oh, ow, kernel.0, kernel.1],
+            vec![
+                c * hp * wp,
+                hp * wp,
+                stride.0 * wp,
+                stride.1,
+                dilation.0 * wp,
+                dilation.1,
+            ],
+        );
+        (win, oh, ow)
+    }
+
+    /// 2-D convolution of `[N, C, H, W]` by `weight` `[OC, C, KH, KW]` with
+    /// optional `bias` `[OC]` (groups = 1), as a matmul that reads the input's
+    /// windows in place; bias joins the matmul kernel as its epilogue.
+    #[track_caller]
+    pub fn conv2d(
+        &self,
+        weight: &Tensor,
+        bias: Option<&Tensor>,
+        stride: (usize, usize),
+        padding: (usize, usize),
+        dilation: (usize, usize),
+    ) -> Tensor {
+        let loc = Location::caller();
+        if weight.rank() != 4 || self.rank() != 4 || weight.shape()[1] != self.shape()[1] {
+            panic!(
+                "conv2d: input {:?} and weight {:?} do not match (expected weight [OC, C, KH, KW]) at {loc}",
+                self.shape(),
+                weight.shape()
+            );
+        }
+        let (oc, c, kh, kw) = (
+            weight.shape()[0],
+            weight.shape()[1],
+            weight.shape()[2],
+            weight.shape()[3],
+        );
+        let (win, oh, ow) = self.windows("conv2d", (kh, kw), stride, padding, dilation, 0.0);
+        let n = self.shape()[0];
+        // [N, C, OH, OW, KH, KW] -> [N, C, KH, KW, OH, OW] -> [N, C*KH*KW, OH*OW]
+        let cols = win
+            .permute([0, 1, 4, 5, 2, 3])
+            .reshape([n, c * kh * kw, oh * ow]);
+        let out = weight
+            .reshape([oc, c * kh * kw])
+            .matmul(&cols)
+            .reshape([n, oc, oh, ow]);
+        match bias {
+            Some(b) => out + b.reshape([oc, 1, 1]),
+            None => out,
+        }
+    }
+
+    /// Max pooling over `kernel` windows of `[N, C, H, W]` (padding counts as -inf).
+    #[track_caller]
+    pub fn max_pool2d(
+        &self,
+        kernel: (usize, usize),
+        stride: (usize, usize),
+        padding: (usize, usize),
+    ) -> Tensor {
+        let (win, _, _) = self.windows(
+            "max_pool2d",
+            kernel,
+            stride,
+            padding,
+            (1, 1),
+            f32::NEG_INFINITY,
+        );
+        win.max([4, 5], false)
+    }
+
+    /// Average pooling over `kernel` windows (padding counts as zeros in the
+    /// average, PyTorch's default `count_include_pad=True`).
+    #[track_caller]
+    pub fn avg_pool2d(
+        &self,
+        kernel: (usize, usize),
+        stride: (usize, usize),
+        padding: (usize, usize),
+    ) -> Tensor {
+        let (win, _, _) = self.windows("avg_pool2d", kernel, stride, padding, (1, 1), 0.0);
+        win.mean([4, 5], false)
+    }
+}
