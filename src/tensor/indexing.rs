@@ -290,7 +290,7 @@ impl Tensor {
                 Tensor::from_node(scalar_node(bits, d, Location::caller()), self.device())
             }
         };
-        mask.where_cond(&v.cast(self.dtype()), self)
+        mask.where_cond(v.cast(self.dtype()), self)
     }
 
     /// Sliding windows of a padded `[N, C, H, W]` tensor as a
