@@ -177,8 +177,10 @@ pub(crate) fn as_strided_node(
     layout: &Layout,
     loc: &'static Location<'static>,
 ) -> Arc<Node> {
-    if base.shape == shape && layout.is_contiguous(shape) {
-        return base.clone();
+    if layout.is_contiguous(shape) && numel(shape) == numel(&base.shape) {
+        // The same elements in the same order: a reshape (index-preserving,
+        // so it fuses as an epilogue too).
+        return movement::reshape_node(base, shape, loc);
     }
     if let Some(storage) = base.storage() {
         if storage.layout.is_row_major(&base.shape) {
