@@ -312,64 +312,79 @@ fn matmul(g: &mut Gen, key: &GraphKey, root: usize, outputs: &[usize]) -> (Strin
     let batch: usize = a_shape[..r - 2].iter().product();
     let (tiles_m, tiles_n) = (m.div_ceil(TILE_M), n.div_ceil(TILE_N));
     let groups = batch * tiles_m * tiles_n;
-    // Tile loads: element e of the A tile is (row e / TILE_K, col e % TILE_K).
+    // Each invocation loads four elements of each tile as one vec4 slot:
+    // A rows (rg*4 .. rg*4+3) at column kk, B columns (cg*4 ..) at row kk.
     let load_a = g.scoped(|g| {
         let _ = writeln!(
             g.body,
-            "        let e = lid + l * 256u;\n        let row = tm * {TILE_M}u + e / {TILE_K}u;\n        let col = k0 + e % {TILE_K}u;\n        let ok = row < {m}u && col < {k}u;"
+            "    let akk = lid % {TILE_K}u;\n    let arow = tm * {TILE_M}u + (lid / {TILE_K}u) * 4u;\n    let acol = k0 + akk;"
         );
-        let i = g.emit("i", "u32", &format!("select(0u, bi * {}u + row * {k}u + col, ok)", m * k));
-        let v = g.value(a, &i, false, false);
-        let _ = writeln!(g.body, "        ta[e] = select(0.0, {v}, ok);");
+        let mut lanes = Vec::new();
+        for q in 0..4 {
+            let ok = g.emit("ok", "bool", &format!("arow + {q}u < {m}u && acol < {k}u"));
+            let i = g.emit("i", "u32", &format!("select(0u, bi * {}u + (arow + {q}u) * {k}u + acol, {ok})", m * k));
+            let v = g.value(a, &i, false, false);
+            lanes.push(format!("select(0.0, {v}, {ok})"));
+        }
+        let _ = writeln!(g.body, "    ta[akk * 16u + lid / {TILE_K}u] = vec4<f32>({});", lanes.join(", "));
     });
     let load_b = g.scoped(|g| {
         let _ = writeln!(
             g.body,
-            "        let e = lid + l * 256u;\n        let row = k0 + e / {TILE_N}u;\n        let col = tn * {TILE_N}u + e % {TILE_N}u;\n        let ok = row < {k}u && col < {n}u;"
+            "    let bkk = lid / 16u;\n    let brow = k0 + bkk;\n    let bcol = tn * {TILE_N}u + (lid % 16u) * 4u;"
         );
-        let i = g.emit("i", "u32", &format!("select(0u, bi * {}u + row * {n}u + col, ok)", k * n));
-        let v = g.value(b, &i, false, false);
-        let _ = writeln!(g.body, "        tb[e] = select(0.0, {v}, ok);");
+        let mut lanes = Vec::new();
+        for q in 0..4 {
+            let ok = g.emit("ok", "bool", &format!("brow < {k}u && bcol + {q}u < {n}u"));
+            let i = g.emit("i", "u32", &format!("select(0u, bi * {}u + brow * {n}u + bcol + {q}u, {ok})", k * n));
+            let v = g.value(b, &i, false, false);
+            lanes.push(format!("select(0.0, {v}, {ok})"));
+        }
+        let _ = writeln!(g.body, "    tb[bkk * 16u + lid % 16u] = vec4<f32>({});", lanes.join(", "));
     });
     let st = stores(g, key, root, outputs, "idx", "result");
     let main = format!(
-        "\nvar<workgroup> ta: array<f32, {a_tile}>;\n\
-         var<workgroup> tb: array<f32, {b_tile}>;\n\
-         @compute @workgroup_size(16, 16)\n\
-         fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>, @builtin(local_invocation_index) lid: u32, @builtin(local_invocation_id) tid: vec3<u32>) {{\n\
+        "\n// A tile: 16 columns of 16 four-row groups; B tile: 16 rows of 16 four-column groups.\n\
+         var<workgroup> ta: array<vec4<f32>, 256>;\n\
+         var<workgroup> tb: array<vec4<f32>, 256>;\n\
+         @compute @workgroup_size(256)\n\
+         fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>, @builtin(local_invocation_index) lid: u32) {{\n\
          let gi = wid.y * nwg.x + wid.x;\n\
          if (gi >= {groups}u) {{ return; }}\n\
          let bi = gi / {tiles_mn}u;\n\
          let tm = (gi % {tiles_mn}u) / {tiles_n}u;\n\
          let tn = gi % {tiles_n}u;\n\
-         var acc: array<vec4<f32>, 4>;\n\
+         let ty = lid / 16u;\n\
+         let tx = lid % 16u;\n\
+         var acc0 = vec4<f32>(0.0);\n\
+         var acc1 = vec4<f32>(0.0);\n\
+         var acc2 = vec4<f32>(0.0);\n\
+         var acc3 = vec4<f32>(0.0);\n\
          for (var k0 = 0u; k0 < {k}u; k0 = k0 + {TILE_K}u) {{\n\
-             for (var l = 0u; l < {loads_a}u; l = l + 1u) {{\n{load_a}        }}\n\
-             for (var l = 0u; l < {loads_b}u; l = l + 1u) {{\n{load_b}        }}\n\
+         {{\n{load_a}}}\n\
+         {{\n{load_b}}}\n\
              workgroupBarrier();\n\
              for (var kk = 0u; kk < {TILE_K}u; kk = kk + 1u) {{\n\
-                 let bo = kk * {TILE_N}u + tid.x * 4u;\n\
-                 let bv = vec4<f32>(tb[bo], tb[bo + 1u], tb[bo + 2u], tb[bo + 3u]);\n\
-                 for (var i = 0u; i < 4u; i = i + 1u) {{\n\
-                     acc[i] = acc[i] + ta[(tid.y * 4u + i) * {TILE_K}u + kk] * bv;\n\
-                 }}\n\
+                 let av = ta[kk * 16u + ty];\n\
+                 let bv = tb[kk * 16u + tx];\n\
+                 acc0 = acc0 + av.x * bv;\n\
+                 acc1 = acc1 + av.y * bv;\n\
+                 acc2 = acc2 + av.z * bv;\n\
+                 acc3 = acc3 + av.w * bv;\n\
              }}\n\
              workgroupBarrier();\n\
          }}\n\
+         var accs = array<vec4<f32>, 4>(acc0, acc1, acc2, acc3);\n\
          for (var i = 0u; i < 4u; i = i + 1u) {{\n\
              for (var j = 0u; j < 4u; j = j + 1u) {{\n\
-                 let row = tm * {TILE_M}u + tid.y * 4u + i;\n\
-                 let col = tn * {TILE_N}u + tid.x * 4u + j;\n\
+                 let row = tm * {TILE_M}u + ty * 4u + i;\n\
+                 let col = tn * {TILE_N}u + tx * 4u + j;\n\
                  if (row < {m}u && col < {n}u) {{\n\
                      let idx = bi * {mn}u + row * {n}u + col;\n\
-                     let result = acc[i][j];\n{st}                }}\n\
+                     let result = accs[i][j];\n{st}                }}\n\
              }}\n\
          }}\n}}\n",
-        a_tile = TILE_M * TILE_K,
-        b_tile = TILE_K * TILE_N,
         tiles_mn = tiles_m * tiles_n,
-        loads_a = TILE_M * TILE_K / 256,
-        loads_b = TILE_K * TILE_N / 256,
         mn = m * n,
     );
     (main, groups)
