@@ -364,3 +364,24 @@ fn softmax_is_one_kernel() {
         dev.metrics()
     );
 }
+
+#[test]
+fn softmax_with_many_rows_uses_one_invocation_per_row() {
+    let Some(dev) = gpu() else { return };
+    let x: Vec<f32> = data(2048 * 37, 9).iter().map(|v| v * 40.0).collect();
+    let cpu = Device::cpu();
+    for log in [false, true] {
+        let run = |d: &Device| {
+            let t = Tensor::from_vec(x.clone(), [2048, 37], d).unwrap();
+            let y = if log { t.log_softmax(1) } else { t.softmax(1) };
+            y.to_vec::<f32>().unwrap()
+        };
+        assert_close(
+            &run(&dev),
+            &run(&cpu),
+            1e-4,
+            1e-6,
+            &format!("softmax log={log}"),
+        );
+    }
+}

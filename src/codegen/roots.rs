@@ -241,6 +241,9 @@ fn softmax(
     let len = shape[axis];
     let inner: usize = shape[axis + 1..].iter().product();
     let rows = numel(&shape) / len.max(1);
+    if rows >= 1024 {
+        return softmax_per_thread(g, key, root, x, (len, inner, rows), log, outputs);
+    }
     // Element k of row `gi`.
     let at = format!("((gi / {inner}u) * {len}u + k) * {inner}u + gi % {inner}u");
     let pass = |g: &mut Gen, tail: &dyn Fn(&mut Gen, &str, &str)| {
@@ -296,6 +299,56 @@ fn softmax(
         tree("s")
     );
     (main, rows)
+}
+
+/// Softmax with one invocation per row, for many rows: no workgroup
+/// barriers (dear on CPU drivers such as lavapipe), and an online max/sum
+/// pass (the running sum is rescaled when the max grows), so the row is
+/// read twice instead of three times.
+fn softmax_per_thread(
+    g: &mut Gen,
+    key: &GraphKey,
+    root: usize,
+    x: usize,
+    (len, inner, rows): (usize, usize, usize),
+    log: bool,
+    outputs: &[usize],
+) -> (String, usize) {
+    let at = format!("((gi / {inner}u) * {len}u + k) * {inner}u + gi % {inner}u");
+    let stats = g.scoped(|g| {
+        let i = g.emit("i", "u32", &at);
+        let v = g.value(x, &i, false, false);
+        let _ = writeln!(
+            g.body,
+            "        let mn = max(m, {v});\n        s = s * exp(m - mn) + exp({v} - mn);\n        m = mn;"
+        );
+    });
+    let write = g.scoped(|g| {
+        let i = g.emit("i", "u32", &at);
+        let v = g.value(x, &i, false, false);
+        let expr = if log {
+            format!("({v} - m) - ls")
+        } else {
+            format!("exp({v} - m) * rs")
+        };
+        let result = g.emit("y", "f32", &expr);
+        let st = stores(g, key, root, outputs, &i, &result);
+        g.body.push_str(&st);
+    });
+    let main = format!(
+        "\n@compute @workgroup_size({WORKGROUP_SIZE})\n\
+         fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>, @builtin(local_invocation_index) lid: u32) {{\n\
+         let gi = (wid.y * nwg.x + wid.x) * {WORKGROUP_SIZE}u + lid;\n\
+         if (gi >= {rows}u) {{ return; }}\n\
+         // Starts at the lowest finite value so that exp(m - mn) is never nan.\n\
+         var m = -3.4028235e38;\n\
+         var s = 0.0;\n\
+         for (var k = 0u; k < {len}u; k = k + 1u) {{\n{stats}    }}\n\
+         let ls = log(s);\n\
+         let rs = 1.0 / s;\n\
+         for (var k = 0u; k < {len}u; k = k + 1u) {{\n{write}    }}\n}}\n"
+    );
+    (main, rows.div_ceil(WORKGROUP_SIZE as usize))
 }
 
 /// Output tile of a workgroup (rows, columns), and the K step.
