@@ -715,40 +715,9 @@ fn cast_expr(from: DType, to: DType, a: &str, vec: bool) -> String {
 
 /// PyTorch's `pow`: defined for negative bases with integral exponents and
 /// `pow(x, 0) == 1`, which WGSL's `pow` leaves undefined.
-const POW_FUNCTION: &str = r#"
-fn pow_torch(a: f32, b: f32) -> f32 {
-    if (b == 0.0) { return 1.0; }
-    // Drivers disagree on pow(0, b < 0); IEEE (and PyTorch) say +inf.
-    if (a == 0.0) { return select(0.0, bitcast<f32>(0x7f800000u), b < 0.0); }
-    let p = pow(abs(a), b);
-    if (a >= 0.0) { return p; }
-    if (floor(b) != b) { return bitcast<f32>(0x7fc00000u); }
-    let odd = abs(b) < 16777216.0 && (u32(abs(b)) & 1u) == 1u;
-    return select(p, -p, odd);
-}
-"#;
+const POW_FUNCTION: &str = include_str!("../../shaders/pow_torch.wgsl");
 
 /// Counter-based random numbers: a hash of (seed, counter), so any element
 /// can be generated independently, in any kernel, and identically by the CPU
 /// reference (`cpu::rng`).
-const RNG_FUNCTIONS: &str = r#"
-fn rng_hash(x0: u32) -> u32 {
-    var x = x0;
-    x ^= x >> 16u; x *= 0x7feb352du;
-    x ^= x >> 15u; x *= 0x846ca68bu;
-    x ^= x >> 16u;
-    return x;
-}
-fn rng_bits(seed_lo: u32, seed_hi: u32, counter: u32) -> u32 {
-    return rng_hash(rng_hash(rng_hash(seed_lo) ^ seed_hi) ^ counter);
-}
-fn rng_uniform(seed_lo: u32, seed_hi: u32, counter: u32) -> f32 {
-    return f32(rng_bits(seed_lo, seed_hi, counter) >> 8u) * (1.0 / 16777216.0);
-}
-fn rng_normal(seed_lo: u32, seed_hi: u32, counter: u32) -> f32 {
-    // Box-Muller over two independent streams of the same counter.
-    let u1 = (f32(rng_bits(seed_lo, seed_hi ^ 0x9e3779b9u, counter) >> 8u) + 1.0) * (1.0 / 16777216.0);
-    let u2 = f32(rng_bits(seed_lo, seed_hi ^ 0x7f4a7c15u, counter) >> 8u) * (1.0 / 16777216.0);
-    return sqrt(-2.0 * log(u1)) * cos(6.2831853071795864 * u2);
-}
-"#;
+const RNG_FUNCTIONS: &str = include_str!("../../shaders/rng.wgsl");
