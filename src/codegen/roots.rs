@@ -351,6 +351,31 @@ fn softmax_per_thread(
     (main, rows.div_ceil(WORKGROUP_SIZE as usize))
 }
 
+/// Code loading one vec4 slot of a matmul tile: four elements of `node`
+/// (lane `q` at row-major index `index(q)` when `in_bounds(q)`, else 0),
+/// after the `prelude` that names the slot's coordinates.
+fn tile_load(
+    g: &mut Gen,
+    node: usize,
+    prelude: &str,
+    in_bounds: impl Fn(usize) -> String,
+    index: impl Fn(usize) -> String,
+    slot: &str,
+) -> String {
+    g.scoped(|g| {
+        let _ = writeln!(g.body, "{prelude}");
+        let lanes: Vec<String> = (0..4)
+            .map(|q| {
+                let ok = g.emit("ok", "bool", &in_bounds(q));
+                let i = g.emit("i", "u32", &format!("select(0u, {}, {ok})", index(q)));
+                let v = g.value(node, &i, false, false);
+                format!("select(0.0, {v}, {ok})")
+            })
+            .collect();
+        let _ = writeln!(g.body, "    {slot} = vec4<f32>({});", lanes.join(", "));
+    })
+}
+
 /// Output tile of a workgroup (rows, columns), and the K step.
 const TILE_M: usize = 64;
 const TILE_N: usize = 64;
@@ -367,34 +392,26 @@ fn matmul(g: &mut Gen, key: &GraphKey, root: usize, outputs: &[usize]) -> (Strin
     let groups = batch * tiles_m * tiles_n;
     // Each invocation loads four elements of each tile as one vec4 slot:
     // A rows (rg*4 .. rg*4+3) at column kk, B columns (cg*4 ..) at row kk.
-    let load_a = g.scoped(|g| {
-        let _ = writeln!(
-            g.body,
+    let load_a = tile_load(
+        g,
+        a,
+        &format!(
             "    let akk = lid % {TILE_K}u;\n    let arow = tm * {TILE_M}u + (lid / {TILE_K}u) * 4u;\n    let acol = k0 + akk;"
-        );
-        let mut lanes = Vec::new();
-        for q in 0..4 {
-            let ok = g.emit("ok", "bool", &format!("arow + {q}u < {m}u && acol < {k}u"));
-            let i = g.emit("i", "u32", &format!("select(0u, bi * {}u + (arow + {q}u) * {k}u + acol, {ok})", m * k));
-            let v = g.value(a, &i, false, false);
-            lanes.push(format!("select(0.0, {v}, {ok})"));
-        }
-        let _ = writeln!(g.body, "    ta[akk * 16u + lid / {TILE_K}u] = vec4<f32>({});", lanes.join(", "));
-    });
-    let load_b = g.scoped(|g| {
-        let _ = writeln!(
-            g.body,
+        ),
+        |q| format!("arow + {q}u < {m}u && acol < {k}u"),
+        |q| format!("bi * {}u + (arow + {q}u) * {k}u + acol", m * k),
+        &format!("ta[akk * 16u + lid / {TILE_K}u]"),
+    );
+    let load_b = tile_load(
+        g,
+        b,
+        &format!(
             "    let bkk = lid / 16u;\n    let brow = k0 + bkk;\n    let bcol = tn * {TILE_N}u + (lid % 16u) * 4u;"
-        );
-        let mut lanes = Vec::new();
-        for q in 0..4 {
-            let ok = g.emit("ok", "bool", &format!("brow < {k}u && bcol + {q}u < {n}u"));
-            let i = g.emit("i", "u32", &format!("select(0u, bi * {}u + brow * {n}u + bcol + {q}u, {ok})", k * n));
-            let v = g.value(b, &i, false, false);
-            lanes.push(format!("select(0.0, {v}, {ok})"));
-        }
-        let _ = writeln!(g.body, "    tb[bkk * 16u + lid % 16u] = vec4<f32>({});", lanes.join(", "));
-    });
+        ),
+        |q| format!("brow < {k}u && bcol + {q}u < {n}u"),
+        |q| format!("bi * {}u + brow * {n}u + bcol + {q}u", k * n),
+        "tb[bkk * 16u + lid % 16u]",
+    );
     let st = stores(g, key, root, outputs, "idx", "result");
     let main = format!(
         "\n// A tile: 16 columns of 16 four-row groups; B tile: 16 rows of 16 four-column groups.\n\

@@ -638,12 +638,12 @@ pub(crate) fn run_graph(
             pass.set_pipeline(&k.pipeline);
             pass.set_bind_group(0, &bind_group, &[]);
             pass.dispatch_workgroups(k.workgroups.0, k.workgroups.1, 1);
-            metrics.add("kernel_launches", 1);
             for &n in &exe.releases[ki] {
                 written[n] = None;
             }
         }
     }
+    metrics.add("kernel_launches", exe.kernels.len() as u64);
     ctx.queue.submit([encoder.finish()]);
     metrics.record("encode_submit", encode_start.elapsed());
     metrics.add("graphs_executed", 1);

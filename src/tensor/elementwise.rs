@@ -113,6 +113,13 @@ impl Tensor {
     /// Records `self op rhs` with broadcasting and PyTorch's type promotion.
     #[track_caller]
     pub(crate) fn binary(&self, rhs: Operand, op: BinaryOp) -> Tensor {
+        Tensor::from_node(self.binary_node(rhs, op), self.device())
+    }
+
+    /// The node of `self op rhs`, without a handle (in-place ops bind it to
+    /// `self`'s handle instead of registering a new one).
+    #[track_caller]
+    pub(crate) fn binary_node(&self, rhs: Operand, op: BinaryOp) -> Arc<Node> {
         let loc = Location::caller();
         let a = self.node();
         let b = match rhs {
@@ -194,7 +201,7 @@ impl Tensor {
                 loc,
             );
         }
-        Tensor::from_node(node, self.device())
+        node
     }
 
     /// Elementwise `cond ? on_true : on_false`, broadcasting all three.

@@ -43,8 +43,8 @@ impl Tensor {
 
     #[track_caller]
     fn binary_(&self, rhs: Operand, op: BinaryOp, name: &str) -> &Tensor {
-        let result = self.binary(rhs, op);
-        self.assign_node(result.node(), name)
+        let value = self.binary_node(rhs, op);
+        self.assign_node(value, name)
     }
 
     /// In place `self += rhs` (broadcast to `self`'s shape). Returns `self`.
@@ -126,7 +126,11 @@ impl Tensor {
     /// In place [`Tensor::clamp`]. Returns `self`.
     #[track_caller]
     pub fn clamp_(&self, min: f32, max: f32) -> &Tensor {
-        let value = self.clamp(min, max).node();
+        let lower = Tensor::from_node(
+            self.binary_node(min.into_operand(), BinaryOp::Maximum),
+            self.device(),
+        );
+        let value = lower.binary_node(max.into_operand(), BinaryOp::Minimum);
         self.assign_node(value, "clamp_")
     }
 
