@@ -84,6 +84,28 @@ pub enum Error {
         /// Largest relative difference.
         max_rel: f64,
     },
+    /// A file could not be read or written.
+    #[error("{op}: {path}: {source}")]
+    Io {
+        /// What was being done (e.g. `load_safetensors`).
+        op: &'static str,
+        /// The file.
+        path: String,
+        /// What the OS said.
+        #[source]
+        source: std::io::Error,
+    },
+    /// A file's contents are not what the reader expects (a wrong magic
+    /// number, a missing tensor, a shape that does not match).
+    #[error("{op}: {path}: {message}")]
+    Format {
+        /// What was being read.
+        op: &'static str,
+        /// The file (or the name of the entry in it).
+        path: String,
+        /// What was expected and what came.
+        message: String,
+    },
     /// A scalar was requested from a tensor that does not hold exactly one element.
     #[error("item: tensor of shape {0:?} does not hold exactly one element")]
     NotScalar(Vec<usize>),

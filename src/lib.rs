@@ -38,18 +38,23 @@
 
 #![warn(missing_docs)]
 
+mod autograd;
 mod codegen;
 mod cpu;
+pub mod data;
 mod debug;
 pub mod dtype;
 mod error;
 mod graph;
 mod lower;
 pub mod metrics;
+pub mod nn;
+pub mod optim;
 mod runtime;
 pub mod shape;
 mod tensor;
 
+pub use autograd::{NoGradGuard, is_grad_enabled, no_grad};
 pub use dtype::{DType, Element};
 pub use error::{Error, Result};
 pub use graph::op::{BinaryOp, ReduceOp, UnaryOp};

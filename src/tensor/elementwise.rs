@@ -6,6 +6,7 @@ use std::sync::Arc;
 use super::Tensor;
 use super::creation::scalar_node;
 use super::movement::expand_node;
+use crate::autograd::rules;
 use crate::dtype::{DType, Element, promote};
 use crate::graph::Node;
 use crate::graph::op::{BinaryOp, Op, UnaryOp};
@@ -107,13 +108,27 @@ impl Tensor {
             x.dtype,
             loc,
         );
-        Tensor::from_node(node, self.device())
+        let out = Tensor::from_node(node, self.device());
+        rules::unary(op, self, &out);
+        out
     }
 
     /// Records `self op rhs` with broadcasting and PyTorch's type promotion.
     #[track_caller]
     pub(crate) fn binary(&self, rhs: Operand, op: BinaryOp) -> Tensor {
-        Tensor::from_node(self.binary_node(rhs, op), self.device())
+        let (rhs_tensor, rhs_scalar) = match &rhs {
+            Operand::Tensor(t) => (Some(t.clone()), 0.0),
+            Operand::Scalar(d, bits) => {
+                (None, f32::from_bits(convert_scalar(*bits, *d, DType::F32)))
+            }
+        };
+        let out = Tensor::from_node(self.binary_node(rhs, op), self.device());
+        let grad_rhs = match &rhs_tensor {
+            Some(t) => rules::Rhs::Tensor(t),
+            None => rules::Rhs::Scalar(rhs_scalar),
+        };
+        rules::binary(op, self, grad_rhs, &out);
+        out
     }
 
     /// The node of `self op rhs`, without a handle (in-place ops bind it to
@@ -216,12 +231,16 @@ impl Tensor {
                 c.dtype, c.shape
             );
         }
+        let dev = self.device();
         let operand = |o: Operand| match o {
-            Operand::Tensor(t) => t.node(),
-            Operand::Scalar(d, bits) => scalar_node(bits, d, loc),
+            Operand::Tensor(t) => t,
+            Operand::Scalar(d, bits) => Tensor::from_node(scalar_node(bits, d, loc), dev),
         };
-        let a = operand(on_true.into_operand());
-        let b = operand(on_false.into_operand());
+        let (ta, tb) = (
+            operand(on_true.into_operand()),
+            operand(on_false.into_operand()),
+        );
+        let (a, b) = (ta.node(), tb.node());
         let shape = broadcast_shapes(&c.shape, &a.shape)
             .and_then(|s| broadcast_shapes(&s, &b.shape))
             .unwrap_or_else(|| {
@@ -241,10 +260,12 @@ impl Tensor {
             expand_node(&cast_node(&a, dt, loc), &shape, loc),
             expand_node(&cast_node(&b, dt, loc), &shape, loc),
         ];
-        Tensor::from_node(
+        let out = Tensor::from_node(
             Node::pending(Op::Where, inputs, Vec::new(), shape, dt, loc),
             self.device(),
-        )
+        );
+        rules::where_cond(self, &ta, &tb, &out);
+        out
     }
 
     /// The tensor converted to `dtype` (float to int truncates toward zero
@@ -252,7 +273,9 @@ impl Tensor {
     #[track_caller]
     pub fn cast(&self, dtype: DType) -> Tensor {
         let node = cast_node(&self.node(), dtype, Location::caller());
-        Tensor::from_node(node, self.device())
+        let out = Tensor::from_node(node, self.device());
+        rules::cast(self, &out);
+        out
     }
 
     /// Alias of [`Tensor::cast`], as in PyTorch's `.to(dtype)`.

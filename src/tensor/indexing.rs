@@ -15,6 +15,8 @@ use super::creation::scalar_node;
 use super::dims::resolve_axis;
 use super::elementwise::{cast_node, convert_scalar};
 use super::{IntoDims, IntoOperand, Operand, Tensor};
+use crate::autograd::conv::{self, Window};
+use crate::autograd::{NoGradGuard, rules};
 use crate::dtype::{DType, Element, promote};
 use crate::graph::Node;
 use crate::graph::op::Op;
@@ -57,14 +59,16 @@ impl Tensor {
         // The fill value is the pad node's own runtime parameter.
         let fill_bits = convert_scalar(value.to_bits(), T::DTYPE, x.dtype);
         let node = Node::pending(
-            Op::Pad(all),
+            Op::Pad(all.clone()),
             vec![x.clone()],
             vec![fill_bits],
             shape,
             x.dtype,
             loc,
         );
-        Tensor::from_node(node, self.device())
+        let out = Tensor::from_node(node, self.device());
+        rules::pad(self, &all, &out);
+        out
     }
 
     /// Reverses the listed dims (a new tensor, as in PyTorch).
@@ -80,14 +84,16 @@ impl Tensor {
         axes.dedup();
         let x = self.node();
         let node = Node::pending(
-            Op::Flip(axes),
+            Op::Flip(axes.clone()),
             vec![x.clone()],
             Vec::new(),
             x.shape.clone(),
             x.dtype,
             Location::caller(),
         );
-        Tensor::from_node(node, self.device())
+        let out = Tensor::from_node(node, self.device());
+        rules::flip(self, &axes, &out);
+        out
     }
 
     /// Concatenates along `axis` (all other dims equal). One fused kernel
@@ -202,7 +208,9 @@ impl Tensor {
             x.dtype,
             loc,
         );
-        Tensor::from_node(node, self.device())
+        let out = Tensor::from_node(node, self.device());
+        rules::gather(self, ax, index, &out);
+        out
     }
 
     /// The entries `index` (1-D `i32`) of dim `axis`.
@@ -244,17 +252,19 @@ impl Tensor {
                 self.rank()
             );
         }
-        let src = cast_node(&src.node(), self.dtype(), loc);
+        let src_node = cast_node(&src.node(), self.dtype(), loc);
         let base = self.node();
         let node = Node::pending(
             Op::ScatterAdd(ax),
-            vec![base.clone(), index.node(), src],
+            vec![base.clone(), index.node(), src_node],
             Vec::new(),
             base.shape.clone(),
             base.dtype,
             loc,
         );
-        Tensor::from_node(node, self.device())
+        let out = Tensor::from_node(node, self.device());
+        rules::scatter_add(self, ax, index, src, &out);
+        out
     }
 
     /// `self` with `src`'s slices along `axis` added at entries `index`
@@ -296,7 +306,7 @@ impl Tensor {
     /// Sliding windows of a padded `[N, C, H, W]` tensor as a
     /// `[N, C, OH, OW, KH, KW]` gather (read in place by whoever uses it).
     #[track_caller]
-    fn windows(
+    pub(crate) fn windows(
         &self,
         op: &str,
         kernel: (usize, usize),
@@ -378,6 +388,9 @@ impl Tensor {
             weight.shape()[2],
             weight.shape()[3],
         );
+        // The op records one grad function for itself (its windows are an
+        // overlapping gather that has no gradient of its own).
+        let guard = NoGradGuard::new();
         let (win, oh, ow) = self.windows("conv2d", (kh, kw), stride, padding, dilation, 0.0);
         let n = self.shape()[0];
         // [N, C, OH, OW, KH, KW] -> [N, C, KH, KW, OH, OW] -> [N, C*KH*KW, OH*OW]
@@ -388,10 +401,19 @@ impl Tensor {
             .reshape([oc, c * kh * kw])
             .matmul(&cols)
             .reshape([n, oc, oh, ow]);
-        match bias {
+        let out = match bias {
             Some(b) => out + b.reshape([oc, 1, 1]),
             None => out,
-        }
+        };
+        drop(guard);
+        let win = Window {
+            kernel: (kh, kw),
+            stride,
+            padding,
+            dilation,
+        };
+        conv::conv2d(self, weight, bias, win, &out);
+        out
     }
 
     /// Max pooling over `kernel` windows of `[N, C, H, W]` (padding counts as -inf).
@@ -402,6 +424,7 @@ impl Tensor {
         stride: (usize, usize),
         padding: (usize, usize),
     ) -> Tensor {
+        let guard = NoGradGuard::new();
         let (win, _, _) = self.windows(
             "max_pool2d",
             kernel,
@@ -410,7 +433,16 @@ impl Tensor {
             (1, 1),
             f32::NEG_INFINITY,
         );
-        win.max([4, 5], false)
+        let out = win.max([4, 5], false);
+        drop(guard);
+        let geometry = Window {
+            kernel,
+            stride,
+            padding,
+            dilation: (1, 1),
+        };
+        conv::max_pool2d(self, geometry, &out);
+        out
     }
 
     /// Average pooling over `kernel` windows (padding counts as zeros in the
@@ -422,7 +454,17 @@ impl Tensor {
         stride: (usize, usize),
         padding: (usize, usize),
     ) -> Tensor {
+        let guard = NoGradGuard::new();
         let (win, _, _) = self.windows("avg_pool2d", kernel, stride, padding, (1, 1), 0.0);
-        win.mean([4, 5], false)
+        let out = win.mean([4, 5], false);
+        drop(guard);
+        let geometry = Window {
+            kernel,
+            stride,
+            padding,
+            dilation: (1, 1),
+        };
+        conv::avg_pool2d(self, geometry, &out);
+        out
     }
 }

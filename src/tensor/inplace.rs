@@ -37,12 +37,16 @@ impl Tensor {
                 self.shape()
             );
         }
+        crate::autograd::check_inplace(self, false, op);
         self.h.assign(value, op);
         self
     }
 
     #[track_caller]
     fn binary_(&self, rhs: Operand, op: BinaryOp, name: &str) -> &Tensor {
+        if let Operand::Tensor(t) = &rhs {
+            crate::autograd::check_inplace(self, t.requires_grad(), name);
+        }
         let value = self.binary_node(rhs, op);
         self.assign_node(value, name)
     }
@@ -84,6 +88,7 @@ impl Tensor {
                         t.device().name()
                     );
                 }
+                crate::autograd::check_inplace(self, t.requires_grad(), "copy_");
                 t.node()
             }
             Operand::Scalar(d, bits) => scalar_node(bits, d, loc),
@@ -151,7 +156,9 @@ impl Tensor {
     /// Rust's `Clone` gives a second handle to the same tensor instead).
     #[track_caller]
     pub fn deep_clone(&self) -> Tensor {
-        Tensor::from_node(self.node(), self.device())
+        let out = Tensor::from_node(self.node(), self.device());
+        crate::autograd::rules::reshape("clone", self, &out);
+        out
     }
 
     /// The value of the aliasing family's version counter: it increases

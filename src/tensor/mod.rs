@@ -13,11 +13,13 @@ mod readback;
 mod reduce;
 
 use std::panic::Location;
+use std::sync::atomic::AtomicBool;
 use std::sync::{Arc, Mutex};
 
 pub use dims::{IntoDims, IntoShape};
 pub use elementwise::{IntoOperand, Operand};
 
+use crate::autograd::GradState;
 use crate::dtype::DType;
 use crate::graph::Node;
 use crate::graph::op::Op;
@@ -62,6 +64,12 @@ pub(crate) struct Handle {
     /// write). For a view: the value last derived from the base, and the
     /// base version it was derived at.
     state: Mutex<Value>,
+    /// Whether gradients flow to this value (a leaf marked by the user, or
+    /// an op's result with a grad function). Atomic so that every op can
+    /// check its inputs without taking a lock.
+    pub requires_grad: AtomicBool,
+    /// Grad function or accumulated leaf gradient.
+    grad: Mutex<GradState>,
 }
 
 /// A handle's place in an aliasing family.
@@ -87,6 +95,11 @@ struct Value {
 impl Handle {
     fn value(&self) -> std::sync::MutexGuard<'_, Value> {
         self.state.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// The autograd state (grad function, leaf gradient).
+    pub(crate) fn grad_state(&self) -> std::sync::MutexGuard<'_, GradState> {
+        self.grad.lock().unwrap_or_else(|e| e.into_inner())
     }
 
     /// The node holding the current value. A view re-derives itself from
@@ -213,6 +226,8 @@ impl Tensor {
             dtype: node.dtype,
             alias: Alias::Base,
             state: Mutex::new(Value { node, version: 0 }),
+            requires_grad: AtomicBool::new(false),
+            grad: Mutex::new(GradState::default()),
         });
         Tensor::register(h)
     }
@@ -250,6 +265,8 @@ impl Tensor {
                 node,
                 version: bversion,
             }),
+            requires_grad: AtomicBool::new(false),
+            grad: Mutex::new(GradState::default()),
             shape,
         });
         Tensor::register(h)

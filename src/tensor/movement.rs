@@ -7,6 +7,7 @@ use std::sync::Arc;
 
 use super::dims::resolve_axis;
 use super::{IntoDims, Tensor};
+use crate::autograd::rules;
 use crate::graph::Node;
 use crate::graph::op::Op;
 use crate::runtime::storage::Storage;
@@ -118,10 +119,12 @@ impl Tensor {
         if numel(&new_shape) != n {
             bad();
         }
-        match self.layout_in_base().reshape(self.shape(), &new_shape) {
+        let out = match self.layout_in_base().reshape(self.shape(), &new_shape) {
             Some(layout) => self.make_view(new_shape, layout, loc),
             None => Tensor::from_node(reshape_node(&self.node(), &new_shape, loc), self.device()),
-        }
+        };
+        rules::reshape("reshape", self, &out);
+        out
     }
 
     /// Like [`Tensor::reshape`], as in PyTorch's `view` (which would refuse
@@ -170,7 +173,9 @@ impl Tensor {
     fn permuted(&self, perm: Vec<usize>, loc: &'static Location<'static>) -> Tensor {
         let shape = perm.iter().map(|&p| self.shape()[p]).collect();
         let layout = self.layout_in_base().permute(&perm);
-        self.make_view(shape, layout, loc)
+        let out = self.make_view(shape, layout, loc);
+        rules::permute(self, &perm, &out);
+        out
     }
 
     /// Swaps two dimensions (a view).
@@ -244,7 +249,9 @@ impl Tensor {
             offset: layout.offset,
         };
         padded.strides.extend_from_slice(&layout.strides);
-        self.make_view(target.clone(), padded.expand(&padded_shape, &target), loc)
+        let out = self.make_view(target.clone(), padded.expand(&padded_shape, &target), loc);
+        rules::expand(self, &out);
+        out
     }
 
     /// Alias of [`Tensor::expand`] with a plain shape.
@@ -261,7 +268,9 @@ impl Tensor {
         shape.insert(d, 1);
         let mut layout = self.layout_in_base();
         layout.strides.insert(d, 0);
-        self.make_view(shape, layout, Location::caller())
+        let out = self.make_view(shape, layout, Location::caller());
+        rules::reshape("unsqueeze", self, &out);
+        out
     }
 
     /// Removes dimension `dim` if its size is 1 (else a view of all of
@@ -277,7 +286,9 @@ impl Tensor {
                 layout.strides.remove(d);
             }
         }
-        self.make_view(shape, layout, Location::caller())
+        let out = self.make_view(shape, layout, Location::caller());
+        rules::reshape("squeeze", self, &out);
+        out
     }
 
     /// Removes every size-1 dimension. A view.
@@ -295,7 +306,9 @@ impl Tensor {
             strides,
             offset: layout.offset,
         };
-        self.make_view(shape, layout, Location::caller())
+        let out = self.make_view(shape, layout, Location::caller());
+        rules::reshape("squeeze", self, &out);
+        out
     }
 
     /// Elements `start, start + step, ..` below `end` of dimension `dim`
@@ -319,7 +332,11 @@ impl Tensor {
         layout.strides[d] *= step;
         let mut shape = self.shape().to_vec();
         shape[d] = len;
-        self.make_view(shape, layout, loc)
+        let out = self.make_view(shape, layout, loc);
+        rules::subset_view("slice", self, &out, move |z| {
+            z.slice(d as isize, start, end, step)
+        });
+        out
     }
 
     /// `length` elements of dimension `dim` from `start` (a view; panics
@@ -354,7 +371,9 @@ impl Tensor {
         layout.strides.remove(d);
         let mut shape = self.shape().to_vec();
         shape.remove(d);
-        self.make_view(shape, layout, Location::caller())
+        let out = self.make_view(shape, layout, Location::caller());
+        rules::subset_view("select", self, &out, move |z| z.select(d as isize, index));
+        out
     }
 
     /// The diagonal of dims `dim1` and `dim2` (`offset` > 0 above the main
@@ -396,13 +415,17 @@ impl Tensor {
         }
         shape.push(len);
         strides.push(diag_stride);
-        self.make_view(
+        let out = self.make_view(
             shape,
             Layout {
                 strides,
                 offset: layout.offset,
             },
             loc,
-        )
+        );
+        rules::subset_view("diagonal", self, &out, move |z| {
+            z.diagonal(offset, a as isize, b as isize)
+        });
+        out
     }
 }

@@ -12,6 +12,7 @@ use super::dims::resolve_axis;
 use super::elementwise::cast_node;
 use super::movement::{expand_node, reshape_node};
 use super::{IntoDims, Tensor};
+use crate::autograd::rules;
 use crate::dtype::DType;
 use crate::graph::Node;
 use crate::graph::op::{Op, ReduceOp};
@@ -140,7 +141,9 @@ impl Tensor {
         } else {
             reshape_node(&node, &squeezed_shape(self.shape(), &axes), loc)
         };
-        Tensor::from_node(node, self.device())
+        let out = Tensor::from_node(node, self.device());
+        rules::reduce(op, self, &axes, &out);
+        out
     }
 
     /// Sum over `axes` (all if empty), keeping them as size-1 dims if `keepdim`.
@@ -263,7 +266,9 @@ impl Tensor {
                 DType::F32,
                 loc,
             );
-            return Tensor::from_node(reshape_node(&node, &[], loc), self.device());
+            let out = Tensor::from_node(reshape_node(&node, &[], loc), self.device());
+            rules::softmax(self, 0, log, &out);
+            return out;
         }
         let node = Node::pending(
             Op::Softmax { axis, log },
@@ -273,7 +278,9 @@ impl Tensor {
             DType::F32,
             loc,
         );
-        Tensor::from_node(node, self.device())
+        let out = Tensor::from_node(node, self.device());
+        rules::softmax(self, axis as isize, log, &out);
+        out
     }
 
     /// Softmax along `axis`: one kernel (a workgroup per row).
@@ -350,6 +357,8 @@ impl Tensor {
         if !b_vec {
             shape.push(n);
         }
-        Tensor::from_node(reshape_node(&node, &shape, loc), self.device())
+        let out = Tensor::from_node(reshape_node(&node, &shape, loc), self.device());
+        rules::matmul(self, other, &out);
+        out
     }
 }

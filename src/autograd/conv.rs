@@ -1,0 +1,197 @@
+//! Backward rules of `conv2d`, `max_pool2d` and `avg_pool2d`. Their
+//! forward passes read overlapping windows of the input, so the input
+//! gradient needs the windows' contributions added back (col2im): for the
+//! convolution that is a transposed convolution (one more matmul kernel),
+//! for the pools a sum of `KH * KW` strided placements that fuses into one
+//! elementwise kernel.
+
+use super::{record, save, wants};
+use crate::dtype::DType;
+use crate::tensor::Tensor;
+
+/// Window geometry shared by the forward op and its gradient.
+#[derive(Clone, Copy)]
+pub(crate) struct Window {
+    pub kernel: (usize, usize),
+    pub stride: (usize, usize),
+    pub padding: (usize, usize),
+    pub dilation: (usize, usize),
+}
+
+/// `contrib` `[N, C, OH, OW, KH, KW]` (what each window element receives)
+/// summed back onto the `[N, C, H, W]` input positions the windows read.
+fn col2im(contrib: &Tensor, h: usize, w: usize, win: Window) -> Tensor {
+    let s = contrib.shape();
+    let (n, c, oh, ow, kh, kw) = (s[0], s[1], s[2], s[3], s[4], s[5]);
+    let (hp, wp) = (h + 2 * win.padding.0, w + 2 * win.padding.1);
+    let dev = contrib.device();
+    let mut total: Option<Tensor> = None;
+    for i in 0..kh {
+        for j in 0..kw {
+            // Each window offset lands on a strided grid of the padded
+            // input: a scatter into zeros, never a read of another term, so
+            // the sum stays one elementwise kernel of KH*KW selects.
+            let part = contrib.select(5, j).select(4, i);
+            let z = Tensor::zeros([n, c, hp, wp], dev);
+            let (h0, w0) = (i * win.dilation.0, j * win.dilation.1);
+            z.slice(2, h0, h0 + (oh - 1) * win.stride.0 + 1, win.stride.0)
+                .slice(3, w0, w0 + (ow - 1) * win.stride.1 + 1, win.stride.1)
+                .copy_(&part);
+            total = Some(match total {
+                None => z,
+                Some(t) => t + z,
+            });
+        }
+    }
+    let total = total.expect("kernel has at least one element");
+    if win.padding == (0, 0) {
+        total
+    } else {
+        total
+            .narrow(2, win.padding.0, h)
+            .narrow(3, win.padding.1, w)
+    }
+}
+
+/// Pads (positive) or crops (negative) dim `d` of `t` at both ends.
+fn pad_or_crop(t: &Tensor, d: usize, before: isize, after: isize) -> Tensor {
+    let size = t.shape()[d] as isize;
+    let start = (-before).max(0) as usize;
+    let end = (size + after.min(0)) as usize;
+    let cropped = if start > 0 || end < size as usize {
+        t.narrow(d as isize, start, end - start)
+    } else {
+        t.clone()
+    };
+    let (b, a) = (before.max(0) as usize, after.max(0) as usize);
+    if b == 0 && a == 0 {
+        return cropped;
+    }
+    let mut pads = vec![(0, 0); t.rank() - d];
+    pads[0] = (b, a);
+    cropped.pad(&pads, 0.0f32)
+}
+
+/// Gradients of `conv2d(x, weight, bias)`.
+pub(crate) fn conv2d(
+    x: &Tensor,
+    weight: &Tensor,
+    bias: Option<&Tensor>,
+    win: Window,
+    out: &Tensor,
+) {
+    let mut inputs = vec![x, weight];
+    inputs.extend(bias);
+    if !wants(&inputs) {
+        return;
+    }
+    let (nx, nw) = (x.requires_grad(), weight.requires_grad());
+    let nb = bias.is_some_and(|b| b.requires_grad());
+    let has_bias = bias.is_some();
+    let (xs, ws) = (save(x), save(weight));
+    record("conv2d", out, &inputs, move |g| {
+        let (n, c, h, w) = (xs.shape()[0], xs.shape()[1], xs.shape()[2], xs.shape()[3]);
+        let (oc, kh, kw) = (ws.shape()[0], ws.shape()[2], ws.shape()[3]);
+        let (oh, ow) = (g.shape()[2], g.shape()[3]);
+        let gx = nx.then(|| {
+            // Transposed convolution: spread g by the stride, pad by
+            // dilation*(k-1) - padding, convolve with the flipped,
+            // channel-swapped kernel.
+            let spread = if win.stride == (1, 1) {
+                g.clone()
+            } else {
+                let z = Tensor::zeros(
+                    [
+                        n,
+                        oc,
+                        (oh - 1) * win.stride.0 + 1,
+                        (ow - 1) * win.stride.1 + 1,
+                    ],
+                    g.device(),
+                );
+                z.slice(2, 0, usize::MAX, win.stride.0)
+                    .slice(3, 0, usize::MAX, win.stride.1)
+                    .copy_(g);
+                z
+            };
+            let lead_h = (win.dilation.0 * (kh - 1)) as isize - win.padding.0 as isize;
+            let lead_w = (win.dilation.1 * (kw - 1)) as isize - win.padding.1 as isize;
+            let tail_h = h as isize + win.dilation.0 as isize * (kh as isize - 1)
+                - lead_h
+                - spread.shape()[2] as isize;
+            let tail_w = w as isize + win.dilation.1 as isize * (kw as isize - 1)
+                - lead_w
+                - spread.shape()[3] as isize;
+            let padded = pad_or_crop(&pad_or_crop(&spread, 2, lead_h, tail_h), 3, lead_w, tail_w);
+            let flipped = ws.transpose(0, 1).flip([2, 3]);
+            padded.conv2d(&flipped, None, (1, 1), (0, 0), win.dilation)
+        });
+        let gw = nw.then(|| {
+            let (cols, _, _) = xs.windows(
+                "conv2d",
+                (kh, kw),
+                win.stride,
+                win.padding,
+                win.dilation,
+                0.0,
+            );
+            // [N, C, OH, OW, KH, KW] -> [N, OH*OW, C*KH*KW]
+            let cols = cols
+                .permute([0, 2, 3, 1, 4, 5])
+                .reshape([n, oh * ow, c * kh * kw]);
+            g.reshape([n, oc, oh * ow])
+                .matmul(&cols)
+                .sum([0], false)
+                .reshape([oc, c, kh, kw])
+        });
+        let mut grads = vec![gx, gw];
+        if has_bias {
+            grads.push(nb.then(|| g.sum([0, 2, 3], false)));
+        }
+        grads
+    });
+}
+
+/// Gradient of `max_pool2d`: each window's output gradient goes to the
+/// first maximum of the window (as PyTorch's indices do).
+pub(crate) fn max_pool2d(x: &Tensor, win: Window, out: &Tensor) {
+    if !wants(&[x]) {
+        return;
+    }
+    let xs = save(x);
+    record("max_pool2d", out, &[x], move |g| {
+        let (h, w) = (xs.shape()[2], xs.shape()[3]);
+        let (kh, kw) = win.kernel;
+        let (windows, oh, ow) = xs.windows(
+            "max_pool2d",
+            win.kernel,
+            win.stride,
+            win.padding,
+            (1, 1),
+            f32::NEG_INFINITY,
+        );
+        let (n, c) = (xs.shape()[0], xs.shape()[1]);
+        let flat = windows.reshape([n, c, oh, ow, kh * kw]);
+        let first = flat.argmax(-1, true);
+        let slots = Tensor::arange(0, (kh * kw) as i32, 1, xs.device());
+        let mask = slots.eq(&first).cast(DType::F32);
+        let contrib = (mask * g.unsqueeze(-1)).reshape([n, c, oh, ow, kh, kw]);
+        vec![Some(col2im(&contrib, h, w, win))]
+    });
+}
+
+/// Gradient of `avg_pool2d` (padding counted in the average).
+pub(crate) fn avg_pool2d(x: &Tensor, win: Window, out: &Tensor) {
+    if !wants(&[x]) {
+        return;
+    }
+    let (h, w) = (x.shape()[2], x.shape()[3]);
+    record("avg_pool2d", out, &[x], move |g| {
+        let (kh, kw) = win.kernel;
+        let s = g.shape().to_vec();
+        let contrib = (g * (1.0 / (kh * kw) as f32))
+            .reshape([s[0], s[1], s[2], s[3], 1, 1])
+            .expand([s[0], s[1], s[2], s[3], kh, kw]);
+        vec![Some(col2im(&contrib, h, w, win))]
+    });
+}

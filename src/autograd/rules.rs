@@ -1,0 +1,388 @@
+//! The backward rule of every differentiable op. Each function is called
+//! by the op right after it records its output, returns at once when no
+//! input requires a gradient, and otherwise records a closure that builds
+//! the input gradients from the output gradient `g` with ordinary (lazy)
+//! tensor ops. Inputs that do not require a gradient get none computed.
+
+use super::{record, save, wants};
+use crate::graph::op::{BinaryOp, ReduceOp, UnaryOp};
+use crate::tensor::Tensor;
+
+/// `g` summed over the dims that broadcasting added or stretched, so that
+/// it has `shape` again (the gradient of a broadcast).
+#[track_caller]
+pub(crate) fn sum_to(g: &Tensor, shape: &[usize]) -> Tensor {
+    if g.shape() == shape {
+        return g.clone();
+    }
+    let lead = g.rank() - shape.len();
+    let axes: Vec<isize> = (0..g.rank())
+        .filter(|&d| d < lead || (shape[d - lead] == 1 && g.shape()[d] != 1))
+        .map(|d| d as isize)
+        .collect();
+    let summed = if axes.is_empty() {
+        g.clone()
+    } else {
+        g.sum(axes, true)
+    };
+    summed.reshape(shape.to_vec())
+}
+
+/// The right-hand side of a binary op as the backward rule sees it.
+pub(crate) enum Rhs<'a> {
+    /// A tensor operand.
+    Tensor(&'a Tensor),
+    /// A host scalar (as `f32`): no gradient of its own.
+    Scalar(f32),
+}
+
+/// Gradients of elementwise unary ops.
+#[track_caller]
+pub(crate) fn unary(op: UnaryOp, x: &Tensor, out: &Tensor) {
+    if !wants(&[x]) {
+        return;
+    }
+    let xs = save(x);
+    // Rules that need the output save it; the others only the input.
+    let y = match op {
+        UnaryOp::Exp
+        | UnaryOp::Sqrt
+        | UnaryOp::Rsqrt
+        | UnaryOp::Recip
+        | UnaryOp::Tanh
+        | UnaryOp::Sigmoid => Some(save(out)),
+        _ => None,
+    };
+    record(op.name(), out, &[x], move |g| {
+        let x = &xs;
+        let y = || y.as_ref().expect("output saved for this op");
+        let gx = match op {
+            UnaryOp::Neg => -g,
+            UnaryOp::Abs => g * x.sign(),
+            UnaryOp::Exp => g * y(),
+            UnaryOp::Log => g / x,
+            UnaryOp::Sqrt => g / (y() * 2.0),
+            UnaryOp::Rsqrt => g * (y() * y() * y()) * -0.5,
+            UnaryOp::Recip => -(g * y() * y()),
+            UnaryOp::Sin => g * x.cos(),
+            UnaryOp::Cos => -(g * x.sin()),
+            UnaryOp::Tanh => g * (-(y() * y()) + 1.0),
+            UnaryOp::Sigmoid => g * y() * (-y() + 1.0),
+            UnaryOp::Relu => x.gt(0.0f32).where_cond(g, 0.0f32),
+            UnaryOp::Floor | UnaryOp::Ceil | UnaryOp::Round | UnaryOp::Sign => x.zeros_like(),
+        };
+        vec![Some(gx)]
+    });
+}
+
+/// Gradients of elementwise binary ops (with broadcasting undone).
+#[track_caller]
+pub(crate) fn binary(op: BinaryOp, a: &Tensor, b: Rhs<'_>, out: &Tensor) {
+    let b_t = match b {
+        Rhs::Tensor(t) => Some(t),
+        Rhs::Scalar(_) => None,
+    };
+    let inputs: Vec<&Tensor> = std::iter::once(a).chain(b_t).collect();
+    if op.is_comparison() || !wants(&inputs) {
+        return;
+    }
+    let need_a = a.requires_grad();
+    let need_b = b_t.is_some_and(|t| t.requires_grad());
+    let a_shape = a.shape().to_vec();
+    let b_shape = b_t.map(|t| t.shape().to_vec());
+    let sa = save(a);
+    let sb = match b {
+        Rhs::Tensor(t) => save(t),
+        Rhs::Scalar(v) => Tensor::scalar(v, a.device()),
+    };
+    let y = matches!(op, BinaryOp::Div | BinaryOp::Pow).then(|| save(out));
+    record(op.name(), out, &inputs, move |g| {
+        let (a, b) = (&sa, &sb);
+        let y = || y.as_ref().expect("output saved for this op");
+        let (ga, gb): (Option<Tensor>, Option<Tensor>) = match op {
+            BinaryOp::Add => (need_a.then(|| g.clone()), need_b.then(|| g.clone())),
+            BinaryOp::Sub => (need_a.then(|| g.clone()), need_b.then(|| -g)),
+            BinaryOp::Mul => (need_a.then(|| g * b), need_b.then(|| g * a)),
+            BinaryOp::Div => (need_a.then(|| g / b), need_b.then(|| -(g * y() / b))),
+            BinaryOp::Pow => (
+                need_a.then(|| {
+                    // d/da a^b = b a^(b-1), which is 0 where b == 0.
+                    let d = b * a.pow(b - 1.0);
+                    g * b.eq(0.0f32).where_cond(0.0f32, &d)
+                }),
+                need_b.then(|| {
+                    // d/db a^b = a^b ln a; PyTorch takes 0 where a == 0.
+                    let d = y() * a.log();
+                    g * a.eq(0.0f32).where_cond(0.0f32, &d)
+                }),
+            ),
+            BinaryOp::Maximum | BinaryOp::Minimum => {
+                // Ties split the gradient evenly, as PyTorch does.
+                let wins = |p: &Tensor, q: &Tensor| {
+                    let strict = if op == BinaryOp::Maximum {
+                        p.gt(q)
+                    } else {
+                        p.lt(q)
+                    };
+                    strict.cast(crate::DType::F32) + p.eq(q).cast(crate::DType::F32) * 0.5
+                };
+                (
+                    need_a.then(|| g * wins(a, b)),
+                    need_b.then(|| g * wins(b, a)),
+                )
+            }
+            _ => (None, None),
+        };
+        let ga = ga.map(|t| sum_to(&t, &a_shape));
+        let mut grads = vec![ga];
+        if let Some(bs) = &b_shape {
+            grads.push(gb.map(|t| sum_to(&t, bs)));
+        }
+        grads
+    });
+}
+
+/// Gradient of `cond ? a : b` (the condition gets none).
+#[track_caller]
+pub(crate) fn where_cond(cond: &Tensor, a: &Tensor, b: &Tensor, out: &Tensor) {
+    if !wants(&[a, b]) {
+        return;
+    }
+    let (na, nb) = (a.requires_grad(), b.requires_grad());
+    let (sa, sb) = (a.shape().to_vec(), b.shape().to_vec());
+    let c = save(cond);
+    record("where", out, &[a, b], move |g| {
+        vec![
+            na.then(|| sum_to(&c.where_cond(g, 0.0f32), &sa)),
+            nb.then(|| sum_to(&c.where_cond(0.0f32, g), &sb)),
+        ]
+    });
+}
+
+/// Gradient of a cast (float to float only; other casts cut the graph).
+#[track_caller]
+pub(crate) fn cast(x: &Tensor, out: &Tensor) {
+    if !wants(&[x]) || out.dtype() != crate::DType::F32 {
+        return;
+    }
+    let dt = x.dtype();
+    record("cast", out, &[x], move |g| vec![Some(g.cast(dt))]);
+}
+
+/// Gradients of sum, prod, max and min over `axes` (resolved, ascending).
+#[track_caller]
+pub(crate) fn reduce(op: ReduceOp, x: &Tensor, axes: &[usize], out: &Tensor) {
+    if op.is_arg() || !wants(&[x]) {
+        return;
+    }
+    let x_shape = x.shape().to_vec();
+    let keep: Vec<usize> = x_shape
+        .iter()
+        .enumerate()
+        .map(|(d, &s)| if axes.contains(&d) { 1 } else { s })
+        .collect();
+    let dims: Vec<isize> = axes.iter().map(|&d| d as isize).collect();
+    let xs = (op != ReduceOp::Sum).then(|| save(x));
+    let y = (op != ReduceOp::Sum).then(|| save(out));
+    record(op.name(), out, &[x], move |g| {
+        let g = g.reshape(keep.clone());
+        let gx = match op {
+            ReduceOp::Sum => g.expand(x_shape.clone()),
+            ReduceOp::Prod => {
+                // y / x: exact unless an element is 0 (PyTorch handles
+                // zeros separately; here those get nan or inf).
+                let x = xs.as_ref().expect("saved");
+                let y = y.as_ref().expect("saved").reshape(keep.clone());
+                g * y / x
+            }
+            _ => {
+                // Max/min: split evenly among the elements that attain it.
+                let x = xs.as_ref().expect("saved");
+                let y = y.as_ref().expect("saved").reshape(keep.clone());
+                let hit = x.eq(&y).cast(crate::DType::F32);
+                let count = hit.sum(dims.clone(), true);
+                hit * (g / count)
+            }
+        };
+        vec![Some(gx)]
+    });
+}
+
+/// Gradient of softmax / log_softmax along `axis`.
+#[track_caller]
+pub(crate) fn softmax(x: &Tensor, axis: isize, log: bool, out: &Tensor) {
+    if !wants(&[x]) {
+        return;
+    }
+    let y = save(out);
+    let name = if log { "log_softmax" } else { "softmax" };
+    record(name, out, &[x], move |g| {
+        if y.rank() == 0 {
+            return vec![Some(g * 0.0)];
+        }
+        let gx = if log {
+            g - y.exp() * g.sum([axis], true)
+        } else {
+            &y * (g - (g * &y).sum([axis], true))
+        };
+        vec![Some(gx)]
+    });
+}
+
+/// Gradients of `matmul` with PyTorch's 1-D and batch-broadcast rules.
+#[track_caller]
+pub(crate) fn matmul(a: &Tensor, b: &Tensor, out: &Tensor) {
+    if !wants(&[a, b]) {
+        return;
+    }
+    let (na, nb) = (a.requires_grad(), b.requires_grad());
+    let (sa, sb) = (save(a), save(b));
+    record("matmul", out, &[a, b], move |g| {
+        let a2 = if sa.rank() == 1 {
+            sa.unsqueeze(0)
+        } else {
+            sa.clone()
+        };
+        let b2 = if sb.rank() == 1 {
+            sb.unsqueeze(-1)
+        } else {
+            sb.clone()
+        };
+        let (m, n) = (a2.shape()[a2.rank() - 2], b2.shape()[b2.rank() - 1]);
+        // The output with its 1-D dims restored: batch + [m, n].
+        let lead = g.rank() - (usize::from(sa.rank() >= 2) + usize::from(sb.rank() >= 2));
+        let mut g_shape = g.shape()[..lead].to_vec();
+        g_shape.extend([m, n]);
+        let g2 = g.reshape(g_shape);
+        let ga = na.then(|| {
+            let full = g2.matmul(&b2.transpose(-1, -2));
+            sum_to(&full, a2.shape()).reshape(sa.shape().to_vec())
+        });
+        let gb = nb.then(|| {
+            let full = a2.transpose(-1, -2).matmul(&g2);
+            sum_to(&full, b2.shape()).reshape(sb.shape().to_vec())
+        });
+        vec![ga, gb]
+    });
+}
+
+/// Gradient of any op that keeps the elements in row-major order
+/// (reshape, view, flatten, squeeze, unsqueeze).
+#[track_caller]
+pub(crate) fn reshape(name: &'static str, x: &Tensor, out: &Tensor) {
+    if !wants(&[x]) {
+        return;
+    }
+    let shape = x.shape().to_vec();
+    record(name, out, &[x], move |g| {
+        vec![Some(g.reshape(shape.clone()))]
+    });
+}
+
+/// Gradient of `permute(perm)`: the inverse permutation.
+#[track_caller]
+pub(crate) fn permute(x: &Tensor, perm: &[usize], out: &Tensor) {
+    if !wants(&[x]) {
+        return;
+    }
+    let mut inv = vec![0isize; perm.len()];
+    for (k, &p) in perm.iter().enumerate() {
+        inv[p] = k as isize;
+    }
+    record("permute", out, &[x], move |g| {
+        vec![Some(g.permute(inv.clone()))]
+    });
+}
+
+/// Gradient of `expand`: sums over the broadcast dims.
+#[track_caller]
+pub(crate) fn expand(x: &Tensor, out: &Tensor) {
+    if !wants(&[x]) {
+        return;
+    }
+    let shape = x.shape().to_vec();
+    record("expand", out, &[x], move |g| vec![Some(sum_to(g, &shape))]);
+}
+
+/// Gradient of a view that picks a subset of the elements (slice, select,
+/// diagonal): zeros of the input's shape with the same view of them
+/// overwritten by `g`.
+#[track_caller]
+pub(crate) fn subset_view(
+    name: &'static str,
+    x: &Tensor,
+    out: &Tensor,
+    view: impl Fn(&Tensor) -> Tensor + Send + Sync + 'static,
+) {
+    if !wants(&[x]) {
+        return;
+    }
+    let shape = x.shape().to_vec();
+    let dev = x.device().clone();
+    record(name, out, &[x], move |g| {
+        let z = Tensor::zeros(shape.clone(), &dev);
+        view(&z).copy_(g);
+        vec![Some(z)]
+    });
+}
+
+/// Gradient of constant padding (`pads` covers every dim): the interior.
+#[track_caller]
+pub(crate) fn pad(x: &Tensor, pads: &[(usize, usize)], out: &Tensor) {
+    if !wants(&[x]) {
+        return;
+    }
+    let shape = x.shape().to_vec();
+    let pads = pads.to_vec();
+    record("pad", out, &[x], move |g| {
+        let mut gx = g.clone();
+        for (d, (&(before, _), &size)) in pads.iter().zip(&shape).enumerate() {
+            if gx.shape()[d] != size {
+                gx = gx.narrow(d as isize, before, size);
+            }
+        }
+        vec![Some(gx)]
+    });
+}
+
+/// Gradient of `flip(axes)`: the same flip.
+#[track_caller]
+pub(crate) fn flip(x: &Tensor, axes: &[usize], out: &Tensor) {
+    if !wants(&[x]) {
+        return;
+    }
+    let dims: Vec<isize> = axes.iter().map(|&d| d as isize).collect();
+    record("flip", out, &[x], move |g| vec![Some(g.flip(dims.clone()))]);
+}
+
+/// Gradient of `gather(axis, index)`: a scatter-add of `g` into zeros.
+#[track_caller]
+pub(crate) fn gather(x: &Tensor, axis: usize, index: &Tensor, out: &Tensor) {
+    if !wants(&[x]) {
+        return;
+    }
+    let shape = x.shape().to_vec();
+    let dev = x.device().clone();
+    let idx = save(index);
+    record("gather", out, &[x], move |g| {
+        let z = Tensor::zeros(shape.clone(), &dev);
+        vec![Some(z.scatter_add(axis as isize, &idx, g))]
+    });
+}
+
+/// Gradients of `scatter_add(axis, index, src)`: `g` for the base, `g`
+/// gathered at `index` for `src`.
+#[track_caller]
+pub(crate) fn scatter_add(base: &Tensor, axis: usize, index: &Tensor, src: &Tensor, out: &Tensor) {
+    if !wants(&[base, src]) {
+        return;
+    }
+    let (nb, ns) = (base.requires_grad(), src.requires_grad());
+    let idx = save(index);
+    record("scatter_add", out, &[base, src], move |g| {
+        vec![
+            nb.then(|| g.clone()),
+            ns.then(|| g.gather(axis as isize, &idx)),
+        ]
+    });
+}

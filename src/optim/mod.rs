@@ -1,0 +1,74 @@
+//! Optimisers and learning-rate schedules.
+//!
+//! Every update is written in place on the parameter handles under
+//! `no_grad`, so a training loop's graph does not grow from step to step and
+//! the executor reuses each parameter's buffer for its new value
+//! (donation): no parameter is copied. Hyper-parameters (the learning rate,
+//! bias corrections) enter the graph as scalar runtime parameters, so a
+//! schedule that changes them never recompiles anything.
+
+mod adadelta;
+mod adam;
+mod sgd;
+
+pub use adadelta::Adadelta;
+pub use adam::{Adam, AdamW};
+pub use sgd::Sgd;
+
+use crate::tensor::Tensor;
+
+/// An optimiser over a fixed list of parameters.
+pub trait Optimizer {
+    /// Records one update of every parameter that has a gradient.
+    fn step(&mut self);
+
+    /// The parameters it updates.
+    fn params(&self) -> &[Tensor];
+
+    /// Clears every parameter's gradient (PyTorch's
+    /// `zero_grad(set_to_none=True)`).
+    fn zero_grad(&self) {
+        for p in self.params() {
+            p.zero_grad();
+        }
+    }
+
+    /// The current learning rate.
+    fn lr(&self) -> f32;
+
+    /// Sets the learning rate (a runtime parameter: no recompilation).
+    fn set_lr(&mut self, lr: f32);
+}
+
+/// Multiplies the learning rate by `gamma` every `step_size` epochs
+/// (PyTorch's `StepLR`); call [`StepLr::step`] once per epoch.
+pub struct StepLr {
+    base_lr: f32,
+    step_size: usize,
+    gamma: f32,
+    epoch: usize,
+}
+
+impl StepLr {
+    /// A schedule starting from `opt`'s current learning rate.
+    pub fn new(opt: &dyn Optimizer, step_size: usize, gamma: f32) -> StepLr {
+        StepLr {
+            base_lr: opt.lr(),
+            step_size: step_size.max(1),
+            gamma,
+            epoch: 0,
+        }
+    }
+
+    /// Ends an epoch: sets `opt`'s learning rate for the next one.
+    pub fn step(&mut self, opt: &mut dyn Optimizer) {
+        self.epoch += 1;
+        let decays = (self.epoch / self.step_size) as i32;
+        opt.set_lr(self.base_lr * self.gamma.powi(decays));
+    }
+
+    /// Epochs ended so far.
+    pub fn epoch(&self) -> usize {
+        self.epoch
+    }
+}

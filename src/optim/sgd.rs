@@ -1,0 +1,100 @@
+//! Stochastic gradient descent with momentum, dampening, Nesterov and
+//! weight decay, with PyTorch's update rule.
+
+use super::Optimizer;
+use crate::autograd::NoGradGuard;
+use crate::tensor::Tensor;
+
+/// SGD: `p -= lr * d`, where `d` is the gradient (plus `weight_decay * p`),
+/// or its momentum buffer `b = momentum * b + (1 - dampening) * d`.
+pub struct Sgd {
+    params: Vec<Tensor>,
+    lr: f32,
+    momentum: f32,
+    dampening: f32,
+    weight_decay: f32,
+    nesterov: bool,
+    buffers: Vec<Option<Tensor>>,
+}
+
+impl Sgd {
+    /// Plain SGD with learning rate `lr`.
+    pub fn new(params: Vec<Tensor>, lr: f32) -> Sgd {
+        let n = params.len();
+        Sgd {
+            params,
+            lr,
+            momentum: 0.0,
+            dampening: 0.0,
+            weight_decay: 0.0,
+            nesterov: false,
+            buffers: vec![None; n],
+        }
+    }
+
+    /// Sets the momentum factor (builder style).
+    pub fn momentum(mut self, momentum: f32) -> Sgd {
+        self.momentum = momentum;
+        self
+    }
+
+    /// Sets the dampening of the momentum (builder style).
+    pub fn dampening(mut self, dampening: f32) -> Sgd {
+        self.dampening = dampening;
+        self
+    }
+
+    /// Sets the L2 weight decay (builder style).
+    pub fn weight_decay(mut self, weight_decay: f32) -> Sgd {
+        self.weight_decay = weight_decay;
+        self
+    }
+
+    /// Uses Nesterov momentum (builder style).
+    pub fn nesterov(mut self, on: bool) -> Sgd {
+        self.nesterov = on;
+        self
+    }
+}
+
+impl Optimizer for Sgd {
+    fn step(&mut self) {
+        let _guard = NoGradGuard::new();
+        for (p, buf) in self.params.iter().zip(&mut self.buffers) {
+            let Some(g) = p.grad() else { continue };
+            // Not `+=`: that would write into the gradient's own handle.
+            let mut d = if self.weight_decay != 0.0 {
+                g + p * self.weight_decay
+            } else {
+                g
+            };
+            if self.momentum != 0.0 {
+                let b = match buf {
+                    None => buf.insert(d.deep_clone()),
+                    Some(b) => {
+                        b.mul_(self.momentum).add_(&d * (1.0 - self.dampening));
+                        b
+                    }
+                };
+                d = if self.nesterov {
+                    d + &*b * self.momentum
+                } else {
+                    b.clone()
+                };
+            }
+            p.sub_(d * self.lr);
+        }
+    }
+
+    fn params(&self) -> &[Tensor] {
+        &self.params
+    }
+
+    fn lr(&self) -> f32 {
+        self.lr
+    }
+
+    fn set_lr(&mut self, lr: f32) {
+        self.lr = lr;
+    }
+}
