@@ -285,6 +285,13 @@ fn conv2d_stride_padding_dilation() {
             &move |x: &[Tensor]| x[0].conv2d(&x[1], Some(&x[2]), stride, padding, dilation),
         );
     }
+    // 64 input channels take the transposed-convolution path.
+    check(
+        "conv2d (transposed-convolution gradient)",
+        &[vec![1, 64, 4, 3], vec![2, 64, 2, 2]],
+        6,
+        &|x: &[Tensor]| x[0].conv2d(&x[1], None, (2, 1), (1, 0), (1, 2)),
+    );
 }
 
 #[test]

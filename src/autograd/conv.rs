@@ -1,13 +1,18 @@
 //! Backward rules of `conv2d`, `max_pool2d` and `avg_pool2d`. Their
 //! forward passes read overlapping windows of the input, so the input
-//! gradient needs the windows' contributions added back (col2im): for the
-//! convolution that is a transposed convolution (one more matmul kernel),
-//! for the pools a sum of `KH * KW` strided placements that fuses into one
-//! elementwise kernel.
+//! gradient needs the windows' contributions added back (col2im): a sum of
+//! `KH * KW` strided placements that fuses into one elementwise kernel. For
+//! the convolution the columns' gradient comes from one matmul first (or,
+//! with many input channels, a transposed convolution does it all).
 
 use super::{record, save, wants};
 use crate::dtype::DType;
 use crate::tensor::Tensor;
+
+/// Largest column gradient (`[N, C*KH*KW, OH*OW]` f32) that the input
+/// gradient of a convolution writes before col2im; past it (or with 64+
+/// input channels) a transposed convolution is used instead.
+const COL2IM_MAX_BYTES: usize = 64 << 20;
 
 /// Window geometry shared by the forward op and its gradient.
 #[derive(Clone, Copy)]
@@ -94,9 +99,25 @@ pub(crate) fn conv2d(
         let (oc, kh, kw) = (ws.shape()[0], ws.shape()[2], ws.shape()[3]);
         let (oh, ow) = (g.shape()[2], g.shape()[3]);
         let gx = nx.then(|| {
+            let l = oh * ow;
+            let cols_bytes = n * c * kh * kw * l * 4;
+            if c < 64 && cols_bytes <= COL2IM_MAX_BYTES {
+                // The columns' gradient W^T @ g (a matmul whose rows are
+                // C*KH*KW, which fills the 64-row tiles), then col2im.
+                let dcols = ws
+                    .reshape([oc, c * kh * kw])
+                    .t()
+                    .matmul(&g.reshape([n, oc, l]));
+                let contrib = dcols
+                    .reshape([n, c, kh, kw, oh, ow])
+                    .permute([0, 1, 4, 5, 2, 3]);
+                return col2im(&contrib, h, w, win);
+            }
             // Transposed convolution: spread g by the stride, pad by
             // dilation*(k-1) - padding, convolve with the flipped,
-            // channel-swapped kernel.
+            // channel-swapped kernel. Its matmul has C rows, so it is the
+            // better choice once C fills a tile, and it needs no C*KH*KW
+            // columns in memory.
             let spread = if win.stride == (1, 1) {
                 g.clone()
             } else {

@@ -86,6 +86,10 @@ pub(crate) fn schedule(key: &GraphKey, max_outputs: usize) -> Schedule {
         }
     }
 
+    if key.fused {
+        realize_matmul_operands(key, &mut written);
+    }
+
     // Whether a node's value depends on any kernel root (then it cannot be
     // recomputed before that root's kernel).
     let mut under_root = vec![false; count];
@@ -207,6 +211,44 @@ pub(crate) fn schedule(key: &GraphKey, max_outputs: usize) -> Schedule {
         }
     }
     Schedule { kernels }
+}
+
+/// Marks as written the computed values that a matmul reads. A matmul
+/// loads each operand element once per tile of the other side (N/64 times
+/// for the left operand), so elementwise work inlined into its loads is
+/// repeated that often: an activation gradient (relu mask times a pooled
+/// gradient) feeding a transposed convolution made it 3x slower than the
+/// same matmul over stored data. Movement (reshape, expand, strided
+/// windows, flips, padding) stays inlined: it is index arithmetic only.
+fn realize_matmul_operands(key: &GraphKey, written: &mut [bool]) {
+    let nodes = &key.nodes;
+    for (m, node) in nodes.iter().enumerate() {
+        if op_of(key, m) != Some(&Op::Matmul) {
+            continue;
+        }
+        let mut stack = node.inputs.clone();
+        while let Some(n) = stack.pop() {
+            let Some(op) = op_of(key, n) else {
+                continue; // stored input
+            };
+            if op.is_kernel_root() || written[n] {
+                continue;
+            }
+            match op {
+                Op::Scalar | Op::Arange => {}
+                _ if op.is_movement() || matches!(op, Op::Pad(_)) => {
+                    stack.extend_from_slice(&nodes[n].inputs);
+                }
+                _ => {
+                    log::debug!(
+                        "node {n} ({}): written, read repeatedly by matmul {m}",
+                        op.name()
+                    );
+                    written[n] = true;
+                }
+            }
+        }
+    }
 }
 
 /// The one kernel root that `w` reaches, if every path from `w` to it keeps
