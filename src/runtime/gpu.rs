@@ -21,6 +21,9 @@ pub(crate) struct GpuContext {
     pub queue: wgpu::Queue,
     pub info: wgpu::AdapterInfo,
     pub limits: wgpu::Limits,
+    /// Matmuls with 8x8 outputs per invocation (CPU adapters; see
+    /// `codegen::roots`). `LAZYWGPU_MATMUL=tiled|blocked` overrides.
+    pub blocked_matmul: bool,
     /// The last error wgpu reported outside an error scope.
     uncaptured: Arc<Mutex<Option<String>>>,
 }
@@ -83,11 +86,17 @@ impl GpuContext {
             limits.max_storage_buffer_binding_size,
             limits.max_buffer_size
         );
+        let blocked_matmul = match std::env::var("LAZYWGPU_MATMUL").as_deref() {
+            Ok("blocked") => true,
+            Ok("tiled") => false,
+            _ => info.device_type == wgpu::DeviceType::Cpu,
+        };
         Ok(GpuContext {
             device,
             queue,
             info,
             limits,
+            blocked_matmul,
             uncaptured,
         })
     }
@@ -406,9 +415,14 @@ fn executable(
             KernelKind::Elementwise => {
                 generate_kernel(&graph.key, &group.outputs, group.numel, &|i| stored[i], &[])
             }
-            KernelKind::Root { node, write_root } => {
-                generate_root_kernel(&graph.key, node, write_root, &group.outputs, &|i| stored[i])
-            }
+            KernelKind::Root { node, write_root } => generate_root_kernel(
+                &graph.key,
+                node,
+                write_root,
+                &group.outputs,
+                &|i| stored[i],
+                ctx.blocked_matmul,
+            ),
         };
         for &o in &source.writes {
             stored[o] = true;

@@ -1,0 +1,219 @@
+//! Layers, losses and optimisers against plain f64 reference code.
+
+#![allow(clippy::needless_borrows_for_generic_args)]
+
+mod common;
+
+use common::gpu;
+use lazywgpu::nn::{self, Module, functional as F};
+use lazywgpu::optim::{Adadelta, Adam, AdamW, Optimizer, Sgd, StepLr};
+use lazywgpu::{Device, Tensor};
+
+fn devices() -> Vec<Device> {
+    let mut v = vec![Device::cpu()];
+    v.extend(gpu());
+    v
+}
+
+/// Gradient of `sum(w * c)^2`-like quadratics is easy to write down; the
+/// optimisers run on `loss = sum((w - t)^2)` with gradient `2 (w - t)`.
+fn quadratic_run(
+    dev: &Device,
+    make: &dyn Fn(Vec<Tensor>) -> Box<dyn Optimizer>,
+    steps: usize,
+) -> Vec<f32> {
+    let w = Tensor::from_vec(vec![0.5f32, -1.0, 2.0, 0.0], [4], dev).unwrap();
+    w.requires_grad_(true);
+    let t = Tensor::from_vec(vec![1.0f32, 1.0, -1.0, 0.25], [4], dev).unwrap();
+    let mut opt = make(vec![w.clone()]);
+    for _ in 0..steps {
+        opt.zero_grad();
+        let d = &w - &t;
+        (&d * &d).sum_all().backward();
+        opt.step();
+        dev.mark_step().unwrap();
+    }
+    w.to_vec().unwrap()
+}
+
+/// The same updates in f64, written from the papers / PyTorch's docs.
+fn reference(kind: &str, steps: usize) -> Vec<f32> {
+    let t = [1.0f64, 1.0, -1.0, 0.25];
+    let mut w = [0.5f64, -1.0, 2.0, 0.0];
+    let (mut m, mut v) = ([0.0f64; 4], [0.0f64; 4]);
+    for step in 1..=steps {
+        for i in 0..4 {
+            let g = 2.0 * (w[i] - t[i]);
+            match kind {
+                "sgd_momentum" => {
+                    // lr 0.1, momentum 0.9, weight decay 0.01, dampening 0.
+                    let d = g + 0.01 * w[i];
+                    m[i] = if step == 1 { d } else { 0.9 * m[i] + d };
+                    w[i] -= 0.1 * m[i];
+                }
+                "nesterov" => {
+                    let d = g;
+                    m[i] = if step == 1 { d } else { 0.9 * m[i] + d };
+                    w[i] -= 0.1 * (d + 0.9 * m[i]);
+                }
+                "adam" | "adamw" => {
+                    let (lr, b1, b2, eps, wd) = (0.05, 0.9, 0.999, 1e-8, 0.1);
+                    let g = if kind == "adam" { g + wd * w[i] } else { g };
+                    if kind == "adamw" {
+                        w[i] *= 1.0 - lr * wd;
+                    }
+                    m[i] = b1 * m[i] + (1.0 - b1) * g;
+                    v[i] = b2 * v[i] + (1.0 - b2) * g * g;
+                    let mh = m[i] / (1.0 - b1.powi(step as i32));
+                    let vh = v[i] / (1.0 - b2.powi(step as i32));
+                    w[i] -= lr * mh / (vh.sqrt() + eps);
+                }
+                "adadelta" => {
+                    let (lr, rho, eps) = (1.0, 0.9, 1e-6);
+                    m[i] = rho * m[i] + (1.0 - rho) * g * g;
+                    let delta = (v[i] + eps).sqrt() / (m[i] + eps).sqrt() * g;
+                    v[i] = rho * v[i] + (1.0 - rho) * delta * delta;
+                    w[i] -= lr * delta;
+                }
+                _ => unreachable!(),
+            }
+        }
+    }
+    w.iter().map(|&x| x as f32).collect()
+}
+
+#[test]
+fn optimisers_match_reference_updates() {
+    type Make = Box<dyn Fn(Vec<Tensor>) -> Box<dyn Optimizer>>;
+    let cases: Vec<(&str, Make)> = vec![
+        (
+            "sgd_momentum",
+            Box::new(|p| Box::new(Sgd::new(p, 0.1).momentum(0.9).weight_decay(0.01))),
+        ),
+        (
+            "nesterov",
+            Box::new(|p| Box::new(Sgd::new(p, 0.1).momentum(0.9).nesterov(true))),
+        ),
+        (
+            "adam",
+            Box::new(|p| Box::new(Adam::new(p, 0.05).weight_decay(0.1))),
+        ),
+        (
+            "adamw",
+            Box::new(|p| Box::new(AdamW::new(p, 0.05).weight_decay(0.1))),
+        ),
+        ("adadelta", Box::new(|p| Box::new(Adadelta::new(p, 1.0)))),
+    ];
+    for dev in devices() {
+        for (kind, make) in &cases {
+            let got = quadratic_run(&dev, make.as_ref(), 7);
+            let want = reference(kind, 7);
+            common::assert_close(
+                &got,
+                &want,
+                1e-4,
+                1e-5,
+                &format!("{kind} on {}", dev.name()),
+            );
+        }
+    }
+}
+
+#[test]
+fn step_lr_decays_every_step_size_epochs() {
+    let dev = Device::cpu();
+    let p = Tensor::zeros([1], &dev);
+    let mut opt = Sgd::new(vec![p], 1.0);
+    let mut s = StepLr::new(&opt, 2, 0.5);
+    let mut lrs = Vec::new();
+    for _ in 0..5 {
+        s.step(&mut opt);
+        lrs.push(opt.lr());
+    }
+    assert_eq!(lrs, vec![1.0, 0.5, 0.5, 0.25, 0.25]);
+}
+
+#[test]
+fn losses_match_f64_loops() {
+    for dev in devices() {
+        let logits: Vec<f32> = (0..15).map(|i| ((i * 7) % 11) as f32 * 0.3 - 1.2).collect();
+        let target = vec![2i32, 0, 4];
+        let x = Tensor::from_vec(logits.clone(), [3, 5], &dev).unwrap();
+        let y = Tensor::from_vec(target.clone(), [3], &dev).unwrap();
+        let mut want = 0.0f64;
+        for r in 0..3 {
+            let row = &logits[r * 5..r * 5 + 5];
+            let lse = row.iter().map(|&v| (v as f64).exp()).sum::<f64>().ln();
+            want += lse - row[target[r] as usize] as f64;
+        }
+        want /= 3.0;
+        let got = F::cross_entropy(&x, &y).item::<f32>().unwrap() as f64;
+        assert!((got - want).abs() < 1e-5, "cross_entropy {got} vs {want}");
+        let p = Tensor::from_vec(vec![1.0f32, 2.0, 3.0], [3], &dev).unwrap();
+        let q = Tensor::from_vec(vec![1.5f32, 2.0, 1.0], [3], &dev).unwrap();
+        let mse = F::mse_loss(&p, &q).item::<f32>().unwrap();
+        assert!((mse - (0.25 + 4.0) / 3.0).abs() < 1e-6);
+    }
+}
+
+#[test]
+fn dropout_zeroes_about_p_and_scales_the_rest() {
+    for dev in devices() {
+        dev.manual_seed(3);
+        let d = nn::Dropout::new(0.25);
+        let x = Tensor::ones([100_000], &dev);
+        let v: Vec<f32> = d.forward(&x).to_vec().unwrap();
+        let zeros = v.iter().filter(|&&e| e == 0.0).count() as f64 / v.len() as f64;
+        assert!((zeros - 0.25).abs() < 0.01, "dropped fraction {zeros}");
+        assert!(v.iter().all(|&e| e == 0.0 || (e - 1.0 / 0.75).abs() < 1e-6));
+        // A second call draws a new mask (a new counter, same graph).
+        let w: Vec<f32> = d.forward(&x).to_vec().unwrap();
+        assert_ne!(v, w);
+        d.set_training(false);
+        assert_eq!(d.forward(&x).to_vec::<f32>().unwrap(), vec![1.0; 100_000]);
+    }
+}
+
+#[test]
+fn default_init_is_bounded_by_one_over_sqrt_fan_in() {
+    let dev = Device::cpu();
+    let l = nn::Linear::new(400, 30, &dev);
+    let bound = 1.0 / 20.0;
+    let w: Vec<f32> = l.weight.to_vec().unwrap();
+    assert!(w.iter().all(|&v| v.abs() <= bound));
+    // Uniform: the variance is bound^2 / 3.
+    let var = w.iter().map(|&v| (v as f64).powi(2)).sum::<f64>() / w.len() as f64;
+    assert!((var / (bound as f64 * bound as f64 / 3.0) - 1.0).abs() < 0.1);
+    assert!(l.weight.requires_grad() && l.weight.is_leaf());
+    let c = nn::Conv2d::new(3, 8, 5, &dev);
+    let cw: Vec<f32> = c.weight.to_vec().unwrap();
+    assert!(cw.iter().all(|&v| v.abs() <= 1.0 / (75.0f32).sqrt()));
+}
+
+#[test]
+fn save_and_load_round_trip_through_safetensors() {
+    let dev = Device::cpu();
+    let a = nn::Sequential::new()
+        .add(nn::Linear::new(3, 4, &dev))
+        .add(nn::ReLU)
+        .add(nn::Linear::new(4, 2, &dev));
+    let names: Vec<String> = a.named_parameters().into_iter().map(|(n, _)| n).collect();
+    assert_eq!(names, ["0.weight", "0.bias", "2.weight", "2.bias"]);
+    let path = std::env::temp_dir().join(format!("lazywgpu-{}.safetensors", std::process::id()));
+    nn::save_safetensors(&a, &path).unwrap();
+    let b = nn::Sequential::new()
+        .add(nn::Linear::new(3, 4, &dev))
+        .add(nn::ReLU)
+        .add(nn::Linear::new(4, 2, &dev));
+    nn::load_safetensors(&b, &path).unwrap();
+    for ((_, p), (_, q)) in a.named_parameters().iter().zip(b.named_parameters()) {
+        assert_eq!(p.to_vec::<f32>().unwrap(), q.to_vec::<f32>().unwrap());
+    }
+    // A model whose shapes differ is refused with the name and shapes.
+    let c = nn::Sequential::new().add(nn::Linear::new(5, 4, &dev));
+    let err = nn::load_safetensors(&c, &path).unwrap_err().to_string();
+    assert!(err.contains("0.weight") && err.contains("[4, 3]"), "{err}");
+    let missing = nn::load_safetensors(&a, "/nonexistent/x.safetensors").unwrap_err();
+    assert!(missing.to_string().contains("/nonexistent/x.safetensors"));
+    std::fs::remove_file(&path).ok();
+}
