@@ -117,4 +117,45 @@ impl CopyKernel {
         times.sort();
         times[times.len() / 2]
     }
+
+    /// Median wall time of submitting one dispatch of one workgroup that
+    /// does nothing and waiting for it: the latency floor of a step.
+    #[allow(dead_code)]
+    pub fn time_empty(&self, runs: usize) -> Duration {
+        let module = self
+            .device
+            .create_shader_module(wgpu::ShaderModuleDescriptor {
+                label: None,
+                source: wgpu::ShaderSource::Wgsl("@compute @workgroup_size(1) fn main() {}".into()),
+            });
+        let pipeline = self
+            .device
+            .create_compute_pipeline(&wgpu::ComputePipelineDescriptor {
+                label: None,
+                layout: None,
+                module: &module,
+                entry_point: Some("main"),
+                compilation_options: Default::default(),
+                cache: None,
+            });
+        let mut times = Vec::new();
+        for i in 0..runs + 2 {
+            let start = Instant::now();
+            let mut enc = self.device.create_command_encoder(&Default::default());
+            {
+                let mut pass = enc.begin_compute_pass(&Default::default());
+                pass.set_pipeline(&pipeline);
+                pass.dispatch_workgroups(1, 1, 1);
+            }
+            self.queue.submit([enc.finish()]);
+            self.device
+                .poll(wgpu::PollType::wait_indefinitely())
+                .expect("poll");
+            if i >= 2 {
+                times.push(start.elapsed());
+            }
+        }
+        times.sort();
+        times[times.len() / 2]
+    }
 }

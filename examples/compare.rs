@@ -1,0 +1,474 @@
+//! The comparison suite: workloads W1–W6 of DESIGN.md in one process, on
+//! lazywgpu's GPU device (fused, and with fusion off), on its CPU reference
+//! backend, in plain ndarray, and beside the adapter's physical limit (a
+//! hand-written vec4 copy kernel's bandwidth, an empty dispatch's round
+//! trip). Medians after warm-up, every run ending in a device wait or a
+//! readback. Prints a markdown table, writes it to `compare.md` and a bar
+//! chart of the speeds relative to each row's baseline to `compare.svg`.
+//!
+//! ```sh
+//! cargo run --release --example compare
+//! cargo run --release --example compare -- --quick          # fewer runs
+//! cargo run --release --example compare -- --peer burn.json  # add the burn column
+//! ```
+//!
+//! `--peer FILE` reads medians written by the opt-in burn runner
+//! (`benches/burn-peer`, a separate crate so the default build never
+//! compiles burn): a JSON object `{"name": .., "w1_ms": .., ..}`.
+
+#[path = "../benches/support/baseline.rs"]
+mod baseline;
+#[path = "../benches/support/ndarray_mlp.rs"]
+mod ndarray_mlp;
+
+use std::fmt::Write as _;
+use std::time::{Duration, Instant};
+
+use lazywgpu::nn::{self, Module, functional as F};
+use lazywgpu::optim::{Optimizer, Sgd};
+use lazywgpu::{DType, Device, Tensor};
+use ndarray::{Array1, Array2, Axis};
+use plotters::prelude::*;
+
+const W1_N: usize = 4_194_304;
+const W2_N: usize = 16_777_216;
+const W3_ROWS: usize = 4096;
+const W3_COLS: usize = 1024;
+const W4_N: usize = 1024;
+
+/// One workload's median time under one engine (`None`: not run).
+type Cell = Option<Duration>;
+
+struct Row {
+    name: &'static str,
+    fused: Cell,
+    unfused: Cell,
+    cpu_backend: Cell,
+    ndarray: Cell,
+    limit: Cell,
+    peer: Cell,
+}
+
+fn median(runs: usize, mut f: impl FnMut()) -> Duration {
+    f(); // warm-up (compiles, pool fills)
+    f();
+    let mut t: Vec<Duration> = (0..runs)
+        .map(|_| {
+            let s = Instant::now();
+            f();
+            s.elapsed()
+        })
+        .collect();
+    t.sort();
+    t[t.len() / 2]
+}
+
+fn w1(x: &Tensor) -> Tensor {
+    ((x * 2.0 + 1.0).tanh() - x).sigmoid() * x + 0.5
+}
+
+/// W1–W4 and W6 on a lazywgpu device.
+#[derive(Clone, Copy)]
+struct LazyRuns {
+    w1: Duration,
+    w2: Duration,
+    w3: Duration,
+    w4: Option<Duration>,
+    w6: Duration,
+}
+
+fn run_lazy(dev: &Device, runs: usize, with_w4: bool) -> lazywgpu::Result<LazyRuns> {
+    dev.manual_seed(0);
+    let x1 = Tensor::rand([W1_N], dev);
+    let x2 = Tensor::rand([W2_N], dev);
+    let x3 = Tensor::randn([W3_ROWS, W3_COLS], dev);
+    let a = Tensor::randn([W4_N, W4_N], dev);
+    let b = Tensor::randn([W4_N, W4_N], dev);
+    dev.mark_step()?;
+    dev.wait()?;
+    let sync = |t: &Tensor| {
+        let _keep = t;
+        dev.mark_step().expect("step");
+        dev.wait().expect("wait");
+    };
+    let w1t = median(runs, || sync(&w1(&x1)));
+    let w2t = median(runs, || {
+        x2.sum_all().item::<f32>().expect("read");
+    });
+    let w3t = median(runs, || sync(&x3.softmax(-1)));
+    let w4t = with_w4.then(|| median(runs.min(5), || sync(&a.matmul(&b))));
+    let w6t = median(runs, || {
+        let mut x = Tensor::from_vec(vec![1.0f32], [1], dev).expect("upload");
+        for _ in 0..500 {
+            x = x * 1.0001 + 0.0001;
+        }
+        x.item::<f32>().expect("read");
+    }) / 1000;
+    Ok(LazyRuns {
+        w1: w1t,
+        w2: w2t,
+        w3: w3t,
+        w4: w4t,
+        w6: w6t,
+    })
+}
+
+/// W5: steady-state time of one MLP training step (784-128-10, ReLU,
+/// batch 64, cross-entropy, SGD lr 0.01), input generated on the device.
+/// Also returns the graphs compiled after step 2 (should be 0).
+fn run_w5(dev: &Device, steps: usize) -> lazywgpu::Result<(Duration, u64)> {
+    dev.manual_seed(0);
+    let model = nn::Sequential::new()
+        .add(nn::Linear::new(784, 128, dev))
+        .add(nn::ReLU)
+        .add(nn::Linear::new(128, 10, dev));
+    let mut opt = Sgd::new(model.parameters(), 0.01);
+    let x = Tensor::randn([64, 784], dev);
+    let y = (Tensor::rand([64], dev) * 10.0).floor().cast(DType::I32);
+    let mut step = || -> lazywgpu::Result<()> {
+        opt.zero_grad();
+        let loss = F::cross_entropy(&model.forward(&x), &y);
+        loss.backward();
+        opt.step();
+        dev.mark_step()
+    };
+    for _ in 0..3 {
+        step()?;
+    }
+    dev.wait()?;
+    let compiled = dev.metrics().counter("graphs_compiled");
+    // Steps back to back (asynchronous), timed in blocks that end in a wait.
+    let mut blocks = Vec::new();
+    for _ in 0..5 {
+        let t = Instant::now();
+        for _ in 0..steps {
+            step()?;
+        }
+        dev.wait()?;
+        blocks.push(t.elapsed() / steps as u32);
+    }
+    blocks.sort();
+    let after = dev.metrics().counter("graphs_compiled") - compiled;
+    Ok((blocks[blocks.len() / 2], after))
+}
+
+fn ndarray_runs(runs: usize) -> [Duration; 6] {
+    let x1 = Array1::from_shape_fn(W1_N, |i| (i % 1000) as f32 / 250.0 - 2.0);
+    let x2 = Array1::from_shape_fn(W2_N, |i| (i % 997) as f32 / 997.0);
+    let x3 = Array2::from_shape_fn((W3_ROWS, W3_COLS), |(i, j)| {
+        ((i * 31 + j) % 101) as f32 / 50.0
+    });
+    let a = Array2::from_shape_fn((W4_N, W4_N), |(i, j)| ((i * 7 + j) % 13) as f32 * 0.1);
+    let b = a.t().to_owned();
+    let sig = |v: f32| 1.0 / (1.0 + (-v).exp());
+    let w1 = median(runs, || {
+        std::hint::black_box(x1.mapv(|v| sig((v * 2.0 + 1.0).tanh() - v) * v + 0.5));
+    });
+    let w2 = median(runs, || {
+        std::hint::black_box(x2.sum());
+    });
+    let w3 = median(runs, || {
+        let m = x3.map_axis(Axis(1), |r| r.fold(f32::NEG_INFINITY, |a, &b| a.max(b)));
+        let mut e = &x3 - &m.insert_axis(Axis(1));
+        e.mapv_inplace(f32::exp);
+        let s = e.sum_axis(Axis(1)).insert_axis(Axis(1));
+        std::hint::black_box(e / s);
+    });
+    let w4 = median(runs.min(5), || {
+        std::hint::black_box(a.dot(&b));
+    });
+    let mut mlp = ndarray_mlp::Mlp::new();
+    let w5 = median(runs, || {
+        for _ in 0..10 {
+            mlp.step(0.01);
+        }
+    }) / 10;
+    let w6 = median(runs, || {
+        let mut x = Array1::from_elem(1, 1.0f32);
+        for _ in 0..500 {
+            x = x * 1.0001 + 0.0001;
+        }
+        std::hint::black_box(x);
+    }) / 1000;
+    [w1, w2, w3, w4, w5, w6]
+}
+
+fn ms(d: Duration) -> String {
+    let s = d.as_secs_f64();
+    if s >= 1e-3 {
+        format!("{:.2} ms", s * 1e3)
+    } else {
+        format!("{:.2} µs", s * 1e6)
+    }
+}
+
+/// The cell text: time and the workload's own figure.
+fn figure(row: usize, d: Duration) -> String {
+    let s = d.as_secs_f64();
+    match row {
+        0 => format!("{} ({:.2} GB/s)", ms(d), (W1_N * 8) as f64 / s / 1e9),
+        1 => format!("{} ({:.2} GB/s read)", ms(d), (W2_N * 4) as f64 / s / 1e9),
+        2 => ms(d),
+        3 => format!(
+            "{} ({:.1} GFLOP/s)",
+            ms(d),
+            2.0 * (W4_N as f64).powi(3) / s / 1e9
+        ),
+        4 => format!("{} ({:.0} steps/s)", ms(d), 1.0 / s),
+        _ if s < 1e-6 => format!("{:.1} ns/op", s * 1e9),
+        _ => format!("{:.2} µs/op", s * 1e6),
+    }
+}
+
+fn parse_peer(path: &str) -> Result<(String, [Cell; 6]), String> {
+    let text = std::fs::read_to_string(path).map_err(|e| format!("{path}: {e}"))?;
+    let v: serde_json::Value = serde_json::from_str(&text).map_err(|e| format!("{path}: {e}"))?;
+    let name = v["name"].as_str().unwrap_or("peer").to_string();
+    let keys = ["w1_ms", "w2_ms", "w3_ms", "w4_ms", "w5_ms", "w6_us_per_op"];
+    let mut cells = [None; 6];
+    for (i, k) in keys.iter().enumerate() {
+        cells[i] = v[k].as_f64().map(|x| {
+            if i == 5 {
+                Duration::from_secs_f64(x * 1e-6)
+            } else {
+                Duration::from_secs_f64(x * 1e-3)
+            }
+        });
+    }
+    Ok((name, cells))
+}
+
+fn chart(rows: &[Row], path: &str, peer: &str) -> Result<(), Box<dyn std::error::Error>> {
+    let root = SVGBackend::new(path, (960, 520)).into_drawing_area();
+    root.fill(&WHITE)?;
+    let series: [(&str, RGBColor); 5] = [
+        ("lazywgpu GPU fused", RGBColor(31, 119, 180)),
+        ("GPU fusion off", RGBColor(255, 127, 14)),
+        ("lazywgpu CPU backend", RGBColor(44, 160, 44)),
+        ("ndarray", RGBColor(148, 103, 189)),
+        (peer, RGBColor(214, 39, 40)),
+    ];
+    let mut chart = ChartBuilder::on(&root)
+        .caption(
+            "speed relative to each row's baseline (copy kernel for W1-W3, ndarray for W4-W6); higher is better",
+            ("sans-serif", 16),
+        )
+        .margin(12)
+        .x_label_area_size(36)
+        .y_label_area_size(60)
+        .build_cartesian_2d(0.0..rows.len() as f64, (0.001f64..100.0).log_scale())?;
+    chart
+        .configure_mesh()
+        .disable_x_mesh()
+        .x_labels(0)
+        .y_desc("baseline time / time")
+        .draw()?;
+    for (r, row) in rows.iter().enumerate() {
+        let base = if r < 3 { row.limit } else { row.ndarray };
+        let cells = [
+            row.fused,
+            row.unfused,
+            row.cpu_backend,
+            row.ndarray,
+            row.peer,
+        ];
+        for (s, (cell, (_, color))) in cells.iter().zip(&series).enumerate() {
+            if let (Some(c), Some(b)) = (cell, base) {
+                let v = (b.as_secs_f64() / c.as_secs_f64()).clamp(0.001, 100.0);
+                let x0 = r as f64 + 0.1 + s as f64 * 0.16;
+                chart.draw_series([Rectangle::new(
+                    [(x0, 0.001), (x0 + 0.14, v)],
+                    color.filled(),
+                )])?;
+            }
+        }
+        chart.draw_series([Text::new(
+            row.name.split(' ').next().unwrap_or("").to_string(),
+            (r as f64 + 0.4, 0.0015),
+            ("sans-serif", 16),
+        )])?;
+    }
+    for (name, color) in series {
+        chart
+            .draw_series([Rectangle::new([(0.0, 0.001), (0.0, 0.001)], color.filled())])?
+            .label(name)
+            .legend(move |(x, y)| Rectangle::new([(x, y - 5), (x + 10, y + 5)], color.filled()));
+    }
+    chart
+        .configure_series_labels()
+        .background_style(WHITE.mix(0.8))
+        .border_style(BLACK)
+        .draw()?;
+    root.present()?;
+    Ok(())
+}
+
+fn main() -> Result<(), Box<dyn std::error::Error>> {
+    env_logger::init();
+    let args: Vec<String> = std::env::args().collect();
+    let runs = if args.iter().any(|a| a == "--quick") {
+        5
+    } else {
+        11
+    };
+    let peer = match args.iter().position(|a| a == "--peer") {
+        Some(i) => Some(parse_peer(args.get(i + 1).ok_or("--peer needs a file")?)?),
+        None => None,
+    };
+    let gpu = Device::gpu();
+    let cpu = Device::cpu();
+    let machine = match &gpu {
+        Ok(d) => d.name(),
+        Err(e) => format!("no GPU adapter ({e})"),
+    };
+    eprintln!("measuring on {machine} ...");
+    let (fused, unfused, w5_fused, w5_unfused, limit) = match &gpu {
+        Ok(dev) => {
+            let fused = run_lazy(dev, runs, true)?;
+            let (w5f, compiles) = run_w5(dev, 20)?;
+            eprintln!("W5: {compiles} graphs compiled after step 2");
+            dev.set_fusion(false);
+            let unfused = run_lazy(dev, runs, false)?;
+            let (w5u, _) = run_w5(dev, 10)?;
+            dev.set_fusion(true);
+            let copy = baseline::CopyKernel::new();
+            let limit = copy.map(|c| {
+                (
+                    c.time_copy(W1_N, runs),
+                    c.time_copy(W2_N, runs),
+                    c.time_copy(W3_ROWS * W3_COLS, runs) * 2,
+                    c.time_empty(runs),
+                )
+            });
+            (Some(fused), Some(unfused), Some(w5f), Some(w5u), limit)
+        }
+        Err(_) => (None, None, None, None, None),
+    };
+    eprintln!("CPU reference backend ...");
+    let cpu_runs = run_lazy(&cpu, runs.min(5), true)?;
+    let (w5_cpu, _) = run_w5(&cpu, 10)?;
+    eprintln!("ndarray ...");
+    let nd = ndarray_runs(runs);
+    let peer_cells = peer.as_ref().map(|p| p.1).unwrap_or([None; 6]);
+    let peer_name = peer.as_ref().map_or("peer".to_string(), |p| p.0.clone());
+
+    let names = [
+        "W1 chain 4M f32",
+        "W2 sum 16M f32",
+        "W3 softmax 4096x1024",
+        "W4 matmul 1024^3",
+        "W5 MLP train step",
+        "W6 host cost per op",
+    ];
+    let pick = |r: &Option<LazyRuns>, i: usize| -> Cell {
+        r.as_ref().and_then(|r| match i {
+            0 => Some(r.w1),
+            1 => Some(r.w2),
+            2 => Some(r.w3),
+            3 => r.w4,
+            5 => Some(r.w6),
+            _ => None,
+        })
+    };
+    let rows: Vec<Row> = (0..6)
+        .map(|i| Row {
+            name: names[i],
+            fused: if i == 4 { w5_fused } else { pick(&fused, i) },
+            unfused: if i == 4 {
+                w5_unfused
+            } else {
+                pick(&unfused, i)
+            },
+            cpu_backend: if i == 4 {
+                Some(w5_cpu)
+            } else {
+                pick(&Some(cpu_runs), i)
+            },
+            ndarray: Some(nd[i]),
+            limit: limit.and_then(|l| match i {
+                0 => Some(l.0),
+                1 => Some(l.1),
+                2 => Some(l.2),
+                4 => Some(l.3),
+                _ => None,
+            }),
+            peer: peer_cells[i],
+        })
+        .collect();
+
+    let mut md = String::new();
+    let _ = writeln!(
+        md,
+        "Measured {} on {machine}; medians of {runs} runs after warm-up.\n",
+        date()
+    );
+    let _ = writeln!(
+        md,
+        "| workload | lazywgpu GPU fused | GPU fusion off | lazywgpu CPU backend | ndarray (CPU) | physical limit (same adapter) | {peer_name} | ratio |"
+    );
+    let _ = writeln!(md, "| --- | --- | --- | --- | --- | --- | --- | --- |");
+    for (i, row) in rows.iter().enumerate() {
+        let cell = |c: Cell| c.map_or("—".to_string(), |d| figure(i, d));
+        let limit_text = match (i, row.limit) {
+            (0 | 1, Some(d)) => format!("vec4 copy: {}", figure(i, d)),
+            (2, Some(d)) => format!("two vec4 copies: {}", ms(d)),
+            (4, Some(d)) => format!("empty dispatch round trip: {}", ms(d)),
+            _ => "—".to_string(),
+        };
+        let ratio = ratio_text(i, row);
+        let _ = writeln!(
+            md,
+            "| {} | {} | {} | {} | {} | {} | {} | {} |",
+            row.name,
+            cell(row.fused),
+            cell(row.unfused),
+            cell(row.cpu_backend),
+            cell(row.ndarray),
+            limit_text,
+            cell(row.peer),
+            ratio
+        );
+    }
+    println!("{md}");
+    std::fs::write("compare.md", &md)?;
+    chart(&rows, "compare.svg", &peer_name)?;
+    eprintln!("wrote compare.md and compare.svg");
+    Ok(())
+}
+
+/// Each row's ratio against its baseline, with the issue's target.
+fn ratio_text(i: usize, row: &Row) -> String {
+    let f = |c: Cell| c.map(|d| d.as_secs_f64());
+    match (
+        i,
+        f(row.fused),
+        f(row.limit),
+        f(row.ndarray),
+        f(row.unfused),
+    ) {
+        (0, Some(t), Some(l), _, Some(u)) => format!(
+            "{:.2} of copy bandwidth (target ≥ 0.8), {:.1}x faster than fusion off (≥ 4)",
+            l / t,
+            u / t
+        ),
+        (1, Some(t), Some(l), _, _) => format!("{:.2} of copy read bandwidth (≥ 0.7)", l / t),
+        (2, Some(t), Some(l), _, _) => format!("{:.2}x two copies' time (≤ 1.5)", t / l),
+        (3, Some(t), _, Some(n), _) => format!("{:.2} of ndarray's GFLOP/s (≥ 0.5)", n / t),
+        (4, Some(t), _, Some(n), _) => format!(
+            "{:.2}x ndarray's steps/s{}",
+            n / t,
+            f(row.peer).map_or(String::new(), |p| format!(", {:.2}x the peer's", p / t))
+        ),
+        (5, Some(t), _, _, _) => format!("{:.2} µs/op (≤ 2)", t * 1e6),
+        _ => "—".to_string(),
+    }
+}
+
+fn date() -> String {
+    std::process::Command::new("date")
+        .arg("+%Y-%m-%d")
+        .output()
+        .ok()
+        .and_then(|o| String::from_utf8(o.stdout).ok())
+        .map_or_else(|| "(date unknown)".to_string(), |s| s.trim().to_string())
+}
