@@ -318,8 +318,8 @@ impl Device {
 /// computes.
 fn corrupt(ctx: &GpuContext, storage: &Storage) {
     if let DataBuffer::Gpu(buf) = &storage.buffer {
-        ctx.queue.write_buffer(
-            buf.buffer(),
+        ctx.write(
+            buf,
             storage.layout.offset as u64 * 4,
             bytemuck::bytes_of(&12345.0f32.to_bits()),
         );

@@ -13,6 +13,7 @@ use crate::lower::{KernelKind, schedule};
 use crate::metrics::Metrics;
 use crate::runtime::pool::{BufferPool, size_class};
 use crate::runtime::storage::{DataBuffer, GpuBuffer, Storage};
+use crate::runtime::submit::Submitter;
 use crate::shape::{Layout, numel};
 
 /// The process-wide wgpu adapter, device and queue.
@@ -24,6 +25,10 @@ pub(crate) struct GpuContext {
     /// Matmuls with 8x8 outputs per invocation (CPU adapters; see
     /// `codegen::roots`). `LAZYWGPU_MATMUL=tiled|blocked` overrides.
     pub blocked_matmul: bool,
+    /// The submission thread, on adapters whose submit runs the work
+    /// before returning (CPU adapters; `LAZYWGPU_SUBMIT_THREAD=0|1`
+    /// overrides). `None`: submit on the caller's thread.
+    submitter: Option<Submitter>,
     /// The last error wgpu reported outside an error scope.
     uncaptured: Arc<Mutex<Option<String>>>,
 }
@@ -91,12 +96,25 @@ impl GpuContext {
             Ok("tiled") => false,
             _ => info.device_type == wgpu::DeviceType::Cpu,
         };
+        let threaded = match std::env::var("LAZYWGPU_SUBMIT_THREAD").as_deref() {
+            Ok("1") => true,
+            Ok("0") => false,
+            _ => info.device_type == wgpu::DeviceType::Cpu,
+        };
+        let submitter = if threaded {
+            Some(Submitter::start(queue.clone()).map_err(|e| {
+                Error::RequestDevice(format!("starting the submission thread: {e}"))
+            })?)
+        } else {
+            None
+        };
         Ok(GpuContext {
             device,
             queue,
             info,
             limits,
             blocked_matmul,
+            submitter,
             uncaptured,
         })
     }
@@ -145,10 +163,36 @@ impl GpuContext {
     pub fn upload(&self, pool: &Arc<BufferPool>, bits: &[u32]) -> Result<Arc<GpuBuffer>> {
         let buf = self.alloc(pool, bits.len(), "upload")?;
         if !bits.is_empty() {
-            self.queue
-                .write_buffer(buf.buffer(), 0, bytemuck::cast_slice(bits));
+            self.write(&buf, 0, bytemuck::cast_slice(bits));
         }
         Ok(buf)
+    }
+
+    /// Writes `data` into `buf` at byte `offset`, ordered after everything
+    /// submitted before and before everything submitted after.
+    pub fn write(&self, buf: &Arc<GpuBuffer>, offset: u64, data: &[u8]) {
+        match &self.submitter {
+            Some(s) => s.write(buf.buffer().clone(), offset, data.to_vec()),
+            None => self.queue.write_buffer(buf.buffer(), offset, data),
+        }
+    }
+
+    /// Submits a command buffer without waiting for it.
+    pub fn submit(&self, cb: wgpu::CommandBuffer) {
+        match &self.submitter {
+            Some(s) => s.submit(cb),
+            None => {
+                self.queue.submit([cb]);
+            }
+        }
+    }
+
+    /// Waits until the submission thread (if any) has issued everything
+    /// queued so far.
+    fn flush(&self) {
+        if let Some(s) = &self.submitter {
+            s.flush();
+        }
     }
 
     /// Copies `len` elements starting at element `offset` back to the host.
@@ -168,7 +212,8 @@ impl GpuContext {
             .device
             .create_command_encoder(&wgpu::CommandEncoderDescriptor::default());
         encoder.copy_buffer_to_buffer(buf.buffer(), offset as u64 * 4, &staging, 0, Some(bytes));
-        self.queue.submit([encoder.finish()]);
+        self.submit(encoder.finish());
+        self.flush();
         let (tx, rx) = futures::channel::oneshot::channel();
         staging.slice(..).map_async(wgpu::MapMode::Read, move |r| {
             let _ = tx.send(r);
@@ -203,6 +248,7 @@ impl GpuContext {
 
     /// Waits until all submitted work is done.
     pub fn wait(&self) -> Result<()> {
+        self.flush();
         self.device
             .poll(wgpu::PollType::wait_indefinitely())
             .map_err(|e| Error::Device {
@@ -658,7 +704,7 @@ pub(crate) fn run_graph(
         }
     }
     metrics.add("kernel_launches", exe.kernels.len() as u64);
-    ctx.queue.submit([encoder.finish()]);
+    ctx.submit(encoder.finish());
     metrics.record("encode_submit", encode_start.elapsed());
     metrics.add("graphs_executed", 1);
     ctx.take_error(&format!("graph {:016x}", graph.hash))?;

@@ -5,3 +5,4 @@ pub mod device;
 pub(crate) mod gpu;
 pub(crate) mod pool;
 pub(crate) mod storage;
+pub(crate) mod submit;

@@ -1,0 +1,116 @@
+//! A submission thread for adapters whose `vkQueueSubmit` runs the work
+//! before returning. Mesa's lavapipe executes a command buffer inside the
+//! submit call, so a `mark_step` that submits on the caller's thread
+//! blocks for the whole step and the host cannot trace the next one in the
+//! meantime. With a `Submitter`, every queue operation (buffer writes and
+//! submissions, in program order) goes through one FIFO to a thread of its
+//! own, and `mark_step` returns as soon as the command buffer is queued.
+//!
+//! Ordering is the reason all queue operations take the same path: a
+//! buffer write must land after the command buffers encoded before it
+//! (which may read the pool buffer it reuses) and before those encoded
+//! after it.
+
+use std::sync::mpsc::{Sender, SyncSender, channel, sync_channel};
+use std::sync::{Arc, Condvar, Mutex};
+
+/// Command buffers queued but not yet run before `submit` waits: the host
+/// may trace this many steps ahead of the device, and no more, so memory
+/// held by queued steps stays bounded.
+const MAX_IN_FLIGHT: usize = 2;
+
+/// One queue operation.
+enum Job {
+    /// `queue.write_buffer(buffer, offset, data)`. The pool may hand the
+    /// buffer out again before this runs: whatever uses it next is queued
+    /// behind this job.
+    Write {
+        buffer: wgpu::Buffer,
+        offset: u64,
+        data: Vec<u8>,
+    },
+    /// `queue.submit([command_buffer])`.
+    Submit(wgpu::CommandBuffer),
+    /// Answered once every job before it has been issued.
+    Flush(SyncSender<()>),
+}
+
+/// The sending side of the submission thread.
+pub(crate) struct Submitter {
+    tx: Mutex<Sender<Job>>,
+    /// Command buffers queued and not yet submitted, and its signal.
+    in_flight: Arc<(Mutex<usize>, Condvar)>,
+}
+
+impl Submitter {
+    /// Starts the thread that issues `queue`'s operations.
+    pub fn start(queue: wgpu::Queue) -> std::io::Result<Submitter> {
+        let (tx, rx) = channel::<Job>();
+        let in_flight = Arc::new((Mutex::new(0usize), Condvar::new()));
+        let counter = in_flight.clone();
+        std::thread::Builder::new()
+            .name("lazywgpu-submit".into())
+            .spawn(move || {
+                // Ends when the sender (the GPU context) is dropped.
+                while let Ok(job) = rx.recv() {
+                    match job {
+                        Job::Write {
+                            buffer,
+                            offset,
+                            data,
+                        } => queue.write_buffer(&buffer, offset, &data),
+                        Job::Submit(cb) => {
+                            queue.submit([cb]);
+                            let (count, signal) = &*counter;
+                            *count.lock().unwrap_or_else(|e| e.into_inner()) -= 1;
+                            signal.notify_all();
+                        }
+                        Job::Flush(done) => {
+                            let _ = done.send(());
+                        }
+                    }
+                }
+            })?;
+        Ok(Submitter {
+            tx: Mutex::new(tx),
+            in_flight,
+        })
+    }
+
+    fn send(&self, job: Job) {
+        // The thread only stops when the sender is dropped, so a failed
+        // send cannot happen while `self` exists; ignore it rather than
+        // panic in a destructor-time corner.
+        let _ = self.tx.lock().unwrap_or_else(|e| e.into_inner()).send(job);
+    }
+
+    /// Queues a buffer write.
+    pub fn write(&self, buffer: wgpu::Buffer, offset: u64, data: Vec<u8>) {
+        self.send(Job::Write {
+            buffer,
+            offset,
+            data,
+        });
+    }
+
+    /// Queues a command buffer, first waiting while `MAX_IN_FLIGHT` are
+    /// queued and not yet run.
+    pub fn submit(&self, cb: wgpu::CommandBuffer) {
+        let (count, signal) = &*self.in_flight;
+        let mut n = count.lock().unwrap_or_else(|e| e.into_inner());
+        while *n >= MAX_IN_FLIGHT {
+            n = signal.wait(n).unwrap_or_else(|e| e.into_inner());
+        }
+        *n += 1;
+        drop(n);
+        self.send(Job::Submit(cb));
+    }
+
+    /// Waits until every queued operation has been issued to wgpu (on
+    /// lavapipe: has run).
+    pub fn flush(&self) {
+        let (tx, rx) = sync_channel(1);
+        self.send(Job::Flush(tx));
+        let _ = rx.recv();
+    }
+}
