@@ -34,7 +34,14 @@
 //! every op as it is recorded; `LAZYWGPU_VERIFY=1` reruns every GPU graph
 //! on the CPU reference and compares; `LAZYWGPU_DUMP=DIR` writes each new
 //! graph's IR, DOT and WGSL; `WGPU_BACKEND` and `WGPU_ADAPTER_NAME` choose
-//! the adapter; `RUST_LOG=lazywgpu=debug` logs compiles and cache misses.
+//! the adapter; `RUST_LOG=lazywgpu=debug` logs compiles and cache misses;
+//! `LAZYWGPU_PROFILE=1` times every kernel ([`Device::kernel_profile`]).
+//!
+//! ## Training
+//! [`Tensor::backward`] differentiates through the lazy graph (gradients
+//! are lazy nodes too), [`nn`] has layers, losses and safetensors
+//! checkpoints, [`optim`] has SGD, Adam, AdamW, Adadelta and StepLR, and
+//! [`data`] reads MNIST's IDX files. See `examples/mnist.rs`.
 
 #![warn(missing_docs)]
 

@@ -236,6 +236,7 @@ pub(crate) fn matmul(a: &Tensor, b: &Tensor, out: &Tensor) {
         return;
     }
     let (na, nb) = (a.requires_grad(), b.requires_grad());
+    let b_transposed = is_transposed_view(b);
     let (sa, sb) = (save(a), save(b));
     record("matmul", out, &[a, b], move |g| {
         let a2 = if sa.rank() == 1 {
@@ -259,11 +260,31 @@ pub(crate) fn matmul(a: &Tensor, b: &Tensor, out: &Tensor) {
             sum_to(&full, a2.shape()).reshape(sa.shape().to_vec())
         });
         let gb = nb.then(|| {
-            let full = a2.transpose(-1, -2).matmul(&g2);
+            // When b is a transposed view (a Linear layer's `w.t()`),
+            // compute its gradient transposed, (g^T a)^T: the matmul then
+            // writes w's gradient in w's own layout, so the optimiser's
+            // update reads it at the same index and fuses as its epilogue.
+            let full = if b_transposed {
+                g2.transpose(-1, -2).matmul(&a2).transpose(-1, -2)
+            } else {
+                a2.transpose(-1, -2).matmul(&g2)
+            };
             sum_to(&full, b2.shape()).reshape(sb.shape().to_vec())
         });
         vec![ga, gb]
     });
+}
+
+/// Whether `t` is a view that reads a row-major matrix transposed (its
+/// last two dims swapped), as `w.t()` does.
+fn is_transposed_view(t: &Tensor) -> bool {
+    let r = t.rank();
+    if r < 2 || !t.is_view() {
+        return false;
+    }
+    let l = t.layout_in_base();
+    let (rows, cols) = (t.shape()[r - 2], t.shape()[r - 1]);
+    rows > 1 && cols > 1 && l.strides[r - 2] == 1 && l.strides[r - 1] == rows
 }
 
 /// Gradient of any op that keeps the elements in row-major order

@@ -243,7 +243,9 @@ fn softmax(
     let len = shape[axis];
     let inner: usize = shape[axis + 1..].iter().product();
     let rows = numel(&shape) / len.max(1);
-    if rows >= 1024 {
+    // Many rows, or rows too short to keep a workgroup busy (a classifier's
+    // 10 logits): one invocation per row.
+    if rows >= 1024 || len <= 256 {
         return softmax_per_thread(g, key, root, x, (len, inner, rows), log, outputs);
     }
     // Element k of row `gi`.

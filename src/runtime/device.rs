@@ -157,9 +157,25 @@ impl Device {
         self.inner.metrics.snapshot()
     }
 
-    /// Sets every counter back to zero.
+    /// Sets every counter back to zero (and forgets kernel timings).
     pub fn reset_metrics(&self) {
-        self.inner.metrics.reset()
+        self.inner.metrics.reset();
+        if let Backend::Gpu(ctx) = &self.inner.backend {
+            if let Some(p) = &ctx.profile {
+                p.clear();
+            }
+        }
+    }
+
+    /// Device time per kernel as a markdown table, dearest first, when
+    /// the process runs with `LAZYWGPU_PROFILE=1` on a GPU adapter with
+    /// timestamp queries (`None` otherwise). Profiling waits for every
+    /// graph, so use it to see where device time goes, not to time a loop.
+    pub fn kernel_profile(&self) -> Option<String> {
+        match &self.inner.backend {
+            Backend::Gpu(ctx) => ctx.profile.as_ref().map(|p| p.report()),
+            Backend::Cpu => None,
+        }
     }
 
     /// Seeds `rand`/`randn` on this device; the same seed gives the same

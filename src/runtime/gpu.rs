@@ -12,6 +12,7 @@ use crate::graph::{GKind, Graph, GraphKey};
 use crate::lower::{KernelKind, schedule};
 use crate::metrics::Metrics;
 use crate::runtime::pool::{BufferPool, size_class};
+use crate::runtime::profile::{self, KernelProfile};
 use crate::runtime::storage::{DataBuffer, GpuBuffer, Storage};
 use crate::runtime::submit::Submitter;
 use crate::shape::{Layout, numel};
@@ -29,6 +30,9 @@ pub(crate) struct GpuContext {
     /// before returning (CPU adapters; `LAZYWGPU_SUBMIT_THREAD=0|1`
     /// overrides). `None`: submit on the caller's thread.
     submitter: Option<Submitter>,
+    /// Kernel timings (`LAZYWGPU_PROFILE=1` on an adapter with timestamp
+    /// queries).
+    pub profile: Option<KernelProfile>,
     /// The last error wgpu reported outside an error scope.
     uncaptured: Arc<Mutex<Option<String>>>,
 }
@@ -96,11 +100,15 @@ impl GpuContext {
             Ok("tiled") => false,
             _ => info.device_type == wgpu::DeviceType::Cpu,
         };
+        let profiling = profile::requested() && features.contains(wgpu::Features::TIMESTAMP_QUERY);
+        // Profiling submits on the caller's thread: lavapipe's timestamps
+        // of work submitted from the submission thread came out inflated
+        // several times over (their sum exceeded the step's wall time).
         let threaded = match std::env::var("LAZYWGPU_SUBMIT_THREAD").as_deref() {
             Ok("1") => true,
             Ok("0") => false,
             _ => info.device_type == wgpu::DeviceType::Cpu,
-        };
+        } && !profiling;
         let submitter = if threaded {
             Some(Submitter::start(queue.clone()).map_err(|e| {
                 Error::RequestDevice(format!("starting the submission thread: {e}"))
@@ -115,6 +123,7 @@ impl GpuContext {
             limits,
             blocked_matmul,
             submitter,
+            profile: profiling.then(KernelProfile::default),
             uncaptured,
         })
     }
@@ -244,6 +253,34 @@ impl GpuContext {
         drop(view);
         staging.unmap();
         Ok(out)
+    }
+
+    /// Waits for the work submitted so far and reads the `u64` timestamps
+    /// copied into `staging` (profiling only).
+    fn read_timestamps(&self, staging: &wgpu::Buffer) -> Result<Vec<u64>> {
+        self.flush();
+        let (tx, rx) = std::sync::mpsc::channel();
+        staging.slice(..).map_async(wgpu::MapMode::Read, move |r| {
+            let _ = tx.send(r);
+        });
+        let device_error = |message: String| Error::Device {
+            during: "reading kernel timestamps".into(),
+            message,
+        };
+        self.device
+            .poll(wgpu::PollType::wait_indefinitely())
+            .map_err(|e| device_error(e.to_string()))?;
+        rx.recv()
+            .map_err(|e| device_error(e.to_string()))?
+            .map_err(|e| device_error(e.to_string()))?;
+        let view = staging
+            .slice(..)
+            .get_mapped_range()
+            .map_err(|e| device_error(e.to_string()))?;
+        let ticks = bytemuck::cast_slice::<u8, u64>(&view).to_vec();
+        drop(view);
+        staging.unmap();
+        Ok(ticks)
     }
 
     /// Waits until all submitted work is done.
@@ -641,8 +678,16 @@ pub(crate) fn run_graph(
     let mut encoder = ctx
         .device
         .create_command_encoder(&wgpu::CommandEncoderDescriptor::default());
+    // Profiling: one pass per kernel, with timestamps at both ends.
+    let queries = ctx.profile.as_ref().map(|_| {
+        ctx.device.create_query_set(&wgpu::QuerySetDescriptor {
+            label: Some("lazywgpu kernel timestamps"),
+            ty: wgpu::QueryType::Timestamp,
+            count: 2 * exe.kernels.len().max(1) as u32,
+        })
+    });
     {
-        let mut pass = encoder.begin_compute_pass(&wgpu::ComputePassDescriptor::default());
+        let mut pass: Option<wgpu::ComputePass<'static>> = None;
         for (ki, k) in exe.kernels.iter().enumerate() {
             // Buffers are taken as late as possible and intermediates given
             // back right after their last reader, so later kernels of the
@@ -695,17 +740,74 @@ pub(crate) fn run_graph(
                 layout: &k.pipeline.get_bind_group_layout(0),
                 entries: &entries,
             });
-            pass.set_pipeline(&k.pipeline);
-            pass.set_bind_group(0, &bind_group, &[]);
-            pass.dispatch_workgroups(k.workgroups.0, k.workgroups.1, 1);
+            if queries.is_some() || pass.is_none() {
+                drop(pass.take());
+                let timestamp_writes =
+                    queries
+                        .as_ref()
+                        .map(|query_set| wgpu::ComputePassTimestampWrites {
+                            query_set,
+                            beginning_of_pass_write_index: Some(2 * ki as u32),
+                            end_of_pass_write_index: Some(2 * ki as u32 + 1),
+                        });
+                pass = Some(
+                    encoder
+                        .begin_compute_pass(&wgpu::ComputePassDescriptor {
+                            label: None,
+                            timestamp_writes,
+                        })
+                        .forget_lifetime(),
+                );
+            }
+            let Some(p) = pass.as_mut() else {
+                unreachable!("a pass was begun above")
+            };
+            p.set_pipeline(&k.pipeline);
+            p.set_bind_group(0, &bind_group, &[]);
+            p.dispatch_workgroups(k.workgroups.0, k.workgroups.1, 1);
             for &n in &exe.releases[ki] {
                 written[n] = None;
             }
         }
     }
     metrics.add("kernel_launches", exe.kernels.len() as u64);
+    let timestamps = queries.as_ref().map(|q| {
+        let bytes = 16 * exe.kernels.len().max(1) as u64;
+        let resolved = ctx.device.create_buffer(&wgpu::BufferDescriptor {
+            label: Some("lazywgpu timestamps"),
+            size: bytes,
+            usage: wgpu::BufferUsages::QUERY_RESOLVE | wgpu::BufferUsages::COPY_SRC,
+            mapped_at_creation: false,
+        });
+        let staging = ctx.device.create_buffer(&wgpu::BufferDescriptor {
+            label: Some("lazywgpu timestamps readback"),
+            size: bytes,
+            usage: wgpu::BufferUsages::MAP_READ | wgpu::BufferUsages::COPY_DST,
+            mapped_at_creation: false,
+        });
+        encoder.resolve_query_set(q, 0..2 * exe.kernels.len() as u32, &resolved, 0);
+        encoder.copy_buffer_to_buffer(&resolved, 0, &staging, 0, Some(bytes));
+        staging
+    });
     ctx.submit(encoder.finish());
     metrics.record("encode_submit", encode_start.elapsed());
+    if let (Some(staging), Some(profile)) = (timestamps, ctx.profile.as_ref()) {
+        let ticks = ctx.read_timestamps(&staging)?;
+        let period = ctx.queue.get_timestamp_period() as f64;
+        for (k, pair) in exe.kernels.iter().zip(ticks.chunks_exact(2)) {
+            let label = match k.source.writes.first() {
+                Some(&w) => format!(
+                    "{} {:?} ({} outputs) @ {}",
+                    op_name(&nodes[w].kind),
+                    nodes[w].shape,
+                    k.source.writes.len(),
+                    graph.locations[w]
+                ),
+                None => "kernel without outputs".to_string(),
+            };
+            profile.add(label, pair[1].saturating_sub(pair[0]) as f64 * period);
+        }
+    }
     metrics.add("graphs_executed", 1);
     ctx.take_error(&format!("graph {:016x}", graph.hash))?;
 

@@ -4,5 +4,6 @@
 pub mod device;
 pub(crate) mod gpu;
 pub(crate) mod pool;
+pub(crate) mod profile;
 pub(crate) mod storage;
 pub(crate) mod submit;
