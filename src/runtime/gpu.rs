@@ -768,6 +768,19 @@ pub(crate) fn run_graph(
             for &n in &exe.releases[ki] {
                 written[n] = None;
             }
+            if queries.is_some() {
+                // Profiling: each kernel runs alone (its own submission,
+                // waited for), so that a driver that overlaps independent
+                // dispatches, as lavapipe does, cannot blur the times.
+                drop(pass.take());
+                let done = std::mem::replace(
+                    &mut encoder,
+                    ctx.device
+                        .create_command_encoder(&wgpu::CommandEncoderDescriptor::default()),
+                );
+                ctx.submit(done.finish());
+                ctx.wait()?;
+            }
         }
     }
     metrics.add("kernel_launches", exe.kernels.len() as u64);
