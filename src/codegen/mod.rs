@@ -6,4 +6,4 @@ mod wgsl;
 
 pub(crate) use roots::generate_root_kernel;
 pub(crate) use validate::validate_wgsl;
-pub(crate) use wgsl::{KernelSource, generate_kernel};
+pub(crate) use wgsl::{KernelSource, binding_part_bytes, generate_kernel, set_binding_part_bytes};

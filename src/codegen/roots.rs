@@ -45,6 +45,8 @@ pub(crate) fn generate_root_kernel(
     KernelSource {
         wgsl: src,
         uses_params: g.uses_params(),
+        read_parts: g.read_parts(),
+        write_parts: outputs.iter().map(|&o| g.parts_of(o, false)).collect(),
         reads: g.reads(),
         writes: outputs,
         groups,
@@ -71,7 +73,8 @@ fn stores(
             } else {
                 v
             };
-            let _ = writeln!(g.body, "    out{k}[{idx}] = {v};");
+            let stmt = g.store(k, o, idx, &v, false);
+            g.body.push_str(&stmt);
         }
     })
 }

@@ -10,6 +10,7 @@
 
 use std::collections::HashMap;
 use std::fmt::Write;
+use std::sync::atomic::{AtomicUsize, Ordering};
 
 use crate::dtype::DType;
 use crate::graph::op::{BinaryOp, Op, UnaryOp};
@@ -18,6 +19,34 @@ use crate::shape::{Layout, contiguous_strides, numel};
 
 /// Invocations per workgroup for elementwise kernels.
 pub(crate) const WORKGROUP_SIZE: u32 = 256;
+
+/// Bytes of a buffer one storage binding covers. Larger buffers are bound
+/// as several consecutive parts, and the kernel picks the part by index.
+/// Set once from the adapter's limits when the (single, process-wide) GPU
+/// context is created; 128 MiB until then (lavapipe's limit).
+static BINDING_PART_BYTES: AtomicUsize = AtomicUsize::new(128 << 20);
+
+/// See [`BINDING_PART_BYTES`].
+pub(crate) fn binding_part_bytes() -> usize {
+    BINDING_PART_BYTES.load(Ordering::Relaxed)
+}
+
+/// Sets the part size from the adapter's largest storage binding and its
+/// offset alignment (every part starts at a multiple of it).
+pub(crate) fn set_binding_part_bytes(max_binding: u64, alignment: u64) {
+    let align = alignment.max(16);
+    let part = (max_binding / align) * align;
+    BINDING_PART_BYTES.store(part.max(align) as usize, Ordering::Relaxed);
+}
+
+/// Binding names of a buffer in `parts` parts: `name`, or `name_p0`, ...
+fn part_names(name: &str, parts: usize) -> Vec<String> {
+    if parts == 1 {
+        vec![name.to_string()]
+    } else {
+        (0..parts).map(|j| format!("{name}_p{j}")).collect()
+    }
+}
 
 /// Generated code for one kernel and what it binds.
 #[derive(Clone, Debug)]
@@ -29,6 +58,12 @@ pub(crate) struct KernelSource {
     pub reads: Vec<usize>,
     /// Graph nodes written, in binding order after the reads.
     pub writes: Vec<usize>,
+    /// Bindings per read and per write: a buffer larger than one storage
+    /// binding may hold is bound as consecutive parts of
+    /// [`binding_part_bytes`] each (see `Gen::split_access`).
+    pub read_parts: Vec<usize>,
+    /// See `read_parts`.
+    pub write_parts: Vec<usize>,
     /// Workgroups to launch (the runtime spreads them over a 2-D grid; the
     /// kernel recombines the index).
     pub groups: usize,
@@ -75,7 +110,8 @@ pub(crate) fn generate_kernel(
             ),
             _ => value,
         };
-        let _ = writeln!(stores, "    out{k}[gi] = {stored_value};");
+        let stmt = g.store(k, o, "gi", &stored_value, vec);
+        stores.push_str(&stmt);
     }
 
     let out_types: Vec<(usize, bool)> = outputs.iter().map(|&o| (o, vec)).collect();
@@ -94,6 +130,8 @@ pub(crate) fn generate_kernel(
     KernelSource {
         wgsl: src,
         uses_params: g.uses_params,
+        read_parts: g.read_parts(),
+        write_parts: outputs.iter().map(|&o| g.parts_of(o, vec)).collect(),
         reads: g.reads.into_iter().map(|(r, _)| r).collect(),
         writes: outputs.to_vec(),
         groups: invocations.div_ceil(WORKGROUP_SIZE as usize),
@@ -205,19 +243,23 @@ impl<'a> Gen<'a> {
         }
         for (k, &(r, rvec)) in self.reads.iter().enumerate() {
             let ty = storage_type(self.nodes[r].dtype, rvec);
-            let _ = writeln!(
-                src,
-                "@group(0) @binding({binding}) var<storage, read> in{k}: array<{ty}>;"
-            );
-            binding += 1;
+            for name in part_names(&format!("in{k}"), self.parts_of(r, rvec)) {
+                let _ = writeln!(
+                    src,
+                    "@group(0) @binding({binding}) var<storage, read> {name}: array<{ty}>;"
+                );
+                binding += 1;
+            }
         }
         for (k, &(o, ovec)) in outputs.iter().enumerate() {
             let ty = storage_type(self.nodes[o].dtype, ovec);
-            let _ = writeln!(
-                src,
-                "@group(0) @binding({binding}) var<storage, read_write> out{k}: array<{ty}>;"
-            );
-            binding += 1;
+            for name in part_names(&format!("out{k}"), self.parts_of(o, ovec)) {
+                let _ = writeln!(
+                    src,
+                    "@group(0) @binding({binding}) var<storage, read_write> {name}: array<{ty}>;"
+                );
+                binding += 1;
+            }
         }
         if self.uses_rng {
             src.push_str(RNG_FUNCTIONS);
@@ -226,6 +268,100 @@ impl<'a> Gen<'a> {
             src.push_str(POW_FUNCTION);
         }
         src
+    }
+
+    /// Elements of node `n`'s buffer that kernels may touch: an input's
+    /// furthest element under its layout, else its element count.
+    fn extent(&self, n: usize) -> usize {
+        let node = &self.nodes[n];
+        let count = numel(&node.shape);
+        match &node.kind {
+            GKind::Input { layout, .. } if count > 0 => {
+                1 + layout.offset
+                    + node
+                        .shape
+                        .iter()
+                        .zip(&layout.strides)
+                        .map(|(&d, &s)| (d - 1) * s)
+                        .sum::<usize>()
+            }
+            _ => count,
+        }
+    }
+
+    /// Bindings node `n` needs: its buffer in parts of
+    /// [`binding_part_bytes`] (one, unless it is larger than that).
+    pub fn parts_of(&self, n: usize, vec: bool) -> usize {
+        let bytes = if vec {
+            self.extent(n).div_ceil(4) * 16
+        } else {
+            self.extent(n) * 4
+        };
+        bytes.div_ceil(binding_part_bytes()).max(1)
+    }
+
+    /// Bindings per read, in binding order.
+    pub fn read_parts(&self) -> Vec<usize> {
+        self.reads
+            .iter()
+            .map(|&(r, rvec)| self.parts_of(r, rvec))
+            .collect()
+    }
+
+    /// An expression (or variable) reading element `pos` of binding
+    /// `name` for node `n`; over several parts, an `if` chain picks the
+    /// part that holds it.
+    fn split_access(&mut self, name: &str, n: usize, pos: &str, vec: bool, ty: &str) -> String {
+        let parts = self.parts_of(n, vec);
+        if parts == 1 {
+            return format!("{name}[{pos}]");
+        }
+        let per = binding_part_bytes() / if vec { 16 } else { 4 };
+        let q = self.emit("q", "u32", pos);
+        let var = self.fresh("s");
+        let _ = writeln!(self.body, "    var {var}: {ty};");
+        let mut chain = String::new();
+        for j in 0..parts {
+            let cond = if j + 1 == parts {
+                String::new()
+            } else {
+                format!("if ({q} < {}u) ", (j + 1) * per)
+            };
+            let _ = write!(
+                chain,
+                "{}{cond}{{ {var} = {name}_p{j}[{q} - {}u]; }}",
+                if j == 0 { "    " } else { " else " },
+                j * per
+            );
+        }
+        let _ = writeln!(self.body, "{chain}");
+        var
+    }
+
+    /// The statement storing `value` at element `idx` of output `k`
+    /// (node `o`), split over parts like `split_access`.
+    pub fn store(&mut self, k: usize, o: usize, idx: &str, value: &str, vec: bool) -> String {
+        let parts = self.parts_of(o, vec);
+        if parts == 1 {
+            return format!("    out{k}[{idx}] = {value};\n");
+        }
+        let per = binding_part_bytes() / if vec { 16 } else { 4 };
+        let mut s = String::new();
+        for j in 0..parts {
+            let cond = if j + 1 == parts {
+                String::new()
+            } else {
+                format!("if ({idx} < {}u) ", (j + 1) * per)
+            };
+            let _ = write!(
+                s,
+                "{}{cond}{{ out{k}_p{j}[{idx} - {}u] = {value}; }}",
+                if j == 0 { "    " } else { " else " },
+                j * per
+            );
+        }
+        s.push('\n');
+        s
     }
 
     /// Runs `f` with `body` redirected to a fresh buffer and returns the
@@ -469,7 +605,8 @@ impl<'a> Gen<'a> {
         };
         if let Some(&(_, k)) = self.aliases.iter().find(|(a, _)| *a == n) {
             if idx == "gi" && vec == self.kernel_vec {
-                let raw = format!("out{k}[gi]");
+                let raw =
+                    self.split_access(&format!("out{k}"), n, "gi", vec, &value_type(dtype, vec));
                 let expr = if dtype == DType::Bool {
                     format!("({raw} != {})", lit(DType::U32, 0, vec))
                 } else {
@@ -500,7 +637,7 @@ impl<'a> Gen<'a> {
         } else {
             self.index_var(&shape, &layout, idx)
         };
-        let raw = format!("in{k}[{pos}]");
+        let raw = self.split_access(&format!("in{k}"), n, &pos, vec, &storage_type(dtype, vec));
         let expr = if dtype == DType::Bool {
             format!("({raw} != {})", lit(DType::U32, 0, vec))
         } else {

@@ -6,7 +6,10 @@ use std::sync::{Arc, Mutex, OnceLock};
 
 use lru::LruCache;
 
-use crate::codegen::{KernelSource, generate_kernel, generate_root_kernel, validate_wgsl};
+use crate::codegen::{
+    KernelSource, binding_part_bytes, generate_kernel, generate_root_kernel,
+    set_binding_part_bytes, validate_wgsl,
+};
 use crate::error::{Error, Result};
 use crate::graph::{GKind, Graph, GraphKey};
 use crate::lower::{KernelKind, schedule};
@@ -95,6 +98,10 @@ impl GpuContext {
             limits.max_storage_buffer_binding_size,
             limits.max_buffer_size
         );
+        set_binding_part_bytes(
+            limits.max_storage_buffer_binding_size,
+            limits.min_storage_buffer_offset_alignment as u64,
+        );
         let blocked_matmul = match std::env::var("LAZYWGPU_MATMUL").as_deref() {
             Ok("blocked") => true,
             Ok("tiled") => false,
@@ -145,13 +152,11 @@ impl GpuContext {
     }
 
     /// A storage buffer for `len` elements from `pool`, checked against
-    /// the adapter's limits.
+    /// the adapter's largest buffer (kernels bind buffers past the
+    /// storage-binding limit in parts).
     pub fn alloc(&self, pool: &Arc<BufferPool>, len: usize, what: &str) -> Result<Arc<GpuBuffer>> {
         let bytes = (len as u64 * 4).max(16);
-        let limit = self
-            .limits
-            .max_buffer_size
-            .min(self.limits.max_storage_buffer_binding_size);
+        let limit = self.limits.max_buffer_size;
         if bytes > limit {
             return Err(Error::TooLarge {
                 what: what.to_string(),
@@ -716,16 +721,34 @@ pub(crate) fn run_graph(
                 .source
                 .reads
                 .iter()
-                .map(|&n| (n, buffers[n].as_ref().or(written[n].as_ref())));
-            let writes = k.source.writes.iter().map(|&n| (n, written[n].as_ref()));
-            for (n, b) in reads.chain(writes) {
+                .zip(&k.source.read_parts)
+                .map(|(&n, &p)| (n, p, buffers[n].as_ref().or(written[n].as_ref())));
+            let writes = k
+                .source
+                .writes
+                .iter()
+                .zip(&k.source.write_parts)
+                .map(|(&n, &p)| (n, p, written[n].as_ref()));
+            for (n, parts, b) in reads.chain(writes) {
                 let Some(b) = b else {
                     return Err(Error::Device {
                         during: format!("graph {:016x}", graph.hash),
                         message: format!("node {n} is read before it is written"),
                     });
                 };
-                entries.push(b.buffer().as_entire_binding());
+                // Part j covers bytes [j * part, (j + 1) * part) of the
+                // buffer (clipped to its size), never more than one
+                // storage binding may hold.
+                let part = binding_part_bytes() as u64;
+                let size = b.buffer().size();
+                for j in 0..parts as u64 {
+                    let offset = (j * part).min(size.saturating_sub(16));
+                    entries.push(wgpu::BindingResource::Buffer(wgpu::BufferBinding {
+                        buffer: b.buffer(),
+                        offset,
+                        size: std::num::NonZeroU64::new((size - offset).min(part)),
+                    }));
+                }
             }
             let entries: Vec<wgpu::BindGroupEntry> = entries
                 .into_iter()

@@ -1,0 +1,80 @@
+//! Tensors past the 128 MiB storage-binding limit (lavapipe's, and many
+//! GPUs'): kernels bind such buffers in parts and pick the part by index.
+//! 40 million f32 (160 MB) through elementwise ops, a strided view whose
+//! reads jump across parts, and a full sum, against plain f64 loops; and
+//! past the adapter's largest buffer a clear `Error`, not a panic.
+
+mod common;
+
+use common::gpu;
+use lazywgpu::{Error, Tensor};
+
+const N: usize = 40_000_000;
+
+fn data() -> Vec<f32> {
+    (0..N).map(|i| (i % 1000) as f32 * 0.001).collect()
+}
+
+#[test]
+fn elementwise_and_views_past_the_binding_limit() {
+    let Some(dev) = gpu() else { return };
+    let host = data();
+    let x = Tensor::from_vec(host.clone(), [N], &dev).unwrap();
+    let y: Vec<f32> = (&x * 2.0 + 1.0).sqrt().to_vec().unwrap();
+    assert_eq!(y.len(), N);
+    for (i, (&got, &v)) in y.iter().zip(&host).enumerate() {
+        let want = ((v as f64) * 2.0 + 1.0).sqrt() as f32;
+        assert!(
+            (got - want).abs() <= 1e-6 * want,
+            "element {i}: {got} vs {want}"
+        );
+    }
+    // A transposed view: output element (r, c) reads input c * 8000 + r,
+    // so neighbouring outputs read from different 128 MiB parts.
+    let t: Vec<f32> = (x.reshape([5000, 8000]).t() + 1.0).to_vec().unwrap();
+    for &(r, c) in &[
+        (0usize, 0usize),
+        (7999, 4999),
+        (1234, 4000),
+        (7000, 10),
+        (3, 4999),
+    ] {
+        assert_eq!(
+            t[r * 5000 + c],
+            host[c * 8000 + r] + 1.0,
+            "transposed ({r}, {c})"
+        );
+    }
+}
+
+#[test]
+fn sum_past_the_binding_limit() {
+    let Some(dev) = gpu() else { return };
+    let host = data();
+    let want: f64 = host.iter().map(|&v| v as f64).sum();
+    let x = Tensor::from_vec(host, [N], &dev).unwrap();
+    let got = x.sum_all().item::<f32>().unwrap() as f64;
+    assert!((got - want).abs() <= 1e-5 * want, "sum {got} vs {want}");
+    let rows: Vec<f32> = x.reshape([4, N / 4]).sum([1], false).to_vec().unwrap();
+    let part: f64 = rows.iter().map(|&v| v as f64).sum();
+    assert!(
+        (part - want).abs() <= 1e-5 * want,
+        "row sums add to {part}, want {want}"
+    );
+}
+
+#[test]
+fn past_the_largest_buffer_is_an_error() {
+    let Some(dev) = gpu() else { return };
+    // 3 GiB of f32: more than lavapipe's (and most adapters') largest
+    // buffer. Summing it needs no buffer of that size (the fill fuses into
+    // the reduction); reading it back does.
+    let huge = Tensor::zeros([805_306_368], &dev) + 1.0;
+    let total = huge.sum_all().item::<f32>().unwrap();
+    assert!((total - 805_306_368.0).abs() <= 1e-5 * 805_306_368.0);
+    match huge.to_vec::<f32>() {
+        Err(Error::TooLarge { bytes, limit, .. }) => assert!(bytes > limit),
+        Err(other) => panic!("expected Error::TooLarge, got {other}"),
+        Ok(v) => panic!("expected Error::TooLarge, got {} elements", v.len()),
+    }
+}
