@@ -63,6 +63,37 @@ impl CopyKernel {
 
     /// Median wall time of submit + wait for copying `n` f32 (n % 4 == 0).
     pub fn time_copy(&self, n: usize, runs: usize) -> Duration {
+        self.time_pipeline(&self.pipeline, n, runs)
+    }
+
+    /// Median wall time of W1 (`sigmoid(tanh(x*2+1) - x) * x + 0.5`) as a
+    /// hand-written vec4 kernel over `n` f32: the fused ceiling where the
+    /// chain is compute-bound.
+    #[allow(dead_code)]
+    pub fn time_w1_by_hand(&self, n: usize, runs: usize) -> Duration {
+        let module = self
+            .device
+            .create_shader_module(wgpu::ShaderModuleDescriptor {
+                label: None,
+                source: wgpu::ShaderSource::Wgsl(
+                    include_str!("../../shaders/w1_fused.wgsl").into(),
+                ),
+            });
+        let pipeline = self
+            .device
+            .create_compute_pipeline(&wgpu::ComputePipelineDescriptor {
+                label: None,
+                layout: None,
+                module: &module,
+                entry_point: Some("main"),
+                compilation_options: Default::default(),
+                cache: None,
+            });
+        self.time_pipeline(&pipeline, n, runs)
+    }
+
+    /// Median wall time of `pipeline` (bindings: src, dst) over `n` f32.
+    fn time_pipeline(&self, pipeline: &wgpu::ComputePipeline, n: usize, runs: usize) -> Duration {
         let src = self
             .device
             .create_buffer_init(&wgpu::util::BufferInitDescriptor {
@@ -78,7 +109,7 @@ impl CopyKernel {
         });
         let bind = self.device.create_bind_group(&wgpu::BindGroupDescriptor {
             label: None,
-            layout: &self.pipeline.get_bind_group_layout(0),
+            layout: &pipeline.get_bind_group_layout(0),
             entries: &[
                 wgpu::BindGroupEntry {
                     binding: 0,
@@ -102,7 +133,7 @@ impl CopyKernel {
             let mut enc = self.device.create_command_encoder(&Default::default());
             {
                 let mut pass = enc.begin_compute_pass(&Default::default());
-                pass.set_pipeline(&self.pipeline);
+                pass.set_pipeline(pipeline);
                 pass.set_bind_group(0, &bind, &[]);
                 pass.dispatch_workgroups(x, y, 1);
             }
