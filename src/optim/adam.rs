@@ -59,6 +59,46 @@ impl Moments {
     }
 }
 
+/// The builders and the `Optimizer` impl shared by Adam and AdamW.
+macro_rules! moment_optimizer {
+    ($name:ident, $decoupled:expr, $decay_doc:literal) => {
+        impl $name {
+            /// Sets `(beta1, beta2)` (builder style).
+            pub fn betas(mut self, beta1: f32, beta2: f32) -> $name {
+                self.0.betas = (beta1, beta2);
+                self
+            }
+
+            /// Sets eps (builder style).
+            pub fn eps(mut self, eps: f32) -> $name {
+                self.0.eps = eps;
+                self
+            }
+
+            #[doc = $decay_doc]
+            pub fn weight_decay(mut self, weight_decay: f32) -> $name {
+                self.0.weight_decay = weight_decay;
+                self
+            }
+        }
+
+        impl Optimizer for $name {
+            fn step(&mut self) {
+                self.0.update($decoupled);
+            }
+            fn params(&self) -> &[Tensor] {
+                &self.0.params
+            }
+            fn lr(&self) -> f32 {
+                self.0.lr
+            }
+            fn set_lr(&mut self, lr: f32) {
+                self.0.lr = lr;
+            }
+        }
+    };
+}
+
 /// Adam (Kingma & Ba) with L2 weight decay added to the gradient.
 pub struct Adam(Moments);
 
@@ -67,40 +107,9 @@ impl Adam {
     pub fn new(params: Vec<Tensor>, lr: f32) -> Adam {
         Adam(Moments::new(params, lr, 0.0))
     }
-
-    /// Sets `(beta1, beta2)` (builder style).
-    pub fn betas(mut self, beta1: f32, beta2: f32) -> Adam {
-        self.0.betas = (beta1, beta2);
-        self
-    }
-
-    /// Sets eps (builder style).
-    pub fn eps(mut self, eps: f32) -> Adam {
-        self.0.eps = eps;
-        self
-    }
-
-    /// Sets the L2 weight decay (builder style).
-    pub fn weight_decay(mut self, weight_decay: f32) -> Adam {
-        self.0.weight_decay = weight_decay;
-        self
-    }
 }
 
-impl Optimizer for Adam {
-    fn step(&mut self) {
-        self.0.update(false);
-    }
-    fn params(&self) -> &[Tensor] {
-        &self.0.params
-    }
-    fn lr(&self) -> f32 {
-        self.0.lr
-    }
-    fn set_lr(&mut self, lr: f32) {
-        self.0.lr = lr;
-    }
-}
+moment_optimizer!(Adam, false, "Sets the L2 weight decay (builder style).");
 
 /// AdamW (Loshchilov & Hutter): weight decay applied to the parameter,
 /// decoupled from the gradient (default 0.01, as in PyTorch).
@@ -111,37 +120,10 @@ impl AdamW {
     pub fn new(params: Vec<Tensor>, lr: f32) -> AdamW {
         AdamW(Moments::new(params, lr, 0.01))
     }
-
-    /// Sets `(beta1, beta2)` (builder style).
-    pub fn betas(mut self, beta1: f32, beta2: f32) -> AdamW {
-        self.0.betas = (beta1, beta2);
-        self
-    }
-
-    /// Sets eps (builder style).
-    pub fn eps(mut self, eps: f32) -> AdamW {
-        self.0.eps = eps;
-        self
-    }
-
-    /// Sets the decoupled weight decay (builder style).
-    pub fn weight_decay(mut self, weight_decay: f32) -> AdamW {
-        self.0.weight_decay = weight_decay;
-        self
-    }
 }
 
-impl Optimizer for AdamW {
-    fn step(&mut self) {
-        self.0.update(true);
-    }
-    fn params(&self) -> &[Tensor] {
-        &self.0.params
-    }
-    fn lr(&self) -> f32 {
-        self.0.lr
-    }
-    fn set_lr(&mut self, lr: f32) {
-        self.0.lr = lr;
-    }
-}
+moment_optimizer!(
+    AdamW,
+    true,
+    "Sets the decoupled weight decay (builder style)."
+);

@@ -424,23 +424,13 @@ impl Tensor {
         stride: (usize, usize),
         padding: (usize, usize),
     ) -> Tensor {
-        let guard = NoGradGuard::new();
-        let (win, _, _) = self.windows(
-            "max_pool2d",
-            kernel,
-            stride,
-            padding,
-            (1, 1),
-            f32::NEG_INFINITY,
-        );
-        let out = win.max([4, 5], false);
-        drop(guard);
         let geometry = Window {
             kernel,
             stride,
             padding,
             dilation: (1, 1),
         };
+        let out = self.pool("max_pool2d", geometry, true);
         conv::max_pool2d(self, geometry, &out);
         out
     }
@@ -454,17 +444,36 @@ impl Tensor {
         stride: (usize, usize),
         padding: (usize, usize),
     ) -> Tensor {
-        let guard = NoGradGuard::new();
-        let (win, _, _) = self.windows("avg_pool2d", kernel, stride, padding, (1, 1), 0.0);
-        let out = win.mean([4, 5], false);
-        drop(guard);
         let geometry = Window {
             kernel,
             stride,
             padding,
             dilation: (1, 1),
         };
+        let out = self.pool("avg_pool2d", geometry, false);
         conv::avg_pool2d(self, geometry, &out);
         out
+    }
+
+    /// Max (padding counts as -inf) or mean (padding counts as 0) over the
+    /// `[.., KH, KW]` windows, recorded without autograd (the caller
+    /// records the pool's own grad function).
+    #[track_caller]
+    fn pool(&self, op: &str, geometry: Window, max: bool) -> Tensor {
+        let _guard = NoGradGuard::new();
+        let fill = if max { f32::NEG_INFINITY } else { 0.0 };
+        let (win, _, _) = self.windows(
+            op,
+            geometry.kernel,
+            geometry.stride,
+            geometry.padding,
+            geometry.dilation,
+            fill,
+        );
+        if max {
+            win.max([4, 5], false)
+        } else {
+            win.mean([4, 5], false)
+        }
     }
 }
