@@ -16,7 +16,10 @@ fn main() {
     let mut version = String::from("unknown");
     while let Some(line) = lines.next() {
         if line.trim() == "name = \"burn\"" {
-            if let Some(v) = lines.next().and_then(|l| l.trim().strip_prefix("version = ")) {
+            if let Some(v) = lines
+                .next()
+                .and_then(|l| l.trim().strip_prefix("version = "))
+            {
                 version = v.trim_matches('"').to_string();
             }
             break;

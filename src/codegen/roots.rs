@@ -187,11 +187,9 @@ fn reduce(
              let gi = (wid.y * nwg.x + wid.x) * {WORKGROUP_SIZE}u + lid;\n\
              if (gi >= {total}u) {{ return; }}\n\
              let o = gi / {parts}u;\n\
-             let r0 = (gi % {parts}u) * {chunk}u;\n\
-             let r1 = min({reduced}u, r0 + {chunk}u);\n\
              var acc: {vt} = {id};\n\
              var best: u32 = 0xffffffffu;\n\
-             for (var r = r0; r < r1; r = r + 1u) {{\n{load}    }}\n\
+             for (var r = gi % {parts}u; r < {reduced}u; r = r + {parts}u) {{\n{load}    }}\n\
              let result: {result_ty} = {result_expr};\n{st}}}\n"
         );
         return (main, total.div_ceil(WORKGROUP_SIZE as usize));
@@ -212,11 +210,9 @@ fn reduce(
          let gi = wid.y * nwg.x + wid.x;\n\
          if (gi >= {total}u) {{ return; }}\n\
          let o = gi / {parts}u;\n\
-         let r0 = (gi % {parts}u) * {chunk}u;\n\
-         let r1 = min({reduced}u, r0 + {chunk}u);\n\
          var acc: {vt} = {id};\n\
          var best: u32 = 0xffffffffu;\n\
-         for (var r = r0 + lid; r < r1; r = r + {WORKGROUP_SIZE}u) {{\n{load}    }}\n\
+         for (var r = gi % {parts}u + lid * {parts}u; r < {reduced}u; r = r + {stride}u) {{\n{load}    }}\n\
          red_v[lid] = acc;\n\
          red_i[lid] = best;\n\
          workgroupBarrier();\n\
@@ -228,7 +224,8 @@ fn reduce(
              acc = red_v[0];\n\
              best = red_i[0];\n\
              let result: {result_ty} = {result_expr};\n{st}    }}\n}}\n",
-        half = WORKGROUP_SIZE / 2
+        half = WORKGROUP_SIZE / 2,
+        stride = WORKGROUP_SIZE as usize * parts,
     );
     (main, total)
 }

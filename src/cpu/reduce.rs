@@ -6,8 +6,9 @@ use crate::graph::op::ReduceOp;
 use crate::shape::{contiguous_strides, numel};
 
 /// `values` (row-major, `shape`) reduced over `axes`, with the reduced
-/// elements split into `parts` chunks; results in row-major order of the
-/// keepdim shape, chunk index innermost.
+/// elements split into `parts` interleaved parts (part `p` takes reduced
+/// elements `p, p + parts, ..`); results in row-major order of the keepdim
+/// shape, part index innermost.
 pub(crate) fn reduce(
     op: ReduceOp,
     values: &[f64],
@@ -19,7 +20,7 @@ pub(crate) fn reduce(
     let kept: Vec<usize> = (0..shape.len()).filter(|d| !axes.contains(d)).collect();
     let outer = numel(&kept.iter().map(|&d| shape[d]).collect::<Vec<_>>());
     let reduced: usize = axes.iter().map(|&d| shape[d]).product();
-    let chunk = reduced.div_ceil(parts.max(1)).max(1);
+    let parts = parts.max(1);
     let position = |mut o: usize, mut r: usize| {
         let mut pos = 0;
         for &d in kept.iter().rev() {
@@ -35,7 +36,7 @@ pub(crate) fn reduce(
     let mut out = Vec::with_capacity(outer * parts);
     for o in 0..outer {
         for p in 0..parts {
-            let (begin, end) = (p * chunk, ((p + 1) * chunk).min(reduced));
+            let begin = p;
             let mut acc = match op {
                 ReduceOp::Sum => 0.0,
                 ReduceOp::Prod => 1.0,
@@ -43,7 +44,7 @@ pub(crate) fn reduce(
                 ReduceOp::Min | ReduceOp::ArgMin => f64::INFINITY,
             };
             let mut best = 0usize;
-            for r in begin..end {
+            for r in (begin..reduced).step_by(parts) {
                 let v = values[position(o, r)];
                 match op {
                     ReduceOp::Sum => acc += v,

@@ -189,10 +189,12 @@ pub enum Op {
     /// shaped like `src`; out-of-range indices are dropped).
     ScatterAdd(usize),
     /// Reduction over `axes`; the output keeps them as size-1 dims. With
-    /// `parts > 1` the reduced elements are split into `parts` contiguous
-    /// chunks (in row-major order of the reduced dims) and the output has
-    /// one more trailing dim of size `parts` holding each chunk's result: the
-    /// first stage of a two-stage reduction of a huge tensor.
+    /// `parts > 1` the reduced elements (numbered in row-major order of the
+    /// reduced dims) are split into `parts` interleaved parts, part `p`
+    /// taking elements `p, p + parts, ..`, and the output has one more
+    /// trailing dim of size `parts` holding each part's result: the first
+    /// stage of a two-stage reduction of a huge tensor. Interleaving makes
+    /// neighbouring invocations read neighbouring elements.
     Reduce {
         /// How elements combine.
         op: ReduceOp,

@@ -69,7 +69,10 @@ fn reduce_node(
     let outer = numel(&x.shape) / reduced.max(1);
     let keep = keepdim_shape(&x.shape, axes);
     if reduced >= SPLIT_THRESHOLD && outer <= 64 && !op.is_arg() {
-        let parts = (reduced / 8192).clamp(2, 1024);
+        // About 128 elements a part: the first stage then runs one
+        // invocation per part (no workgroup tree), neighbours reading
+        // neighbouring elements.
+        let parts = (reduced / 128).clamp(2, 1 << 17);
         let mut partial_shape = keep.clone();
         partial_shape.push(parts);
         let partial = Node::pending(

@@ -19,9 +19,9 @@ use burn::nn::loss::{CrossEntropyLoss, CrossEntropyLossConfig};
 use burn::nn::{Linear, LinearConfig, Relu};
 use burn::optim::{GradientsParams, ModuleOptimizer, SgdConfig};
 use burn::prelude::*;
-use burn::tensor::Distribution;
 use burn::tensor::activation::{sigmoid, softmax};
-use serde_json::{Value, json};
+use burn::tensor::Distribution;
+use serde_json::{json, Value};
 
 const W1_N: usize = 4_194_304;
 const W2_SIDE: usize = 4096; // W2 sums W2_SIDE * W2_SIDE = 16,777,216 values
@@ -54,7 +54,7 @@ struct Bench {
 
 impl Bench {
     /// Warms `f` up, then returns the median of `self.runs` timed calls.
-    fn median(&mut self, warm: &Warmup, mut f: impl FnMut()) -> Duration {
+    fn median(&mut self, name: &str, warm: &Warmup, mut f: impl FnMut()) -> Duration {
         let time = |f: &mut dyn FnMut()| {
             let t = Instant::now();
             f();
@@ -62,7 +62,9 @@ impl Bench {
         };
         let start = Instant::now();
         let mut prev: Option<Duration> = None;
+        let mut count = 0;
         for i in 0..warm.max {
+            count += 1;
             let t = time(&mut f);
             let settled = prev.is_some_and(|p| {
                 let r = t.as_secs_f64() / p.as_secs_f64().max(1e-9);
@@ -73,10 +75,20 @@ impl Bench {
             }
             prev = Some(t);
         }
-        self.warmup += start.elapsed();
+        let spent = start.elapsed();
+        self.warmup += spent;
+        eprintln!("{name}: warm-up {count} runs, {:.1} s", spent.as_secs_f64());
         let mut times: Vec<Duration> = (0..self.runs).map(|_| time(&mut f)).collect();
         times.sort();
-        times[times.len() / 2]
+        let med = times[times.len() / 2];
+        eprintln!(
+            "{name}: median {:.3} ms over {} runs (min {:.3}, max {:.3})",
+            ms(med),
+            times.len(),
+            ms(times[0]),
+            ms(times[times.len() - 1])
+        );
+        med
     }
 }
 
@@ -182,7 +194,8 @@ fn main() {
     let name = format!("burn {} wgpu+fusion", env!("BURN_VERSION"));
 
     // With only the `wgpu` backend feature enabled, the default device is
-    // burn's Wgpu backend; burn-wgpu's default features wrap it in fusion.
+    // burn's Wgpu backend, wrapped in burn's kernel fuser by the `fusion`
+    // feature (also on by default in burn-wgpu).
     let device = Device::default();
     eprintln!("{name}: device {device:?}, {runs} timed runs per workload");
 
@@ -196,8 +209,8 @@ fn main() {
     // W1: elementwise chain on 4M f32, checked once against the host.
     let w1_ms = guarded("W1", || {
         let x = Tensor::<1>::random([W1_N], Distribution::Default, &device);
-        let got = w1(&x).into_data().to_vec::<f32>().expect("f32 data");
-        let xs = x.to_data().to_vec::<f32>().expect("f32 data");
+        let got = w1(&x).into_data().try_into_vec::<f32>().expect("f32 data");
+        let xs = x.to_data().try_into_vec::<f32>().expect("f32 data");
         let err = xs
             .iter()
             .zip(&got)
@@ -209,7 +222,7 @@ fn main() {
         if err > 1e-4 {
             notes.push(format!("W1 result differs from the host by up to {err}"));
         }
-        ms(bench.median(&WARM, || {
+        ms(bench.median("W1", &WARM, || {
             let y = w1(&x);
             sync(&device);
             drop(y);
@@ -236,7 +249,7 @@ fn main() {
                 "W2: burn's full sum() gives {full} (expected {expected}); timed as two sum_dim passes"
             ));
         }
-        ms(bench.median(&WARM, || {
+        ms(bench.median("W2", &WARM, || {
             w2(&x);
         }))
     })
@@ -245,12 +258,8 @@ fn main() {
 
     // W3: softmax of 4096 x 1024 along the last dim.
     let w3_ms = guarded("W3", || {
-        let x = Tensor::<2>::random(
-            [W3_ROWS, W3_COLS],
-            Distribution::Normal(0.0, 1.0),
-            &device,
-        );
-        ms(bench.median(&WARM, || {
+        let x = Tensor::<2>::random([W3_ROWS, W3_COLS], Distribution::Normal(0.0, 1.0), &device);
+        ms(bench.median("W3", &WARM, || {
             let y = softmax(x.clone(), 1);
             sync(&device);
             drop(y);
@@ -263,7 +272,7 @@ fn main() {
     let w4_ms = guarded("W4", || {
         let a = Tensor::<2>::random([W4_N, W4_N], Distribution::Normal(0.0, 1.0), &device);
         let b = Tensor::<2>::random([W4_N, W4_N], Distribution::Normal(0.0, 1.0), &device);
-        ms(bench.median(&WARM, || {
+        ms(bench.median("W4", &WARM, || {
             let c = a.clone().matmul(b.clone());
             sync(&device);
             drop(c);
@@ -279,7 +288,7 @@ fn main() {
         let ad = device.clone().autodiff();
         let mut trainer = Trainer::new(&ad);
         let first = trainer.step().into_scalar::<f32>();
-        let block = ms(bench.median(&WARM_W5, || {
+        let block = ms(bench.median("W5 (20-step block)", &WARM_W5, || {
             let mut loss = None;
             for _ in 0..W5_STEPS_PER_BLOCK {
                 loss = Some(trainer.step());
@@ -299,7 +308,7 @@ fn main() {
 
     // W6: 1,000 dependent scalar ops on a 1-element tensor, then a readback.
     let w6_us = guarded("W6", || {
-        let per_run = bench.median(&WARM, || {
+        let per_run = bench.median("W6", &WARM, || {
             let mut x = Tensor::<1>::from_floats([1.0f32], &device);
             for _ in 0..W6_ITERS {
                 x = x.mul_scalar(1.0001).add_scalar(0.0001);
@@ -311,7 +320,8 @@ fn main() {
     .map_err(|m| notes.push(m))
     .ok();
 
-    let cell = |v: Option<f64>, unit: &str| v.map_or("failed".to_string(), |v| format!("{v:.3} {unit}"));
+    let cell =
+        |v: Option<f64>, unit: &str| v.map_or("failed".to_string(), |v| format!("{v:.3} {unit}"));
     println!("| workload | {name} |");
     println!("| --- | --- |");
     println!("| W1 chain 4M f32 | {} |", cell(w1_ms, "ms"));
