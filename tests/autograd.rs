@@ -383,3 +383,26 @@ fn backward_twice_needs_retain_graph() {
     assert_eq!(x.grad().unwrap().item::<f32>().unwrap(), 4.0);
     y.backward();
 }
+
+#[test]
+fn long_chains_differentiate_and_drop_without_deep_recursion() {
+    // 20,000 recorded ops: backward and the graph's destruction must not
+    // recurse once per op (a test thread has a 2 MiB stack).
+    let dev = Device::cpu();
+    let x = Tensor::from_vec(vec![1.0f32], [1], &dev).unwrap();
+    x.requires_grad_(true);
+    let mut y = x.clone();
+    for _ in 0..10_000 {
+        y = y * 1.0001 + 0.0001;
+    }
+    y.sum_all().backward();
+    let g = x.grad().unwrap().item::<f32>().unwrap() as f64;
+    let want = 1.0001f64.powi(10_000);
+    assert!((g - want).abs() <= 1e-3 * want, "{g} vs {want}");
+    // A chain that is dropped without running backward.
+    let mut z = x.clone();
+    for _ in 0..10_000 {
+        z = z * 1.0001 + 0.0001;
+    }
+    drop(z);
+}

@@ -40,6 +40,35 @@ pub(crate) struct GradFn {
     backward: Mutex<Option<BackwardFn>>,
 }
 
+impl Drop for GradFn {
+    /// Drops the chain of grad functions behind this one without
+    /// recursion: a trace of thousands of recorded ops would otherwise
+    /// overflow the stack in `Arc<GradFn>`'s destructor.
+    fn drop(&mut self) {
+        let mut stack: Vec<Arc<GradFn>> = take_fn_edges(&mut self.edges);
+        while let Some(f) = stack.pop() {
+            if let Ok(mut inner) = Arc::try_unwrap(f) {
+                stack.extend(take_fn_edges(&mut inner.edges));
+                // `inner` drops here with no grad-function edges left.
+            }
+        }
+    }
+}
+
+/// Moves the grad-function edges out of `edges` (leaf edges stay).
+fn take_fn_edges(edges: &mut [Option<Edge>]) -> Vec<Arc<GradFn>> {
+    edges
+        .iter_mut()
+        .filter_map(|e| match e.take() {
+            Some(Edge::Fn(f)) => Some(f),
+            other => {
+                *e = other;
+                None
+            }
+        })
+        .collect()
+}
+
 /// Where an input's gradient goes.
 #[derive(Clone)]
 enum Edge {
