@@ -217,3 +217,13 @@ fn save_and_load_round_trip_through_safetensors() {
     assert!(missing.to_string().contains("/nonexistent/x.safetensors"));
     std::fs::remove_file(&path).ok();
 }
+
+#[test]
+fn pytorch_spellings_name_the_same_types() {
+    let dev = Device::cpu();
+    let p = Tensor::zeros([1], &dev);
+    let mut opt: lazywgpu::optim::SGD = lazywgpu::optim::SGD::new(vec![p], 0.5);
+    let mut s: lazywgpu::optim::StepLR = lazywgpu::optim::StepLR::new(&opt, 1, 0.5);
+    s.step(&mut opt);
+    assert_eq!(opt.lr(), 0.25);
+}

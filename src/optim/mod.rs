@@ -15,6 +15,14 @@ pub use adadelta::Adadelta;
 pub use adam::{Adam, AdamW};
 pub use sgd::Sgd;
 
+/// PyTorch's spelling of [`Sgd`].
+#[allow(clippy::upper_case_acronyms)]
+pub type SGD = Sgd;
+
+/// PyTorch's spelling of [`StepLr`].
+#[allow(clippy::upper_case_acronyms)]
+pub type StepLR = StepLr;
+
 use crate::tensor::Tensor;
 
 /// An optimiser over a fixed list of parameters.
