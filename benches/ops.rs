@@ -7,23 +7,10 @@
 #[path = "support/baseline.rs"]
 mod baseline;
 
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use criterion::{Criterion, criterion_group, criterion_main};
 use lazywgpu::{Device, Tensor};
-
-fn median_of(runs: usize, mut f: impl FnMut()) -> Duration {
-    f();
-    let mut t: Vec<Duration> = (0..runs)
-        .map(|_| {
-            let s = Instant::now();
-            f();
-            s.elapsed()
-        })
-        .collect();
-    t.sort();
-    t[t.len() / 2]
-}
 
 fn workloads(c: &mut Criterion) {
     let Ok(dev) = Device::gpu() else {
@@ -63,15 +50,15 @@ fn workloads(c: &mut Criterion) {
 
     // Same-run ratios against the baselines (medians, interleaved).
     let copy = baseline::CopyKernel::new();
-    let w2 = median_of(7, || {
+    let w2 = baseline::median_of(7, || {
         x16m.sum_all().item::<f32>().expect("read");
     });
-    let w3 = median_of(7, || {
+    let w3 = baseline::median_of(7, || {
         let _y = s.softmax(-1);
         dev.mark_step().expect("step");
         dev.wait().expect("wait");
     });
-    let w4 = median_of(5, || {
+    let w4 = baseline::median_of(5, || {
         let _y = a.matmul(&b);
         dev.mark_step().expect("step");
         dev.wait().expect("wait");
@@ -80,7 +67,7 @@ fn workloads(c: &mut Criterion) {
         ((i * 7 + j) % 13) as f32 * 0.1
     });
     let bn = an.t().to_owned();
-    let nd = median_of(5, || {
+    let nd = baseline::median_of(5, || {
         std::hint::black_box(an.dot(&bn));
     });
     let gflops = |t: Duration| 2.0 * 1024f64.powi(3) / t.as_secs_f64() / 1e9;

@@ -24,6 +24,8 @@ mod ndarray_mlp;
 use std::fmt::Write as _;
 use std::time::{Duration, Instant};
 
+use baseline::median_of;
+
 use lazywgpu::nn::{self, Module, functional as F};
 use lazywgpu::optim::{Optimizer, Sgd};
 use lazywgpu::{DType, Device, Tensor};
@@ -49,20 +51,6 @@ struct Row {
     ndarray: Cell,
     limit: Cell,
     peer: Cell,
-}
-
-fn median(runs: usize, mut f: impl FnMut()) -> Duration {
-    f(); // warm-up (compiles, pool fills)
-    f();
-    let mut t: Vec<Duration> = (0..runs)
-        .map(|_| {
-            let s = Instant::now();
-            f();
-            s.elapsed()
-        })
-        .collect();
-    t.sort();
-    t[t.len() / 2]
 }
 
 fn w1(x: &Tensor) -> Tensor {
@@ -93,13 +81,13 @@ fn run_lazy(dev: &Device, runs: usize, with_w4: bool) -> lazywgpu::Result<LazyRu
         dev.mark_step().expect("step");
         dev.wait().expect("wait");
     };
-    let w1t = median(runs, || sync(&w1(&x1)));
-    let w2t = median(runs, || {
+    let w1t = median_of(runs, || sync(&w1(&x1)));
+    let w2t = median_of(runs, || {
         x2.sum_all().item::<f32>().expect("read");
     });
-    let w3t = median(runs, || sync(&x3.softmax(-1)));
-    let w4t = with_w4.then(|| median(runs.min(5), || sync(&a.matmul(&b))));
-    let w6t = median(runs, || {
+    let w3t = median_of(runs, || sync(&x3.softmax(-1)));
+    let w4t = with_w4.then(|| median_of(runs.min(5), || sync(&a.matmul(&b))));
+    let w6t = median_of(runs, || {
         let mut x = Tensor::from_vec(vec![1.0f32], [1], dev).expect("upload");
         for _ in 0..500 {
             x = x * 1.0001 + 0.0001;
@@ -163,29 +151,29 @@ fn ndarray_runs(runs: usize) -> [Duration; 6] {
     let a = Array2::from_shape_fn((W4_N, W4_N), |(i, j)| ((i * 7 + j) % 13) as f32 * 0.1);
     let b = a.t().to_owned();
     let sig = |v: f32| 1.0 / (1.0 + (-v).exp());
-    let w1 = median(runs, || {
+    let w1 = median_of(runs, || {
         std::hint::black_box(x1.mapv(|v| sig((v * 2.0 + 1.0).tanh() - v) * v + 0.5));
     });
-    let w2 = median(runs, || {
+    let w2 = median_of(runs, || {
         std::hint::black_box(x2.sum());
     });
-    let w3 = median(runs, || {
+    let w3 = median_of(runs, || {
         let m = x3.map_axis(Axis(1), |r| r.fold(f32::NEG_INFINITY, |a, &b| a.max(b)));
         let mut e = &x3 - &m.insert_axis(Axis(1));
         e.mapv_inplace(f32::exp);
         let s = e.sum_axis(Axis(1)).insert_axis(Axis(1));
         std::hint::black_box(e / s);
     });
-    let w4 = median(runs.min(5), || {
+    let w4 = median_of(runs.min(5), || {
         std::hint::black_box(a.dot(&b));
     });
     let mut mlp = ndarray_mlp::Mlp::new();
-    let w5 = median(runs, || {
+    let w5 = median_of(runs, || {
         for _ in 0..10 {
             mlp.step(0.01);
         }
     }) / 10;
-    let w6 = median(runs, || {
+    let w6 = median_of(runs, || {
         let mut x = Array1::from_elem(1, 1.0f32);
         for _ in 0..500 {
             x = x * 1.0001 + 0.0001;

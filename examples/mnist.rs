@@ -21,7 +21,7 @@ use indicatif::{ProgressBar, ProgressStyle};
 use lazywgpu::data::Mnist;
 use lazywgpu::nn::{self, Module, functional as F};
 use lazywgpu::optim::{Adadelta, Optimizer, StepLr};
-use lazywgpu::{Device, Tensor, no_grad};
+use lazywgpu::{Device, no_grad};
 use plotters::prelude::*;
 
 struct Args {
@@ -118,19 +118,6 @@ fn mlp(dev: &Device) -> nn::Sequential {
         .add(nn::Linear::new(128, 10, dev))
 }
 
-/// A batch of images `[n, 1, 28, 28]` and labels `[n]` on `dev`.
-fn batch(
-    images: &lazywgpu::data::IdxArray,
-    labels: &lazywgpu::data::IdxArray,
-    start: usize,
-    n: usize,
-    dev: &Device,
-) -> lazywgpu::Result<(Tensor, Tensor)> {
-    let x = Tensor::from_vec(Mnist::normalized(images, start, n), [n, 1, 28, 28], dev)?;
-    let y = Tensor::from_vec(Mnist::labels(labels, start, n), [n], dev)?;
-    Ok((x, y))
-}
-
 /// Test images per evaluation batch, as the tutorial's test loader (the
 /// CNN's second activation of 1,000 images, 147 MB, is past the 128 MiB
 /// storage-binding limit of lavapipe and many GPUs: kernels bind it in
@@ -145,7 +132,7 @@ fn evaluate(model: &dyn Module, data: &Mnist, dev: &Device) -> lazywgpu::Result<
     let mut start = 0;
     while start < n {
         let len = EVAL_BATCH.min(n - start);
-        let (x, y) = batch(&data.test_images, &data.test_labels, start, len, dev)?;
+        let (x, y) = Mnist::batch(&data.test_images, &data.test_labels, start, len, dev)?;
         let (loss, hits) = no_grad(|| {
             let logp = model.forward(&x).log_softmax(1);
             let loss = F::nll_loss(&logp, &y) * len as f32;
@@ -227,7 +214,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         bar.set_prefix(epoch.to_string());
         let t0 = Instant::now();
         for b in 0..batches {
-            let (x, y) = batch(
+            let (x, y) = Mnist::batch(
                 &data.train_images,
                 &data.train_labels,
                 b * args.batch_size,

@@ -61,10 +61,14 @@ fn loss_value(cpu: &Device, f: &F, shapes: &[Vec<usize>], data: &[Vec<f32>], r: 
 #[track_caller]
 fn check(name: &str, shapes: &[Vec<usize>], seed: u64, f: &F) {
     let cpu = Device::cpu();
-    let data: Vec<Vec<f32>> = shapes
+    // One pool of distinct magnitudes for all inputs together, so that no
+    // two elements anywhere (e.g. both sides of `maximum`) are within a
+    // finite-difference step of each other.
+    let sizes: Vec<usize> = shapes.iter().map(|s| s.iter().product()).collect();
+    let mut pool = values(sizes.iter().sum(), seed).into_iter();
+    let data: Vec<Vec<f32>> = sizes
         .iter()
-        .enumerate()
-        .map(|(i, s)| values(s.iter().product(), seed * 31 + i as u64))
+        .map(|&n| pool.by_ref().take(n).collect())
         .collect();
     let out_shape = {
         let xs: Vec<Tensor> = shapes

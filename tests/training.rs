@@ -24,14 +24,7 @@ fn mlp(dev: &Device) -> nn::Sequential {
 }
 
 fn batch(data: &Mnist, b: usize, dev: &Device) -> (Tensor, Tensor) {
-    let x = Tensor::from_vec(
-        Mnist::normalized(&data.train_images, b * 64, 64),
-        &[64, 1, 28, 28],
-        dev,
-    )
-    .unwrap();
-    let y = Tensor::from_vec(Mnist::labels(&data.train_labels, b * 64, 64), &[64], dev).unwrap();
-    (x, y)
+    Mnist::batch(&data.train_images, &data.train_labels, b * 64, 64, dev).unwrap()
 }
 
 fn golden_on(dev: &Device) {

@@ -41,18 +41,7 @@ impl CopyKernel {
                 })
                 .await
                 .ok()?;
-            let module = device.create_shader_module(wgpu::ShaderModuleDescriptor {
-                label: None,
-                source: wgpu::ShaderSource::Wgsl(COPY_WGSL.into()),
-            });
-            let pipeline = device.create_compute_pipeline(&wgpu::ComputePipelineDescriptor {
-                label: None,
-                layout: None,
-                module: &module,
-                entry_point: Some("main"),
-                compilation_options: Default::default(),
-                cache: None,
-            });
+            let pipeline = compile(&device, COPY_WGSL);
             Some(CopyKernel {
                 device,
                 queue,
@@ -71,28 +60,20 @@ impl CopyKernel {
     /// chain is compute-bound.
     #[allow(dead_code)]
     pub fn time_w1_by_hand(&self, n: usize, runs: usize) -> Duration {
-        let module = self
-            .device
-            .create_shader_module(wgpu::ShaderModuleDescriptor {
-                label: None,
-                source: wgpu::ShaderSource::Wgsl(
-                    include_str!("../../shaders/w1_fused.wgsl").into(),
-                ),
-            });
-        let pipeline = self
-            .device
-            .create_compute_pipeline(&wgpu::ComputePipelineDescriptor {
-                label: None,
-                layout: None,
-                module: &module,
-                entry_point: Some("main"),
-                compilation_options: Default::default(),
-                cache: None,
-            });
+        let pipeline = compile(&self.device, include_str!("../../shaders/w1_fused.wgsl"));
         self.time_pipeline(&pipeline, n, runs)
     }
 
-    /// Median wall time of `pipeline` (bindings: src, dst) over `n` f32.
+    /// Median wall time of submitting one dispatch of one workgroup that
+    /// does nothing and waiting for it: the latency floor of a step.
+    #[allow(dead_code)]
+    pub fn time_empty(&self, runs: usize) -> Duration {
+        let pipeline = compile(&self.device, "@compute @workgroup_size(1) fn main() {}");
+        self.time_dispatch(&pipeline, None, (1, 1), runs)
+    }
+
+    /// Median wall time of `pipeline` (bindings: src, dst) over `n` f32,
+    /// four elements an invocation, 256 invocations a workgroup.
     fn time_pipeline(&self, pipeline: &wgpu::ComputePipeline, n: usize, runs: usize) -> Duration {
         let src = self
             .device
@@ -122,71 +103,69 @@ impl CopyKernel {
             ],
         });
         let groups = (n / 4).div_ceil(256) as u32;
-        let (x, y) = if groups > 65535 {
+        let grid = if groups > 65535 {
             (65535, groups.div_ceil(65535))
         } else {
             (groups, 1)
         };
-        let mut times = Vec::new();
-        for i in 0..runs + 2 {
-            let start = Instant::now();
+        self.time_dispatch(pipeline, Some(&bind), grid, runs)
+    }
+
+    /// Median wall time of one dispatch of `pipeline` over `grid`,
+    /// submitted and waited for.
+    fn time_dispatch(
+        &self,
+        pipeline: &wgpu::ComputePipeline,
+        bind: Option<&wgpu::BindGroup>,
+        grid: (u32, u32),
+        runs: usize,
+    ) -> Duration {
+        median_of(runs, || {
             let mut enc = self.device.create_command_encoder(&Default::default());
             {
                 let mut pass = enc.begin_compute_pass(&Default::default());
                 pass.set_pipeline(pipeline);
-                pass.set_bind_group(0, &bind, &[]);
-                pass.dispatch_workgroups(x, y, 1);
+                if let Some(bind) = bind {
+                    pass.set_bind_group(0, bind, &[]);
+                }
+                pass.dispatch_workgroups(grid.0, grid.1, 1);
             }
             self.queue.submit([enc.finish()]);
             self.device
                 .poll(wgpu::PollType::wait_indefinitely())
                 .expect("poll");
-            if i >= 2 {
-                times.push(start.elapsed());
-            }
-        }
-        times.sort();
-        times[times.len() / 2]
+        })
     }
+}
 
-    /// Median wall time of submitting one dispatch of one workgroup that
-    /// does nothing and waiting for it: the latency floor of a step.
-    #[allow(dead_code)]
-    pub fn time_empty(&self, runs: usize) -> Duration {
-        let module = self
-            .device
-            .create_shader_module(wgpu::ShaderModuleDescriptor {
-                label: None,
-                source: wgpu::ShaderSource::Wgsl("@compute @workgroup_size(1) fn main() {}".into()),
-            });
-        let pipeline = self
-            .device
-            .create_compute_pipeline(&wgpu::ComputePipelineDescriptor {
-                label: None,
-                layout: None,
-                module: &module,
-                entry_point: Some("main"),
-                compilation_options: Default::default(),
-                cache: None,
-            });
-        let mut times = Vec::new();
-        for i in 0..runs + 2 {
-            let start = Instant::now();
-            let mut enc = self.device.create_command_encoder(&Default::default());
-            {
-                let mut pass = enc.begin_compute_pass(&Default::default());
-                pass.set_pipeline(&pipeline);
-                pass.dispatch_workgroups(1, 1, 1);
-            }
-            self.queue.submit([enc.finish()]);
-            self.device
-                .poll(wgpu::PollType::wait_indefinitely())
-                .expect("poll");
-            if i >= 2 {
-                times.push(start.elapsed());
-            }
-        }
-        times.sort();
-        times[times.len() / 2]
-    }
+/// A compute pipeline from WGSL source with entry point `main`.
+fn compile(device: &wgpu::Device, wgsl: &str) -> wgpu::ComputePipeline {
+    let module = device.create_shader_module(wgpu::ShaderModuleDescriptor {
+        label: None,
+        source: wgpu::ShaderSource::Wgsl(wgsl.into()),
+    });
+    device.create_compute_pipeline(&wgpu::ComputePipelineDescriptor {
+        label: None,
+        layout: None,
+        module: &module,
+        entry_point: Some("main"),
+        compilation_options: Default::default(),
+        cache: None,
+    })
+}
+
+/// Median wall time of `runs` calls of `f`, after two warm-up calls
+/// (compiles, pool fills, caches).
+pub fn median_of(runs: usize, mut f: impl FnMut()) -> Duration {
+    f();
+    f();
+    let mut t: Vec<Duration> = (0..runs)
+        .map(|_| {
+            let s = Instant::now();
+            f();
+            s.elapsed()
+        })
+        .collect();
+    t.sort();
+    t[t.len() / 2]
 }

@@ -148,14 +148,7 @@ pub(crate) fn conv2d(
             padded.conv2d(&flipped, None, (1, 1), (0, 0), win.dilation)
         });
         let gw = nw.then(|| {
-            let (cols, _, _) = xs.windows(
-                "conv2d",
-                (kh, kw),
-                win.stride,
-                win.padding,
-                win.dilation,
-                0.0,
-            );
+            let (cols, _, _) = xs.windows("conv2d", win, 0.0);
             // [N, C, OH, OW, KH, KW] -> [N, OH*OW, C*KH*KW]
             let cols = cols
                 .permute([0, 2, 3, 1, 4, 5])
@@ -183,14 +176,7 @@ pub(crate) fn max_pool2d(x: &Tensor, win: Window, out: &Tensor) {
     record("max_pool2d", out, &[x], move |g| {
         let (h, w) = (xs.shape()[2], xs.shape()[3]);
         let (kh, kw) = win.kernel;
-        let (windows, oh, ow) = xs.windows(
-            "max_pool2d",
-            win.kernel,
-            win.stride,
-            win.padding,
-            (1, 1),
-            f32::NEG_INFINITY,
-        );
+        let (windows, oh, ow) = xs.windows("max_pool2d", win, f32::NEG_INFINITY);
         let (n, c) = (xs.shape()[0], xs.shape()[1]);
         let flat = windows.reshape([n, c, oh, ow, kh * kw]);
         let first = flat.argmax(-1, true);

@@ -70,7 +70,6 @@ fn take_fn_edges(edges: &mut [Option<Edge>]) -> Vec<Arc<GradFn>> {
 }
 
 /// Where an input's gradient goes.
-#[derive(Clone)]
 enum Edge {
     /// Into another op's grad function.
     Fn(Arc<GradFn>),
@@ -102,9 +101,9 @@ pub(crate) fn wants(inputs: &[&Tensor]) -> bool {
     is_grad_enabled() && inputs.iter().any(|t| t.requires_grad())
 }
 
-/// Records `backward` as the grad function of `out` when any of `inputs`
-/// requires a gradient and grad mode is on. `backward` returns one gradient
-/// per input, in order.
+/// Records `backward` as the grad function of `out` (unless `out` is not a
+/// float). `backward` returns one gradient per input, in order. Callers
+/// check [`wants`] first, before saving anything for the closure.
 #[track_caller]
 pub(crate) fn record(
     name: &'static str,
@@ -112,7 +111,11 @@ pub(crate) fn record(
     inputs: &[&Tensor],
     backward: impl Fn(&Tensor) -> Vec<Option<Tensor>> + Send + Sync + 'static,
 ) {
-    if !wants(inputs) || out.dtype() != DType::F32 {
+    debug_assert!(
+        wants(inputs),
+        "record called without an input requiring grad"
+    );
+    if out.dtype() != DType::F32 {
         return;
     }
     let edges = inputs.iter().map(|t| edge_of(t)).collect();
@@ -165,14 +168,13 @@ pub(crate) fn run_backward(root: &Tensor, seed: Tensor, retain_graph: bool) {
     let key = |f: &Arc<GradFn>| Arc::as_ptr(f) as usize;
     let mut pending: HashMap<usize, usize> = HashMap::new();
     let mut stack = vec![root_fn.clone()];
-    let mut seen = std::collections::HashSet::new();
-    seen.insert(key(&root_fn));
     while let Some(f) = stack.pop() {
         for e in f.edges.iter().flatten() {
             if let Edge::Fn(p) = e {
-                *pending.entry(key(p)).or_insert(0) += 1;
-                if seen.insert(key(p)) {
-                    stack.push(p.clone());
+                let count = pending.entry(key(p)).or_insert(0);
+                *count += 1;
+                if *count == 1 {
+                    stack.push(p.clone()); // first edge into it: visit once
                 }
             }
         }

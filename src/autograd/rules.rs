@@ -4,9 +4,10 @@
 //! the input gradients from the output gradient `g` with ordinary (lazy)
 //! tensor ops. Inputs that do not require a gradient get none computed.
 
-use super::{record, save, wants};
+use super::{is_grad_enabled, record, save, wants};
+use crate::dtype::DType;
 use crate::graph::op::{BinaryOp, ReduceOp, UnaryOp};
-use crate::tensor::Tensor;
+use crate::tensor::{Operand, Tensor, convert_scalar};
 
 /// `g` summed over the dims that broadcasting added or stretched, so that
 /// it has `shape` again (the gradient of a broadcast).
@@ -28,92 +29,103 @@ pub(crate) fn sum_to(g: &Tensor, shape: &[usize]) -> Tensor {
     summed.reshape(shape.to_vec())
 }
 
-/// The right-hand side of a binary op as the backward rule sees it.
-pub(crate) enum Rhs<'a> {
-    /// A tensor operand.
-    Tensor(&'a Tensor),
-    /// A host scalar (as `f32`): no gradient of its own.
-    Scalar(f32),
-}
-
 /// Gradients of elementwise unary ops.
 #[track_caller]
 pub(crate) fn unary(op: UnaryOp, x: &Tensor, out: &Tensor) {
     if !wants(&[x]) {
         return;
     }
-    let xs = save(x);
-    // Rules that need the output save it; the others only the input.
-    let y = match op {
+    // Save only what the rule reads (a saved value is a live handle, which
+    // a step must store): the input, the output, or neither.
+    let reads_input = matches!(
+        op,
+        UnaryOp::Abs | UnaryOp::Log | UnaryOp::Sin | UnaryOp::Cos | UnaryOp::Relu
+    );
+    let reads_output = matches!(
+        op,
         UnaryOp::Exp
-        | UnaryOp::Sqrt
-        | UnaryOp::Rsqrt
-        | UnaryOp::Recip
-        | UnaryOp::Tanh
-        | UnaryOp::Sigmoid => Some(save(out)),
-        _ => None,
-    };
+            | UnaryOp::Sqrt
+            | UnaryOp::Rsqrt
+            | UnaryOp::Recip
+            | UnaryOp::Tanh
+            | UnaryOp::Sigmoid
+    );
+    let xs = reads_input.then(|| save(x));
+    let y = reads_output.then(|| save(out));
     record(op.name(), out, &[x], move |g| {
-        let x = &xs;
+        let x = || xs.as_ref().expect("input saved for this op");
         let y = || y.as_ref().expect("output saved for this op");
         let gx = match op {
             UnaryOp::Neg => -g,
-            UnaryOp::Abs => g * x.sign(),
+            UnaryOp::Abs => g * x().sign(),
             UnaryOp::Exp => g * y(),
-            UnaryOp::Log => g / x,
+            UnaryOp::Log => g / x(),
             UnaryOp::Sqrt => g / (y() * 2.0),
             UnaryOp::Rsqrt => g * (y() * y() * y()) * -0.5,
             UnaryOp::Recip => -(g * y() * y()),
-            UnaryOp::Sin => g * x.cos(),
-            UnaryOp::Cos => -(g * x.sin()),
+            UnaryOp::Sin => g * x().cos(),
+            UnaryOp::Cos => -(g * x().sin()),
             UnaryOp::Tanh => g * (-(y() * y()) + 1.0),
             UnaryOp::Sigmoid => g * y() * (-y() + 1.0),
-            UnaryOp::Relu => x.gt(0.0f32).where_cond(g, 0.0f32),
-            UnaryOp::Floor | UnaryOp::Ceil | UnaryOp::Round | UnaryOp::Sign => x.zeros_like(),
+            UnaryOp::Relu => x().gt(0.0f32).where_cond(g, 0.0f32),
+            UnaryOp::Floor | UnaryOp::Ceil | UnaryOp::Round | UnaryOp::Sign => g.zeros_like(),
         };
         vec![Some(gx)]
     });
 }
 
-/// Gradients of elementwise binary ops (with broadcasting undone).
+/// Gradients of elementwise binary ops (with broadcasting undone). A
+/// scalar right-hand side gets no gradient of its own.
 #[track_caller]
-pub(crate) fn binary(op: BinaryOp, a: &Tensor, b: Rhs<'_>, out: &Tensor) {
-    let b_t = match b {
-        Rhs::Tensor(t) => Some(t),
-        Rhs::Scalar(_) => None,
+pub(crate) fn binary(op: BinaryOp, a: &Tensor, rhs: &Operand, out: &Tensor) {
+    let b_t = match rhs {
+        Operand::Tensor(t) => Some(t),
+        Operand::Scalar(..) => None,
     };
-    let inputs: Vec<&Tensor> = std::iter::once(a).chain(b_t).collect();
-    if op.is_comparison() || !wants(&inputs) {
-        return;
-    }
     let need_a = a.requires_grad();
     let need_b = b_t.is_some_and(|t| t.requires_grad());
+    // Every op is traced through here: decide without allocating.
+    if op.is_comparison() || !is_grad_enabled() || !(need_a || need_b) {
+        return;
+    }
+    let inputs: Vec<&Tensor> = std::iter::once(a).chain(b_t).collect();
     let a_shape = a.shape().to_vec();
     let b_shape = b_t.map(|t| t.shape().to_vec());
-    let sa = save(a);
-    let sb = match b {
-        Rhs::Tensor(t) => save(t),
-        Rhs::Scalar(v) => Tensor::scalar(v, a.device()),
+    // Save only the operands the rule reads for the gradients it makes.
+    let (reads_a, reads_b) = match op {
+        BinaryOp::Add | BinaryOp::Sub => (false, false),
+        BinaryOp::Mul => (need_b, need_a),
+        BinaryOp::Div => (false, true),
+        _ => (true, true),
     };
+    let sa = reads_a.then(|| save(a));
+    let sb = reads_b.then(|| match rhs {
+        Operand::Tensor(t) => save(t),
+        &Operand::Scalar(d, bits) => Tensor::scalar(
+            f32::from_bits(convert_scalar(bits, d, DType::F32)),
+            a.device(),
+        ),
+    });
     let y = matches!(op, BinaryOp::Div | BinaryOp::Pow).then(|| save(out));
     record(op.name(), out, &inputs, move |g| {
-        let (a, b) = (&sa, &sb);
+        let a = || sa.as_ref().expect("left operand saved for this op");
+        let b = || sb.as_ref().expect("right operand saved for this op");
         let y = || y.as_ref().expect("output saved for this op");
         let (ga, gb): (Option<Tensor>, Option<Tensor>) = match op {
             BinaryOp::Add => (need_a.then(|| g.clone()), need_b.then(|| g.clone())),
             BinaryOp::Sub => (need_a.then(|| g.clone()), need_b.then(|| -g)),
-            BinaryOp::Mul => (need_a.then(|| g * b), need_b.then(|| g * a)),
-            BinaryOp::Div => (need_a.then(|| g / b), need_b.then(|| -(g * y() / b))),
+            BinaryOp::Mul => (need_a.then(|| g * b()), need_b.then(|| g * a())),
+            BinaryOp::Div => (need_a.then(|| g / b()), need_b.then(|| -(g * y() / b()))),
             BinaryOp::Pow => (
                 need_a.then(|| {
                     // d/da a^b = b a^(b-1), which is 0 where b == 0.
-                    let d = b * a.pow(b - 1.0);
-                    g * b.eq(0.0f32).where_cond(0.0f32, &d)
+                    let d = b() * a().pow(b() - 1.0);
+                    g * b().eq(0.0f32).where_cond(0.0f32, &d)
                 }),
                 need_b.then(|| {
                     // d/db a^b = a^b ln a; PyTorch takes 0 where a == 0.
-                    let d = y() * a.log();
-                    g * a.eq(0.0f32).where_cond(0.0f32, &d)
+                    let d = y() * a().log();
+                    g * a().eq(0.0f32).where_cond(0.0f32, &d)
                 }),
             ),
             BinaryOp::Maximum | BinaryOp::Minimum => {
@@ -124,11 +136,11 @@ pub(crate) fn binary(op: BinaryOp, a: &Tensor, b: Rhs<'_>, out: &Tensor) {
                     } else {
                         p.lt(q)
                     };
-                    strict.cast(crate::DType::F32) + p.eq(q).cast(crate::DType::F32) * 0.5
+                    strict.cast(DType::F32) + p.eq(q).cast(DType::F32) * 0.5
                 };
                 (
-                    need_a.then(|| g * wins(a, b)),
-                    need_b.then(|| g * wins(b, a)),
+                    need_a.then(|| g * wins(a(), b())),
+                    need_b.then(|| g * wins(b(), a())),
                 )
             }
             _ => (None, None),
@@ -144,25 +156,33 @@ pub(crate) fn binary(op: BinaryOp, a: &Tensor, b: Rhs<'_>, out: &Tensor) {
 
 /// Gradient of `cond ? a : b` (the condition gets none).
 #[track_caller]
-pub(crate) fn where_cond(cond: &Tensor, a: &Tensor, b: &Tensor, out: &Tensor) {
-    if !wants(&[a, b]) {
+/// Scalar branches (`None`) get no gradient.
+pub(crate) fn where_cond(cond: &Tensor, a: Option<&Tensor>, b: Option<&Tensor>, out: &Tensor) {
+    let inputs: Vec<&Tensor> = a.into_iter().chain(b).collect();
+    if !wants(&inputs) {
         return;
     }
-    let (na, nb) = (a.requires_grad(), b.requires_grad());
-    let (sa, sb) = (a.shape().to_vec(), b.shape().to_vec());
+    let needs = |t: Option<&Tensor>| t.filter(|t| t.requires_grad()).map(|t| t.shape().to_vec());
+    let (sa, sb) = (needs(a), needs(b));
+    let (has_a, has_b) = (a.is_some(), b.is_some());
     let c = save(cond);
-    record("where", out, &[a, b], move |g| {
-        vec![
-            na.then(|| sum_to(&c.where_cond(g, 0.0f32), &sa)),
-            nb.then(|| sum_to(&c.where_cond(0.0f32, g), &sb)),
-        ]
+    record("where", out, &inputs, move |g| {
+        // One gradient per tensor input, in order.
+        let mut grads = Vec::with_capacity(2);
+        if has_a {
+            grads.push(sa.as_ref().map(|s| sum_to(&c.where_cond(g, 0.0f32), s)));
+        }
+        if has_b {
+            grads.push(sb.as_ref().map(|s| sum_to(&c.where_cond(0.0f32, g), s)));
+        }
+        grads
     });
 }
 
 /// Gradient of a cast (float to float only; other casts cut the graph).
 #[track_caller]
 pub(crate) fn cast(x: &Tensor, out: &Tensor) {
-    if !wants(&[x]) || out.dtype() != crate::DType::F32 {
+    if !wants(&[x]) || out.dtype() != DType::F32 {
         return;
     }
     let dt = x.dtype();
@@ -199,7 +219,7 @@ pub(crate) fn reduce(op: ReduceOp, x: &Tensor, axes: &[usize], out: &Tensor) {
                 // Max/min: split evenly among the elements that attain it.
                 let x = xs.as_ref().expect("saved");
                 let y = y.as_ref().expect("saved").reshape(keep.clone());
-                let hit = x.eq(&y).cast(crate::DType::F32);
+                let hit = x.eq(&y).cast(DType::F32);
                 let count = hit.sum(dims.clone(), true);
                 hit * (g / count)
             }
@@ -237,39 +257,42 @@ pub(crate) fn matmul(a: &Tensor, b: &Tensor, out: &Tensor) {
     }
     let (na, nb) = (a.requires_grad(), b.requires_grad());
     let b_transposed = is_transposed_view(b);
-    let (sa, sb) = (save(a), save(b));
+    // 1-D operands as matrices: a vector on the left is a row, on the
+    // right a column (PyTorch's rule).
+    let as_matrix = |t: &Tensor, left: bool| -> Vec<usize> {
+        match (t.shape(), left) {
+            ([k], true) => vec![1, *k],
+            ([k], false) => vec![*k, 1],
+            (s, _) => s.to_vec(),
+        }
+    };
+    let (a_shape, b_shape) = (a.shape().to_vec(), b.shape().to_vec());
+    let (a2_shape, b2_shape) = (as_matrix(a, true), as_matrix(b, false));
+    // a's gradient reads b and b's reads a: save only those.
+    let sa = nb.then(|| save(a).reshape(a2_shape.clone()));
+    let sb = na.then(|| save(b).reshape(b2_shape.clone()));
     record("matmul", out, &[a, b], move |g| {
-        let a2 = if sa.rank() == 1 {
-            sa.unsqueeze(0)
-        } else {
-            sa.clone()
-        };
-        let b2 = if sb.rank() == 1 {
-            sb.unsqueeze(-1)
-        } else {
-            sb.clone()
-        };
-        let (m, n) = (a2.shape()[a2.rank() - 2], b2.shape()[b2.rank() - 1]);
+        let (m, n) = (a2_shape[a2_shape.len() - 2], b2_shape[b2_shape.len() - 1]);
         // The output with its 1-D dims restored: batch + [m, n].
-        let lead = g.rank() - (usize::from(sa.rank() >= 2) + usize::from(sb.rank() >= 2));
+        let lead = g.rank() - usize::from(a_shape.len() >= 2) - usize::from(b_shape.len() >= 2);
         let mut g_shape = g.shape()[..lead].to_vec();
         g_shape.extend([m, n]);
         let g2 = g.reshape(g_shape);
-        let ga = na.then(|| {
+        let ga = sb.as_ref().map(|b2| {
             let full = g2.matmul(&b2.transpose(-1, -2));
-            sum_to(&full, a2.shape()).reshape(sa.shape().to_vec())
+            sum_to(&full, &a2_shape).reshape(a_shape.clone())
         });
-        let gb = nb.then(|| {
+        let gb = sa.as_ref().map(|a2| {
             // When b is a transposed view (a Linear layer's `w.t()`),
             // compute its gradient transposed, (g^T a)^T: the matmul then
             // writes w's gradient in w's own layout, so the optimiser's
             // update reads it at the same index and fuses as its epilogue.
             let full = if b_transposed {
-                g2.transpose(-1, -2).matmul(&a2).transpose(-1, -2)
+                g2.transpose(-1, -2).matmul(a2).transpose(-1, -2)
             } else {
                 a2.transpose(-1, -2).matmul(&g2)
             };
-            sum_to(&full, b2.shape()).reshape(sb.shape().to_vec())
+            sum_to(&full, &b2_shape).reshape(b_shape.clone())
         });
         vec![ga, gb]
     });

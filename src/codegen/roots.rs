@@ -380,8 +380,75 @@ fn tile_load(
     })
 }
 
-/// K step of the register-blocked matmul.
-const K8: usize = 16;
+/// The operands and sizes of a matmul root, and its 64x64 output tiles.
+struct MatmulDims {
+    a: usize,
+    b: usize,
+    m: usize,
+    k: usize,
+    n: usize,
+    tiles_n: usize,
+    /// Output tiles per batch entry.
+    tiles_mn: usize,
+    /// Workgroups: one per output tile of every batch entry.
+    groups: usize,
+}
+
+fn matmul_dims(key: &GraphKey, root: usize) -> MatmulDims {
+    let (a, b) = (key.nodes[root].inputs[0], key.nodes[root].inputs[1]);
+    let a_shape = &key.nodes[a].shape;
+    let r = a_shape.len();
+    let (m, k) = (a_shape[r - 2], a_shape[r - 1]);
+    let n = key.nodes[b].shape[r - 1];
+    let batch: usize = a_shape[..r - 2].iter().product();
+    let (tiles_m, tiles_n) = (m.div_ceil(TILE_M), n.div_ceil(TILE_N));
+    MatmulDims {
+        a,
+        b,
+        m,
+        k,
+        n,
+        tiles_n,
+        tiles_mn: tiles_m * tiles_n,
+        groups: batch * tiles_m * tiles_n,
+    }
+}
+
+/// Code that stages one K step of both tiles in workgroup memory, by a
+/// workgroup of `threads` invocations (256 / `threads` slots each). Slot
+/// `q` of A holds rows 4(q / 16) .. +3 at column q % 16 of the step, slot
+/// `q` of B columns 4(q % 16) .. +3 at row q / 16; each is one vec4.
+fn tile_loads(g: &mut Gen, d: &MatmulDims, threads: usize) -> String {
+    let (m, k, n) = (d.m, d.k, d.n);
+    let mut loads = String::new();
+    for s in 0..(TILE_K * 16) / threads {
+        let load_a = tile_load(
+            g,
+            d.a,
+            &format!(
+                "    let q = lid + {}u;\n    let akk = q % {TILE_K}u;\n    let arow = tm * {TILE_M}u + (q / {TILE_K}u) * 4u;\n    let acol = k0 + akk;",
+                threads * s
+            ),
+            |q| format!("arow + {q}u < {m}u && acol < {k}u"),
+            |q| format!("bi * {}u + (arow + {q}u) * {k}u + acol", m * k),
+            &format!("ta[akk * 16u + q / {TILE_K}u]"),
+        );
+        let load_b = tile_load(
+            g,
+            d.b,
+            &format!(
+                "    let q = lid + {}u;\n    let bkk = q / 16u;\n    let brow = k0 + bkk;\n    let bcol = tn * {TILE_N}u + (q % 16u) * 4u;",
+                threads * s
+            ),
+            |q| format!("brow < {k}u && bcol + {q}u < {n}u"),
+            |q| format!("bi * {}u + brow * {n}u + bcol + {q}u", k * n),
+            "tb[bkk * 16u + q % 16u]",
+        );
+        loads.push_str(&format!("        {{\n{load_a}}}\n        {{\n{load_b}}}\n"));
+    }
+    loads
+}
+
 /// A 64x64-tiled matmul with 64 invocations of 8x8 outputs each (the
 /// other kernel has 256 of 4x4). Per K step an invocation reads four vec4
 /// from workgroup memory for 64 multiply-adds instead of two for 16, and
@@ -391,40 +458,9 @@ const K8: usize = 16;
 /// 1024^3 (228 vs 400 ms in one run). Used on CPU adapters; real GPUs keep
 /// the 256-invocation kernel, which was the one measured on an H100.
 fn matmul_blocked(g: &mut Gen, key: &GraphKey, root: usize, outputs: &[usize]) -> (String, usize) {
-    let (a, b) = (key.nodes[root].inputs[0], key.nodes[root].inputs[1]);
-    let a_shape = key.nodes[a].shape.clone();
-    let r = a_shape.len();
-    let (m, k) = (a_shape[r - 2], a_shape[r - 1]);
-    let n = key.nodes[b].shape[r - 1];
-    let batch: usize = a_shape[..r - 2].iter().product();
-    let (tiles_m, tiles_n) = (m.div_ceil(TILE_M), n.div_ceil(TILE_N));
-    let groups = batch * tiles_m * tiles_n;
-    let mut loads = String::new();
-    for s in 0..(K8 / 4) {
-        let load_a = tile_load(
-            g,
-            a,
-            &format!(
-                "    let q = lid + {}u;\n    let akk = q % {K8}u;\n    let arow = tm * {TILE_M}u + (q / {K8}u) * 4u;\n    let acol = k0 + akk;",
-                64 * s
-            ),
-            |q| format!("arow + {q}u < {m}u && acol < {k}u"),
-            |q| format!("bi * {}u + (arow + {q}u) * {k}u + acol", m * k),
-            &format!("ta[akk * 16u + q / {K8}u]"),
-        );
-        let load_b = tile_load(
-            g,
-            b,
-            &format!(
-                "    let q = lid + {}u;\n    let bkk = q / 16u;\n    let brow = k0 + bkk;\n    let bcol = tn * {TILE_N}u + (q % 16u) * 4u;",
-                64 * s
-            ),
-            |q| format!("brow < {k}u && bcol + {q}u < {n}u"),
-            |q| format!("bi * {}u + brow * {n}u + bcol + {q}u", k * n),
-            "tb[bkk * 16u + q % 16u]",
-        );
-        loads.push_str(&format!("        {{\n{load_a}}}\n        {{\n{load_b}}}\n"));
-    }
+    let d = matmul_dims(key, root);
+    let (m, k, n, tiles_n, tiles_mn, groups) = (d.m, d.k, d.n, d.tiles_n, d.tiles_mn, d.groups);
+    let loads = tile_loads(g, &d, 64);
     let st = stores(g, key, root, outputs, "idx", "result");
     let mut inner = String::new();
     let mut decl = String::new();
@@ -452,10 +488,10 @@ fn matmul_blocked(g: &mut Gen, key: &GraphKey, root: usize, outputs: &[usize]) -
          let ty = lid / 8u;\n\
          let tx = lid % 8u;\n\
          {decl}\
-         for (var k0 = 0u; k0 < {k}u; k0 = k0 + {K8}u) {{\n\
+         for (var k0 = 0u; k0 < {k}u; k0 = k0 + {TILE_K}u) {{\n\
          {loads}\
              workgroupBarrier();\n\
-             for (var kk = 0u; kk < {K8}u; kk = kk + 1u) {{\n\
+             for (var kk = 0u; kk < {TILE_K}u; kk = kk + 1u) {{\n\
                  let a0 = ta[kk * 16u + ty * 2u];\n\
                  let a1 = ta[kk * 16u + ty * 2u + 1u];\n\
                  let b0 = tb[kk * 16u + tx * 2u];\n\
@@ -474,9 +510,8 @@ fn matmul_blocked(g: &mut Gen, key: &GraphKey, root: usize, outputs: &[usize]) -
                      let result = accs[i * 2u + j / 4u][j % 4u];\n{st}                }}\n\
              }}\n\
          }}\n}}\n",
-        tiles_mn = tiles_m * tiles_n,
         mn = m * n,
-        slots = K8 * 16,
+        slots = TILE_K * 16,
     );
     (main, groups)
 }
@@ -487,36 +522,9 @@ const TILE_N: usize = 64;
 const TILE_K: usize = 16;
 
 fn matmul(g: &mut Gen, key: &GraphKey, root: usize, outputs: &[usize]) -> (String, usize) {
-    let (a, b) = (key.nodes[root].inputs[0], key.nodes[root].inputs[1]);
-    let a_shape = key.nodes[a].shape.clone();
-    let r = a_shape.len();
-    let (m, k) = (a_shape[r - 2], a_shape[r - 1]);
-    let n = key.nodes[b].shape[r - 1];
-    let batch: usize = a_shape[..r - 2].iter().product();
-    let (tiles_m, tiles_n) = (m.div_ceil(TILE_M), n.div_ceil(TILE_N));
-    let groups = batch * tiles_m * tiles_n;
-    // Each invocation loads four elements of each tile as one vec4 slot:
-    // A rows (rg*4 .. rg*4+3) at column kk, B columns (cg*4 ..) at row kk.
-    let load_a = tile_load(
-        g,
-        a,
-        &format!(
-            "    let akk = lid % {TILE_K}u;\n    let arow = tm * {TILE_M}u + (lid / {TILE_K}u) * 4u;\n    let acol = k0 + akk;"
-        ),
-        |q| format!("arow + {q}u < {m}u && acol < {k}u"),
-        |q| format!("bi * {}u + (arow + {q}u) * {k}u + acol", m * k),
-        &format!("ta[akk * 16u + lid / {TILE_K}u]"),
-    );
-    let load_b = tile_load(
-        g,
-        b,
-        &format!(
-            "    let bkk = lid / 16u;\n    let brow = k0 + bkk;\n    let bcol = tn * {TILE_N}u + (lid % 16u) * 4u;"
-        ),
-        |q| format!("brow < {k}u && bcol + {q}u < {n}u"),
-        |q| format!("bi * {}u + brow * {n}u + bcol + {q}u", k * n),
-        "tb[bkk * 16u + lid % 16u]",
-    );
+    let d = matmul_dims(key, root);
+    let (m, k, n, tiles_n, tiles_mn, groups) = (d.m, d.k, d.n, d.tiles_n, d.tiles_mn, d.groups);
+    let loads = tile_loads(g, &d, 256);
     let st = stores(g, key, root, outputs, "idx", "result");
     let main = format!(
         "\n// A tile: 16 columns of 16 four-row groups; B tile: 16 rows of 16 four-column groups.\n\
@@ -536,8 +544,7 @@ fn matmul(g: &mut Gen, key: &GraphKey, root: usize, outputs: &[usize]) -> (Strin
          var acc2 = vec4<f32>(0.0);\n\
          var acc3 = vec4<f32>(0.0);\n\
          for (var k0 = 0u; k0 < {k}u; k0 = k0 + {TILE_K}u) {{\n\
-         {{\n{load_a}}}\n\
-         {{\n{load_b}}}\n\
+         {loads}\
              workgroupBarrier();\n\
              for (var kk = 0u; kk < {TILE_K}u; kk = kk + 1u) {{\n\
                  let av = ta[kk * 16u + ty];\n\
@@ -559,7 +566,6 @@ fn matmul(g: &mut Gen, key: &GraphKey, root: usize, outputs: &[usize]) -> (Strin
                      let result = accs[i][j];\n{st}                }}\n\
              }}\n\
          }}\n}}\n",
-        tiles_mn = tiles_m * tiles_n,
         mn = m * n,
     );
     (main, groups)

@@ -39,6 +39,29 @@ pub(crate) fn set_binding_part_bytes(max_binding: u64, alignment: u64) {
     BINDING_PART_BYTES.store(part.max(align) as usize, Ordering::Relaxed);
 }
 
+/// An `if` chain running `stmt(part, index within the part)` for the part
+/// of a split buffer that holds element `idx` (in `vec4` units when `vec`).
+fn part_chain(
+    parts: usize,
+    vec: bool,
+    idx: &str,
+    stmt: impl Fn(usize, String) -> String,
+) -> String {
+    let per = binding_part_bytes() / if vec { 16 } else { 4 };
+    let mut chain = String::from("    ");
+    for j in 0..parts {
+        if j > 0 {
+            chain.push_str(" else ");
+        }
+        if j + 1 < parts {
+            let _ = write!(chain, "if ({idx} < {}u) ", (j + 1) * per);
+        }
+        let _ = write!(chain, "{{ {} }}", stmt(j, format!("{idx} - {}u", j * per)));
+    }
+    chain.push('\n');
+    chain
+}
+
 /// Binding names of a buffer in `parts` parts: `name`, or `name_p0`, ...
 fn part_names(name: &str, parts: usize) -> Vec<String> {
     if parts == 1 {
@@ -316,52 +339,25 @@ impl<'a> Gen<'a> {
         if parts == 1 {
             return format!("{name}[{pos}]");
         }
-        let per = binding_part_bytes() / if vec { 16 } else { 4 };
         let q = self.emit("q", "u32", pos);
         let var = self.fresh("s");
         let _ = writeln!(self.body, "    var {var}: {ty};");
-        let mut chain = String::new();
-        for j in 0..parts {
-            let cond = if j + 1 == parts {
-                String::new()
-            } else {
-                format!("if ({q} < {}u) ", (j + 1) * per)
-            };
-            let _ = write!(
-                chain,
-                "{}{cond}{{ {var} = {name}_p{j}[{q} - {}u]; }}",
-                if j == 0 { "    " } else { " else " },
-                j * per
-            );
-        }
-        let _ = writeln!(self.body, "{chain}");
+        let chain = part_chain(parts, vec, &q, |part, local| {
+            format!("{var} = {name}_p{part}[{local}];")
+        });
+        self.body.push_str(&chain);
         var
     }
 
     /// The statement storing `value` at element `idx` of output `k`
     /// (node `o`), split over parts like `split_access`.
     pub fn store(&mut self, k: usize, o: usize, idx: &str, value: &str, vec: bool) -> String {
-        let parts = self.parts_of(o, vec);
-        if parts == 1 {
-            return format!("    out{k}[{idx}] = {value};\n");
+        match self.parts_of(o, vec) {
+            1 => format!("    out{k}[{idx}] = {value};\n"),
+            parts => part_chain(parts, vec, idx, |part, local| {
+                format!("out{k}_p{part}[{local}] = {value};")
+            }),
         }
-        let per = binding_part_bytes() / if vec { 16 } else { 4 };
-        let mut s = String::new();
-        for j in 0..parts {
-            let cond = if j + 1 == parts {
-                String::new()
-            } else {
-                format!("if ({idx} < {}u) ", (j + 1) * per)
-            };
-            let _ = write!(
-                s,
-                "{}{cond}{{ out{k}_p{j}[{idx} - {}u] = {value}; }}",
-                if j == 0 { "    " } else { " else " },
-                j * per
-            );
-        }
-        s.push('\n');
-        s
     }
 
     /// Runs `f` with `body` redirected to a fresh buffer and returns the

@@ -6,6 +6,8 @@ use std::io::Read;
 use std::path::{Path, PathBuf};
 
 use crate::error::{Error, Result};
+use crate::runtime::device::Device;
+use crate::tensor::Tensor;
 
 /// An unsigned-byte IDX array.
 #[derive(Clone, Debug)]
@@ -144,6 +146,23 @@ impl Mnist {
             .iter()
             .map(|&p| (p as f32 / 255.0 - 0.1307) / 0.3081)
             .collect()
+    }
+
+    /// Images `start..start + n` of `images` as a normalised
+    /// `[n, 1, H, W]` tensor (see [`Mnist::normalized`]) and the matching
+    /// `labels` as `i32` `[n]`, on `dev`.
+    pub fn batch(
+        images: &IdxArray,
+        labels: &IdxArray,
+        start: usize,
+        n: usize,
+        dev: &Device,
+    ) -> Result<(Tensor, Tensor)> {
+        let mut shape = vec![n, 1];
+        shape.extend_from_slice(&images.shape[1..]);
+        let x = Tensor::from_vec(Mnist::normalized(images, start, n), shape, dev)?;
+        let y = Tensor::from_vec(Mnist::labels(labels, start, n), [n], dev)?;
+        Ok((x, y))
     }
 
     /// Labels `start..start + n` as `i32`.

@@ -1,6 +1,6 @@
 //! Adadelta (Zeiler 2012), the optimiser of PyTorch's MNIST example.
 
-use super::Optimizer;
+use super::{Optimizer, l2_decayed};
 use crate::autograd::NoGradGuard;
 use crate::tensor::Tensor;
 
@@ -20,8 +20,8 @@ pub struct Adadelta {
 impl Adadelta {
     /// Adadelta with learning rate `lr` (PyTorch's default is 1.0).
     pub fn new(params: Vec<Tensor>, lr: f32) -> Adadelta {
-        let square_avg = params.iter().map(|p| p.detach().zeros_like()).collect();
-        let acc_delta = params.iter().map(|p| p.detach().zeros_like()).collect();
+        let square_avg = params.iter().map(Tensor::zeros_like).collect();
+        let acc_delta = params.iter().map(Tensor::zeros_like).collect();
         Adadelta {
             params,
             lr,
@@ -59,12 +59,7 @@ impl Optimizer for Adadelta {
         let state = self.square_avg.iter().zip(&self.acc_delta);
         for (p, (sq, acc)) in self.params.iter().zip(state) {
             let Some(g) = p.grad() else { continue };
-            // Not `+=`: that would write into the gradient's own handle.
-            let g = if self.weight_decay != 0.0 {
-                g + p * self.weight_decay
-            } else {
-                g
-            };
+            let g = l2_decayed(g, p, self.weight_decay);
             sq.mul_(rho).add_(&g * &g * (1.0 - rho));
             let std = (sq + self.eps).sqrt();
             let delta = (acc + self.eps).sqrt() / std * &g;

@@ -1,6 +1,6 @@
 //! Adam and AdamW, with PyTorch's bias-corrected update.
 
-use super::Optimizer;
+use super::{Optimizer, l2_decayed};
 use crate::autograd::NoGradGuard;
 use crate::tensor::Tensor;
 
@@ -18,8 +18,8 @@ struct Moments {
 
 impl Moments {
     fn new(params: Vec<Tensor>, lr: f32, weight_decay: f32) -> Moments {
-        let m = params.iter().map(|p| p.detach().zeros_like()).collect();
-        let v = params.iter().map(|p| p.detach().zeros_like()).collect();
+        let m = params.iter().map(Tensor::zeros_like).collect();
+        let v = params.iter().map(Tensor::zeros_like).collect();
         Moments {
             params,
             lr,
@@ -45,11 +45,10 @@ impl Moments {
             if self.weight_decay != 0.0 && decoupled {
                 p.mul_(1.0 - self.lr * self.weight_decay);
             }
-            // Not `+=`: that would write into the gradient's own handle.
-            let g = if self.weight_decay != 0.0 && !decoupled {
-                g + p * self.weight_decay
-            } else {
+            let g = if decoupled {
                 g
+            } else {
+                l2_decayed(g, p, self.weight_decay)
             };
             m.mul_(b1).add_(&g * (1.0 - b1));
             v.mul_(b2).add_(&g * &g * (1.0 - b2));

@@ -25,6 +25,16 @@ pub type StepLR = StepLr;
 
 use crate::tensor::Tensor;
 
+/// The gradient with L2 weight decay added: `g + weight_decay * p` (a new
+/// tensor; `+=` would write into the parameter's own gradient handle).
+pub(crate) fn l2_decayed(g: Tensor, p: &Tensor, weight_decay: f32) -> Tensor {
+    if weight_decay == 0.0 {
+        g
+    } else {
+        g + p * weight_decay
+    }
+}
+
 /// An optimiser over a fixed list of parameters.
 pub trait Optimizer {
     /// Records one update of every parameter that has a gradient.

@@ -1,7 +1,7 @@
 //! Stochastic gradient descent with momentum, dampening, Nesterov and
 //! weight decay, with PyTorch's update rule.
 
-use super::Optimizer;
+use super::{Optimizer, l2_decayed};
 use crate::autograd::NoGradGuard;
 use crate::tensor::Tensor;
 
@@ -62,12 +62,7 @@ impl Optimizer for Sgd {
         let _guard = NoGradGuard::new();
         for (p, buf) in self.params.iter().zip(&mut self.buffers) {
             let Some(g) = p.grad() else { continue };
-            // Not `+=`: that would write into the gradient's own handle.
-            let mut d = if self.weight_decay != 0.0 {
-                g + p * self.weight_decay
-            } else {
-                g
-            };
+            let mut d = l2_decayed(g, p, self.weight_decay);
             if self.momentum != 0.0 {
                 let b = match buf {
                     None => buf.insert(d.deep_clone()),

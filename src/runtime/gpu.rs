@@ -227,6 +227,20 @@ impl GpuContext {
             .create_command_encoder(&wgpu::CommandEncoderDescriptor::default());
         encoder.copy_buffer_to_buffer(buf.buffer(), offset as u64 * 4, &staging, 0, Some(bytes));
         self.submit(encoder.finish());
+        self.read_mapped(&staging, "readback").await
+    }
+
+    /// Waits for the work submitted so far and reads `staging` (a
+    /// `MAP_READ` buffer it copied into) as `T`s.
+    async fn read_mapped<T: bytemuck::Pod>(
+        &self,
+        staging: &wgpu::Buffer,
+        during: &str,
+    ) -> Result<Vec<T>> {
+        let device_error = |message: String| Error::Device {
+            during: during.to_string(),
+            message,
+        };
         self.flush();
         let (tx, rx) = futures::channel::oneshot::channel();
         staging.slice(..).map_async(wgpu::MapMode::Read, move |r| {
@@ -234,58 +248,19 @@ impl GpuContext {
         });
         self.device
             .poll(wgpu::PollType::wait_indefinitely())
-            .map_err(|e| Error::Device {
-                during: "readback".into(),
-                message: e.to_string(),
-            })?;
-        let mapped = rx.await.map_err(|_| Error::Device {
-            during: "readback".into(),
-            message: "map callback dropped".into(),
-        })?;
-        mapped.map_err(|e| Error::Device {
-            during: "readback".into(),
-            message: e.to_string(),
-        })?;
-        self.take_error("readback")?;
+            .map_err(|e| device_error(e.to_string()))?;
+        rx.await
+            .map_err(|_| device_error("map callback dropped".into()))?
+            .map_err(|e| device_error(e.to_string()))?;
+        self.take_error(during)?;
         let view = staging
             .slice(..)
             .get_mapped_range()
-            .map_err(|e| Error::Device {
-                during: "readback".into(),
-                message: e.to_string(),
-            })?;
-        let out = bytemuck::cast_slice::<u8, u32>(&view).to_vec();
+            .map_err(|e| device_error(e.to_string()))?;
+        let out = bytemuck::cast_slice::<u8, T>(&view).to_vec();
         drop(view);
         staging.unmap();
         Ok(out)
-    }
-
-    /// Waits for the work submitted so far and reads the `u64` timestamps
-    /// copied into `staging` (profiling only).
-    fn read_timestamps(&self, staging: &wgpu::Buffer) -> Result<Vec<u64>> {
-        self.flush();
-        let (tx, rx) = std::sync::mpsc::channel();
-        staging.slice(..).map_async(wgpu::MapMode::Read, move |r| {
-            let _ = tx.send(r);
-        });
-        let device_error = |message: String| Error::Device {
-            during: "reading kernel timestamps".into(),
-            message,
-        };
-        self.device
-            .poll(wgpu::PollType::wait_indefinitely())
-            .map_err(|e| device_error(e.to_string()))?;
-        rx.recv()
-            .map_err(|e| device_error(e.to_string()))?
-            .map_err(|e| device_error(e.to_string()))?;
-        let view = staging
-            .slice(..)
-            .get_mapped_range()
-            .map_err(|e| device_error(e.to_string()))?;
-        let ticks = bytemuck::cast_slice::<u8, u64>(&view).to_vec();
-        drop(view);
-        staging.unmap();
-        Ok(ticks)
     }
 
     /// Waits until all submitted work is done.
@@ -742,7 +717,7 @@ pub(crate) fn run_graph(
                 let part = binding_part_bytes() as u64;
                 let size = b.buffer().size();
                 for j in 0..parts as u64 {
-                    let offset = (j * part).min(size.saturating_sub(16));
+                    let offset = j * part;
                     entries.push(wgpu::BindingResource::Buffer(wgpu::BufferBinding {
                         buffer: b.buffer(),
                         offset,
@@ -828,7 +803,8 @@ pub(crate) fn run_graph(
     ctx.submit(encoder.finish());
     metrics.record("encode_submit", encode_start.elapsed());
     if let (Some(staging), Some(profile)) = (timestamps, ctx.profile.as_ref()) {
-        let ticks = ctx.read_timestamps(&staging)?;
+        let ticks: Vec<u64> =
+            pollster::block_on(ctx.read_mapped(&staging, "reading kernel timestamps"))?;
         let period = ctx.queue.get_timestamp_period() as f64;
         for (k, pair) in exe.kernels.iter().zip(ticks.chunks_exact(2)) {
             let label = match k.source.writes.first() {

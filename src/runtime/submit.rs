@@ -37,7 +37,7 @@ enum Job {
 
 /// The sending side of the submission thread.
 pub(crate) struct Submitter {
-    tx: Mutex<Sender<Job>>,
+    tx: Sender<Job>,
     /// Command buffers queued and not yet submitted, and its signal.
     in_flight: Arc<(Mutex<usize>, Condvar)>,
 }
@@ -71,17 +71,14 @@ impl Submitter {
                     }
                 }
             })?;
-        Ok(Submitter {
-            tx: Mutex::new(tx),
-            in_flight,
-        })
+        Ok(Submitter { tx, in_flight })
     }
 
     fn send(&self, job: Job) {
         // The thread only stops when the sender is dropped, so a failed
         // send cannot happen while `self` exists; ignore it rather than
         // panic in a destructor-time corner.
-        let _ = self.tx.lock().unwrap_or_else(|e| e.into_inner()).send(job);
+        let _ = self.tx.send(job);
     }
 
     /// Queues a buffer write.

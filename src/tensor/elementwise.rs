@@ -116,25 +116,15 @@ impl Tensor {
     /// Records `self op rhs` with broadcasting and PyTorch's type promotion.
     #[track_caller]
     pub(crate) fn binary(&self, rhs: Operand, op: BinaryOp) -> Tensor {
-        let (rhs_tensor, rhs_scalar) = match &rhs {
-            Operand::Tensor(t) => (Some(t.clone()), 0.0),
-            Operand::Scalar(d, bits) => {
-                (None, f32::from_bits(convert_scalar(*bits, *d, DType::F32)))
-            }
-        };
-        let out = Tensor::from_node(self.binary_node(rhs, op), self.device());
-        let grad_rhs = match &rhs_tensor {
-            Some(t) => rules::Rhs::Tensor(t),
-            None => rules::Rhs::Scalar(rhs_scalar),
-        };
-        rules::binary(op, self, grad_rhs, &out);
+        let out = Tensor::from_node(self.binary_node(&rhs, op), self.device());
+        rules::binary(op, self, &rhs, &out);
         out
     }
 
     /// The node of `self op rhs`, without a handle (in-place ops bind it to
     /// `self`'s handle instead of registering a new one).
     #[track_caller]
-    pub(crate) fn binary_node(&self, rhs: Operand, op: BinaryOp) -> Arc<Node> {
+    pub(crate) fn binary_node(&self, rhs: &Operand, op: BinaryOp) -> Arc<Node> {
         let loc = Location::caller();
         let a = self.node();
         let b = match rhs {
@@ -149,7 +139,7 @@ impl Tensor {
                 }
                 t.node()
             }
-            Operand::Scalar(sd, bits) => {
+            &Operand::Scalar(sd, bits) => {
                 // A scalar of a lower or equal category takes the tensor's
                 // dtype; a higher one promotes to that category's default.
                 let dt = if sd.category() <= a.dtype.category() {
@@ -231,16 +221,14 @@ impl Tensor {
                 c.dtype, c.shape
             );
         }
-        let dev = self.device();
+        // Tensor operands are kept for the backward rule; scalars get no
+        // gradient, so they stay bare nodes.
         let operand = |o: Operand| match o {
-            Operand::Tensor(t) => t,
-            Operand::Scalar(d, bits) => Tensor::from_node(scalar_node(bits, d, loc), dev),
+            Operand::Tensor(t) => (t.node(), Some(t)),
+            Operand::Scalar(d, bits) => (scalar_node(bits, d, loc), None),
         };
-        let (ta, tb) = (
-            operand(on_true.into_operand()),
-            operand(on_false.into_operand()),
-        );
-        let (a, b) = (ta.node(), tb.node());
+        let (a, ta) = operand(on_true.into_operand());
+        let (b, tb) = operand(on_false.into_operand());
         let shape = broadcast_shapes(&c.shape, &a.shape)
             .and_then(|s| broadcast_shapes(&s, &b.shape))
             .unwrap_or_else(|| {
@@ -264,7 +252,7 @@ impl Tensor {
             Node::pending(Op::Where, inputs, Vec::new(), shape, dt, loc),
             self.device(),
         );
-        rules::where_cond(self, &ta, &tb, &out);
+        rules::where_cond(self, ta.as_ref(), tb.as_ref(), &out);
         out
     }
 

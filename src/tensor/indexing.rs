@@ -306,16 +306,14 @@ impl Tensor {
     /// Sliding windows of a padded `[N, C, H, W]` tensor as a
     /// `[N, C, OH, OW, KH, KW]` gather (read in place by whoever uses it).
     #[track_caller]
-    pub(crate) fn windows(
-        &self,
-        op: &str,
-        kernel: (usize, usize),
-        stride: (usize, usize),
-        padding: (usize, usize),
-        dilation: (usize, usize),
-        fill: f32,
-    ) -> (Tensor, usize, usize) {
+    pub(crate) fn windows(&self, op: &str, geometry: Window, fill: f32) -> (Tensor, usize, usize) {
         let loc = Location::caller();
+        let Window {
+            kernel,
+            stride,
+            padding,
+            dilation,
+        } = geometry;
         if self.rank() != 4 || self.dtype() != DType::F32 {
             panic!(
                 "{op}: expects an f32 [N, C, H, W] input, got {:?} ({}) at {loc}",
@@ -388,10 +386,16 @@ impl Tensor {
             weight.shape()[2],
             weight.shape()[3],
         );
+        let geometry = Window {
+            kernel: (kh, kw),
+            stride,
+            padding,
+            dilation,
+        };
         // The op records one grad function for itself (its windows are an
         // overlapping gather that has no gradient of its own).
         let guard = NoGradGuard::new();
-        let (win, oh, ow) = self.windows("conv2d", (kh, kw), stride, padding, dilation, 0.0);
+        let (win, oh, ow) = self.windows("conv2d", geometry, 0.0);
         let n = self.shape()[0];
         // [N, C, OH, OW, KH, KW] -> [N, C, KH, KW, OH, OW] -> [N, C*KH*KW, OH*OW]
         let cols = win
@@ -406,13 +410,7 @@ impl Tensor {
             None => out,
         };
         drop(guard);
-        let win = Window {
-            kernel: (kh, kw),
-            stride,
-            padding,
-            dilation,
-        };
-        conv::conv2d(self, weight, bias, win, &out);
+        conv::conv2d(self, weight, bias, geometry, &out);
         out
     }
 
@@ -424,15 +422,7 @@ impl Tensor {
         stride: (usize, usize),
         padding: (usize, usize),
     ) -> Tensor {
-        let geometry = Window {
-            kernel,
-            stride,
-            padding,
-            dilation: (1, 1),
-        };
-        let out = self.pool("max_pool2d", geometry, true);
-        conv::max_pool2d(self, geometry, &out);
-        out
+        self.pool(true, kernel, stride, padding)
     }
 
     /// Average pooling over `kernel` windows (padding counts as zeros in the
@@ -444,36 +434,42 @@ impl Tensor {
         stride: (usize, usize),
         padding: (usize, usize),
     ) -> Tensor {
+        self.pool(false, kernel, stride, padding)
+    }
+
+    /// `max_pool2d` (padding counts as -inf) or `avg_pool2d` (padding
+    /// counts as 0): a reduction over the `[.., KH, KW]` windows, recorded
+    /// without autograd, with the pool's own grad function on top.
+    #[track_caller]
+    fn pool(
+        &self,
+        max: bool,
+        kernel: (usize, usize),
+        stride: (usize, usize),
+        padding: (usize, usize),
+    ) -> Tensor {
         let geometry = Window {
             kernel,
             stride,
             padding,
             dilation: (1, 1),
         };
-        let out = self.pool("avg_pool2d", geometry, false);
-        conv::avg_pool2d(self, geometry, &out);
-        out
-    }
-
-    /// Max (padding counts as -inf) or mean (padding counts as 0) over the
-    /// `[.., KH, KW]` windows, recorded without autograd (the caller
-    /// records the pool's own grad function).
-    #[track_caller]
-    fn pool(&self, op: &str, geometry: Window, max: bool) -> Tensor {
-        let _guard = NoGradGuard::new();
-        let fill = if max { f32::NEG_INFINITY } else { 0.0 };
-        let (win, _, _) = self.windows(
-            op,
-            geometry.kernel,
-            geometry.stride,
-            geometry.padding,
-            geometry.dilation,
-            fill,
-        );
+        let op = if max { "max_pool2d" } else { "avg_pool2d" };
+        let out = {
+            let _guard = NoGradGuard::new();
+            let fill = if max { f32::NEG_INFINITY } else { 0.0 };
+            let (win, _, _) = self.windows(op, geometry, fill);
+            if max {
+                win.max([4, 5], false)
+            } else {
+                win.mean([4, 5], false)
+            }
+        };
         if max {
-            win.max([4, 5], false)
+            conv::max_pool2d(self, geometry, &out);
         } else {
-            win.mean([4, 5], false)
+            conv::avg_pool2d(self, geometry, &out);
         }
+        out
     }
 }

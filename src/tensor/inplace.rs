@@ -19,8 +19,10 @@ use crate::shape::broadcast_shapes;
 
 impl Tensor {
     /// Rebinds `self` to `value`, which must have `self`'s shape and dtype.
+    /// `value_requires_grad`: whether the tensor the value comes from
+    /// requires grad (in-place writes are not differentiated).
     #[track_caller]
-    fn assign_node(&self, value: Arc<Node>, op: &str) -> &Tensor {
+    fn assign_node(&self, value: Arc<Node>, op: &str, value_requires_grad: bool) -> &Tensor {
         let loc = Location::caller();
         if value.shape != self.shape() {
             panic!(
@@ -37,18 +39,16 @@ impl Tensor {
                 self.shape()
             );
         }
-        crate::autograd::check_inplace(self, false, op);
+        crate::autograd::check_inplace(self, value_requires_grad, op);
         self.h.assign(value, op);
         self
     }
 
     #[track_caller]
     fn binary_(&self, rhs: Operand, op: BinaryOp, name: &str) -> &Tensor {
-        if let Operand::Tensor(t) = &rhs {
-            crate::autograd::check_inplace(self, t.requires_grad(), name);
-        }
-        let value = self.binary_node(rhs, op);
-        self.assign_node(value, name)
+        let rhs_requires_grad = matches!(&rhs, Operand::Tensor(t) if t.requires_grad());
+        let value = self.binary_node(&rhs, op);
+        self.assign_node(value, name, rhs_requires_grad)
     }
 
     /// In place `self += rhs` (broadcast to `self`'s shape). Returns `self`.
@@ -80,6 +80,7 @@ impl Tensor {
     #[track_caller]
     pub fn copy_(&self, src: impl IntoOperand) -> &Tensor {
         let loc = Location::caller();
+        let mut src_requires_grad = false;
         let node = match src.into_operand() {
             Operand::Tensor(t) => {
                 if t.device() != self.device() {
@@ -88,7 +89,7 @@ impl Tensor {
                         t.device().name()
                     );
                 }
-                crate::autograd::check_inplace(self, t.requires_grad(), "copy_");
+                src_requires_grad = t.requires_grad();
                 t.node()
             }
             Operand::Scalar(d, bits) => scalar_node(bits, d, loc),
@@ -101,7 +102,7 @@ impl Tensor {
             );
         }
         let value = expand_node(&cast_node(&node, self.dtype(), loc), self.shape(), loc);
-        self.assign_node(value, "copy_")
+        self.assign_node(value, "copy_", src_requires_grad)
     }
 
     /// Sets every element to `value` (converted to `self`'s dtype). Returns `self`.
@@ -113,7 +114,7 @@ impl Tensor {
             self.dtype(),
             loc,
         );
-        self.assign_node(expand_node(&scalar, self.shape(), loc), "fill_")
+        self.assign_node(expand_node(&scalar, self.shape(), loc), "fill_", false)
     }
 
     /// Sets every element to zero. Returns `self`.
@@ -132,11 +133,11 @@ impl Tensor {
     #[track_caller]
     pub fn clamp_(&self, min: f32, max: f32) -> &Tensor {
         let lower = Tensor::from_node(
-            self.binary_node(min.into_operand(), BinaryOp::Maximum),
+            self.binary_node(&min.into_operand(), BinaryOp::Maximum),
             self.device(),
         );
-        let value = lower.binary_node(max.into_operand(), BinaryOp::Minimum);
-        self.assign_node(value, "clamp_")
+        let value = lower.binary_node(&max.into_operand(), BinaryOp::Minimum);
+        self.assign_node(value, "clamp_", false)
     }
 
     /// Writes `value` into the window `ranges` of the leading dims (as

@@ -17,6 +17,7 @@ use std::sync::atomic::AtomicBool;
 use std::sync::{Arc, Mutex};
 
 pub use dims::{IntoDims, IntoShape};
+pub(crate) use elementwise::convert_scalar;
 pub use elementwise::{IntoOperand, Operand};
 
 use crate::autograd::GradState;
