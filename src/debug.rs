@@ -78,16 +78,20 @@ pub(crate) fn dot(graph: &Graph) -> String {
     out
 }
 
-/// Writes the IR, the DOT graph and each kernel's WGSL under `dir`, named
-/// by the graph hash. Failures are logged, never fatal.
-pub(crate) fn dump(dir: &Path, graph: &Graph, kernels: &[&str]) {
+/// Writes the IR, the DOT graph and each kernel's WGSL (with the packing
+/// kernels dispatched before it, as `kernelK.packJ`) under `dir`, named by
+/// the graph hash. Failures are logged, never fatal.
+pub(crate) fn dump(dir: &Path, graph: &Graph, kernels: &[(&str, Vec<&str>)]) {
     let stem = format!("{:016x}", graph.hash);
     let mut files: Vec<(String, String)> = vec![
         (format!("{stem}.ir.txt"), ir_text(graph)),
         (format!("{stem}.dot"), dot(graph)),
     ];
-    for (k, src) in kernels.iter().enumerate() {
+    for (k, (src, packs)) in kernels.iter().enumerate() {
         files.push((format!("{stem}.kernel{k}.wgsl"), src.to_string()));
+        for (j, pack) in packs.iter().enumerate() {
+            files.push((format!("{stem}.kernel{k}.pack{j}.wgsl"), pack.to_string()));
+        }
     }
     if let Err(e) = std::fs::create_dir_all(dir) {
         log::warn!("LAZYWGPU_DUMP: cannot create {}: {e}", dir.display());

@@ -191,7 +191,7 @@ proptest! {
     }
 
     #[test]
-    fn matmul_matches_f64(m in 1usize..70, k in 1usize..40, n in 1usize..70, batch in 0usize..3, a_t in any::<bool>(), b_t in any::<bool>()) {
+    fn matmul_matches_f64(m in 1usize..70, k in 1usize..40, n in 1usize..300, batch in 0usize..3, a_t in any::<bool>(), b_t in any::<bool>()) {
         let bsz = [1usize, 2, 3][batch];
         let a = data(bsz * m * k, 1);
         let b = data(k * n, 2); // shared by every batch: broadcast
@@ -384,4 +384,35 @@ fn softmax_with_many_rows_uses_one_invocation_per_row() {
             &format!("softmax log={log}"),
         );
     }
+}
+
+/// The adapter's default matmul kernel (on CPU adapters the texture-packed
+/// lane kernel) over odd shapes, and a matmul whose left operand is taller
+/// than a texture may be (16,400 rows; the lane kernel then falls back to
+/// the workgroup-memory one), each against f64 loops.
+#[test]
+fn default_matmul_kernel_and_its_fallback_match_f64() {
+    let Some(dev) = gpu() else { return };
+    common::check_matmul_shapes(&dev, "default matmul");
+    let (m, k, n) = (16_400, 3, 5);
+    let a = common::data(m * k, 3);
+    let b = common::data(k * n, 4);
+    let expected: Vec<f32> = (0..m * n)
+        .map(|e| {
+            let (i, j) = (e / n, e % n);
+            (0..k)
+                .map(|kk| a[i * k + kk] as f64 * b[kk * n + j] as f64)
+                .sum::<f64>() as f32
+        })
+        .collect();
+    let y = Tensor::from_vec(a, [m, k], &dev)
+        .unwrap()
+        .matmul(&Tensor::from_vec(b, [k, n], &dev).unwrap());
+    assert_close(
+        &y.to_vec::<f32>().unwrap(),
+        &expected,
+        1e-4,
+        1e-5,
+        "tall matmul",
+    );
 }

@@ -7,7 +7,8 @@
 
 use std::fmt::Write;
 
-use super::wgsl::{Gen, KernelSource, WORKGROUP_SIZE, value_type};
+use super::matmul_lanes::{LaneAdapter, matmul_lanes};
+use super::wgsl::{Gen, KernelSource, TextureUse, WORKGROUP_SIZE, value_type};
 use crate::dtype::DType;
 use crate::graph::GraphKey;
 use crate::graph::op::{Op, ReduceOp};
@@ -21,7 +22,7 @@ pub(crate) fn generate_root_kernel(
     write_root: bool,
     epilogue: &[usize],
     stored: &dyn Fn(usize) -> bool,
-    blocked_matmul: bool,
+    matmul_kernel: MatmulKernel,
 ) -> KernelSource {
     let mut outputs: Vec<usize> = Vec::new();
     if write_root {
@@ -32,13 +33,31 @@ pub(crate) fn generate_root_kernel(
     let crate::graph::GKind::Op { op, .. } = &key.nodes[root].kind else {
         unreachable!("kernel roots are ops")
     };
+    let mut packs = Vec::new();
+    let mut scratch = Vec::new();
+    let lanes = match (op, matmul_kernel) {
+        (Op::Matmul, MatmulKernel::Lanes(adapter)) => {
+            matmul_lanes(&mut g, key, root, &outputs, stored, adapter)
+        }
+        _ => None,
+    };
     let (main, groups) = match op {
         Op::Reduce { op, axes, parts } => reduce(&mut g, key, root, *op, axes, *parts, &outputs),
         Op::Softmax { axis, log } => softmax(&mut g, key, root, *axis, *log, &outputs),
-        Op::Matmul if blocked_matmul => matmul_blocked(&mut g, key, root, &outputs),
-        Op::Matmul => matmul(&mut g, key, root, &outputs),
+        Op::Matmul => match (lanes, matmul_kernel) {
+            (Some(l), _) => {
+                packs = l.packs;
+                scratch = l.scratch;
+                (l.main, l.groups)
+            }
+            (None, MatmulKernel::Tiled) => matmul(&mut g, key, root, &outputs),
+            (None, _) => matmul_blocked(&mut g, key, root, &outputs),
+        },
         other => unreachable!("{} is not a kernel root", other.name()),
     };
+    let textures = (0..scratch.len())
+        .map(|slot| TextureUse { slot, write: false })
+        .collect();
     let out_types: Vec<(usize, bool)> = outputs.iter().map(|&o| (o, false)).collect();
     let mut src = g.header(&out_types);
     src.push_str(&main);
@@ -51,12 +70,27 @@ pub(crate) fn generate_root_kernel(
         writes: outputs,
         groups,
         alias_violation: false,
+        textures,
+        scratch,
+        packs,
     }
+}
+
+/// Which matmul kernel to generate (chosen per adapter; see `GpuContext`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum MatmulKernel {
+    /// 64x64 tiles in workgroup memory, 256 invocations of 4x4 (GPUs).
+    Tiled,
+    /// 64x64 tiles in workgroup memory, 64 invocations of 8x8.
+    Blocked,
+    /// Texture-packed operands and subgroup broadcasts (CPU adapters);
+    /// falls back to `Blocked` where the textures would not fit.
+    Lanes(LaneAdapter),
 }
 
 /// Code that computes every output's value at `idx` (the root's value there
 /// being `result`) and stores it.
-fn stores(
+pub(super) fn stores(
     g: &mut Gen,
     key: &GraphKey,
     root: usize,
@@ -381,20 +415,20 @@ fn tile_load(
 }
 
 /// The operands and sizes of a matmul root, and its 64x64 output tiles.
-struct MatmulDims {
-    a: usize,
-    b: usize,
-    m: usize,
-    k: usize,
-    n: usize,
-    tiles_n: usize,
+pub(super) struct MatmulDims {
+    pub a: usize,
+    pub b: usize,
+    pub m: usize,
+    pub k: usize,
+    pub n: usize,
+    pub tiles_n: usize,
     /// Output tiles per batch entry.
-    tiles_mn: usize,
+    pub tiles_mn: usize,
     /// Workgroups: one per output tile of every batch entry.
-    groups: usize,
+    pub groups: usize,
 }
 
-fn matmul_dims(key: &GraphKey, root: usize) -> MatmulDims {
+pub(super) fn matmul_dims(key: &GraphKey, root: usize) -> MatmulDims {
     let (a, b) = (key.nodes[root].inputs[0], key.nodes[root].inputs[1]);
     let a_shape = &key.nodes[a].shape;
     let r = a_shape.len();
@@ -455,8 +489,10 @@ fn tile_loads(g: &mut Gen, d: &MatmulDims, threads: usize) -> String {
 /// a workgroup has a quarter of the invocations to step through each
 /// barrier: on lavapipe, where a workgroup runs as SIMD loops on one CPU
 /// thread and a barrier splits the shader, this was 1.75x faster for
-/// 1024^3 (228 vs 400 ms in one run). Used on CPU adapters; real GPUs keep
-/// the 256-invocation kernel, which was the one measured on an H100.
+/// 1024^3 (228 vs 400 ms in one run). CPU adapters use it where the lane
+/// kernel (`matmul_lanes`, 5x faster again) cannot: operands too large
+/// for a texture, or no fixed subgroup size. Real GPUs keep the
+/// 256-invocation kernel, which was the one measured on an H100.
 fn matmul_blocked(g: &mut Gen, key: &GraphKey, root: usize, outputs: &[usize]) -> (String, usize) {
     let d = matmul_dims(key, root);
     let (m, k, n, tiles_n, tiles_mn, groups) = (d.m, d.k, d.n, d.tiles_n, d.tiles_mn, d.groups);

@@ -94,6 +94,33 @@ pub(crate) struct KernelSource {
     /// invocation's own element, which would race with the write: the
     /// caller must then drop the alias.
     pub alias_violation: bool,
+    /// Scratch textures bound after the buffers, in this order.
+    pub textures: Vec<TextureUse>,
+    /// `rgba32float` scratch textures (width, height in texels) that this
+    /// kernel and its `packs` share; the runtime creates them once per
+    /// compiled graph.
+    pub scratch: Vec<(u32, u32)>,
+    /// Kernels dispatched right before this one, writing its scratch
+    /// textures (a matmul's operand packing).
+    pub packs: Vec<KernelSource>,
+}
+
+/// A scratch texture a kernel binds: entry `slot` of the owning kernel's
+/// `scratch`, as a write-only storage texture or a sampled one.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct TextureUse {
+    pub slot: usize,
+    pub write: bool,
+}
+
+impl KernelSource {
+    /// Nodes read from buffers by this kernel or its packing kernels.
+    pub fn all_reads(&self) -> impl Iterator<Item = usize> + '_ {
+        self.reads
+            .iter()
+            .chain(self.packs.iter().flat_map(|p| p.reads.iter()))
+            .copied()
+    }
 }
 
 /// Generates the kernel that writes `outputs` (all of `numel` elements).
@@ -159,6 +186,9 @@ pub(crate) fn generate_kernel(
         writes: outputs.to_vec(),
         groups: invocations.div_ceil(WORKGROUP_SIZE as usize),
         alias_violation: g.alias_violation,
+        textures: Vec::new(),
+        scratch: Vec::new(),
+        packs: Vec::new(),
     }
 }
 

@@ -7,8 +7,8 @@ use std::sync::{Arc, Mutex, OnceLock};
 use lru::LruCache;
 
 use crate::codegen::{
-    KernelSource, binding_part_bytes, generate_kernel, generate_root_kernel,
-    set_binding_part_bytes, validate_wgsl,
+    KernelSource, LaneAdapter, MatmulKernel, binding_part_bytes, generate_kernel,
+    generate_root_kernel, set_binding_part_bytes, validate_wgsl,
 };
 use crate::error::{Error, Result};
 use crate::graph::{GKind, Graph, GraphKey};
@@ -26,9 +26,11 @@ pub(crate) struct GpuContext {
     pub queue: wgpu::Queue,
     pub info: wgpu::AdapterInfo,
     pub limits: wgpu::Limits,
-    /// Matmuls with 8x8 outputs per invocation (CPU adapters; see
-    /// `codegen::roots`). `LAZYWGPU_MATMUL=tiled|blocked` overrides.
-    pub blocked_matmul: bool,
+    /// The matmul kernel: texture-packed with subgroup broadcasts on CPU
+    /// adapters with a fixed subgroup size (see `codegen::matmul_lanes`),
+    /// workgroup-memory tiles elsewhere.
+    /// `LAZYWGPU_MATMUL=tiled|blocked|lanes` overrides.
+    pub matmul_kernel: MatmulKernel,
     /// The submission thread, on adapters whose submit runs the work
     /// before returning (CPU adapters; `LAZYWGPU_SUBMIT_THREAD=0|1`
     /// overrides). `None`: submit on the caller's thread.
@@ -102,11 +104,7 @@ impl GpuContext {
             limits.max_storage_buffer_binding_size,
             limits.min_storage_buffer_offset_alignment as u64,
         );
-        let blocked_matmul = match std::env::var("LAZYWGPU_MATMUL").as_deref() {
-            Ok("blocked") => true,
-            Ok("tiled") => false,
-            _ => info.device_type == wgpu::DeviceType::Cpu,
-        };
+        let matmul_kernel = choose_matmul_kernel(&info, &limits, features);
         let profiling = profile::requested() && features.contains(wgpu::Features::TIMESTAMP_QUERY);
         // Profiling submits on the caller's thread: lavapipe's timestamps
         // of work submitted from the submission thread came out inflated
@@ -128,7 +126,7 @@ impl GpuContext {
             queue,
             info,
             limits,
-            blocked_matmul,
+            matmul_kernel,
             submitter,
             profile: profiling.then(KernelProfile::default),
             uncaptured,
@@ -276,6 +274,30 @@ impl GpuContext {
     }
 }
 
+/// The matmul kernel for this adapter (see [`GpuContext::matmul_kernel`]).
+/// The lane kernel needs subgroups of one known size: its broadcasts name
+/// lanes by number.
+fn choose_matmul_kernel(
+    info: &wgpu::AdapterInfo,
+    limits: &wgpu::Limits,
+    features: wgpu::Features,
+) -> MatmulKernel {
+    let lanes = (features.contains(wgpu::Features::SUBGROUP)
+        && info.subgroup_min_size == info.subgroup_max_size)
+        .then_some(MatmulKernel::Lanes(LaneAdapter {
+            subgroup: info.subgroup_max_size as usize,
+            max_texture: limits.max_texture_dimension_2d as usize,
+        }));
+    let cpu = info.device_type == wgpu::DeviceType::Cpu;
+    match std::env::var("LAZYWGPU_MATMUL").as_deref() {
+        Ok("tiled") => MatmulKernel::Tiled,
+        Ok("blocked") => MatmulKernel::Blocked,
+        Ok("lanes") => lanes.unwrap_or(MatmulKernel::Blocked),
+        _ if cpu => lanes.unwrap_or(MatmulKernel::Blocked),
+        _ => MatmulKernel::Tiled,
+    }
+}
+
 async fn choose_adapter(instance: &wgpu::Instance) -> Result<wgpu::Adapter> {
     if let Ok(name) = std::env::var("WGPU_ADAPTER_NAME") {
         let wanted = name.to_lowercase();
@@ -310,6 +332,12 @@ struct CompiledKernel {
     pipeline: Arc<wgpu::ComputePipeline>,
     source: KernelSource,
     workgroups: (u32, u32),
+    /// The kernels dispatched right before it (`source.packs`).
+    packs: Vec<(Arc<wgpu::ComputePipeline>, (u32, u32))>,
+    /// Views of its scratch textures (`source.scratch`), created with the
+    /// executable and reused by every run: runs of one queue execute in
+    /// order, so a later run's packing cannot overtake an earlier read.
+    scratch: Vec<wgpu::TextureView>,
 }
 
 /// A compiled graph: its kernels in order, and which outputs are written
@@ -327,7 +355,13 @@ pub(crate) struct Executable {
 fn plan_releases(key: &GraphKey, kernels: &[CompiledKernel]) -> Vec<Vec<usize>> {
     let mut last_use: Vec<Option<usize>> = vec![None; key.nodes.len()];
     for (k, kernel) in kernels.iter().enumerate() {
-        for &n in kernel.source.writes.iter().chain(&kernel.source.reads) {
+        for n in kernel
+            .source
+            .writes
+            .iter()
+            .copied()
+            .chain(kernel.source.all_reads())
+        {
             last_use[n] = Some(k);
         }
     }
@@ -365,7 +399,7 @@ fn plan_donations(
             continue;
         }
         let readers: Vec<usize> = (0..groups.len())
-            .filter(|&k| sources[k].reads.contains(&x))
+            .filter(|&k| sources[k].all_reads().any(|r| r == x))
             .collect();
         let elementwise = |k: &usize| groups[*k].kind == KernelKind::Elementwise;
         let candidates: Vec<usize> = match readers.as_slice() {
@@ -484,7 +518,7 @@ fn executable(
                 write_root,
                 &group.outputs,
                 &|i| stored[i],
-                ctx.blocked_matmul,
+                ctx.matmul_kernel,
             ),
         };
         for &o in &source.writes {
@@ -501,29 +535,49 @@ fn executable(
     }
     let mut kernels = Vec::with_capacity(plan.kernels.len());
     for (k, source) in sources.into_iter().enumerate() {
-        let bindings = source.reads.len() + source.writes.len() + source.uses_params as usize;
-        if bindings > max_bindings {
-            return Err(Error::Compile {
-                graph_hash: graph.hash,
-                kernel: k,
-                message: format!(
-                    "kernel needs {bindings} storage buffers, the adapter allows {max_bindings} (at {})",
-                    graph.locations[source.writes.first().copied().unwrap_or(0)]
-                ),
-                source_code: source.wgsl,
-            });
+        for s in std::iter::once(&source).chain(&source.packs) {
+            let bindings = s.reads.len() + s.writes.len() + s.uses_params as usize;
+            if bindings > max_bindings {
+                return Err(Error::Compile {
+                    graph_hash: graph.hash,
+                    kernel: k,
+                    message: format!(
+                        "kernel needs {bindings} storage buffers, the adapter allows {max_bindings} (at {})",
+                        graph.locations[source.writes.first().copied().unwrap_or(0)]
+                    ),
+                    source_code: s.wgsl.clone(),
+                });
+            }
         }
+        let mut packs = Vec::with_capacity(source.packs.len());
+        for p in &source.packs {
+            let pipeline = pipeline(ctx, caches, metrics, &p.wgsl, graph.hash, k)?;
+            packs.push((pipeline, grid(ctx, p.groups)));
+        }
+        let scratch = source
+            .scratch
+            .iter()
+            .map(|&(width, height)| scratch_texture(ctx, width, height))
+            .collect();
         let pipeline = pipeline(ctx, caches, metrics, &source.wgsl, graph.hash, k)?;
         kernels.push(CompiledKernel {
             pipeline,
             workgroups: grid(ctx, source.groups),
             source,
+            packs,
+            scratch,
         });
     }
     metrics.add("graphs_compiled", 1);
     metrics.record("compile", compile_start.elapsed());
     if let Some(dir) = &caches.dump_dir {
-        let sources: Vec<&str> = kernels.iter().map(|k| k.source.wgsl.as_str()).collect();
+        let sources: Vec<(&str, Vec<&str>)> = kernels
+            .iter()
+            .map(|k| {
+                let packs = k.source.packs.iter().map(|p| p.wgsl.as_str()).collect();
+                (k.source.wgsl.as_str(), packs)
+            })
+            .collect();
         crate::debug::dump(dir, graph, &sources);
     }
     let releases = plan_releases(&graph.key, &kernels);
@@ -541,6 +595,27 @@ fn executable(
         }
     }
     Ok(exe)
+}
+
+/// An `rgba32float` texture a matmul packs an operand into: written as a
+/// storage texture, read by texel fetches.
+fn scratch_texture(ctx: &GpuContext, width: u32, height: u32) -> wgpu::TextureView {
+    ctx.device
+        .create_texture(&wgpu::TextureDescriptor {
+            label: Some("lazywgpu matmul operand"),
+            size: wgpu::Extent3d {
+                width,
+                height,
+                depth_or_array_layers: 1,
+            },
+            mip_level_count: 1,
+            sample_count: 1,
+            dimension: wgpu::TextureDimension::D2,
+            format: wgpu::TextureFormat::Rgba32Float,
+            usage: wgpu::TextureUsages::STORAGE_BINDING | wgpu::TextureUsages::TEXTURE_BINDING,
+            view_formats: &[],
+        })
+        .create_view(&wgpu::TextureViewDescriptor::default())
 }
 
 /// Workgroup grid for `groups` workgroups: past the per-dimension limit the
@@ -682,62 +757,22 @@ pub(crate) fn run_graph(
                     written[w] = Some(ctx.alloc(pool, numel(&nodes[w].shape), &what)?);
                 }
             }
-            let mut entries = Vec::new();
-            if k.source.uses_params {
-                let Some(p) = params.as_ref() else {
-                    return Err(Error::Device {
-                        during: format!("graph {:016x}", graph.hash),
-                        message: "kernel reads parameters but the graph has none".into(),
-                    });
-                };
-                entries.push(p.buffer().as_entire_binding());
+            let bind = |pipeline: &wgpu::ComputePipeline, source: &KernelSource| {
+                bind_group(
+                    ctx,
+                    graph.hash,
+                    pipeline,
+                    source,
+                    params.as_ref(),
+                    (&buffers, &written),
+                    &k.scratch,
+                )
+            };
+            let mut dispatches = Vec::with_capacity(1 + k.packs.len());
+            for (source, (pipeline, workgroups)) in k.source.packs.iter().zip(&k.packs) {
+                dispatches.push((pipeline, bind(pipeline, source)?, *workgroups));
             }
-            let reads = k
-                .source
-                .reads
-                .iter()
-                .zip(&k.source.read_parts)
-                .map(|(&n, &p)| (n, p, buffers[n].as_ref().or(written[n].as_ref())));
-            let writes = k
-                .source
-                .writes
-                .iter()
-                .zip(&k.source.write_parts)
-                .map(|(&n, &p)| (n, p, written[n].as_ref()));
-            for (n, parts, b) in reads.chain(writes) {
-                let Some(b) = b else {
-                    return Err(Error::Device {
-                        during: format!("graph {:016x}", graph.hash),
-                        message: format!("node {n} is read before it is written"),
-                    });
-                };
-                // Part j covers bytes [j * part, (j + 1) * part) of the
-                // buffer (clipped to its size), never more than one
-                // storage binding may hold.
-                let part = binding_part_bytes() as u64;
-                let size = b.buffer().size();
-                for j in 0..parts as u64 {
-                    let offset = j * part;
-                    entries.push(wgpu::BindingResource::Buffer(wgpu::BufferBinding {
-                        buffer: b.buffer(),
-                        offset,
-                        size: std::num::NonZeroU64::new((size - offset).min(part)),
-                    }));
-                }
-            }
-            let entries: Vec<wgpu::BindGroupEntry> = entries
-                .into_iter()
-                .enumerate()
-                .map(|(i, resource)| wgpu::BindGroupEntry {
-                    binding: i as u32,
-                    resource,
-                })
-                .collect();
-            let bind_group = ctx.device.create_bind_group(&wgpu::BindGroupDescriptor {
-                label: None,
-                layout: &k.pipeline.get_bind_group_layout(0),
-                entries: &entries,
-            });
+            dispatches.push((&k.pipeline, bind(&k.pipeline, &k.source)?, k.workgroups));
             if queries.is_some() || pass.is_none() {
                 drop(pass.take());
                 let timestamp_writes =
@@ -760,9 +795,11 @@ pub(crate) fn run_graph(
             let Some(p) = pass.as_mut() else {
                 unreachable!("a pass was begun above")
             };
-            p.set_pipeline(&k.pipeline);
-            p.set_bind_group(0, &bind_group, &[]);
-            p.dispatch_workgroups(k.workgroups.0, k.workgroups.1, 1);
+            for (pipeline, bind_group, workgroups) in &dispatches {
+                p.set_pipeline(pipeline);
+                p.set_bind_group(0, bind_group, &[]);
+                p.dispatch_workgroups(workgroups.0, workgroups.1, 1);
+            }
             for &n in &exe.releases[ki] {
                 written[n] = None;
             }
@@ -838,6 +875,82 @@ pub(crate) fn run_graph(
             })
         })
         .collect()
+}
+
+/// The buffer a node is stored in during a run, if any yet.
+type NodeBuffer = Option<Arc<GpuBuffer>>;
+
+/// The bind group of `source` (a kernel or one of its packing kernels)
+/// for `pipeline`: the parameter buffer, its reads and its writes (each in
+/// binding-sized parts), then its scratch textures. `buffers` and
+/// `written` are the stored data each node is read from and the buffer
+/// each written node goes to.
+fn bind_group(
+    ctx: &GpuContext,
+    graph_hash: u64,
+    pipeline: &wgpu::ComputePipeline,
+    source: &KernelSource,
+    params: Option<&Arc<GpuBuffer>>,
+    (buffers, written): (&[NodeBuffer], &[NodeBuffer]),
+    scratch: &[wgpu::TextureView],
+) -> Result<wgpu::BindGroup> {
+    let mut entries = Vec::new();
+    if source.uses_params {
+        let Some(p) = params else {
+            return Err(Error::Device {
+                during: format!("graph {graph_hash:016x}"),
+                message: "kernel reads parameters but the graph has none".into(),
+            });
+        };
+        entries.push(p.buffer().as_entire_binding());
+    }
+    let reads = source
+        .reads
+        .iter()
+        .zip(&source.read_parts)
+        .map(|(&n, &p)| (n, p, buffers[n].as_ref().or(written[n].as_ref())));
+    let writes = source
+        .writes
+        .iter()
+        .zip(&source.write_parts)
+        .map(|(&n, &p)| (n, p, written[n].as_ref()));
+    for (n, parts, b) in reads.chain(writes) {
+        let Some(b) = b else {
+            return Err(Error::Device {
+                during: format!("graph {graph_hash:016x}"),
+                message: format!("node {n} is read before it is written"),
+            });
+        };
+        // Part j covers bytes [j * part, (j + 1) * part) of the buffer
+        // (clipped to its size), never more than one storage binding may
+        // hold.
+        let part = binding_part_bytes() as u64;
+        let size = b.buffer().size();
+        for j in 0..parts as u64 {
+            let offset = j * part;
+            entries.push(wgpu::BindingResource::Buffer(wgpu::BufferBinding {
+                buffer: b.buffer(),
+                offset,
+                size: std::num::NonZeroU64::new((size - offset).min(part)),
+            }));
+        }
+    }
+    for t in &source.textures {
+        entries.push(wgpu::BindingResource::TextureView(&scratch[t.slot]));
+    }
+    let entries: Vec<wgpu::BindGroupEntry> = entries
+        .into_iter()
+        .enumerate()
+        .map(|(i, resource)| wgpu::BindGroupEntry {
+            binding: i as u32,
+            resource,
+        })
+        .collect();
+    Ok(ctx.device.create_bind_group(&wgpu::BindGroupDescriptor {
+        label: None,
+        layout: &pipeline.get_bind_group_layout(0),
+        entries: &entries,
+    }))
 }
 
 fn op_name(kind: &GKind) -> &'static str {

@@ -1,7 +1,7 @@
 //! Shared helpers for the integration tests.
 #![allow(dead_code)]
 
-use lazywgpu::Device;
+use lazywgpu::{Device, Tensor};
 
 /// The GPU device, or `None` (with a note) when no adapter exists. With
 /// `LAZYWGPU_REQUIRE_GPU=1` (as in CI) a missing adapter fails the test
@@ -35,6 +35,61 @@ pub fn assert_close(actual: &[f32], expected: &[f32], rtol: f32, atol: f32, what
         assert!(
             ok,
             "{what}: element {i}: got {a}, expected {e} (rtol {rtol}, atol {atol})"
+        );
+    }
+}
+
+/// Deterministic test data in [-1, 1).
+pub fn data(n: usize, seed: u64) -> Vec<f32> {
+    (0..n)
+        .map(|i| (((i as u64 * 2654435761 + seed * 97) % 1000) as f32 / 500.0) - 1.0)
+        .collect()
+}
+
+/// Batched matmuls of odd sizes, B broadcast over the batch and
+/// optionally read through a transposed view, with a bias-and-relu
+/// epilogue, against f64 loops: for the matmul kernel a process-wide
+/// switch selects (`what` names it).
+pub fn check_matmul_shapes(dev: &Device, what: &str) {
+    for &(bsz, m, k, n, transposed) in &[
+        (1, 1, 1, 1, false),
+        (1, 65, 17, 130, false),
+        (2, 64, 64, 64, true),
+        (3, 7, 100, 3, true),
+        (1, 128, 33, 70, false),
+        (2, 100, 257, 700, true),
+    ] {
+        let a = data(bsz * m * k, 1);
+        let b = data(k * n, 2);
+        let mut want = vec![0.0f32; bsz * m * n];
+        for bi in 0..bsz {
+            for i in 0..m {
+                for j in 0..n {
+                    let s: f64 = (0..k)
+                        .map(|kk| a[bi * m * k + i * k + kk] as f64 * b[kk * n + j] as f64)
+                        .sum();
+                    want[bi * m * n + i * n + j] = s as f32;
+                }
+            }
+        }
+        let ta = Tensor::from_vec(a, [bsz, m, k], dev).unwrap();
+        let tb = if transposed {
+            // B stored as its transpose and read through a view.
+            let bt: Vec<f32> = (0..n * k).map(|i| b[(i % k) * n + i / k]).collect();
+            Tensor::from_vec(bt, [n, k], dev).unwrap().t()
+        } else {
+            Tensor::from_vec(b, [k, n], dev).unwrap()
+        };
+        // With a bias-and-relu epilogue, as in a Linear layer.
+        let y = (ta.matmul(&tb) + 0.25).relu();
+        let want: Vec<f32> = want.iter().map(|v| (v + 0.25).max(0.0)).collect();
+        let atol = 1e-5 * (k as f32).sqrt() * 4.0;
+        assert_close(
+            &y.to_vec::<f32>().unwrap(),
+            &want,
+            1e-4,
+            atol,
+            &format!("{what} {bsz}x{m}x{k}x{n} (B transposed: {transposed})"),
         );
     }
 }
