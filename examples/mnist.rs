@@ -259,6 +259,10 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         }
     );
     println!("{}", dev.metrics());
+    // With LAZYWGPU_PROFILE=1: where the device time went, per kernel.
+    if let Some(profile) = dev.kernel_profile() {
+        println!("{profile}");
+    }
     plot(
         &args.plot,
         &losses,

@@ -387,32 +387,40 @@ fn softmax_with_many_rows_uses_one_invocation_per_row() {
 }
 
 /// The adapter's default matmul kernel (on CPU adapters the texture-packed
-/// lane kernel) over odd shapes, and a matmul whose left operand is taller
-/// than a texture may be (16,400 rows; the lane kernel then falls back to
-/// the workgroup-memory one), each against f64 loops.
+/// lane kernel) over odd shapes, and over matrices larger than one texture
+/// side (16,384 on lavapipe): taller (A cut into row blocks), wider (B cut
+/// into column blocks) and a K too long for any block (the lane kernel
+/// falls back to the workgroup-memory one), each against f64 loops.
 #[test]
-fn default_matmul_kernel_and_its_fallback_match_f64() {
+fn default_matmul_kernel_past_texture_limits_matches_f64() {
     let Some(dev) = gpu() else { return };
     common::check_matmul_shapes(&dev, "default matmul");
-    let (m, k, n) = (16_400, 3, 5);
-    let a = common::data(m * k, 3);
-    let b = common::data(k * n, 4);
-    let expected: Vec<f32> = (0..m * n)
-        .map(|e| {
-            let (i, j) = (e / n, e % n);
-            (0..k)
-                .map(|kk| a[i * k + kk] as f64 * b[kk * n + j] as f64)
-                .sum::<f64>() as f32
-        })
-        .collect();
-    let y = Tensor::from_vec(a, [m, k], &dev)
-        .unwrap()
-        .matmul(&Tensor::from_vec(b, [k, n], &dev).unwrap());
-    assert_close(
-        &y.to_vec::<f32>().unwrap(),
-        &expected,
-        1e-4,
-        1e-5,
-        "tall matmul",
-    );
+    for (m, k, n) in [
+        (16_400, 3, 5),
+        (3, 5, 70_001),
+        (2, 16_400, 3),
+        (40, 7, 66_000),
+    ] {
+        let a = common::data(m * k, 3);
+        let b = common::data(k * n, 4);
+        let expected: Vec<f32> = (0..m * n)
+            .map(|e| {
+                let (i, j) = (e / n, e % n);
+                (0..k)
+                    .map(|kk| a[i * k + kk] as f64 * b[kk * n + j] as f64)
+                    .sum::<f64>() as f32
+            })
+            .collect();
+        let y = Tensor::from_vec(a, [m, k], &dev)
+            .unwrap()
+            .matmul(&Tensor::from_vec(b, [k, n], &dev).unwrap());
+        let atol = 1e-5 * (k as f32).sqrt() * 4.0;
+        assert_close(
+            &y.to_vec::<f32>().unwrap(),
+            &expected,
+            1e-4,
+            atol,
+            &format!("matmul {m}x{k}x{n}"),
+        );
+    }
 }

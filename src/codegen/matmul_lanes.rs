@@ -47,33 +47,113 @@ pub(crate) struct LaneAdapter {
     pub subgroup: usize,
     /// Largest 2-D texture side.
     pub max_texture: usize,
+    /// Most layers of a texture array.
+    pub max_layers: usize,
+}
+
+/// How one operand lies in its texture array: per batch entry a `rows` x
+/// `cols` matrix, four columns a texel, cut into blocks of `height` rows
+/// and `width` texels, one layer each (layer = (entry * row blocks + row
+/// block) * column blocks + column block), so that matrices taller or
+/// wider than a texture still fit.
+#[derive(Clone, Copy, Debug)]
+struct Packing {
+    node: usize,
+    batch: usize,
+    rows: usize,
+    cols: usize,
+    width: usize,
+    height: usize,
+    row_blocks: usize,
+    col_blocks: usize,
+}
+
+impl Packing {
+    fn layers(&self) -> usize {
+        self.batch * self.row_blocks * self.col_blocks
+    }
 }
 
 /// The kernel's geometry for one matmul.
 struct Geometry {
     d: MatmulDims,
     batch: usize,
-    /// Texels per row of A's texture (K / 4 rounded up) and of B's (N / 4).
+    /// Texels per row of A (K / 4 rounded up) and of B (N / 4).
     k4: usize,
     n4: usize,
     rows: usize,
     lanes: usize,
     tiles_m: usize,
     tiles_n: usize,
+    a: Packing,
+    b: Packing,
+}
+
+/// Lanes per workgroup for `n4` texels of columns: the power of two from
+/// the subgroup size to 64 that leaves the fewest idle lanes in the last
+/// column tile, the largest of those (144 texels: 16 lanes, not 64 with a
+/// quarter idle).
+fn lanes_for(n4: usize, subgroup: usize) -> usize {
+    let mut best = subgroup;
+    let mut lanes = subgroup;
+    while lanes <= MAX_LANES.max(subgroup) {
+        if n4.div_ceil(lanes) * lanes <= n4.div_ceil(best) * best {
+            best = lanes;
+        }
+        lanes *= 2;
+    }
+    best
+}
+
+/// The largest multiple of `unit` that is at most `limit`, or `len` if
+/// that fits whole.
+fn block(len: usize, limit: usize, unit: usize) -> usize {
+    if len <= limit {
+        len
+    } else {
+        (limit / unit) * unit
+    }
 }
 
 fn geometry(key: &GraphKey, root: usize, adapter: LaneAdapter) -> Option<Geometry> {
     let d = matmul_dims(key, root);
     let s = adapter.subgroup;
-    if s == 0 || s > MAX_ROWS || !s.is_power_of_two() {
+    if s == 0 || s > MAX_ROWS || !s.is_power_of_two() || d.m * d.k * d.n == 0 {
         return None;
     }
     let batch = d.groups / d.tiles_mn.max(1);
     let (k4, n4) = (d.k.div_ceil(4), d.n.div_ceil(4));
     let rows = (d.m.div_ceil(s) * s).clamp(s, MAX_ROWS);
-    let lanes = n4.next_power_of_two().clamp(s, MAX_LANES.max(s));
-    let fits = |w: usize, h: usize| w <= adapter.max_texture && h <= adapter.max_texture;
-    if !fits(k4, batch * d.m) || !fits(n4, batch * k4 * 4) || d.m * d.k * d.n == 0 {
+    let lanes = lanes_for(n4, s);
+    let max = adapter.max_texture;
+    // A's row blocks hold whole workgroup row tiles, B's column blocks
+    // whole workgroup column tiles: a workgroup reads one layer of each.
+    let a_height = block(d.m, max, rows);
+    let b_width = block(n4, max, lanes);
+    if k4 > max || k4 * 4 > max || a_height == 0 || b_width == 0 {
+        return None;
+    }
+    let a = Packing {
+        node: d.a,
+        batch,
+        rows: d.m,
+        cols: d.k,
+        width: k4,
+        height: a_height,
+        row_blocks: d.m.div_ceil(a_height),
+        col_blocks: 1,
+    };
+    let b = Packing {
+        node: d.b,
+        batch,
+        rows: d.k,
+        cols: d.n,
+        width: b_width,
+        height: k4 * 4,
+        row_blocks: 1,
+        col_blocks: n4.div_ceil(b_width),
+    };
+    if a.layers() > adapter.max_layers || b.layers() > adapter.max_layers {
         return None;
     }
     Some(Geometry {
@@ -84,15 +164,15 @@ fn geometry(key: &GraphKey, root: usize, adapter: LaneAdapter) -> Option<Geometr
         lanes,
         tiles_m: d.m.div_ceil(rows),
         tiles_n: n4.div_ceil(lanes),
+        a,
+        b,
         d,
     })
 }
 
 /// The lane matmul of `root` writing `outputs` (the root's value is
 /// `result` in their code), or `None` where its textures would pass the
-/// adapter's limits (the caller then uses another kernel). Returns the
-/// kernel's `main`, its workgroups, its packing kernels and the textures
-/// they share (width, height in texels).
+/// adapter's limits (the caller then uses another kernel).
 pub(super) fn matmul_lanes(
     g: &mut Gen,
     key: &GraphKey,
@@ -110,6 +190,8 @@ pub(super) fn matmul_lanes(
         lanes,
         tiles_m,
         tiles_n,
+        a,
+        b,
         ..
     } = geo;
     let (m, n) = (geo.d.m, geo.d.n);
@@ -127,12 +209,23 @@ pub(super) fn matmul_lanes(
         let _ = writeln!(decl, "    var acc{r} = vec4<f32>(0.0);");
         gather.push(format!("acc{r}"));
     }
+    // Lane `sid` fetches row i0 + h * S + sid of A (clamped: rows past M
+    // are computed and never stored); its block and layer do not change
+    // along K.
     for h in 0..rows / s {
         let _ = writeln!(
-            fetch_a,
-            "        let ah{h} = textureLoad(ta, vec2<u32>(k4, min(arow + {}u, {}u)), 0);",
+            decl,
+            "    let ar{h} = min(i0 + {}u + sid, {}u);\n    \
+             let ay{h} = ar{h} % {ah}u;\n    \
+             let al{h} = bi * {}u + ar{h} / {ah}u;",
             h * s,
-            batch * m - 1
+            m - 1,
+            a.row_blocks,
+            ah = a.height,
+        );
+        let _ = writeln!(
+            fetch_a,
+            "        let ah{h} = textureLoad(ta, vec2<u32>(k4, ay{h}), al{h}, 0);"
         );
     }
     for r in 0..rows {
@@ -147,8 +240,8 @@ pub(super) fn matmul_lanes(
     let tiles_mn = tiles_m * tiles_n;
     let groups = batch * tiles_mn;
     let main = format!(
-        "\n@group(0) @binding({ta}) var ta: texture_2d<f32>;\n\
-         @group(0) @binding({tb}) var tb: texture_2d<f32>;\n\
+        "\n@group(0) @binding({ta}) var ta: texture_2d_array<f32>;\n\
+         @group(0) @binding({tb}) var tb: texture_2d_array<f32>;\n\
          @compute @workgroup_size({lanes})\n\
          fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>, \
          @builtin(local_invocation_index) lid: u32, @builtin(subgroup_invocation_id) sid: u32) {{\n\
@@ -159,16 +252,16 @@ pub(super) fn matmul_lanes(
          let tm = (gi % {tiles_mn}u) / {tiles_n}u;\n\
          let tn = gi % {tiles_n}u;\n\
          let c4 = tn * {lanes}u + lid;\n\
-         let bx = min(c4, {last_n4}u);\n\
+         let bc = min(c4, {last_n4}u);\n\
+         let bx = bc % {bw}u;\n\
+         let bl = bi * {b_blocks}u + bc / {bw}u;\n\
          let i0 = tm * {rows}u;\n\
-         let arow = bi * {m}u + i0 + sid;\n\
-         let brow = bi * {kp}u;\n\
          {decl}\
          for (var k4 = 0u; k4 < {k4}u; k4 = k4 + 1u) {{\n\
-             let b0 = textureLoad(tb, vec2<u32>(bx, brow + k4 * 4u), 0);\n\
-             let b1 = textureLoad(tb, vec2<u32>(bx, brow + k4 * 4u + 1u), 0);\n\
-             let b2 = textureLoad(tb, vec2<u32>(bx, brow + k4 * 4u + 2u), 0);\n\
-             let b3 = textureLoad(tb, vec2<u32>(bx, brow + k4 * 4u + 3u), 0);\n\
+             let b0 = textureLoad(tb, vec2<u32>(bx, k4 * 4u), bl, 0);\n\
+             let b1 = textureLoad(tb, vec2<u32>(bx, k4 * 4u + 1u), bl, 0);\n\
+             let b2 = textureLoad(tb, vec2<u32>(bx, k4 * 4u + 2u), bl, 0);\n\
+             let b3 = textureLoad(tb, vec2<u32>(bx, k4 * 4u + 3u), bl, 0);\n\
          {fetch_a}{inner}\
          }}\n\
          var accs = array<vec4<f32>, {rows}>({gather});\n\
@@ -184,21 +277,18 @@ pub(super) fn matmul_lanes(
         ta = base,
         tb = base + 1,
         last_n4 = n4 - 1,
-        kp = k4 * 4,
+        bw = b.width,
+        b_blocks = b.col_blocks,
         mn = m * n,
         gather = gather.join(", "),
     );
-    let a_tex = (k4 as u32, (batch * m) as u32);
-    let b_tex = (n4 as u32, (batch * k4 * 4) as u32);
-    let packs = vec![
-        pack(key, stored, geo.d.a, batch, m, m, geo.d.k, 0),
-        pack(key, stored, geo.d.b, batch, geo.d.k, k4 * 4, n, 1),
-    ];
+    let packs = vec![pack(key, stored, &a, 0), pack(key, stored, &b, 1)];
+    let size = |p: &Packing| (p.width as u32, p.height as u32, p.layers() as u32);
     Some(LaneMatmul {
         main,
         groups,
         packs,
-        scratch: vec![a_tex, b_tex],
+        scratch: vec![size(&a), size(&b)],
     })
 }
 
@@ -208,51 +298,35 @@ pub(super) struct LaneMatmul {
     pub groups: usize,
     /// Kernels packing A into scratch texture 0 and B into 1.
     pub packs: Vec<KernelSource>,
-    /// (width, height) of each scratch texture, in texels.
-    pub scratch: Vec<(u32, u32)>,
+    /// (width, height, layers) of each scratch texture array, in texels.
+    pub scratch: Vec<(u32, u32, u32)>,
 }
 
-/// The kernel writing operand `node` (per batch entry `rows` x `cols`,
-/// row-major) into scratch texture `slot`: texel (x, y) holds columns
-/// 4x .. 4x+3 of row `y % padded_rows` of batch entry `y / padded_rows`,
-/// zero past the matrix.
-#[allow(clippy::too_many_arguments)]
-fn pack(
-    key: &GraphKey,
-    stored: &dyn Fn(usize) -> bool,
-    node: usize,
-    batch: usize,
-    rows: usize,
-    padded_rows: usize,
-    cols: usize,
-    slot: usize,
-) -> KernelSource {
+/// The kernel writing an operand into scratch texture `slot` as `p` says,
+/// zero past the matrix (partial texels and blocks).
+fn pack(key: &GraphKey, stored: &dyn Fn(usize) -> bool, p: &Packing, slot: usize) -> KernelSource {
     let mut g = Gen::new(&key.nodes, stored, &[], false);
-    let width = cols.div_ceil(4);
-    let texels = width * batch * padded_rows;
+    let (rows, cols, width, height) = (p.rows, p.cols, p.width, p.height);
+    let texels = width * height * p.layers();
     let body = g.scoped(|g| {
         let lanes: Vec<String> = (0..4)
             .map(|q| {
-                let ok = g.emit(
-                    "ok",
-                    "bool",
-                    &format!("r < {rows}u && x * 4u + {q}u < {cols}u"),
-                );
+                let ok = g.emit("ok", "bool", &format!("r < {rows}u && c + {q}u < {cols}u"));
                 let i = g.emit(
                     "i",
                     "u32",
                     &format!(
-                        "select(0u, bi * {}u + r * {cols}u + x * 4u + {q}u, {ok})",
+                        "select(0u, bi * {}u + r * {cols}u + c + {q}u, {ok})",
                         rows * cols
                     ),
                 );
-                let v = g.value(node, &i, false, false);
+                let v = g.value(p.node, &i, false, false);
                 format!("select(0.0, {v}, {ok})")
             })
             .collect();
         let _ = writeln!(
             g.body,
-            "    textureStore(dst, vec2<u32>(x, y), vec4<f32>({}));",
+            "    textureStore(dst, vec2<u32>(x, y), layer, vec4<f32>({}));",
             lanes.join(", ")
         );
     });
@@ -260,16 +334,22 @@ fn pack(
     let mut wgsl = g.header(&[]);
     let _ = write!(
         wgsl,
-        "@group(0) @binding({binding}) var dst: texture_storage_2d<rgba32float, write>;\n\
+        "@group(0) @binding({binding}) var dst: texture_storage_2d_array<rgba32float, write>;\n\
          \n@compute @workgroup_size({PACK_WORKGROUP})\n\
          fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>, \
          @builtin(local_invocation_index) lid: u32) {{\n    \
          let t = (wid.y * nwg.x + wid.x) * {PACK_WORKGROUP}u + lid;\n    \
          if (t >= {texels}u) {{ return; }}\n    \
          let x = t % {width}u;\n    \
-         let y = t / {width}u;\n    \
-         let bi = y / {padded_rows}u;\n    \
-         let r = y % {padded_rows}u;\n{body}}}\n"
+         let y = (t / {width}u) % {height}u;\n    \
+         let layer = t / {plane}u;\n    \
+         let bi = layer / {blocks}u;\n    \
+         let r = ((layer / {col_blocks}u) % {row_blocks}u) * {height}u + y;\n    \
+         let c = ((layer % {col_blocks}u) * {width}u + x) * 4u;\n{body}}}\n",
+        plane = width * height,
+        blocks = p.row_blocks * p.col_blocks,
+        col_blocks = p.col_blocks,
+        row_blocks = p.row_blocks,
     );
     KernelSource {
         wgsl,

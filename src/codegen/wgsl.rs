@@ -96,10 +96,10 @@ pub(crate) struct KernelSource {
     pub alias_violation: bool,
     /// Scratch textures bound after the buffers, in this order.
     pub textures: Vec<TextureUse>,
-    /// `rgba32float` scratch textures (width, height in texels) that this
-    /// kernel and its `packs` share; the runtime creates them once per
-    /// compiled graph.
-    pub scratch: Vec<(u32, u32)>,
+    /// `rgba32float` scratch texture arrays (width, height, layers) that
+    /// this kernel and its `packs` share; the runtime creates them once
+    /// per compiled graph.
+    pub scratch: Vec<(u32, u32, u32)>,
     /// Kernels dispatched right before this one, writing its scratch
     /// textures (a matmul's operand packing).
     pub packs: Vec<KernelSource>,

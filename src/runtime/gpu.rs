@@ -287,6 +287,7 @@ fn choose_matmul_kernel(
         .then_some(MatmulKernel::Lanes(LaneAdapter {
             subgroup: info.subgroup_max_size as usize,
             max_texture: limits.max_texture_dimension_2d as usize,
+            max_layers: limits.max_texture_array_layers as usize,
         }));
     let cpu = info.device_type == wgpu::DeviceType::Cpu;
     match std::env::var("LAZYWGPU_MATMUL").as_deref() {
@@ -557,7 +558,7 @@ fn executable(
         let scratch = source
             .scratch
             .iter()
-            .map(|&(width, height)| scratch_texture(ctx, width, height))
+            .map(|&size| scratch_texture(ctx, size))
             .collect();
         let pipeline = pipeline(ctx, caches, metrics, &source.wgsl, graph.hash, k)?;
         kernels.push(CompiledKernel {
@@ -597,16 +598,19 @@ fn executable(
     Ok(exe)
 }
 
-/// An `rgba32float` texture a matmul packs an operand into: written as a
-/// storage texture, read by texel fetches.
-fn scratch_texture(ctx: &GpuContext, width: u32, height: u32) -> wgpu::TextureView {
+/// An `rgba32float` texture array a matmul packs an operand into: written
+/// as a storage texture, read by texel fetches.
+fn scratch_texture(
+    ctx: &GpuContext,
+    (width, height, layers): (u32, u32, u32),
+) -> wgpu::TextureView {
     ctx.device
         .create_texture(&wgpu::TextureDescriptor {
             label: Some("lazywgpu matmul operand"),
             size: wgpu::Extent3d {
                 width,
                 height,
-                depth_or_array_layers: 1,
+                depth_or_array_layers: layers,
             },
             mip_level_count: 1,
             sample_count: 1,
@@ -615,7 +619,11 @@ fn scratch_texture(ctx: &GpuContext, width: u32, height: u32) -> wgpu::TextureVi
             usage: wgpu::TextureUsages::STORAGE_BINDING | wgpu::TextureUsages::TEXTURE_BINDING,
             view_formats: &[],
         })
-        .create_view(&wgpu::TextureViewDescriptor::default())
+        .create_view(&wgpu::TextureViewDescriptor {
+            // An array view even of one layer: the kernels declare arrays.
+            dimension: Some(wgpu::TextureViewDimension::D2Array),
+            ..Default::default()
+        })
 }
 
 /// Workgroup grid for `groups` workgroups: past the per-dimension limit the
