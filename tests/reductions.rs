@@ -424,3 +424,61 @@ fn default_matmul_kernel_past_texture_limits_matches_f64() {
         );
     }
 }
+
+/// Split (two-stage) sums take each part's elements in groups of four:
+/// read as one `vec4` where the input allows (contiguous, reduced dims
+/// trailing, length a multiple of four) and one element at a time where it
+/// does not (a strided view, a ragged length, reduced dims not trailing).
+/// Every path against f64 sums, on the GPU and the CPU reference.
+#[test]
+fn split_sums_match_f64_on_every_read_path() {
+    for dev in devices() {
+        for &(rows, len, step) in &[
+            (1usize, 1usize << 20, 1usize), // vec4 reads
+            (3, 300_000, 1),                // vec4 reads, several outputs
+            (1, (1 << 20) + 3, 1),          // ragged: guarded scalar reads
+            (2, 1 << 19, 2),                // strided view: scalar reads
+        ] {
+            let full = data(rows * len * step, 7);
+            let x = Tensor::from_vec(full.clone(), [rows, len * step], &dev).unwrap();
+            let x = if step == 1 {
+                x
+            } else {
+                x.slice(1, 0, len * step, step)
+            };
+            let got = x.sum([1], false).to_vec::<f32>().unwrap();
+            let want: Vec<f32> = (0..rows)
+                .map(|r| {
+                    (0..len)
+                        .map(|i| full[r * len * step + i * step] as f64)
+                        .sum::<f64>() as f32
+                })
+                .collect();
+            let atol = 1e-5 * (len as f32).sqrt() * 4.0;
+            assert_close(
+                &got,
+                &want,
+                1e-4,
+                atol,
+                &format!("sum of {rows}x{len} step {step} on {dev:?}"),
+            );
+        }
+        // Reduced dims not trailing: the sum over dim 0 of [300000, 2].
+        let full = data(600_000, 8);
+        let x = Tensor::from_vec(full.clone(), [300_000, 2], &dev).unwrap();
+        let got = x.sum([0], false).to_vec::<f32>().unwrap();
+        let want: Vec<f32> = (0..2)
+            .map(|c| (0..300_000).map(|i| full[i * 2 + c] as f64).sum::<f64>() as f32)
+            .collect();
+        assert_close(&got, &want, 1e-4, 1e-2, &format!("column sums on {dev:?}"));
+        // Integers sum exactly through the vec4 path too.
+        let ints: Vec<i32> = (0..1 << 18).map(|i| (i % 1000) - 500).collect();
+        let want: i64 = ints.iter().map(|&v| v as i64).sum();
+        let t = Tensor::from_vec(ints, [1 << 18], &dev).unwrap();
+        assert_eq!(
+            t.sum_all().item::<i32>().unwrap() as i64,
+            want,
+            "i32 sum on {dev:?}"
+        );
+    }
+}

@@ -194,7 +194,12 @@ pub(crate) fn generate_kernel(
 
 /// Whether node `n`'s value can be computed four elements at a time with
 /// every read at the output's own position (or a single splatted value).
-fn vectorizable(nodes: &[GNode], n: usize, stored: &dyn Fn(usize) -> bool, is_root: bool) -> bool {
+pub(crate) fn vectorizable(
+    nodes: &[GNode],
+    n: usize,
+    stored: &dyn Fn(usize) -> bool,
+    is_root: bool,
+) -> bool {
     let node = &nodes[n];
     match &node.kind {
         GKind::Input { layout, .. } => {
@@ -244,7 +249,7 @@ fn storage_type(dtype: DType, vec: bool) -> String {
 /// at an index becomes a `let` in `body`, memoised per (node, index).
 pub(crate) struct Gen<'a> {
     nodes: &'a [GNode],
-    stored: &'a dyn Fn(usize) -> bool,
+    pub stored: &'a dyn Fn(usize) -> bool,
     pub body: String,
     /// (node, index variable, vectorised) -> variable holding the value.
     memo: HashMap<(usize, String, bool), String>,

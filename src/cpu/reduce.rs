@@ -6,9 +6,10 @@ use crate::graph::op::ReduceOp;
 use crate::shape::{contiguous_strides, numel};
 
 /// `values` (row-major, `shape`) reduced over `axes`, with the reduced
-/// elements split into `parts` interleaved parts (part `p` takes reduced
-/// elements `p, p + parts, ..`); results in row-major order of the keepdim
-/// shape, part index innermost.
+/// elements split into `parts` interleaved parts in groups of four (part
+/// `p` takes groups `p, p + parts, ..` of four reduced elements; see
+/// `Op::Reduce`); results in row-major order of the keepdim shape, part
+/// index innermost.
 pub(crate) fn reduce(
     op: ReduceOp,
     values: &[f64],
@@ -44,7 +45,17 @@ pub(crate) fn reduce(
                 ReduceOp::Min | ReduceOp::ArgMin => f64::INFINITY,
             };
             let mut best = 0usize;
-            for r in (begin..reduced).step_by(parts) {
+            // With one part, every element in order; else groups of four.
+            let elements: Box<dyn Iterator<Item = usize>> = if parts == 1 {
+                Box::new(0..reduced)
+            } else {
+                Box::new(
+                    (begin..reduced.div_ceil(4))
+                        .step_by(parts)
+                        .flat_map(|g| 4 * g..(4 * g + 4).min(reduced)),
+                )
+            };
+            for (seen, r) in elements.enumerate() {
                 let v = values[position(o, r)];
                 match op {
                     ReduceOp::Sum => acc += v,
@@ -52,13 +63,13 @@ pub(crate) fn reduce(
                     ReduceOp::Max => acc = if v > acc || v.is_nan() { v } else { acc },
                     ReduceOp::Min => acc = if v < acc || v.is_nan() { v } else { acc },
                     ReduceOp::ArgMax => {
-                        if v > acc || r == begin {
+                        if v > acc || seen == 0 {
                             acc = v;
                             best = r;
                         }
                     }
                     ReduceOp::ArgMin => {
-                        if v < acc || r == begin {
+                        if v < acc || seen == 0 {
                             acc = v;
                             best = r;
                         }

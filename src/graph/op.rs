@@ -190,11 +190,13 @@ pub enum Op {
     ScatterAdd(usize),
     /// Reduction over `axes`; the output keeps them as size-1 dims. With
     /// `parts > 1` the reduced elements (numbered in row-major order of the
-    /// reduced dims) are split into `parts` interleaved parts, part `p`
-    /// taking elements `p, p + parts, ..`, and the output has one more
+    /// reduced dims) are split into `parts` interleaved parts, in groups of
+    /// four: part `p` takes groups `p, p + parts, ..` (elements `4p ..
+    /// 4p + 3`, then `4(p + parts) ..`), and the output has one more
     /// trailing dim of size `parts` holding each part's result: the first
     /// stage of a two-stage reduction of a huge tensor. Interleaving makes
-    /// neighbouring invocations read neighbouring elements.
+    /// neighbouring invocations read neighbouring memory; groups of four
+    /// let each read a `vec4`.
     Reduce {
         /// How elements combine.
         op: ReduceOp,
