@@ -368,21 +368,39 @@ fn softmax_is_one_kernel() {
 #[test]
 fn softmax_with_many_rows_uses_one_invocation_per_row() {
     let Some(dev) = gpu() else { return };
-    let x: Vec<f32> = data(2048 * 37, 9).iter().map(|v| v * 40.0).collect();
     let cpu = Device::cpu();
-    for log in [false, true] {
-        let run = |d: &Device| {
-            let t = Tensor::from_vec(x.clone(), [2048, 37], d).unwrap();
-            let y = if log { t.log_softmax(1) } else { t.softmax(1) };
-            y.to_vec::<f32>().unwrap()
-        };
-        assert_close(
-            &run(&dev),
-            &run(&cpu),
-            1e-4,
-            1e-6,
-            &format!("softmax log={log}"),
-        );
+    // Rows of 37 (read one element at a time) and of 36 (read as vec4s,
+    // written as vec4s unless an epilogue is fused), log or not.
+    for len in [37usize, 36] {
+        let x: Vec<f32> = data(2048 * len, 9).iter().map(|v| v * 40.0).collect();
+        for (log, epilogue) in [(false, false), (true, false), (false, true), (true, true)] {
+            let run = |d: &Device| {
+                let t = Tensor::from_vec(x.clone(), [2048, len], d).unwrap();
+                let y = if log { t.log_softmax(1) } else { t.softmax(1) };
+                let y = if epilogue { y * 3.0 + 1.0 } else { y };
+                y.to_vec::<f32>().unwrap()
+            };
+            let want: Vec<f32> = x
+                .chunks(len)
+                .flat_map(|row| {
+                    let m = row.iter().fold(f64::NEG_INFINITY, |a, &v| a.max(v as f64));
+                    let s: f64 = row.iter().map(|&v| (v as f64 - m).exp()).sum();
+                    row.iter()
+                        .map(move |&v| {
+                            let y = if log {
+                                v as f64 - m - s.ln()
+                            } else {
+                                (v as f64 - m).exp() / s
+                            };
+                            (if epilogue { y * 3.0 + 1.0 } else { y }) as f32
+                        })
+                        .collect::<Vec<_>>()
+                })
+                .collect();
+            let what = format!("softmax rows of {len}, log={log}, epilogue={epilogue}");
+            assert_close(&run(&dev), &want, 1e-4, 1e-5, &what);
+            assert_close(&run(&cpu), &want, 1e-4, 1e-5, &what);
+        }
     }
 }
 
