@@ -198,3 +198,30 @@ fn cpu_device_runs_the_same_graphs() {
     let expected: Vec<f32> = data(100).into_iter().map(w1_f64).collect();
     assert_close(&y, &expected, 1e-5, 1e-6, "W1 on CPU vs f64");
 }
+
+/// Chains of ops with distinct scalars (two parameter words an op, read
+/// from a uniform buffer) fuse into one kernel and match f64. (Past 16,384
+/// words they would be read from a storage buffer: see the unit tests of
+/// `codegen::wgsl`; lavapipe takes minutes to compile such a kernel.)
+#[test]
+fn long_chains_of_distinct_scalars_fuse_and_match() {
+    let Some(dev) = gpu() else { return };
+    for ops in [100usize, 1_000] {
+        let x0 = [0.5f32, -1.0, 2.0, 0.0];
+        let mut x = Tensor::from_vec(x0.to_vec(), [4], &dev).unwrap();
+        let mut want: Vec<f64> = x0.iter().map(|&v| v as f64).collect();
+        for i in 0..ops {
+            let (a, b) = (1.0 + (i % 7) as f32 * 1e-5, (i % 5) as f32 * 1e-4);
+            x = x * a + b;
+            for w in want.iter_mut() {
+                *w = (*w * a as f64 + b as f64) as f32 as f64;
+            }
+        }
+        dev.reset_metrics();
+        let got = x.to_vec::<f32>().unwrap();
+        assert_eq!(dev.metrics().counter("kernel_launches"), 1);
+        let want: Vec<f32> = want.iter().map(|&v| v as f32).collect();
+        // Drivers may contract x * a + b into one fused multiply-add.
+        assert_close(&got, &want, 1e-4, 1e-5, &format!("{ops}-op chain"));
+    }
+}

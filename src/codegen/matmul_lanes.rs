@@ -354,6 +354,7 @@ fn pack(key: &GraphKey, stored: &dyn Fn(usize) -> bool, p: &Packing, slot: usize
     KernelSource {
         wgsl,
         uses_params: g.uses_params(),
+        uniform_params: g.uniform_params_bytes(),
         read_parts: g.read_parts(),
         write_parts: Vec::new(),
         reads: g.reads(),

@@ -71,6 +71,7 @@ pub(crate) fn generate_root_kernel(
     KernelSource {
         wgsl: src,
         uses_params: g.uses_params(),
+        uniform_params: g.uniform_params_bytes(),
         read_parts: g.read_parts(),
         write_parts: outputs.iter().map(|&o| g.parts_of(o, false)).collect(),
         reads: g.reads(),

@@ -17,6 +17,15 @@ use crate::graph::op::{BinaryOp, Op, UnaryOp};
 use crate::graph::{GKind, GNode, GraphKey};
 use crate::shape::{Layout, contiguous_strides, numel};
 
+/// Stack left before a recursive walk over the graph grows it, and by how
+/// much it grows (see `Gen::value`).
+const STACK_RED_ZONE: usize = 64 << 10;
+const STACK_GROWTH: usize = 1 << 20;
+
+/// The most parameter bytes bound as a uniform buffer: WebGPU's minimum
+/// for `max_uniform_buffer_binding_size`, so every adapter allows it.
+pub(crate) const UNIFORM_PARAMS_BYTES: u64 = 64 << 10;
+
 /// Invocations per workgroup for elementwise kernels.
 pub(crate) const WORKGROUP_SIZE: u32 = 256;
 
@@ -77,6 +86,9 @@ pub(crate) struct KernelSource {
     pub wgsl: String,
     /// Whether binding 0 is the parameter buffer.
     pub uses_params: bool,
+    /// `Some(bytes)`: the parameter buffer is bound as a uniform buffer of
+    /// that many bytes (its first words); `None`: as a storage buffer.
+    pub uniform_params: Option<u64>,
     /// Graph nodes read from memory, in binding order after `params`.
     pub reads: Vec<usize>,
     /// Graph nodes written, in binding order after the reads.
@@ -179,7 +191,8 @@ pub(crate) fn generate_kernel(
     );
     KernelSource {
         wgsl: src,
-        uses_params: g.uses_params,
+        uses_params: g.uses_params(),
+        uniform_params: g.uniform_params_bytes(),
         read_parts: g.read_parts(),
         write_parts: outputs.iter().map(|&o| g.parts_of(o, vec)).collect(),
         reads: g.reads.into_iter().map(|(r, _)| r).collect(),
@@ -195,6 +208,17 @@ pub(crate) fn generate_kernel(
 /// Whether node `n`'s value can be computed four elements at a time with
 /// every read at the output's own position (or a single splatted value).
 pub(crate) fn vectorizable(
+    nodes: &[GNode],
+    n: usize,
+    stored: &dyn Fn(usize) -> bool,
+    is_root: bool,
+) -> bool {
+    stacker::maybe_grow(STACK_RED_ZONE, STACK_GROWTH, || {
+        vectorizable_uncached(nodes, n, stored, is_root)
+    })
+}
+
+fn vectorizable_uncached(
     nodes: &[GNode],
     n: usize,
     stored: &dyn Fn(usize) -> bool,
@@ -256,7 +280,8 @@ pub(crate) struct Gen<'a> {
     /// Nodes bound for reading, and whether as `vec4`s.
     reads: Vec<(usize, bool)>,
     next_var: usize,
-    uses_params: bool,
+    /// The highest parameter word the kernel reads, if any.
+    max_param: Option<usize>,
     uses_rng: bool,
     uses_pow: bool,
     aliases: &'a [(usize, usize)],
@@ -278,7 +303,7 @@ impl<'a> Gen<'a> {
             memo: HashMap::new(),
             reads: Vec::new(),
             next_var: 0,
-            uses_params: false,
+            max_param: None,
             uses_rng: false,
             uses_pow: false,
             aliases,
@@ -292,12 +317,25 @@ impl<'a> Gen<'a> {
     pub fn header(&self, outputs: &[(usize, bool)]) -> String {
         let mut src = String::new();
         let mut binding = 0;
-        if self.uses_params {
-            let _ = writeln!(
-                src,
-                "@group(0) @binding({binding}) var<storage, read> params: array<u32>;"
-            );
-            binding += 1;
+        match (self.max_param, self.uniform_params_bytes()) {
+            (None, _) => {}
+            (Some(_), Some(bytes)) => {
+                let _ = writeln!(
+                    src,
+                    "@group(0) @binding({binding}) var<uniform> params: array<vec4<u32>, {}>;\n\
+                     fn param_word(i: u32) -> u32 {{ return params[i / 4u][i % 4u]; }}",
+                    bytes / 16
+                );
+                binding += 1;
+            }
+            (Some(_), None) => {
+                let _ = writeln!(
+                    src,
+                    "@group(0) @binding({binding}) var<storage, read> params: array<u32>;\n\
+                     fn param_word(i: u32) -> u32 {{ return params[i]; }}"
+                );
+                binding += 1;
+            }
         }
         for (k, &(r, rvec)) in self.reads.iter().enumerate() {
             let ty = storage_type(self.nodes[r].dtype, rvec);
@@ -419,7 +457,25 @@ impl<'a> Gen<'a> {
     }
 
     pub fn uses_params(&self) -> bool {
-        self.uses_params
+        self.max_param.is_some()
+    }
+
+    /// Bytes of the parameter buffer bound as a uniform buffer: the words
+    /// up to the highest one read, in whole `vec4`s, when they fit in the
+    /// smallest uniform binding every adapter allows (64 KiB); `None`
+    /// (a storage binding) past that. Uniform, because a uniform read of
+    /// a constant address is one load for all SIMD lanes on lavapipe,
+    /// where a storage read is a loop over the lanes.
+    pub fn uniform_params_bytes(&self) -> Option<u64> {
+        let words = self.max_param? + 1;
+        let bytes = words.div_ceil(4) as u64 * 16;
+        (bytes <= UNIFORM_PARAMS_BYTES).then_some(bytes)
+    }
+
+    /// The expression reading parameter word `slot`.
+    fn param_word(&mut self, slot: usize) -> String {
+        self.max_param = Some(self.max_param.map_or(slot, |m| m.max(slot)));
+        format!("param_word({slot}u)")
     }
 
     pub fn fresh(&mut self, prefix: &str) -> String {
@@ -434,12 +490,12 @@ impl<'a> Gen<'a> {
     }
 
     fn param(&mut self, slot: usize, dtype: DType) -> String {
-        self.uses_params = true;
+        let word = self.param_word(slot);
         match dtype {
-            DType::F32 => format!("bitcast<f32>(params[{slot}])"),
-            DType::I32 => format!("bitcast<i32>(params[{slot}])"),
-            DType::U32 => format!("params[{slot}]"),
-            DType::Bool => format!("(params[{slot}] != 0u)"),
+            DType::F32 => format!("bitcast<f32>({word})"),
+            DType::I32 => format!("bitcast<i32>({word})"),
+            DType::U32 => word,
+            DType::Bool => format!("({word} != 0u)"),
         }
     }
 
@@ -448,6 +504,14 @@ impl<'a> Gen<'a> {
     /// kernel output, which is computed even if stored (unless it is a
     /// graph input, which has no computation).
     pub fn value(&mut self, n: usize, idx: &str, is_root: bool, vec: bool) -> String {
+        // Recursion as deep as the longest chain of fused ops: the stack
+        // grows on demand (a 16,800-op chain overflowed a test thread's).
+        stacker::maybe_grow(STACK_RED_ZONE, STACK_GROWTH, || {
+            self.value_uncached(n, idx, is_root, vec)
+        })
+    }
+
+    fn value_uncached(&mut self, n: usize, idx: &str, is_root: bool, vec: bool) -> String {
         let memo_key = (n, idx.to_string(), vec);
         if let Some(v) = self.memo.get(&memo_key) {
             return v.clone();
@@ -476,17 +540,13 @@ impl<'a> Gen<'a> {
                 }
                 Op::Rand { normal } => {
                     self.uses_rng = true;
-                    self.uses_params = true;
                     let f = if normal { "rng_normal" } else { "rng_uniform" };
-                    self.emit(
-                        "v",
-                        &ty,
-                        &format!(
-                            "{f}(params[{base}], params[{}], params[{}] + {idx})",
-                            base + 1,
-                            base + 2
-                        ),
-                    )
+                    let (k0, k1, offset) = (
+                        self.param_word(base),
+                        self.param_word(base + 1),
+                        self.param_word(base + 2),
+                    );
+                    self.emit("v", &ty, &format!("{f}({k0}, {k1}, {offset} + {idx})"))
                 }
                 Op::Unary(u) => {
                     let a = self.value(inputs[0], idx, false, vec);
@@ -889,3 +949,90 @@ const POW_FUNCTION: &str = include_str!("../../shaders/pow_torch.wgsl");
 /// can be generated independently, in any kernel, and identically by the CPU
 /// reference (`cpu::rng`).
 const RNG_FUNCTIONS: &str = include_str!("../../shaders/rng.wgsl");
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// `x + s1 + s2 + ..` over 4 f32 with `scalars` scalar nodes, each its
+    /// own parameter word.
+    fn scalar_chain(scalars: usize) -> GraphKey {
+        let mut nodes = vec![GNode {
+            kind: GKind::Input {
+                slot: 0,
+                layout: Layout::contiguous(&[4]),
+            },
+            shape: vec![4],
+            dtype: DType::F32,
+            inputs: vec![],
+        }];
+        for p in 0..scalars {
+            let prev = nodes.len() - 1;
+            nodes.push(GNode {
+                kind: GKind::Op {
+                    op: Op::Scalar,
+                    param_base: p,
+                },
+                shape: vec![],
+                dtype: DType::F32,
+                inputs: vec![],
+            });
+            nodes.push(GNode {
+                kind: GKind::Op {
+                    op: Op::Binary(BinaryOp::Add),
+                    param_base: 0,
+                },
+                shape: vec![4],
+                dtype: DType::F32,
+                inputs: vec![prev, nodes.len() - 1],
+            });
+        }
+        GraphKey {
+            outputs: vec![nodes.len() - 1],
+            nodes,
+            fused: true,
+            donatable: vec![false],
+        }
+    }
+
+    fn kernel_of(key: &GraphKey) -> KernelSource {
+        generate_kernel(key, &key.outputs, 4, &|i| i == 0, &[])
+    }
+
+    #[test]
+    fn parameters_are_a_uniform_buffer_up_to_64_kib() {
+        let small = kernel_of(&scalar_chain(5));
+        assert_eq!(small.uniform_params, Some(32), "5 words: two vec4s");
+        assert!(
+            small
+                .wgsl
+                .contains("var<uniform> params: array<vec4<u32>, 2>")
+        );
+        let most = kernel_of(&scalar_chain(16_384));
+        assert_eq!(most.uniform_params, Some(64 << 10));
+        let past = kernel_of(&scalar_chain(16_385));
+        assert_eq!(past.uniform_params, None);
+        assert!(past.wgsl.contains("var<storage, read> params: array<u32>"));
+    }
+
+    /// Generating the code of a 20,000-op chain recurses that deep: on a
+    /// thread with 256 KiB of stack it must grow the stack, not overflow.
+    #[test]
+    fn deep_chains_generate_on_a_small_stack() {
+        let key = scalar_chain(20_000);
+        let source = std::thread::Builder::new()
+            .stack_size(256 << 10)
+            .spawn(move || kernel_of(&key))
+            .expect("spawn")
+            .join()
+            .expect("code generation overflowed");
+        assert!(source.wgsl.lines().count() > 20_000);
+        validate_wgsl_for_test(&source.wgsl);
+    }
+
+    fn validate_wgsl_for_test(source: &str) {
+        if let Err(e) = crate::codegen::validate_wgsl(source) {
+            panic!("{e}");
+        }
+    }
+}

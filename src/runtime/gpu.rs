@@ -910,7 +910,11 @@ fn bind_group(
                 message: "kernel reads parameters but the graph has none".into(),
             });
         };
-        entries.push(p.buffer().as_entire_binding());
+        entries.push(wgpu::BindingResource::Buffer(wgpu::BufferBinding {
+            buffer: p.buffer(),
+            offset: 0,
+            size: source.uniform_params.and_then(std::num::NonZeroU64::new),
+        }));
     }
     let reads = source
         .reads

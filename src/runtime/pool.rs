@@ -58,7 +58,10 @@ impl BufferPool {
                 device.create_buffer(&wgpu::BufferDescriptor {
                     label: Some("lazywgpu"),
                     size: class,
+                    // UNIFORM: a graph's parameters are bound as a
+                    // uniform buffer (see `Gen::uniform_params_bytes`).
                     usage: wgpu::BufferUsages::STORAGE
+                        | wgpu::BufferUsages::UNIFORM
                         | wgpu::BufferUsages::COPY_SRC
                         | wgpu::BufferUsages::COPY_DST,
                     mapped_at_creation: false,
