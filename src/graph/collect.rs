@@ -2,8 +2,10 @@
 //! index-addressed copy of the structure (the cache key) plus the runtime
 //! values that feed it (stored inputs and scalar parameters).
 
-use std::collections::HashMap;
-use std::hash::{DefaultHasher, Hash, Hasher};
+use std::hash::{Hash, Hasher};
+use std::sync::atomic::{AtomicUsize, Ordering};
+
+use rustc_hash::{FxHashMap, FxHasher};
 use std::panic::Location;
 use std::sync::Arc;
 
@@ -50,7 +52,10 @@ impl GraphKey {
     /// the whole key is checked on a hit, so collisions cannot run the wrong
     /// kernels.
     pub fn structural_hash(&self) -> u64 {
-        let mut h = DefaultHasher::new();
+        // FxHash: a hit is confirmed by comparing whole keys, so speed
+        // matters more than resistance to crafted collisions (SipHash was
+        // a tenth of a 1,000-op step's host time).
+        let mut h = FxHasher::default();
         self.hash(&mut h);
         h.finish()
     }
@@ -112,6 +117,9 @@ impl GraphKey {
     }
 }
 
+/// Nodes of the last collected graph (a capacity hint for the next).
+static LAST_GRAPH_NODES: AtomicUsize = AtomicUsize::new(0);
+
 /// A collected graph ready to run.
 pub(crate) struct Graph {
     pub key: GraphKey,
@@ -143,9 +151,14 @@ impl Graph {
     /// Collects the graph that computes `outputs`. Pending nodes become ops;
     /// stored nodes become inputs. Duplicate outputs are kept once.
     pub fn collect(outputs: &[Arc<Node>], fused: bool) -> Graph {
-        let mut index_of: HashMap<u64, usize> = HashMap::new();
-        let mut nodes = Vec::new();
-        let mut locations = Vec::new();
+        // Sized like the last graph: a training loop collects the same
+        // graph every step, and growing these was a tenth of collecting.
+        let hint = LAST_GRAPH_NODES.load(Ordering::Relaxed);
+        // Node ids are counters: FxHash of them is a multiply.
+        let mut index_of: FxHashMap<u64, usize> =
+            FxHashMap::with_capacity_and_hasher(hint, Default::default());
+        let mut nodes = Vec::with_capacity(hint);
+        let mut locations = Vec::with_capacity(hint);
         let mut inputs = Vec::new();
         let mut params = Vec::new();
         let mut output_nodes: Vec<Arc<Node>> = Vec::new();
@@ -153,7 +166,7 @@ impl Graph {
         // For donation: the stored nodes read, and how many references to
         // each the graph's own pending nodes hold.
         let mut input_nodes: Vec<Arc<Node>> = Vec::new();
-        let mut internal_refs: HashMap<u64, usize> = HashMap::new();
+        let mut internal_refs: FxHashMap<u64, usize> = FxHashMap::default();
 
         for out in outputs {
             if index_of.contains_key(&out.id) {
@@ -188,16 +201,11 @@ impl Graph {
                         locations.push(node.location);
                     }
                     NodeState::Pending(p) if !expanded => {
-                        let children: Vec<Arc<Node>> = p
-                            .inputs
-                            .iter()
-                            .filter(|c| !index_of.contains_key(&c.id))
-                            .cloned()
-                            .collect();
-                        drop(state);
                         stack.push((node.clone(), true));
-                        for c in children.into_iter().rev() {
-                            stack.push((c, false));
+                        for c in p.inputs.iter().rev() {
+                            if !index_of.contains_key(&c.id) {
+                                stack.push((c.clone(), false));
+                            }
                         }
                     }
                     NodeState::Pending(p) => {
@@ -246,6 +254,7 @@ impl Graph {
             })
             .collect();
         drop(input_nodes);
+        LAST_GRAPH_NODES.store(nodes.len(), Ordering::Relaxed);
         let key = GraphKey {
             nodes,
             outputs: output_indices,
