@@ -3,7 +3,8 @@
 //! backend, in plain ndarray, and beside the adapter's physical limit (a
 //! hand-written vec4 copy kernel's bandwidth, an empty dispatch's round
 //! trip). Medians after warm-up, every run ending in a device wait or a
-//! readback. Prints a markdown table, writes it to `compare.md` and a bar
+//! readback; the fused runs and the limits they are divided by alternate
+//! in rounds, so that a ratio is not a drift of the machine's speed. Prints a markdown table, writes it to `compare.md` and a bar
 //! chart of the speeds relative to each row's baseline to `compare.svg`.
 //!
 //! ```sh
@@ -65,6 +66,29 @@ struct LazyRuns {
     w3: Duration,
     w4: Option<Duration>,
     w6: Duration,
+}
+
+impl LazyRuns {
+    /// Each workload's median over `rounds`.
+    fn median(rounds: &[LazyRuns]) -> LazyRuns {
+        let m = |f: fn(&LazyRuns) -> Duration| median(rounds.iter().map(f).collect());
+        LazyRuns {
+            w1: m(|r| r.w1),
+            w2: m(|r| r.w2),
+            w3: m(|r| r.w3),
+            w4: rounds[0].w4.map(|_| m(|r| r.w4.unwrap_or_default())),
+            w6: m(|r| r.w6),
+        }
+    }
+}
+
+/// Rounds of the fused runs and the adapter's limits (see `main`).
+const ROUNDS: usize = 3;
+
+/// The median of `d` (the upper one of an even count).
+fn median(mut d: Vec<Duration>) -> Duration {
+    d.sort();
+    d[d.len() / 2]
 }
 
 fn run_lazy(dev: &Device, runs: usize, with_w4: bool) -> lazywgpu::Result<LazyRuns> {
@@ -314,23 +338,37 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     eprintln!("measuring on {machine} ...");
     let (fused, unfused, w5_fused, w5_unfused, limit) = match &gpu {
         Ok(dev) => {
-            let fused = run_lazy(dev, runs, true)?;
+            // The fused runs and the adapter's limits are measured in
+            // alternating rounds and each reported as the median of its
+            // rounds' medians: this machine's speed drifts by up to 5x over
+            // minutes, and a ratio of two figures taken minutes apart
+            // measured the drift.
+            let copy = baseline::CopyKernel::new();
+            let mut fused_rounds = Vec::new();
+            let mut limit_rounds = Vec::new();
+            for _ in 0..ROUNDS {
+                fused_rounds.push(run_lazy(dev, runs, true)?);
+                if let Some(c) = &copy {
+                    limit_rounds.push([
+                        c.time_copy(W1_N, runs),
+                        c.time_copy(W2_N, runs),
+                        c.time_copy(W3_ROWS * W3_COLS, runs) * 2,
+                        c.time_empty(runs),
+                        c.time_w1_by_hand(W1_N, runs),
+                    ]);
+                }
+            }
+            let fused = LazyRuns::median(&fused_rounds);
+            let limit = copy.map(|_| {
+                let m = |i: usize| median(limit_rounds.iter().map(|r| r[i]).collect());
+                (m(0), m(1), m(2), m(3), m(4))
+            });
             let (w5f, compiles) = run_w5(dev, 20)?;
             eprintln!("W5: {compiles} graphs compiled after step 2");
             dev.set_fusion(false);
             let unfused = run_lazy(dev, runs, false)?;
             let (w5u, _) = run_w5(dev, 10)?;
             dev.set_fusion(true);
-            let copy = baseline::CopyKernel::new();
-            let limit = copy.map(|c| {
-                (
-                    c.time_copy(W1_N, runs),
-                    c.time_copy(W2_N, runs),
-                    c.time_copy(W3_ROWS * W3_COLS, runs) * 2,
-                    c.time_empty(runs),
-                    c.time_w1_by_hand(W1_N, runs),
-                )
-            });
             (Some(fused), Some(unfused), Some(w5f), Some(w5u), limit)
         }
         Err(_) => (None, None, None, None, None),
@@ -391,7 +429,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     let mut md = String::new();
     let _ = writeln!(
         md,
-        "Measured {} on {machine}; medians of {runs} runs after warm-up.\n",
+        "Measured {} on {machine}; medians of {runs} runs after warm-up (fused GPU runs and the adapter's limits: median of {ROUNDS} alternating rounds).\n",
         date()
     );
     let _ = writeln!(
