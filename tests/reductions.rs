@@ -407,8 +407,10 @@ fn softmax_with_many_rows_uses_one_invocation_per_row() {
 /// The adapter's default matmul kernel (on CPU adapters the texture-packed
 /// lane kernel) over odd shapes, and over matrices larger than one texture
 /// side (16,384 on lavapipe): taller (A cut into row blocks), wider (B cut
-/// into column blocks) and a K too long for any block (the lane kernel
-/// falls back to the workgroup-memory one), each against f64 loops.
+/// into column blocks), a B whose packed texture (49 MB) is created per
+/// run rather than kept with the compiled graph (run twice), and a K too
+/// long for any block (the lane kernel falls back to the workgroup-memory
+/// one), each against f64 loops.
 #[test]
 fn default_matmul_kernel_past_texture_limits_matches_f64() {
     let Some(dev) = gpu() else { return };
@@ -418,6 +420,8 @@ fn default_matmul_kernel_past_texture_limits_matches_f64() {
         (3, 5, 70_001),
         (2, 16_400, 3),
         (40, 7, 66_000),
+        (8, 1024, 12_000),
+        (8, 1024, 12_000),
     ] {
         let a = common::data(m * k, 3);
         let b = common::data(k * n, 4);

@@ -335,10 +335,22 @@ struct CompiledKernel {
     workgroups: (u32, u32),
     /// The kernels dispatched right before it (`source.packs`).
     packs: Vec<(Arc<wgpu::ComputePipeline>, (u32, u32))>,
-    /// Views of its scratch textures (`source.scratch`), created with the
-    /// executable and reused by every run: runs of one queue execute in
-    /// order, so a later run's packing cannot overtake an earlier read.
-    scratch: Vec<wgpu::TextureView>,
+    /// Views of its scratch textures (`source.scratch`). Small ones are
+    /// created with the executable and reused by every run (runs of one
+    /// queue execute in order, so a later run's packing cannot overtake an
+    /// earlier read), which saves creating them each step; larger ones
+    /// (`None`) are created per run and freed with it, so that a cached
+    /// executable does not hold hundreds of MB (an MNIST evaluation batch
+    /// packs a 663 MB convolution operand).
+    scratch: Vec<Option<wgpu::TextureView>>,
+}
+
+/// Scratch textures up to this size live as long as their executable.
+const KEPT_SCRATCH_BYTES: u64 = 32 << 20;
+
+/// Bytes of an `rgba32float` texture array of `(width, height, layers)`.
+fn scratch_bytes((width, height, layers): (u32, u32, u32)) -> u64 {
+    16 * width as u64 * height as u64 * layers as u64
 }
 
 /// A compiled graph: its kernels in order, and which outputs are written
@@ -558,7 +570,9 @@ fn executable(
         let scratch = source
             .scratch
             .iter()
-            .map(|&size| scratch_texture(ctx, size))
+            .map(|&size| {
+                (scratch_bytes(size) <= KEPT_SCRATCH_BYTES).then(|| scratch_texture(ctx, size))
+            })
             .collect();
         let pipeline = pipeline(ctx, caches, metrics, &source.wgsl, graph.hash, k)?;
         kernels.push(CompiledKernel {
@@ -765,6 +779,15 @@ pub(crate) fn run_graph(
                     written[w] = Some(ctx.alloc(pool, numel(&nodes[w].shape), &what)?);
                 }
             }
+            let scratch: Vec<wgpu::TextureView> = k
+                .scratch
+                .iter()
+                .zip(&k.source.scratch)
+                .map(|(kept, &size)| match kept {
+                    Some(view) => view.clone(),
+                    None => scratch_texture(ctx, size),
+                })
+                .collect();
             let bind = |pipeline: &wgpu::ComputePipeline, source: &KernelSource| {
                 bind_group(
                     ctx,
@@ -773,7 +796,7 @@ pub(crate) fn run_graph(
                     source,
                     params.as_ref(),
                     (&buffers, &written),
-                    &k.scratch,
+                    &scratch,
                 )
             };
             let mut dispatches = Vec::with_capacity(1 + k.packs.len());
