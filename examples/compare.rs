@@ -46,6 +46,9 @@ struct Row {
     name: &'static str,
     /// W1 only: the same chain as a hand-written vec4 kernel.
     by_hand: Cell,
+    /// W5 only: host time of one cache-hit step, traced and submitted
+    /// while the device is idle.
+    host: Cell,
     fused: Cell,
     unfused: Cell,
     cpu_backend: Cell,
@@ -129,8 +132,10 @@ fn run_lazy(dev: &Device, runs: usize, with_w4: bool) -> lazywgpu::Result<LazyRu
 
 /// W5: steady-state time of one MLP training step (784-128-10, ReLU,
 /// batch 64, cross-entropy, SGD lr 0.01), input generated on the device.
-/// Also returns the graphs compiled after step 2 (should be 0).
-fn run_w5(dev: &Device, steps: usize) -> lazywgpu::Result<(Duration, u64)> {
+/// Also returns the graphs compiled after step 2 (should be 0) and the
+/// median host time of a step (trace, collect, encode and submit, with the
+/// device idle so that nothing waits for it).
+fn run_w5(dev: &Device, steps: usize) -> lazywgpu::Result<(Duration, u64, Duration)> {
     dev.manual_seed(0);
     let model = nn::Sequential::new()
         .add(nn::Linear::new(784, 128, dev))
@@ -162,8 +167,16 @@ fn run_w5(dev: &Device, steps: usize) -> lazywgpu::Result<(Duration, u64)> {
         blocks.push(t.elapsed() / steps as u32);
     }
     blocks.sort();
+    let mut host = Vec::new();
+    for _ in 0..steps {
+        dev.wait()?;
+        let t = Instant::now();
+        step()?;
+        host.push(t.elapsed());
+    }
+    dev.wait()?;
     let after = dev.metrics().counter("graphs_compiled") - compiled;
-    Ok((blocks[blocks.len() / 2], after))
+    Ok((blocks[blocks.len() / 2], after, median(host)))
 }
 
 fn ndarray_runs(runs: usize) -> [Duration; 6] {
@@ -336,7 +349,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         Err(e) => format!("no GPU adapter ({e})"),
     };
     eprintln!("measuring on {machine} ...");
-    let (fused, unfused, w5_fused, w5_unfused, limit) = match &gpu {
+    let (fused, unfused, w5_fused, w5_unfused, limit, w5_host) = match &gpu {
         Ok(dev) => {
             // The fused runs and the adapter's limits are measured in
             // alternating rounds and each reported as the median of its
@@ -363,19 +376,26 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
                 let m = |i: usize| median(limit_rounds.iter().map(|r| r[i]).collect());
                 (m(0), m(1), m(2), m(3), m(4))
             });
-            let (w5f, compiles) = run_w5(dev, 20)?;
+            let (w5f, compiles, w5_host) = run_w5(dev, 20)?;
             eprintln!("W5: {compiles} graphs compiled after step 2");
             dev.set_fusion(false);
             let unfused = run_lazy(dev, runs, false)?;
-            let (w5u, _) = run_w5(dev, 10)?;
+            let (w5u, _, _) = run_w5(dev, 10)?;
             dev.set_fusion(true);
-            (Some(fused), Some(unfused), Some(w5f), Some(w5u), limit)
+            (
+                Some(fused),
+                Some(unfused),
+                Some(w5f),
+                Some(w5u),
+                limit,
+                Some(w5_host),
+            )
         }
-        Err(_) => (None, None, None, None, None),
+        Err(_) => (None, None, None, None, None, None),
     };
     eprintln!("CPU reference backend ...");
     let cpu_runs = run_lazy(&cpu, runs.min(5), true)?;
-    let (w5_cpu, _) = run_w5(&cpu, 10)?;
+    let (w5_cpu, _, _) = run_w5(&cpu, 10)?;
     eprintln!("ndarray ...");
     let nd = ndarray_runs(runs);
     let peer_cells = peer.as_ref().map(|p| p.1).unwrap_or([None; 6]);
@@ -403,6 +423,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         .map(|i| Row {
             name: names[i],
             by_hand: limit.and_then(|l| (i == 0).then_some(l.4)),
+            host: w5_host.filter(|_| i == 4),
             fused: if i == 4 { w5_fused } else { pick(&fused, i) },
             unfused: if i == 4 {
                 w5_unfused
@@ -491,9 +512,14 @@ fn ratio_text(i: usize, row: &Row) -> String {
         (2, Some(t), Some(l), _, _) => format!("{:.2}x two copies' time (≤ 1.5)", t / l),
         (3, Some(t), _, Some(n), _) => format!("{:.2} of ndarray's GFLOP/s (≥ 0.5)", n / t),
         (4, Some(t), _, Some(n), _) => format!(
-            "{:.2}x ndarray's steps/s{}",
+            "{:.2}x ndarray's steps/s{}{}",
             n / t,
-            f(row.peer).map_or(String::new(), |p| format!(", {:.2}x the peer's", p / t))
+            f(row.peer).map_or(String::new(), |p| format!(", {:.2}x the peer's", p / t)),
+            f(row.host).map_or(String::new(), |h| format!(
+                "; host {:.0} µs a step, {:.1} % of it (≤ 5 %)",
+                h * 1e6,
+                100.0 * h / t
+            ))
         ),
         (5, Some(t), _, _, _) => format!("{:.2} µs/op (≤ 2)", t * 1e6),
         _ => "—".to_string(),

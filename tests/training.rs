@@ -117,6 +117,7 @@ fn steady_state_on(dev: &Device, cnn: bool) {
     let mut sched = StepLr::new(&opt, 1, 0.7);
     let mut compiled_after_2 = 0;
     let mut live_after_2 = 0;
+    let mut reuses_after_2 = 0;
     let mut losses = Vec::new();
     for step in 0..8 {
         let (x, y) = batch(&data, step, dev);
@@ -133,6 +134,7 @@ fn steady_state_on(dev: &Device, cnn: bool) {
         if step == 2 {
             compiled_after_2 = m.counter("graphs_compiled");
             live_after_2 = m.counter("bytes_live");
+            reuses_after_2 = m.counter("bind_group_reuses");
         } else if step > 2 {
             assert_eq!(
                 m.counter("graphs_compiled"),
@@ -148,6 +150,14 @@ fn steady_state_on(dev: &Device, cnn: bool) {
             );
         }
     }
+    // Steps bind the same buffers (the pool hands them back in order), so
+    // the GPU reuses its bind groups instead of creating them each step.
+    let reused = dev.metrics().counter("bind_group_reuses") - reuses_after_2;
+    assert!(
+        !dev.is_gpu() || reused >= 5,
+        "{}: {reused} bind groups reused in 5 steps",
+        dev.name()
+    );
     assert!(
         losses[7] < losses[0],
         "{}: training did not lower the loss: {losses:?}",

@@ -343,6 +343,32 @@ struct CompiledKernel {
     /// executable does not hold hundreds of MB (an MNIST evaluation batch
     /// packs a 663 MB convolution operand).
     scratch: Vec<Option<wgpu::TextureView>>,
+    /// The last few bind groups of each dispatch (the packs', then its
+    /// own), newest first, with the resources they bind: a training step
+    /// gets the same few sets of buffers from the pool step after step
+    /// (alternating where a step's output outlives the next step), and
+    /// creating bind groups was most of the host's encoding time (W5:
+    /// ~12 µs a kernel on lavapipe).
+    bind_groups: Vec<Mutex<Vec<CachedBindGroup>>>,
+}
+
+/// Bind groups kept per dispatch.
+const BIND_GROUPS_KEPT: usize = 4;
+
+/// Bind groups binding more than this many bytes of buffers are not kept.
+const KEPT_BIND_GROUP_BYTES: u64 = 4 << 20;
+
+/// A bind group and what it binds, to be reused when a run binds the same.
+struct CachedBindGroup {
+    resources: Vec<BoundResource>,
+    group: wgpu::BindGroup,
+}
+
+/// One bound resource, compared by identity (wgpu handles compare so).
+#[derive(PartialEq, Eq)]
+enum BoundResource {
+    Buffer(wgpu::Buffer, u64, Option<std::num::NonZeroU64>),
+    Texture(wgpu::TextureView),
 }
 
 /// Scratch textures up to this size live as long as their executable.
@@ -575,12 +601,14 @@ fn executable(
             })
             .collect();
         let pipeline = pipeline(ctx, caches, metrics, &source.wgsl, graph.hash, k)?;
+        let bind_groups = (0..=packs.len()).map(|_| Mutex::new(Vec::new())).collect();
         kernels.push(CompiledKernel {
             pipeline,
             workgroups: grid(ctx, source.groups),
             source,
             packs,
             scratch,
+            bind_groups,
         });
     }
     metrics.add("graphs_compiled", 1);
@@ -788,22 +816,29 @@ pub(crate) fn run_graph(
                     None => scratch_texture(ctx, size),
                 })
                 .collect();
-            let bind = |pipeline: &wgpu::ComputePipeline, source: &KernelSource| {
+            // Scratch textures created for this run only.
+            let per_run: Vec<usize> = (0..k.scratch.len())
+                .filter(|&i| k.scratch[i].is_none())
+                .collect();
+            let bind = |d: usize, pipeline: &wgpu::ComputePipeline, source: &KernelSource| {
                 bind_group(
                     ctx,
                     graph.hash,
-                    pipeline,
-                    source,
+                    (pipeline, source),
                     params.as_ref(),
                     (&buffers, &written),
-                    &scratch,
+                    (&scratch, &per_run),
+                    (&k.bind_groups[d], metrics),
                 )
             };
             let mut dispatches = Vec::with_capacity(1 + k.packs.len());
-            for (source, (pipeline, workgroups)) in k.source.packs.iter().zip(&k.packs) {
-                dispatches.push((pipeline, bind(pipeline, source)?, *workgroups));
+            for (d, (source, (pipeline, workgroups))) in
+                k.source.packs.iter().zip(&k.packs).enumerate()
+            {
+                dispatches.push((pipeline, bind(d, pipeline, source)?, *workgroups));
             }
-            dispatches.push((&k.pipeline, bind(&k.pipeline, &k.source)?, k.workgroups));
+            let main = bind(k.packs.len(), &k.pipeline, &k.source)?;
+            dispatches.push((&k.pipeline, main, k.workgroups));
             if queries.is_some() || pass.is_none() {
                 drop(pass.take());
                 let timestamp_writes =
@@ -912,18 +947,18 @@ pub(crate) fn run_graph(
 type NodeBuffer = Option<Arc<GpuBuffer>>;
 
 /// The bind group of `source` (a kernel or one of its packing kernels)
-/// for `pipeline`: the parameter buffer, its reads and its writes (each in
+/// for `pipeline`, or one that `cache` holds binding the same resources: the parameter buffer, its reads and its writes (each in
 /// binding-sized parts), then its scratch textures. `buffers` and
 /// `written` are the stored data each node is read from and the buffer
 /// each written node goes to.
 fn bind_group(
     ctx: &GpuContext,
     graph_hash: u64,
-    pipeline: &wgpu::ComputePipeline,
-    source: &KernelSource,
+    (pipeline, source): (&wgpu::ComputePipeline, &KernelSource),
     params: Option<&Arc<GpuBuffer>>,
     (buffers, written): (&[NodeBuffer], &[NodeBuffer]),
-    scratch: &[wgpu::TextureView],
+    (scratch, per_run_scratch): (&[wgpu::TextureView], &[usize]),
+    (cache, metrics): (&Mutex<Vec<CachedBindGroup>>, &Metrics),
 ) -> Result<wgpu::BindGroup> {
     let mut entries = Vec::new();
     if source.uses_params {
@@ -973,6 +1008,35 @@ fn bind_group(
     for t in &source.textures {
         entries.push(wgpu::BindingResource::TextureView(&scratch[t.slot]));
     }
+    let resources: Vec<BoundResource> = entries
+        .iter()
+        .map(|e| match e {
+            wgpu::BindingResource::Buffer(b) => {
+                BoundResource::Buffer(b.buffer.clone(), b.offset, b.size)
+            }
+            wgpu::BindingResource::TextureView(v) => BoundResource::Texture((*v).clone()),
+            _ => unreachable!("kernels bind buffers and texture views only"),
+        })
+        .collect();
+    // Only small bind groups are kept: a kept group keeps its buffers
+    // alive past the pool's limit, and per-run scratch textures are
+    // large by definition.
+    let bytes: u64 = resources
+        .iter()
+        .map(|r| match r {
+            BoundResource::Buffer(b, _, size) => size.map_or(b.size(), |s| s.get()),
+            BoundResource::Texture(_) => 0,
+        })
+        .sum();
+    let keep = per_run_scratch.is_empty() && bytes <= KEPT_BIND_GROUP_BYTES;
+    let mut cached = cache.lock().unwrap_or_else(|e| e.into_inner());
+    if let Some(i) = cached.iter().position(|c| c.resources == resources) {
+        metrics.add("bind_group_reuses", 1);
+        let hit = cached.remove(i);
+        let group = hit.group.clone();
+        cached.insert(0, hit);
+        return Ok(group);
+    }
     let entries: Vec<wgpu::BindGroupEntry> = entries
         .into_iter()
         .enumerate()
@@ -981,11 +1045,23 @@ fn bind_group(
             resource,
         })
         .collect();
-    Ok(ctx.device.create_bind_group(&wgpu::BindGroupDescriptor {
+    let group = ctx.device.create_bind_group(&wgpu::BindGroupDescriptor {
         label: None,
         layout: &pipeline.get_bind_group_layout(0),
         entries: &entries,
-    }))
+    });
+    if !keep {
+        return Ok(group);
+    }
+    cached.truncate(BIND_GROUPS_KEPT - 1);
+    cached.insert(
+        0,
+        CachedBindGroup {
+            resources,
+            group: group.clone(),
+        },
+    );
+    Ok(group)
 }
 
 fn op_name(kind: &GKind) -> &'static str {
