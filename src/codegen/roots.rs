@@ -288,10 +288,10 @@ fn reduce(
     let arg = op.is_arg();
     let id = identity(op, in_dtype);
     // Before any scalar read of the input is generated (it would bind).
-    if chunk < WORKGROUP_SIZE as usize
-        && let Some(main) = sum_by_fours(g, key, root, op, axes, parts, outputs)
-    {
-        return (main, total.div_ceil(WORKGROUP_SIZE as usize));
+    if chunk < WORKGROUP_SIZE as usize {
+        if let Some(main) = sum_by_fours(g, key, root, op, axes, parts, outputs) {
+            return (main, total.div_ceil(WORKGROUP_SIZE as usize));
+        }
     }
     let index = split_index(&in_shape, axes, "o", "r");
     let element = g.scoped(|g| {
