@@ -214,12 +214,7 @@ impl GpuContext {
             return Ok(Vec::new());
         }
         let bytes = len as u64 * 4;
-        let staging = self.device.create_buffer(&wgpu::BufferDescriptor {
-            label: Some("lazywgpu readback"),
-            size: bytes,
-            usage: wgpu::BufferUsages::MAP_READ | wgpu::BufferUsages::COPY_DST,
-            mapped_at_creation: false,
-        });
+        let staging = self.staging(len)?;
         let mut encoder = self
             .device
             .create_command_encoder(&wgpu::CommandEncoderDescriptor::default());
@@ -228,9 +223,29 @@ impl GpuContext {
         self.read_mapped(&staging, "readback").await
     }
 
+    /// A buffer for reading `len` 32-bit elements back to the host,
+    /// checked against the adapter's largest buffer.
+    pub fn staging(&self, len: usize) -> Result<wgpu::Buffer> {
+        let bytes = len as u64 * 4;
+        let limit = self.limits.max_buffer_size;
+        if bytes > limit {
+            return Err(Error::TooLarge {
+                what: "readback".to_string(),
+                bytes,
+                limit,
+            });
+        }
+        Ok(self.device.create_buffer(&wgpu::BufferDescriptor {
+            label: Some("lazywgpu readback"),
+            size: bytes,
+            usage: wgpu::BufferUsages::MAP_READ | wgpu::BufferUsages::COPY_DST,
+            mapped_at_creation: false,
+        }))
+    }
+
     /// Waits for the work submitted so far and reads `staging` (a
     /// `MAP_READ` buffer it copied into) as `T`s.
-    async fn read_mapped<T: bytemuck::Pod>(
+    pub async fn read_mapped<T: bytemuck::Pod>(
         &self,
         staging: &wgpu::Buffer,
         during: &str,
@@ -729,11 +744,15 @@ fn pipeline(
 /// Runs `graph`: compiles or finds its executable, allocates its written
 /// buffers, encodes one command buffer and submits it without waiting.
 /// Returns the storage of each output in `graph.key.outputs` order.
+/// With `readback`, the first output is also copied into that staging
+/// buffer by the same command buffer: reading a result then costs one
+/// submission and one wait instead of two of each.
 pub(crate) fn run_graph(
     ctx: &GpuContext,
     caches: &Mutex<GpuCaches>,
     pool: &Arc<BufferPool>,
     graph: &Graph,
+    readback: Option<&wgpu::Buffer>,
 ) -> Result<Vec<Storage>> {
     let metrics = &pool.metrics;
     let exe = {
@@ -885,6 +904,15 @@ pub(crate) fn run_graph(
         }
     }
     metrics.add("kernel_launches", exe.kernels.len() as u64);
+    if let (Some(staging), Some(&o)) = (readback, graph.key.outputs.first()) {
+        let Some(buf) = written[o].as_ref() else {
+            return Err(Error::Device {
+                during: format!("graph {:016x}", graph.hash),
+                message: format!("output node {o} has no buffer"),
+            });
+        };
+        encoder.copy_buffer_to_buffer(buf.buffer(), 0, staging, 0, Some(staging.size()));
+    }
     let timestamps = queries.as_ref().map(|q| {
         let bytes = 16 * exe.kernels.len().max(1) as u64;
         let resolved = ctx.device.create_buffer(&wgpu::BufferDescriptor {
