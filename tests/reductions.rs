@@ -195,15 +195,7 @@ proptest! {
         let bsz = [1usize, 2, 3][batch];
         let a = data(bsz * m * k, 1);
         let b = data(k * n, 2); // shared by every batch: broadcast
-        let mut expected = vec![0.0f32; bsz * m * n];
-        for bi in 0..bsz {
-            for i in 0..m {
-                for j in 0..n {
-                    let s: f64 = (0..k).map(|kk| a[bi * m * k + i * k + kk] as f64 * b[kk * n + j] as f64).sum();
-                    expected[bi * m * n + i * n + j] = s as f32;
-                }
-            }
-        }
+        let expected = common::matmul_f64(&a, &b, (bsz, m, k, n));
         let transpose_data = |x: &[f32], rows: usize, cols: usize, batches: usize| {
             let mut t = vec![0.0; x.len()];
             for bi in 0..batches {
@@ -425,14 +417,7 @@ fn default_matmul_kernel_past_texture_limits_matches_f64() {
     ] {
         let a = common::data(m * k, 3);
         let b = common::data(k * n, 4);
-        let expected: Vec<f32> = (0..m * n)
-            .map(|e| {
-                let (i, j) = (e / n, e % n);
-                (0..k)
-                    .map(|kk| a[i * k + kk] as f64 * b[kk * n + j] as f64)
-                    .sum::<f64>() as f32
-            })
-            .collect();
+        let expected = common::matmul_f64(&a, &b, (1, m, k, n));
         let y = Tensor::from_vec(a, [m, k], &dev)
             .unwrap()
             .matmul(&Tensor::from_vec(b, [k, n], &dev).unwrap());

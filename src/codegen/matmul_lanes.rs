@@ -28,12 +28,10 @@
 
 use std::fmt::Write;
 
-use super::roots::{MatmulDims, matmul_dims, stores};
-use super::wgsl::{Gen, KernelSource, TextureUse};
+use super::roots::{MatmulDims, matmul_dims, stores, tile_load};
+use super::wgsl::{Gen, KernelSource, TextureUse, WORKGROUP_SIZE, kernel_main};
 use crate::graph::GraphKey;
 
-/// Threads of a packing kernel's workgroup.
-const PACK_WORKGROUP: usize = 256;
 /// Rows of the output a workgroup computes (at most): 32 `vec4`
 /// accumulators per lane measured faster than 8 or 16.
 const MAX_ROWS: usize = 32;
@@ -242,12 +240,8 @@ pub(super) fn matmul_lanes(
     let main = format!(
         "\n@group(0) @binding({ta}) var ta: texture_2d_array<f32>;\n\
          @group(0) @binding({tb}) var tb: texture_2d_array<f32>;\n\
-         @compute @workgroup_size({lanes})\n\
-         fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>, \
-         @builtin(local_invocation_index) lid: u32, @builtin(subgroup_invocation_id) sid: u32) {{\n\
-         let gi = wid.y * nwg.x + wid.x;\n\
-         // Whole workgroups leave together: every lane that stays takes part in the broadcasts.\n\
-         if (gi >= {groups}u) {{ return; }}\n\
+         {head}\
+         // Whole workgroups left together above: every lane here takes part in the broadcasts.\n\
          let bi = gi / {tiles_mn}u;\n\
          let tm = (gi % {tiles_mn}u) / {tiles_n}u;\n\
          let tn = gi % {tiles_n}u;\n\
@@ -274,6 +268,12 @@ pub(super) fn matmul_lanes(
                      let result = accs[r][q];\n{st}                }}\n\
              }}\n\
          }}\n}}\n",
+        head = kernel_main(
+            lanes,
+            false,
+            groups,
+            ", @builtin(subgroup_invocation_id) sid: u32"
+        ),
         ta = base,
         tb = base + 1,
         last_n4 = n4 - 1,
@@ -308,44 +308,28 @@ fn pack(key: &GraphKey, stored: &dyn Fn(usize) -> bool, p: &Packing, slot: usize
     let mut g = Gen::new(&key.nodes, stored, &[], false);
     let (rows, cols, width, height) = (p.rows, p.cols, p.width, p.height);
     let texels = width * height * p.layers();
-    let body = g.scoped(|g| {
-        let lanes: Vec<String> = (0..4)
-            .map(|q| {
-                let ok = g.emit("ok", "bool", &format!("r < {rows}u && c + {q}u < {cols}u"));
-                let i = g.emit(
-                    "i",
-                    "u32",
-                    &format!(
-                        "select(0u, bi * {}u + r * {cols}u + c + {q}u, {ok})",
-                        rows * cols
-                    ),
-                );
-                let v = g.value(p.node, &i, false, false);
-                format!("select(0.0, {v}, {ok})")
-            })
-            .collect();
-        let _ = writeln!(
-            g.body,
-            "    textureStore(dst, vec2<u32>(x, y), layer, vec4<f32>({}));",
-            lanes.join(", ")
-        );
-    });
+    let mut body = tile_load(
+        &mut g,
+        p.node,
+        "",
+        |q| format!("r < {rows}u && c + {q}u < {cols}u"),
+        |q| format!("bi * {}u + r * {cols}u + c + {q}u", rows * cols),
+        "let texel",
+    );
+    body.push_str("    textureStore(dst, vec2<u32>(x, y), layer, texel);\n");
     let binding = g.uses_params() as usize + g.read_parts().iter().sum::<usize>();
     let mut wgsl = g.header(&[]);
     let _ = write!(
         wgsl,
         "@group(0) @binding({binding}) var dst: texture_storage_2d_array<rgba32float, write>;\n\
-         \n@compute @workgroup_size({PACK_WORKGROUP})\n\
-         fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>, \
-         @builtin(local_invocation_index) lid: u32) {{\n    \
-         let t = (wid.y * nwg.x + wid.x) * {PACK_WORKGROUP}u + lid;\n    \
-         if (t >= {texels}u) {{ return; }}\n    \
-         let x = t % {width}u;\n    \
-         let y = (t / {width}u) % {height}u;\n    \
-         let layer = t / {plane}u;\n    \
+         \n{head}    \
+         let x = gi % {width}u;\n    \
+         let y = (gi / {width}u) % {height}u;\n    \
+         let layer = gi / {plane}u;\n    \
          let bi = layer / {blocks}u;\n    \
          let r = ((layer / {col_blocks}u) % {row_blocks}u) * {height}u + y;\n    \
          let c = ((layer % {col_blocks}u) * {width}u + x) * 4u;\n{body}}}\n",
+        head = kernel_main(WORKGROUP_SIZE as usize, true, texels, ""),
         plane = width * height,
         blocks = p.row_blocks * p.col_blocks,
         col_blocks = p.col_blocks,
@@ -359,7 +343,7 @@ fn pack(key: &GraphKey, stored: &dyn Fn(usize) -> bool, p: &Packing, slot: usize
         write_parts: Vec::new(),
         reads: g.reads(),
         writes: Vec::new(),
-        groups: texels.div_ceil(PACK_WORKGROUP),
+        groups: texels.div_ceil(WORKGROUP_SIZE as usize),
         alias_violation: false,
         textures: vec![TextureUse { slot, write: true }],
         scratch: Vec::new(),

@@ -8,7 +8,9 @@
 use std::fmt::Write;
 
 use super::matmul_lanes::{LaneAdapter, matmul_lanes};
-use super::wgsl::{Gen, KernelSource, TextureUse, WORKGROUP_SIZE, value_type, vectorizable};
+use super::wgsl::{
+    Gen, KernelSource, TextureUse, WORKGROUP_SIZE, kernel_main, value_type, vectorizable,
+};
 use crate::dtype::DType;
 use crate::graph::GraphKey;
 use crate::graph::op::{Op, ReduceOp};
@@ -38,12 +40,6 @@ pub(crate) fn generate_root_kernel(
     // Whether the outputs are stored four elements at a time (a softmax
     // that writes only itself, see `softmax_per_thread_vec4`).
     let mut vec_out = false;
-    let lanes = match (op, matmul_kernel) {
-        (Op::Matmul, MatmulKernel::Lanes(adapter)) => {
-            matmul_lanes(&mut g, key, root, &outputs, stored, adapter)
-        }
-        _ => None,
-    };
     let (main, groups) = match op {
         Op::Reduce { op, axes, parts } => reduce(&mut g, key, root, *op, axes, *parts, &outputs),
         Op::Softmax { axis, log } => {
@@ -51,15 +47,23 @@ pub(crate) fn generate_root_kernel(
             vec_out = vec;
             (main, groups)
         }
-        Op::Matmul => match (lanes, matmul_kernel) {
-            (Some(l), _) => {
-                packs = l.packs;
-                scratch = l.scratch;
-                (l.main, l.groups)
+        Op::Matmul => {
+            let lanes = match matmul_kernel {
+                MatmulKernel::Lanes(adapter) => {
+                    matmul_lanes(&mut g, key, root, &outputs, stored, adapter)
+                }
+                _ => None,
+            };
+            match (lanes, matmul_kernel) {
+                (Some(l), _) => {
+                    packs = l.packs;
+                    scratch = l.scratch;
+                    (l.main, l.groups)
+                }
+                (None, MatmulKernel::Tiled) => matmul(&mut g, key, root, &outputs),
+                (None, _) => matmul_blocked(&mut g, key, root, &outputs),
             }
-            (None, MatmulKernel::Tiled) => matmul(&mut g, key, root, &outputs),
-            (None, _) => matmul_blocked(&mut g, key, root, &outputs),
-        },
+        }
         other => unreachable!("{} is not a kernel root", other.name()),
     };
     let textures = (0..scratch.len())
@@ -73,7 +77,7 @@ pub(crate) fn generate_root_kernel(
         uses_params: g.uses_params(),
         uniform_params: g.uniform_params_bytes(),
         read_parts: g.read_parts(),
-        write_parts: outputs.iter().map(|&o| g.parts_of(o, false)).collect(),
+        write_parts: outputs.iter().map(|&o| g.parts_of(o, vec_out)).collect(),
         reads: g.reads(),
         writes: outputs,
         groups,
@@ -253,14 +257,12 @@ fn sum_by_fours(
     let vt = value_type(dtype, true);
     let result_ty = value_type(key.nodes[root].dtype, false);
     Some(format!(
-        "\n@compute @workgroup_size({WORKGROUP_SIZE})\n\
-         fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>, @builtin(local_invocation_index) lid: u32) {{\n\
-         let gi = (wid.y * nwg.x + wid.x) * {WORKGROUP_SIZE}u + lid;\n\
-         if (gi >= {total}u) {{ return; }}\n\
+        "\n{head}\
          let o = gi / {parts}u;\n\
          var acc = {vt}();\n\
          {lp}\
          let result: {result_ty} = (acc.x + acc.y) + (acc.z + acc.w);\n{st}}}\n",
+        head = kernel_main(WORKGROUP_SIZE as usize, true, total, ""),
         lp = strided_loop("r4", &format!("gi % {parts}u"), parts, reduced / 4, &load),
     ))
 }
@@ -329,15 +331,13 @@ fn reduce(
     if chunk < WORKGROUP_SIZE as usize {
         let st = stores(g, key, root, outputs, "gi", "result");
         let main = format!(
-            "\n@compute @workgroup_size({WORKGROUP_SIZE})\n\
-             fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>, @builtin(local_invocation_index) lid: u32) {{\n\
-             let gi = (wid.y * nwg.x + wid.x) * {WORKGROUP_SIZE}u + lid;\n\
-             if (gi >= {total}u) {{ return; }}\n\
+            "\n{head}\
              let o = gi / {parts}u;\n\
              var acc: {vt} = {id};\n\
              var best: u32 = 0xffffffffu;\n\
              {lp}\
              let result: {result_ty} = {result_expr};\n{st}}}\n",
+            head = kernel_main(WORKGROUP_SIZE as usize, true, total, ""),
             lp = strided_loop(var, &format!("gi % {parts}u"), parts, steps, &load),
         );
         return (main, total.div_ceil(WORKGROUP_SIZE as usize));
@@ -353,10 +353,7 @@ fn reduce(
     let main = format!(
         "\nvar<workgroup> red_v: array<{vt}, {WORKGROUP_SIZE}>;\n\
          var<workgroup> red_i: array<u32, {WORKGROUP_SIZE}>;\n\
-         @compute @workgroup_size({WORKGROUP_SIZE})\n\
-         fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>, @builtin(local_invocation_index) lid: u32) {{\n\
-         let gi = wid.y * nwg.x + wid.x;\n\
-         if (gi >= {total}u) {{ return; }}\n\
+         {head}\
          let o = gi / {parts}u;\n\
          var acc: {vt} = {id};\n\
          var best: u32 = 0xffffffffu;\n\
@@ -373,6 +370,7 @@ fn reduce(
              best = red_i[0];\n\
              let result: {result_ty} = {result_expr};\n{st}    }}\n}}\n",
         half = WORKGROUP_SIZE / 2,
+        head = kernel_main(WORKGROUP_SIZE as usize, false, total, ""),
         lp = strided_loop(
             var,
             &format!("gi % {parts}u + lid * {parts}u"),
@@ -446,10 +444,7 @@ fn softmax(
     };
     let main = format!(
         "\nvar<workgroup> red_v: array<f32, {WORKGROUP_SIZE}>;\n\
-         @compute @workgroup_size({WORKGROUP_SIZE})\n\
-         fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>, @builtin(local_invocation_index) lid: u32) {{\n\
-         let gi = wid.y * nwg.x + wid.x;\n\
-         if (gi >= {rows}u) {{ return; }}\n\
+         {}\
          var m = bitcast<f32>(0xff800000u);\n\
          for (var k = lid; k < {len}u; k = k + {WORKGROUP_SIZE}u) {{\n{max_loop}    }}\n\
          {}    m = red_v[0];\n    workgroupBarrier();\n\
@@ -457,6 +452,7 @@ fn softmax(
          for (var k = lid; k < {len}u; k = k + {WORKGROUP_SIZE}u) {{\n{sum_loop}    }}\n\
          {}    s = red_v[0];\n\
          for (var k = lid; k < {len}u; k = k + {WORKGROUP_SIZE}u) {{\n{write_loop}    }}\n}}\n",
+        kernel_main(WORKGROUP_SIZE as usize, false, rows, ""),
         tree("m"),
         tree("s")
     );
@@ -481,23 +477,22 @@ fn softmax_per_thread_vec4(
     outputs: &[usize],
 ) -> (String, usize, bool) {
     let len4 = len / 4;
-    let pass = |g: &mut Gen, f: &dyn Fn(&mut Gen, &str)| {
+    // Each pass reads group `k` of the row as `v` at vec4 index `i`.
+    let pass = |g: &mut Gen, f: &dyn Fn(&mut Gen, &str, &str)| {
         g.scoped(|g| {
             let i = g.emit("i", "u32", &format!("gi * {len4}u + k"));
             let v = g.value(x, &i, false, true);
-            f(g, &v);
+            f(g, &i, &v);
         })
     };
-    let max_pass = pass(g, &|g, v| {
+    let max_pass = pass(g, &|g, _, v| {
         let _ = writeln!(g.body, "        m4 = max(m4, {v});");
     });
-    let sum_pass = pass(g, &|g, v| {
+    let sum_pass = pass(g, &|g, _, v| {
         let _ = writeln!(g.body, "        s4 = s4 + exp({v} - vec4<f32>(m));");
     });
     let whole_vec4 = outputs == [root] && key.nodes[root].dtype == DType::F32;
-    let write_pass = g.scoped(|g| {
-        let i = g.emit("i", "u32", &format!("gi * {len4}u + k"));
-        let v = g.value(x, &i, false, true);
+    let write_pass = pass(g, &|g, i, v| {
         let expr = if log {
             format!("({v} - vec4<f32>(m)) - vec4<f32>(ls)")
         } else {
@@ -505,7 +500,7 @@ fn softmax_per_thread_vec4(
         };
         let y = g.emit("y", "vec4<f32>", &expr);
         if whole_vec4 {
-            let st = g.store(0, root, &i, &y, true);
+            let st = g.store(0, root, i, &y, true);
             g.body.push_str(&st);
             return;
         }
@@ -517,10 +512,7 @@ fn softmax_per_thread_vec4(
         }
     });
     let main = format!(
-        "\n@compute @workgroup_size({WORKGROUP_SIZE})\n\
-         fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>, @builtin(local_invocation_index) lid: u32) {{\n\
-         let gi = (wid.y * nwg.x + wid.x) * {WORKGROUP_SIZE}u + lid;\n\
-         if (gi >= {rows}u) {{ return; }}\n\
+        "\n{head}\
          var m4 = vec4<f32>(bitcast<f32>(0xff800000u));\n\
          for (var k = 0u; k < {len4}u; k = k + 1u) {{\n{max_pass}    }}\n\
          let m = max(max(m4.x, m4.y), max(m4.z, m4.w));\n\
@@ -529,7 +521,8 @@ fn softmax_per_thread_vec4(
          let s = (s4.x + s4.y) + (s4.z + s4.w);\n\
          let ls = log(s);\n\
          let rs = 1.0 / s;\n\
-         for (var k = 0u; k < {len4}u; k = k + 1u) {{\n{write_pass}    }}\n}}\n"
+         for (var k = 0u; k < {len4}u; k = k + 1u) {{\n{write_pass}    }}\n}}\n",
+        head = kernel_main(WORKGROUP_SIZE as usize, true, rows, ""),
     );
     (main, rows.div_ceil(WORKGROUP_SIZE as usize), whole_vec4)
 }
@@ -569,25 +562,24 @@ fn softmax_per_thread(
         g.body.push_str(&st);
     });
     let main = format!(
-        "\n@compute @workgroup_size({WORKGROUP_SIZE})\n\
-         fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>, @builtin(local_invocation_index) lid: u32) {{\n\
-         let gi = (wid.y * nwg.x + wid.x) * {WORKGROUP_SIZE}u + lid;\n\
-         if (gi >= {rows}u) {{ return; }}\n\
+        "\n{head}\
          // Starts at the lowest finite value so that exp(m - mn) is never nan.\n\
          var m = -3.4028235e38;\n\
          var s = 0.0;\n\
          for (var k = 0u; k < {len}u; k = k + 1u) {{\n{stats}    }}\n\
          let ls = log(s);\n\
          let rs = 1.0 / s;\n\
-         for (var k = 0u; k < {len}u; k = k + 1u) {{\n{write}    }}\n}}\n"
+         for (var k = 0u; k < {len}u; k = k + 1u) {{\n{write}    }}\n}}\n",
+        head = kernel_main(WORKGROUP_SIZE as usize, true, rows, ""),
     );
     (main, rows.div_ceil(WORKGROUP_SIZE as usize))
 }
 
-/// Code loading one vec4 slot of a matmul tile: four elements of `node`
-/// (lane `q` at row-major index `index(q)` when `in_bounds(q)`, else 0),
-/// after the `prelude` that names the slot's coordinates.
-fn tile_load(
+/// Code loading four elements of `node` into the vec4 `slot` (a matmul
+/// tile's slot, or a texel the lane matmul packs): lane `q` at row-major
+/// index `index(q)` when `in_bounds(q)`, else 0, after the `prelude` that
+/// names the coordinates.
+pub(super) fn tile_load(
     g: &mut Gen,
     node: usize,
     prelude: &str,
@@ -709,10 +701,7 @@ fn matmul_blocked(g: &mut Gen, key: &GraphKey, root: usize, outputs: &[usize]) -
     let main = format!(
         "\nvar<workgroup> ta: array<vec4<f32>, {slots}>;\n\
          var<workgroup> tb: array<vec4<f32>, {slots}>;\n\
-         @compute @workgroup_size(64)\n\
-         fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>, @builtin(local_invocation_index) lid: u32) {{\n\
-         let gi = wid.y * nwg.x + wid.x;\n\
-         if (gi >= {groups}u) {{ return; }}\n\
+         {head}\
          let bi = gi / {tiles_mn}u;\n\
          let tm = (gi % {tiles_mn}u) / {tiles_n}u;\n\
          let tn = gi % {tiles_n}u;\n\
@@ -743,6 +732,7 @@ fn matmul_blocked(g: &mut Gen, key: &GraphKey, root: usize, outputs: &[usize]) -
          }}\n}}\n",
         mn = m * n,
         slots = TILE_K * 16,
+        head = kernel_main(64, false, groups, ""),
     );
     (main, groups)
 }
@@ -761,10 +751,7 @@ fn matmul(g: &mut Gen, key: &GraphKey, root: usize, outputs: &[usize]) -> (Strin
         "\n// A tile: 16 columns of 16 four-row groups; B tile: 16 rows of 16 four-column groups.\n\
          var<workgroup> ta: array<vec4<f32>, 256>;\n\
          var<workgroup> tb: array<vec4<f32>, 256>;\n\
-         @compute @workgroup_size(256)\n\
-         fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>, @builtin(local_invocation_index) lid: u32) {{\n\
-         let gi = wid.y * nwg.x + wid.x;\n\
-         if (gi >= {groups}u) {{ return; }}\n\
+         {head}\
          let bi = gi / {tiles_mn}u;\n\
          let tm = (gi % {tiles_mn}u) / {tiles_n}u;\n\
          let tn = gi % {tiles_n}u;\n\
@@ -798,6 +785,7 @@ fn matmul(g: &mut Gen, key: &GraphKey, root: usize, outputs: &[usize]) -> (Strin
              }}\n\
          }}\n}}\n",
         mn = m * n,
+        head = kernel_main(256, false, groups, ""),
     );
     (main, groups)
 }

@@ -181,13 +181,10 @@ pub(crate) fn generate_kernel(
     let invocations = if vec { numel / 4 } else { numel };
     let _ = write!(
         src,
-        "\n@compute @workgroup_size({WORKGROUP_SIZE})\n\
-         fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>, \
-         @builtin(local_invocation_index) lid: u32) {{\n    \
-         // Grids past 65,535 workgroups are split over y.\n    \
-         let gi = (wid.y * nwg.x + wid.x) * {WORKGROUP_SIZE}u + lid;\n    \
-         if (gi >= {invocations}u) {{ return; }}\n{}{}}}\n",
-        g.body, stores
+        "\n{}{}{}}}\n",
+        kernel_main(WORKGROUP_SIZE as usize, true, invocations, ""),
+        g.body,
+        stores
     );
     KernelSource {
         wgsl: src,
@@ -203,6 +200,31 @@ pub(crate) fn generate_kernel(
         scratch: Vec::new(),
         packs: Vec::new(),
     }
+}
+
+/// The opening of a kernel's `main`, through its early return: workgroups
+/// of `size` invocations, `gi` the index of the invocation (or, unless
+/// `per_invocation`, of the workgroup) over a grid that is split over y
+/// past 65,535 workgroups, and a return once `gi` reaches `count`.
+/// `builtins` adds parameters after `lid` (", @builtin(..) name: type").
+pub(crate) fn kernel_main(
+    size: usize,
+    per_invocation: bool,
+    count: usize,
+    builtins: &str,
+) -> String {
+    let gi = if per_invocation {
+        format!("(wid.y * nwg.x + wid.x) * {size}u + lid")
+    } else {
+        "wid.y * nwg.x + wid.x".to_string()
+    };
+    format!(
+        "@compute @workgroup_size({size})\n\
+         fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>, \
+         @builtin(local_invocation_index) lid: u32{builtins}) {{\n\
+         let gi = {gi};\n\
+         if (gi >= {count}u) {{ return; }}\n"
+    )
 }
 
 /// Whether node `n`'s value can be computed four elements at a time with

@@ -82,6 +82,15 @@ impl Node {
         self.state.lock().unwrap_or_else(|e| e.into_inner())
     }
 
+    /// The value of a pending scalar node (as its 32-bit pattern), which
+    /// is the same at every index of whatever shape it is given.
+    pub fn pending_scalar(&self) -> Option<u32> {
+        match &*self.state() {
+            NodeState::Pending(p) if p.op == Op::Scalar => p.params.first().copied(),
+            _ => None,
+        }
+    }
+
     /// The stored data, if computed.
     pub fn storage(&self) -> Option<Storage> {
         match &*self.state() {

@@ -835,10 +835,8 @@ pub(crate) fn run_graph(
                     None => scratch_texture(ctx, size),
                 })
                 .collect();
-            // Scratch textures created for this run only.
-            let per_run: Vec<usize> = (0..k.scratch.len())
-                .filter(|&i| k.scratch[i].is_none())
-                .collect();
+            // Whether a scratch texture is created for this run only.
+            let per_run = k.scratch.iter().any(Option::is_none);
             let bind = |d: usize, pipeline: &wgpu::ComputePipeline, source: &KernelSource| {
                 bind_group(
                     ctx,
@@ -846,7 +844,7 @@ pub(crate) fn run_graph(
                     (pipeline, source),
                     params.as_ref(),
                     (&buffers, &written),
-                    (&scratch, &per_run),
+                    (&scratch, per_run),
                     (&k.bind_groups[d], metrics),
                 )
             };
@@ -985,10 +983,10 @@ fn bind_group(
     (pipeline, source): (&wgpu::ComputePipeline, &KernelSource),
     params: Option<&Arc<GpuBuffer>>,
     (buffers, written): (&[NodeBuffer], &[NodeBuffer]),
-    (scratch, per_run_scratch): (&[wgpu::TextureView], &[usize]),
+    (scratch, per_run_scratch): (&[wgpu::TextureView], bool),
     (cache, metrics): (&Mutex<Vec<CachedBindGroup>>, &Metrics),
 ) -> Result<wgpu::BindGroup> {
-    let mut entries = Vec::new();
+    let mut resources = Vec::new();
     if source.uses_params {
         let Some(p) = params else {
             return Err(Error::Device {
@@ -996,11 +994,8 @@ fn bind_group(
                 message: "kernel reads parameters but the graph has none".into(),
             });
         };
-        entries.push(wgpu::BindingResource::Buffer(wgpu::BufferBinding {
-            buffer: p.buffer(),
-            offset: 0,
-            size: source.uniform_params.and_then(std::num::NonZeroU64::new),
-        }));
+        let size = source.uniform_params.and_then(std::num::NonZeroU64::new);
+        resources.push(BoundResource::Buffer(p.buffer().clone(), 0, size));
     }
     let reads = source
         .reads
@@ -1026,26 +1021,43 @@ fn bind_group(
         let size = b.buffer().size();
         for j in 0..parts as u64 {
             let offset = j * part;
-            entries.push(wgpu::BindingResource::Buffer(wgpu::BufferBinding {
-                buffer: b.buffer(),
-                offset,
-                size: std::num::NonZeroU64::new((size - offset).min(part)),
-            }));
+            let len = std::num::NonZeroU64::new((size - offset).min(part));
+            resources.push(BoundResource::Buffer(b.buffer().clone(), offset, len));
         }
     }
     for t in &source.textures {
-        entries.push(wgpu::BindingResource::TextureView(&scratch[t.slot]));
+        resources.push(BoundResource::Texture(scratch[t.slot].clone()));
     }
-    let resources: Vec<BoundResource> = entries
+    let mut cached = cache.lock().unwrap_or_else(|e| e.into_inner());
+    if let Some(i) = cached.iter().position(|c| c.resources == resources) {
+        metrics.add("bind_group_reuses", 1);
+        let hit = cached.remove(i);
+        let group = hit.group.clone();
+        cached.insert(0, hit);
+        return Ok(group);
+    }
+    let entries: Vec<wgpu::BindGroupEntry> = resources
         .iter()
-        .map(|e| match e {
-            wgpu::BindingResource::Buffer(b) => {
-                BoundResource::Buffer(b.buffer.clone(), b.offset, b.size)
-            }
-            wgpu::BindingResource::TextureView(v) => BoundResource::Texture((*v).clone()),
-            _ => unreachable!("kernels bind buffers and texture views only"),
+        .enumerate()
+        .map(|(i, r)| wgpu::BindGroupEntry {
+            binding: i as u32,
+            resource: match r {
+                BoundResource::Buffer(buffer, offset, size) => {
+                    wgpu::BindingResource::Buffer(wgpu::BufferBinding {
+                        buffer,
+                        offset: *offset,
+                        size: *size,
+                    })
+                }
+                BoundResource::Texture(view) => wgpu::BindingResource::TextureView(view),
+            },
         })
         .collect();
+    let group = ctx.device.create_bind_group(&wgpu::BindGroupDescriptor {
+        label: None,
+        layout: &pipeline.get_bind_group_layout(0),
+        entries: &entries,
+    });
     // Only small bind groups are kept: a kept group keeps its buffers
     // alive past the pool's limit, and per-run scratch textures are
     // large by definition.
@@ -1056,29 +1068,7 @@ fn bind_group(
             BoundResource::Texture(_) => 0,
         })
         .sum();
-    let keep = per_run_scratch.is_empty() && bytes <= KEPT_BIND_GROUP_BYTES;
-    let mut cached = cache.lock().unwrap_or_else(|e| e.into_inner());
-    if let Some(i) = cached.iter().position(|c| c.resources == resources) {
-        metrics.add("bind_group_reuses", 1);
-        let hit = cached.remove(i);
-        let group = hit.group.clone();
-        cached.insert(0, hit);
-        return Ok(group);
-    }
-    let entries: Vec<wgpu::BindGroupEntry> = entries
-        .into_iter()
-        .enumerate()
-        .map(|(i, resource)| wgpu::BindGroupEntry {
-            binding: i as u32,
-            resource,
-        })
-        .collect();
-    let group = ctx.device.create_bind_group(&wgpu::BindGroupDescriptor {
-        label: None,
-        layout: &pipeline.get_bind_group_layout(0),
-        entries: &entries,
-    });
-    if !keep {
+    if per_run_scratch || bytes > KEPT_BIND_GROUP_BYTES {
         return Ok(group);
     }
     cached.truncate(BIND_GROUPS_KEPT - 1);

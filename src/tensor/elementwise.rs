@@ -127,10 +127,6 @@ impl Tensor {
     pub(crate) fn binary_node(&self, rhs: &Operand, op: BinaryOp) -> Arc<Node> {
         let loc = Location::caller();
         let a = self.node();
-        // A scalar operand: its value in its dtype, kept to become a node of
-        // the result's shape below (one node instead of scalar, reshape and
-        // expand: W6's host cost is per node).
-        let mut scalar = None;
         let b = match rhs {
             Operand::Tensor(t) => {
                 if t.device() != self.device() {
@@ -153,9 +149,7 @@ impl Tensor {
                 } else {
                     DType::I32
                 };
-                let bits = convert_scalar(bits, sd, dt);
-                scalar = Some((bits, dt));
-                scalar_node(bits, dt, loc)
+                scalar_node(convert_scalar(bits, sd, dt), dt, loc)
             }
         };
         let Some(shape) = broadcast_shapes(&a.shape, &b.shape) else {
@@ -191,12 +185,7 @@ impl Tensor {
             dt
         };
         let a = expand_node(&cast_node(&a, compute_dt, loc), &shape, loc);
-        let b = match scalar {
-            Some((bits, sdt)) if sdt == compute_dt => {
-                Node::pending(Op::Scalar, Vec::new(), vec![bits], shape.clone(), sdt, loc)
-            }
-            _ => expand_node(&cast_node(&b, compute_dt, loc), &shape, loc),
-        };
+        let b = expand_node(&cast_node(&b, compute_dt, loc), &shape, loc);
         let out_dt = if op.is_comparison() {
             DType::Bool
         } else {

@@ -62,6 +62,22 @@ pub(crate) fn expand_node(
     if node.shape == shape {
         return node.clone();
     }
+    // A pending scalar holds one value for every index: broadcast, it is
+    // the same scalar with the new shape (one node, not scalar, reshape and
+    // expand: a scalar operand of every binary op comes through here, and
+    // host time per op is per node).
+    if numel(&node.shape) == 1 {
+        if let Some(bits) = node.pending_scalar() {
+            return Node::pending(
+                Op::Scalar,
+                Vec::new(),
+                vec![bits],
+                shape.to_vec(),
+                node.dtype,
+                loc,
+            );
+        }
+    }
     let mut padded = vec![1; shape.len() - node.shape.len()];
     padded.extend_from_slice(&node.shape);
     let node = reshape_node(node, &padded, loc);

@@ -46,6 +46,19 @@ pub fn data(n: usize, seed: u64) -> Vec<f32> {
         .collect()
 }
 
+/// `a` ([bsz, m, k], row-major) times `b` ([k, n], shared by every batch
+/// entry), accumulated in f64.
+pub fn matmul_f64(a: &[f32], b: &[f32], (bsz, m, k, n): (usize, usize, usize, usize)) -> Vec<f32> {
+    (0..bsz * m * n)
+        .map(|e| {
+            let (bi, i, j) = (e / (m * n), e / n % m, e % n);
+            (0..k)
+                .map(|kk| a[bi * m * k + i * k + kk] as f64 * b[kk * n + j] as f64)
+                .sum::<f64>() as f32
+        })
+        .collect()
+}
+
 /// Batched matmuls of odd sizes, B broadcast over the batch and
 /// optionally read through a transposed view, with a bias-and-relu
 /// epilogue, against f64 loops: for the matmul kernel a process-wide
@@ -61,17 +74,7 @@ pub fn check_matmul_shapes(dev: &Device, what: &str) {
     ] {
         let a = data(bsz * m * k, 1);
         let b = data(k * n, 2);
-        let mut want = vec![0.0f32; bsz * m * n];
-        for bi in 0..bsz {
-            for i in 0..m {
-                for j in 0..n {
-                    let s: f64 = (0..k)
-                        .map(|kk| a[bi * m * k + i * k + kk] as f64 * b[kk * n + j] as f64)
-                        .sum();
-                    want[bi * m * n + i * n + j] = s as f32;
-                }
-            }
-        }
+        let want = matmul_f64(&a, &b, (bsz, m, k, n));
         let ta = Tensor::from_vec(a, [bsz, m, k], dev).unwrap();
         let tb = if transposed {
             // B stored as its transpose and read through a view.
