@@ -163,10 +163,11 @@ impl Graph {
         let mut params = Vec::new();
         let mut output_nodes: Vec<Arc<Node>> = Vec::new();
         let mut output_indices = Vec::new();
-        // For donation: the stored nodes read, and how many references to
-        // each the graph's own pending nodes hold.
-        let mut input_nodes: Vec<Arc<Node>> = Vec::new();
-        let mut internal_refs: FxHashMap<u64, usize> = FxHashMap::default();
+        // For donation: a handle on every collected node (by graph index)
+        // and how many references to each the graph's own pending nodes
+        // hold, so that references from anywhere else can be counted.
+        let mut handles: Vec<Arc<Node>> = Vec::with_capacity(hint);
+        let mut internal_refs: Vec<usize> = Vec::with_capacity(hint);
 
         for out in outputs {
             if index_of.contains_key(&out.id) {
@@ -188,7 +189,6 @@ impl Graph {
                     NodeState::Ready(storage) => {
                         let slot = inputs.len();
                         inputs.push(storage.clone());
-                        input_nodes.push(node.clone());
                         let layout = storage.layout.clone();
                         drop(state);
                         index_of.insert(node.id, nodes.len());
@@ -199,6 +199,8 @@ impl Graph {
                             inputs: Vec::new(),
                         });
                         locations.push(node.location);
+                        handles.push(node);
+                        internal_refs.push(0);
                     }
                     NodeState::Pending(p) if !expanded => {
                         stack.push((node.clone(), true));
@@ -209,11 +211,13 @@ impl Graph {
                         }
                     }
                     NodeState::Pending(p) => {
-                        for c in &p.inputs {
-                            *internal_refs.entry(c.id).or_insert(0) += 1;
-                        }
                         let param_base = params.len();
                         params.extend_from_slice(&p.params);
+                        let input_indices: Vec<usize> =
+                            p.inputs.iter().map(|c| index_of[&c.id]).collect();
+                        for &c in &input_indices {
+                            internal_refs[c] += 1;
+                        }
                         let gnode = GNode {
                             kind: GKind::Op {
                                 op: p.op.clone(),
@@ -221,12 +225,14 @@ impl Graph {
                             },
                             shape: node.shape.clone(),
                             dtype: node.dtype,
-                            inputs: p.inputs.iter().map(|c| index_of[&c.id]).collect(),
+                            inputs: input_indices,
                         };
                         drop(state);
                         index_of.insert(node.id, nodes.len());
                         nodes.push(gnode);
                         locations.push(node.location);
+                        handles.push(node);
+                        internal_refs.push(0);
                     }
                 }
             }
@@ -234,26 +240,9 @@ impl Graph {
             output_nodes.push(out.clone());
         }
 
-        let is_output = |n: &Arc<Node>| output_nodes.iter().any(|o| o.id == n.id);
-        let donatable = input_nodes
-            .iter()
-            .zip(&inputs)
-            .map(|(node, storage)| {
-                // References: ours in `input_nodes`, the graph's pending
-                // nodes', and nobody else's.
-                let external =
-                    Arc::strong_count(node) - 1 - internal_refs.get(&node.id).copied().unwrap_or(0);
-                let DataBuffer::Gpu(buf) = &storage.buffer else {
-                    return false;
-                };
-                // The buffer: held by the node and by our `inputs` copy only.
-                external == 0
-                    && !is_output(node)
-                    && Arc::strong_count(buf) == 2
-                    && storage.layout.is_contiguous(&node.shape)
-            })
-            .collect();
-        drop(input_nodes);
+        let donatable =
+            donatable_inputs(&nodes, &output_indices, &inputs, &handles, &internal_refs);
+        drop(handles);
         LAST_GRAPH_NODES.store(nodes.len(), Ordering::Relaxed);
         let key = GraphKey {
             nodes,
@@ -271,4 +260,60 @@ impl Graph {
             locations,
         }
     }
+}
+
+/// Per input slot: whether an output may be written into its buffer.
+///
+/// Running the graph makes its outputs `Ready` (they drop their inputs),
+/// but a pending node that is not an output stays pending and may be
+/// computed later from the same inputs: `y = x * 3; drop(x); z = y + 1`,
+/// then reading `z` leaves `y` pending on `x`'s buffer. So an input's
+/// buffer is donated only when no value that outlives this run can read
+/// it: nothing outside the graph holds the input node, no pending node
+/// that outlives the run reads it (directly or through other pending
+/// nodes), and no other node (a view) shares its buffer.
+///
+/// A pending node outlives the run when it is not an output and something
+/// outside the graph holds it (a tensor handle, a pending node of another
+/// graph, an autograd record) or a node that outlives the run reads it.
+/// One pass from the outputs back to the inputs decides this for all.
+fn donatable_inputs(
+    nodes: &[GNode],
+    outputs: &[usize],
+    inputs: &[Storage],
+    handles: &[Arc<Node>],
+    internal_refs: &[usize],
+) -> Vec<bool> {
+    let mut is_output = vec![false; nodes.len()];
+    for &o in outputs {
+        is_output[o] = true;
+    }
+    // References from outside the graph: all but `handles`' own and those
+    // from the graph's pending nodes.
+    let external = |i: usize| Arc::strong_count(&handles[i]) - 1 - internal_refs[i];
+    let mut read_later = vec![false; nodes.len()];
+    for i in (0..nodes.len()).rev() {
+        let pending = matches!(nodes[i].kind, GKind::Op { .. });
+        if pending && !is_output[i] && (read_later[i] || external(i) > 0) {
+            for &c in &nodes[i].inputs {
+                read_later[c] = true;
+            }
+        }
+    }
+    let mut donatable = vec![false; inputs.len()];
+    for (i, node) in nodes.iter().enumerate() {
+        let GKind::Input { slot, .. } = node.kind else {
+            continue;
+        };
+        let DataBuffer::Gpu(buf) = &inputs[slot].buffer else {
+            continue;
+        };
+        // The buffer: held by the node and by the `inputs` copy only.
+        donatable[slot] = external(i) == 0
+            && !read_later[i]
+            && !is_output[i]
+            && Arc::strong_count(buf) == 2
+            && inputs[slot].layout.is_contiguous(&node.shape);
+    }
+    donatable
 }
