@@ -101,11 +101,12 @@ pub(crate) fn schedule(key: &GraphKey, max_outputs: usize) -> Schedule {
     // keeps the element index joins that root's kernel.
     let mut epilogue_of: Vec<Option<usize>> = vec![None; count];
     if key.fused {
+        let reached = roots_reached_at_same_index(key, &under_root);
         for w in 0..count {
             if !written[w] || is_root(w) || !under_root[w] {
                 continue;
             }
-            if let Some(r) = single_root_same_index(key, w, &under_root) {
+            if let RootsReached::One(r) = reached[w] {
                 let root_ok =
                     !matches!(op_of(key, r), Some(Op::Reduce { parts, .. }) if *parts > 1);
                 if root_ok && numel(&nodes[r].shape) == numel(&nodes[w].shape) {
@@ -116,30 +117,23 @@ pub(crate) fn schedule(key: &GraphKey, max_outputs: usize) -> Schedule {
         }
     }
 
-    // Consumers, to decide whether a root must be written.
-    let mut consumers: Vec<Vec<usize>> = vec![Vec::new(); count];
+    // Whether a root must be written: some consumer needs its value other
+    // than from the register of its own kernel (see `ReadersOutside`).
+    let readers = readers_outside_kernel(key, &written, &epilogue_of);
+    let mut consumers_of_root: Vec<Vec<usize>> = vec![Vec::new(); count];
     for (i, n) in nodes.iter().enumerate() {
         for &j in &n.inputs {
-            consumers[j].push(i);
+            if is_root(j) {
+                consumers_of_root[j].push(i);
+            }
         }
     }
     let needed_outside = |r: usize| -> bool {
-        let mut stack = consumers[r].clone();
-        let mut seen = vec![false; count];
-        while let Some(c) = stack.pop() {
-            if std::mem::replace(&mut seen[c], true) {
-                continue;
-            }
-            if epilogue_of[c] == Some(r) {
-                continue; // computed in r's kernel, from its register
-            }
-            let preserving = op_of(key, c).is_some_and(index_preserving);
-            if written[c] || !preserving {
-                return true;
-            }
-            stack.extend_from_slice(&consumers[c]);
-        }
-        false
+        consumers_of_root[r].iter().any(|&c| match readers[c] {
+            RootsReached::None => false,
+            RootsReached::One(e) => e != r,
+            RootsReached::Many => true,
+        })
     };
 
     let mut kernels: Vec<KernelGroup> = Vec::new();
@@ -222,12 +216,18 @@ pub(crate) fn schedule(key: &GraphKey, max_outputs: usize) -> Schedule {
 /// windows, flips, padding) stays inlined: it is index arithmetic only.
 fn realize_matmul_operands(key: &GraphKey, written: &mut [bool]) {
     let nodes = &key.nodes;
+    // What is decided for a node does not depend on which matmul reached
+    // it, so each node is visited once for all of them (linear time).
+    let mut seen = vec![false; nodes.len()];
     for (m, node) in nodes.iter().enumerate() {
         if op_of(key, m) != Some(&Op::Matmul) {
             continue;
         }
         let mut stack = node.inputs.clone();
         while let Some(n) = stack.pop() {
+            if std::mem::replace(&mut seen[n], true) {
+                continue;
+            }
             let Some(op) = op_of(key, n) else {
                 continue; // stored input
             };
@@ -251,29 +251,88 @@ fn realize_matmul_operands(key: &GraphKey, written: &mut [bool]) {
     }
 }
 
-/// The one kernel root that `w` reaches, if every path from `w` to it keeps
-/// the element index (so `w` at index i needs the root at index i only).
-fn single_root_same_index(key: &GraphKey, w: usize, under_root: &[bool]) -> Option<usize> {
-    let mut found = None;
-    let mut stack = vec![w];
-    while let Some(n) = stack.pop() {
-        for &j in &key.nodes[n].inputs {
-            match op_of(key, j) {
-                Some(op) if op.is_kernel_root() => {
-                    if !index_preserving(op_of(key, n)?) || found.is_some_and(|f| f != j) {
-                        return None;
-                    }
-                    found = Some(j);
-                }
-                Some(op) if under_root[j] => {
-                    if !index_preserving(op) || !index_preserving(op_of(key, n)?) {
-                        return None;
-                    }
-                    stack.push(j);
-                }
-                _ => {} // independent of roots: inlined as usual
-            }
+/// Which kernel roots a node reaches, summarised so that combining two
+/// summaries is constant time: every walk of the scheduler is one pass in
+/// topological order (graphs reuse values, and a walk per node that
+/// follows every path is exponential in the depth of the reuse).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum RootsReached {
+    /// No root.
+    None,
+    /// Exactly this root, and every path to it qualifies.
+    One(usize),
+    /// Two roots, or a path that does not qualify.
+    Many,
+}
+
+impl RootsReached {
+    fn join(self, other: RootsReached) -> RootsReached {
+        match (self, other) {
+            (RootsReached::None, x) | (x, RootsReached::None) => x,
+            (RootsReached::One(a), RootsReached::One(b)) if a == b => RootsReached::One(a),
+            _ => RootsReached::Many,
         }
     }
-    found
+}
+
+/// Per node: the one kernel root it reaches, if every path from it down to
+/// a root keeps the element index (so the node at index i needs that root
+/// at index i only, and can be computed in the root's kernel). Nodes
+/// independent of roots are `None`; one pass in topological order.
+fn roots_reached_at_same_index(key: &GraphKey, under_root: &[bool]) -> Vec<RootsReached> {
+    let nodes = &key.nodes;
+    let mut reached = vec![RootsReached::None; nodes.len()];
+    for n in 0..nodes.len() {
+        if !under_root[n] || op_of(key, n).is_some_and(Op::is_kernel_root) {
+            continue;
+        }
+        if !op_of(key, n).is_some_and(index_preserving) {
+            reached[n] = RootsReached::Many;
+            continue;
+        }
+        let mut acc = RootsReached::None;
+        for &j in &nodes[n].inputs {
+            acc = acc.join(match op_of(key, j) {
+                Some(op) if op.is_kernel_root() => RootsReached::One(j),
+                _ if under_root[j] => reached[j],
+                _ => RootsReached::None, // independent of roots: inlined as usual
+            });
+        }
+        reached[n] = acc;
+    }
+    reached
+}
+
+/// Per node, read as a consumer of a kernel root's value: which roots'
+/// kernels can compute everything that needs the value through it.
+/// An epilogue node of root `r` is `One(r)` (computed in r's kernel from
+/// its register); a written or index-changing node is `Many` (it needs the
+/// root in memory); an inlined index-preserving node joins its consumers.
+/// A root is written when a consumer is neither `None` nor `One(itself)`.
+/// One pass in reverse topological order.
+fn readers_outside_kernel(
+    key: &GraphKey,
+    written: &[bool],
+    epilogue_of: &[Option<usize>],
+) -> Vec<RootsReached> {
+    let nodes = &key.nodes;
+    let mut consumers: Vec<Vec<usize>> = vec![Vec::new(); nodes.len()];
+    for (i, n) in nodes.iter().enumerate() {
+        for &j in &n.inputs {
+            consumers[j].push(i);
+        }
+    }
+    let mut readers = vec![RootsReached::None; nodes.len()];
+    for c in (0..nodes.len()).rev() {
+        readers[c] = if let Some(r) = epilogue_of[c] {
+            RootsReached::One(r)
+        } else if written[c] || !op_of(key, c).is_some_and(index_preserving) {
+            RootsReached::Many
+        } else {
+            consumers[c]
+                .iter()
+                .fold(RootsReached::None, |acc, &d| acc.join(readers[d]))
+        };
+    }
+    readers
 }

@@ -558,10 +558,12 @@ fn executable(
         .iter()
         .map(|n| matches!(n.kind, GKind::Input { .. }))
         .collect();
-    let mut available = Vec::with_capacity(plan.kernels.len());
-    let mut sources = Vec::with_capacity(plan.kernels.len());
-    for group in &plan.kernels {
-        available.push(stored.clone());
+    let mut groups = plan.kernels;
+    let mut available = Vec::with_capacity(groups.len());
+    let mut sources = Vec::with_capacity(groups.len());
+    let mut k = 0;
+    while k < groups.len() {
+        let group = &groups[k];
         let source = match group.kind {
             KernelKind::Elementwise => {
                 generate_kernel(&graph.key, &group.outputs, group.numel, &|i| stored[i], &[])
@@ -575,22 +577,45 @@ fn executable(
                 ctx.matmul_kernel,
             ),
         };
+        // The schedule bounds a kernel's outputs, but what it reads is
+        // known only once its expressions are inlined: an elementwise
+        // kernel over the binding limit is cut in two and both are
+        // generated again (the second may read the first's outputs).
+        if group.kind == KernelKind::Elementwise
+            && source.buffer_bindings() > max_bindings
+            && group.outputs.len() > 1
+        {
+            let half = group.outputs.len() / 2;
+            let rest = groups[k].outputs.split_off(half);
+            let numel = groups[k].numel;
+            groups.insert(
+                k + 1,
+                crate::lower::KernelGroup {
+                    kind: KernelKind::Elementwise,
+                    numel,
+                    outputs: rest,
+                },
+            );
+            continue;
+        }
+        available.push(stored.clone());
         for &o in &source.writes {
             stored[o] = true;
         }
         sources.push(source);
+        k += 1;
     }
-    let donations = plan_donations(graph, &plan.kernels, &available, &mut sources);
+    let donations = plan_donations(graph, &groups, &available, &mut sources);
     if !donations.is_empty() {
         log::debug!(
             "graph {:016x}: outputs take over donated inputs {donations:?}",
             graph.hash
         );
     }
-    let mut kernels = Vec::with_capacity(plan.kernels.len());
+    let mut kernels = Vec::with_capacity(sources.len());
     for (k, source) in sources.into_iter().enumerate() {
         for s in std::iter::once(&source).chain(&source.packs) {
-            let bindings = s.reads.len() + s.writes.len() + s.uses_params as usize;
+            let bindings = s.buffer_bindings();
             if bindings > max_bindings {
                 return Err(Error::Compile {
                     graph_hash: graph.hash,

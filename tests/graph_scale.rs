@@ -1,0 +1,194 @@
+//! Graphs where values are reused compile in time linear in their size.
+//!
+//! Every pass over a graph (collection, keying, scheduling, vectorisation
+//! checks, code generation, autograd) must visit each node a bounded
+//! number of times: a walk that follows every path is exponential in the
+//! depth of the reuse. Values are checked against f64 loops in the test;
+//! times are printed and bounded loosely (seconds, not the milliseconds
+//! they take), so that an exponential walk fails and machine noise does
+//! not.
+
+#![allow(clippy::needless_borrows_for_generic_args)]
+
+mod common;
+
+use std::time::Instant;
+
+use common::{assert_close, gpu};
+use lazywgpu::{Device, Tensor};
+
+fn devices() -> Vec<Device> {
+    let mut devs = vec![Device::cpu()];
+    devs.extend(gpu());
+    devs
+}
+
+/// A time that only an exponential walk reaches on any machine.
+const TOO_SLOW_S: f64 = 5.0;
+
+/// `y = y * y + y`, 40 times, from a value small enough to stay finite.
+#[test]
+fn a_chain_that_reuses_every_value_compiles_at_once() {
+    for dev in devices() {
+        let x0 = [-0.5f32, -0.25, 0.001, -0.9];
+        let x = Tensor::from_vec(x0.to_vec(), [4], &dev).unwrap();
+        let start = Instant::now();
+        let mut y = x.clone();
+        for _ in 0..40 {
+            y = &y * &y + &y;
+        }
+        let got = y.to_vec::<f32>().unwrap();
+        let secs = start.elapsed().as_secs_f64();
+        eprintln!("depth-40 reuse chain on {dev:?}: {secs:.3} s");
+        let want: Vec<f32> = x0
+            .iter()
+            .map(|&v| {
+                // The same f32 operations as the kernel, in order.
+                let mut y = v;
+                for _ in 0..40 {
+                    y = y * y + y;
+                }
+                y
+            })
+            .collect();
+        assert_close(&got, &want, 1e-5, 1e-6, "y = y * y + y, depth 40");
+        assert!(secs < TOO_SLOW_S, "depth-40 chain took {secs:.1} s");
+    }
+}
+
+/// A tiny deterministic generator for the random DAG (no dependence on
+/// the library's own random numbers).
+struct SplitMix(u64);
+
+impl SplitMix {
+    fn next(&mut self) -> u64 {
+        self.0 = self.0.wrapping_add(0x9E37_79B9_7F4A_7C15);
+        let mut z = self.0;
+        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+        z ^ (z >> 31)
+    }
+
+    fn below(&mut self, n: usize) -> usize {
+        (self.next() % n as u64) as usize
+    }
+}
+
+/// One node of the random DAG: which earlier nodes it reads and how.
+#[derive(Clone, Copy, Debug)]
+enum DagOp {
+    Tanh(usize),
+    Add(usize, usize),
+    Mul(usize, usize),
+    Avg(usize, usize),
+}
+
+/// A random 300-node DAG where each node reads one or two random earlier
+/// nodes, every node an output of the last one's graph through a final
+/// sum, compiled and run, against f64.
+#[test]
+fn a_random_dag_of_300_nodes_compiles_at_once() {
+    let mut rng = SplitMix(12345);
+    let n_inputs = 4;
+    let ops: Vec<DagOp> = (n_inputs..300)
+        .map(|i| {
+            let (a, b) = (rng.below(i), rng.below(i));
+            match rng.below(4) {
+                0 => DagOp::Tanh(a),
+                1 => DagOp::Add(a, b),
+                2 => DagOp::Mul(a, b),
+                _ => DagOp::Avg(a, b),
+            }
+        })
+        .collect();
+    let len = 8;
+    let inputs: Vec<Vec<f32>> = (0..n_inputs)
+        .map(|s| common::data(len, s as u64 + 3))
+        .collect();
+    // Oracle: the same DAG in f64; tanh after every few ops keeps values
+    // bounded, and a product of values in [-1, 1] stays in it.
+    let mut want: Vec<Vec<f64>> = inputs
+        .iter()
+        .map(|v| v.iter().map(|&x| x as f64).collect())
+        .collect();
+    for op in &ops {
+        let v: Vec<f64> = (0..len)
+            .map(|e| match *op {
+                DagOp::Tanh(a) => want[a][e].tanh(),
+                DagOp::Add(a, b) => (want[a][e] + want[b][e]).tanh(),
+                DagOp::Mul(a, b) => want[a][e] * want[b][e],
+                DagOp::Avg(a, b) => (want[a][e] + want[b][e]) * 0.5,
+            })
+            .collect();
+        want.push(v);
+    }
+    for dev in devices() {
+        let start = Instant::now();
+        let mut vals: Vec<Tensor> = inputs
+            .iter()
+            .map(|v| Tensor::from_vec(v.clone(), [len], &dev).unwrap())
+            .collect();
+        for op in &ops {
+            let t = match *op {
+                DagOp::Tanh(a) => vals[a].tanh(),
+                DagOp::Add(a, b) => (&vals[a] + &vals[b]).tanh(),
+                DagOp::Mul(a, b) => &vals[a] * &vals[b],
+                DagOp::Avg(a, b) => (&vals[a] + &vals[b]) * 0.5,
+            };
+            vals.push(t);
+        }
+        // Read the last node alone first (one graph through the whole DAG),
+        // then every node in one step.
+        let last = vals.last().unwrap().to_vec::<f32>().unwrap();
+        let want_last: Vec<f32> = want.last().unwrap().iter().map(|&v| v as f32).collect();
+        assert_close(&last, &want_last, 1e-4, 1e-5, "last DAG node");
+        dev.mark_step().unwrap();
+        let secs = start.elapsed().as_secs_f64();
+        eprintln!("random 300-node DAG on {dev:?}: {secs:.3} s");
+        for (i, (t, w)) in vals.iter().zip(&want).enumerate() {
+            let w: Vec<f32> = w.iter().map(|&v| v as f32).collect();
+            assert_close(
+                &t.to_vec::<f32>().unwrap(),
+                &w,
+                1e-4,
+                1e-5,
+                &format!("DAG node {i} on {dev:?}"),
+            );
+        }
+        assert!(secs < TOO_SLOW_S, "the DAG took {secs:.1} s");
+    }
+}
+
+/// Differentiating a graph that reuses every value is linear too: the
+/// gradient of the depth-30 chain against the derivative by the chain
+/// rule in f64.
+#[test]
+fn the_gradient_of_a_reuse_chain_is_computed_at_once() {
+    for dev in devices() {
+        let x0 = [-0.5f32, -0.25, 0.01];
+        let x = Tensor::from_vec(x0.to_vec(), [3], &dev).unwrap();
+        x.requires_grad_(true);
+        let start = Instant::now();
+        let mut y = x.clone();
+        for _ in 0..30 {
+            y = &y * &y + &y;
+        }
+        y.sum_all().backward();
+        let grad = x.grad().expect("x has a gradient").to_vec::<f32>().unwrap();
+        let secs = start.elapsed().as_secs_f64();
+        eprintln!("gradient of the depth-30 chain on {dev:?}: {secs:.3} s");
+        let want: Vec<f32> = x0
+            .iter()
+            .map(|&v| {
+                let (mut y, mut dy) = (v as f64, 1.0f64);
+                for _ in 0..30 {
+                    dy *= 2.0 * y + 1.0;
+                    y = y * y + y;
+                }
+                dy as f32
+            })
+            .collect();
+        assert_close(&grad, &want, 1e-3, 1e-5, "d/dx of the reuse chain");
+        assert!(secs < TOO_SLOW_S, "the gradient took {secs:.1} s");
+    }
+}
