@@ -67,7 +67,9 @@ pub(crate) fn unary(op: UnaryOp, x: &Tensor, out: &Tensor) {
             UnaryOp::Cos => -(g * x().sin()),
             UnaryOp::Tanh => g * (-(y() * y()) + 1.0),
             UnaryOp::Sigmoid => g * y() * (-y() + 1.0),
-            UnaryOp::Relu => x().gt(0.0f32).where_cond(g, 0.0f32),
+            // PyTorch's threshold_backward: zero where x <= 0, so NaN
+            // passes the gradient through.
+            UnaryOp::Relu => x().le(0.0f32).where_cond(0.0f32, g),
             UnaryOp::Floor | UnaryOp::Ceil | UnaryOp::Round | UnaryOp::Sign => g.zeros_like(),
         };
         vec![Some(gx)]
@@ -123,20 +125,25 @@ pub(crate) fn binary(op: BinaryOp, a: &Tensor, rhs: &Operand, out: &Tensor) {
                     g * b().eq(0.0f32).where_cond(0.0f32, &d)
                 }),
                 need_b.then(|| {
-                    // d/db a^b = a^b ln a; PyTorch takes 0 where a == 0.
+                    // d/db a^b = a^b ln a; PyTorch takes 0 where a == 0
+                    // and b >= 0 (0^-2 gives inf * -inf = -inf).
                     let d = y() * a().log();
-                    g * a().eq(0.0f32).where_cond(0.0f32, &d)
+                    let zero_base = a().eq(0.0f32).where_cond(b().ge(0.0f32), false);
+                    g * zero_base.where_cond(0.0f32, &d)
                 }),
             ),
             BinaryOp::Maximum | BinaryOp::Minimum => {
-                // Ties split the gradient evenly, as PyTorch does.
+                // Ties split the gradient evenly, as PyTorch does; where
+                // either is NaN (so is the result) both get all of it.
                 let wins = |p: &Tensor, q: &Tensor| {
                     let strict = if op == BinaryOp::Maximum {
                         p.gt(q)
                     } else {
                         p.lt(q)
                     };
-                    strict.cast(DType::F32) + p.eq(q).cast(DType::F32) * 0.5
+                    let share = strict.cast(DType::F32) + p.eq(q).cast(DType::F32) * 0.5;
+                    let either_nan = p.ne(p).where_cond(true, q.ne(q));
+                    either_nan.where_cond(1.0f32, &share)
                 };
                 (
                     need_a.then(|| g * wins(a(), b())),
@@ -151,6 +158,34 @@ pub(crate) fn binary(op: BinaryOp, a: &Tensor, rhs: &Operand, out: &Tensor) {
             grads.push(gb.map(|t| sum_to(&t, bs)));
         }
         grads
+    });
+}
+
+/// Gradient of `clamp(x, min, max)`: `g` where `min < x < max`, else 0
+/// (PyTorch 2.15's rule: 0 at the bounds themselves and at NaN).
+#[track_caller]
+pub(crate) fn clamp(x: &Tensor, min: f32, max: f32, out: &Tensor) {
+    if !wants(&[x]) {
+        return;
+    }
+    let xs = save(x);
+    record("clamp", out, &[x], move |g| {
+        let inside = xs.gt(min).where_cond(xs.lt(max), false);
+        vec![Some(inside.where_cond(g, 0.0f32))]
+    });
+}
+
+/// Gradient of `std = sqrt(var)` with respect to `var`: `g / (2 std)`,
+/// and 0 where `std` is 0 (PyTorch's rule; the plain sqrt rule gives NaN
+/// there, for a constant or one-element slice).
+#[track_caller]
+pub(crate) fn std_from_var(var: &Tensor, out: &Tensor) {
+    if !wants(&[var]) {
+        return;
+    }
+    let y = save(out);
+    record("std", out, &[var], move |g| {
+        vec![Some(y.eq(0.0f32).where_cond(0.0f32, &(g / (&y * 2.0))))]
     });
 }
 
@@ -209,11 +244,22 @@ pub(crate) fn reduce(op: ReduceOp, x: &Tensor, axes: &[usize], out: &Tensor) {
         let gx = match op {
             ReduceOp::Sum => g.expand(x_shape.clone()),
             ReduceOp::Prod => {
-                // y / x: exact unless an element is 0 (PyTorch handles
-                // zeros separately; here those get nan or inf).
+                // The product of the other elements. Without zeros that
+                // is y / x; with one zero, the zero's gradient is the
+                // product of the rest and every other one's is 0; with
+                // two or more, all are 0. (An infinite element among
+                // finite others still gives y / x = nan, where PyTorch
+                // gives the product of the others.)
                 let x = xs.as_ref().expect("saved");
                 let y = y.as_ref().expect("saved").reshape(keep.clone());
-                g * y / x
+                let is_zero = x.eq(0.0f32);
+                let zeros = is_zero.cast(DType::F32).sum(dims.clone(), true);
+                // `rest * 0` rather than 0: the others' product is NaN
+                // when one of them is NaN or infinite.
+                let rest = is_zero.where_cond(1.0f32, x).prod(dims.clone(), true);
+                let at_zero = zeros.eq(1.0f32).where_cond(&rest, &(&rest * 0.0));
+                let elsewhere = zeros.eq(0.0f32).where_cond(&(&y / x), &(&rest * 0.0));
+                g * is_zero.where_cond(&at_zero, &elsewhere)
             }
             _ => {
                 // Max/min: split evenly among the elements that attain it.

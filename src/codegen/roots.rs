@@ -9,7 +9,8 @@ use std::fmt::Write;
 
 use super::matmul_lanes::{LaneAdapter, matmul_lanes};
 use super::wgsl::{
-    Gen, KernelSource, TextureUse, WORKGROUP_SIZE, kernel_main, value_type, vectorizable,
+    Gen, KernelSource, TextureUse, WORKGROUP_SIZE, is_nan, kernel_main, nan_extremum, value_type,
+    vectorizable,
 };
 use crate::dtype::DType;
 use crate::graph::GraphKey;
@@ -139,19 +140,30 @@ fn identity(op: ReduceOp, dtype: DType) -> String {
 }
 
 /// `acc = combine(acc, v)`; for arg ops also the index (`best`, `r`), ties
-/// going to the smaller index (PyTorch returns the first extremum).
-fn combine(op: ReduceOp, acc: &str, best: &str, v: &str, r: &str) -> String {
+/// going to the smaller index (PyTorch returns the first extremum). On
+/// f32, NaN wins as in PyTorch: `amax`/`amin` are NaN where any element
+/// is, and the arg ops return the index of the first NaN.
+fn combine(op: ReduceOp, dtype: DType, acc: &str, best: &str, v: &str, r: &str) -> String {
+    let float = dtype == DType::F32;
+    let arg = |cmp: &str| {
+        let plain = format!("{v} {cmp} {acc} || ({v} == {acc} && {r} < {best})");
+        let cond = if float {
+            let (v_nan, acc_nan) = (is_nan(v, false), is_nan(acc, false));
+            format!("({v_nan} && (!{acc_nan} || {r} < {best})) || (!{acc_nan} && ({plain}))")
+        } else {
+            plain
+        };
+        format!("if ({cond}) {{ {acc} = {v}; {best} = {r}; }}")
+    };
     match op {
         ReduceOp::Sum => format!("{acc} = {acc} + {v};"),
         ReduceOp::Prod => format!("{acc} = {acc} * {v};"),
+        ReduceOp::Max if float => format!("{acc} = {};", nan_extremum("max", acc, v, false)),
+        ReduceOp::Min if float => format!("{acc} = {};", nan_extremum("min", acc, v, false)),
         ReduceOp::Max => format!("{acc} = max({acc}, {v});"),
         ReduceOp::Min => format!("{acc} = min({acc}, {v});"),
-        ReduceOp::ArgMax => format!(
-            "if ({v} > {acc} || ({v} == {acc} && {r} < {best})) {{ {acc} = {v}; {best} = {r}; }}"
-        ),
-        ReduceOp::ArgMin => format!(
-            "if ({v} < {acc} || ({v} == {acc} && {r} < {best})) {{ {acc} = {v}; {best} = {r}; }}"
-        ),
+        ReduceOp::ArgMax => arg(">"),
+        ReduceOp::ArgMin => arg("<"),
     }
 }
 
@@ -299,7 +311,11 @@ fn reduce(
     let element = g.scoped(|g| {
         let i = g.emit("i", "u32", &index);
         let v = g.value(x, &i, false, false);
-        let _ = writeln!(g.body, "        {}", combine(op, "acc", "best", &v, "r"));
+        let _ = writeln!(
+            g.body,
+            "        {}",
+            combine(op, in_dtype, "acc", "best", &v, "r")
+        );
     });
     // Split reductions step over groups of four elements (`r4`); plain
     // ones over elements (`r`).
@@ -345,6 +361,7 @@ fn reduce(
     let st = stores(g, key, root, outputs, "gi", "result");
     let merge = combine(
         op,
+        in_dtype,
         "red_v[lid]",
         "red_i[lid]",
         "red_v[lid + s]",

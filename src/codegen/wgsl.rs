@@ -601,7 +601,8 @@ impl<'a> Gen<'a> {
                     if b == BinaryOp::Pow {
                         self.uses_pow = true;
                     }
-                    let expr = binary_expr(b, &a, &c, vec);
+                    let operand = self.nodes[inputs[0]].dtype;
+                    let expr = binary_expr(b, operand, &a, &c, vec);
                     self.emit("v", &ty, &expr)
                 }
                 Op::Where => {
@@ -934,12 +935,15 @@ fn unary_expr(u: UnaryOp, dtype: DType, a: &str, vec: bool) -> String {
         (UnaryOp::Cos, _) => format!("cos({a})"),
         // Clamped: tanh is ±1 in f32 well before 15, and some drivers
         // compute it through exp, which overflows for large inputs.
+        // NaN passes through (clamp would turn it into a bound).
         (UnaryOp::Tanh, _) => format!(
-            "tanh(clamp({a}, {}, {}))",
+            "select(tanh(clamp({a}, {}, {})), {a}, {})",
             lit(dtype, -15, vec),
-            lit(dtype, 15, vec)
+            lit(dtype, 15, vec),
+            is_nan(a, vec)
         ),
         (UnaryOp::Sigmoid, _) => format!("1.0 / (1.0 + exp(-{a}))"),
+        (UnaryOp::Relu, DType::F32) => format!("select(max({a}, {zero}), {a}, {})", is_nan(a, vec)),
         (UnaryOp::Relu, _) => format!("max({a}, {zero})"),
         (UnaryOp::Floor | UnaryOp::Ceil | UnaryOp::Round, d) if d != DType::F32 => a.to_string(),
         (UnaryOp::Floor, _) => format!("floor({a})"),
@@ -947,11 +951,35 @@ fn unary_expr(u: UnaryOp, dtype: DType, a: &str, vec: bool) -> String {
         // WGSL's round() rounds half to even, as PyTorch does.
         (UnaryOp::Round, _) => format!("round({a})"),
         (UnaryOp::Sign, DType::U32) => format!("min({a}, {})", lit(dtype, 1, vec)),
+        (UnaryOp::Sign, DType::F32) => format!("select(sign({a}), {zero}, {})", is_nan(a, vec)),
         (UnaryOp::Sign, _) => format!("sign({a})"),
     }
 }
 
-fn binary_expr(b: BinaryOp, a: &str, c: &str, vec: bool) -> String {
+/// Whether `a` (an f32 or `vec4<f32>` expression) is NaN, tested on its
+/// bits: WGSL lets a compiler assume comparisons never see NaN, and
+/// lavapipe's `!=` is false for NaN.
+pub(crate) fn is_nan(a: &str, vec: bool) -> String {
+    if vec {
+        format!("((bitcast<vec4<u32>>({a}) & vec4<u32>(0x7fffffffu)) > vec4<u32>(0x7f800000u))")
+    } else {
+        format!("((bitcast<u32>({a}) & 0x7fffffffu) > 0x7f800000u)")
+    }
+}
+
+/// `max` or `min` of two f32 values that is NaN when either is (PyTorch's
+/// `maximum`, `minimum`, `amax` and `amin`); WGSL leaves NaN unspecified.
+pub(crate) fn nan_extremum(f: &str, a: &str, c: &str, vec: bool) -> String {
+    format!(
+        "select(select({f}({a}, {c}), {c}, {}), {a}, {})",
+        is_nan(c, vec),
+        is_nan(a, vec)
+    )
+}
+
+/// `operand` is the operands' dtype (both share it).
+fn binary_expr(b: BinaryOp, operand: DType, a: &str, c: &str, vec: bool) -> String {
+    let float = operand == DType::F32;
     match b {
         BinaryOp::Add => format!("{a} + {c}"),
         BinaryOp::Sub => format!("{a} - {c}"),
@@ -961,9 +989,15 @@ fn binary_expr(b: BinaryOp, a: &str, c: &str, vec: bool) -> String {
             "vec4<f32>(pow_torch({a}.x, {c}.x), pow_torch({a}.y, {c}.y), pow_torch({a}.z, {c}.z), pow_torch({a}.w, {c}.w))"
         ),
         BinaryOp::Pow => format!("pow_torch({a}, {c})"),
+        BinaryOp::Maximum if float => nan_extremum("max", a, c, vec),
+        BinaryOp::Minimum if float => nan_extremum("min", a, c, vec),
         BinaryOp::Maximum => format!("max({a}, {c})"),
         BinaryOp::Minimum => format!("min({a}, {c})"),
         BinaryOp::Eq => format!("{a} == {c}"),
+        // NaN differs from everything, itself included.
+        BinaryOp::Ne if float => {
+            format!("(({a} != {c}) | {} | {})", is_nan(a, vec), is_nan(c, vec))
+        }
         BinaryOp::Ne => format!("{a} != {c}"),
         BinaryOp::Lt => format!("{a} < {c}"),
         BinaryOp::Le => format!("{a} <= {c}"),

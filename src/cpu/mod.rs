@@ -341,8 +341,9 @@ fn unary_f32(u: UnaryOp, v: f32) -> f32 {
         UnaryOp::Cos => v.cos(),
         UnaryOp::Tanh => v.tanh(),
         UnaryOp::Sigmoid => 1.0 / (1.0 + (-v).exp()),
+        // NaN passes through (PyTorch).
         UnaryOp::Relu => {
-            if v > 0.0 {
+            if v > 0.0 || v.is_nan() {
                 v
             } else {
                 0.0
@@ -351,13 +352,14 @@ fn unary_f32(u: UnaryOp, v: f32) -> f32 {
         UnaryOp::Floor => v.floor(),
         UnaryOp::Ceil => v.ceil(),
         UnaryOp::Round => v.round_ties_even(),
+        // sign(NaN) is 0 in PyTorch; sign(-0) is 0.
         UnaryOp::Sign => {
             if v > 0.0 {
                 1.0
             } else if v < 0.0 {
                 -1.0
             } else {
-                v
+                0.0
             }
         }
     }
@@ -396,6 +398,9 @@ fn binary(op: BinaryOp, x: &Arr, y: &Arr) -> Arr {
             BinaryOp::Mul => p * q,
             BinaryOp::Div => p / q,
             BinaryOp::Pow => p.powf(q),
+            // NaN if either is NaN (Rust's max/min return the other one).
+            BinaryOp::Maximum if p.is_nan() || q.is_nan() => f32::NAN,
+            BinaryOp::Minimum if p.is_nan() || q.is_nan() => f32::NAN,
             BinaryOp::Maximum => p.max(q),
             BinaryOp::Minimum => p.min(q),
             _ => unreachable!("comparisons handled above"),

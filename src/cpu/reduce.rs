@@ -62,14 +62,15 @@ pub(crate) fn reduce(
                     ReduceOp::Prod => acc *= v,
                     ReduceOp::Max => acc = if v > acc || v.is_nan() { v } else { acc },
                     ReduceOp::Min => acc = if v < acc || v.is_nan() { v } else { acc },
+                    // The first NaN wins, as in PyTorch.
                     ReduceOp::ArgMax => {
-                        if v > acc || seen == 0 {
+                        if !acc.is_nan() && (v > acc || v.is_nan() || seen == 0) {
                             acc = v;
                             best = r;
                         }
                     }
                     ReduceOp::ArgMin => {
-                        if v < acc || seen == 0 {
+                        if !acc.is_nan() && (v < acc || v.is_nan() || seen == 0) {
                             acc = v;
                             best = r;
                         }

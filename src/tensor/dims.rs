@@ -87,9 +87,10 @@ impl_dims!(usize, isize, i32, i64, u32);
 /// caller's line (naming `op`) when it is out of range.
 #[track_caller]
 pub(crate) fn resolve_axis(op: &str, axis: isize, rank: usize) -> usize {
-    let r = rank as isize;
+    // A 0-dim tensor takes dims 0 and -1, as in PyTorch.
+    let r = rank.max(1) as isize;
     let a = if axis < 0 { axis + r } else { axis };
-    if a < 0 || a >= r.max(1) || (rank == 0 && a != 0) {
+    if a < 0 || a >= r {
         panic!(
             "{op}: axis {axis} is out of range for a tensor of rank {rank} (at {})",
             std::panic::Location::caller()

@@ -23,6 +23,9 @@ use crate::graph::op::Op;
 use crate::shape::Layout;
 use std::panic::Location;
 
+/// The shape of a 0-dim tensor, for `reshape`.
+const SCALAR: [isize; 0] = [];
+
 impl Tensor {
     /// A gather of `self`'s row-major elements through a strided window
     /// (not a view: the result is a new tensor, computed lazily).
@@ -49,6 +52,10 @@ impl Tensor {
         }
         let mut all = vec![(0, 0); rank - pads.len()];
         all.extend_from_slice(pads);
+        if all.iter().all(|&p| p == (0, 0)) {
+            // Nothing to pad (always so for a 0-dim tensor).
+            return self.deep_clone();
+        }
         let shape: Vec<usize> = self
             .shape()
             .iter()
@@ -183,6 +190,13 @@ impl Tensor {
     pub fn gather(&self, axis: isize, index: &Tensor) -> Tensor {
         let loc = Location::caller();
         let ax = resolve_axis("gather", axis, self.rank());
+        if self.rank() == 0 && index.rank() == 0 {
+            // A 0-dim tensor gathers as the one element of a 1-D one.
+            return self
+                .reshape([1])
+                .gather(0, &index.reshape([1]))
+                .reshape(SCALAR);
+        }
         if index.dtype() != DType::I32 || index.rank() != self.rank() {
             panic!(
                 "gather: index must be i32 of rank {}, got {:?} ({}) at {loc}",
@@ -218,6 +232,19 @@ impl Tensor {
     pub fn index_select(&self, axis: isize, index: &Tensor) -> Tensor {
         let loc = Location::caller();
         let ax = resolve_axis("index_select", axis, self.rank());
+        // PyTorch takes a 0-dim index as a 1-D one of one element, and a
+        // 0-dim tensor as a 1-D one whose result stays 0-dim.
+        if index.rank() == 0 {
+            return self.index_select(axis, &index.reshape([1]));
+        }
+        if self.rank() == 0 {
+            let picked = self.reshape([1]).index_select(0, index);
+            return if picked.numel() == 1 {
+                picked.reshape(SCALAR)
+            } else {
+                picked
+            };
+        }
         if index.dtype() != DType::I32 || index.rank() != 1 {
             panic!(
                 "index_select: index must be 1-D i32, got {:?} ({}) at {loc}",
@@ -242,6 +269,12 @@ impl Tensor {
     pub fn scatter_add(&self, axis: isize, index: &Tensor, src: &Tensor) -> Tensor {
         let loc = Location::caller();
         let ax = resolve_axis("scatter_add", axis, self.rank());
+        if self.rank() == 0 && index.rank() == 0 && src.rank() == 0 {
+            let one = |t: &Tensor| t.reshape([1]);
+            return one(self)
+                .scatter_add(0, &one(index), &one(src))
+                .reshape(SCALAR);
+        }
         if index.dtype() != DType::I32 || index.shape() != src.shape() || src.rank() != self.rank()
         {
             panic!(
@@ -272,6 +305,17 @@ impl Tensor {
     #[track_caller]
     pub fn index_add(&self, axis: isize, index: &Tensor, src: &Tensor) -> Tensor {
         let ax = resolve_axis("index_add", axis, self.rank());
+        if self.rank() == 0 {
+            let one = |t: &Tensor| t.reshape([1]);
+            let src = if src.rank() == 0 {
+                one(src)
+            } else {
+                src.clone()
+            };
+            return one(self)
+                .index_add(0, &index.reshape([1]), &src)
+                .reshape(SCALAR);
+        }
         let mut bshape = vec![1; self.rank()];
         bshape[ax] = index.shape()[0];
         let idx = index

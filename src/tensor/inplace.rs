@@ -126,7 +126,11 @@ impl Tensor {
     /// Elementwise `min(max(self, min), max)`.
     #[track_caller]
     pub fn clamp(&self, min: f32, max: f32) -> Tensor {
-        self.maximum(min).minimum(max)
+        // Computed as maximum then minimum (NaN stays NaN; min > max
+        // gives max everywhere, as in PyTorch), differentiated as one op.
+        let out = crate::autograd::no_grad(|| self.maximum(min).minimum(max));
+        crate::autograd::rules::clamp(self, min, max, &out);
+        out
     }
 
     /// In place [`Tensor::clamp`]. Returns `self`.

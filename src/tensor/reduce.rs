@@ -29,6 +29,11 @@ fn resolve_axes(op: &str, axes: Vec<isize>, rank: usize) -> Vec<usize> {
         return (0..rank).collect();
     }
     let mut out: Vec<usize> = axes.iter().map(|&a| resolve_axis(op, a, rank)).collect();
+    if rank == 0 {
+        // Dim 0 (or -1) of a 0-dim tensor is its one element: reducing
+        // over it is reducing over no dims, as PyTorch does.
+        return Vec::new();
+    }
     out.sort_unstable();
     if out.windows(2).any(|w| w[0] == w[1]) {
         panic!(
@@ -125,7 +130,7 @@ impl Tensor {
         let axes = resolve_axes(op.name(), axes, self.rank());
         let mut x = self.node();
         let reduced: usize = axes.iter().map(|&d| x.shape[d]).product();
-        if reduced == 0 && !matches!(op, ReduceOp::Sum | ReduceOp::Prod) {
+        if reduced == 0 && numel(&x.shape) > 0 && !matches!(op, ReduceOp::Sum | ReduceOp::Prod) {
             panic!(
                 "{}: cannot reduce over zero elements (shape {:?}, axes {axes:?}) at {loc}",
                 op.name(),
@@ -138,7 +143,20 @@ impl Tensor {
             x = cast_node(&x, DType::I32, loc);
         }
         let dtype = if op.is_arg() { DType::I32 } else { x.dtype };
-        let node = reduce_node(&x, op, &axes, dtype, loc);
+        let node = if numel(&x.shape) == 0 {
+            // No elements: the identity everywhere (0 for sums, 1 for
+            // products; the others were refused above unless the result is
+            // empty too), without a kernel.
+            let identity = if op == ReduceOp::Prod { 1.0f32 } else { 0.0 };
+            let id = super::creation::scalar_node(identity.to_bits(), DType::F32, loc);
+            expand_node(
+                &cast_node(&id, dtype, loc),
+                &keepdim_shape(&x.shape, &axes),
+                loc,
+            )
+        } else {
+            reduce_node(&x, op, &axes, dtype, loc)
+        };
         let node = if keepdim {
             node
         } else {
@@ -209,7 +227,13 @@ impl Tensor {
         let axes = resolve_axes("mean", axes.into_dims(), self.rank());
         let count: usize = axes.iter().map(|&d| self.shape()[d]).product();
         let dims: Vec<isize> = axes.iter().map(|&d| d as isize).collect();
-        self.cast(DType::F32).sum(dims, keepdim) * (1.0 / count as f32)
+        let sum = self.cast(DType::F32).sum(dims, keepdim);
+        if count == 0 {
+            // 0 / 0 (a division by the runtime parameter 0, so the
+            // gradient is NaN too, as in PyTorch).
+            return sum / 0.0f32;
+        }
+        sum * (1.0 / count as f32)
     }
 
     /// Mean of all elements.
@@ -227,13 +251,22 @@ impl Tensor {
         let x = self.cast(DType::F32);
         let centered = &x - x.mean(dims.clone(), true);
         let denom = count.saturating_sub(correction) as f32;
-        (&centered * &centered).sum(dims, keepdim) * (1.0 / denom)
+        let sum_sq = (&centered * &centered).sum(dims, keepdim);
+        if denom == 0.0 {
+            // x / 0 as in PyTorch: NaN for 0 / 0, else inf, and a NaN
+            // gradient.
+            return sum_sq / 0.0f32;
+        }
+        sum_sq * (1.0 / denom)
     }
 
     /// Standard deviation over `axes` with Bessel's `correction`.
     #[track_caller]
     pub fn std(&self, axes: impl IntoDims, correction: usize, keepdim: bool) -> Tensor {
-        self.var(axes, correction, keepdim).sqrt()
+        let var = self.var(axes, correction, keepdim);
+        let out = crate::autograd::no_grad(|| var.sqrt());
+        rules::std_from_var(&var, &out);
+        out
     }
 
     /// `log(sum(exp(x)))` over `axes`, computed stably (shifted by the max).
@@ -242,6 +275,16 @@ impl Tensor {
         let axes = resolve_axes("logsumexp", axes.into_dims(), self.rank());
         let dims: Vec<isize> = axes.iter().map(|&d| d as isize).collect();
         let x = self.cast(DType::F32);
+        let count: usize = axes.iter().map(|&d| self.shape()[d]).product();
+        if count == 0 {
+            // log(0): the sum of no exponentials.
+            let shape = if keepdim {
+                keepdim_shape(self.shape(), &axes)
+            } else {
+                squeezed_shape(self.shape(), &axes)
+            };
+            return x.sum(dims, keepdim).reshape(shape) + f32::NEG_INFINITY;
+        }
         let m = x.max(dims.clone(), true);
         // An all -inf row would give nan from -inf - -inf: shift by 0 there.
         let shift = m.abs().lt(f32::INFINITY).where_cond(&m, 0.0f32);
@@ -258,6 +301,11 @@ impl Tensor {
         let loc = Location::caller();
         let name = if log { "log_softmax" } else { "softmax" };
         let axis = resolve_axis(name, axis, self.rank().max(1));
+        if self.numel() == 0 {
+            // Nothing to normalise: an empty result (through an op, so that
+            // gradients still reach `self`).
+            return self.cast(DType::F32) * 0.0;
+        }
         let x = cast_node(&self.node(), DType::F32, loc);
         if x.shape.is_empty() {
             let one = reshape_node(&x, &[1], loc);
@@ -345,14 +393,7 @@ impl Tensor {
         let out_full: Vec<usize> = batch.iter().copied().chain([m, n]).collect();
         let a3 = expand_node(&a2, &a_full, loc);
         let b3 = expand_node(&b2, &b_full, loc);
-        let node = Node::pending(
-            Op::Matmul,
-            vec![a3, b3],
-            Vec::new(),
-            out_full.clone(),
-            DType::F32,
-            loc,
-        );
+        // The result drops the dims of vector operands.
         let mut shape: Vec<usize> = batch.clone();
         if !a_vec {
             shape.push(m);
@@ -360,6 +401,20 @@ impl Tensor {
         if !b_vec {
             shape.push(n);
         }
+        let node = if numel(&out_full) == 0 || k == 0 {
+            // An empty product, or sums of no terms: zeros, no kernel.
+            let zero = super::creation::scalar_node(0.0f32.to_bits(), DType::F32, loc);
+            expand_node(&zero, &out_full, loc)
+        } else {
+            Node::pending(
+                Op::Matmul,
+                vec![a3, b3],
+                Vec::new(),
+                out_full.clone(),
+                DType::F32,
+                loc,
+            )
+        };
         let out = Tensor::from_node(reshape_node(&node, &shape, loc), self.device());
         rules::matmul(self, other, &out);
         out
