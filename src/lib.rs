@@ -47,21 +47,24 @@
 
 mod autograd;
 mod codegen;
+mod config;
 mod cpu;
 pub mod data;
 mod debug;
 pub mod dtype;
 mod error;
 mod graph;
-mod lower;
+mod kernel;
 pub mod metrics;
 pub mod nn;
 pub mod optim;
 mod runtime;
+mod schedule;
 pub mod shape;
 mod tensor;
 
 pub use autograd::{NoGradGuard, is_grad_enabled, no_grad};
+pub use config::{DeviceConfig, MatmulChoice};
 pub use dtype::{DType, Element};
 pub use error::{Error, Result};
 pub use graph::op::{BinaryOp, ReduceOp, UnaryOp};

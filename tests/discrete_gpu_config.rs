@@ -1,24 +1,29 @@
 //! The configuration that discrete GPUs get, checked on whatever adapter
-//! this machine has: the 256-invocation tiled matmul kernel
-//! (`LAZYWGPU_MATMUL=tiled`; CPU adapters such as lavapipe default to the
-//! register-blocked one) and submission on the caller's thread
-//! (`LAZYWGPU_SUBMIT_THREAD=0`; CPU adapters default to a submission
-//! thread). One test in its own process: the switches are read when the
-//! GPU context is created.
+//! this machine has: the 256-invocation tiled matmul kernel (CPU adapters
+//! such as lavapipe default to the lane kernel) and submission on the
+//! caller's thread (`LAZYWGPU_SUBMIT_THREAD=0`; CPU adapters default to a
+//! submission thread). One test in its own process: submission belongs to
+//! the process's one wgpu device, read when it is created.
 
 mod common;
 
 use common::gpu;
-use lazywgpu::Tensor;
+use lazywgpu::{Device, DeviceConfig, MatmulChoice, Tensor};
 
 #[test]
 fn tiled_matmul_and_inline_submission() {
     // SAFETY: set before any thread of this process creates the GPU context.
     unsafe {
-        std::env::set_var("LAZYWGPU_MATMUL", "tiled");
         std::env::set_var("LAZYWGPU_SUBMIT_THREAD", "0");
     }
-    let Some(dev) = gpu() else { return };
+    if gpu().is_none() {
+        return;
+    }
+    let dev = Device::gpu_with(DeviceConfig {
+        matmul: Some(MatmulChoice::Tiled),
+        ..DeviceConfig::default()
+    })
+    .unwrap();
     common::check_matmul_shapes(&dev, "tiled matmul");
     // Steps submitted on this thread, an in-place update loop and reads
     // between them: values stay right.

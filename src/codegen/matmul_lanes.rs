@@ -31,23 +31,13 @@ use std::fmt::Write;
 use super::roots::{MatmulDims, matmul_dims, stores, tile_load};
 use super::wgsl::{Gen, KernelSource, TextureUse, WORKGROUP_SIZE, kernel_main};
 use crate::graph::GraphKey;
+use crate::kernel::LaneAdapter;
 
 /// Rows of the output a workgroup computes (at most): 32 `vec4`
 /// accumulators per lane measured faster than 8 or 16.
 const MAX_ROWS: usize = 32;
 /// Lanes (each four columns) of a workgroup, at most.
 const MAX_LANES: usize = 64;
-
-/// What the adapter offers the lane matmul.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub(crate) struct LaneAdapter {
-    /// The subgroup size, fixed for every pipeline (lavapipe: 8).
-    pub subgroup: usize,
-    /// Largest 2-D texture side.
-    pub max_texture: usize,
-    /// Most layers of a texture array.
-    pub max_layers: usize,
-}
 
 /// How one operand lies in its texture array: per batch entry a `rows` x
 /// `cols` matrix, four columns a texel, cut into blocks of `height` rows
@@ -282,7 +272,11 @@ pub(super) fn matmul_lanes(
         mn = m * n,
         gather = gather.join(", "),
     );
-    let packs = vec![pack(key, stored, &a, 0), pack(key, stored, &b, 1)];
+    let part_bytes = g.part_bytes;
+    let packs = vec![
+        pack(key, stored, part_bytes, &a, 0),
+        pack(key, stored, part_bytes, &b, 1),
+    ];
     let size = |p: &Packing| (p.width as u32, p.height as u32, p.layers() as u32);
     Some(LaneMatmul {
         main,
@@ -304,8 +298,14 @@ pub(super) struct LaneMatmul {
 
 /// The kernel writing an operand into scratch texture `slot` as `p` says,
 /// zero past the matrix (partial texels and blocks).
-fn pack(key: &GraphKey, stored: &dyn Fn(usize) -> bool, p: &Packing, slot: usize) -> KernelSource {
-    let mut g = Gen::new(&key.nodes, stored, &[], false);
+fn pack(
+    key: &GraphKey,
+    stored: &dyn Fn(usize) -> bool,
+    part_bytes: usize,
+    p: &Packing,
+    slot: usize,
+) -> KernelSource {
+    let mut g = Gen::new(&key.nodes, stored, &[], false, part_bytes);
     let (rows, cols, width, height) = (p.rows, p.cols, p.width, p.height);
     let texels = width * height * p.layers();
     let mut body = tile_load(

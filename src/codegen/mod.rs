@@ -5,7 +5,6 @@ mod roots;
 mod validate;
 mod wgsl;
 
-pub(crate) use matmul_lanes::LaneAdapter;
-pub(crate) use roots::{MatmulKernel, generate_root_kernel};
+pub(crate) use roots::generate_root_kernel;
 pub(crate) use validate::validate_wgsl;
-pub(crate) use wgsl::{KernelSource, binding_part_bytes, generate_kernel, set_binding_part_bytes};
+pub(crate) use wgsl::{KernelSource, generate_kernel};

@@ -7,7 +7,7 @@
 
 use std::fmt::Write;
 
-use super::matmul_lanes::{LaneAdapter, matmul_lanes};
+use super::matmul_lanes::matmul_lanes;
 use super::wgsl::{
     Gen, KernelSource, TextureUse, WORKGROUP_SIZE, is_nan, kernel_main, nan_extremum, value_type,
     vectorizable,
@@ -15,6 +15,7 @@ use super::wgsl::{
 use crate::dtype::DType;
 use crate::graph::GraphKey;
 use crate::graph::op::{Op, ReduceOp};
+use crate::kernel::{MatmulKernel, Target};
 use crate::shape::{contiguous_strides, numel};
 
 /// Generates the kernel of `root` (a reduction, softmax or matmul). It
@@ -25,14 +26,15 @@ pub(crate) fn generate_root_kernel(
     write_root: bool,
     epilogue: &[usize],
     stored: &dyn Fn(usize) -> bool,
-    matmul_kernel: MatmulKernel,
+    target: &Target,
 ) -> KernelSource {
+    let matmul_kernel = target.matmul;
     let mut outputs: Vec<usize> = Vec::new();
     if write_root {
         outputs.push(root);
     }
     outputs.extend_from_slice(epilogue);
-    let mut g = Gen::new(&key.nodes, stored, &[], false);
+    let mut g = Gen::new(&key.nodes, stored, &[], false, target.binding_part_bytes);
     let crate::graph::GKind::Op { op, .. } = &key.nodes[root].kind else {
         unreachable!("kernel roots are ops")
     };
@@ -87,18 +89,6 @@ pub(crate) fn generate_root_kernel(
         scratch,
         packs,
     }
-}
-
-/// Which matmul kernel to generate (chosen per adapter; see `GpuContext`).
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub(crate) enum MatmulKernel {
-    /// 64x64 tiles in workgroup memory, 256 invocations of 4x4 (GPUs).
-    Tiled,
-    /// 64x64 tiles in workgroup memory, 64 invocations of 8x8.
-    Blocked,
-    /// Texture-packed operands and subgroup broadcasts (CPU adapters);
-    /// falls back to `Blocked` where the textures would not fit.
-    Lanes(LaneAdapter),
 }
 
 /// Code that computes every output's value at `idx` (the root's value there

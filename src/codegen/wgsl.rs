@@ -10,11 +10,11 @@
 
 use std::collections::HashMap;
 use std::fmt::Write;
-use std::sync::atomic::{AtomicUsize, Ordering};
 
 use crate::dtype::DType;
 use crate::graph::op::{BinaryOp, Op, UnaryOp};
 use crate::graph::{GKind, GNode, GraphKey};
+use crate::kernel::Target;
 use crate::shape::{Layout, contiguous_strides, numel};
 
 /// Stack left before a recursive walk over the graph grows it, and by how
@@ -29,34 +29,16 @@ pub(crate) const UNIFORM_PARAMS_BYTES: u64 = 64 << 10;
 /// Invocations per workgroup for elementwise kernels.
 pub(crate) const WORKGROUP_SIZE: u32 = 256;
 
-/// Bytes of a buffer one storage binding covers. Larger buffers are bound
-/// as several consecutive parts, and the kernel picks the part by index.
-/// Set once from the adapter's limits when the (single, process-wide) GPU
-/// context is created; 128 MiB until then (lavapipe's limit).
-static BINDING_PART_BYTES: AtomicUsize = AtomicUsize::new(128 << 20);
-
-/// See [`BINDING_PART_BYTES`].
-pub(crate) fn binding_part_bytes() -> usize {
-    BINDING_PART_BYTES.load(Ordering::Relaxed)
-}
-
-/// Sets the part size from the adapter's largest storage binding and its
-/// offset alignment (every part starts at a multiple of it).
-pub(crate) fn set_binding_part_bytes(max_binding: u64, alignment: u64) {
-    let align = alignment.max(16);
-    let part = (max_binding / align) * align;
-    BINDING_PART_BYTES.store(part.max(align) as usize, Ordering::Relaxed);
-}
-
 /// An `if` chain running `stmt(part, index within the part)` for the part
 /// of a split buffer that holds element `idx` (in `vec4` units when `vec`).
+/// Each part holds `part_bytes`.
 fn part_chain(
-    parts: usize,
+    (parts, part_bytes): (usize, usize),
     vec: bool,
     idx: &str,
     stmt: impl Fn(usize, String) -> String,
 ) -> String {
-    let per = binding_part_bytes() / if vec { 16 } else { 4 };
+    let per = part_bytes / if vec { 16 } else { 4 };
     let mut chain = String::from("    ");
     for j in 0..parts {
         if j > 0 {
@@ -95,7 +77,7 @@ pub(crate) struct KernelSource {
     pub writes: Vec<usize>,
     /// Bindings per read and per write: a buffer larger than one storage
     /// binding may hold is bound as consecutive parts of
-    /// [`binding_part_bytes`] each (see `Gen::split_access`).
+    /// `Target::binding_part_bytes` each (see `Gen::split_access`).
     pub read_parts: Vec<usize>,
     /// See `read_parts`.
     pub write_parts: Vec<usize>,
@@ -161,12 +143,13 @@ pub(crate) fn generate_kernel(
     numel: usize,
     stored: &dyn Fn(usize) -> bool,
     aliases: &[(usize, usize)],
+    target: &Target,
 ) -> KernelSource {
     let vec = numel.is_multiple_of(4)
         && outputs
             .iter()
             .all(|&o| vectorizable(&key.nodes, o, stored, true));
-    let mut g = Gen::new(&key.nodes, stored, aliases, vec);
+    let mut g = Gen::new(&key.nodes, stored, aliases, vec, target.binding_part_bytes);
     let mut stores = String::new();
     for (k, &o) in outputs.iter().enumerate() {
         // An output that is itself stored (a strided view being made
@@ -329,6 +312,8 @@ pub(crate) struct Gen<'a> {
     aliases: &'a [(usize, usize)],
     kernel_vec: bool,
     alias_violation: bool,
+    /// Bytes one storage binding covers (`Target::binding_part_bytes`).
+    pub part_bytes: usize,
 }
 
 impl<'a> Gen<'a> {
@@ -337,6 +322,7 @@ impl<'a> Gen<'a> {
         stored: &'a dyn Fn(usize) -> bool,
         aliases: &'a [(usize, usize)],
         kernel_vec: bool,
+        part_bytes: usize,
     ) -> Gen<'a> {
         Gen {
             nodes,
@@ -351,6 +337,7 @@ impl<'a> Gen<'a> {
             aliases,
             kernel_vec,
             alias_violation: false,
+            part_bytes,
         }
     }
 
@@ -428,14 +415,14 @@ impl<'a> Gen<'a> {
     }
 
     /// Bindings node `n` needs: its buffer in parts of
-    /// [`binding_part_bytes`] (one, unless it is larger than that).
+    /// `Target::binding_part_bytes` (one, unless it is larger than that).
     pub fn parts_of(&self, n: usize, vec: bool) -> usize {
         let bytes = if vec {
             self.extent(n).div_ceil(4) * 16
         } else {
             self.extent(n) * 4
         };
-        bytes.div_ceil(binding_part_bytes()).max(1)
+        bytes.div_ceil(self.part_bytes).max(1)
     }
 
     /// Bindings per read, in binding order.
@@ -457,7 +444,7 @@ impl<'a> Gen<'a> {
         let q = self.emit("q", "u32", pos);
         let var = self.fresh("s");
         let _ = writeln!(self.body, "    var {var}: {ty};");
-        let chain = part_chain(parts, vec, &q, |part, local| {
+        let chain = part_chain((parts, self.part_bytes), vec, &q, |part, local| {
             format!("{var} = {name}_p{part}[{local}];")
         });
         self.body.push_str(&chain);
@@ -469,7 +456,7 @@ impl<'a> Gen<'a> {
     pub fn store(&mut self, k: usize, o: usize, idx: &str, value: &str, vec: bool) -> String {
         match self.parts_of(o, vec) {
             1 => format!("    out{k}[{idx}] = {value};\n"),
-            parts => part_chain(parts, vec, idx, |part, local| {
+            parts => part_chain((parts, self.part_bytes), vec, idx, |part, local| {
                 format!("out{k}_p{part}[{local}] = {value};")
             }),
         }
@@ -1072,7 +1059,7 @@ mod tests {
     }
 
     fn kernel_of(key: &GraphKey) -> KernelSource {
-        generate_kernel(key, &key.outputs, 4, &|i| i == 0, &[])
+        generate_kernel(key, &key.outputs, 4, &|i| i == 0, &[], &Target::lavapipe())
     }
 
     #[test]

@@ -1,13 +1,14 @@
 //! `Device`: where tensors live and graphs run.
 
 use std::fmt;
-use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, Weak};
 
+use crate::config::DeviceConfig;
 use crate::cpu;
 use crate::error::{Error, Result};
 use crate::graph::{Graph, Node};
+use crate::kernel::Target;
 use crate::metrics::{Metrics, MetricsSnapshot};
 use crate::runtime::gpu::{GpuCaches, GpuContext, run_graph};
 use crate::runtime::pool::BufferPool;
@@ -39,10 +40,12 @@ pub(crate) struct DeviceInner {
     corrupt_next: AtomicBool,
     pub eager: bool,
     gpu_caches: Mutex<GpuCaches>,
+    config: DeviceConfig,
 }
 
 pub(crate) enum Backend {
-    Gpu(Arc<GpuContext>),
+    /// The process's wgpu device, and what this device generates code for.
+    Gpu(Arc<GpuContext>, Target),
     Cpu,
 }
 
@@ -58,12 +61,8 @@ struct LiveSet {
     prune_at: usize,
 }
 
-fn env_flag(name: &str) -> bool {
-    std::env::var(name).is_ok_and(|v| !v.is_empty() && v != "0")
-}
-
 impl Device {
-    fn with_backend(backend: Backend) -> Device {
+    fn with_backend(backend: Backend, config: DeviceConfig) -> Device {
         let metrics = Arc::new(Metrics::new());
         Device {
             inner: Arc::new(DeviceInner {
@@ -78,15 +77,12 @@ impl Device {
                     handles: Vec::new(),
                     prune_at: 1024,
                 }),
-                fusion: AtomicBool::new(!env_flag("LAZYWGPU_NO_FUSION")),
-                verify: AtomicBool::new(env_flag("LAZYWGPU_VERIFY")),
+                fusion: AtomicBool::new(config.fusion),
+                verify: AtomicBool::new(config.verify),
                 corrupt_next: AtomicBool::new(false),
-                eager: env_flag("LAZYWGPU_EAGER"),
-                gpu_caches: Mutex::new(GpuCaches::new(
-                    std::env::var_os("LAZYWGPU_DUMP")
-                        .filter(|d| !d.is_empty())
-                        .map(PathBuf::from),
-                )),
+                eager: config.eager,
+                gpu_caches: Mutex::new(GpuCaches::new(config.dump_dir.clone())),
+                config,
             }),
         }
     }
@@ -95,24 +91,45 @@ impl Device {
     /// integrated one). `WGPU_BACKEND` restricts the backends tried and
     /// `WGPU_ADAPTER_NAME` picks an adapter by a substring of its name.
     /// The device is given the adapter's own limits.
+    /// The environment's switches apply ([`DeviceConfig::from_env`]).
     pub fn gpu() -> Result<Device> {
-        Ok(Device::with_backend(Backend::Gpu(GpuContext::shared()?)))
+        Device::gpu_with(DeviceConfig::from_env())
     }
 
-    /// A device on the CPU reference backend (ndarray).
+    /// [`Device::gpu`] with the settings of `config` (the environment's
+    /// per-device switches are not read).
+    pub fn gpu_with(config: DeviceConfig) -> Result<Device> {
+        let ctx = GpuContext::shared()?;
+        let target = Target::for_adapter(&ctx.info, &ctx.limits, ctx.features, config.matmul);
+        Ok(Device::with_backend(Backend::Gpu(ctx, target), config))
+    }
+
+    /// A device on the CPU reference backend (ndarray); the environment's
+    /// switches apply.
     pub fn cpu() -> Device {
-        Device::with_backend(Backend::Cpu)
+        Device::cpu_with(DeviceConfig::from_env())
+    }
+
+    /// [`Device::cpu`] with the settings of `config`.
+    pub fn cpu_with(config: DeviceConfig) -> Device {
+        Device::with_backend(Backend::Cpu, config)
+    }
+
+    /// The settings the device was made with (fusion as it was then; see
+    /// [`Device::fusion`] for now).
+    pub fn config(&self) -> &DeviceConfig {
+        &self.inner.config
     }
 
     /// Whether this device runs on wgpu.
     pub fn is_gpu(&self) -> bool {
-        matches!(self.inner.backend, Backend::Gpu(_))
+        matches!(self.inner.backend, Backend::Gpu(..))
     }
 
     /// A one-line description: the adapter's name and backend, or `cpu`.
     pub fn name(&self) -> String {
         match &self.inner.backend {
-            Backend::Gpu(ctx) => format!(
+            Backend::Gpu(ctx, _) => format!(
                 "{} ({:?}, {:?})",
                 ctx.info.name, ctx.info.backend, ctx.info.device_type
             ),
@@ -147,7 +164,7 @@ impl Device {
     /// Waits until all work submitted to the device has finished.
     pub fn wait(&self) -> Result<()> {
         match &self.inner.backend {
-            Backend::Gpu(ctx) => self.inner.metrics.time("device_wait", || ctx.wait()),
+            Backend::Gpu(ctx, _) => self.inner.metrics.time("device_wait", || ctx.wait()),
             Backend::Cpu => Ok(()),
         }
     }
@@ -160,7 +177,7 @@ impl Device {
     /// Sets every counter back to zero (and forgets kernel timings).
     pub fn reset_metrics(&self) {
         self.inner.metrics.reset();
-        if let Backend::Gpu(ctx) = &self.inner.backend {
+        if let Backend::Gpu(ctx, _) = &self.inner.backend {
             if let Some(p) = &ctx.profile {
                 p.clear();
             }
@@ -173,7 +190,7 @@ impl Device {
     /// graph, so use it to see where device time goes, not to time a loop.
     pub fn kernel_profile(&self) -> Option<String> {
         match &self.inner.backend {
-            Backend::Gpu(ctx) => ctx.profile.as_ref().map(|p| p.report()),
+            Backend::Gpu(ctx, _) => ctx.profile.as_ref().map(|p| p.report()),
             Backend::Cpu => None,
         }
     }
@@ -250,14 +267,14 @@ impl Device {
         // Verification copies the inputs first: an output may take over an
         // input's buffer (donation).
         let verify_inputs = match &self.inner.backend {
-            Backend::Gpu(ctx) if self.inner.verify.load(Ordering::Relaxed) => {
+            Backend::Gpu(ctx, _) if self.inner.verify.load(Ordering::Relaxed) => {
                 Some(host_copies(ctx, &graph.inputs)?)
             }
             _ => None,
         };
         let results = match &self.inner.backend {
-            Backend::Gpu(ctx) => run_graph(
-                ctx,
+            Backend::Gpu(ctx, target) => run_graph(
+                (ctx, target),
                 &self.inner.gpu_caches,
                 &self.inner.pool,
                 &graph,
@@ -265,7 +282,7 @@ impl Device {
             )?,
             Backend::Cpu => self.run(&graph)?,
         };
-        if let Backend::Gpu(ctx) = &self.inner.backend {
+        if let Backend::Gpu(ctx, _) = &self.inner.backend {
             if self.inner.corrupt_next.swap(false, Ordering::Relaxed) {
                 corrupt(ctx, &results[0]);
             }
@@ -281,9 +298,13 @@ impl Device {
 
     fn run(&self, graph: &Graph) -> Result<Vec<Storage>> {
         match &self.inner.backend {
-            Backend::Gpu(ctx) => {
-                run_graph(ctx, &self.inner.gpu_caches, &self.inner.pool, graph, None)
-            }
+            Backend::Gpu(ctx, target) => run_graph(
+                (ctx, target),
+                &self.inner.gpu_caches,
+                &self.inner.pool,
+                graph,
+                None,
+            ),
             Backend::Cpu => {
                 self.inner.metrics.add("graphs_executed", 1);
                 cpu::run_graph(graph)
@@ -308,7 +329,7 @@ impl Device {
             // computes it (one submission and one wait; W6 and every
             // `item()` are this round trip). Not while verifying or
             // corrupting results on purpose: those read them afterwards.
-            if let Backend::Gpu(ctx) = &self.inner.backend {
+            if let Backend::Gpu(ctx, _) = &self.inner.backend {
                 let checking = self.inner.verify.load(Ordering::Relaxed)
                     || self.inner.corrupt_next.load(Ordering::Relaxed);
                 if count > 0 && !checking {
@@ -334,7 +355,7 @@ impl Device {
         self.inner.metrics.add("readbacks", 1);
         self.inner.metrics.add("bytes_downloaded", count as u64 * 4);
         match (&self.inner.backend, &storage.buffer) {
-            (Backend::Gpu(ctx), DataBuffer::Gpu(buf)) => {
+            (Backend::Gpu(ctx, _), DataBuffer::Gpu(buf)) => {
                 ctx.download(buf, storage.layout.offset, count).await
             }
             // An empty view's offset may lie past the end of its buffer.
@@ -358,7 +379,7 @@ impl Device {
             .metrics
             .add("bytes_uploaded", bits.len() as u64 * 4);
         match &self.inner.backend {
-            Backend::Gpu(ctx) => Ok(DataBuffer::Gpu(ctx.upload(&self.inner.pool, &bits)?)),
+            Backend::Gpu(ctx, _) => Ok(DataBuffer::Gpu(ctx.upload(&self.inner.pool, &bits)?)),
             Backend::Cpu => Ok(DataBuffer::Cpu(Arc::new(bits))),
         }
     }

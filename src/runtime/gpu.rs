@@ -6,18 +6,16 @@ use std::sync::{Arc, Mutex, OnceLock};
 
 use lru::LruCache;
 
-use crate::codegen::{
-    KernelSource, LaneAdapter, MatmulKernel, binding_part_bytes, generate_kernel,
-    generate_root_kernel, set_binding_part_bytes, validate_wgsl,
-};
+use crate::codegen::{KernelSource, generate_kernel, generate_root_kernel, validate_wgsl};
 use crate::error::{Error, Result};
 use crate::graph::{GKind, Graph, GraphKey};
-use crate::lower::{KernelKind, schedule};
+use crate::kernel::Target;
 use crate::metrics::Metrics;
 use crate::runtime::pool::{BufferPool, size_class};
 use crate::runtime::profile::{self, KernelProfile};
 use crate::runtime::storage::{DataBuffer, GpuBuffer, Storage};
 use crate::runtime::submit::Submitter;
+use crate::schedule::{KernelKind, schedule};
 use crate::shape::{Layout, numel};
 
 /// The process-wide wgpu adapter, device and queue.
@@ -26,11 +24,8 @@ pub(crate) struct GpuContext {
     pub queue: wgpu::Queue,
     pub info: wgpu::AdapterInfo,
     pub limits: wgpu::Limits,
-    /// The matmul kernel: texture-packed with subgroup broadcasts on CPU
-    /// adapters with a fixed subgroup size (see `codegen::matmul_lanes`),
-    /// workgroup-memory tiles elsewhere.
-    /// `LAZYWGPU_MATMUL=tiled|blocked|lanes` overrides.
-    pub matmul_kernel: MatmulKernel,
+    /// The features requested (and granted) for the device.
+    pub features: wgpu::Features,
     /// The submission thread, on adapters whose submit runs the work
     /// before returning (CPU adapters; `LAZYWGPU_SUBMIT_THREAD=0|1`
     /// overrides). `None`: submit on the caller's thread.
@@ -100,11 +95,6 @@ impl GpuContext {
             limits.max_storage_buffer_binding_size,
             limits.max_buffer_size
         );
-        set_binding_part_bytes(
-            limits.max_storage_buffer_binding_size,
-            limits.min_storage_buffer_offset_alignment as u64,
-        );
-        let matmul_kernel = choose_matmul_kernel(&info, &limits, features);
         let profiling = profile::requested() && features.contains(wgpu::Features::TIMESTAMP_QUERY);
         // Profiling submits on the caller's thread: lavapipe's timestamps
         // of work submitted from the submission thread came out inflated
@@ -126,7 +116,7 @@ impl GpuContext {
             queue,
             info,
             limits,
-            matmul_kernel,
+            features,
             submitter,
             profile: profiling.then(KernelProfile::default),
             uncaptured,
@@ -289,31 +279,6 @@ impl GpuContext {
     }
 }
 
-/// The matmul kernel for this adapter (see [`GpuContext::matmul_kernel`]).
-/// The lane kernel needs subgroups of one known size: its broadcasts name
-/// lanes by number.
-fn choose_matmul_kernel(
-    info: &wgpu::AdapterInfo,
-    limits: &wgpu::Limits,
-    features: wgpu::Features,
-) -> MatmulKernel {
-    let lanes = (features.contains(wgpu::Features::SUBGROUP)
-        && info.subgroup_min_size == info.subgroup_max_size)
-        .then_some(MatmulKernel::Lanes(LaneAdapter {
-            subgroup: info.subgroup_max_size as usize,
-            max_texture: limits.max_texture_dimension_2d as usize,
-            max_layers: limits.max_texture_array_layers as usize,
-        }));
-    let cpu = info.device_type == wgpu::DeviceType::Cpu;
-    match std::env::var("LAZYWGPU_MATMUL").as_deref() {
-        Ok("tiled") => MatmulKernel::Tiled,
-        Ok("blocked") => MatmulKernel::Blocked,
-        Ok("lanes") => lanes.unwrap_or(MatmulKernel::Blocked),
-        _ if cpu => lanes.unwrap_or(MatmulKernel::Blocked),
-        _ => MatmulKernel::Tiled,
-    }
-}
-
 async fn choose_adapter(instance: &wgpu::Instance) -> Result<wgpu::Adapter> {
     if let Ok(name) = std::env::var("WGPU_ADAPTER_NAME") {
         let wanted = name.to_lowercase();
@@ -438,7 +403,8 @@ fn plan_releases(key: &GraphKey, kernels: &[CompiledKernel]) -> Vec<Vec<usize>> 
 /// `(output node, input node)` pairs and regenerates the kernels involved.
 fn plan_donations(
     graph: &Graph,
-    groups: &[crate::lower::KernelGroup],
+    target: &Target,
+    groups: &[crate::schedule::KernelGroup],
     available: &[Vec<bool>],
     sources: &mut [KernelSource],
 ) -> Vec<(usize, usize)> {
@@ -477,6 +443,7 @@ fn plan_donations(
                     groups[k].numel,
                     &|i| available[k][i],
                     &trial,
+                    target,
                 );
                 if !source.alias_violation {
                     sources[k] = source;
@@ -516,7 +483,7 @@ impl GpuCaches {
 
 /// Looks up or compiles the executable of `graph`.
 fn executable(
-    ctx: &GpuContext,
+    (ctx, target): (&GpuContext, &Target),
     caches: &mut GpuCaches,
     metrics: &Metrics,
     graph: &Graph,
@@ -551,7 +518,7 @@ fn executable(
         ),
     }
     caches.by_site.put(site, graph.key.clone());
-    let max_bindings = ctx.limits.max_storage_buffers_per_shader_stage as usize;
+    let max_bindings = target.max_storage_buffers;
     let plan = schedule(&graph.key, max_bindings.saturating_sub(2).max(1));
     let nodes = &graph.key.nodes;
     let mut stored: Vec<bool> = nodes
@@ -565,16 +532,21 @@ fn executable(
     while k < groups.len() {
         let group = &groups[k];
         let source = match group.kind {
-            KernelKind::Elementwise => {
-                generate_kernel(&graph.key, &group.outputs, group.numel, &|i| stored[i], &[])
-            }
+            KernelKind::Elementwise => generate_kernel(
+                &graph.key,
+                &group.outputs,
+                group.numel,
+                &|i| stored[i],
+                &[],
+                target,
+            ),
             KernelKind::Root { node, write_root } => generate_root_kernel(
                 &graph.key,
                 node,
                 write_root,
                 &group.outputs,
                 &|i| stored[i],
-                ctx.matmul_kernel,
+                target,
             ),
         };
         // The schedule bounds a kernel's outputs, but what it reads is
@@ -590,7 +562,7 @@ fn executable(
             let numel = groups[k].numel;
             groups.insert(
                 k + 1,
-                crate::lower::KernelGroup {
+                crate::schedule::KernelGroup {
                     kind: KernelKind::Elementwise,
                     numel,
                     outputs: rest,
@@ -605,7 +577,7 @@ fn executable(
         sources.push(source);
         k += 1;
     }
-    let donations = plan_donations(graph, &groups, &available, &mut sources);
+    let donations = plan_donations(graph, target, &groups, &available, &mut sources);
     if !donations.is_empty() {
         log::debug!(
             "graph {:016x}: outputs take over donated inputs {donations:?}",
@@ -773,7 +745,7 @@ fn pipeline(
 /// buffer by the same command buffer: reading a result then costs one
 /// submission and one wait instead of two of each.
 pub(crate) fn run_graph(
-    ctx: &GpuContext,
+    (ctx, target): (&GpuContext, &Target),
     caches: &Mutex<GpuCaches>,
     pool: &Arc<BufferPool>,
     graph: &Graph,
@@ -782,7 +754,7 @@ pub(crate) fn run_graph(
     let metrics = &pool.metrics;
     let exe = {
         let mut caches = caches.lock().unwrap_or_else(|e| e.into_inner());
-        executable(ctx, &mut caches, metrics, graph)?
+        executable((ctx, target), &mut caches, metrics, graph)?
     };
     let encode_start = std::time::Instant::now();
     let nodes = &graph.key.nodes;
@@ -864,7 +836,7 @@ pub(crate) fn run_graph(
             let per_run = k.scratch.iter().any(Option::is_none);
             let bind = |d: usize, pipeline: &wgpu::ComputePipeline, source: &KernelSource| {
                 bind_group(
-                    ctx,
+                    (ctx, target.binding_part_bytes),
                     graph.hash,
                     (pipeline, source),
                     params.as_ref(),
@@ -1002,8 +974,9 @@ type NodeBuffer = Option<Arc<GpuBuffer>>;
 /// binding-sized parts), then its scratch textures. `buffers` and
 /// `written` are the stored data each node is read from and the buffer
 /// each written node goes to.
+/// Buffers past `part_bytes` are bound in parts of that size.
 fn bind_group(
-    ctx: &GpuContext,
+    (ctx, part_bytes): (&GpuContext, usize),
     graph_hash: u64,
     (pipeline, source): (&wgpu::ComputePipeline, &KernelSource),
     params: Option<&Arc<GpuBuffer>>,
@@ -1042,7 +1015,7 @@ fn bind_group(
         // Part j covers bytes [j * part, (j + 1) * part) of the buffer
         // (clipped to its size), never more than one storage binding may
         // hold.
-        let part = binding_part_bytes() as u64;
+        let part = part_bytes as u64;
         let size = b.buffer().size();
         for j in 0..parts as u64 {
             let offset = j * part;

@@ -336,3 +336,126 @@ fn readers_outside_kernel(
     }
     readers
 }
+
+/// Fusion decisions as pure functions of a graph: kernel counts and kinds
+/// for the patterns the library promises, traced on the CPU device and
+/// scheduled without any GPU.
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::graph::Graph;
+    use crate::{Device, DeviceConfig, Tensor};
+
+    fn cpu() -> Device {
+        Device::cpu_with(DeviceConfig::default())
+    }
+
+    fn input(shape: &[usize], dev: &Device) -> Tensor {
+        let n: usize = shape.iter().product();
+        Tensor::from_vec(
+            (0..n).map(|i| i as f32 * 0.01).collect::<Vec<_>>(),
+            shape,
+            dev,
+        )
+        .expect("input")
+    }
+
+    /// The kernels that compute `outputs`, fused.
+    fn kernels_of(outputs: &[&Tensor]) -> Vec<KernelGroup> {
+        let nodes: Vec<_> = outputs.iter().map(|t| t.node()).collect();
+        let graph = Graph::collect(&nodes, true);
+        schedule(&graph.key, 30).kernels
+    }
+
+    fn is_root(k: &KernelGroup) -> bool {
+        matches!(k.kind, KernelKind::Root { .. })
+    }
+
+    #[test]
+    fn an_elementwise_chain_is_one_kernel() {
+        let dev = cpu();
+        let x = input(&[1024], &dev);
+        let y = ((&x * 2.0 + 1.0).tanh() - &x).sigmoid() * &x + 0.5;
+        let k = kernels_of(&[&y]);
+        assert_eq!(k.len(), 1, "{k:?}");
+        assert_eq!(k[0].kind, KernelKind::Elementwise);
+    }
+
+    #[test]
+    fn mean_squared_error_is_one_kernel() {
+        let dev = cpu();
+        let (x, y) = (input(&[64, 10], &dev), input(&[64, 10], &dev));
+        let d = &x - &y;
+        let loss = (&d * &d).mean_all();
+        let k = kernels_of(&[&loss]);
+        assert_eq!(k.len(), 1, "{k:?}");
+        // The reduction writes only the scaled mean (its epilogue).
+        assert!(
+            matches!(
+                k[0].kind,
+                KernelKind::Root {
+                    write_root: false,
+                    ..
+                }
+            ),
+            "{k:?}"
+        );
+        assert_eq!(k[0].outputs.len(), 1, "{k:?}");
+    }
+
+    #[test]
+    fn a_linear_layer_with_relu_is_one_kernel() {
+        let dev = cpu();
+        let (x, w, b) = (
+            input(&[64, 784], &dev),
+            input(&[128, 784], &dev),
+            input(&[128], &dev),
+        );
+        let y = (x.matmul(&w.t()) + &b).relu();
+        let k = kernels_of(&[&y]);
+        assert_eq!(k.len(), 1, "{k:?}");
+        assert!(is_root(&k[0]));
+    }
+
+    #[test]
+    fn softmax_is_one_kernel() {
+        let dev = cpu();
+        let y = input(&[32, 100], &dev).softmax(-1);
+        let k = kernels_of(&[&y]);
+        assert_eq!(k.len(), 1, "{k:?}");
+        assert!(is_root(&k[0]));
+    }
+
+    #[test]
+    fn conv2d_with_bias_and_relu_is_one_kernel() {
+        let dev = cpu();
+        let (img, wt, bias) = (
+            input(&[2, 3, 12, 12], &dev),
+            input(&[8, 3, 3, 3], &dev),
+            input(&[8], &dev),
+        );
+        let y = img.conv2d(&wt, Some(&bias), (1, 1), (1, 1), (1, 1)).relu();
+        let k = kernels_of(&[&y]);
+        assert_eq!(k.len(), 1, "{k:?}");
+        assert!(is_root(&k[0]));
+    }
+
+    #[test]
+    fn a_huge_sum_is_two_stages() {
+        let dev = cpu();
+        let x = input(&[1 << 20], &dev);
+        let k = kernels_of(&[&x.sum_all()]);
+        assert_eq!(k.len(), 2, "{k:?}");
+        assert!(k.iter().all(is_root));
+    }
+
+    #[test]
+    fn without_fusion_every_computing_op_is_a_kernel() {
+        let dev = cpu();
+        let x = input(&[256], &dev);
+        let y = ((&x * 2.0).exp() + 1.0).t();
+        let graph = Graph::collect(&[y.node()], false);
+        // mul, exp, add: three kernels; the scalars and the view are none.
+        assert_eq!(schedule(&graph.key, 30).kernels.len(), 3);
+    }
+}

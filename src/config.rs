@@ -1,0 +1,90 @@
+//! Per-device settings. Each environment switch of the crate that
+//! concerns one device is a field here: [`DeviceConfig::from_env`] reads
+//! the switches once, when a device is made, and tests or programs that
+//! want one device fused and another not (or a particular matmul kernel)
+//! set the fields instead. Switches that concern the process's one wgpu
+//! device (`LAZYWGPU_SUBMIT_THREAD`, `LAZYWGPU_PROFILE`) and adapter
+//! choice (`WGPU_*`) are read when that device is first created.
+
+use std::path::PathBuf;
+
+/// How a [`Device`](crate::Device) compiles and runs graphs.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct DeviceConfig {
+    /// Fuse elementwise work into kernels (off: one kernel per op, as
+    /// `LAZYWGPU_NO_FUSION=1`). Can also be changed later with
+    /// [`Device::set_fusion`](crate::Device::set_fusion).
+    pub fusion: bool,
+    /// Rerun every GPU graph on the CPU reference and compare
+    /// (`LAZYWGPU_VERIFY=1`).
+    pub verify: bool,
+    /// Run every op as it is recorded (`LAZYWGPU_EAGER=1`), so failures
+    /// surface at their line.
+    pub eager: bool,
+    /// Write each newly compiled graph's IR, DOT and WGSL here
+    /// (`LAZYWGPU_DUMP=DIR`).
+    pub dump_dir: Option<PathBuf>,
+    /// The matmul kernel (`LAZYWGPU_MATMUL=tiled|blocked|lanes`); `None`:
+    /// the one that measured fastest on the adapter's kind.
+    pub matmul: Option<MatmulChoice>,
+}
+
+/// A matmul kernel to ask for (see [`DeviceConfig::matmul`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum MatmulChoice {
+    /// 64x64 tiles in workgroup memory, 256 invocations of 4x4 outputs
+    /// (the default on GPUs).
+    Tiled,
+    /// 64x64 tiles in workgroup memory, 64 invocations of 8x8 outputs.
+    Blocked,
+    /// Operands packed into textures, the left one shared by subgroup
+    /// broadcasts (the default on CPU adapters with a fixed subgroup size,
+    /// such as lavapipe; `Blocked` where an operand would not fit in a
+    /// texture or subgroups vary in size).
+    Lanes,
+}
+
+impl Default for DeviceConfig {
+    /// Fused, unverified, lazy, no dumps, the adapter's matmul kernel.
+    fn default() -> DeviceConfig {
+        DeviceConfig {
+            fusion: true,
+            verify: false,
+            eager: false,
+            dump_dir: None,
+            matmul: None,
+        }
+    }
+}
+
+fn env_flag(name: &str) -> bool {
+    std::env::var(name).is_ok_and(|v| !v.is_empty() && v != "0")
+}
+
+impl DeviceConfig {
+    /// The defaults with the environment's switches applied:
+    /// `LAZYWGPU_NO_FUSION`, `LAZYWGPU_VERIFY`, `LAZYWGPU_EAGER`,
+    /// `LAZYWGPU_DUMP` and `LAZYWGPU_MATMUL` (an unknown kernel name is
+    /// ignored with a logged warning).
+    pub fn from_env() -> DeviceConfig {
+        let matmul = match std::env::var("LAZYWGPU_MATMUL").as_deref() {
+            Ok("tiled") => Some(MatmulChoice::Tiled),
+            Ok("blocked") => Some(MatmulChoice::Blocked),
+            Ok("lanes") => Some(MatmulChoice::Lanes),
+            Ok("") | Err(_) => None,
+            Ok(other) => {
+                log::warn!("LAZYWGPU_MATMUL={other}: not tiled, blocked or lanes; ignored");
+                None
+            }
+        };
+        DeviceConfig {
+            fusion: !env_flag("LAZYWGPU_NO_FUSION"),
+            verify: env_flag("LAZYWGPU_VERIFY"),
+            eager: env_flag("LAZYWGPU_EAGER"),
+            dump_dir: std::env::var_os("LAZYWGPU_DUMP")
+                .filter(|d| !d.is_empty())
+                .map(PathBuf::from),
+            matmul,
+        }
+    }
+}

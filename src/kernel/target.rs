@@ -1,0 +1,116 @@
+//! What code generation needs to know about the adapter it generates for,
+//! decided once when a device is made and passed down as a value: no
+//! process-wide settings, no environment reads below `Device` creation.
+//! A `Target` can be written by hand, so lowering and code generation are
+//! testable without an adapter.
+
+/// The adapter facts and choices that shape generated kernels.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub(crate) struct Target {
+    /// Bytes one storage binding covers: the adapter's largest storage
+    /// binding rounded down to its offset alignment. A larger buffer is
+    /// bound as consecutive parts of this size, and kernels pick the part
+    /// by index.
+    pub binding_part_bytes: usize,
+    /// Storage buffers one kernel may bind.
+    pub max_storage_buffers: usize,
+    /// The matmul kernel to generate.
+    pub matmul: MatmulKernel,
+}
+
+/// Which matmul kernel to generate.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum MatmulKernel {
+    /// 64x64 tiles in workgroup memory, 256 invocations of 4x4 (GPUs).
+    Tiled,
+    /// 64x64 tiles in workgroup memory, 64 invocations of 8x8.
+    Blocked,
+    /// Texture-packed operands and subgroup broadcasts (CPU adapters);
+    /// falls back to `Blocked` where the textures would not fit.
+    Lanes(LaneAdapter),
+}
+
+/// What the adapter offers the lane matmul.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct LaneAdapter {
+    /// The subgroup size, fixed for every pipeline (lavapipe: 8).
+    pub subgroup: usize,
+    /// Largest 2-D texture side.
+    pub max_texture: usize,
+    /// Most layers of a texture array.
+    pub max_layers: usize,
+}
+
+/// The part size for an adapter whose largest storage binding is
+/// `max_binding` bytes and whose binding offsets align to `alignment`.
+pub(crate) fn binding_part_bytes(max_binding: u64, alignment: u64) -> usize {
+    let align = alignment.max(16);
+    ((max_binding / align) * align).max(align) as usize
+}
+
+impl Target {
+    /// The target of an adapter: its limits, and the matmul kernel that
+    /// measured fastest on its kind (see `codegen::matmul_lanes`) unless
+    /// `matmul` names one.
+    pub fn for_adapter(
+        info: &wgpu::AdapterInfo,
+        limits: &wgpu::Limits,
+        features: wgpu::Features,
+        matmul: Option<crate::MatmulChoice>,
+    ) -> Target {
+        // The lane kernel names lanes by number: it needs one known
+        // subgroup size.
+        let lanes = (features.contains(wgpu::Features::SUBGROUP)
+            && info.subgroup_min_size == info.subgroup_max_size)
+            .then_some(MatmulKernel::Lanes(LaneAdapter {
+                subgroup: info.subgroup_max_size as usize,
+                max_texture: limits.max_texture_dimension_2d as usize,
+                max_layers: limits.max_texture_array_layers as usize,
+            }));
+        let cpu = info.device_type == wgpu::DeviceType::Cpu;
+        let matmul = match matmul {
+            Some(crate::MatmulChoice::Tiled) => MatmulKernel::Tiled,
+            Some(crate::MatmulChoice::Blocked) => MatmulKernel::Blocked,
+            Some(crate::MatmulChoice::Lanes) => lanes.unwrap_or(MatmulKernel::Blocked),
+            None if cpu => lanes.unwrap_or(MatmulKernel::Blocked),
+            None => MatmulKernel::Tiled,
+        };
+        Target {
+            binding_part_bytes: binding_part_bytes(
+                limits.max_storage_buffer_binding_size,
+                limits.min_storage_buffer_offset_alignment as u64,
+            ),
+            max_storage_buffers: limits.max_storage_buffers_per_shader_stage as usize,
+            matmul,
+        }
+    }
+
+    /// Lavapipe's description (128 MiB bindings, 32 storage buffers,
+    /// subgroups of 8), for tests that generate kernels without a device.
+    #[cfg(test)]
+    pub fn lavapipe() -> Target {
+        Target {
+            binding_part_bytes: 128 << 20,
+            max_storage_buffers: 32,
+            matmul: MatmulKernel::Lanes(LaneAdapter {
+                subgroup: 8,
+                max_texture: 16384,
+                max_layers: 2048,
+            }),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn parts_are_the_largest_binding_rounded_down_to_the_alignment() {
+        assert_eq!(binding_part_bytes(128 << 20, 256), 128 << 20);
+        assert_eq!(binding_part_bytes(1000, 256), 768);
+        // Never below one alignment unit, never below 16 bytes (a vec4).
+        assert_eq!(binding_part_bytes(100, 256), 256);
+        assert_eq!(binding_part_bytes(100, 4), 96);
+    }
+}

@@ -1,0 +1,108 @@
+//! Per-device settings (`DeviceConfig`): each switch the environment can
+//! set is a field, so one process can hold devices configured differently.
+//! Oracles: f64 matmul loops (`common::check_matmul_shapes`), values
+//! computed in the test, and the files a dump writes.
+
+#![allow(clippy::needless_borrows_for_generic_args)]
+
+mod common;
+
+use common::gpu;
+use lazywgpu::{Device, DeviceConfig, MatmulChoice, Tensor};
+
+fn gpu_with(config: DeviceConfig) -> Option<Device> {
+    // `gpu()` fails the test under LAZYWGPU_REQUIRE_GPU=1 when there is no
+    // adapter; with one, the configured device shares its wgpu device.
+    gpu()?;
+    Some(Device::gpu_with(config).expect("a GPU device"))
+}
+
+/// Every matmul kernel, chosen per device in one process, over odd batched
+/// shapes with a transposed operand and a fused bias-and-relu epilogue.
+#[test]
+fn every_matmul_kernel_matches_f64() {
+    for (choice, what) in [
+        (MatmulChoice::Tiled, "tiled matmul"),
+        (MatmulChoice::Blocked, "blocked matmul"),
+        (MatmulChoice::Lanes, "lane matmul"),
+    ] {
+        let config = DeviceConfig {
+            matmul: Some(choice),
+            ..DeviceConfig::default()
+        };
+        let Some(dev) = gpu_with(config) else { return };
+        assert_eq!(dev.config().matmul, Some(choice));
+        common::check_matmul_shapes(&dev, what);
+    }
+}
+
+/// `eager`: every op runs as it is recorded.
+#[test]
+fn eager_devices_materialise_every_op() {
+    let config = DeviceConfig {
+        eager: true,
+        ..DeviceConfig::default()
+    };
+    let mut devs = vec![Device::cpu_with(config.clone())];
+    devs.extend(gpu_with(config));
+    for dev in devs {
+        let x = Tensor::from_vec(vec![1.0f32, 2.0], &[2], &dev).unwrap();
+        let y = &x * 3.0;
+        assert!(!y.is_pending(), "eager: computed at once");
+        let z = y.exp() - 1.0;
+        assert!(!z.is_pending());
+        assert!(dev.metrics().counter("graphs_executed") >= 2);
+        let v = z.to_vec::<f32>().unwrap();
+        assert!((v[0] - (3.0f32.exp() - 1.0)).abs() < 1e-4);
+    }
+}
+
+/// Devices made with the defaults stay lazy beside an eager one.
+#[test]
+fn a_default_device_stays_lazy() {
+    let dev = Device::cpu_with(DeviceConfig::default());
+    let y = Tensor::from_vec(vec![1.0f32, 2.0], &[2], &dev).unwrap() * 3.0;
+    assert!(y.is_pending());
+    assert_eq!(y.to_vec::<f32>().unwrap(), vec![3.0, 6.0]);
+}
+
+/// `dump_dir`: each newly compiled graph's IR, DOT and WGSL are written.
+#[test]
+fn dump_writes_ir_dot_and_wgsl() {
+    let dir = std::env::temp_dir().join(format!("lazywgpu-dump-{}", std::process::id()));
+    let config = DeviceConfig {
+        dump_dir: Some(dir.clone()),
+        ..DeviceConfig::default()
+    };
+    let Some(dev) = gpu_with(config) else { return };
+    let x = Tensor::from_vec(vec![1.0f32, 2.0, 3.0, 4.0], [2, 2], &dev).unwrap();
+    let y = (&x * 2.0).exp().t() + 1.0;
+    y.to_vec::<f32>().unwrap();
+    let names: Vec<String> = std::fs::read_dir(&dir)
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .collect();
+    let find = |suffix: &str| {
+        let name = names
+            .iter()
+            .find(|n| n.ends_with(suffix))
+            .unwrap_or_else(|| panic!("no *{suffix} in {names:?}"));
+        std::fs::read_to_string(dir.join(name)).unwrap()
+    };
+    let ir = find(".ir.txt");
+    assert!(
+        ir.contains("exp") && ir.contains("tests/device_config.rs"),
+        "{ir}"
+    );
+    assert!(find(".dot").starts_with("digraph"));
+    assert!(find(".wgsl").contains("@compute"));
+    std::fs::remove_dir_all(&dir).ok();
+}
+
+#[test]
+fn tensors_and_devices_are_send_and_sync() {
+    fn check<T: Send + Sync>() {}
+    check::<Tensor>();
+    check::<Device>();
+    check::<DeviceConfig>();
+}
