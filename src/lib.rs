@@ -29,6 +29,9 @@
 //! device returns [`Result`].
 //!
 //! ## Environment
+//! The per-device switches are fields of [`DeviceConfig`], read from the
+//! environment by [`Device::gpu`] and [`Device::cpu`]; pass one to
+//! [`Device::gpu_with`] or [`Device::cpu_with`] to set them in code.
 //! `LAZYWGPU_DEVICE=auto|gpu|cpu` picks [`Device::default`];
 //! `LAZYWGPU_NO_FUSION=1` runs one kernel per op; `LAZYWGPU_EAGER=1` runs
 //! every op as it is recorded; `LAZYWGPU_VERIFY=1` reruns every GPU graph

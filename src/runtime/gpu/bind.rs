@@ -1,0 +1,145 @@
+//! Bind groups: the resources a dispatch binds, in its binding order, and
+//! a small cache per dispatch so that a step binding the same buffers as
+//! one of the last few reuses its bind group.
+
+use std::sync::{Arc, Mutex};
+
+use crate::codegen::KernelSource;
+use crate::error::{Error, Result};
+use crate::metrics::Metrics;
+use crate::runtime::storage::GpuBuffer;
+
+use super::context::GpuContext;
+
+/// Bind groups kept per dispatch.
+const BIND_GROUPS_KEPT: usize = 4;
+
+/// Bind groups binding more than this many bytes of buffers are not kept.
+const KEPT_BIND_GROUP_BYTES: u64 = 4 << 20;
+
+/// A bind group and what it binds, to be reused when a run binds the same.
+pub(super) struct CachedBindGroup {
+    pub(super) resources: Vec<BoundResource>,
+    pub(super) group: wgpu::BindGroup,
+}
+
+/// One bound resource, compared by identity (wgpu handles compare so).
+#[derive(PartialEq, Eq)]
+pub(super) enum BoundResource {
+    Buffer(wgpu::Buffer, u64, Option<std::num::NonZeroU64>),
+    Texture(wgpu::TextureView),
+}
+
+/// The buffer a node is stored in during a run, if any yet.
+pub(super) type NodeBuffer = Option<Arc<GpuBuffer>>;
+
+/// The bind group of `source` (a kernel or one of its packing kernels)
+/// for `pipeline`, or one that `cache` holds binding the same resources: the parameter buffer, its reads and its writes (each in
+/// binding-sized parts), then its scratch textures. `buffers` and
+/// `written` are the stored data each node is read from and the buffer
+/// each written node goes to.
+/// Buffers past `part_bytes` are bound in parts of that size.
+pub(super) fn bind_group(
+    (ctx, part_bytes): (&GpuContext, usize),
+    graph_hash: u64,
+    (pipeline, source): (&wgpu::ComputePipeline, &KernelSource),
+    params: Option<&Arc<GpuBuffer>>,
+    (buffers, written): (&[NodeBuffer], &[NodeBuffer]),
+    (scratch, per_run_scratch): (&[wgpu::TextureView], bool),
+    (cache, metrics): (&Mutex<Vec<CachedBindGroup>>, &Metrics),
+) -> Result<wgpu::BindGroup> {
+    let mut resources = Vec::new();
+    if source.uses_params {
+        let Some(p) = params else {
+            return Err(Error::Device {
+                during: format!("graph {graph_hash:016x}"),
+                message: "kernel reads parameters but the graph has none".into(),
+            });
+        };
+        let size = source.uniform_params.and_then(std::num::NonZeroU64::new);
+        resources.push(BoundResource::Buffer(p.buffer().clone(), 0, size));
+    }
+    let reads = source
+        .reads
+        .iter()
+        .zip(&source.read_parts)
+        .map(|(&n, &p)| (n, p, buffers[n].as_ref().or(written[n].as_ref())));
+    let writes = source
+        .writes
+        .iter()
+        .zip(&source.write_parts)
+        .map(|(&n, &p)| (n, p, written[n].as_ref()));
+    for (n, parts, b) in reads.chain(writes) {
+        let Some(b) = b else {
+            return Err(Error::Device {
+                during: format!("graph {graph_hash:016x}"),
+                message: format!("node {n} is read before it is written"),
+            });
+        };
+        // Part j covers bytes [j * part, (j + 1) * part) of the buffer
+        // (clipped to its size), never more than one storage binding may
+        // hold.
+        let part = part_bytes as u64;
+        let size = b.buffer().size();
+        for j in 0..parts as u64 {
+            let offset = j * part;
+            let len = std::num::NonZeroU64::new((size - offset).min(part));
+            resources.push(BoundResource::Buffer(b.buffer().clone(), offset, len));
+        }
+    }
+    for t in &source.textures {
+        resources.push(BoundResource::Texture(scratch[t.slot].clone()));
+    }
+    let mut cached = cache.lock().unwrap_or_else(|e| e.into_inner());
+    if let Some(i) = cached.iter().position(|c| c.resources == resources) {
+        metrics.add("bind_group_reuses", 1);
+        let hit = cached.remove(i);
+        let group = hit.group.clone();
+        cached.insert(0, hit);
+        return Ok(group);
+    }
+    let entries: Vec<wgpu::BindGroupEntry> = resources
+        .iter()
+        .enumerate()
+        .map(|(i, r)| wgpu::BindGroupEntry {
+            binding: i as u32,
+            resource: match r {
+                BoundResource::Buffer(buffer, offset, size) => {
+                    wgpu::BindingResource::Buffer(wgpu::BufferBinding {
+                        buffer,
+                        offset: *offset,
+                        size: *size,
+                    })
+                }
+                BoundResource::Texture(view) => wgpu::BindingResource::TextureView(view),
+            },
+        })
+        .collect();
+    let group = ctx.device.create_bind_group(&wgpu::BindGroupDescriptor {
+        label: None,
+        layout: &pipeline.get_bind_group_layout(0),
+        entries: &entries,
+    });
+    // Only small bind groups are kept: a kept group keeps its buffers
+    // alive past the pool's limit, and per-run scratch textures are
+    // large by definition.
+    let bytes: u64 = resources
+        .iter()
+        .map(|r| match r {
+            BoundResource::Buffer(b, _, size) => size.map_or(b.size(), |s| s.get()),
+            BoundResource::Texture(_) => 0,
+        })
+        .sum();
+    if per_run_scratch || bytes > KEPT_BIND_GROUP_BYTES {
+        return Ok(group);
+    }
+    cached.truncate(BIND_GROUPS_KEPT - 1);
+    cached.insert(
+        0,
+        CachedBindGroup {
+            resources,
+            group: group.clone(),
+        },
+    );
+    Ok(group)
+}

@@ -1,0 +1,430 @@
+//! The compile driver: a graph's executable (kernels, pipelines, scratch
+//! textures, liveness of intermediates, donations) from its schedule and
+//! generated code, cached by graph structure; pipelines cached by WGSL.
+
+use std::num::NonZeroUsize;
+use std::sync::{Arc, Mutex};
+
+use lru::LruCache;
+
+use crate::codegen::{KernelSource, generate_kernel, generate_root_kernel, validate_wgsl};
+use crate::error::{Error, Result};
+use crate::graph::{GKind, Graph, GraphKey};
+use crate::kernel::Target;
+use crate::metrics::Metrics;
+use crate::schedule::{KernelKind, schedule};
+use crate::shape::numel;
+
+use super::bind::CachedBindGroup;
+use super::context::GpuContext;
+
+/// One compiled kernel of an executable.
+pub(super) struct CompiledKernel {
+    pub(super) pipeline: Arc<wgpu::ComputePipeline>,
+    pub(super) source: KernelSource,
+    pub(super) workgroups: (u32, u32),
+    /// The kernels dispatched right before it (`source.packs`).
+    pub(super) packs: Vec<(Arc<wgpu::ComputePipeline>, (u32, u32))>,
+    /// Views of its scratch textures (`source.scratch`). Small ones are
+    /// created with the executable and reused by every run (runs of one
+    /// queue execute in order, so a later run's packing cannot overtake an
+    /// earlier read), which saves creating them each step; larger ones
+    /// (`None`) are created per run and freed with it, so that a cached
+    /// executable does not hold hundreds of MB (an MNIST evaluation batch
+    /// packs a 663 MB convolution operand).
+    pub(super) scratch: Vec<Option<wgpu::TextureView>>,
+    /// The last few bind groups of each dispatch (the packs', then its
+    /// own), newest first, with the resources they bind: a training step
+    /// gets the same few sets of buffers from the pool step after step
+    /// (alternating where a step's output outlives the next step), and
+    /// creating bind groups was most of the host's encoding time (W5:
+    /// ~12 µs a kernel on lavapipe).
+    pub(super) bind_groups: Vec<Mutex<Vec<CachedBindGroup>>>,
+}
+
+/// Scratch textures up to this size live as long as their executable.
+const KEPT_SCRATCH_BYTES: u64 = 32 << 20;
+
+/// Bytes of an `rgba32float` texture array of `(width, height, layers)`.
+fn scratch_bytes((width, height, layers): (u32, u32, u32)) -> u64 {
+    16 * width as u64 * height as u64 * layers as u64
+}
+
+/// A compiled graph: its kernels in order, and which outputs are written
+/// into the buffer of which (donated) input.
+pub(crate) struct Executable {
+    pub(super) kernels: Vec<CompiledKernel>,
+    pub(super) donations: Vec<(usize, usize)>,
+    /// Per kernel: intermediates (written, not graph outputs) whose last
+    /// reader it is, released for reuse once it is encoded.
+    pub(super) releases: Vec<Vec<usize>>,
+}
+
+/// Liveness of intermediates: each is released after the last kernel that
+/// reads it (or right after the kernel that writes it, if none does).
+fn plan_releases(key: &GraphKey, kernels: &[CompiledKernel]) -> Vec<Vec<usize>> {
+    let mut last_use: Vec<Option<usize>> = vec![None; key.nodes.len()];
+    for (k, kernel) in kernels.iter().enumerate() {
+        for n in kernel
+            .source
+            .writes
+            .iter()
+            .copied()
+            .chain(kernel.source.all_reads())
+        {
+            last_use[n] = Some(k);
+        }
+    }
+    let mut releases = vec![Vec::new(); kernels.len()];
+    for kernel in kernels {
+        for &w in &kernel.source.writes {
+            if let (false, Some(k)) = (key.outputs.contains(&w), last_use[w]) {
+                releases[k].push(w);
+            }
+        }
+    }
+    releases
+}
+
+/// Chooses outputs that write into the buffer of a donated input (one the
+/// graph alone still needs), so an in-place update such as `w -= lr * g`
+/// allocates nothing. An input qualifies when at most one kernel reads it,
+/// and that kernel reads it only at each invocation's own element: then
+/// every element is read before the same invocation overwrites it. Returns
+/// `(output node, input node)` pairs and regenerates the kernels involved.
+fn plan_donations(
+    graph: &Graph,
+    target: &Target,
+    groups: &[crate::schedule::KernelGroup],
+    available: &[Vec<bool>],
+    sources: &mut [KernelSource],
+) -> Vec<(usize, usize)> {
+    let nodes = &graph.key.nodes;
+    let mut donations: Vec<(usize, usize)> = Vec::new();
+    let mut aliases: Vec<Vec<(usize, usize)>> = vec![Vec::new(); groups.len()];
+    for (x, node) in nodes.iter().enumerate() {
+        let GKind::Input { slot, .. } = node.kind else {
+            continue;
+        };
+        if !graph.key.donatable[slot] {
+            continue;
+        }
+        let readers: Vec<usize> = (0..groups.len())
+            .filter(|&k| sources[k].all_reads().any(|r| r == x))
+            .collect();
+        let elementwise = |k: &usize| groups[*k].kind == KernelKind::Elementwise;
+        let candidates: Vec<usize> = match readers.as_slice() {
+            [] => (0..groups.len()).filter(elementwise).collect(),
+            [k] if elementwise(k) => vec![*k],
+            _ => continue,
+        };
+        'kernels: for k in candidates {
+            for (j, &o) in groups[k].outputs.iter().enumerate() {
+                let taken = donations.iter().any(|&(d, _)| d == o);
+                let fits = numel(&nodes[o].shape) == numel(&node.shape)
+                    && nodes[o].dtype.wgsl_storage_type() == node.dtype.wgsl_storage_type();
+                if taken || !fits {
+                    continue;
+                }
+                let mut trial = aliases[k].clone();
+                trial.push((x, j));
+                let source = generate_kernel(
+                    &graph.key,
+                    &groups[k].outputs,
+                    groups[k].numel,
+                    &|i| available[k][i],
+                    &trial,
+                    target,
+                );
+                if !source.alias_violation {
+                    sources[k] = source;
+                    aliases[k] = trial;
+                    donations.push((o, x));
+                    break 'kernels;
+                }
+            }
+        }
+    }
+    donations
+}
+
+/// Compiled work of one `Device`: executables by graph structure, pipelines
+/// by WGSL text (a kernel shared by two graphs compiles once).
+pub(crate) struct GpuCaches {
+    executables: LruCache<u64, Vec<(GraphKey, Arc<Executable>)>>,
+    pipelines: LruCache<String, Arc<wgpu::ComputePipeline>>,
+    /// The last graph compiled for each set of output source locations, to
+    /// tell a recompilation (same trace site, new structure) from a new
+    /// graph, and to say what changed.
+    by_site: LruCache<Vec<String>, GraphKey>,
+    /// `LAZYWGPU_DUMP`: where newly compiled graphs are written.
+    dump_dir: Option<std::path::PathBuf>,
+}
+
+impl GpuCaches {
+    pub fn new(dump_dir: Option<std::path::PathBuf>) -> GpuCaches {
+        GpuCaches {
+            executables: LruCache::new(NonZeroUsize::new(512).expect("nonzero")),
+            pipelines: LruCache::new(NonZeroUsize::new(2048).expect("nonzero")),
+            by_site: LruCache::new(NonZeroUsize::new(256).expect("nonzero")),
+            dump_dir,
+        }
+    }
+}
+
+/// Looks up or compiles the executable of `graph`.
+pub(super) fn executable(
+    (ctx, target): (&GpuContext, &Target),
+    caches: &mut GpuCaches,
+    metrics: &Metrics,
+    graph: &Graph,
+) -> Result<Arc<Executable>> {
+    if let Some(entries) = caches.executables.get(&graph.hash) {
+        if let Some((_, exe)) = entries.iter().find(|(k, _)| *k == graph.key) {
+            metrics.add("graph_cache_hits", 1);
+            return Ok(exe.clone());
+        }
+    }
+    metrics.add("graph_cache_misses", 1);
+    let compile_start = std::time::Instant::now();
+    let site: Vec<String> = graph
+        .key
+        .outputs
+        .iter()
+        .map(|&o| graph.locations[o].to_string())
+        .collect();
+    match caches.by_site.get(&site) {
+        Some(before) => {
+            metrics.add("recompiles", 1);
+            log::debug!(
+                "graph {:016x}: cache miss, recompiling the graph of outputs at {site:?}: {}",
+                graph.hash,
+                graph.key.first_difference(before)
+            );
+        }
+        None => log::debug!(
+            "graph {:016x}: cache miss, new graph of {} nodes with outputs at {site:?}",
+            graph.hash,
+            graph.key.nodes.len()
+        ),
+    }
+    caches.by_site.put(site, graph.key.clone());
+    let max_bindings = target.max_storage_buffers;
+    let plan = schedule(&graph.key, max_bindings.saturating_sub(2).max(1));
+    let nodes = &graph.key.nodes;
+    let mut stored: Vec<bool> = nodes
+        .iter()
+        .map(|n| matches!(n.kind, GKind::Input { .. }))
+        .collect();
+    let mut groups = plan.kernels;
+    let mut available = Vec::with_capacity(groups.len());
+    let mut sources = Vec::with_capacity(groups.len());
+    let mut k = 0;
+    while k < groups.len() {
+        let group = &groups[k];
+        let source = match group.kind {
+            KernelKind::Elementwise => generate_kernel(
+                &graph.key,
+                &group.outputs,
+                group.numel,
+                &|i| stored[i],
+                &[],
+                target,
+            ),
+            KernelKind::Root { node, write_root } => generate_root_kernel(
+                &graph.key,
+                node,
+                write_root,
+                &group.outputs,
+                &|i| stored[i],
+                target,
+            ),
+        };
+        // The schedule bounds a kernel's outputs, but what it reads is
+        // known only once its expressions are inlined: an elementwise
+        // kernel over the binding limit is cut in two and both are
+        // generated again (the second may read the first's outputs).
+        if group.kind == KernelKind::Elementwise
+            && source.buffer_bindings() > max_bindings
+            && group.outputs.len() > 1
+        {
+            let half = group.outputs.len() / 2;
+            let rest = groups[k].outputs.split_off(half);
+            let numel = groups[k].numel;
+            groups.insert(
+                k + 1,
+                crate::schedule::KernelGroup {
+                    kind: KernelKind::Elementwise,
+                    numel,
+                    outputs: rest,
+                },
+            );
+            continue;
+        }
+        available.push(stored.clone());
+        for &o in &source.writes {
+            stored[o] = true;
+        }
+        sources.push(source);
+        k += 1;
+    }
+    let donations = plan_donations(graph, target, &groups, &available, &mut sources);
+    if !donations.is_empty() {
+        log::debug!(
+            "graph {:016x}: outputs take over donated inputs {donations:?}",
+            graph.hash
+        );
+    }
+    let mut kernels = Vec::with_capacity(sources.len());
+    for (k, source) in sources.into_iter().enumerate() {
+        for s in std::iter::once(&source).chain(&source.packs) {
+            let bindings = s.buffer_bindings();
+            if bindings > max_bindings {
+                return Err(Error::Compile {
+                    graph_hash: graph.hash,
+                    kernel: k,
+                    message: format!(
+                        "kernel needs {bindings} storage buffers, the adapter allows {max_bindings} (at {})",
+                        graph.locations[source.writes.first().copied().unwrap_or(0)]
+                    ),
+                    source_code: s.wgsl.clone(),
+                });
+            }
+        }
+        let mut packs = Vec::with_capacity(source.packs.len());
+        for p in &source.packs {
+            let pipeline = pipeline(ctx, caches, metrics, &p.wgsl, graph.hash, k)?;
+            packs.push((pipeline, grid(ctx, p.groups)));
+        }
+        let scratch = source
+            .scratch
+            .iter()
+            .map(|&size| {
+                (scratch_bytes(size) <= KEPT_SCRATCH_BYTES).then(|| scratch_texture(ctx, size))
+            })
+            .collect();
+        let pipeline = pipeline(ctx, caches, metrics, &source.wgsl, graph.hash, k)?;
+        let bind_groups = (0..=packs.len()).map(|_| Mutex::new(Vec::new())).collect();
+        kernels.push(CompiledKernel {
+            pipeline,
+            workgroups: grid(ctx, source.groups),
+            source,
+            packs,
+            scratch,
+            bind_groups,
+        });
+    }
+    metrics.add("graphs_compiled", 1);
+    metrics.record("compile", compile_start.elapsed());
+    if let Some(dir) = &caches.dump_dir {
+        let sources: Vec<(&str, Vec<&str>)> = kernels
+            .iter()
+            .map(|k| {
+                let packs = k.source.packs.iter().map(|p| p.wgsl.as_str()).collect();
+                (k.source.wgsl.as_str(), packs)
+            })
+            .collect();
+        crate::debug::dump(dir, graph, &sources);
+    }
+    let releases = plan_releases(&graph.key, &kernels);
+    let exe = Arc::new(Executable {
+        kernels,
+        donations,
+        releases,
+    });
+    match caches.executables.get_mut(&graph.hash) {
+        Some(entries) => entries.push((graph.key.clone(), exe.clone())),
+        None => {
+            caches
+                .executables
+                .put(graph.hash, vec![(graph.key.clone(), exe.clone())]);
+        }
+    }
+    Ok(exe)
+}
+
+/// An `rgba32float` texture array a matmul packs an operand into: written
+/// as a storage texture, read by texel fetches.
+pub(super) fn scratch_texture(
+    ctx: &GpuContext,
+    (width, height, layers): (u32, u32, u32),
+) -> wgpu::TextureView {
+    ctx.device
+        .create_texture(&wgpu::TextureDescriptor {
+            label: Some("lazywgpu matmul operand"),
+            size: wgpu::Extent3d {
+                width,
+                height,
+                depth_or_array_layers: layers,
+            },
+            mip_level_count: 1,
+            sample_count: 1,
+            dimension: wgpu::TextureDimension::D2,
+            format: wgpu::TextureFormat::Rgba32Float,
+            usage: wgpu::TextureUsages::STORAGE_BINDING | wgpu::TextureUsages::TEXTURE_BINDING,
+            view_formats: &[],
+        })
+        .create_view(&wgpu::TextureViewDescriptor {
+            // An array view even of one layer: the kernels declare arrays.
+            dimension: Some(wgpu::TextureViewDimension::D2Array),
+            ..Default::default()
+        })
+}
+
+/// Workgroup grid for `groups` workgroups: past the per-dimension limit the
+/// grid is split over y, and the kernel recombines the index.
+fn grid(ctx: &GpuContext, groups: usize) -> (u32, u32) {
+    let groups = groups as u64;
+    let max = ctx.limits.max_compute_workgroups_per_dimension as u64;
+    if groups <= max {
+        (groups as u32, 1)
+    } else {
+        let y = groups.div_ceil(max);
+        (groups.div_ceil(y) as u32, y as u32)
+    }
+}
+
+fn pipeline(
+    ctx: &GpuContext,
+    caches: &mut GpuCaches,
+    metrics: &Metrics,
+    wgsl: &str,
+    graph_hash: u64,
+    kernel: usize,
+) -> Result<Arc<wgpu::ComputePipeline>> {
+    if let Some(p) = caches.pipelines.get(wgsl) {
+        metrics.add("pipeline_cache_hits", 1);
+        return Ok(p.clone());
+    }
+    let compile_error = |message: String| Error::Compile {
+        graph_hash,
+        kernel,
+        message,
+        source_code: wgsl.to_string(),
+    };
+    validate_wgsl(wgsl).map_err(compile_error)?;
+    let scope = ctx.device.push_error_scope(wgpu::ErrorFilter::Validation);
+    let module = ctx
+        .device
+        .create_shader_module(wgpu::ShaderModuleDescriptor {
+            label: None,
+            source: wgpu::ShaderSource::Wgsl(wgsl.into()),
+        });
+    let pipeline = ctx
+        .device
+        .create_compute_pipeline(&wgpu::ComputePipelineDescriptor {
+            label: None,
+            layout: None,
+            module: &module,
+            entry_point: Some("main"),
+            compilation_options: wgpu::PipelineCompilationOptions::default(),
+            cache: None,
+        });
+    if let Some(e) = pollster::block_on(scope.pop()) {
+        return Err(compile_error(e.to_string()));
+    }
+    metrics.add("kernels_compiled", 1);
+    let pipeline = Arc::new(pipeline);
+    caches.pipelines.put(wgsl.to_string(), pipeline.clone());
+    Ok(pipeline)
+}

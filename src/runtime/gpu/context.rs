@@ -1,0 +1,300 @@
+//! The process's wgpu adapter, device and queue: created once, shared by
+//! every GPU `Device`; uploads, submission, and the one wait (readback).
+
+use std::sync::{Arc, Mutex, OnceLock};
+
+use crate::error::{Error, Result};
+use crate::runtime::pool::{BufferPool, size_class};
+use crate::runtime::profile::{self, KernelProfile};
+use crate::runtime::storage::GpuBuffer;
+use crate::runtime::submit::Submitter;
+
+/// The process-wide wgpu adapter, device and queue.
+pub(crate) struct GpuContext {
+    pub device: wgpu::Device,
+    pub queue: wgpu::Queue,
+    pub info: wgpu::AdapterInfo,
+    pub limits: wgpu::Limits,
+    /// The features requested (and granted) for the device.
+    pub features: wgpu::Features,
+    /// The submission thread, on adapters whose submit runs the work
+    /// before returning (CPU adapters; `LAZYWGPU_SUBMIT_THREAD=0|1`
+    /// overrides). `None`: submit on the caller's thread.
+    submitter: Option<Submitter>,
+    /// Kernel timings (`LAZYWGPU_PROFILE=1` on an adapter with timestamp
+    /// queries).
+    pub profile: Option<KernelProfile>,
+    /// The last error wgpu reported outside an error scope.
+    uncaptured: Arc<Mutex<Option<String>>>,
+}
+
+/// One device per process: wgpu devices are dear to create (lavapipe spins
+/// up threads for each), and `Device::gpu()` is called freely in tests.
+static CONTEXT: OnceLock<Mutex<Option<Arc<GpuContext>>>> = OnceLock::new();
+
+impl GpuContext {
+    /// The shared context, created on first use. A failed attempt is not
+    /// remembered, so a later call may succeed.
+    pub fn shared() -> Result<Arc<GpuContext>> {
+        let slot = CONTEXT.get_or_init(|| Mutex::new(None));
+        let mut slot = slot.lock().unwrap_or_else(|e| e.into_inner());
+        if let Some(ctx) = slot.as_ref() {
+            return Ok(ctx.clone());
+        }
+        let ctx = Arc::new(pollster::block_on(GpuContext::create())?);
+        *slot = Some(ctx.clone());
+        Ok(ctx)
+    }
+
+    async fn create() -> Result<GpuContext> {
+        // Honours WGPU_BACKEND and friends.
+        let instance =
+            wgpu::Instance::new(wgpu::InstanceDescriptor::new_without_display_handle_from_env());
+        let adapter = choose_adapter(&instance).await?;
+        let info = adapter.get_info();
+        let limits = adapter.limits();
+        // Request what the adapter offers, not wgpu's small defaults, and
+        // only the features we use (requesting all of them fails on adapters
+        // that report experimental ones).
+        let wanted =
+            wgpu::Features::SUBGROUP | wgpu::Features::SHADER_F16 | wgpu::Features::TIMESTAMP_QUERY;
+        let features = adapter.features() & wanted;
+        let (device, queue) = adapter
+            .request_device(&wgpu::DeviceDescriptor {
+                label: Some("lazywgpu"),
+                required_features: features,
+                required_limits: limits.clone(),
+                experimental_features: wgpu::ExperimentalFeatures::disabled(),
+                memory_hints: wgpu::MemoryHints::Performance,
+                trace: wgpu::Trace::Off,
+            })
+            .await
+            .map_err(|e| {
+                Error::RequestDevice(format!("{} ({:?}): {e}", info.name, info.backend))
+            })?;
+        let uncaptured = Arc::new(Mutex::new(None));
+        let sink = uncaptured.clone();
+        device.on_uncaptured_error(Arc::new(move |e: wgpu::Error| {
+            log::error!("wgpu: {e}");
+            *sink.lock().unwrap_or_else(|p| p.into_inner()) = Some(e.to_string());
+        }));
+        log::info!(
+            "lazywgpu: using {} ({:?}, {:?}); max storage binding {} bytes, max buffer {} bytes",
+            info.name,
+            info.backend,
+            info.device_type,
+            limits.max_storage_buffer_binding_size,
+            limits.max_buffer_size
+        );
+        let profiling = profile::requested() && features.contains(wgpu::Features::TIMESTAMP_QUERY);
+        // Profiling submits on the caller's thread: lavapipe's timestamps
+        // of work submitted from the submission thread came out inflated
+        // several times over (their sum exceeded the step's wall time).
+        let threaded = match std::env::var("LAZYWGPU_SUBMIT_THREAD").as_deref() {
+            Ok("1") => true,
+            Ok("0") => false,
+            _ => info.device_type == wgpu::DeviceType::Cpu,
+        } && !profiling;
+        let submitter = if threaded {
+            Some(Submitter::start(queue.clone()).map_err(|e| {
+                Error::RequestDevice(format!("starting the submission thread: {e}"))
+            })?)
+        } else {
+            None
+        };
+        Ok(GpuContext {
+            device,
+            queue,
+            info,
+            limits,
+            features,
+            submitter,
+            profile: profiling.then(KernelProfile::default),
+            uncaptured,
+        })
+    }
+
+    /// An error wgpu raised since the last call, as an `Error`.
+    pub fn take_error(&self, during: &str) -> Result<()> {
+        match self
+            .uncaptured
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .take()
+        {
+            Some(message) => Err(Error::Device {
+                during: during.to_string(),
+                message,
+            }),
+            None => Ok(()),
+        }
+    }
+
+    /// A storage buffer for `len` elements from `pool`, checked against
+    /// the adapter's largest buffer (kernels bind buffers past the
+    /// storage-binding limit in parts).
+    pub fn alloc(&self, pool: &Arc<BufferPool>, len: usize, what: &str) -> Result<Arc<GpuBuffer>> {
+        let bytes = (len as u64 * 4).max(16);
+        let limit = self.limits.max_buffer_size;
+        if bytes > limit {
+            return Err(Error::TooLarge {
+                what: what.to_string(),
+                bytes,
+                limit,
+            });
+        }
+        // Near the limit the size class could overshoot it: use the exact size.
+        let class = match size_class(bytes) {
+            c if c > limit => bytes.next_multiple_of(16),
+            c => c,
+        };
+        Ok(Arc::new(pool.take(&self.device, class)))
+    }
+
+    /// Uploads 32-bit patterns into a storage buffer from `pool`. The copy
+    /// is staged by wgpu and lands before the next submission runs.
+    pub fn upload(&self, pool: &Arc<BufferPool>, bits: &[u32]) -> Result<Arc<GpuBuffer>> {
+        let buf = self.alloc(pool, bits.len(), "upload")?;
+        if !bits.is_empty() {
+            self.write(&buf, 0, bytemuck::cast_slice(bits));
+        }
+        Ok(buf)
+    }
+
+    /// Writes `data` into `buf` at byte `offset`, ordered after everything
+    /// submitted before and before everything submitted after.
+    pub fn write(&self, buf: &Arc<GpuBuffer>, offset: u64, data: &[u8]) {
+        match &self.submitter {
+            Some(s) => s.write(buf.buffer().clone(), offset, data.to_vec()),
+            None => self.queue.write_buffer(buf.buffer(), offset, data),
+        }
+    }
+
+    /// Submits a command buffer without waiting for it.
+    pub fn submit(&self, cb: wgpu::CommandBuffer) {
+        match &self.submitter {
+            Some(s) => s.submit(cb),
+            None => {
+                self.queue.submit([cb]);
+            }
+        }
+    }
+
+    /// Waits until the submission thread (if any) has issued everything
+    /// queued so far.
+    fn flush(&self) {
+        if let Some(s) = &self.submitter {
+            s.flush();
+        }
+    }
+
+    /// Copies `len` elements starting at element `offset` back to the host.
+    /// This is the one place that waits for the device.
+    pub async fn download(&self, buf: &GpuBuffer, offset: usize, len: usize) -> Result<Vec<u32>> {
+        if len == 0 {
+            return Ok(Vec::new());
+        }
+        let bytes = len as u64 * 4;
+        let staging = self.staging(len)?;
+        let mut encoder = self
+            .device
+            .create_command_encoder(&wgpu::CommandEncoderDescriptor::default());
+        encoder.copy_buffer_to_buffer(buf.buffer(), offset as u64 * 4, &staging, 0, Some(bytes));
+        self.submit(encoder.finish());
+        self.read_mapped(&staging, "readback").await
+    }
+
+    /// A buffer for reading `len` 32-bit elements back to the host,
+    /// checked against the adapter's largest buffer.
+    pub fn staging(&self, len: usize) -> Result<wgpu::Buffer> {
+        let bytes = len as u64 * 4;
+        let limit = self.limits.max_buffer_size;
+        if bytes > limit {
+            return Err(Error::TooLarge {
+                what: "readback".to_string(),
+                bytes,
+                limit,
+            });
+        }
+        Ok(self.device.create_buffer(&wgpu::BufferDescriptor {
+            label: Some("lazywgpu readback"),
+            size: bytes,
+            usage: wgpu::BufferUsages::MAP_READ | wgpu::BufferUsages::COPY_DST,
+            mapped_at_creation: false,
+        }))
+    }
+
+    /// Waits for the work submitted so far and reads `staging` (a
+    /// `MAP_READ` buffer it copied into) as `T`s.
+    pub async fn read_mapped<T: bytemuck::Pod>(
+        &self,
+        staging: &wgpu::Buffer,
+        during: &str,
+    ) -> Result<Vec<T>> {
+        let device_error = |message: String| Error::Device {
+            during: during.to_string(),
+            message,
+        };
+        self.flush();
+        let (tx, rx) = futures::channel::oneshot::channel();
+        staging.slice(..).map_async(wgpu::MapMode::Read, move |r| {
+            let _ = tx.send(r);
+        });
+        self.device
+            .poll(wgpu::PollType::wait_indefinitely())
+            .map_err(|e| device_error(e.to_string()))?;
+        rx.await
+            .map_err(|_| device_error("map callback dropped".into()))?
+            .map_err(|e| device_error(e.to_string()))?;
+        self.take_error(during)?;
+        let view = staging
+            .slice(..)
+            .get_mapped_range()
+            .map_err(|e| device_error(e.to_string()))?;
+        let out = bytemuck::cast_slice::<u8, T>(&view).to_vec();
+        drop(view);
+        staging.unmap();
+        Ok(out)
+    }
+
+    /// Waits until all submitted work is done.
+    pub fn wait(&self) -> Result<()> {
+        self.flush();
+        self.device
+            .poll(wgpu::PollType::wait_indefinitely())
+            .map_err(|e| Error::Device {
+                during: "wait".into(),
+                message: e.to_string(),
+            })?;
+        self.take_error("wait")
+    }
+}
+
+async fn choose_adapter(instance: &wgpu::Instance) -> Result<wgpu::Adapter> {
+    if let Ok(name) = std::env::var("WGPU_ADAPTER_NAME") {
+        let wanted = name.to_lowercase();
+        let adapters = instance.enumerate_adapters(wgpu::Backends::all()).await;
+        let names: Vec<String> = adapters.iter().map(|a| a.get_info().name).collect();
+        return adapters
+            .into_iter()
+            .find(|a| a.get_info().name.to_lowercase().contains(&wanted))
+            .ok_or_else(|| {
+                Error::NoAdapter(format!(
+                    "WGPU_ADAPTER_NAME={name} matches none of {names:?}"
+                ))
+            });
+    }
+    instance
+        .request_adapter(&wgpu::RequestAdapterOptions {
+            power_preference: wgpu::PowerPreference::from_env().unwrap_or(wgpu::PowerPreference::HighPerformance),
+            force_fallback_adapter: false,
+            compatible_surface: None,
+            apply_limit_buckets: false,
+        })
+        .await
+        .map_err(|e| {
+            Error::NoAdapter(format!(
+                "{e} (on Debian/Ubuntu without a GPU, `apt-get install -y mesa-vulkan-drivers` provides lavapipe)"
+            ))
+        })
+}

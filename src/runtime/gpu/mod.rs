@@ -1,0 +1,12 @@
+//! The wgpu backend: one adapter and device per process (`context`),
+//! compiled executables and pipelines in LRU caches (`compile`), bind
+//! groups (`bind`), and one command buffer per graph (`execute`).
+
+mod bind;
+mod compile;
+mod context;
+mod execute;
+
+pub(crate) use compile::GpuCaches;
+pub(crate) use context::GpuContext;
+pub(crate) use execute::run_graph;
