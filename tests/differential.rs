@@ -1,7 +1,9 @@
 //! Differential property tests: random shapes (rank 0–4, size-1 and empty
 //! dims, broadcasting, strided inputs) and random chains of up to 10 ops
 //! give the same values on the GPU (fused, and unfused) and on the CPU
-//! reference.
+//! reference; a third test seeds the leaves with NaN, infinities and
+//! signed zeros, which must land in the same places on both (NaN matches
+//! only NaN, an infinity only the same infinity).
 //!
 //! Tolerances for f32: rtol 1e-5 / atol 1e-6 when only exact ops (add, sub,
 //! mul, neg, abs, relu, max/min, floor/ceil/round, sign, where, movement)
@@ -81,9 +83,26 @@ fn leaf_data(n: usize, seed: u64) -> Vec<f32> {
         .collect()
 }
 
+/// Values every kernel path must carry as PyTorch does.
+const SPECIAL: [f32; 5] = [f32::NAN, f32::INFINITY, f32::NEG_INFINITY, 0.0, -0.0];
+
+thread_local! {
+    /// Whether leaves made on this thread include `SPECIAL` values.
+    static WITH_SPECIALS: std::cell::Cell<bool> = const { std::cell::Cell::new(false) };
+}
+
 fn leaf(shape: &[usize], transposed: bool, seed: u64, dev: &Device) -> Tensor {
     let n: usize = shape.iter().product();
-    let data = leaf_data(n, seed);
+    let mut data = leaf_data(n, seed);
+    if WITH_SPECIALS.with(|w| w.get()) {
+        // About one element in four, chosen by the data itself.
+        for (i, v) in data.iter_mut().enumerate() {
+            let pick = (v.to_bits() as usize ^ i) % 20;
+            if pick < SPECIAL.len() {
+                *v = SPECIAL[pick];
+            }
+        }
+    }
     if transposed && shape.len() >= 2 {
         let r = shape.len();
         let mut stored = shape.to_vec();
@@ -228,6 +247,13 @@ proptest! {
     #[test]
     fn random_chains_match_cpu_fused(shape0 in shape(), steps in prop::collection::vec(step(), 1..=10)) {
         check(&shape0, &steps, true);
+    }
+
+    #[test]
+    fn random_chains_with_nan_and_infinities_match_cpu(shape0 in shape(), steps in prop::collection::vec(step(), 1..=10), fused in any::<bool>()) {
+        WITH_SPECIALS.with(|w| w.set(true));
+        check(&shape0, &steps, fused);
+        WITH_SPECIALS.with(|w| w.set(false));
     }
 
     #[test]
