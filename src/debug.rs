@@ -4,9 +4,11 @@
 use std::fmt::Write as _;
 use std::path::Path;
 
+use crate::codegen::KernelSource;
 use crate::dtype::DType;
 use crate::error::{Error, Result};
 use crate::graph::{GKind, Graph, GraphKey};
+use crate::kernel::Binding;
 
 /// One line per node: `%i = op(%a, %b) : [shape] dtype  @ file:line:col`.
 pub(crate) fn ir_text(graph: &Graph) -> String {
@@ -81,16 +83,23 @@ pub(crate) fn dot(graph: &Graph) -> String {
 /// Writes the IR, the DOT graph and each kernel's WGSL (with the packing
 /// kernels dispatched before it, as `kernelK.packJ`) under `dir`, named by
 /// the graph hash. Failures are logged, never fatal.
-pub(crate) fn dump(dir: &Path, graph: &Graph, kernels: &[(&str, Vec<&str>)]) {
+pub(crate) fn dump(dir: &Path, graph: &Graph, kernels: &[&KernelSource], origins: &[String]) {
     let stem = format!("{:016x}", graph.hash);
     let mut files: Vec<(String, String)> = vec![
         (format!("{stem}.ir.txt"), ir_text(graph)),
         (format!("{stem}.dot"), dot(graph)),
     ];
-    for (k, (src, packs)) in kernels.iter().enumerate() {
-        files.push((format!("{stem}.kernel{k}.wgsl"), src.to_string()));
-        for (j, pack) in packs.iter().enumerate() {
-            files.push((format!("{stem}.kernel{k}.pack{j}.wgsl"), pack.to_string()));
+    for (k, source) in kernels.iter().enumerate() {
+        let name = format!("{stem}.kernel{k}");
+        files.push((format!("{name}.wgsl"), source.wgsl.clone()));
+        files.push((
+            format!("{name}.plan.txt"),
+            plan_text(&name, source, origins),
+        ));
+        for (j, pack) in source.packs.iter().enumerate() {
+            let name = format!("{name}.pack{j}");
+            files.push((format!("{name}.wgsl"), pack.wgsl.clone()));
+            files.push((format!("{name}.plan.txt"), plan_text(&name, pack, origins)));
         }
     }
     if let Err(e) = std::fs::create_dir_all(dir) {
@@ -102,6 +111,34 @@ pub(crate) fn dump(dir: &Path, graph: &Graph, kernels: &[(&str, Vec<&str>)]) {
             log::warn!("LAZYWGPU_DUMP: cannot write {name}: {e}");
         }
     }
+}
+
+/// What a kernel was decided to be, as text: what it writes, its grid and
+/// its bindings in order, each node named with its op and source line.
+fn plan_text(name: &str, source: &KernelSource, origins: &[String]) -> String {
+    let label = |n: usize| origins.get(n).map_or("?", String::as_str);
+    let mut text = format!("{name}: {} workgroups\n", source.groups);
+    for &w in &source.writes {
+        let _ = writeln!(text, "writes n{w} {}", label(w));
+    }
+    let _ = writeln!(text, "bindings:");
+    for (i, b) in source.bindings().iter().enumerate() {
+        let node = match *b {
+            Binding::Read { node, .. } | Binding::Write { node, .. } => {
+                format!(" ({})", label(node))
+            }
+            _ => String::new(),
+        };
+        let _ = writeln!(text, "  {i}: {}{node}", b.describe());
+    }
+    if !source.scratch.is_empty() {
+        let _ = writeln!(
+            text,
+            "scratch textures (width, height, layers): {:?}",
+            source.scratch
+        );
+    }
+    text
 }
 
 /// Compares the GPU's results with the CPU reference's, output by output

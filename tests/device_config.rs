@@ -66,7 +66,8 @@ fn a_default_device_stays_lazy() {
     assert_eq!(y.to_vec::<f32>().unwrap(), vec![3.0, 6.0]);
 }
 
-/// `dump_dir`: each newly compiled graph's IR, DOT and WGSL are written.
+/// `dump_dir`: each newly compiled graph's IR, DOT, WGSL (annotated with
+/// the node and source line of each line) and kernel plans are written.
 #[test]
 fn dump_writes_ir_dot_and_wgsl() {
     let dir = std::env::temp_dir().join(format!("lazywgpu-dump-{}", std::process::id()));
@@ -95,7 +96,33 @@ fn dump_writes_ir_dot_and_wgsl() {
         "{ir}"
     );
     assert!(find(".dot").starts_with("digraph"));
-    assert!(find(".wgsl").contains("@compute"));
+    // Every line computing or storing a node names it and its source line.
+    let wgsl = find(".wgsl");
+    assert!(wgsl.contains("@compute"));
+    let here = "tests/device_config.rs:";
+    for op in ["mul", "exp", "add"] {
+        assert!(
+            wgsl.lines()
+                .any(|l| l.contains(&format!(" {op} {here}")) && l.contains("// n")),
+            "no line names the {op} node and its source line:\n{wgsl}"
+        );
+    }
+    for line in wgsl.lines().filter(|l| l.trim_start().starts_with("let v")) {
+        assert!(
+            line.contains("// n"),
+            "unannotated value line {line:?}:\n{wgsl}"
+        );
+    }
+    // The plan: what the kernel writes and binds, in binding order.
+    let plan = find(".plan.txt");
+    assert!(
+        plan.contains("workgroups") && plan.contains("bindings:"),
+        "{plan}"
+    );
+    assert!(
+        plan.contains("write n") && plan.contains("read n"),
+        "{plan}"
+    );
     std::fs::remove_dir_all(&dir).ok();
 }
 

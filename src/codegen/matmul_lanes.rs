@@ -29,7 +29,7 @@
 use std::fmt::Write;
 
 use super::roots::{MatmulDims, matmul_dims, stores, tile_load};
-use super::wgsl::{Gen, KernelSource, TextureUse, WORKGROUP_SIZE, kernel_main};
+use super::wgsl::{CodegenContext, Gen, KernelSource, TextureUse, WORKGROUP_SIZE, kernel_main};
 use crate::graph::GraphKey;
 use crate::kernel::LaneAdapter;
 
@@ -272,11 +272,8 @@ pub(super) fn matmul_lanes(
         mn = m * n,
         gather = gather.join(", "),
     );
-    let part_bytes = g.part_bytes;
-    let packs = vec![
-        pack(key, stored, part_bytes, &a, 0),
-        pack(key, stored, part_bytes, &b, 1),
-    ];
+    let cx = g.context();
+    let packs = vec![pack(key, stored, &cx, &a, 0), pack(key, stored, &cx, &b, 1)];
     let size = |p: &Packing| (p.width as u32, p.height as u32, p.layers() as u32);
     Some(LaneMatmul {
         main,
@@ -301,11 +298,11 @@ pub(super) struct LaneMatmul {
 fn pack(
     key: &GraphKey,
     stored: &dyn Fn(usize) -> bool,
-    part_bytes: usize,
+    cx: &CodegenContext,
     p: &Packing,
     slot: usize,
 ) -> KernelSource {
-    let mut g = Gen::new(&key.nodes, stored, &[], false, part_bytes);
+    let mut g = Gen::new(&key.nodes, stored, &[], false, cx);
     let (rows, cols, width, height) = (p.rows, p.cols, p.width, p.height);
     let texels = width * height * p.layers();
     let mut body = tile_load(

@@ -5,6 +5,9 @@ mod roots;
 mod validate;
 mod wgsl;
 
+#[cfg(test)]
+mod bindings_test;
+
 pub(crate) use roots::generate_root_kernel;
 pub(crate) use validate::validate_wgsl;
-pub(crate) use wgsl::{KernelSource, generate_kernel};
+pub(crate) use wgsl::{CodegenContext, KernelSource, generate_kernel};

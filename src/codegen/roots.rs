@@ -9,13 +9,13 @@ use std::fmt::Write;
 
 use super::matmul_lanes::matmul_lanes;
 use super::wgsl::{
-    Gen, KernelSource, TextureUse, WORKGROUP_SIZE, is_nan, kernel_main, nan_extremum, value_type,
-    vectorizable,
+    CodegenContext, Gen, KernelSource, TextureUse, WORKGROUP_SIZE, is_nan, kernel_main,
+    nan_extremum, value_type, vectorizable,
 };
 use crate::dtype::DType;
 use crate::graph::GraphKey;
 use crate::graph::op::{Op, ReduceOp};
-use crate::kernel::{MatmulKernel, Target};
+use crate::kernel::MatmulKernel;
 use crate::shape::{contiguous_strides, numel};
 
 /// Generates the kernel of `root` (a reduction, softmax or matmul). It
@@ -26,15 +26,15 @@ pub(crate) fn generate_root_kernel(
     write_root: bool,
     epilogue: &[usize],
     stored: &dyn Fn(usize) -> bool,
-    target: &Target,
+    cx: &CodegenContext,
 ) -> KernelSource {
-    let matmul_kernel = target.matmul;
+    let matmul_kernel = cx.target.matmul;
     let mut outputs: Vec<usize> = Vec::new();
     if write_root {
         outputs.push(root);
     }
     outputs.extend_from_slice(epilogue);
-    let mut g = Gen::new(&key.nodes, stored, &[], false, target.binding_part_bytes);
+    let mut g = Gen::new(&key.nodes, stored, &[], false, cx);
     let crate::graph::GKind::Op { op, .. } = &key.nodes[root].kind else {
         unreachable!("kernel roots are ops")
     };

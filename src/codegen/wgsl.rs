@@ -14,7 +14,7 @@ use std::fmt::Write;
 use crate::dtype::DType;
 use crate::graph::op::{BinaryOp, Op, UnaryOp};
 use crate::graph::{GKind, GNode, GraphKey};
-use crate::kernel::Target;
+use crate::kernel::{Binding, Target};
 use crate::shape::{Layout, contiguous_strides, numel};
 
 /// Stack left before a recursive walk over the graph grows it, and by how
@@ -59,6 +59,30 @@ fn part_names(name: &str, parts: usize) -> Vec<String> {
         vec![name.to_string()]
     } else {
         (0..parts).map(|j| format!("{name}_p{j}")).collect()
+    }
+}
+
+/// What code generation is given besides the graph: the target, and
+/// (for dumps) a label per graph node, written as a comment on each line
+/// that computes or stores that node.
+#[derive(Clone, Copy)]
+pub(crate) struct CodegenContext<'a> {
+    /// The adapter's description.
+    pub target: &'a Target,
+    /// Per graph node: `op file:line`, or `None` for unannotated code
+    /// (the default: annotations tie the text, and with it the pipeline
+    /// cache, to one graph's call sites).
+    pub origins: Option<&'a [String]>,
+}
+
+impl<'a> CodegenContext<'a> {
+    /// Unannotated code for `target`.
+    #[cfg(test)]
+    pub fn plain(target: &'a Target) -> CodegenContext<'a> {
+        CodegenContext {
+            target,
+            origins: None,
+        }
     }
 }
 
@@ -108,12 +132,44 @@ pub(crate) struct TextureUse {
 }
 
 impl KernelSource {
+    /// Everything the kernel binds, in binding order: the parameters
+    /// (when read), each read in its parts, each write in its parts, then
+    /// the scratch textures. The WGSL declares its bindings in this order
+    /// (`Gen::header`, the textures after it), and the runtime binds from
+    /// this list; a unit test holds the two together.
+    pub fn bindings(&self) -> Vec<Binding> {
+        let params = self.uses_params.then_some(Binding::Params {
+            uniform_bytes: self.uniform_params,
+        });
+        let reads = self
+            .reads
+            .iter()
+            .zip(&self.read_parts)
+            .flat_map(|(&node, &parts)| (0..parts).map(move |part| Binding::Read { node, part }));
+        let writes = self
+            .writes
+            .iter()
+            .zip(&self.write_parts)
+            .flat_map(|(&node, &parts)| (0..parts).map(move |part| Binding::Write { node, part }));
+        let textures = self.textures.iter().map(|t| Binding::Texture {
+            slot: t.slot,
+            write: t.write,
+        });
+        params
+            .into_iter()
+            .chain(reads)
+            .chain(writes)
+            .chain(textures)
+            .collect()
+    }
+
     /// Storage and uniform bindings of this kernel alone (a buffer bound
     /// in parts counts once per part; textures are not buffers).
     pub fn buffer_bindings(&self) -> usize {
-        self.read_parts.iter().sum::<usize>()
-            + self.write_parts.iter().sum::<usize>()
-            + self.uses_params as usize
+        self.bindings()
+            .iter()
+            .filter(|b| !matches!(b, Binding::Texture { .. }))
+            .count()
     }
 
     /// Nodes read from buffers by this kernel or its packing kernels.
@@ -143,13 +199,13 @@ pub(crate) fn generate_kernel(
     numel: usize,
     stored: &dyn Fn(usize) -> bool,
     aliases: &[(usize, usize)],
-    target: &Target,
+    cx: &CodegenContext,
 ) -> KernelSource {
     let vec = numel.is_multiple_of(4)
         && outputs
             .iter()
             .all(|&o| vectorizable(&key.nodes, o, stored, true));
-    let mut g = Gen::new(&key.nodes, stored, aliases, vec, target.binding_part_bytes);
+    let mut g = Gen::new(&key.nodes, stored, aliases, vec, cx);
     let mut stores = String::new();
     for (k, &o) in outputs.iter().enumerate() {
         // An output that is itself stored (a strided view being made
@@ -314,6 +370,11 @@ pub(crate) struct Gen<'a> {
     alias_violation: bool,
     /// Bytes one storage binding covers (`Target::binding_part_bytes`).
     pub part_bytes: usize,
+    /// See `CodegenContext::origins`.
+    pub origins: Option<&'a [String]>,
+    target: &'a Target,
+    /// The variable of the last `let` emitted, to annotate it.
+    last_emitted: Option<String>,
 }
 
 impl<'a> Gen<'a> {
@@ -322,7 +383,7 @@ impl<'a> Gen<'a> {
         stored: &'a dyn Fn(usize) -> bool,
         aliases: &'a [(usize, usize)],
         kernel_vec: bool,
-        part_bytes: usize,
+        cx: &CodegenContext<'a>,
     ) -> Gen<'a> {
         Gen {
             nodes,
@@ -337,7 +398,10 @@ impl<'a> Gen<'a> {
             aliases,
             kernel_vec,
             alias_violation: false,
-            part_bytes,
+            part_bytes: cx.target.binding_part_bytes,
+            origins: cx.origins,
+            target: cx.target,
+            last_emitted: None,
         }
     }
 
@@ -455,7 +519,7 @@ impl<'a> Gen<'a> {
     /// (node `o`), split over parts like `split_access`.
     pub fn store(&mut self, k: usize, o: usize, idx: &str, value: &str, vec: bool) -> String {
         match self.parts_of(o, vec) {
-            1 => format!("    out{k}[{idx}] = {value};\n"),
+            1 => format!("    out{k}[{idx}] = {value};{}\n", self.origin_comment(o)),
             parts => part_chain((parts, self.part_bytes), vec, idx, |part, local| {
                 format!("out{k}_p{part}[{local}] = {value};")
             }),
@@ -515,7 +579,25 @@ impl<'a> Gen<'a> {
     pub fn emit(&mut self, prefix: &str, ty: &str, expr: &str) -> String {
         let var = self.fresh(prefix);
         let _ = writeln!(self.body, "    let {var}: {ty} = {expr};");
+        self.last_emitted = Some(var.clone());
         var
+    }
+
+    /// The context this generator was made with (for the kernels a
+    /// template generates beside its own, such as packing kernels).
+    pub fn context(&self) -> CodegenContext<'a> {
+        CodegenContext {
+            target: self.target,
+            origins: self.origins,
+        }
+    }
+
+    /// ` // n{node} {origin}` when annotating, else nothing.
+    fn origin_comment(&self, n: usize) -> String {
+        match self.origins {
+            Some(origins) => format!("  // n{n} {}", origins[n]),
+            None => String::new(),
+        }
     }
 
     fn param(&mut self, slot: usize, dtype: DType) -> String {
@@ -711,6 +793,16 @@ impl<'a> Gen<'a> {
                 }
             }
         };
+        // The line just emitted for this node, if any, names it.
+        if self.origins.is_some() && self.last_emitted.as_deref() == Some(var.as_str()) {
+            let comment = self.origin_comment(n);
+            if self.body.ends_with('\n') {
+                self.body.pop();
+                self.body.push_str(&comment);
+                self.body.push('\n');
+            }
+            self.last_emitted = None;
+        }
         self.memo.insert(memo_key, var.clone());
         var
     }
@@ -1059,7 +1151,14 @@ mod tests {
     }
 
     fn kernel_of(key: &GraphKey) -> KernelSource {
-        generate_kernel(key, &key.outputs, 4, &|i| i == 0, &[], &Target::lavapipe())
+        generate_kernel(
+            key,
+            &key.outputs,
+            4,
+            &|i| i == 0,
+            &[],
+            &CodegenContext::plain(&Target::lavapipe()),
+        )
     }
 
     #[test]

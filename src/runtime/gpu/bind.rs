@@ -6,6 +6,7 @@ use std::sync::{Arc, Mutex};
 
 use crate::codegen::KernelSource;
 use crate::error::{Error, Result};
+use crate::kernel::Binding;
 use crate::metrics::Metrics;
 use crate::runtime::storage::GpuBuffer;
 
@@ -48,47 +49,41 @@ pub(super) fn bind_group(
     (scratch, per_run_scratch): (&[wgpu::TextureView], bool),
     (cache, metrics): (&Mutex<Vec<CachedBindGroup>>, &Metrics),
 ) -> Result<wgpu::BindGroup> {
-    let mut resources = Vec::new();
-    if source.uses_params {
-        let Some(p) = params else {
-            return Err(Error::Device {
-                during: format!("graph {graph_hash:016x}"),
-                message: "kernel reads parameters but the graph has none".into(),
-            });
-        };
-        let size = source.uniform_params.and_then(std::num::NonZeroU64::new);
-        resources.push(BoundResource::Buffer(p.buffer().clone(), 0, size));
-    }
-    let reads = source
-        .reads
-        .iter()
-        .zip(&source.read_parts)
-        .map(|(&n, &p)| (n, p, buffers[n].as_ref().or(written[n].as_ref())));
-    let writes = source
-        .writes
-        .iter()
-        .zip(&source.write_parts)
-        .map(|(&n, &p)| (n, p, written[n].as_ref()));
-    for (n, parts, b) in reads.chain(writes) {
-        let Some(b) = b else {
-            return Err(Error::Device {
-                during: format!("graph {graph_hash:016x}"),
-                message: format!("node {n} is read before it is written"),
-            });
-        };
-        // Part j covers bytes [j * part, (j + 1) * part) of the buffer
-        // (clipped to its size), never more than one storage binding may
-        // hold.
-        let part = part_bytes as u64;
-        let size = b.buffer().size();
-        for j in 0..parts as u64 {
-            let offset = j * part;
-            let len = std::num::NonZeroU64::new((size - offset).min(part));
-            resources.push(BoundResource::Buffer(b.buffer().clone(), offset, len));
-        }
-    }
-    for t in &source.textures {
-        resources.push(BoundResource::Texture(scratch[t.slot].clone()));
+    let bindings = source.bindings();
+    let mut resources = Vec::with_capacity(bindings.len());
+    let missing = |n: usize| Error::Device {
+        during: format!("graph {graph_hash:016x}"),
+        message: format!("node {n} is read before it is written"),
+    };
+    // Part j covers bytes [j * part, (j + 1) * part) of the buffer (clipped
+    // to its size), never more than one storage binding may hold.
+    let part_of = |b: &Arc<GpuBuffer>, j: usize| {
+        let (part, size) = (part_bytes as u64, b.buffer().size());
+        let offset = j as u64 * part;
+        let len = std::num::NonZeroU64::new((size - offset).min(part));
+        BoundResource::Buffer(b.buffer().clone(), offset, len)
+    };
+    for binding in bindings {
+        resources.push(match binding {
+            Binding::Params { uniform_bytes } => {
+                let Some(p) = params else {
+                    return Err(Error::Device {
+                        during: format!("graph {graph_hash:016x}"),
+                        message: "kernel reads parameters but the graph has none".into(),
+                    });
+                };
+                let size = uniform_bytes.and_then(std::num::NonZeroU64::new);
+                BoundResource::Buffer(p.buffer().clone(), 0, size)
+            }
+            Binding::Read { node, part } => {
+                let b = buffers[node].as_ref().or(written[node].as_ref());
+                part_of(b.ok_or_else(|| missing(node))?, part)
+            }
+            Binding::Write { node, part } => {
+                part_of(written[node].as_ref().ok_or_else(|| missing(node))?, part)
+            }
+            Binding::Texture { slot, .. } => BoundResource::Texture(scratch[slot].clone()),
+        });
     }
     let mut cached = cache.lock().unwrap_or_else(|e| e.into_inner());
     if let Some(i) = cached.iter().position(|c| c.resources == resources) {

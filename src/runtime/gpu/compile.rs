@@ -7,7 +7,9 @@ use std::sync::{Arc, Mutex};
 
 use lru::LruCache;
 
-use crate::codegen::{KernelSource, generate_kernel, generate_root_kernel, validate_wgsl};
+use crate::codegen::{
+    CodegenContext, KernelSource, generate_kernel, generate_root_kernel, validate_wgsl,
+};
 use crate::error::{Error, Result};
 use crate::graph::{GKind, Graph, GraphKey};
 use crate::kernel::Target;
@@ -94,7 +96,7 @@ fn plan_releases(key: &GraphKey, kernels: &[CompiledKernel]) -> Vec<Vec<usize>> 
 /// `(output node, input node)` pairs and regenerates the kernels involved.
 fn plan_donations(
     graph: &Graph,
-    target: &Target,
+    cx: &CodegenContext,
     groups: &[crate::schedule::KernelGroup],
     available: &[Vec<bool>],
     sources: &mut [KernelSource],
@@ -134,7 +136,7 @@ fn plan_donations(
                     groups[k].numel,
                     &|i| available[k][i],
                     &trial,
-                    target,
+                    cx,
                 );
                 if !source.alias_violation {
                     sources[k] = source;
@@ -210,6 +212,26 @@ pub(super) fn executable(
     }
     caches.by_site.put(site, graph.key.clone());
     let max_bindings = target.max_storage_buffers;
+    // Dumped kernels name the graph node and source line on each line.
+    let origins: Option<Vec<String>> = caches.dump_dir.as_ref().map(|_| {
+        graph
+            .key
+            .nodes
+            .iter()
+            .zip(&graph.locations)
+            .map(|(n, loc)| {
+                let op = match &n.kind {
+                    GKind::Input { .. } => "input",
+                    GKind::Op { op, .. } => op.name(),
+                };
+                format!("{op} {loc}")
+            })
+            .collect()
+    });
+    let cx = CodegenContext {
+        target,
+        origins: origins.as_deref(),
+    };
     let plan = schedule(&graph.key, max_bindings.saturating_sub(2).max(1));
     let nodes = &graph.key.nodes;
     let mut stored: Vec<bool> = nodes
@@ -229,7 +251,7 @@ pub(super) fn executable(
                 group.numel,
                 &|i| stored[i],
                 &[],
-                target,
+                &cx,
             ),
             KernelKind::Root { node, write_root } => generate_root_kernel(
                 &graph.key,
@@ -237,7 +259,7 @@ pub(super) fn executable(
                 write_root,
                 &group.outputs,
                 &|i| stored[i],
-                target,
+                &cx,
             ),
         };
         // The schedule bounds a kernel's outputs, but what it reads is
@@ -268,7 +290,7 @@ pub(super) fn executable(
         sources.push(source);
         k += 1;
     }
-    let donations = plan_donations(graph, target, &groups, &available, &mut sources);
+    let donations = plan_donations(graph, &cx, &groups, &available, &mut sources);
     if !donations.is_empty() {
         log::debug!(
             "graph {:016x}: outputs take over donated inputs {donations:?}",
@@ -316,15 +338,9 @@ pub(super) fn executable(
     }
     metrics.add("graphs_compiled", 1);
     metrics.record("compile", compile_start.elapsed());
-    if let Some(dir) = &caches.dump_dir {
-        let sources: Vec<(&str, Vec<&str>)> = kernels
-            .iter()
-            .map(|k| {
-                let packs = k.source.packs.iter().map(|p| p.wgsl.as_str()).collect();
-                (k.source.wgsl.as_str(), packs)
-            })
-            .collect();
-        crate::debug::dump(dir, graph, &sources);
+    if let (Some(dir), Some(origins)) = (&caches.dump_dir, &origins) {
+        let sources: Vec<&KernelSource> = kernels.iter().map(|k| &k.source).collect();
+        crate::debug::dump(dir, graph, &sources, origins);
     }
     let releases = plan_releases(&graph.key, &kernels);
     let exe = Arc::new(Executable {

@@ -1,0 +1,159 @@
+//! The bindings a generated WGSL module declares (read back by naga, not
+//! from the text) are exactly `KernelSource::bindings()`, in order and in
+//! kind, for every kernel template: elementwise (vec4 and scalar, with and
+//! without parameters), reductions (per invocation, workgroup tree, split),
+//! softmax, each matmul kernel with its packing kernels, and buffers bound
+//! in parts (a target with tiny bindings).
+
+use super::{CodegenContext, KernelSource, generate_kernel, generate_root_kernel};
+use crate::graph::Graph;
+use crate::kernel::{Binding, MatmulKernel, Target};
+use crate::schedule::{KernelKind, schedule};
+use crate::{Device, DeviceConfig, Tensor};
+
+/// Every kernel (and packing kernel) of the graph computing `outputs`, as
+/// the runtime would generate them.
+fn kernels_of(outputs: &[&Tensor], target: &Target) -> Vec<KernelSource> {
+    let nodes: Vec<_> = outputs.iter().map(|t| t.node()).collect();
+    let graph = Graph::collect(&nodes, true);
+    let key = &graph.key;
+    let mut stored: Vec<bool> = key
+        .nodes
+        .iter()
+        .map(|n| matches!(n.kind, crate::graph::GKind::Input { .. }))
+        .collect();
+    let mut out = Vec::new();
+    let cx = CodegenContext::plain(target);
+    for group in schedule(key, 30).kernels {
+        let source = match group.kind {
+            KernelKind::Elementwise => {
+                generate_kernel(key, &group.outputs, group.numel, &|i| stored[i], &[], &cx)
+            }
+            KernelKind::Root { node, write_root } => {
+                generate_root_kernel(key, node, write_root, &group.outputs, &|i| stored[i], &cx)
+            }
+        };
+        for &w in &source.writes {
+            stored[w] = true;
+        }
+        out.extend(source.packs.iter().cloned());
+        out.push(source);
+    }
+    out
+}
+
+/// The bindings `wgsl` declares, as (binding index, kind) in index order.
+fn declared(wgsl: &str) -> Vec<(u32, String)> {
+    let module = naga::front::wgsl::parse_str(wgsl).expect("generated WGSL parses");
+    let mut found: Vec<(u32, String)> = module
+        .global_variables
+        .iter()
+        .filter_map(|(_, var)| {
+            let binding = var.binding.as_ref()?;
+            let kind = match var.space {
+                naga::AddressSpace::Uniform => "uniform".to_string(),
+                naga::AddressSpace::Storage { access } => {
+                    if access.contains(naga::StorageAccess::STORE) {
+                        "storage rw".to_string()
+                    } else {
+                        "storage r".to_string()
+                    }
+                }
+                naga::AddressSpace::Handle => match &module.types[var.ty].inner {
+                    naga::TypeInner::Image {
+                        class: naga::ImageClass::Storage { .. },
+                        ..
+                    } => "texture w".to_string(),
+                    _ => "texture".to_string(),
+                },
+                other => format!("{other:?}"),
+            };
+            Some((binding.binding, kind))
+        })
+        .collect();
+    found.sort();
+    found
+}
+
+/// The kind of WGSL declaration each binding must have.
+fn expected(source: &KernelSource) -> Vec<(u32, String)> {
+    source
+        .bindings()
+        .iter()
+        .enumerate()
+        .map(|(i, b)| {
+            let kind = match b {
+                Binding::Params {
+                    uniform_bytes: Some(_),
+                } => "uniform",
+                Binding::Params {
+                    uniform_bytes: None,
+                } => "storage r",
+                Binding::Read { .. } => "storage r",
+                Binding::Write { .. } => "storage rw",
+                Binding::Texture { write: true, .. } => "texture w",
+                Binding::Texture { write: false, .. } => "texture",
+            };
+            (i as u32, kind.to_string())
+        })
+        .collect()
+}
+
+fn check(outputs: &[&Tensor], target: &Target, what: &str) -> usize {
+    let kernels = kernels_of(outputs, target);
+    for (k, source) in kernels.iter().enumerate() {
+        assert_eq!(
+            declared(&source.wgsl),
+            expected(source),
+            "{what}, kernel {k}: declared bindings differ from bindings()\n{}",
+            source.wgsl
+        );
+    }
+    kernels.len()
+}
+
+fn input(shape: &[usize], dev: &Device) -> Tensor {
+    let n: usize = shape.iter().product();
+    Tensor::from_vec(vec![0.5f32; n], shape, dev).expect("input")
+}
+
+#[test]
+fn declared_bindings_are_the_binding_list_for_every_template() {
+    let dev = Device::cpu_with(DeviceConfig::default());
+    let lavapipe = Target::lavapipe();
+    let x = input(&[64, 128], &dev);
+    let w = input(&[96, 128], &dev);
+    let odd = input(&[7, 9], &dev);
+    let cases: Vec<(Tensor, &str)> = vec![
+        ((&x * 2.0 + 1.0).tanh(), "elementwise vec4 with parameters"),
+        (odd.exp(), "elementwise scalar without parameters"),
+        (x.sum([1], false), "reduction per invocation"),
+        (
+            input(&[4, 4096], &dev).max([1], true),
+            "reduction workgroup tree",
+        ),
+        (input(&[1 << 18], &dev).sum_all(), "split reduction"),
+        (x.softmax(-1), "softmax vec4"),
+        (odd.log_softmax(0), "softmax over a strided axis"),
+        ((x.matmul(&w.t()) + 1.0).relu(), "matmul with epilogue"),
+    ];
+    for (t, what) in &cases {
+        check(&[t], &lavapipe, what);
+    }
+    for matmul in [MatmulKernel::Tiled, MatmulKernel::Blocked] {
+        let target = Target {
+            matmul,
+            ..Target::lavapipe()
+        };
+        check(&[&x.matmul(&w.t())], &target, &format!("{matmul:?} matmul"));
+    }
+    // The lane matmul brings two packing kernels.
+    assert_eq!(check(&[&x.matmul(&w.t())], &lavapipe, "lane matmul"), 3);
+    // Bindings of 1 KiB: every buffer here is bound in several parts.
+    let tiny = Target {
+        binding_part_bytes: 1024,
+        ..Target::lavapipe()
+    };
+    let y = (&x * 2.0 + &x.t().reshape([64, 128])).exp();
+    check(&[&y, &x.sum_all()], &tiny, "buffers in parts");
+}
