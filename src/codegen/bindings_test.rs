@@ -8,7 +8,7 @@
 use super::{CodegenContext, KernelSource, generate_kernel, generate_root_kernel};
 use crate::graph::Graph;
 use crate::kernel::{Binding, MatmulKernel, Target};
-use crate::schedule::{KernelKind, schedule};
+use crate::schedule::{KernelKind, schedule, split_reductions};
 use crate::{Device, DeviceConfig, Tensor};
 
 /// Every kernel (and packing kernel) of the graph computing `outputs`, as
@@ -16,7 +16,7 @@ use crate::{Device, DeviceConfig, Tensor};
 fn kernels_of(outputs: &[&Tensor], target: &Target) -> Vec<KernelSource> {
     let nodes: Vec<_> = outputs.iter().map(|t| t.node()).collect();
     let graph = Graph::collect(&nodes, true);
-    let key = &graph.key;
+    let key = &split_reductions(&graph.key).key;
     let mut stored: Vec<bool> = key
         .nodes
         .iter()

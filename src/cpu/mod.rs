@@ -278,8 +278,11 @@ fn eval(op: &Op, dtype: DType, shape: &[usize], p: &[u32], inputs: &[&Arr]) -> A
             Arr::from_bits(dtype, shape, reduce::to_bits(&out, dtype))
         }
         Op::Reduce { op, axes, parts } => {
+            // Traced graphs hold one-stage reductions; splitting is a
+            // lowering for the GPU (`schedule::split_reductions`).
+            assert_eq!(*parts, 1, "the CPU reference runs traced graphs only");
             let x = inputs[0];
-            let values = reduce::reduce(*op, &x.to_f64(), &x.shape(), axes, *parts);
+            let values = reduce::reduce(*op, &x.to_f64(), &x.shape(), axes);
             Arr::from_bits(dtype, shape, reduce::to_bits(&values, dtype))
         }
         Op::Softmax { axis, log } => {

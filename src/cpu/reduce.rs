@@ -5,23 +5,14 @@ use crate::dtype::DType;
 use crate::graph::op::ReduceOp;
 use crate::shape::{contiguous_strides, numel};
 
-/// `values` (row-major, `shape`) reduced over `axes`, with the reduced
-/// elements split into `parts` interleaved parts in groups of four (part
-/// `p` takes groups `p, p + parts, ..` of four reduced elements; see
-/// `Op::Reduce`); results in row-major order of the keepdim shape, part
-/// index innermost.
-pub(crate) fn reduce(
-    op: ReduceOp,
-    values: &[f64],
-    shape: &[usize],
-    axes: &[usize],
-    parts: usize,
-) -> Vec<f64> {
+/// `values` (row-major, `shape`) reduced over `axes`, every reduced
+/// element in row-major order; results in row-major order of the keepdim
+/// shape. The first NaN wins `max`/`min` and the arg ops, as in PyTorch.
+pub(crate) fn reduce(op: ReduceOp, values: &[f64], shape: &[usize], axes: &[usize]) -> Vec<f64> {
     let strides = contiguous_strides(shape);
     let kept: Vec<usize> = (0..shape.len()).filter(|d| !axes.contains(d)).collect();
     let outer = numel(&kept.iter().map(|&d| shape[d]).collect::<Vec<_>>());
     let reduced: usize = axes.iter().map(|&d| shape[d]).product();
-    let parts = parts.max(1);
     let position = |mut o: usize, mut r: usize| {
         let mut pos = 0;
         for &d in kept.iter().rev() {
@@ -34,51 +25,37 @@ pub(crate) fn reduce(
         }
         pos
     };
-    let mut out = Vec::with_capacity(outer * parts);
+    let mut out = Vec::with_capacity(outer);
     for o in 0..outer {
-        for p in 0..parts {
-            let begin = p;
-            let mut acc = match op {
-                ReduceOp::Sum => 0.0,
-                ReduceOp::Prod => 1.0,
-                ReduceOp::Max | ReduceOp::ArgMax => f64::NEG_INFINITY,
-                ReduceOp::Min | ReduceOp::ArgMin => f64::INFINITY,
-            };
-            let mut best = 0usize;
-            // With one part, every element in order; else groups of four.
-            let elements: Box<dyn Iterator<Item = usize>> = if parts == 1 {
-                Box::new(0..reduced)
-            } else {
-                Box::new(
-                    (begin..reduced.div_ceil(4))
-                        .step_by(parts)
-                        .flat_map(|g| 4 * g..(4 * g + 4).min(reduced)),
-                )
-            };
-            for (seen, r) in elements.enumerate() {
-                let v = values[position(o, r)];
-                match op {
-                    ReduceOp::Sum => acc += v,
-                    ReduceOp::Prod => acc *= v,
-                    ReduceOp::Max => acc = if v > acc || v.is_nan() { v } else { acc },
-                    ReduceOp::Min => acc = if v < acc || v.is_nan() { v } else { acc },
-                    // The first NaN wins, as in PyTorch.
-                    ReduceOp::ArgMax => {
-                        if !acc.is_nan() && (v > acc || v.is_nan() || seen == 0) {
-                            acc = v;
-                            best = r;
-                        }
+        let mut acc = match op {
+            ReduceOp::Sum => 0.0,
+            ReduceOp::Prod => 1.0,
+            ReduceOp::Max | ReduceOp::ArgMax => f64::NEG_INFINITY,
+            ReduceOp::Min | ReduceOp::ArgMin => f64::INFINITY,
+        };
+        let mut best = 0usize;
+        for r in 0..reduced {
+            let v = values[position(o, r)];
+            match op {
+                ReduceOp::Sum => acc += v,
+                ReduceOp::Prod => acc *= v,
+                ReduceOp::Max => acc = if v > acc || v.is_nan() { v } else { acc },
+                ReduceOp::Min => acc = if v < acc || v.is_nan() { v } else { acc },
+                ReduceOp::ArgMax => {
+                    if !acc.is_nan() && (v > acc || v.is_nan() || r == 0) {
+                        acc = v;
+                        best = r;
                     }
-                    ReduceOp::ArgMin => {
-                        if !acc.is_nan() && (v < acc || v.is_nan() || seen == 0) {
-                            acc = v;
-                            best = r;
-                        }
+                }
+                ReduceOp::ArgMin => {
+                    if !acc.is_nan() && (v < acc || v.is_nan() || r == 0) {
+                        acc = v;
+                        best = r;
                     }
                 }
             }
-            out.push(if op.is_arg() { best as f64 } else { acc });
         }
+        out.push(if op.is_arg() { best as f64 } else { acc });
     }
     out
 }

@@ -148,6 +148,20 @@ impl Graph {
         }
     }
 
+    /// The same graph with another structure `key` whose node `i` computes
+    /// (part of) this graph's node `origin[i]` (a lowering of it), reading
+    /// the same inputs and parameters.
+    pub fn lowered(&self, key: GraphKey, origin: &[usize]) -> Graph {
+        Graph {
+            hash: key.structural_hash(),
+            key,
+            inputs: self.inputs.clone(),
+            params: self.params.clone(),
+            output_nodes: Vec::new(),
+            locations: origin.iter().map(|&o| self.locations[o]).collect(),
+        }
+    }
+
     /// Collects the graph that computes `outputs`. Pending nodes become ops;
     /// stored nodes become inputs. Duplicate outputs are kept once.
     pub fn collect(outputs: &[Arc<Node>], fused: bool) -> Graph {

@@ -189,7 +189,8 @@ pub enum Op {
     /// shaped like `src`; out-of-range indices are dropped).
     ScatterAdd(usize),
     /// Reduction over `axes`; the output keeps them as size-1 dims. With
-    /// `parts > 1` the reduced elements (numbered in row-major order of the
+    /// `parts > 1` (only in graphs lowered for the GPU, see
+    /// `schedule::split_reductions`) the reduced elements (numbered in row-major order of the
     /// reduced dims) are split into `parts` interleaved parts, in groups of
     /// four: part `p` takes groups `p, p + parts, ..` (elements `4p ..
     /// 4p + 3`, then `4(p + parts) ..`), and the output has one more

@@ -16,6 +16,10 @@
 //! With fusion off every computing op is written by its own kernel
 //! (movement ops stay index arithmetic: views never copy).
 
+mod split;
+
+pub(crate) use split::{Lowered, split_reductions};
+
 use crate::graph::op::Op;
 use crate::graph::{GKind, GraphKey};
 use crate::shape::numel;
@@ -441,12 +445,41 @@ mod tests {
     }
 
     #[test]
-    fn a_huge_sum_is_two_stages() {
+    fn a_huge_sum_is_two_stages_on_the_gpu_and_one_in_the_trace() {
         let dev = cpu();
         let x = input(&[1 << 20], &dev);
-        let k = kernels_of(&[&x.sum_all()]);
+        let graph = Graph::collect(&[x.sum_all().node()], true);
+        // The traced graph (the cache key, the CPU reference): one stage.
+        assert_eq!(schedule(&graph.key, 30).kernels.len(), 1);
+        // Lowered for the GPU: partial sums, their sum, a reshape.
+        let lowered = split_reductions(&graph.key);
+        assert_eq!(lowered.key.nodes.len(), graph.key.nodes.len() + 2);
+        assert_eq!(lowered.origin.len(), lowered.key.nodes.len());
+        let k = schedule(&lowered.key, 30).kernels;
         assert_eq!(k.len(), 2, "{k:?}");
         assert!(k.iter().all(is_root));
+        let partial = lowered
+            .key
+            .nodes
+            .iter()
+            .find(|n| matches!(n.kind, GKind::Op { op: Op::Reduce { parts, .. }, .. } if parts > 1))
+            .expect("a partial reduction");
+        assert_eq!(partial.shape, vec![1, 1 << 13], "8,192 parts of 128");
+        let out = lowered.key.outputs[0];
+        assert_eq!(lowered.key.nodes[out].shape, Vec::<usize>::new());
+    }
+
+    #[test]
+    fn short_or_wide_reductions_stay_one_stage() {
+        let dev = cpu();
+        let long_rows = input(&[128, 1 << 16], &dev).sum([1], false);
+        let short = input(&[1000], &dev).sum_all();
+        let argmax = input(&[1 << 17], &dev).argmax(0, false);
+        for t in [&long_rows, &short, &argmax] {
+            let graph = Graph::collect(&[t.node()], true);
+            let lowered = split_reductions(&graph.key);
+            assert_eq!(lowered.key, graph.key, "{:?}", t.shape());
+        }
     }
 
     #[test]

@@ -18,11 +18,6 @@ use crate::graph::Node;
 use crate::graph::op::{Op, ReduceOp};
 use crate::shape::{broadcast_shapes, numel};
 
-/// Reduced elements past which a reduction with few outputs is split into
-/// two kernels (partial results, then their reduction), so that the first
-/// one spreads over many workgroups.
-const SPLIT_THRESHOLD: usize = 1 << 16;
-
 #[track_caller]
 fn resolve_axes(op: &str, axes: Vec<isize>, rank: usize) -> Vec<usize> {
     if axes.is_empty() {
@@ -61,8 +56,9 @@ fn squeezed_shape(shape: &[usize], axes: &[usize]) -> Vec<usize> {
         .collect()
 }
 
-/// The reduction node of `x` (keepdim shape), split in two stages when it
-/// is long and has few outputs.
+/// The reduction node of `x` (keepdim shape). Long reductions are split
+/// in two stages by the GPU's lowering (`schedule::split_reductions`), not
+/// here: the traced graph and the CPU reference keep one stage.
 fn reduce_node(
     x: &Arc<Node>,
     op: ReduceOp,
@@ -70,45 +66,6 @@ fn reduce_node(
     dtype: DType,
     loc: &'static Location<'static>,
 ) -> Arc<Node> {
-    let reduced: usize = axes.iter().map(|&d| x.shape[d]).product();
-    let outer = numel(&x.shape) / reduced.max(1);
-    let keep = keepdim_shape(&x.shape, axes);
-    if reduced >= SPLIT_THRESHOLD && outer <= 64 && !op.is_arg() {
-        // About 128 elements a part: the first stage then runs one
-        // invocation per part (no workgroup tree), neighbours reading
-        // neighbouring elements.
-        let parts = (reduced / 128).clamp(2, 1 << 17);
-        let mut partial_shape = keep.clone();
-        partial_shape.push(parts);
-        let partial = Node::pending(
-            Op::Reduce {
-                op,
-                axes: axes.to_vec(),
-                parts,
-            },
-            vec![x.clone()],
-            Vec::new(),
-            partial_shape.clone(),
-            dtype,
-            loc,
-        );
-        let last = partial_shape.len() - 1;
-        let mut final_shape = keep.clone();
-        final_shape.push(1);
-        let total = Node::pending(
-            Op::Reduce {
-                op,
-                axes: vec![last],
-                parts: 1,
-            },
-            vec![partial],
-            Vec::new(),
-            final_shape,
-            dtype,
-            loc,
-        );
-        return reshape_node(&total, &keep, loc);
-    }
     Node::pending(
         Op::Reduce {
             op,
@@ -117,7 +74,7 @@ fn reduce_node(
         },
         vec![x.clone()],
         Vec::new(),
-        keep,
+        keepdim_shape(&x.shape, axes),
         dtype,
         loc,
     )

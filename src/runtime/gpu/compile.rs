@@ -14,7 +14,7 @@ use crate::error::{Error, Result};
 use crate::graph::{GKind, Graph, GraphKey};
 use crate::kernel::Target;
 use crate::metrics::Metrics;
-use crate::schedule::{KernelKind, schedule};
+use crate::schedule::{KernelKind, Lowered, schedule, split_reductions};
 use crate::shape::numel;
 
 use super::bind::CachedBindGroup;
@@ -55,6 +55,11 @@ fn scratch_bytes((width, height, layers): (u32, u32, u32)) -> u64 {
 /// A compiled graph: its kernels in order, and which outputs are written
 /// into the buffer of which (donated) input.
 pub(crate) struct Executable {
+    /// The graph lowered for the GPU (long reductions split), which the
+    /// kernels, donations and releases index; `origin` maps each of its
+    /// nodes to the traced graph's node (for source lines).
+    pub(super) key: GraphKey,
+    pub(super) origin: Vec<usize>,
     pub(super) kernels: Vec<CompiledKernel>,
     pub(super) donations: Vec<(usize, usize)>,
     /// Per kernel: intermediates (written, not graph outputs) whose last
@@ -211,6 +216,9 @@ pub(super) fn executable(
         ),
     }
     caches.by_site.put(site, graph.key.clone());
+    let traced = graph;
+    let Lowered { key, origin } = split_reductions(&traced.key);
+    let graph = &traced.lowered(key, &origin);
     let max_bindings = target.max_storage_buffers;
     // Dumped kernels name the graph node and source line on each line.
     let origins: Option<Vec<String>> = caches.dump_dir.as_ref().map(|_| {
@@ -344,16 +352,18 @@ pub(super) fn executable(
     }
     let releases = plan_releases(&graph.key, &kernels);
     let exe = Arc::new(Executable {
+        key: graph.key.clone(),
+        origin,
         kernels,
         donations,
         releases,
     });
-    match caches.executables.get_mut(&graph.hash) {
-        Some(entries) => entries.push((graph.key.clone(), exe.clone())),
+    match caches.executables.get_mut(&traced.hash) {
+        Some(entries) => entries.push((traced.key.clone(), exe.clone())),
         None => {
             caches
                 .executables
-                .put(graph.hash, vec![(graph.key.clone(), exe.clone())]);
+                .put(traced.hash, vec![(traced.key.clone(), exe.clone())]);
         }
     }
     Ok(exe)

@@ -34,7 +34,8 @@ pub(crate) fn run_graph(
         executable((ctx, target), &mut caches, metrics, graph)?
     };
     let encode_start = std::time::Instant::now();
-    let nodes = &graph.key.nodes;
+    let nodes = &exe.key.nodes;
+    let location = |n: usize| graph.locations[exe.origin[n]];
     // Stored data each node is read from, and the buffer each written node
     // is written to. They differ for an output that is itself an input (a
     // strided view being made contiguous).
@@ -49,7 +50,7 @@ pub(crate) fn run_graph(
                         during: format!("graph {:016x}", graph.hash),
                         message: format!(
                             "input created at {} lives on the CPU device; tensors of different devices cannot be mixed",
-                            graph.locations[i]
+                            location(i)
                         ),
                     });
                 }
@@ -60,7 +61,7 @@ pub(crate) fn run_graph(
         written[o] = buffers[x].clone();
         metrics.add("buffers_donated", 1);
     }
-    for &o in &graph.key.outputs {
+    for &o in &exe.key.outputs {
         if written[o].is_none() {
             // Empty outputs are never written by a kernel.
             written[o] = Some(ctx.alloc(pool, numel(&nodes[o].shape), "empty output")?);
@@ -92,11 +93,7 @@ pub(crate) fn run_graph(
             // same pass reuse them (wgpu orders the dispatches' accesses).
             for &w in &k.source.writes {
                 if written[w].is_none() {
-                    let what = format!(
-                        "output of {} at {}",
-                        op_name(&nodes[w].kind),
-                        graph.locations[w]
-                    );
+                    let what = format!("output of {} at {}", op_name(&nodes[w].kind), location(w));
                     written[w] = Some(ctx.alloc(pool, numel(&nodes[w].shape), &what)?);
                 }
             }
@@ -176,7 +173,7 @@ pub(crate) fn run_graph(
         }
     }
     metrics.add("kernel_launches", exe.kernels.len() as u64);
-    if let (Some(staging), Some(&o)) = (readback, graph.key.outputs.first()) {
+    if let (Some(staging), Some(&o)) = (readback, exe.key.outputs.first()) {
         let Some(buf) = written[o].as_ref() else {
             return Err(Error::Device {
                 during: format!("graph {:016x}", graph.hash),
@@ -216,7 +213,7 @@ pub(crate) fn run_graph(
                     op_name(&nodes[w].kind),
                     nodes[w].shape,
                     k.source.writes.len(),
-                    graph.locations[w]
+                    location(w)
                 ),
                 None => "kernel without outputs".to_string(),
             };
@@ -226,8 +223,7 @@ pub(crate) fn run_graph(
     metrics.add("graphs_executed", 1);
     ctx.take_error(&format!("graph {:016x}", graph.hash))?;
 
-    graph
-        .key
+    exe.key
         .outputs
         .iter()
         .map(|&o| {
