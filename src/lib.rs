@@ -71,6 +71,7 @@ pub use config::{DeviceConfig, MatmulChoice};
 pub use dtype::{DType, Element};
 pub use error::{Error, Result};
 pub use graph::op::{BinaryOp, ReduceOp, UnaryOp};
+pub use graph::semantics::NanResult;
 pub use metrics::{MetricsSnapshot, TimerStats};
 pub use runtime::device::{Device, mark_step};
 pub use tensor::{IntoDims, IntoOperand, IntoShape, Operand, Tensor};

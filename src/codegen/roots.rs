@@ -120,10 +120,10 @@ fn identity(op: ReduceOp, dtype: DType) -> String {
     match (op, dtype) {
         (ReduceOp::Sum, d) => format!("{}(0)", d.wgsl_value_type()),
         (ReduceOp::Prod, d) => format!("{}(1)", d.wgsl_value_type()),
-        (ReduceOp::Max | ReduceOp::ArgMax, DType::F32) => "bitcast<f32>(0xff800000u)".into(),
+        // Floats start from the table's identity (infinities by their bits).
+        (op, DType::F32) => format!("bitcast<f32>({:#010x}u)", (op.identity() as f32).to_bits()),
         (ReduceOp::Max | ReduceOp::ArgMax, DType::I32) => "bitcast<i32>(0x80000000u)".into(),
         (ReduceOp::Max | ReduceOp::ArgMax, _) => "0u".into(),
-        (ReduceOp::Min | ReduceOp::ArgMin, DType::F32) => "bitcast<f32>(0x7f800000u)".into(),
         (ReduceOp::Min | ReduceOp::ArgMin, DType::I32) => "bitcast<i32>(0x7fffffffu)".into(),
         (ReduceOp::Min | ReduceOp::ArgMin, _) => "0xffffffffu".into(),
     }

@@ -27,12 +27,7 @@ pub(crate) fn reduce(op: ReduceOp, values: &[f64], shape: &[usize], axes: &[usiz
     };
     let mut out = Vec::with_capacity(outer);
     for o in 0..outer {
-        let mut acc = match op {
-            ReduceOp::Sum => 0.0,
-            ReduceOp::Prod => 1.0,
-            ReduceOp::Max | ReduceOp::ArgMax => f64::NEG_INFINITY,
-            ReduceOp::Min | ReduceOp::ArgMin => f64::INFINITY,
-        };
+        let mut acc = op.identity();
         let mut best = 0usize;
         for r in 0..reduced {
             let v = values[position(o, r)];

@@ -4,6 +4,7 @@
 mod collect;
 mod node;
 pub mod op;
+pub mod semantics;
 
 pub(crate) use collect::{GKind, GNode, Graph, GraphKey};
 pub(crate) use node::Node;
