@@ -16,8 +16,10 @@
 //! With fusion off every computing op is written by its own kernel
 //! (movement ops stay index arithmetic: views never copy).
 
+mod donation;
 mod split;
 
+pub(crate) use donation::reads_only_at_own_element;
 pub(crate) use split::{Lowered, split_reductions};
 
 use crate::graph::op::Op;

@@ -14,7 +14,7 @@ use crate::error::{Error, Result};
 use crate::graph::{GKind, Graph, GraphKey};
 use crate::kernel::Target;
 use crate::metrics::Metrics;
-use crate::schedule::{KernelKind, Lowered, schedule, split_reductions};
+use crate::schedule::{KernelKind, Lowered, reads_only_at_own_element, schedule, split_reductions};
 use crate::shape::numel;
 
 use super::bind::CachedBindGroup;
@@ -96,9 +96,10 @@ fn plan_releases(key: &GraphKey, kernels: &[CompiledKernel]) -> Vec<Vec<usize>> 
 /// Chooses outputs that write into the buffer of a donated input (one the
 /// graph alone still needs), so an in-place update such as `w -= lr * g`
 /// allocates nothing. An input qualifies when at most one kernel reads it,
-/// and that kernel reads it only at each invocation's own element: then
-/// every element is read before the same invocation overwrites it. Returns
-/// `(output node, input node)` pairs and regenerates the kernels involved.
+/// and that kernel reads it only at each invocation's own element (decided
+/// on the graph: `schedule::reads_only_at_own_element`): then every element
+/// is read before the same invocation overwrites it. Returns `(output
+/// node, input node)` pairs and regenerates the kernels involved.
 fn plan_donations(
     graph: &Graph,
     cx: &CodegenContext,
@@ -133,22 +134,34 @@ fn plan_donations(
                 if taken || !fits {
                     continue;
                 }
+                let stored = |i: usize| available[k][i];
+                if !reads_only_at_own_element(&graph.key, &groups[k].outputs, &stored, x) {
+                    continue 'kernels;
+                }
                 let mut trial = aliases[k].clone();
                 trial.push((x, j));
                 let source = generate_kernel(
                     &graph.key,
                     &groups[k].outputs,
                     groups[k].numel,
-                    &|i| available[k][i],
+                    &stored,
                     &trial,
                     cx,
                 );
-                if !source.alias_violation {
-                    sources[k] = source;
-                    aliases[k] = trial;
-                    donations.push((o, x));
-                    break 'kernels;
+                // Code generation reads an aliased input from the output's
+                // binding only at the own element; the graph said it would.
+                if source.alias_violation {
+                    log::error!(
+                        "graph {:016x}: node {x} was judged safe to donate to node {o} but is read elsewhere; not donated",
+                        graph.hash
+                    );
+                    debug_assert!(false, "donation analysis and code generation disagree");
+                    continue 'kernels;
                 }
+                sources[k] = source;
+                aliases[k] = trial;
+                donations.push((o, x));
+                break 'kernels;
             }
         }
     }
