@@ -2,7 +2,7 @@
 
 use std::fmt;
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Arc, Mutex, Weak};
+use std::sync::{Arc, Mutex};
 
 use crate::config::DeviceConfig;
 use crate::cpu;
@@ -14,7 +14,7 @@ use crate::runtime::gpu::{GpuCaches, GpuContext, run_graph};
 use crate::runtime::pool::BufferPool;
 use crate::runtime::storage::{DataBuffer, Storage};
 use crate::shape::numel;
-use crate::tensor::Handle;
+use crate::tensor::{Handle, LiveTensors};
 
 /// A device: the wgpu GPU backend or the ndarray CPU reference backend.
 ///
@@ -33,7 +33,8 @@ pub(crate) struct DeviceInner {
     /// Idle GPU buffers of this device (and its memory gauges).
     pool: Arc<BufferPool>,
     rng: Mutex<RngState>,
-    live: Mutex<LiveSet>,
+    /// The tensors the program still holds (the front end's record).
+    live: LiveTensors,
     fusion: AtomicBool,
     verify: AtomicBool,
     /// Test hook: corrupt the next GPU result (to prove verify catches it).
@@ -54,13 +55,6 @@ struct RngState {
     counter: u64,
 }
 
-/// Weak references to every tensor handle made on the device: the tensors
-/// the user can still see are exactly the ones that upgrade.
-struct LiveSet {
-    handles: Vec<Weak<Handle>>,
-    prune_at: usize,
-}
-
 impl Device {
     fn with_backend(backend: Backend, config: DeviceConfig) -> Device {
         let metrics = Arc::new(Metrics::new());
@@ -73,10 +67,7 @@ impl Device {
                     seed: 0,
                     counter: 0,
                 }),
-                live: Mutex::new(LiveSet {
-                    handles: Vec::new(),
-                    prune_at: 1024,
-                }),
+                live: LiveTensors::new(),
                 fusion: AtomicBool::new(config.fusion),
                 verify: AtomicBool::new(config.verify),
                 corrupt_next: AtomicBool::new(false),
@@ -143,21 +134,11 @@ impl Device {
     /// Only bases are computed: a view is a window on its base, so after
     /// the step it reads the stored base (and still aliases it).
     pub fn mark_step(&self) -> Result<()> {
-        let live = self.live_handles();
-        let pending: Vec<Arc<Node>> = live
-            .iter()
-            .filter(|h| h.is_base())
-            .map(|h| h.node())
-            .filter(|n| n.is_pending())
-            .collect();
+        let (pending, live) = self.inner.live.pending_bases();
         if !pending.is_empty() {
             self.realize(&pending)?;
         }
-        // Re-derive views as windows on the stored bases, dropping the
-        // pending history they held.
-        for h in live.iter().filter(|h| !h.is_base()) {
-            h.node();
-        }
+        LiveTensors::after_step(&live);
         Ok(())
     }
 
@@ -237,19 +218,7 @@ impl Device {
     }
 
     pub(crate) fn register(&self, handle: &Arc<Handle>) {
-        let mut live = self.inner.live.lock().unwrap_or_else(|e| e.into_inner());
-        live.handles.push(Arc::downgrade(handle));
-        if live.handles.len() >= live.prune_at {
-            live.handles.retain(|w| w.strong_count() > 0);
-            live.prune_at = (live.handles.len() * 2).max(1024);
-        }
-    }
-
-    fn live_handles(&self) -> Vec<Arc<Handle>> {
-        let mut live = self.inner.live.lock().unwrap_or_else(|e| e.into_inner());
-        live.handles.retain(|w| w.strong_count() > 0);
-        live.prune_at = (live.handles.len() * 2).max(1024);
-        live.handles.iter().filter_map(Weak::upgrade).collect()
+        self.inner.live.register(handle);
     }
 
     /// Computes `nodes` (as one graph) and stores their results in them.

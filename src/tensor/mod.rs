@@ -7,6 +7,7 @@ mod display;
 mod elementwise;
 mod indexing;
 mod inplace;
+mod live;
 mod movement;
 mod overloads;
 mod readback;
@@ -19,6 +20,7 @@ use std::sync::{Arc, Mutex};
 pub use dims::{IntoDims, IntoShape};
 pub(crate) use elementwise::convert_scalar;
 pub use elementwise::{IntoOperand, Operand};
+pub(crate) use live::LiveTensors;
 
 use crate::autograd::GradState;
 use crate::dtype::DType;

@@ -14,7 +14,9 @@ use crate::error::{Error, Result};
 use crate::graph::{GKind, Graph, GraphKey};
 use crate::kernel::Target;
 use crate::metrics::Metrics;
-use crate::schedule::{KernelKind, Lowered, reads_only_at_own_element, schedule, split_reductions};
+use crate::schedule::{
+    KernelGroup, KernelKind, Lowered, reads_only_at_own_element, schedule, split_reductions,
+};
 use crate::shape::numel;
 
 use super::bind::CachedBindGroup;
@@ -103,7 +105,7 @@ fn plan_releases(key: &GraphKey, kernels: &[CompiledKernel]) -> Vec<Vec<usize>> 
 fn plan_donations(
     graph: &Graph,
     cx: &CodegenContext,
-    groups: &[crate::schedule::KernelGroup],
+    groups: &[KernelGroup],
     available: &[Vec<bool>],
     sources: &mut [KernelSource],
 ) -> Vec<(usize, usize)> {
@@ -192,7 +194,9 @@ impl GpuCaches {
     }
 }
 
-/// Looks up or compiles the executable of `graph`.
+/// Looks up or compiles the executable of `graph`: lowered for the GPU
+/// (long reductions split), scheduled, generated against the target,
+/// donations and liveness planned, pipelines compiled (or found).
 pub(super) fn executable(
     (ctx, target): (&GpuContext, &Target),
     caches: &mut GpuCaches,
@@ -207,110 +211,17 @@ pub(super) fn executable(
     }
     metrics.add("graph_cache_misses", 1);
     let compile_start = std::time::Instant::now();
-    let site: Vec<String> = graph
-        .key
-        .outputs
-        .iter()
-        .map(|&o| graph.locations[o].to_string())
-        .collect();
-    match caches.by_site.get(&site) {
-        Some(before) => {
-            metrics.add("recompiles", 1);
-            log::debug!(
-                "graph {:016x}: cache miss, recompiling the graph of outputs at {site:?}: {}",
-                graph.hash,
-                graph.key.first_difference(before)
-            );
-        }
-        None => log::debug!(
-            "graph {:016x}: cache miss, new graph of {} nodes with outputs at {site:?}",
-            graph.hash,
-            graph.key.nodes.len()
-        ),
-    }
-    caches.by_site.put(site, graph.key.clone());
+    note_miss(caches, metrics, graph);
     let traced = graph;
     let Lowered { key, origin } = split_reductions(&traced.key);
     let graph = &traced.lowered(key, &origin);
-    let max_bindings = target.max_storage_buffers;
     // Dumped kernels name the graph node and source line on each line.
-    let origins: Option<Vec<String>> = caches.dump_dir.as_ref().map(|_| {
-        graph
-            .key
-            .nodes
-            .iter()
-            .zip(&graph.locations)
-            .map(|(n, loc)| {
-                let op = match &n.kind {
-                    GKind::Input { .. } => "input",
-                    GKind::Op { op, .. } => op.name(),
-                };
-                format!("{op} {loc}")
-            })
-            .collect()
-    });
+    let origins = caches.dump_dir.as_ref().map(|_| node_labels(graph));
     let cx = CodegenContext {
         target,
         origins: origins.as_deref(),
     };
-    let plan = schedule(&graph.key, max_bindings.saturating_sub(2).max(1));
-    let nodes = &graph.key.nodes;
-    let mut stored: Vec<bool> = nodes
-        .iter()
-        .map(|n| matches!(n.kind, GKind::Input { .. }))
-        .collect();
-    let mut groups = plan.kernels;
-    let mut available = Vec::with_capacity(groups.len());
-    let mut sources = Vec::with_capacity(groups.len());
-    let mut k = 0;
-    while k < groups.len() {
-        let group = &groups[k];
-        let source = match group.kind {
-            KernelKind::Elementwise => generate_kernel(
-                &graph.key,
-                &group.outputs,
-                group.numel,
-                &|i| stored[i],
-                &[],
-                &cx,
-            ),
-            KernelKind::Root { node, write_root } => generate_root_kernel(
-                &graph.key,
-                node,
-                write_root,
-                &group.outputs,
-                &|i| stored[i],
-                &cx,
-            ),
-        };
-        // The schedule bounds a kernel's outputs, but what it reads is
-        // known only once its expressions are inlined: an elementwise
-        // kernel over the binding limit is cut in two and both are
-        // generated again (the second may read the first's outputs).
-        if group.kind == KernelKind::Elementwise
-            && source.buffer_bindings() > max_bindings
-            && group.outputs.len() > 1
-        {
-            let half = group.outputs.len() / 2;
-            let rest = groups[k].outputs.split_off(half);
-            let numel = groups[k].numel;
-            groups.insert(
-                k + 1,
-                crate::schedule::KernelGroup {
-                    kind: KernelKind::Elementwise,
-                    numel,
-                    outputs: rest,
-                },
-            );
-            continue;
-        }
-        available.push(stored.clone());
-        for &o in &source.writes {
-            stored[o] = true;
-        }
-        sources.push(source);
-        k += 1;
-    }
+    let (groups, available, mut sources) = generate(graph, &cx);
     let donations = plan_donations(graph, &cx, &groups, &available, &mut sources);
     if !donations.is_empty() {
         log::debug!(
@@ -320,42 +231,14 @@ pub(super) fn executable(
     }
     let mut kernels = Vec::with_capacity(sources.len());
     for (k, source) in sources.into_iter().enumerate() {
-        for s in std::iter::once(&source).chain(&source.packs) {
-            let bindings = s.buffer_bindings();
-            if bindings > max_bindings {
-                return Err(Error::Compile {
-                    graph_hash: graph.hash,
-                    kernel: k,
-                    message: format!(
-                        "kernel needs {bindings} storage buffers, the adapter allows {max_bindings} (at {})",
-                        graph.locations[source.writes.first().copied().unwrap_or(0)]
-                    ),
-                    source_code: s.wgsl.clone(),
-                });
-            }
-        }
-        let mut packs = Vec::with_capacity(source.packs.len());
-        for p in &source.packs {
-            let pipeline = pipeline(ctx, caches, metrics, &p.wgsl, graph.hash, k)?;
-            packs.push((pipeline, grid(ctx, p.groups)));
-        }
-        let scratch = source
-            .scratch
-            .iter()
-            .map(|&size| {
-                (scratch_bytes(size) <= KEPT_SCRATCH_BYTES).then(|| scratch_texture(ctx, size))
-            })
-            .collect();
-        let pipeline = pipeline(ctx, caches, metrics, &source.wgsl, graph.hash, k)?;
-        let bind_groups = (0..=packs.len()).map(|_| Mutex::new(Vec::new())).collect();
-        kernels.push(CompiledKernel {
-            pipeline,
-            workgroups: grid(ctx, source.groups),
+        kernels.push(compile_kernel(
+            (ctx, target),
+            caches,
+            metrics,
+            graph,
+            k,
             source,
-            packs,
-            scratch,
-            bind_groups,
-        });
+        )?);
     }
     metrics.add("graphs_compiled", 1);
     metrics.record("compile", compile_start.elapsed());
@@ -380,6 +263,157 @@ pub(super) fn executable(
         }
     }
     Ok(exe)
+}
+
+/// Logs a cache miss, telling a recompilation (the same output source
+/// lines as a graph compiled before, another structure: counted in
+/// `recompiles`, with what changed) from a new graph.
+fn note_miss(caches: &mut GpuCaches, metrics: &Metrics, graph: &Graph) {
+    let site: Vec<String> = graph
+        .key
+        .outputs
+        .iter()
+        .map(|&o| graph.locations[o].to_string())
+        .collect();
+    match caches.by_site.get(&site) {
+        Some(before) => {
+            metrics.add("recompiles", 1);
+            log::debug!(
+                "graph {:016x}: cache miss, recompiling the graph of outputs at {site:?}: {}",
+                graph.hash,
+                graph.key.first_difference(before)
+            );
+        }
+        None => log::debug!(
+            "graph {:016x}: cache miss, new graph of {} nodes with outputs at {site:?}",
+            graph.hash,
+            graph.key.nodes.len()
+        ),
+    }
+    caches.by_site.put(site, graph.key.clone());
+}
+
+/// Per node: `op file:line`, the label of its lines in dumped kernels.
+fn node_labels(graph: &Graph) -> Vec<String> {
+    graph
+        .key
+        .nodes
+        .iter()
+        .zip(&graph.locations)
+        .map(|(n, loc)| {
+            let op = match &n.kind {
+                GKind::Input { .. } => "input",
+                GKind::Op { op, .. } => op.name(),
+            };
+            format!("{op} {loc}")
+        })
+        .collect()
+}
+
+/// The kernels of `graph` in order: their groups, which nodes each may
+/// read from memory, and their generated code. The schedule bounds a
+/// kernel's outputs, but what it reads is known only once its expressions
+/// are inlined: an elementwise kernel over the binding limit is cut in two
+/// and both are generated again (the second may read the first's outputs).
+fn generate(
+    graph: &Graph,
+    cx: &CodegenContext,
+) -> (Vec<KernelGroup>, Vec<Vec<bool>>, Vec<KernelSource>) {
+    let max_bindings = cx.target.max_storage_buffers;
+    let mut groups = schedule(&graph.key, max_bindings.saturating_sub(2).max(1)).kernels;
+    let mut stored: Vec<bool> = graph
+        .key
+        .nodes
+        .iter()
+        .map(|n| matches!(n.kind, GKind::Input { .. }))
+        .collect();
+    let mut available = Vec::with_capacity(groups.len());
+    let mut sources = Vec::with_capacity(groups.len());
+    let mut k = 0;
+    while k < groups.len() {
+        let group = &groups[k];
+        let read = |i: usize| stored[i];
+        let source = match group.kind {
+            KernelKind::Elementwise => {
+                generate_kernel(&graph.key, &group.outputs, group.numel, &read, &[], cx)
+            }
+            KernelKind::Root { node, write_root } => {
+                generate_root_kernel(&graph.key, node, write_root, &group.outputs, &read, cx)
+            }
+        };
+        if group.kind == KernelKind::Elementwise
+            && source.buffer_bindings() > max_bindings
+            && group.outputs.len() > 1
+        {
+            let half = group.outputs.len() / 2;
+            let rest = groups[k].outputs.split_off(half);
+            let numel = groups[k].numel;
+            let second = KernelGroup {
+                kind: KernelKind::Elementwise,
+                numel,
+                outputs: rest,
+            };
+            groups.insert(k + 1, second);
+            continue;
+        }
+        available.push(stored.clone());
+        for &o in &source.writes {
+            stored[o] = true;
+        }
+        sources.push(source);
+        k += 1;
+    }
+    (groups, available, sources)
+}
+
+/// Kernel `k` of `graph` compiled: its pipelines (and its packing
+/// kernels'), grids and scratch textures. A kernel over the adapter's
+/// binding limit is an `Error::Compile` with its source.
+fn compile_kernel(
+    (ctx, target): (&GpuContext, &Target),
+    caches: &mut GpuCaches,
+    metrics: &Metrics,
+    graph: &Graph,
+    k: usize,
+    source: KernelSource,
+) -> Result<CompiledKernel> {
+    let max_bindings = target.max_storage_buffers;
+    for s in std::iter::once(&source).chain(&source.packs) {
+        let bindings = s.buffer_bindings();
+        if bindings > max_bindings {
+            return Err(Error::Compile {
+                graph_hash: graph.hash,
+                kernel: k,
+                message: format!(
+                    "kernel needs {bindings} storage buffers, the adapter allows {max_bindings} (at {})",
+                    graph.locations[source.writes.first().copied().unwrap_or(0)]
+                ),
+                source_code: s.wgsl.clone(),
+            });
+        }
+    }
+    let mut packs = Vec::with_capacity(source.packs.len());
+    for p in &source.packs {
+        let pipeline = pipeline(ctx, caches, metrics, &p.wgsl, graph.hash, k)?;
+        packs.push((pipeline, grid(ctx, p.groups)));
+    }
+    let scratch = source
+        .scratch
+        .iter()
+        .map(|&size| {
+            (scratch_bytes(size) <= KEPT_SCRATCH_BYTES).then(|| scratch_texture(ctx, size))
+        })
+        .collect();
+    let pipeline = pipeline(ctx, caches, metrics, &source.wgsl, graph.hash, k)?;
+    let bind_groups = (0..=packs.len()).map(|_| Mutex::new(Vec::new())).collect();
+    Ok(CompiledKernel {
+        pipeline,
+        workgroups: grid(ctx, source.groups),
+        source,
+        packs,
+        scratch,
+        bind_groups,
+    })
 }
 
 /// An `rgba32float` texture array a matmul packs an operand into: written

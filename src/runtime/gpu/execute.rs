@@ -1,6 +1,7 @@
 //! Running a graph: allocate its written buffers, bind, encode one command
 //! buffer and submit it without waiting.
 
+use std::panic::Location;
 use std::sync::{Arc, Mutex};
 
 use crate::codegen::KernelSource;
@@ -8,11 +9,11 @@ use crate::error::{Error, Result};
 use crate::graph::{GKind, Graph};
 use crate::kernel::Target;
 use crate::runtime::pool::BufferPool;
-use crate::runtime::storage::{DataBuffer, GpuBuffer, Storage};
+use crate::runtime::storage::{DataBuffer, Storage};
 use crate::shape::{Layout, numel};
 
-use super::bind::bind_group;
-use super::compile::{GpuCaches, executable, scratch_texture};
+use super::bind::{NodeBuffer, bind_group};
+use super::compile::{CompiledKernel, Executable, GpuCaches, executable, scratch_texture};
 use super::context::GpuContext;
 
 /// Runs `graph`: compiles or finds its executable, allocates its written
@@ -34,46 +35,7 @@ pub(crate) fn run_graph(
         executable((ctx, target), &mut caches, metrics, graph)?
     };
     let encode_start = std::time::Instant::now();
-    let nodes = &exe.key.nodes;
-    let location = |n: usize| graph.locations[exe.origin[n]];
-    // Stored data each node is read from, and the buffer each written node
-    // is written to. They differ for an output that is itself an input (a
-    // strided view being made contiguous).
-    let mut buffers: Vec<Option<Arc<GpuBuffer>>> = vec![None; nodes.len()];
-    let mut written: Vec<Option<Arc<GpuBuffer>>> = vec![None; nodes.len()];
-    for (i, n) in nodes.iter().enumerate() {
-        if let GKind::Input { slot, .. } = n.kind {
-            match &graph.inputs[slot].buffer {
-                DataBuffer::Gpu(b) => buffers[i] = Some(b.clone()),
-                DataBuffer::Cpu(_) => {
-                    return Err(Error::Device {
-                        during: format!("graph {:016x}", graph.hash),
-                        message: format!(
-                            "input created at {} lives on the CPU device; tensors of different devices cannot be mixed",
-                            location(i)
-                        ),
-                    });
-                }
-            }
-        }
-    }
-    for &(o, x) in &exe.donations {
-        written[o] = buffers[x].clone();
-        metrics.add("buffers_donated", 1);
-    }
-    for &o in &exe.key.outputs {
-        if written[o].is_none() {
-            // Empty outputs are never written by a kernel.
-            written[o] = Some(ctx.alloc(pool, numel(&nodes[o].shape), "empty output")?);
-        }
-    }
-    let params = if graph.params.is_empty() {
-        None
-    } else {
-        metrics.add("params_uploaded_bytes", graph.params.len() as u64 * 4);
-        Some(ctx.upload(pool, &graph.params)?)
-    };
-
+    let mut run = Run::start(ctx, target, pool, graph, &exe)?;
     let mut encoder = ctx
         .device
         .create_command_encoder(&wgpu::CommandEncoderDescriptor::default());
@@ -85,66 +47,128 @@ pub(crate) fn run_graph(
             count: 2 * exe.kernels.len().max(1) as u32,
         })
     });
-    {
-        let mut pass: Option<wgpu::ComputePass<'static>> = None;
-        for (ki, k) in exe.kernels.iter().enumerate() {
-            // Buffers are taken as late as possible and intermediates given
-            // back right after their last reader, so later kernels of the
-            // same pass reuse them (wgpu orders the dispatches' accesses).
-            for &w in &k.source.writes {
-                if written[w].is_none() {
-                    let what = format!("output of {} at {}", op_name(&nodes[w].kind), location(w));
-                    written[w] = Some(ctx.alloc(pool, numel(&nodes[w].shape), &what)?);
+    run.encode(&mut encoder, queries.as_ref())?;
+    metrics.add("kernel_launches", exe.kernels.len() as u64);
+    if let (Some(staging), Some(&o)) = (readback, exe.key.outputs.first()) {
+        let buf = run.output_buffer(o)?;
+        encoder.copy_buffer_to_buffer(buf.buffer(), 0, staging, 0, Some(staging.size()));
+    }
+    let timestamps = queries
+        .as_ref()
+        .map(|q| resolve_timestamps(ctx, &mut encoder, q, exe.kernels.len()));
+    ctx.submit(encoder.finish());
+    metrics.record("encode_submit", encode_start.elapsed());
+    if let Some(staging) = timestamps {
+        run.record_profile(&staging)?;
+    }
+    metrics.add("graphs_executed", 1);
+    ctx.take_error(&format!("graph {:016x}", graph.hash))?;
+    run.outputs()
+}
+
+/// One run of an executable: the buffers each node is read from and
+/// written to while its kernels are encoded.
+struct Run<'a> {
+    ctx: &'a GpuContext,
+    part_bytes: usize,
+    pool: &'a Arc<BufferPool>,
+    graph: &'a Graph,
+    exe: &'a Executable,
+    params: NodeBuffer,
+    /// Stored data each node is read from, and the buffer each written
+    /// node is written to. They differ for an output that is itself an
+    /// input (a strided view being made contiguous).
+    buffers: Vec<NodeBuffer>,
+    written: Vec<NodeBuffer>,
+}
+
+impl<'a> Run<'a> {
+    /// Binds the graph's stored inputs, hands donated input buffers to
+    /// their outputs, allocates empty outputs and uploads the parameters.
+    fn start(
+        ctx: &'a GpuContext,
+        target: &Target,
+        pool: &'a Arc<BufferPool>,
+        graph: &'a Graph,
+        exe: &'a Executable,
+    ) -> Result<Run<'a>> {
+        let nodes = &exe.key.nodes;
+        let mut run = Run {
+            ctx,
+            part_bytes: target.binding_part_bytes,
+            pool,
+            graph,
+            exe,
+            params: None,
+            buffers: vec![None; nodes.len()],
+            written: vec![None; nodes.len()],
+        };
+        for (i, n) in nodes.iter().enumerate() {
+            if let GKind::Input { slot, .. } = n.kind {
+                match &graph.inputs[slot].buffer {
+                    DataBuffer::Gpu(b) => run.buffers[i] = Some(b.clone()),
+                    DataBuffer::Cpu(_) => {
+                        return Err(run.error(format!(
+                            "input created at {} lives on the CPU device; tensors of different devices cannot be mixed",
+                            run.location(i)
+                        )));
+                    }
                 }
             }
-            let scratch: Vec<wgpu::TextureView> = k
-                .scratch
-                .iter()
-                .zip(&k.source.scratch)
-                .map(|(kept, &size)| match kept {
-                    Some(view) => view.clone(),
-                    None => scratch_texture(ctx, size),
-                })
-                .collect();
-            // Whether a scratch texture is created for this run only.
-            let per_run = k.scratch.iter().any(Option::is_none);
-            let bind = |d: usize, pipeline: &wgpu::ComputePipeline, source: &KernelSource| {
-                bind_group(
-                    (ctx, target.binding_part_bytes),
-                    graph.hash,
-                    (pipeline, source),
-                    params.as_ref(),
-                    (&buffers, &written),
-                    (&scratch, per_run),
-                    (&k.bind_groups[d], metrics),
-                )
-            };
-            let mut dispatches = Vec::with_capacity(1 + k.packs.len());
-            for (d, (source, (pipeline, workgroups))) in
-                k.source.packs.iter().zip(&k.packs).enumerate()
-            {
-                dispatches.push((pipeline, bind(d, pipeline, source)?, *workgroups));
+        }
+        let metrics = &pool.metrics;
+        for &(o, x) in &exe.donations {
+            run.written[o] = run.buffers[x].clone();
+            metrics.add("buffers_donated", 1);
+        }
+        for &o in &exe.key.outputs {
+            if run.written[o].is_none() {
+                // Empty outputs are never written by a kernel.
+                let len = numel(&nodes[o].shape);
+                run.written[o] = Some(ctx.alloc(pool, len, "empty output")?);
             }
-            let main = bind(k.packs.len(), &k.pipeline, &k.source)?;
-            dispatches.push((&k.pipeline, main, k.workgroups));
+        }
+        if !graph.params.is_empty() {
+            metrics.add("params_uploaded_bytes", graph.params.len() as u64 * 4);
+            run.params = Some(ctx.upload(pool, &graph.params)?);
+        }
+        Ok(run)
+    }
+
+    /// The source line of the traced node that node `n` computes.
+    fn location(&self, n: usize) -> &'static Location<'static> {
+        self.graph.locations[self.exe.origin[n]]
+    }
+
+    fn error(&self, message: String) -> Error {
+        Error::Device {
+            during: format!("graph {:016x}", self.graph.hash),
+            message,
+        }
+    }
+
+    /// Encodes every kernel: in one compute pass, or (profiling) one pass
+    /// per kernel with timestamps, each submitted and waited for alone.
+    fn encode(
+        &mut self,
+        encoder: &mut wgpu::CommandEncoder,
+        queries: Option<&wgpu::QuerySet>,
+    ) -> Result<()> {
+        let mut pass: Option<wgpu::ComputePass<'static>> = None;
+        for (ki, k) in self.exe.kernels.iter().enumerate() {
+            let dispatches = self.dispatches(k)?;
             if queries.is_some() || pass.is_none() {
                 drop(pass.take());
-                let timestamp_writes =
-                    queries
-                        .as_ref()
-                        .map(|query_set| wgpu::ComputePassTimestampWrites {
-                            query_set,
-                            beginning_of_pass_write_index: Some(2 * ki as u32),
-                            end_of_pass_write_index: Some(2 * ki as u32 + 1),
-                        });
-                pass = Some(
-                    encoder
-                        .begin_compute_pass(&wgpu::ComputePassDescriptor {
-                            label: None,
-                            timestamp_writes,
-                        })
-                        .forget_lifetime(),
-                );
+                let timestamp_writes = queries.map(|query_set| wgpu::ComputePassTimestampWrites {
+                    query_set,
+                    beginning_of_pass_write_index: Some(2 * ki as u32),
+                    end_of_pass_write_index: Some(2 * ki as u32 + 1),
+                });
+                let descriptor = wgpu::ComputePassDescriptor {
+                    label: None,
+                    timestamp_writes,
+                };
+                pass = Some(encoder.begin_compute_pass(&descriptor).forget_lifetime());
             }
             let Some(p) = pass.as_mut() else {
                 unreachable!("a pass was begun above")
@@ -154,89 +178,155 @@ pub(crate) fn run_graph(
                 p.set_bind_group(0, bind_group, &[]);
                 p.dispatch_workgroups(workgroups.0, workgroups.1, 1);
             }
-            for &n in &exe.releases[ki] {
-                written[n] = None;
+            // Intermediates go back to the pool right after their last
+            // reader, so later kernels of the same pass reuse them (wgpu
+            // orders the dispatches' accesses).
+            for &n in &self.exe.releases[ki] {
+                self.written[n] = None;
             }
             if queries.is_some() {
-                // Profiling: each kernel runs alone (its own submission,
-                // waited for), so that a driver that overlaps independent
-                // dispatches, as lavapipe does, cannot blur the times.
+                // Profiling: each kernel runs alone, so that a driver that
+                // overlaps independent dispatches, as lavapipe does, cannot
+                // blur the times.
                 drop(pass.take());
-                let done = std::mem::replace(
-                    &mut encoder,
-                    ctx.device
-                        .create_command_encoder(&wgpu::CommandEncoderDescriptor::default()),
-                );
-                ctx.submit(done.finish());
-                ctx.wait()?;
+                let fresh = self
+                    .ctx
+                    .device
+                    .create_command_encoder(&wgpu::CommandEncoderDescriptor::default());
+                let done = std::mem::replace(encoder, fresh);
+                self.ctx.submit(done.finish());
+                self.ctx.wait()?;
             }
         }
+        Ok(())
     }
-    metrics.add("kernel_launches", exe.kernels.len() as u64);
-    if let (Some(staging), Some(&o)) = (readback, exe.key.outputs.first()) {
-        let Some(buf) = written[o].as_ref() else {
-            return Err(Error::Device {
-                during: format!("graph {:016x}", graph.hash),
-                message: format!("output node {o} has no buffer"),
-            });
+
+    /// The dispatches of kernel `k` (its packing kernels, then itself),
+    /// each with its bind group, after taking buffers for what it writes
+    /// (as late as possible, so that the pool can hand back buffers that
+    /// earlier kernels released).
+    #[allow(clippy::type_complexity)]
+    fn dispatches(
+        &mut self,
+        k: &'a CompiledKernel,
+    ) -> Result<Vec<(&'a wgpu::ComputePipeline, wgpu::BindGroup, (u32, u32))>> {
+        let nodes = &self.exe.key.nodes;
+        for &w in &k.source.writes {
+            if self.written[w].is_none() {
+                let what = format!(
+                    "output of {} at {}",
+                    op_name(&nodes[w].kind),
+                    self.location(w)
+                );
+                let len = numel(&nodes[w].shape);
+                self.written[w] = Some(self.ctx.alloc(self.pool, len, &what)?);
+            }
+        }
+        let scratch: Vec<wgpu::TextureView> = k
+            .scratch
+            .iter()
+            .zip(&k.source.scratch)
+            .map(|(kept, &size)| match kept {
+                Some(view) => view.clone(),
+                None => scratch_texture(self.ctx, size),
+            })
+            .collect();
+        // Whether a scratch texture is created for this run only.
+        let per_run = k.scratch.iter().any(Option::is_none);
+        let bind = |d: usize, pipeline: &wgpu::ComputePipeline, source: &KernelSource| {
+            bind_group(
+                (self.ctx, self.part_bytes),
+                self.graph.hash,
+                (pipeline, source),
+                self.params.as_ref(),
+                (&self.buffers, &self.written),
+                (&scratch, per_run),
+                (&k.bind_groups[d], &self.pool.metrics),
+            )
         };
-        encoder.copy_buffer_to_buffer(buf.buffer(), 0, staging, 0, Some(staging.size()));
+        let mut dispatches = Vec::with_capacity(1 + k.packs.len());
+        for (d, (source, (pipeline, workgroups))) in k.source.packs.iter().zip(&k.packs).enumerate()
+        {
+            dispatches.push((&**pipeline, bind(d, pipeline, source)?, *workgroups));
+        }
+        let main = bind(k.packs.len(), &k.pipeline, &k.source)?;
+        dispatches.push((&*k.pipeline, main, k.workgroups));
+        Ok(dispatches)
     }
-    let timestamps = queries.as_ref().map(|q| {
-        let bytes = 16 * exe.kernels.len().max(1) as u64;
-        let resolved = ctx.device.create_buffer(&wgpu::BufferDescriptor {
-            label: Some("lazywgpu timestamps"),
-            size: bytes,
-            usage: wgpu::BufferUsages::QUERY_RESOLVE | wgpu::BufferUsages::COPY_SRC,
-            mapped_at_creation: false,
-        });
-        let staging = ctx.device.create_buffer(&wgpu::BufferDescriptor {
-            label: Some("lazywgpu timestamps readback"),
-            size: bytes,
-            usage: wgpu::BufferUsages::MAP_READ | wgpu::BufferUsages::COPY_DST,
-            mapped_at_creation: false,
-        });
-        encoder.resolve_query_set(q, 0..2 * exe.kernels.len() as u32, &resolved, 0);
-        encoder.copy_buffer_to_buffer(&resolved, 0, &staging, 0, Some(bytes));
-        staging
-    });
-    ctx.submit(encoder.finish());
-    metrics.record("encode_submit", encode_start.elapsed());
-    if let (Some(staging), Some(profile)) = (timestamps, ctx.profile.as_ref()) {
+
+    /// The buffer output node `o` was written to.
+    fn output_buffer(&self, o: usize) -> Result<&Arc<crate::runtime::storage::GpuBuffer>> {
+        self.written[o]
+            .as_ref()
+            .ok_or_else(|| self.error(format!("output node {o} has no buffer")))
+    }
+
+    /// Reads the kernels' timestamps back and adds them to the profile.
+    fn record_profile(&self, staging: &wgpu::Buffer) -> Result<()> {
+        let Some(profile) = self.ctx.profile.as_ref() else {
+            return Ok(());
+        };
         let ticks: Vec<u64> =
-            pollster::block_on(ctx.read_mapped(&staging, "reading kernel timestamps"))?;
-        let period = ctx.queue.get_timestamp_period() as f64;
-        for (k, pair) in exe.kernels.iter().zip(ticks.chunks_exact(2)) {
+            pollster::block_on(self.ctx.read_mapped(staging, "reading kernel timestamps"))?;
+        let period = self.ctx.queue.get_timestamp_period() as f64;
+        let nodes = &self.exe.key.nodes;
+        for (k, pair) in self.exe.kernels.iter().zip(ticks.chunks_exact(2)) {
             let label = match k.source.writes.first() {
                 Some(&w) => format!(
                     "{} {:?} ({} outputs) @ {}",
                     op_name(&nodes[w].kind),
                     nodes[w].shape,
                     k.source.writes.len(),
-                    location(w)
+                    self.location(w)
                 ),
                 None => "kernel without outputs".to_string(),
             };
             profile.add(label, pair[1].saturating_sub(pair[0]) as f64 * period);
         }
+        Ok(())
     }
-    metrics.add("graphs_executed", 1);
-    ctx.take_error(&format!("graph {:016x}", graph.hash))?;
 
-    exe.key
-        .outputs
-        .iter()
-        .map(|&o| {
-            let buffer = written[o].clone().ok_or_else(|| Error::Device {
-                during: format!("graph {:016x}", graph.hash),
-                message: format!("output node {o} has no buffer"),
-            })?;
-            Ok(Storage {
-                buffer: DataBuffer::Gpu(buffer),
-                layout: Layout::contiguous(&nodes[o].shape),
+    /// The storage of each output, in the graph's output order.
+    fn outputs(&self) -> Result<Vec<Storage>> {
+        let nodes = &self.exe.key.nodes;
+        self.exe
+            .key
+            .outputs
+            .iter()
+            .map(|&o| {
+                Ok(Storage {
+                    buffer: DataBuffer::Gpu(self.output_buffer(o)?.clone()),
+                    layout: Layout::contiguous(&nodes[o].shape),
+                })
             })
-        })
-        .collect()
+            .collect()
+    }
+}
+
+/// Resolves the timestamp queries of `kernels` kernels into a buffer the
+/// host can map, at the end of `encoder`.
+fn resolve_timestamps(
+    ctx: &GpuContext,
+    encoder: &mut wgpu::CommandEncoder,
+    queries: &wgpu::QuerySet,
+    kernels: usize,
+) -> wgpu::Buffer {
+    let bytes = 16 * kernels.max(1) as u64;
+    let resolved = ctx.device.create_buffer(&wgpu::BufferDescriptor {
+        label: Some("lazywgpu timestamps"),
+        size: bytes,
+        usage: wgpu::BufferUsages::QUERY_RESOLVE | wgpu::BufferUsages::COPY_SRC,
+        mapped_at_creation: false,
+    });
+    let staging = ctx.device.create_buffer(&wgpu::BufferDescriptor {
+        label: Some("lazywgpu timestamps readback"),
+        size: bytes,
+        usage: wgpu::BufferUsages::MAP_READ | wgpu::BufferUsages::COPY_DST,
+        mapped_at_creation: false,
+    });
+    encoder.resolve_query_set(queries, 0..2 * kernels as u32, &resolved, 0);
+    encoder.copy_buffer_to_buffer(&resolved, 0, &staging, 0, Some(bytes));
+    staging
 }
 
 fn op_name(kind: &GKind) -> &'static str {
