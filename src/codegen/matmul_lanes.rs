@@ -28,8 +28,9 @@
 
 use std::fmt::Write;
 
+use super::emit::Gen;
 use super::roots::{MatmulDims, matmul_dims, stores, tile_load};
-use super::wgsl::{CodegenContext, Gen, KernelSource, TextureUse, WORKGROUP_SIZE, kernel_main};
+use super::wgsl::{CodegenContext, KernelSource, TextureUse, WORKGROUP_SIZE, kernel_main};
 use crate::graph::GraphKey;
 use crate::kernel::LaneAdapter;
 

@@ -1,7 +1,10 @@
 //! From a kernel group of a graph to WGSL source, validated by naga.
 
+mod emit;
+mod exprs;
 mod matmul_lanes;
 mod roots;
+mod source;
 mod validate;
 mod wgsl;
 

@@ -7,10 +7,11 @@
 
 use std::fmt::Write;
 
+use super::emit::Gen;
+use super::exprs::{is_nan, nan_extremum, value_type};
 use super::matmul_lanes::matmul_lanes;
 use super::wgsl::{
-    CodegenContext, Gen, KernelSource, TextureUse, WORKGROUP_SIZE, is_nan, kernel_main,
-    nan_extremum, value_type, vectorizable,
+    CodegenContext, KernelSource, TextureUse, WORKGROUP_SIZE, kernel_main, vectorizable,
 };
 use crate::dtype::DType;
 use crate::graph::GraphKey;

@@ -1,0 +1,143 @@
+//! WGSL expressions for single ops: literals, unary and binary functions
+//! with PyTorch's NaN and infinity semantics, casts, and the helper
+//! functions a kernel includes when it uses `pow` or random numbers.
+
+use crate::dtype::DType;
+use crate::graph::op::{BinaryOp, UnaryOp};
+
+pub(crate) fn value_type(dtype: DType, vec: bool) -> String {
+    if vec {
+        format!("vec4<{}>", dtype.wgsl_value_type())
+    } else {
+        dtype.wgsl_value_type().to_string()
+    }
+}
+
+pub(super) fn storage_type(dtype: DType, vec: bool) -> String {
+    if vec {
+        format!("vec4<{}>", dtype.wgsl_storage_type())
+    } else {
+        dtype.wgsl_storage_type().to_string()
+    }
+}
+
+/// A literal of `dtype` (splatted to a `vec4` when `vec`).
+pub(super) fn lit(dtype: DType, v: i32, vec: bool) -> String {
+    let scalar = match dtype {
+        DType::F32 => format!("{v}.0"),
+        DType::I32 => format!("{v}i"),
+        _ => format!("{v}u"),
+    };
+    if vec {
+        format!("vec4<{}>({scalar})", dtype.wgsl_storage_type())
+    } else {
+        scalar
+    }
+}
+
+pub(super) fn unary_expr(u: UnaryOp, dtype: DType, a: &str, vec: bool) -> String {
+    let zero = lit(dtype, 0, vec);
+    match (u, dtype) {
+        (UnaryOp::Neg, DType::U32) => format!("0u - {a}"),
+        (UnaryOp::Neg, _) => format!("-{a}"),
+        (UnaryOp::Abs, DType::U32) => a.to_string(),
+        (UnaryOp::Abs, _) => format!("abs({a})"),
+        (UnaryOp::Exp, _) => format!("exp({a})"),
+        (UnaryOp::Log, _) => format!("log({a})"),
+        (UnaryOp::Sqrt, _) => format!("sqrt({a})"),
+        (UnaryOp::Rsqrt, _) => format!("inverseSqrt({a})"),
+        (UnaryOp::Recip, _) => format!("1.0 / {a}"),
+        (UnaryOp::Sin, _) => format!("sin({a})"),
+        (UnaryOp::Cos, _) => format!("cos({a})"),
+        // Clamped: tanh is ±1 in f32 well before 15, and some drivers
+        // compute it through exp, which overflows for large inputs.
+        // NaN passes through (clamp would turn it into a bound).
+        (UnaryOp::Tanh, _) => format!(
+            "select(tanh(clamp({a}, {}, {})), {a}, {})",
+            lit(dtype, -15, vec),
+            lit(dtype, 15, vec),
+            is_nan(a, vec)
+        ),
+        (UnaryOp::Sigmoid, _) => format!("1.0 / (1.0 + exp(-{a}))"),
+        (UnaryOp::Relu, DType::F32) => format!("select(max({a}, {zero}), {a}, {})", is_nan(a, vec)),
+        (UnaryOp::Relu, _) => format!("max({a}, {zero})"),
+        (UnaryOp::Floor | UnaryOp::Ceil | UnaryOp::Round, d) if d != DType::F32 => a.to_string(),
+        (UnaryOp::Floor, _) => format!("floor({a})"),
+        (UnaryOp::Ceil, _) => format!("ceil({a})"),
+        // WGSL's round() rounds half to even, as PyTorch does.
+        (UnaryOp::Round, _) => format!("round({a})"),
+        (UnaryOp::Sign, DType::U32) => format!("min({a}, {})", lit(dtype, 1, vec)),
+        (UnaryOp::Sign, DType::F32) => format!("select(sign({a}), {zero}, {})", is_nan(a, vec)),
+        (UnaryOp::Sign, _) => format!("sign({a})"),
+    }
+}
+
+/// Whether `a` (an f32 or `vec4<f32>` expression) is NaN, tested on its
+/// bits: WGSL lets a compiler assume comparisons never see NaN, and
+/// lavapipe's `!=` is false for NaN.
+pub(crate) fn is_nan(a: &str, vec: bool) -> String {
+    if vec {
+        format!("((bitcast<vec4<u32>>({a}) & vec4<u32>(0x7fffffffu)) > vec4<u32>(0x7f800000u))")
+    } else {
+        format!("((bitcast<u32>({a}) & 0x7fffffffu) > 0x7f800000u)")
+    }
+}
+
+/// `max` or `min` of two f32 values that is NaN when either is (PyTorch's
+/// `maximum`, `minimum`, `amax` and `amin`); WGSL leaves NaN unspecified.
+pub(crate) fn nan_extremum(f: &str, a: &str, c: &str, vec: bool) -> String {
+    format!(
+        "select(select({f}({a}, {c}), {c}, {}), {a}, {})",
+        is_nan(c, vec),
+        is_nan(a, vec)
+    )
+}
+
+/// `operand` is the operands' dtype (both share it).
+pub(super) fn binary_expr(b: BinaryOp, operand: DType, a: &str, c: &str, vec: bool) -> String {
+    let float = operand == DType::F32;
+    match b {
+        BinaryOp::Add => format!("{a} + {c}"),
+        BinaryOp::Sub => format!("{a} - {c}"),
+        BinaryOp::Mul => format!("{a} * {c}"),
+        BinaryOp::Div => format!("{a} / {c}"),
+        BinaryOp::Pow if vec => format!(
+            "vec4<f32>(pow_torch({a}.x, {c}.x), pow_torch({a}.y, {c}.y), pow_torch({a}.z, {c}.z), pow_torch({a}.w, {c}.w))"
+        ),
+        BinaryOp::Pow => format!("pow_torch({a}, {c})"),
+        BinaryOp::Maximum if float => nan_extremum("max", a, c, vec),
+        BinaryOp::Minimum if float => nan_extremum("min", a, c, vec),
+        BinaryOp::Maximum => format!("max({a}, {c})"),
+        BinaryOp::Minimum => format!("min({a}, {c})"),
+        BinaryOp::Eq => format!("{a} == {c}"),
+        // NaN differs from everything, itself included.
+        BinaryOp::Ne if float => {
+            format!("(({a} != {c}) | {} | {})", is_nan(a, vec), is_nan(c, vec))
+        }
+        BinaryOp::Ne => format!("{a} != {c}"),
+        BinaryOp::Lt => format!("{a} < {c}"),
+        BinaryOp::Le => format!("{a} <= {c}"),
+        BinaryOp::Gt => format!("{a} > {c}"),
+        BinaryOp::Ge => format!("{a} >= {c}"),
+    }
+}
+
+pub(super) fn cast_expr(from: DType, to: DType, a: &str, vec: bool) -> String {
+    match (from, to) {
+        _ if from == to => a.to_string(),
+        (DType::Bool, _) => format!("select({}, {}, {a})", lit(to, 0, vec), lit(to, 1, vec)),
+        (_, DType::Bool) => format!("{a} != {}", lit(from, 0, vec)),
+        (DType::I32, DType::U32) => format!("bitcast<{}>({a})", value_type(DType::U32, vec)),
+        (DType::U32, DType::I32) => format!("bitcast<{}>({a})", value_type(DType::I32, vec)),
+        (_, to) => format!("{}({a})", value_type(to, vec)),
+    }
+}
+
+/// PyTorch's `pow`: defined for negative bases with integral exponents and
+/// `pow(x, 0) == 1`, which WGSL's `pow` leaves undefined.
+pub(super) const POW_FUNCTION: &str = include_str!("../../shaders/pow_torch.wgsl");
+
+/// Counter-based random numbers: a hash of (seed, counter), so any element
+/// can be generated independently, in any kernel, and identically by the CPU
+/// reference (`cpu::rng`).
+pub(super) const RNG_FUNCTIONS: &str = include_str!("../../shaders/rng.wgsl");

@@ -1,0 +1,123 @@
+//! Generated code for one kernel as a value: its WGSL text and what it
+//! binds, in binding order.
+
+use crate::kernel::{Binding, Target};
+
+/// What code generation is given besides the graph: the target, and
+/// (for dumps) a label per graph node, written as a comment on each line
+/// that computes or stores that node.
+#[derive(Clone, Copy)]
+pub(crate) struct CodegenContext<'a> {
+    /// The adapter's description.
+    pub target: &'a Target,
+    /// Per graph node: `op file:line`, or `None` for unannotated code
+    /// (the default: annotations tie the text, and with it the pipeline
+    /// cache, to one graph's call sites).
+    pub origins: Option<&'a [String]>,
+}
+
+impl<'a> CodegenContext<'a> {
+    /// Unannotated code for `target`.
+    #[cfg(test)]
+    pub fn plain(target: &'a Target) -> CodegenContext<'a> {
+        CodegenContext {
+            target,
+            origins: None,
+        }
+    }
+}
+
+/// Generated code for one kernel and what it binds.
+#[derive(Clone, Debug)]
+pub(crate) struct KernelSource {
+    pub wgsl: String,
+    /// Whether binding 0 is the parameter buffer.
+    pub uses_params: bool,
+    /// `Some(bytes)`: the parameter buffer is bound as a uniform buffer of
+    /// that many bytes (its first words); `None`: as a storage buffer.
+    pub uniform_params: Option<u64>,
+    /// Graph nodes read from memory, in binding order after `params`.
+    pub reads: Vec<usize>,
+    /// Graph nodes written, in binding order after the reads.
+    pub writes: Vec<usize>,
+    /// Bindings per read and per write: a buffer larger than one storage
+    /// binding may hold is bound as consecutive parts of
+    /// `Target::binding_part_bytes` each (see `Gen::split_access`).
+    pub read_parts: Vec<usize>,
+    /// See `read_parts`.
+    pub write_parts: Vec<usize>,
+    /// Workgroups to launch (the runtime spreads them over a 2-D grid; the
+    /// kernel recombines the index).
+    pub groups: usize,
+    /// Whether an aliased (donated) input was read other than at the
+    /// invocation's own element, which would race with the write: the
+    /// caller must then drop the alias.
+    pub alias_violation: bool,
+    /// Scratch textures bound after the buffers, in this order.
+    pub textures: Vec<TextureUse>,
+    /// `rgba32float` scratch texture arrays (width, height, layers) that
+    /// this kernel and its `packs` share; the runtime creates them once
+    /// per compiled graph.
+    pub scratch: Vec<(u32, u32, u32)>,
+    /// Kernels dispatched right before this one, writing its scratch
+    /// textures (a matmul's operand packing).
+    pub packs: Vec<KernelSource>,
+}
+
+/// A scratch texture a kernel binds: entry `slot` of the owning kernel's
+/// `scratch`, as a write-only storage texture or a sampled one.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct TextureUse {
+    pub slot: usize,
+    pub write: bool,
+}
+
+impl KernelSource {
+    /// Everything the kernel binds, in binding order: the parameters
+    /// (when read), each read in its parts, each write in its parts, then
+    /// the scratch textures. The WGSL declares its bindings in this order
+    /// (`Gen::header`, the textures after it), and the runtime binds from
+    /// this list; a unit test holds the two together.
+    pub fn bindings(&self) -> Vec<Binding> {
+        let params = self.uses_params.then_some(Binding::Params {
+            uniform_bytes: self.uniform_params,
+        });
+        let reads = self
+            .reads
+            .iter()
+            .zip(&self.read_parts)
+            .flat_map(|(&node, &parts)| (0..parts).map(move |part| Binding::Read { node, part }));
+        let writes = self
+            .writes
+            .iter()
+            .zip(&self.write_parts)
+            .flat_map(|(&node, &parts)| (0..parts).map(move |part| Binding::Write { node, part }));
+        let textures = self.textures.iter().map(|t| Binding::Texture {
+            slot: t.slot,
+            write: t.write,
+        });
+        params
+            .into_iter()
+            .chain(reads)
+            .chain(writes)
+            .chain(textures)
+            .collect()
+    }
+
+    /// Storage and uniform bindings of this kernel alone (a buffer bound
+    /// in parts counts once per part; textures are not buffers).
+    pub fn buffer_bindings(&self) -> usize {
+        self.bindings()
+            .iter()
+            .filter(|b| !matches!(b, Binding::Texture { .. }))
+            .count()
+    }
+
+    /// Nodes read from buffers by this kernel or its packing kernels.
+    pub fn all_reads(&self) -> impl Iterator<Item = usize> + '_ {
+        self.reads
+            .iter()
+            .chain(self.packs.iter().flat_map(|p| p.reads.iter()))
+            .copied()
+    }
+}
