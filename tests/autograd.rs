@@ -410,3 +410,41 @@ fn long_chains_differentiate_and_drop_without_deep_recursion() {
     }
     drop(z);
 }
+
+/// A 0-dim tensor through every view op keeps its gradient: each is the
+/// identity on its one element, so `d(3 * view(x)) / dx` is 3 (PyTorch's
+/// value; `t()` of a 0-dim tensor lost the gradient once).
+#[test]
+fn zero_dim_views_keep_their_gradient() {
+    let mut devs = vec![Device::cpu()];
+    devs.extend(gpu());
+    for dev in devs {
+        type View = Box<dyn Fn(&Tensor) -> Tensor>;
+        let views: Vec<(&str, View)> = vec![
+            ("t", Box::new(|x| x.t())),
+            ("transpose(0, -1)", Box::new(|x| x.transpose(0, -1))),
+            ("permute([])", Box::new(|x| x.permute(Vec::<isize>::new()))),
+            ("reshape([1])", Box::new(|x| x.reshape([1]))),
+            ("unsqueeze(0)", Box::new(|x| x.unsqueeze(0))),
+            ("flatten", Box::new(|x| x.flatten())),
+            ("expand([2])", Box::new(|x| x.expand([2]))),
+            ("deep_clone", Box::new(|x| x.deep_clone())),
+        ];
+        for (name, view) in views {
+            let x = Tensor::scalar(2.0f32, &dev);
+            x.requires_grad_(true);
+            let y = view(&x) * 3.0;
+            y.sum_all().backward();
+            let n = y.numel() as f32;
+            let grad = x
+                .grad()
+                .unwrap_or_else(|| panic!("{name} on {dev:?}: no gradient"));
+            assert_eq!(grad.shape(), &[] as &[usize], "{name} on {dev:?}");
+            assert_eq!(
+                grad.to_vec::<f32>().unwrap(),
+                vec![3.0 * n],
+                "{name} on {dev:?}"
+            );
+        }
+    }
+}

@@ -199,7 +199,11 @@ impl Tensor {
     pub fn transpose(&self, dim0: isize, dim1: isize) -> Tensor {
         let rank = self.rank();
         if rank == 0 {
-            return self.make_view(Vec::new(), self.layout_in_base(), Location::caller());
+            // Dims 0 and -1 of a 0-dim tensor name its one element: the
+            // identity permutation (recorded for autograd like any other).
+            resolve_axis("transpose", dim0, rank);
+            resolve_axis("transpose", dim1, rank);
+            return self.permuted(Vec::new(), Location::caller());
         }
         let (a, b) = (
             resolve_axis("transpose", dim0, rank),
