@@ -117,7 +117,10 @@ pub(crate) fn dump(dir: &Path, graph: &Graph, kernels: &[&KernelSource], origins
 /// its bindings in order, each node named with its op and source line.
 fn plan_text(name: &str, source: &KernelSource, origins: &[String]) -> String {
     let label = |n: usize| origins.get(n).map_or("?", String::as_str);
-    let mut text = format!("{name}: {} workgroups\n", source.groups);
+    let mut text = format!(
+        "{name}: {} workgroups\nstrategy: {:?}\n",
+        source.groups, source.strategy
+    );
     for &w in &source.writes {
         let _ = writeln!(text, "writes n{w} {}", label(w));
     }

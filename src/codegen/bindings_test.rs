@@ -7,7 +7,7 @@
 
 use super::{CodegenContext, KernelSource, generate_kernel, generate_root_kernel};
 use crate::graph::Graph;
-use crate::kernel::{Binding, MatmulKernel, Target};
+use crate::kernel::{Binding, MatmulKernel, ReduceStrategy, SoftmaxStrategy, Strategy, Target};
 use crate::schedule::{KernelKind, schedule, split_reductions};
 use crate::{Device, DeviceConfig, Tensor};
 
@@ -156,4 +156,43 @@ fn declared_bindings_are_the_binding_list_for_every_template() {
     };
     let y = (&x * 2.0 + &x.t().reshape([64, 128])).exp();
     check(&[&y, &x.sum_all()], &tiny, "buffers in parts");
+}
+
+/// The strategy each kernel was generated with, for the workloads whose
+/// kernels were tuned: a W2-sized sum, a W3-sized softmax, a matmul on
+/// lavapipe (two packing kernels, then the lane kernel), W1's chain.
+#[test]
+fn kernels_carry_the_strategy_they_were_generated_with() {
+    let dev = Device::cpu_with(DeviceConfig::default());
+    let lavapipe = Target::lavapipe();
+    let strategies = |t: &Tensor| -> Vec<Strategy> {
+        kernels_of(&[t], &lavapipe)
+            .iter()
+            .map(|k| k.strategy)
+            .collect()
+    };
+    let big = input(&[1 << 24], &dev);
+    assert_eq!(
+        strategies(&big.sum_all()),
+        vec![
+            Strategy::Reduce(ReduceStrategy::SumByFours),
+            Strategy::Reduce(ReduceStrategy::WorkgroupTree)
+        ]
+    );
+    assert_eq!(
+        strategies(&input(&[4096, 1024], &dev).softmax(-1)),
+        vec![Strategy::Softmax(SoftmaxStrategy::RowPerInvocationVec4)]
+    );
+    let (a, b) = (input(&[64, 128], &dev), input(&[128, 96], &dev));
+    assert_eq!(
+        strategies(&a.matmul(&b)),
+        vec![
+            Strategy::Pack,
+            Strategy::Pack,
+            Strategy::Matmul(lavapipe.matmul)
+        ]
+    );
+    let x = input(&[1 << 12], &dev);
+    let w1 = ((&x * 2.0 + 1.0).tanh() - &x).sigmoid() * &x + 0.5;
+    assert_eq!(strategies(&w1), vec![Strategy::Elementwise { vec4: true }]);
 }

@@ -342,6 +342,7 @@ fn pack(
         reads: g.reads(),
         writes: Vec::new(),
         groups: texels.div_ceil(WORKGROUP_SIZE as usize),
+        strategy: crate::kernel::Strategy::Pack,
         alias_violation: false,
         textures: vec![TextureUse { slot, write: true }],
         scratch: Vec::new(),

@@ -16,7 +16,10 @@ use super::wgsl::{
 use crate::dtype::DType;
 use crate::graph::GraphKey;
 use crate::graph::op::{Op, ReduceOp};
-use crate::kernel::MatmulKernel;
+use crate::kernel::{
+    MatmulKernel, ReduceShape, ReduceStrategy, SoftmaxStrategy, Strategy, choose_reduce,
+    choose_softmax,
+};
 use crate::shape::{contiguous_strides, numel};
 
 /// Generates the kernel of `root` (a reduction, softmax or matmul). It
@@ -44,12 +47,15 @@ pub(crate) fn generate_root_kernel(
     // Whether the outputs are stored four elements at a time (a softmax
     // that writes only itself, see `softmax_per_thread_vec4`).
     let mut vec_out = false;
-    let (main, groups) = match op {
-        Op::Reduce { op, axes, parts } => reduce(&mut g, key, root, *op, axes, *parts, &outputs),
+    let (main, groups, strategy) = match op {
+        Op::Reduce { op, axes, parts } => {
+            let (main, groups, s) = reduce(&mut g, key, root, *op, axes, *parts, &outputs);
+            (main, groups, Strategy::Reduce(s))
+        }
         Op::Softmax { axis, log } => {
-            let (main, groups, vec) = softmax(&mut g, key, root, *axis, *log, &outputs);
+            let (main, groups, vec, s) = softmax(&mut g, key, root, *axis, *log, &outputs);
             vec_out = vec;
-            (main, groups)
+            (main, groups, Strategy::Softmax(s))
         }
         Op::Matmul => {
             let lanes = match matmul_kernel {
@@ -59,13 +65,19 @@ pub(crate) fn generate_root_kernel(
                 _ => None,
             };
             match (lanes, matmul_kernel) {
-                (Some(l), _) => {
+                (Some(l), kind) => {
                     packs = l.packs;
                     scratch = l.scratch;
-                    (l.main, l.groups)
+                    (l.main, l.groups, Strategy::Matmul(kind))
                 }
-                (None, MatmulKernel::Tiled) => matmul(&mut g, key, root, &outputs),
-                (None, _) => matmul_blocked(&mut g, key, root, &outputs),
+                (None, MatmulKernel::Tiled) => {
+                    let (main, groups) = matmul(&mut g, key, root, &outputs);
+                    (main, groups, Strategy::Matmul(MatmulKernel::Tiled))
+                }
+                (None, _) => {
+                    let (main, groups) = matmul_blocked(&mut g, key, root, &outputs);
+                    (main, groups, Strategy::Matmul(MatmulKernel::Blocked))
+                }
             }
         }
         other => unreachable!("{} is not a kernel root", other.name()),
@@ -85,6 +97,7 @@ pub(crate) fn generate_root_kernel(
         reads: g.reads(),
         writes: outputs,
         groups,
+        strategy,
         alias_violation: false,
         textures,
         scratch,
@@ -220,36 +233,20 @@ fn strided_loop(var: &str, start: &str, step: usize, len: usize, body: &str) -> 
 /// groups of four elements `p, p + parts, ..`) reading each group as one
 /// `vec4`, one invocation per part: on lavapipe, where every storage load
 /// is a loop over the SIMD lanes, a probe of 16M f32 read in 8 ms this way
-/// against 18 ms one element at a time. `None` where it does not apply:
-/// not a sum, reduced dims not trailing (a group must be four neighbours
-/// in memory), or an input that cannot be read four elements at a time.
+/// against 18 ms one element at a time (`ReduceStrategy::SumByFours`, see
+/// `choose_reduce` for where it applies).
 fn sum_by_fours(
     g: &mut Gen,
     key: &GraphKey,
     root: usize,
-    op: ReduceOp,
     axes: &[usize],
     parts: usize,
     outputs: &[usize],
-) -> Option<String> {
+) -> String {
     let x = key.nodes[root].inputs[0];
     let in_shape = &key.nodes[x].shape;
-    let rank = in_shape.len();
     let reduced: usize = axes.iter().map(|&d| in_shape[d]).product();
-    let trailing = axes
-        .iter()
-        .enumerate()
-        .all(|(i, &d)| d == rank - axes.len() + i);
     let dtype = key.nodes[x].dtype;
-    if op != ReduceOp::Sum
-        || dtype == DType::Bool
-        || parts < 2
-        || !reduced.is_multiple_of(4)
-        || !trailing
-        || !vectorizable(&key.nodes, x, g.stored, false)
-    {
-        return None;
-    }
     let total = numel(&key.nodes[root].shape);
     let load = g.scoped(|g| {
         let i = g.emit("i", "u32", &format!("o * {}u + r4", reduced / 4));
@@ -259,7 +256,7 @@ fn sum_by_fours(
     let st = stores(g, key, root, outputs, "gi", "result");
     let vt = value_type(dtype, true);
     let result_ty = value_type(key.nodes[root].dtype, false);
-    Some(format!(
+    format!(
         "\n{head}\
          let o = gi / {parts}u;\n\
          var acc = {vt}();\n\
@@ -267,7 +264,7 @@ fn sum_by_fours(
          let result: {result_ty} = (acc.x + acc.y) + (acc.z + acc.w);\n{st}}}\n",
         head = kernel_main(WORKGROUP_SIZE as usize, true, total, ""),
         lp = strided_loop("r4", &format!("gi % {parts}u"), parts, reduced / 4, &load),
-    ))
+    )
 }
 
 fn reduce(
@@ -278,7 +275,7 @@ fn reduce(
     axes: &[usize],
     parts: usize,
     outputs: &[usize],
-) -> (String, usize) {
+) -> (String, usize, ReduceStrategy) {
     let x = key.nodes[root].inputs[0];
     let in_shape = key.nodes[x].shape.clone();
     let in_dtype = key.nodes[x].dtype;
@@ -289,14 +286,23 @@ fn reduce(
         .map(|d| in_shape[d])
         .product();
     let total = outer * parts;
-    let chunk = reduced.div_ceil(parts).max(1);
     let arg = op.is_arg();
     let id = identity(op, in_dtype);
-    // Before any scalar read of the input is generated (it would bind).
-    if chunk < WORKGROUP_SIZE as usize {
-        if let Some(main) = sum_by_fours(g, key, root, op, axes, parts, outputs) {
-            return (main, total.div_ceil(WORKGROUP_SIZE as usize));
-        }
+    let rank = in_shape.len();
+    let strategy = choose_reduce(ReduceShape {
+        op,
+        dtype: in_dtype,
+        reduced,
+        parts,
+        trailing: axes
+            .iter()
+            .enumerate()
+            .all(|(i, &d)| d == rank - axes.len() + i),
+        vectorizable: vectorizable(&key.nodes, x, g.stored, false),
+    });
+    if strategy == ReduceStrategy::SumByFours {
+        let main = sum_by_fours(g, key, root, axes, parts, outputs);
+        return (main, total.div_ceil(WORKGROUP_SIZE as usize), strategy);
     }
     let index = split_index(&in_shape, axes, "o", "r");
     let element = g.scoped(|g| {
@@ -335,7 +341,7 @@ fn reduce(
     let result_ty = value_type(key.nodes[root].dtype, false);
     // Many short reductions: one invocation per output. Long ones: a
     // workgroup per output, threads striding the chunk, then a tree.
-    if chunk < WORKGROUP_SIZE as usize {
+    if strategy == ReduceStrategy::PerInvocation {
         let st = stores(g, key, root, outputs, "gi", "result");
         let main = format!(
             "\n{head}\
@@ -347,7 +353,7 @@ fn reduce(
             head = kernel_main(WORKGROUP_SIZE as usize, true, total, ""),
             lp = strided_loop(var, &format!("gi % {parts}u"), parts, steps, &load),
         );
-        return (main, total.div_ceil(WORKGROUP_SIZE as usize));
+        return (main, total.div_ceil(WORKGROUP_SIZE as usize), strategy);
     }
     let st = stores(g, key, root, outputs, "gi", "result");
     let merge = combine(
@@ -387,7 +393,7 @@ fn reduce(
             &load
         ),
     );
-    (main, total)
+    (main, total, strategy)
 }
 
 fn softmax(
@@ -397,20 +403,26 @@ fn softmax(
     axis: usize,
     log: bool,
     outputs: &[usize],
-) -> (String, usize, bool) {
+) -> (String, usize, bool, SoftmaxStrategy) {
     let x = key.nodes[root].inputs[0];
     let shape = key.nodes[x].shape.clone();
     let len = shape[axis];
     let inner: usize = shape[axis + 1..].iter().product();
     let rows = numel(&shape) / len.max(1);
-    // Many rows, or rows too short to keep a workgroup busy (a classifier's
-    // 10 logits): one invocation per row.
-    if rows >= 1024 || len <= 256 {
-        if inner == 1 && len.is_multiple_of(4) && vectorizable(&key.nodes, x, g.stored, false) {
-            return softmax_per_thread_vec4(g, key, root, x, (len, rows), log, outputs);
+    let vectorizable = vectorizable(&key.nodes, x, g.stored, false);
+    let strategy = choose_softmax(len, rows, inner, vectorizable);
+    match strategy {
+        SoftmaxStrategy::RowPerInvocationVec4 => {
+            let (main, groups, vec_out) =
+                softmax_per_thread_vec4(g, key, root, x, (len, rows), log, outputs);
+            return (main, groups, vec_out, strategy);
         }
-        let (main, groups) = softmax_per_thread(g, key, root, x, (len, inner, rows), log, outputs);
-        return (main, groups, false);
+        SoftmaxStrategy::RowPerInvocation => {
+            let (main, groups) =
+                softmax_per_thread(g, key, root, x, (len, inner, rows), log, outputs);
+            return (main, groups, false, strategy);
+        }
+        SoftmaxStrategy::RowPerWorkgroup => {}
     }
     // Element k of row `gi`.
     let at = format!("((gi / {inner}u) * {len}u + k) * {inner}u + gi % {inner}u");
@@ -464,7 +476,7 @@ fn softmax(
         tree("m"),
         tree("s")
     );
-    (main, rows, false)
+    (main, rows, false, strategy)
 }
 
 /// `softmax_per_thread` for rows along the last axis whose length is a

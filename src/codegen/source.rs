@@ -1,7 +1,7 @@
 //! Generated code for one kernel as a value: its WGSL text and what it
 //! binds, in binding order.
 
-use crate::kernel::{Binding, Target};
+use crate::kernel::{Binding, Strategy, Target};
 
 /// What code generation is given besides the graph: the target, and
 /// (for dumps) a label per graph node, written as a comment on each line
@@ -49,6 +49,8 @@ pub(crate) struct KernelSource {
     /// Workgroups to launch (the runtime spreads them over a 2-D grid; the
     /// kernel recombines the index).
     pub groups: usize,
+    /// How the kernel computes its values.
+    pub strategy: Strategy,
     /// Whether an aliased (donated) input was read other than at the
     /// invocation's own element, which would race with the write: the
     /// caller must then drop the alias.

@@ -13,6 +13,7 @@ use std::fmt::Write;
 use crate::dtype::DType;
 use crate::graph::op::Op;
 use crate::graph::{GKind, GNode, GraphKey};
+use crate::kernel::Strategy;
 use crate::shape::numel;
 
 use super::emit::Gen;
@@ -24,7 +25,7 @@ pub(crate) use super::source::{CodegenContext, KernelSource, TextureUse};
 pub(crate) const UNIFORM_PARAMS_BYTES: u64 = 64 << 10;
 
 /// Invocations per workgroup for elementwise kernels.
-pub(crate) const WORKGROUP_SIZE: u32 = 256;
+pub(crate) const WORKGROUP_SIZE: u32 = crate::kernel::WORKGROUP_SIZE as u32;
 
 /// Generates the kernel that writes `outputs` (all of `numel` elements).
 /// `stored(i)` says whether node `i` can be read from memory (a graph input
@@ -87,6 +88,7 @@ pub(crate) fn generate_kernel(
         reads: g.reads(),
         writes: outputs.to_vec(),
         groups: invocations.div_ceil(WORKGROUP_SIZE as usize),
+        strategy: Strategy::Elementwise { vec4: vec },
         alias_violation: g.alias_violation(),
         textures: Vec::new(),
         scratch: Vec::new(),
