@@ -159,3 +159,54 @@ fn sums_and_products_of_nothing_are_the_identity() {
         }
     }
 }
+
+/// Softmax rows holding a NaN, a +inf, or only -inf are NaN throughout
+/// (PyTorch), and a row beside them with a single -inf is unaffected, for
+/// every softmax strategy: rows read as vec4s (length 8), one element at
+/// a time (lengths 7 and 1: a one-element row of NaN once gave 1), and one
+/// workgroup per row (length 2048, few rows).
+#[test]
+fn softmax_rows_with_nan_or_infinities_are_nan() {
+    for dev in devices() {
+        for len in [1usize, 8, 7, 2048] {
+            let mut rows = vec![vec![0.5f32; len]; 4];
+            rows[0][len / 2] = f32::NAN;
+            rows[1][len - 1] = f32::INFINITY;
+            rows[2] = vec![f32::NEG_INFINITY; len];
+            rows[3][0] = f32::NEG_INFINITY;
+            let x = Tensor::from_vec(rows.concat(), [4, len], &dev).unwrap();
+            for log in [false, true] {
+                let y = if log {
+                    x.log_softmax(-1)
+                } else {
+                    x.softmax(-1)
+                };
+                let got = y.to_vec::<f32>().unwrap();
+                let what = format!("softmax (log: {log}) over rows of {len} on {dev:?}");
+                for r in 0..3 {
+                    assert!(
+                        got[r * len..(r + 1) * len].iter().all(|v| v.is_nan()),
+                        "{what}: row {r} should be NaN"
+                    );
+                }
+                if len == 1 {
+                    continue;
+                }
+                // Row 3: -inf at 0 (probability 0), the rest uniform.
+                let p = 1.0 / (len - 1) as f32;
+                let (first, rest) = if log {
+                    (f32::NEG_INFINITY, p.ln())
+                } else {
+                    (0.0, p)
+                };
+                assert_eq!(got[3 * len], first, "{what}: the -inf element");
+                for &v in &got[3 * len + 1..4 * len] {
+                    assert!(
+                        (v - rest).abs() <= 1e-5 * rest.abs().max(1.0),
+                        "{what}: {v} vs {rest}"
+                    );
+                }
+            }
+        }
+    }
+}

@@ -8,7 +8,7 @@
 use std::fmt::Write;
 
 use super::emit::Gen;
-use super::exprs::{is_nan, nan_extremum, value_type};
+use super::exprs::{is_nan, nan_extremum, softmax_guard, value_type};
 use super::matmul_lanes::matmul_lanes;
 use super::wgsl::{
     CodegenContext, KernelSource, TextureUse, WORKGROUP_SIZE, kernel_main, vectorizable,
@@ -434,7 +434,11 @@ fn softmax(
         })
     };
     let max_loop = pass(g, &|g, _, v| {
-        let _ = writeln!(g.body, "        m = max(m, {v});");
+        let _ = writeln!(
+            g.body,
+            "        m = {};",
+            nan_extremum("max", "m", v, false)
+        );
     });
     let sum_loop = pass(g, &|g, _, v| {
         let _ = writeln!(g.body, "        s = s + exp({v} - m);");
@@ -445,7 +449,7 @@ fn softmax(
         } else {
             format!("exp({v} - m) / s")
         };
-        let result = g.emit("y", "f32", &expr);
+        let result = g.emit("y", "f32", &softmax_guard(&expr, "m", "s", false));
         let st = stores(g, key, root, outputs, i, &result);
         g.body.push_str(&st);
     });
@@ -456,9 +460,9 @@ fn softmax(
              for (var t = {half}u; t > 0u; t = t >> 1u) {{\n        \
              if (lid < t) {{ red_v[lid] = {}; }}\n        workgroupBarrier();\n    }}\n",
             if op == "m" {
-                "max(red_v[lid], red_v[lid + t])"
+                nan_extremum("max", "red_v[lid]", "red_v[lid + t]", false)
             } else {
-                "red_v[lid] + red_v[lid + t]"
+                "red_v[lid] + red_v[lid + t]".to_string()
             }
         )
     };
@@ -506,7 +510,11 @@ fn softmax_per_thread_vec4(
         })
     };
     let max_pass = pass(g, &|g, _, v| {
-        let _ = writeln!(g.body, "        m4 = max(m4, {v});");
+        let _ = writeln!(
+            g.body,
+            "        m4 = {};",
+            nan_extremum("max", "m4", v, true)
+        );
     });
     let sum_pass = pass(g, &|g, _, v| {
         let _ = writeln!(g.body, "        s4 = s4 + exp({v} - vec4<f32>(m));");
@@ -518,7 +526,7 @@ fn softmax_per_thread_vec4(
         } else {
             format!("exp({v} - vec4<f32>(m)) * rs")
         };
-        let y = g.emit("y", "vec4<f32>", &expr);
+        let y = g.emit("y", "vec4<f32>", &softmax_guard(&expr, "m", "s", true));
         if whole_vec4 {
             let st = g.store(0, root, i, &y, true);
             g.body.push_str(&st);
@@ -535,7 +543,7 @@ fn softmax_per_thread_vec4(
         "\n{head}\
          var m4 = vec4<f32>(bitcast<f32>(0xff800000u));\n\
          for (var k = 0u; k < {len4}u; k = k + 1u) {{\n{max_pass}    }}\n\
-         let m = max(max(m4.x, m4.y), max(m4.z, m4.w));\n\
+         let m = {m};\n\
          var s4 = vec4<f32>(0.0);\n\
          for (var k = 0u; k < {len4}u; k = k + 1u) {{\n{sum_pass}    }}\n\
          let s = (s4.x + s4.y) + (s4.z + s4.w);\n\
@@ -543,6 +551,12 @@ fn softmax_per_thread_vec4(
          let rs = 1.0 / s;\n\
          for (var k = 0u; k < {len4}u; k = k + 1u) {{\n{write_pass}    }}\n}}\n",
         head = kernel_main(WORKGROUP_SIZE as usize, true, rows, ""),
+        m = nan_extremum(
+            "max",
+            &nan_extremum("max", "m4.x", "m4.y", false),
+            &nan_extremum("max", "m4.z", "m4.w", false),
+            false
+        ),
     );
     (main, rows.div_ceil(WORKGROUP_SIZE as usize), whole_vec4)
 }
@@ -566,7 +580,8 @@ fn softmax_per_thread(
         let v = g.value(x, &i, false, false);
         let _ = writeln!(
             g.body,
-            "        let mn = max(m, {v});\n        s = s * exp(m - mn) + exp({v} - mn);\n        m = mn;"
+            "        let mn = {};\n        s = s * exp(m - mn) + exp({v} - mn);\n        m = mn;",
+            nan_extremum("max", "m", &v, false)
         );
     });
     let write = g.scoped(|g| {
@@ -577,7 +592,7 @@ fn softmax_per_thread(
         } else {
             format!("exp({v} - m) * rs")
         };
-        let result = g.emit("y", "f32", &expr);
+        let result = g.emit("y", "f32", &softmax_guard(&expr, "m", "s", false));
         let st = stores(g, key, root, outputs, &i, &result);
         g.body.push_str(&st);
     });
