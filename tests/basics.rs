@@ -6,14 +6,8 @@
 
 mod common;
 
-use common::{assert_close, gpu};
+use common::{assert_close, devices, gpu};
 use lazywgpu::{DType, Device, Error, Tensor};
-
-fn devices() -> Vec<Device> {
-    let mut devs = vec![Device::cpu()];
-    devs.extend(gpu());
-    devs
-}
 
 #[test]
 fn from_vec_round_trips_every_dtype() {

@@ -304,18 +304,20 @@ fn compare_f32(got: &[f32], want: &[f32], rtol: f32, atol: f32) -> Result<(), St
             }
         })
         .collect();
+    differences(&bad, want.len(), |i| {
+        format!("[{i}] got {} want {}", got[i], want[i])
+    })
+}
+
+/// `Ok` without differences, else the count and the first four.
+fn differences(bad: &[usize], len: usize, show: impl Fn(usize) -> String) -> Result<(), String> {
     if bad.is_empty() {
         return Ok(());
     }
-    let shown: Vec<String> = bad
-        .iter()
-        .take(4)
-        .map(|&i| format!("[{i}] got {} want {}", got[i], want[i]))
-        .collect();
+    let shown: Vec<String> = bad.iter().take(4).map(|&i| show(i)).collect();
     Err(format!(
-        "{} of {} elements differ: {}",
+        "{} of {len} elements differ: {}",
         bad.len(),
-        want.len(),
         shown.join(", ")
     ))
 }
@@ -326,20 +328,9 @@ fn compare_exact<T: PartialEq + std::fmt::Debug>(got: &[T], want: &[T]) -> Resul
         return Err(format!("{} elements, expected {}", got.len(), want.len()));
     }
     let bad: Vec<usize> = (0..want.len()).filter(|&i| got[i] != want[i]).collect();
-    if bad.is_empty() {
-        return Ok(());
-    }
-    let shown: Vec<String> = bad
-        .iter()
-        .take(4)
-        .map(|&i| format!("[{i}] got {:?} want {:?}", got[i], want[i]))
-        .collect();
-    Err(format!(
-        "{} of {} elements differ: {}",
-        bad.len(),
-        want.len(),
-        shown.join(", ")
-    ))
+    differences(&bad, want.len(), |i| {
+        format!("[{i}] got {:?} want {:?}", got[i], want[i])
+    })
 }
 
 /// `out` against a stored tensor: shape, dtype, then values.

@@ -14,14 +14,8 @@ mod common;
 
 use std::time::Instant;
 
-use common::{assert_close, gpu};
-use lazywgpu::{Device, Tensor};
-
-fn devices() -> Vec<Device> {
-    let mut devs = vec![Device::cpu()];
-    devs.extend(gpu());
-    devs
-}
+use common::{assert_close, devices};
+use lazywgpu::Tensor;
 
 /// A time that only an exponential walk reaches on any machine.
 const TOO_SLOW_S: f64 = 5.0;

@@ -6,15 +6,9 @@
 
 mod common;
 
-use common::{assert_close, gpu};
+use common::{assert_close, devices, gpu};
 use lazywgpu::{Device, Tensor};
 use proptest::prelude::*;
-
-fn devices() -> Vec<Device> {
-    let mut devs = vec![Device::cpu()];
-    devs.extend(gpu());
-    devs
-}
 
 /// One view op, applied to the current view.
 #[derive(Clone, Debug)]

@@ -4,16 +4,10 @@
 
 mod common;
 
-use common::gpu;
+use common::devices;
 use lazywgpu::nn::{self, Module, functional as F};
 use lazywgpu::optim::{Adadelta, Adam, AdamW, Optimizer, Sgd, StepLr};
 use lazywgpu::{Device, Tensor};
-
-fn devices() -> Vec<Device> {
-    let mut v = vec![Device::cpu()];
-    v.extend(gpu());
-    v
-}
 
 /// Gradient of `sum(w * c)^2`-like quadratics is easy to write down; the
 /// optimisers run on `loss = sum((w - t)^2)` with gradient `2 (w - t)`.

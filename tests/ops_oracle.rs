@@ -6,14 +6,8 @@
 
 mod common;
 
-use common::{assert_close, gpu};
-use lazywgpu::{DType, Device, Tensor};
-
-fn devices() -> Vec<Device> {
-    let mut devs = vec![Device::cpu()];
-    devs.extend(gpu());
-    devs
-}
+use common::{assert_close, devices};
+use lazywgpu::{DType, Tensor};
 
 fn grid() -> Vec<f32> {
     (0..64).map(|i| -3.2 + i as f32 * 0.1).collect()

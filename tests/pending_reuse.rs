@@ -12,15 +12,9 @@
 
 mod common;
 
-use common::{assert_close, gpu};
+use common::{assert_close, devices, gpu};
 use lazywgpu::{Device, Tensor};
 use proptest::prelude::*;
-
-fn devices() -> Vec<Device> {
-    let mut devs = vec![Device::cpu()];
-    devs.extend(gpu());
-    devs
-}
 
 /// The first program of the issue: reading `z` must not let it overwrite
 /// the buffer that the still pending `y` is computed from.

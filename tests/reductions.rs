@@ -10,15 +10,9 @@
 
 mod common;
 
-use common::{assert_close, gpu};
+use common::{assert_close, devices, gpu};
 use lazywgpu::{Device, Tensor};
 use proptest::prelude::*;
-
-fn devices() -> Vec<Device> {
-    let mut devs = vec![Device::cpu()];
-    devs.extend(gpu());
-    devs
-}
 
 fn data(n: usize, seed: u64) -> Vec<f32> {
     let mut s = seed

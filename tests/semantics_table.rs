@@ -5,14 +5,8 @@
 
 mod common;
 
-use common::gpu;
-use lazywgpu::{BinaryOp, DType, Device, NanResult, ReduceOp, Tensor, UnaryOp};
-
-fn devices() -> Vec<Device> {
-    let mut devs = vec![Device::cpu()];
-    devs.extend(gpu());
-    devs
-}
+use common::devices;
+use lazywgpu::{BinaryOp, DType, NanResult, ReduceOp, Tensor, UnaryOp};
 
 fn unary(x: &Tensor, op: UnaryOp) -> Tensor {
     match op {

@@ -9,15 +9,9 @@
 
 mod common;
 
-use common::{assert_close, gpu};
+use common::{assert_close, devices};
 use lazywgpu::{Device, Tensor};
 use proptest::prelude::*;
-
-fn devices() -> Vec<Device> {
-    let mut devs = vec![Device::cpu()];
-    devs.extend(gpu());
-    devs
-}
 
 /// How the input view is made from a stored base.
 #[derive(Clone, Debug)]

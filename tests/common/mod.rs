@@ -19,6 +19,14 @@ pub fn gpu() -> Option<Device> {
     }
 }
 
+/// The CPU reference device, and the GPU one when there is an adapter
+/// (see [`gpu`]).
+pub fn devices() -> Vec<Device> {
+    let mut devs = vec![Device::cpu()];
+    devs.extend(gpu());
+    devs
+}
+
 /// Asserts `actual` is within `atol + rtol * |expected|` of `expected`
 /// everywhere (NaNs must match NaNs), naming the first bad index.
 #[track_caller]
