@@ -29,7 +29,8 @@
 use std::fmt::Write;
 
 use super::emit::Gen;
-use super::roots::{MatmulDims, matmul_dims, stores, tile_load};
+use super::matmul::{MatmulDims, matmul_dims, tile_load};
+use super::roots::stores;
 use super::wgsl::{CodegenContext, KernelSource, TextureUse, WORKGROUP_SIZE, kernel_main};
 use crate::graph::GraphKey;
 use crate::kernel::LaneAdapter;

@@ -2,8 +2,11 @@
 
 mod emit;
 mod exprs;
+mod matmul;
 mod matmul_lanes;
+mod reduce;
 mod roots;
+mod softmax;
 mod source;
 mod validate;
 mod wgsl;

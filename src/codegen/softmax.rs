@@ -1,0 +1,229 @@
+//! Softmax and log-softmax kernels: a row per invocation (vec4 or not)
+//! or a row per workgroup (see `SoftmaxStrategy`), with PyTorch's NaN
+//! rules for rows holding NaN or infinities.
+
+use std::fmt::Write;
+
+use super::emit::Gen;
+use super::exprs::{nan_extremum, softmax_guard};
+use super::wgsl::{WORKGROUP_SIZE, kernel_main, vectorizable};
+use crate::dtype::DType;
+use crate::graph::GraphKey;
+use crate::kernel::{SoftmaxStrategy, choose_softmax};
+use crate::shape::numel;
+
+use super::roots::stores;
+
+pub(super) fn softmax(
+    g: &mut Gen,
+    key: &GraphKey,
+    root: usize,
+    axis: usize,
+    log: bool,
+    outputs: &[usize],
+) -> (String, usize, bool, SoftmaxStrategy) {
+    let x = key.nodes[root].inputs[0];
+    let shape = key.nodes[x].shape.clone();
+    let len = shape[axis];
+    let inner: usize = shape[axis + 1..].iter().product();
+    let rows = numel(&shape) / len.max(1);
+    let vectorizable = vectorizable(&key.nodes, x, g.stored, false);
+    let strategy = choose_softmax(len, rows, inner, vectorizable);
+    match strategy {
+        SoftmaxStrategy::RowPerInvocationVec4 => {
+            let (main, groups, vec_out) =
+                softmax_per_thread_vec4(g, key, root, x, (len, rows), log, outputs);
+            return (main, groups, vec_out, strategy);
+        }
+        SoftmaxStrategy::RowPerInvocation => {
+            let (main, groups) =
+                softmax_per_thread(g, key, root, x, (len, inner, rows), log, outputs);
+            return (main, groups, false, strategy);
+        }
+        SoftmaxStrategy::RowPerWorkgroup => {}
+    }
+    // Element k of row `gi`.
+    let at = format!("((gi / {inner}u) * {len}u + k) * {inner}u + gi % {inner}u");
+    let pass = |g: &mut Gen, tail: &dyn Fn(&mut Gen, &str, &str)| {
+        g.scoped(|g| {
+            let i = g.emit("i", "u32", &at);
+            let v = g.value(x, &i, false, false);
+            tail(g, &i, &v);
+        })
+    };
+    let max_loop = pass(g, &|g, _, v| {
+        let _ = writeln!(
+            g.body,
+            "        m = {};",
+            nan_extremum("max", "m", v, false)
+        );
+    });
+    let sum_loop = pass(g, &|g, _, v| {
+        let _ = writeln!(g.body, "        s = s + exp({v} - m);");
+    });
+    let write_loop = pass(g, &|g, i, v| {
+        let expr = if log {
+            format!("({v} - m) - log(s)")
+        } else {
+            format!("exp({v} - m) / s")
+        };
+        let result = g.emit("y", "f32", &softmax_guard(&expr, "m", "s", false));
+        let st = stores(g, key, root, outputs, i, &result);
+        g.body.push_str(&st);
+    });
+    let half = WORKGROUP_SIZE / 2;
+    let tree = |op: &str| {
+        format!(
+            "    red_v[lid] = {op};\n    workgroupBarrier();\n    \
+             for (var t = {half}u; t > 0u; t = t >> 1u) {{\n        \
+             if (lid < t) {{ red_v[lid] = {}; }}\n        workgroupBarrier();\n    }}\n",
+            if op == "m" {
+                nan_extremum("max", "red_v[lid]", "red_v[lid + t]", false)
+            } else {
+                "red_v[lid] + red_v[lid + t]".to_string()
+            }
+        )
+    };
+    let main = format!(
+        "\nvar<workgroup> red_v: array<f32, {WORKGROUP_SIZE}>;\n\
+         {}\
+         var m = bitcast<f32>(0xff800000u);\n\
+         for (var k = lid; k < {len}u; k = k + {WORKGROUP_SIZE}u) {{\n{max_loop}    }}\n\
+         {}    m = red_v[0];\n    workgroupBarrier();\n\
+         var s = 0.0;\n\
+         for (var k = lid; k < {len}u; k = k + {WORKGROUP_SIZE}u) {{\n{sum_loop}    }}\n\
+         {}    s = red_v[0];\n\
+         for (var k = lid; k < {len}u; k = k + {WORKGROUP_SIZE}u) {{\n{write_loop}    }}\n}}\n",
+        kernel_main(WORKGROUP_SIZE as usize, false, rows, ""),
+        tree("m"),
+        tree("s")
+    );
+    (main, rows, false, strategy)
+}
+
+/// `softmax_per_thread` for rows along the last axis whose length is a
+/// multiple of four, read as `vec4`s (and written as `vec4`s when the
+/// softmax is the kernel's only output): on lavapipe every storage access
+/// is a loop over the SIMD lanes, so a quarter of them is most of the
+/// cost (4096x1024: 17-18 ms -> 8.6-9.4 ms, interleaved runs). Three
+/// passes (max, sum of exponentials, write) take two exponentials an
+/// element where the online pass took three. Returns whether the outputs
+/// are stored as `vec4`s.
+fn softmax_per_thread_vec4(
+    g: &mut Gen,
+    key: &GraphKey,
+    root: usize,
+    x: usize,
+    (len, rows): (usize, usize),
+    log: bool,
+    outputs: &[usize],
+) -> (String, usize, bool) {
+    let len4 = len / 4;
+    // Each pass reads group `k` of the row as `v` at vec4 index `i`.
+    let pass = |g: &mut Gen, f: &dyn Fn(&mut Gen, &str, &str)| {
+        g.scoped(|g| {
+            let i = g.emit("i", "u32", &format!("gi * {len4}u + k"));
+            let v = g.value(x, &i, false, true);
+            f(g, &i, &v);
+        })
+    };
+    let max_pass = pass(g, &|g, _, v| {
+        let _ = writeln!(
+            g.body,
+            "        m4 = {};",
+            nan_extremum("max", "m4", v, true)
+        );
+    });
+    let sum_pass = pass(g, &|g, _, v| {
+        let _ = writeln!(g.body, "        s4 = s4 + exp({v} - vec4<f32>(m));");
+    });
+    let whole_vec4 = outputs == [root] && key.nodes[root].dtype == DType::F32;
+    let write_pass = pass(g, &|g, i, v| {
+        let expr = if log {
+            format!("({v} - vec4<f32>(m)) - vec4<f32>(ls)")
+        } else {
+            format!("exp({v} - vec4<f32>(m)) * rs")
+        };
+        let y = g.emit("y", "vec4<f32>", &softmax_guard(&expr, "m", "s", true));
+        if whole_vec4 {
+            let st = g.store(0, root, i, &y, true);
+            g.body.push_str(&st);
+            return;
+        }
+        for q in 0..4 {
+            let idx = g.emit("idx", "u32", &format!("{i} * 4u + {q}u"));
+            let result = g.emit("r", "f32", &format!("{y}[{q}]"));
+            let st = stores(g, key, root, outputs, &idx, &result);
+            g.body.push_str(&st);
+        }
+    });
+    let main = format!(
+        "\n{head}\
+         var m4 = vec4<f32>(bitcast<f32>(0xff800000u));\n\
+         for (var k = 0u; k < {len4}u; k = k + 1u) {{\n{max_pass}    }}\n\
+         let m = {m};\n\
+         var s4 = vec4<f32>(0.0);\n\
+         for (var k = 0u; k < {len4}u; k = k + 1u) {{\n{sum_pass}    }}\n\
+         let s = (s4.x + s4.y) + (s4.z + s4.w);\n\
+         let ls = log(s);\n\
+         let rs = 1.0 / s;\n\
+         for (var k = 0u; k < {len4}u; k = k + 1u) {{\n{write_pass}    }}\n}}\n",
+        head = kernel_main(WORKGROUP_SIZE as usize, true, rows, ""),
+        m = nan_extremum(
+            "max",
+            &nan_extremum("max", "m4.x", "m4.y", false),
+            &nan_extremum("max", "m4.z", "m4.w", false),
+            false
+        ),
+    );
+    (main, rows.div_ceil(WORKGROUP_SIZE as usize), whole_vec4)
+}
+
+/// Softmax with one invocation per row, for many rows: no workgroup
+/// barriers (dear on CPU drivers such as lavapipe), and an online max/sum
+/// pass (the running sum is rescaled when the max grows), so the row is
+/// read twice instead of three times.
+fn softmax_per_thread(
+    g: &mut Gen,
+    key: &GraphKey,
+    root: usize,
+    x: usize,
+    (len, inner, rows): (usize, usize, usize),
+    log: bool,
+    outputs: &[usize],
+) -> (String, usize) {
+    let at = format!("((gi / {inner}u) * {len}u + k) * {inner}u + gi % {inner}u");
+    let stats = g.scoped(|g| {
+        let i = g.emit("i", "u32", &at);
+        let v = g.value(x, &i, false, false);
+        let _ = writeln!(
+            g.body,
+            "        let mn = {};\n        s = s * exp(m - mn) + exp({v} - mn);\n        m = mn;",
+            nan_extremum("max", "m", &v, false)
+        );
+    });
+    let write = g.scoped(|g| {
+        let i = g.emit("i", "u32", &at);
+        let v = g.value(x, &i, false, false);
+        let expr = if log {
+            format!("({v} - m) - ls")
+        } else {
+            format!("exp({v} - m) * rs")
+        };
+        let result = g.emit("y", "f32", &softmax_guard(&expr, "m", "s", false));
+        let st = stores(g, key, root, outputs, &i, &result);
+        g.body.push_str(&st);
+    });
+    let main = format!(
+        "\n{head}\
+         // Starts at the lowest finite value so that exp(m - mn) is never nan.\n\
+         var m = -3.4028235e38;\n\
+         var s = 0.0;\n\
+         for (var k = 0u; k < {len}u; k = k + 1u) {{\n{stats}    }}\n\
+         let ls = log(s);\n\
+         let rs = 1.0 / s;\n\
+         for (var k = 0u; k < {len}u; k = k + 1u) {{\n{write}    }}\n}}\n",
+        head = kernel_main(WORKGROUP_SIZE as usize, true, rows, ""),
+    );
+    (main, rows.div_ceil(WORKGROUP_SIZE as usize))
+}
