@@ -125,8 +125,8 @@ fn plan_text(name: &str, source: &KernelSource, origins: &[String]) -> String {
         let _ = writeln!(text, "writes n{w} {}", label(w));
     }
     let _ = writeln!(text, "bindings:");
-    for (i, b) in source.bindings().iter().enumerate() {
-        let node = match *b {
+    for (i, b) in source.bindings().enumerate() {
+        let node = match b {
             Binding::Read { node, .. } | Binding::Write { node, .. } => {
                 format!(" ({})", label(node))
             }

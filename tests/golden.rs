@@ -76,13 +76,18 @@ fn tensor(v: &Value, dev: &Device) -> Tensor {
     .expect("golden input")
 }
 
-fn axes(args: &Value) -> Vec<isize> {
-    args["axes"]
+/// The integer list `args[key]` (axes, dims, a shape).
+fn ints(args: &Value, key: &str) -> Vec<isize> {
+    args[key]
         .as_array()
-        .expect("axes")
+        .unwrap_or_else(|| panic!("{key}"))
         .iter()
-        .map(|a| a.as_i64().expect("axis") as isize)
+        .map(|a| a.as_i64().unwrap_or_else(|| panic!("{key}: an integer")) as isize)
         .collect()
+}
+
+fn axes(args: &Value) -> Vec<isize> {
+    ints(args, "axes")
 }
 
 fn pair(v: &Value) -> (usize, usize) {
@@ -146,22 +151,8 @@ fn run(op: &str, args: &Value, x: &[Tensor]) -> Tensor {
         "matmul" => x[0].matmul(&x[1]),
         "matmul_t" => x[0].t().matmul(&x[1]),
         "permute_reshape" => x[0].permute([2, 0, 1]).reshape([10, 12]),
-        "permute" => x[0].permute(
-            args["dims"]
-                .as_array()
-                .expect("dims")
-                .iter()
-                .map(|d| d.as_i64().expect("dim") as isize)
-                .collect::<Vec<_>>(),
-        ),
-        "reshape" => x[0].reshape(
-            args["shape"]
-                .as_array()
-                .expect("shape")
-                .iter()
-                .map(|d| d.as_i64().expect("dim") as isize)
-                .collect::<Vec<_>>(),
-        ),
+        "permute" => x[0].permute(ints(args, "dims")),
+        "reshape" => x[0].reshape(ints(args, "shape")),
         "slice" => x[0].slice(
             int("dim") as isize,
             int("start") as usize,
@@ -190,14 +181,7 @@ fn run(op: &str, args: &Value, x: &[Tensor]) -> Tensor {
         }
         "cat" => Tensor::cat(&x.iter().collect::<Vec<_>>(), int("axis") as isize),
         "stack" => Tensor::stack(&x.iter().collect::<Vec<_>>(), int("axis") as isize),
-        "flip" => x[0].flip(
-            args["dims"]
-                .as_array()
-                .expect("dims")
-                .iter()
-                .map(|d| d.as_i64().expect("dim") as isize)
-                .collect::<Vec<_>>(),
-        ),
+        "flip" => x[0].flip(ints(args, "dims")),
         "gather" => x[0].gather(int("axis") as isize, &x[1]),
         "index_select" => x[0].index_select(int("axis") as isize, &x[1]),
         "scatter_add" => x[0].scatter_add(int("axis") as isize, &x[1], &x[2]),

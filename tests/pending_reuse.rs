@@ -175,6 +175,15 @@ impl Model {
         self.arrays.push(values);
         self.arrays.len() - 1
     }
+
+    /// A new tensor with a family of its own holding `values`.
+    fn entry(&mut self, tensor: Tensor, values: Vec<f64>) -> Entry {
+        Entry {
+            tensor,
+            model: self.fresh(values),
+            transposed: false,
+        }
+    }
 }
 
 fn seeded(seed: u32) -> Vec<f32> {
@@ -189,12 +198,13 @@ fn check(e: &Entry, model: &Model, what: &str) {
 
 fn run_program(dev: &Device, steps: &[Action]) {
     let mut model = Model { arrays: Vec::new() };
-    let first = seeded(7);
-    let mut live = vec![Entry {
-        tensor: Tensor::from_vec(first.clone(), [N, N], dev).unwrap(),
-        model: model.fresh(first.iter().map(|&v| v as f64).collect()),
-        transposed: false,
-    }];
+    // A stored tensor of `seeded(seed)` values, in a family of its own.
+    let stored = |model: &mut Model, seed: u32| {
+        let v = seeded(seed);
+        let t = Tensor::from_vec(v.clone(), [N, N], dev).unwrap();
+        model.entry(t, v.iter().map(|&x| x as f64).collect())
+    };
+    let mut live = vec![stored(&mut model, 7)];
     for (n, s) in steps.iter().enumerate() {
         let what = format!("step {n} ({s:?}) on {dev:?}");
         let at = |i: usize| i % live.len().max(1);
@@ -202,14 +212,7 @@ fn run_program(dev: &Device, steps: &[Action]) {
             continue;
         }
         match *s {
-            Action::New(seed) => {
-                let v = seeded(seed);
-                live.push(Entry {
-                    tensor: Tensor::from_vec(v.clone(), [N, N], dev).unwrap(),
-                    model: model.fresh(v.iter().map(|&x| x as f64).collect()),
-                    transposed: false,
-                });
-            }
+            Action::New(seed) => live.push(stored(&mut model, seed)),
             Action::Combine(a, b, k) => {
                 let (ea, eb) = (&live[at(a)], &live[at(b)]);
                 let t = ea.tensor.tanh() * k + &eb.tensor * 0.5;
@@ -219,11 +222,7 @@ fn run_program(dev: &Device, steps: &[Action]) {
                     .zip(&vb)
                     .map(|(x, y)| (*x as f32).tanh() as f64 * k as f64 + y * 0.5)
                     .collect();
-                live.push(Entry {
-                    tensor: t,
-                    model: model.fresh(v),
-                    transposed: false,
-                });
+                live.push(model.entry(t, v));
             }
             Action::Product(a, b) => {
                 let (ea, eb) = (&live[at(a)], &live[at(b)]);
@@ -234,22 +233,14 @@ fn run_program(dev: &Device, steps: &[Action]) {
                     .zip(&model.values(eb))
                     .map(|(x, y)| x * y.tanh())
                     .collect();
-                live.push(Entry {
-                    tensor: t,
-                    model: model.fresh(v),
-                    transposed: false,
-                });
+                live.push(model.entry(t, v));
             }
             Action::Center(a) => {
                 let ea = &live[at(a)];
                 let t = &ea.tensor - ea.tensor.mean([0, 1], true);
                 let va = model.values(ea);
                 let mean = va.iter().sum::<f64>() / (N * N) as f64;
-                live.push(Entry {
-                    tensor: t,
-                    model: model.fresh(va.iter().map(|x| x - mean).collect()),
-                    transposed: false,
-                });
+                live.push(model.entry(t, va.iter().map(|x| x - mean).collect()));
             }
             Action::Matmul(a, b) => {
                 let (ea, eb) = (&live[at(a)], &live[at(b)]);
@@ -262,11 +253,7 @@ fn run_program(dev: &Device, steps: &[Action]) {
                         (dot * 0.25).tanh()
                     })
                     .collect();
-                live.push(Entry {
-                    tensor: t,
-                    model: model.fresh(v),
-                    transposed: false,
-                });
+                live.push(model.entry(t, v));
             }
             Action::Alias(a) => {
                 let e = &live[at(a)];

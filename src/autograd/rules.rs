@@ -257,8 +257,9 @@ pub(crate) fn reduce(op: ReduceOp, x: &Tensor, axes: &[usize], out: &Tensor) {
                 // `rest * 0` rather than 0: the others' product is NaN
                 // when one of them is NaN or infinite.
                 let rest = is_zero.where_cond(1.0f32, x).prod(dims.clone(), true);
-                let at_zero = zeros.eq(1.0f32).where_cond(&rest, &(&rest * 0.0));
-                let elsewhere = zeros.eq(0.0f32).where_cond(&(&y / x), &(&rest * 0.0));
+                let rest_zero = &rest * 0.0;
+                let at_zero = zeros.eq(1.0f32).where_cond(&rest, &rest_zero);
+                let elsewhere = zeros.eq(0.0f32).where_cond(&(&y / x), &rest_zero);
                 g * is_zero.where_cond(&at_zero, &elsewhere)
             }
             _ => {

@@ -79,7 +79,6 @@ fn declared(wgsl: &str) -> Vec<(u32, String)> {
 fn expected(source: &KernelSource) -> Vec<(u32, String)> {
     source
         .bindings()
-        .iter()
         .enumerate()
         .map(|(i, b)| {
             let kind = match b {

@@ -13,7 +13,6 @@ use std::fmt::Write;
 use crate::dtype::DType;
 use crate::graph::op::{BinaryOp, Op};
 use crate::graph::{GKind, GNode};
-use crate::kernel::Target;
 use crate::shape::{Layout, contiguous_strides, numel};
 
 use super::exprs::*;
@@ -76,11 +75,8 @@ pub(crate) struct Gen<'a> {
     aliases: &'a [(usize, usize)],
     kernel_vec: bool,
     alias_violation: bool,
-    /// Bytes one storage binding covers (`Target::binding_part_bytes`).
-    pub part_bytes: usize,
-    /// See `CodegenContext::origins`.
-    pub origins: Option<&'a [String]>,
-    target: &'a Target,
+    /// The target (binding part size) and node labels for annotations.
+    cx: CodegenContext<'a>,
     /// The variable of the last `let` emitted, to annotate it.
     last_emitted: Option<String>,
 }
@@ -106,9 +102,7 @@ impl<'a> Gen<'a> {
             aliases,
             kernel_vec,
             alias_violation: false,
-            part_bytes: cx.target.binding_part_bytes,
-            origins: cx.origins,
-            target: cx.target,
+            cx: *cx,
             last_emitted: None,
         }
     }
@@ -138,22 +132,22 @@ impl<'a> Gen<'a> {
                 binding += 1;
             }
         }
-        for (k, &(r, rvec)) in self.reads.iter().enumerate() {
-            let ty = storage_type(self.nodes[r].dtype, rvec);
-            for name in part_names(&format!("in{k}"), self.parts_of(r, rvec)) {
+        // Reads, then writes, each buffer in its parts.
+        let reads = self
+            .reads
+            .iter()
+            .enumerate()
+            .map(|(k, &n)| ("in", "read", k, n));
+        let writes = outputs
+            .iter()
+            .enumerate()
+            .map(|(k, &n)| ("out", "read_write", k, n));
+        for (prefix, access, k, (n, vec)) in reads.chain(writes) {
+            let ty = storage_type(self.nodes[n].dtype, vec);
+            for name in part_names(&format!("{prefix}{k}"), self.parts_of(n, vec)) {
                 let _ = writeln!(
                     src,
-                    "@group(0) @binding({binding}) var<storage, read> {name}: array<{ty}>;"
-                );
-                binding += 1;
-            }
-        }
-        for (k, &(o, ovec)) in outputs.iter().enumerate() {
-            let ty = storage_type(self.nodes[o].dtype, ovec);
-            for name in part_names(&format!("out{k}"), self.parts_of(o, ovec)) {
-                let _ = writeln!(
-                    src,
-                    "@group(0) @binding({binding}) var<storage, read_write> {name}: array<{ty}>;"
+                    "@group(0) @binding({binding}) var<storage, {access}> {name}: array<{ty}>;"
                 );
                 binding += 1;
             }
@@ -194,7 +188,7 @@ impl<'a> Gen<'a> {
         } else {
             self.extent(n) * 4
         };
-        bytes.div_ceil(self.part_bytes).max(1)
+        bytes.div_ceil(self.part_bytes()).max(1)
     }
 
     /// Bindings per read, in binding order.
@@ -216,7 +210,7 @@ impl<'a> Gen<'a> {
         let q = self.emit("q", "u32", pos);
         let var = self.fresh("s");
         let _ = writeln!(self.body, "    var {var}: {ty};");
-        let chain = part_chain((parts, self.part_bytes), vec, &q, |part, local| {
+        let chain = part_chain((parts, self.part_bytes()), vec, &q, |part, local| {
             format!("{var} = {name}_p{part}[{local}];")
         });
         self.body.push_str(&chain);
@@ -228,7 +222,7 @@ impl<'a> Gen<'a> {
     pub fn store(&mut self, k: usize, o: usize, idx: &str, value: &str, vec: bool) -> String {
         match self.parts_of(o, vec) {
             1 => format!("    out{k}[{idx}] = {value};{}\n", self.origin_comment(o)),
-            parts => part_chain((parts, self.part_bytes), vec, idx, |part, local| {
+            parts => part_chain((parts, self.part_bytes()), vec, idx, |part, local| {
                 format!("out{k}_p{part}[{local}] = {value};")
             }),
         }
@@ -300,15 +294,17 @@ impl<'a> Gen<'a> {
     /// The context this generator was made with (for the kernels a
     /// template generates beside its own, such as packing kernels).
     pub fn context(&self) -> CodegenContext<'a> {
-        CodegenContext {
-            target: self.target,
-            origins: self.origins,
-        }
+        self.cx
+    }
+
+    /// Bytes one storage binding covers (`Target::binding_part_bytes`).
+    fn part_bytes(&self) -> usize {
+        self.cx.target.binding_part_bytes
     }
 
     /// ` // n{node} {origin}` when annotating, else nothing.
     fn origin_comment(&self, n: usize) -> String {
-        match self.origins {
+        match self.cx.origins {
             Some(origins) => format!("  // n{n} {}", origins[n]),
             None => String::new(),
         }
@@ -508,7 +504,7 @@ impl<'a> Gen<'a> {
             }
         };
         // The line just emitted for this node, if any, names it.
-        if self.origins.is_some() && self.last_emitted.as_deref() == Some(var.as_str()) {
+        if self.cx.origins.is_some() && self.last_emitted.as_deref() == Some(var.as_str()) {
             let comment = self.origin_comment(n);
             if self.body.ends_with('\n') {
                 self.body.pop();

@@ -80,7 +80,9 @@ impl KernelSource {
     /// the scratch textures. The WGSL declares its bindings in this order
     /// (`Gen::header`, the textures after it), and the runtime binds from
     /// this list; a unit test holds the two together.
-    pub fn bindings(&self) -> Vec<Binding> {
+    /// An iterator, not a list: the runtime walks it for every dispatch
+    /// of every run.
+    pub fn bindings(&self) -> impl Iterator<Item = Binding> + '_ {
         let params = self.uses_params.then_some(Binding::Params {
             uniform_bytes: self.uniform_params,
         });
@@ -103,14 +105,12 @@ impl KernelSource {
             .chain(reads)
             .chain(writes)
             .chain(textures)
-            .collect()
     }
 
     /// Storage and uniform bindings of this kernel alone (a buffer bound
     /// in parts counts once per part; textures are not buffers).
     pub fn buffer_bindings(&self) -> usize {
         self.bindings()
-            .iter()
             .filter(|b| !matches!(b, Binding::Texture { .. }))
             .count()
     }

@@ -150,10 +150,11 @@ impl Graph {
 
     /// The same graph with another structure `key` whose node `i` computes
     /// (part of) this graph's node `origin[i]` (a lowering of it), reading
-    /// the same inputs and parameters.
+    /// the same inputs and parameters. It keeps this graph's hash, which
+    /// names it in logs, errors and dumps.
     pub fn lowered(&self, key: GraphKey, origin: &[usize]) -> Graph {
         Graph {
-            hash: key.structural_hash(),
+            hash: self.hash,
             key,
             inputs: self.inputs.clone(),
             params: self.params.clone(),

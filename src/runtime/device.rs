@@ -39,7 +39,6 @@ pub(crate) struct DeviceInner {
     verify: AtomicBool,
     /// Test hook: corrupt the next GPU result (to prove verify catches it).
     corrupt_next: AtomicBool,
-    pub eager: bool,
     gpu_caches: Mutex<GpuCaches>,
     config: DeviceConfig,
 }
@@ -71,7 +70,6 @@ impl Device {
                 fusion: AtomicBool::new(config.fusion),
                 verify: AtomicBool::new(config.verify),
                 corrupt_next: AtomicBool::new(false),
-                eager: config.eager,
                 gpu_caches: Mutex::new(GpuCaches::new(config.dump_dir.clone())),
                 config,
             }),

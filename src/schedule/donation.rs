@@ -48,11 +48,10 @@ pub(crate) fn reads_only_at_own_element(
         let GKind::Op { op, .. } = &nodes[n].kind else {
             continue;
         };
-        let preserving = match op {
-            Op::Unary(_) | Op::Binary(_) | Op::Where | Op::Cast(_) | Op::Reshape => true,
-            Op::Expand => numel(&nodes[nodes[n].inputs[0]].shape) == numel(&nodes[n].shape),
-            _ => false,
-        };
+        // An expand that adds no elements reads its input at the same index.
+        let preserving = super::index_preserving(op)
+            || (*op == Op::Expand
+                && numel(&nodes[nodes[n].inputs[0]].shape) == numel(&nodes[n].shape));
         for &c in &nodes[n].inputs {
             stack.push((c, own && preserving, false));
         }

@@ -63,7 +63,7 @@ fn op_of(key: &GraphKey, n: usize) -> Option<&Op> {
 }
 
 /// Ops that read their inputs at their own element index.
-fn index_preserving(op: &Op) -> bool {
+pub(super) fn index_preserving(op: &Op) -> bool {
     matches!(
         op,
         Op::Unary(_) | Op::Binary(_) | Op::Where | Op::Cast(_) | Op::Reshape
@@ -124,18 +124,16 @@ pub(crate) fn schedule(key: &GraphKey, max_outputs: usize) -> Schedule {
     }
 
     // Whether a root must be written: some consumer needs its value other
-    // than from the register of its own kernel (see `ReadersOutside`).
-    let readers = readers_outside_kernel(key, &written, &epilogue_of);
-    let mut consumers_of_root: Vec<Vec<usize>> = vec![Vec::new(); count];
+    // than from the register of its own kernel (see `readers_outside_kernel`).
+    let mut consumers: Vec<Vec<usize>> = vec![Vec::new(); count];
     for (i, n) in nodes.iter().enumerate() {
         for &j in &n.inputs {
-            if is_root(j) {
-                consumers_of_root[j].push(i);
-            }
+            consumers[j].push(i);
         }
     }
+    let readers = readers_outside_kernel(key, &consumers, &written, &epilogue_of);
     let needed_outside = |r: usize| -> bool {
-        consumers_of_root[r].iter().any(|&c| match readers[c] {
+        consumers[r].iter().any(|&c| match readers[c] {
             RootsReached::None => false,
             RootsReached::One(e) => e != r,
             RootsReached::Many => true,
@@ -157,6 +155,12 @@ pub(crate) fn schedule(key: &GraphKey, max_outputs: usize) -> Schedule {
             })
             .max()
             .unwrap_or(0);
+        if is_root(i) && numel(&nodes[i].shape) == 0 {
+            // An empty result has nothing to compute, like an empty
+            // elementwise group below (its epilogue is empty too, and the
+            // runtime allocates empty outputs without a kernel).
+            continue;
+        }
         if is_root(i) {
             let write_root = written[i] || needed_outside(i);
             log::debug!(
@@ -318,16 +322,11 @@ fn roots_reached_at_same_index(key: &GraphKey, under_root: &[bool]) -> Vec<Roots
 /// One pass in reverse topological order.
 fn readers_outside_kernel(
     key: &GraphKey,
+    consumers: &[Vec<usize>],
     written: &[bool],
     epilogue_of: &[Option<usize>],
 ) -> Vec<RootsReached> {
     let nodes = &key.nodes;
-    let mut consumers: Vec<Vec<usize>> = vec![Vec::new(); nodes.len()];
-    for (i, n) in nodes.iter().enumerate() {
-        for &j in &n.inputs {
-            consumers[j].push(i);
-        }
-    }
     let mut readers = vec![RootsReached::None; nodes.len()];
     for c in (0..nodes.len()).rev() {
         readers[c] = if let Some(r) = epilogue_of[c] {
@@ -482,6 +481,22 @@ mod tests {
             let lowered = split_reductions(&graph.key);
             assert_eq!(lowered.key, graph.key, "{:?}", t.shape());
         }
+    }
+
+    #[test]
+    fn empty_roots_and_their_epilogues_get_no_kernel() {
+        let dev = cpu();
+        let empty = input(&[0, 5], &dev);
+        let soft = (empty.softmax(-1) * 2.0).exp();
+        let rows = input(&[0, 7], &dev).matmul(&input(&[7, 4], &dev));
+        assert!(kernels_of(&[&soft]).is_empty());
+        assert!(kernels_of(&[&rows]).is_empty());
+        // K = 0 is a sum of no terms: the front end writes zeros, and the
+        // only kernel is the elementwise fill of the (non-empty) output.
+        let prod = input(&[3, 0], &dev).matmul(&input(&[0, 4], &dev));
+        let k = kernels_of(&[&prod]);
+        assert_eq!(k.len(), 1, "{k:?}");
+        assert_eq!(k[0].kind, KernelKind::Elementwise);
     }
 
     #[test]

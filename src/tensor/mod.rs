@@ -287,7 +287,7 @@ impl Tensor {
         let dev = h.dev.clone();
         dev.register(&h);
         let t = Tensor { h };
-        if dev.inner.eager && t.node().is_pending() {
+        if dev.config().eager && t.node().is_pending() {
             if let Err(e) = dev.realize(&[t.node()]) {
                 panic!(
                     "LAZYWGPU_EAGER: op recorded at {} failed: {e}",

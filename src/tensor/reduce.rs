@@ -104,7 +104,7 @@ impl Tensor {
             // No elements: the identity everywhere (0 for sums, 1 for
             // products; the others were refused above unless the result is
             // empty too), without a kernel.
-            let identity = if op == ReduceOp::Prod { 1.0f32 } else { 0.0 };
+            let identity = op.identity() as f32;
             let id = super::creation::scalar_node(identity.to_bits(), DType::F32, loc);
             expand_node(
                 &cast_node(&id, dtype, loc),
@@ -184,13 +184,9 @@ impl Tensor {
         let axes = resolve_axes("mean", axes.into_dims(), self.rank());
         let count: usize = axes.iter().map(|&d| self.shape()[d]).product();
         let dims: Vec<isize> = axes.iter().map(|&d| d as isize).collect();
-        let sum = self.cast(DType::F32).sum(dims, keepdim);
-        if count == 0 {
-            // 0 / 0 (a division by the runtime parameter 0, so the
-            // gradient is NaN too, as in PyTorch).
-            return sum / 0.0f32;
-        }
-        sum * (1.0 / count as f32)
+        // A division by the count (a runtime parameter): over no elements
+        // that is 0 / 0, NaN, with a NaN gradient, as in PyTorch.
+        self.cast(DType::F32).sum(dims, keepdim) / count as f32
     }
 
     /// Mean of all elements.
@@ -208,13 +204,9 @@ impl Tensor {
         let x = self.cast(DType::F32);
         let centered = &x - x.mean(dims.clone(), true);
         let denom = count.saturating_sub(correction) as f32;
-        let sum_sq = (&centered * &centered).sum(dims, keepdim);
-        if denom == 0.0 {
-            // x / 0 as in PyTorch: NaN for 0 / 0, else inf, and a NaN
-            // gradient.
-            return sum_sq / 0.0f32;
-        }
-        sum_sq * (1.0 / denom)
+        // As in `mean`: where `denom` is 0 this is x / 0 as PyTorch gives
+        // it (NaN for 0 / 0, else inf).
+        (&centered * &centered).sum(dims, keepdim) / denom
     }
 
     /// Standard deviation over `axes` with Bessel's `correction`.
@@ -258,11 +250,6 @@ impl Tensor {
         let loc = Location::caller();
         let name = if log { "log_softmax" } else { "softmax" };
         let axis = resolve_axis(name, axis, self.rank().max(1));
-        if self.numel() == 0 {
-            // Nothing to normalise: an empty result (through an op, so that
-            // gradients still reach `self`).
-            return self.cast(DType::F32) * 0.0;
-        }
         let x = cast_node(&self.node(), DType::F32, loc);
         if x.shape.is_empty() {
             let one = reshape_node(&x, &[1], loc);
@@ -358,8 +345,8 @@ impl Tensor {
         if !b_vec {
             shape.push(n);
         }
-        let node = if numel(&out_full) == 0 || k == 0 {
-            // An empty product, or sums of no terms: zeros, no kernel.
+        let node = if k == 0 {
+            // Sums of no terms: zeros, no kernel.
             let zero = super::creation::scalar_node(0.0f32.to_bits(), DType::F32, loc);
             expand_node(&zero, &out_full, loc)
         } else {

@@ -49,8 +49,7 @@ pub(super) fn bind_group(
     (scratch, per_run_scratch): (&[wgpu::TextureView], bool),
     (cache, metrics): (&Mutex<Vec<CachedBindGroup>>, &Metrics),
 ) -> Result<wgpu::BindGroup> {
-    let bindings = source.bindings();
-    let mut resources = Vec::with_capacity(bindings.len());
+    let mut resources = Vec::new();
     let missing = |n: usize| Error::Device {
         during: format!("graph {graph_hash:016x}"),
         message: format!("node {n} is read before it is written"),
@@ -63,7 +62,7 @@ pub(super) fn bind_group(
         let len = std::num::NonZeroU64::new((size - offset).min(part));
         BoundResource::Buffer(b.buffer().clone(), offset, len)
     };
-    for binding in bindings {
+    for binding in source.bindings() {
         resources.push(match binding {
             Binding::Params { uniform_bytes } => {
                 let Some(p) = params else {

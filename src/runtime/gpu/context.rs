@@ -133,12 +133,19 @@ impl GpuContext {
     /// A storage buffer for `len` elements from `pool`, checked against
     /// the adapter's largest buffer (kernels bind buffers past the
     /// storage-binding limit in parts).
-    pub fn alloc(&self, pool: &Arc<BufferPool>, len: usize, what: &str) -> Result<Arc<GpuBuffer>> {
+    /// `what` names the buffer in the error; it is only called then (runs
+    /// allocate every step, and naming costs a `format!`).
+    pub fn alloc(
+        &self,
+        pool: &Arc<BufferPool>,
+        len: usize,
+        what: impl FnOnce() -> String,
+    ) -> Result<Arc<GpuBuffer>> {
         let bytes = (len as u64 * 4).max(16);
         let limit = self.limits.max_buffer_size;
         if bytes > limit {
             return Err(Error::TooLarge {
-                what: what.to_string(),
+                what: what(),
                 bytes,
                 limit,
             });
@@ -154,7 +161,7 @@ impl GpuContext {
     /// Uploads 32-bit patterns into a storage buffer from `pool`. The copy
     /// is staged by wgpu and lands before the next submission runs.
     pub fn upload(&self, pool: &Arc<BufferPool>, bits: &[u32]) -> Result<Arc<GpuBuffer>> {
-        let buf = self.alloc(pool, bits.len(), "upload")?;
+        let buf = self.alloc(pool, bits.len(), || "upload".to_string())?;
         if !bits.is_empty() {
             self.write(&buf, 0, bytemuck::cast_slice(bits));
         }

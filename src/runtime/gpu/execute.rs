@@ -125,7 +125,7 @@ impl<'a> Run<'a> {
             if run.written[o].is_none() {
                 // Empty outputs are never written by a kernel.
                 let len = numel(&nodes[o].shape);
-                run.written[o] = Some(ctx.alloc(pool, len, "empty output")?);
+                run.written[o] = Some(ctx.alloc(pool, len, || "empty output".to_string())?);
             }
         }
         if !graph.params.is_empty() {
@@ -213,13 +213,15 @@ impl<'a> Run<'a> {
         let nodes = &self.exe.key.nodes;
         for &w in &k.source.writes {
             if self.written[w].is_none() {
-                let what = format!(
-                    "output of {} at {}",
-                    op_name(&nodes[w].kind),
-                    self.location(w)
-                );
+                let what = || {
+                    format!(
+                        "output of {} at {}",
+                        op_name(&nodes[w].kind),
+                        self.location(w)
+                    )
+                };
                 let len = numel(&nodes[w].shape);
-                self.written[w] = Some(self.ctx.alloc(self.pool, len, &what)?);
+                self.written[w] = Some(self.ctx.alloc(self.pool, len, what)?);
             }
         }
         let scratch: Vec<wgpu::TextureView> = k
