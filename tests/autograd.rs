@@ -448,3 +448,69 @@ fn zero_dim_views_keep_their_gradient() {
         }
     }
 }
+
+#[test]
+fn erf_and_activations() {
+    check("erf", &[vec![3, 5]], 11, &|x: &[Tensor]| x[0].erf());
+    check("gelu", &[vec![2, 7]], 12, &|x: &[Tensor]| x[0].gelu());
+    check("gelu_tanh", &[vec![2, 7]], 13, &|x: &[Tensor]| {
+        x[0].gelu_tanh()
+    });
+    check("silu", &[vec![2, 7]], 14, &|x: &[Tensor]| x[0].silu());
+    check("tril", &[vec![2, 3, 4]], 15, &|x: &[Tensor]| {
+        x[0].tril(0) * &x[0]
+    });
+    check("triu", &[vec![4, 3]], 16, &|x: &[Tensor]| {
+        x[0].triu(1) * &x[0]
+    });
+}
+
+#[test]
+fn layer_norm_backward() {
+    use lazywgpu::nn::functional::layer_norm;
+    check(
+        "layer_norm affine",
+        &[vec![3, 6], vec![6], vec![6]],
+        17,
+        &|x: &[Tensor]| layer_norm(&x[0], &[6], Some(&x[1]), Some(&x[2]), 1e-5),
+    );
+    check(
+        "layer_norm plain 2-D",
+        &[vec![2, 3, 4]],
+        18,
+        &|x: &[Tensor]| layer_norm(&x[0], &[3, 4], None, None, 1e-5),
+    );
+}
+
+#[test]
+fn embedding_backward_accumulates_repeated_ids() {
+    use lazywgpu::nn::functional::embedding;
+    check("embedding", &[vec![5, 3]], 19, &|x: &[Tensor]| {
+        let ids = Tensor::from_vec(vec![1i32, 4, 1, 0, 1, 3], &[2, 3], x[0].device()).unwrap();
+        embedding(&ids, &x[0])
+    });
+}
+
+#[test]
+fn attention_backward_causal_and_masked() {
+    use lazywgpu::nn::functional::scaled_dot_product_attention as sdpa;
+    // Lengths 5 and 7: not multiples of any tile size.
+    check(
+        "sdpa causal",
+        &[vec![2, 5, 3], vec![2, 5, 3], vec![2, 5, 2]],
+        20,
+        &|x: &[Tensor]| sdpa(&x[0], &x[1], &x[2], None, true),
+    );
+    check(
+        "sdpa full, L != S",
+        &[vec![1, 2, 4, 3], vec![1, 2, 7, 3], vec![1, 2, 7, 2]],
+        21,
+        &|x: &[Tensor]| sdpa(&x[0], &x[1], &x[2], None, false),
+    );
+    check(
+        "sdpa float mask",
+        &[vec![3, 2], vec![5, 2], vec![5, 2], vec![3, 5]],
+        22,
+        &|x: &[Tensor]| sdpa(&x[0], &x[1], &x[2], Some(&x[3]), false),
+    );
+}

@@ -21,7 +21,7 @@
 mod common;
 
 use common::gpu;
-use lazywgpu::{DType, Device, Tensor};
+use lazywgpu::{DType, Device, Tensor, nn};
 use serde_json::Value;
 use std::cell::Cell;
 use std::panic::{AssertUnwindSafe, catch_unwind};
@@ -117,6 +117,30 @@ fn run(op: &str, args: &Value, x: &[Tensor]) -> Tensor {
         "rsqrt" => x[0].rsqrt(),
         "reciprocal" => x[0].recip(),
         "round" => x[0].round(),
+        "erf" => x[0].erf(),
+        "gelu" => x[0].gelu(),
+        "gelu_tanh" => x[0].gelu_tanh(),
+        "silu" => x[0].silu(),
+        "tril" => x[0].tril(int("diagonal") as isize),
+        "triu" => x[0].triu(int("diagonal") as isize),
+        "layer_norm" => nn::functional::layer_norm(
+            &x[0],
+            &ints(args, "normalized_shape")
+                .iter()
+                .map(|&d| d as usize)
+                .collect::<Vec<_>>(),
+            x.get(1),
+            x.get(2),
+            f32_of(&args["eps"]),
+        ),
+        "embedding" => nn::functional::embedding(&x[0], &x[1]),
+        "sdpa" => nn::functional::scaled_dot_product_attention(
+            &x[0],
+            &x[1],
+            &x[2],
+            x.get(3),
+            args["causal"].as_bool().expect("causal"),
+        ),
         "clamp" => x[0].clamp(
             args["min"].as_f64().expect("min") as f32,
             args["max"].as_f64().expect("max") as f32,

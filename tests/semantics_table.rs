@@ -26,6 +26,7 @@ fn unary(x: &Tensor, op: UnaryOp) -> Tensor {
         UnaryOp::Ceil => x.ceil(),
         UnaryOp::Round => x.round(),
         UnaryOp::Sign => x.sign(),
+        UnaryOp::Erf => x.erf(),
     }
 }
 

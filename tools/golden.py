@@ -49,7 +49,7 @@ skipped = []
 NAN, INF = float("nan"), float("inf")
 
 UNARY = ["neg", "abs", "exp", "sin", "cos", "tanh", "sigmoid", "relu", "floor", "ceil", "sign",
-         "log", "sqrt", "rsqrt", "reciprocal", "round"]
+         "log", "sqrt", "rsqrt", "reciprocal", "round", "erf"]
 BINARY = {"add": torch.add, "sub": torch.sub, "mul": torch.mul, "div": torch.div,
           "maximum": torch.maximum, "minimum": torch.minimum, "pow": torch.pow}
 COMPARE = ["eq", "ne", "lt", "le", "gt", "ge"]
@@ -159,6 +159,25 @@ def torch_run(op, args, x):
         return F.max_pool2d(x[0], tuple(args["kernel"]), stride=tuple(args["stride"]), padding=tuple(args["padding"]))
     if op == "avg_pool2d":
         return F.avg_pool2d(x[0], tuple(args["kernel"]), stride=tuple(args["stride"]), padding=tuple(args["padding"]))
+    if op == "gelu":
+        return F.gelu(x[0])
+    if op == "gelu_tanh":
+        return F.gelu(x[0], approximate="tanh")
+    if op == "silu":
+        return F.silu(x[0])
+    if op == "tril":
+        return torch.tril(x[0], args["diagonal"])
+    if op == "triu":
+        return torch.triu(x[0], args["diagonal"])
+    if op == "layer_norm":
+        w = x[1] if len(x) > 1 else None
+        b = x[2] if len(x) > 2 else None
+        return F.layer_norm(x[0], args["normalized_shape"], w, b, args["eps"])
+    if op == "embedding":
+        return F.embedding(x[0].long(), x[1])
+    if op == "sdpa":
+        mask = x[3] if len(x) > 3 else None
+        return F.scaled_dot_product_attention(x[0], x[1], x[2], attn_mask=mask, is_causal=args["causal"])
     raise ValueError(f"no mirror for op {op}")
 
 
@@ -502,6 +521,50 @@ case("edge_max_pool2d_batch0", "max_pool2d", [torch.zeros(0, 3, 4, 4)], kernel=[
 case("edge_max_pool2d_channels0", "max_pool2d", [torch.zeros(2, 0, 4, 4)], kernel=[2, 2], stride=[2, 2], padding=[0, 0])
 case("edge_avg_pool2d_batch0", "avg_pool2d", [torch.zeros(0, 3, 4, 4)], kernel=[2, 2], stride=[2, 2], padding=[0, 0])
 case("edge_avg_pool2d_channels0", "avg_pool2d", [torch.zeros(2, 0, 4, 4)], kernel=[2, 2], stride=[2, 2], padding=[0, 0])
+# ---------------------------------------------------------------------------
+# Transformer ops (`tf_*`): erf and the activations built on it, triangles,
+# layer norm, embedding and attention (causal, masked, lengths that are not
+# multiples of any tile size).
+tf_gen = torch.Generator().manual_seed(77)
+
+
+def trnd(*shape, scale=2.0):
+    return (torch.rand(*shape, generator=tf_gen) * 2 - 1) * scale
+
+
+erf_points = torch.tensor([0.0, -0.0, 1e-7, -1e-5, 1e-3, 0.3, -0.49, 0.5, 0.51, -1.0, 1.7, 2.5, -3.9, 4.5, 6.0, -10.0])
+case("tf_erf_points", "erf", [erf_points])
+case("tf_erf", "erf", [trnd(4, 9, scale=4.0)])
+for name in ["gelu", "gelu_tanh", "silu"]:
+    case(f"tf_{name}", name, [trnd(3, 7, scale=5.0)])
+    # PyTorch's CPU kernel gives gelu(+inf) = NaN (its value is +inf,
+    # which lazywgpu returns), so +inf is left out of the exact form.
+    special_in = [NAN, -INF, 0.0, -0.0, 1.0] + ([] if name == "gelu" else [INF])
+    case(f"tf_{name}_nan", name, [torch.tensor(special_in)])
+for name in ["tril", "triu"]:
+    for d in [-1, 0, 2]:
+        case(f"tf_{name}_{d}", name, [trnd(2, 3, 5)], diagonal=d)
+    case(f"tf_{name}_tall", name, [trnd(6, 4)], diagonal=0)
+    case(f"tf_{name}_empty", name, [torch.zeros(2, 0, 3)], diagonal=0)
+ln_x = trnd(2, 3, 8)
+case("tf_layer_norm_affine", "layer_norm", [ln_x, trnd(8) + 1, trnd(8)], normalized_shape=[8], eps=1e-5)
+case("tf_layer_norm_weight_only", "layer_norm", [ln_x, trnd(8) + 1], normalized_shape=[8], eps=1e-5)
+case("tf_layer_norm_plain", "layer_norm", [ln_x], normalized_shape=[8], eps=1e-5)
+case("tf_layer_norm_2d", "layer_norm", [ln_x, trnd(3, 8) + 1, trnd(3, 8)], normalized_shape=[3, 8], eps=1e-3)
+case("tf_layer_norm_constant_row", "layer_norm", [torch.full((2, 5), 3.0)], normalized_shape=[5], eps=1e-5)
+emb_ids = torch.tensor([[0, 3, 3], [6, 1, 0]], dtype=torch.int32)
+case("tf_embedding", "embedding", [emb_ids, trnd(7, 5)])
+case("tf_embedding_1d", "embedding", [torch.tensor([2, 2, 2, 4], dtype=torch.int32), trnd(5, 3)])
+for causal in [False, True]:
+    tag = "causal" if causal else "full"
+    case(f"tf_sdpa_{tag}_5x7", "sdpa", [trnd(2, 2, 5, 4), trnd(2, 2, 7, 4), trnd(2, 2, 7, 3)], causal=causal)
+    case(f"tf_sdpa_{tag}_square_13", "sdpa", [trnd(1, 3, 13, 8), trnd(1, 3, 13, 8), trnd(1, 3, 13, 8)], causal=causal)
+    case(f"tf_sdpa_{tag}_70", "sdpa", [trnd(1, 70, 6), trnd(1, 70, 6), trnd(1, 70, 5)], causal=causal)
+keep = torch.rand(4, 6, generator=tf_gen) > 0.3
+keep[:, 0] = True
+case("tf_sdpa_bool_mask", "sdpa", [trnd(2, 4, 3), trnd(2, 6, 3), trnd(2, 6, 2), keep], causal=False)
+case("tf_sdpa_float_mask", "sdpa", [trnd(2, 4, 3), trnd(2, 6, 3), trnd(2, 6, 2), trnd(4, 6)], causal=False)
+
 os.makedirs(os.path.dirname(OUT), exist_ok=True)
 with open(OUT, "w") as fh:
     json.dump({"torch": torch.__version__, "cases": cases}, fh, allow_nan=False)

@@ -39,7 +39,7 @@ pub(crate) fn unary(op: UnaryOp, x: &Tensor, out: &Tensor) {
     // a step must store): the input, the output, or neither.
     let reads_input = matches!(
         op,
-        UnaryOp::Abs | UnaryOp::Log | UnaryOp::Sin | UnaryOp::Cos | UnaryOp::Relu
+        UnaryOp::Abs | UnaryOp::Log | UnaryOp::Sin | UnaryOp::Cos | UnaryOp::Relu | UnaryOp::Erf
     );
     let reads_output = matches!(
         op,
@@ -70,6 +70,8 @@ pub(crate) fn unary(op: UnaryOp, x: &Tensor, out: &Tensor) {
             // PyTorch's threshold_backward: zero where x <= 0, so NaN
             // passes the gradient through.
             UnaryOp::Relu => x().le(0.0f32).where_cond(0.0f32, g),
+            // d/dx erf(x) = 2/sqrt(pi) * exp(-x^2).
+            UnaryOp::Erf => g * (-(x() * x())).exp() * std::f32::consts::FRAC_2_SQRT_PI,
             UnaryOp::Floor | UnaryOp::Ceil | UnaryOp::Round | UnaryOp::Sign => g.zeros_like(),
         };
         vec![Some(gx)]

@@ -11,7 +11,7 @@ use std::collections::HashMap;
 use std::fmt::Write;
 
 use crate::dtype::DType;
-use crate::graph::op::{BinaryOp, Op};
+use crate::graph::op::{BinaryOp, Op, UnaryOp};
 use crate::graph::{GKind, GNode};
 use crate::shape::{Layout, contiguous_strides, numel};
 
@@ -72,6 +72,7 @@ pub(crate) struct Gen<'a> {
     max_param: Option<usize>,
     uses_rng: bool,
     uses_pow: bool,
+    uses_erf: bool,
     aliases: &'a [(usize, usize)],
     kernel_vec: bool,
     alias_violation: bool,
@@ -99,6 +100,7 @@ impl<'a> Gen<'a> {
             max_param: None,
             uses_rng: false,
             uses_pow: false,
+            uses_erf: false,
             aliases,
             kernel_vec,
             alias_violation: false,
@@ -157,6 +159,9 @@ impl<'a> Gen<'a> {
         }
         if self.uses_pow {
             src.push_str(POW_FUNCTION);
+        }
+        if self.uses_erf {
+            src.push_str(ERF_FUNCTIONS);
         }
         src
     }
@@ -371,6 +376,7 @@ impl<'a> Gen<'a> {
                 }
                 Op::Unary(u) => {
                     let a = self.value(inputs[0], idx, false, vec);
+                    self.uses_erf |= u == UnaryOp::Erf;
                     let expr = unary_expr(u, dtype, &a, vec);
                     self.emit("v", &ty, &expr)
                 }

@@ -69,6 +69,8 @@ pub(super) fn unary_expr(u: UnaryOp, dtype: DType, a: &str, vec: bool) -> String
         (UnaryOp::Sign, DType::U32) => format!("min({a}, {})", lit(dtype, 1, vec)),
         (UnaryOp::Sign, DType::F32) => format!("select(sign({a}), {zero}, {})", is_nan(a, vec)),
         (UnaryOp::Sign, _) => format!("sign({a})"),
+        (UnaryOp::Erf, _) if vec => format!("erf_f32x4({a})"),
+        (UnaryOp::Erf, _) => format!("erf_f32({a})"),
     }
 }
 
@@ -155,6 +157,9 @@ pub(super) fn cast_expr(from: DType, to: DType, a: &str, vec: bool) -> String {
 /// PyTorch's `pow`: defined for negative bases with integral exponents and
 /// `pow(x, 0) == 1`, which WGSL's `pow` leaves undefined.
 pub(super) const POW_FUNCTION: &str = include_str!("../../shaders/pow_torch.wgsl");
+
+/// The error function, which WGSL lacks (`erf_f32`, `erf_f32x4`).
+pub(super) const ERF_FUNCTIONS: &str = include_str!("../../shaders/erf.wgsl");
 
 /// Counter-based random numbers: a hash of (seed, counter), so any element
 /// can be generated independently, in any kernel, and identically by the CPU

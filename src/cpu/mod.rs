@@ -343,6 +343,7 @@ fn unary_f32(u: UnaryOp, v: f32) -> f32 {
         UnaryOp::Sin => v.sin(),
         UnaryOp::Cos => v.cos(),
         UnaryOp::Tanh => v.tanh(),
+        UnaryOp::Erf => libm::erf(f64::from(v)) as f32,
         UnaryOp::Sigmoid => 1.0 / (1.0 + (-v).exp()),
         // NaN passes through (PyTorch).
         UnaryOp::Relu => {

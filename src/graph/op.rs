@@ -24,6 +24,7 @@ pub enum UnaryOp {
     Ceil,
     Round,
     Sign,
+    Erf,
 }
 
 impl UnaryOp {
@@ -46,6 +47,7 @@ impl UnaryOp {
             UnaryOp::Ceil => "ceil",
             UnaryOp::Round => "round",
             UnaryOp::Sign => "sign",
+            UnaryOp::Erf => "erf",
         }
     }
 

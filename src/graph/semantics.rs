@@ -23,7 +23,7 @@ pub enum NanResult {
 
 impl UnaryOp {
     /// Every unary op.
-    pub const ALL: [UnaryOp; 16] = [
+    pub const ALL: [UnaryOp; 17] = [
         UnaryOp::Neg,
         UnaryOp::Abs,
         UnaryOp::Exp,
@@ -40,6 +40,7 @@ impl UnaryOp {
         UnaryOp::Ceil,
         UnaryOp::Round,
         UnaryOp::Sign,
+        UnaryOp::Erf,
     ];
 
     /// The result at a NaN input: NaN for all but `sign`, which gives 0

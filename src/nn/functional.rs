@@ -56,3 +56,134 @@ pub fn mse_loss(pred: &Tensor, target: &Tensor) -> Tensor {
     let d = pred - target;
     (&d * &d).mean_all()
 }
+
+/// The exact GELU (`x * Phi(x)`, through `erf`).
+#[track_caller]
+pub fn gelu(x: &Tensor) -> Tensor {
+    x.gelu()
+}
+
+/// SiLU (swish), `x * sigmoid(x)`.
+#[track_caller]
+pub fn silu(x: &Tensor) -> Tensor {
+    x.silu()
+}
+
+/// Layer normalisation over the trailing dims `normalized_shape` (PyTorch's
+/// `layer_norm`): `(x - mean) / sqrt(var + eps)` with the biased variance,
+/// then times `weight` and plus `bias` when given (each shaped
+/// `normalized_shape`).
+///
+/// The mean and the centred second moment are two row reductions (the
+/// second reads `x - mean` in its prologue) and the normalisation fuses
+/// into whatever reads the result.
+#[track_caller]
+pub fn layer_norm(
+    x: &Tensor,
+    normalized_shape: &[usize],
+    weight: Option<&Tensor>,
+    bias: Option<&Tensor>,
+    eps: f32,
+) -> Tensor {
+    let loc = Location::caller();
+    let k = normalized_shape.len();
+    let fits = k <= x.rank() && x.shape()[x.rank() - k..] == *normalized_shape;
+    let params_fit = [weight, bias]
+        .iter()
+        .flatten()
+        .all(|p| p.shape() == normalized_shape);
+    if !fits || !params_fit || x.dtype() != DType::F32 {
+        panic!(
+            "layer_norm: input {:?} ({}) must be f32 and end in normalized_shape {normalized_shape:?}, \
+             weight {:?} and bias {:?} shaped like it, at {loc}",
+            x.shape(),
+            x.dtype(),
+            weight.map(Tensor::shape),
+            bias.map(Tensor::shape),
+        );
+    }
+    let dims: Vec<isize> = (1..=k as isize).map(|d| -d).collect();
+    let centered = x - x.mean(dims.clone(), true);
+    let var = (&centered * &centered).mean(dims, true);
+    // Out-of-place ops: `*=` would write into the normalised value's
+    // own handle.
+    let y = centered * (var + eps).rsqrt();
+    let y = match weight {
+        Some(w) => y * w,
+        None => y,
+    };
+    match bias {
+        Some(b) => y + b,
+        None => y,
+    }
+}
+
+/// Rows of `weight` `[num_embeddings, dim]` picked by the integer `ids`
+/// (any shape): `[*ids.shape, dim]`. The gradient scatter-adds into the
+/// rows that were picked (repeated ids accumulate).
+#[track_caller]
+pub fn embedding(ids: &Tensor, weight: &Tensor) -> Tensor {
+    let loc = Location::caller();
+    if weight.rank() != 2 || !matches!(ids.dtype(), DType::I32 | DType::U32) {
+        panic!(
+            "embedding: expects integer ids and a [num_embeddings, dim] weight, got ids {:?} ({}) and weight {:?} ({}) at {loc}",
+            ids.shape(),
+            ids.dtype(),
+            weight.shape(),
+            weight.dtype()
+        );
+    }
+    let mut shape: Vec<usize> = ids.shape().to_vec();
+    shape.push(weight.shape()[1]);
+    let flat = ids.cast(DType::I32).reshape([ids.numel()]);
+    weight.index_select(0, &flat).reshape(shape)
+}
+
+/// Attention `softmax(q k^T * scale + mask) v` over `q` `[..., L, E]`,
+/// `k` `[..., S, E]` and `v` `[..., S, Ev]` (leading dims broadcast), with
+/// `scale = 1/sqrt(E)` (PyTorch's `scaled_dot_product_attention`, without
+/// dropout). `attn_mask` is a bool tensor (true keeps a position) or a
+/// float one added to the scores; `is_causal` keeps position `j` for query
+/// `i` only when `j <= i` (the top-left-aligned triangle PyTorch uses).
+///
+/// It runs as three kernels: the score matmul with the scale and mask
+/// fused into its epilogue, one softmax kernel per row, and the matmul
+/// with `v`; the `[L, S]` scores are written once and read once.
+#[track_caller]
+pub fn scaled_dot_product_attention(
+    q: &Tensor,
+    k: &Tensor,
+    v: &Tensor,
+    attn_mask: Option<&Tensor>,
+    is_causal: bool,
+) -> Tensor {
+    let loc = Location::caller();
+    let ok = q.rank() >= 2
+        && k.rank() >= 2
+        && v.rank() >= 2
+        && q.shape().last() == k.shape().last()
+        && k.shape()[k.rank() - 2] == v.shape()[v.rank() - 2];
+    if !ok {
+        panic!(
+            "scaled_dot_product_attention: q {:?}, k {:?}, v {:?} must be [..., L, E], [..., S, E], [..., S, Ev] at {loc}",
+            q.shape(),
+            k.shape(),
+            v.shape()
+        );
+    }
+    let e = q.shape()[q.rank() - 1];
+    let scale = 1.0 / (e.max(1) as f32).sqrt();
+    let mut scores = q.matmul(&k.transpose(-2, -1)) * scale;
+    if is_causal {
+        let keep = scores.lower_triangle_mask("scaled_dot_product_attention", 0);
+        scores = keep.where_cond(&scores, f32::NEG_INFINITY);
+    }
+    if let Some(mask) = attn_mask {
+        scores = if mask.dtype() == DType::Bool {
+            mask.where_cond(&scores, f32::NEG_INFINITY)
+        } else {
+            scores + mask
+        };
+    }
+    scores.softmax(-1).matmul(v)
+}

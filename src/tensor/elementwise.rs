@@ -318,6 +318,9 @@ unary_methods! {
     round => Round,
     /// Elementwise sign: -1, 0 or 1.
     sign => Sign,
+    /// Elementwise error function `2/sqrt(pi) * integral_0^x e^(-t^2) dt`
+    /// (integers are promoted to `f32`).
+    erf => Erf,
 }
 
 macro_rules! binary_methods {

@@ -1,6 +1,7 @@
 //! `Tensor`: a cheap handle to a lazy node, with constructors, ops grouped
 //! by family, operator overloads and readback.
 
+mod activation;
 mod creation;
 mod dims;
 mod display;
@@ -8,6 +9,7 @@ mod elementwise;
 mod indexing;
 mod inplace;
 mod live;
+mod masks;
 mod movement;
 mod overloads;
 mod readback;
