@@ -106,6 +106,10 @@ pub enum Error {
         /// What was expected and what came.
         message: String,
     },
+    /// Saved optimiser state does not fit the optimiser it is loaded into
+    /// (a missing entry, a shape that differs).
+    #[error("optimiser state: {0}")]
+    State(String),
     /// A scalar was requested from a tensor that does not hold exactly one element.
     #[error("item: tensor of shape {0:?} does not hold exactly one element")]
     NotScalar(Vec<usize>),

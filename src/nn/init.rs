@@ -27,3 +27,19 @@ pub fn kaiming_uniform(shape: &[usize], dev: &Device) -> Tensor {
 pub(crate) fn bias_uniform(len: usize, fan_in: usize, dev: &Device) -> Tensor {
     uniform_param(&[len], 1.0 / (fan_in.max(1) as f32).sqrt(), dev)
 }
+
+/// A leaf parameter of `shape` drawn from `normal(0, std)` (GPT-2's and
+/// nanoGPT's init), requiring grad.
+pub fn normal_param(shape: &[usize], std: f32, dev: &Device) -> Tensor {
+    let t = no_grad(|| Tensor::randn(shape.to_vec(), dev) * std);
+    t.requires_grad_(true);
+    t
+}
+
+/// A leaf parameter of `shape` filled with `value`, requiring grad
+/// (LayerNorm's weight of ones).
+pub(crate) fn constant_param(shape: &[usize], value: f32, dev: &Device) -> Tensor {
+    let t = no_grad(|| Tensor::full(shape.to_vec(), value, dev));
+    t.requires_grad_(true);
+    t
+}

@@ -18,14 +18,22 @@
 //! # Ok(()) }
 //! ```
 
+mod checkpoint;
 pub mod functional;
+pub mod gpt;
 mod init;
 mod layers;
+mod params;
 mod serialize;
+mod transformer;
 
-pub use init::kaiming_uniform;
+pub use checkpoint::{load_checkpoint, save_checkpoint};
+pub use gpt::{Gpt, GptConfig};
+pub use init::{kaiming_uniform, normal_param};
 pub use layers::{Conv2d, Dropout, Flatten, Linear, MaxPool2d, ReLU};
+pub use params::{ParamVisitor, Parameters};
 pub use serialize::{load_safetensors, save_safetensors};
+pub use transformer::{CausalSelfAttention, Embedding, GELU, LayerNorm, SiLU};
 
 use crate::tensor::Tensor;
 

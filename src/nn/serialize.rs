@@ -2,14 +2,16 @@
 //! the Hugging Face ecosystem: a JSON header, then raw little-endian data).
 
 use std::borrow::Cow;
+use std::collections::HashMap;
 use std::path::Path;
 
 use safetensors::tensor::{Dtype, SafeTensors, View};
 
-use super::Module;
+use super::Parameters;
 use crate::autograd::no_grad;
 use crate::dtype::DType;
 use crate::error::{Error, Result};
+use crate::runtime::device::Device;
 use crate::tensor::Tensor;
 
 /// Host copy of one tensor for the writer.
@@ -56,85 +58,150 @@ fn bytes_of<T: bytemuck::Pod>(v: &[T]) -> Vec<u8> {
     bytemuck::cast_slice(v).to_vec()
 }
 
-/// Writes `model`'s parameters to `path` under their
-/// [`Module::named_parameters`] names (reads them back from the device).
-pub fn save_safetensors(model: &dyn Module, path: impl AsRef<Path>) -> Result<()> {
-    let path = path.as_ref();
-    let named = model.named_parameters();
-    let mut host = Vec::with_capacity(named.len());
-    for (name, t) in &named {
+/// Writes `entries` (with `metadata`, safetensors' string map) to `path`;
+/// `op` names the caller in errors.
+pub(crate) fn write_entries(
+    op: &'static str,
+    entries: &[(String, Tensor)],
+    metadata: Option<HashMap<String, String>>,
+    path: &Path,
+) -> Result<()> {
+    let mut host = Vec::with_capacity(entries.len());
+    for (name, t) in entries {
         host.push((name.clone(), host_copy(t)?));
     }
-    let bytes =
-        safetensors::serialize(host.iter().map(|(n, h)| (n.as_str(), h)), None).map_err(|e| {
-            Error::Format {
-                op: "save_safetensors",
-                path: path.display().to_string(),
-                message: e.to_string(),
-            }
+    let bytes = safetensors::serialize(host.iter().map(|(n, h)| (n.as_str(), h)), metadata)
+        .map_err(|e| Error::Format {
+            op,
+            path: path.display().to_string(),
+            message: e.to_string(),
         })?;
     std::fs::write(path, bytes).map_err(|source| Error::Io {
-        op: "save_safetensors",
+        op,
         path: path.display().to_string(),
         source,
     })
+}
+
+/// A safetensors file read into memory.
+pub(crate) struct TensorFile {
+    op: &'static str,
+    path: String,
+    bytes: Vec<u8>,
+}
+
+impl TensorFile {
+    /// Reads `path`; `op` names the caller in errors.
+    pub fn read(op: &'static str, path: &Path) -> Result<TensorFile> {
+        let shown = path.display().to_string();
+        let bytes = std::fs::read(path).map_err(|source| Error::Io {
+            op,
+            path: shown.clone(),
+            source,
+        })?;
+        let file = TensorFile {
+            op,
+            path: shown,
+            bytes,
+        };
+        file.parsed()?;
+        Ok(file)
+    }
+
+    fn bad(&self, message: String) -> Error {
+        Error::Format {
+            op: self.op,
+            path: self.path.clone(),
+            message,
+        }
+    }
+
+    fn parsed(&self) -> Result<SafeTensors<'_>> {
+        SafeTensors::deserialize(&self.bytes).map_err(|e| self.bad(e.to_string()))
+    }
+
+    /// The names of the entries.
+    pub fn names(&self) -> Result<Vec<String>> {
+        Ok(self
+            .parsed()?
+            .names()
+            .into_iter()
+            .map(str::to_string)
+            .collect())
+    }
+
+    /// The string metadata (empty if none).
+    pub fn metadata(&self) -> Result<HashMap<String, String>> {
+        let (_, meta) =
+            SafeTensors::read_metadata(&self.bytes).map_err(|e| self.bad(e.to_string()))?;
+        Ok(meta.metadata().clone().unwrap_or_default())
+    }
+
+    /// Entry `name` as a new tensor on `dev`, checked against `expect`
+    /// (shape and dtype) when given.
+    pub fn tensor(&self, name: &str, expect: Option<&Tensor>, dev: &Device) -> Result<Tensor> {
+        let file = self.parsed()?;
+        let view = file
+            .tensor(name)
+            .map_err(|_| self.bad(format!("no tensor named {name:?}")))?;
+        if let Some(p) = expect {
+            if view.shape() != p.shape() {
+                return Err(self.bad(format!(
+                    "{name}: shape {:?} in the file, {:?} in the model",
+                    view.shape(),
+                    p.shape()
+                )));
+            }
+        }
+        let words = || {
+            view.data()
+                .chunks_exact(4)
+                .map(|c| [c[0], c[1], c[2], c[3]])
+                .collect::<Vec<_>>()
+        };
+        let t = match (view.dtype(), expect.map(Tensor::dtype)) {
+            (Dtype::F32, None | Some(DType::F32)) => {
+                let v: Vec<f32> = words().into_iter().map(f32::from_le_bytes).collect();
+                Tensor::from_vec(v, view.shape(), dev)?
+            }
+            (Dtype::I32, None | Some(DType::I32)) => {
+                let v: Vec<i32> = words().into_iter().map(i32::from_le_bytes).collect();
+                Tensor::from_vec(v, view.shape(), dev)?
+            }
+            (file_dt, model_dt) => {
+                return Err(self.bad(format!(
+                    "{name}: dtype {file_dt:?} in the file, {model_dt:?} expected"
+                )));
+            }
+        };
+        Ok(t)
+    }
+}
+
+/// Writes `model`'s parameters to `path` under their
+/// [`Parameters::named_params`] names (reads them back from the device).
+pub fn save_safetensors(model: &(impl Parameters + ?Sized), path: impl AsRef<Path>) -> Result<()> {
+    write_entries(
+        "save_safetensors",
+        &model.named_params(),
+        None,
+        path.as_ref(),
+    )
 }
 
 /// Reads `path` and copies each of `model`'s parameters from the entry of
 /// the same name, in place (the parameter handles, and an optimiser that
 /// holds them, stay valid). Every parameter must be present with its
 /// shape and dtype; extra entries in the file are ignored.
-pub fn load_safetensors(model: &dyn Module, path: impl AsRef<Path>) -> Result<()> {
-    let path = path.as_ref();
-    let shown = path.display().to_string();
-    let bytes = std::fs::read(path).map_err(|source| Error::Io {
-        op: "load_safetensors",
-        path: shown.clone(),
-        source,
-    })?;
-    let file = SafeTensors::deserialize(&bytes).map_err(|e| Error::Format {
-        op: "load_safetensors",
-        path: shown.clone(),
-        message: e.to_string(),
-    })?;
-    let bad = |message: String| Error::Format {
-        op: "load_safetensors",
-        path: shown.clone(),
-        message,
-    };
-    for (name, param) in model.named_parameters() {
-        let view = file
-            .tensor(&name)
-            .map_err(|_| bad(format!("no tensor named {name:?}")))?;
-        if view.shape() != param.shape() {
-            return Err(bad(format!(
-                "{name}: shape {:?} in the file, {:?} in the model",
-                view.shape(),
-                param.shape()
-            )));
-        }
-        let data = view.data();
-        let value = match (view.dtype(), param.dtype()) {
-            (Dtype::F32, DType::F32) => {
-                let v: Vec<f32> = data
-                    .chunks_exact(4)
-                    .map(|c| f32::from_le_bytes([c[0], c[1], c[2], c[3]]))
-                    .collect();
-                Tensor::from_vec(v, param.shape(), param.device())?
-            }
-            (Dtype::I32, DType::I32) => {
-                let v: Vec<i32> = data
-                    .chunks_exact(4)
-                    .map(|c| i32::from_le_bytes([c[0], c[1], c[2], c[3]]))
-                    .collect();
-                Tensor::from_vec(v, param.shape(), param.device())?
-            }
-            (file_dt, model_dt) => {
-                return Err(bad(format!(
-                    "{name}: dtype {file_dt:?} in the file, {model_dt} in the model"
-                )));
-            }
-        };
+pub fn load_safetensors(model: &(impl Parameters + ?Sized), path: impl AsRef<Path>) -> Result<()> {
+    let file = TensorFile::read("load_safetensors", path.as_ref())?;
+    load_params(&file, model)
+}
+
+/// Copies each of `model`'s parameters from `file`, in place.
+pub(crate) fn load_params(file: &TensorFile, model: &(impl Parameters + ?Sized)) -> Result<()> {
+    for (name, param) in model.named_params() {
+        let value = file.tensor(&name, Some(&param), param.device())?;
         no_grad(|| param.copy_(&value));
     }
     Ok(())

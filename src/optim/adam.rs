@@ -1,34 +1,56 @@
-//! Adam and AdamW, with PyTorch's bias-corrected update.
+//! Adam and AdamW, with PyTorch's bias-corrected update and parameter
+//! groups.
 
-use super::{Optimizer, l2_decayed};
+use super::{Optimizer, ParamGroup, l2_decayed};
 use crate::autograd::NoGradGuard;
+use crate::error::{Error, Result};
 use crate::tensor::Tensor;
 
-/// Moment estimates shared by Adam and AdamW.
-struct Moments {
+/// One group's hyper-parameters and moment estimates.
+struct Group {
     params: Vec<Tensor>,
     lr: f32,
-    betas: (f32, f32),
-    eps: f32,
     weight_decay: f32,
-    step: i32,
     m: Vec<Tensor>,
     v: Vec<Tensor>,
 }
 
+/// Moment estimates shared by Adam and AdamW.
+struct Moments {
+    groups: Vec<Group>,
+    /// Every group's parameters, in group order (for `Optimizer::params`).
+    all_params: Vec<Tensor>,
+    betas: (f32, f32),
+    eps: f32,
+    step: i32,
+}
+
 impl Moments {
-    fn new(params: Vec<Tensor>, lr: f32, weight_decay: f32) -> Moments {
-        let m = params.iter().map(Tensor::zeros_like).collect();
-        let v = params.iter().map(Tensor::zeros_like).collect();
+    fn new(groups: Vec<ParamGroup>, lr: f32, weight_decay: f32) -> Moments {
+        let groups: Vec<Group> = groups
+            .into_iter()
+            .map(|g| Group {
+                m: g.params.iter().map(Tensor::zeros_like).collect(),
+                v: g.params.iter().map(Tensor::zeros_like).collect(),
+                lr: g.lr.unwrap_or(lr),
+                weight_decay: g.weight_decay.unwrap_or(weight_decay),
+                params: g.params,
+            })
+            .collect();
+        let all_params = groups.iter().flat_map(|g| g.params.clone()).collect();
         Moments {
-            params,
-            lr,
+            groups,
+            all_params,
             betas: (0.9, 0.999),
             eps: 1e-8,
-            weight_decay,
             step: 0,
-            m,
-            v,
+        }
+    }
+
+    /// Sets every group's weight decay (the builder's default).
+    fn set_weight_decay(&mut self, weight_decay: f32) {
+        for g in &mut self.groups {
+            g.weight_decay = weight_decay;
         }
     }
 
@@ -40,21 +62,65 @@ impl Moments {
         let (b1, b2) = self.betas;
         let bc1 = 1.0 - b1.powi(self.step);
         let bc2 = 1.0 - b2.powi(self.step);
-        for ((p, m), v) in self.params.iter().zip(&self.m).zip(&self.v) {
-            let Some(g) = p.grad() else { continue };
-            if self.weight_decay != 0.0 && decoupled {
-                p.mul_(1.0 - self.lr * self.weight_decay);
+        for group in &self.groups {
+            let (lr, wd) = (group.lr, group.weight_decay);
+            for ((p, m), v) in group.params.iter().zip(&group.m).zip(&group.v) {
+                let Some(g) = p.grad() else { continue };
+                if wd != 0.0 && decoupled {
+                    p.mul_(1.0 - lr * wd);
+                }
+                let g = if decoupled { g } else { l2_decayed(g, p, wd) };
+                m.mul_(b1).add_(&g * (1.0 - b1));
+                v.mul_(b2).add_(&g * &g * (1.0 - b2));
+                let denom = v.sqrt() * (1.0 / bc2.sqrt()) + self.eps;
+                p.sub_(m / denom * (lr / bc1));
             }
-            let g = if decoupled {
-                g
-            } else {
-                l2_decayed(g, p, self.weight_decay)
-            };
-            m.mul_(b1).add_(&g * (1.0 - b1));
-            v.mul_(b2).add_(&g * &g * (1.0 - b2));
-            let denom = v.sqrt() * (1.0 / bc2.sqrt()) + self.eps;
-            p.sub_(m / denom * (self.lr / bc1));
         }
+    }
+
+    /// `step`, then `m.{k}` and `v.{k}` for the k-th parameter overall.
+    fn state(&self) -> Vec<(String, Tensor)> {
+        let dev = self.all_params.first().map(|p| p.device().clone());
+        let mut out = Vec::new();
+        if let Some(dev) = dev {
+            out.push(("step".to_string(), Tensor::scalar(self.step, &dev)));
+        }
+        let moments = self.groups.iter().flat_map(|g| g.m.iter().zip(&g.v));
+        for (k, (m, v)) in moments.enumerate() {
+            out.push((format!("m.{k}"), m.clone()));
+            out.push((format!("v.{k}"), v.clone()));
+        }
+        out
+    }
+
+    fn load_state(&mut self, state: &[(String, Tensor)]) -> Result<()> {
+        let find = |name: &str| {
+            state
+                .iter()
+                .find(|(n, _)| n == name)
+                .map(|(_, t)| t)
+                .ok_or_else(|| Error::State(format!("optimiser state has no entry {name:?}")))
+        };
+        let step: Vec<i32> = find("step")?.to_vec()?;
+        let moments = self
+            .groups
+            .iter()
+            .flat_map(|g| g.m.iter().zip(&g.v).zip(&g.params));
+        for (k, ((m, v), p)) in moments.enumerate() {
+            for (name, dst) in [(format!("m.{k}"), m), (format!("v.{k}"), v)] {
+                let src = find(&name)?;
+                if src.shape() != p.shape() {
+                    return Err(Error::State(format!(
+                        "{name}: shape {:?} in the state, parameter {k} is {:?}",
+                        src.shape(),
+                        p.shape()
+                    )));
+                }
+                crate::autograd::no_grad(|| dst.copy_(src));
+            }
+        }
+        self.step = step.first().copied().unwrap_or(0);
+        Ok(())
     }
 }
 
@@ -75,8 +141,10 @@ macro_rules! moment_optimizer {
             }
 
             #[doc = $decay_doc]
+            /// Applies to every group (set it before per-group values
+            /// matter, or give groups their own with [`ParamGroup`]).
             pub fn weight_decay(mut self, weight_decay: f32) -> $name {
-                self.0.weight_decay = weight_decay;
+                self.0.set_weight_decay(weight_decay);
                 self
             }
         }
@@ -86,13 +154,30 @@ macro_rules! moment_optimizer {
                 self.0.update($decoupled);
             }
             fn params(&self) -> &[Tensor] {
-                &self.0.params
+                &self.0.all_params
             }
             fn lr(&self) -> f32 {
-                self.0.lr
+                self.0.groups.first().map_or(0.0, |g| g.lr)
             }
             fn set_lr(&mut self, lr: f32) {
-                self.0.lr = lr;
+                for g in &mut self.0.groups {
+                    g.lr = lr;
+                }
+            }
+            fn group_count(&self) -> usize {
+                self.0.groups.len()
+            }
+            fn group_lr(&self, group: usize) -> f32 {
+                self.0.groups[group].lr
+            }
+            fn set_group_lr(&mut self, group: usize, lr: f32) {
+                self.0.groups[group].lr = lr;
+            }
+            fn state(&self) -> Vec<(String, Tensor)> {
+                self.0.state()
+            }
+            fn load_state(&mut self, state: &[(String, Tensor)]) -> Result<()> {
+                self.0.load_state(state)
             }
         }
     };
@@ -104,7 +189,13 @@ pub struct Adam(Moments);
 impl Adam {
     /// Adam with betas (0.9, 0.999), eps 1e-8, no weight decay.
     pub fn new(params: Vec<Tensor>, lr: f32) -> Adam {
-        Adam(Moments::new(params, lr, 0.0))
+        Adam::with_groups(vec![ParamGroup::new(params)], lr)
+    }
+
+    /// Adam over parameter groups; groups without their own learning rate
+    /// or weight decay take `lr` and 0.
+    pub fn with_groups(groups: Vec<ParamGroup>, lr: f32) -> Adam {
+        Adam(Moments::new(groups, lr, 0.0))
     }
 }
 
@@ -117,7 +208,13 @@ pub struct AdamW(Moments);
 impl AdamW {
     /// AdamW with betas (0.9, 0.999), eps 1e-8, weight decay 0.01.
     pub fn new(params: Vec<Tensor>, lr: f32) -> AdamW {
-        AdamW(Moments::new(params, lr, 0.01))
+        AdamW::with_groups(vec![ParamGroup::new(params)], lr)
+    }
+
+    /// AdamW over parameter groups; groups without their own learning rate
+    /// or weight decay take `lr` and 0.01.
+    pub fn with_groups(groups: Vec<ParamGroup>, lr: f32) -> AdamW {
+        AdamW(Moments::new(groups, lr, 0.01))
     }
 }
 

@@ -9,10 +9,16 @@
 
 mod adadelta;
 mod adam;
+mod clip;
+mod group;
+mod schedule;
 mod sgd;
 
 pub use adadelta::Adadelta;
 pub use adam::{Adam, AdamW};
+pub use clip::clip_grad_norm_;
+pub use group::ParamGroup;
+pub use schedule::{CosineAnnealing, LambdaLr, LinearWarmup, Schedule, Scheduler, WarmupCosine};
 pub use sgd::Sgd;
 
 /// PyTorch's spelling of [`Sgd`].
@@ -23,6 +29,7 @@ pub type SGD = Sgd;
 #[allow(clippy::upper_case_acronyms)]
 pub type StepLR = StepLr;
 
+use crate::error::Result;
 use crate::tensor::Tensor;
 
 /// The gradient with L2 weight decay added: `g + weight_decay * p` (a new
@@ -54,8 +61,39 @@ pub trait Optimizer {
     /// The current learning rate.
     fn lr(&self) -> f32;
 
-    /// Sets the learning rate (a runtime parameter: no recompilation).
+    /// Sets the learning rate of every group (a runtime parameter: no
+    /// recompilation).
     fn set_lr(&mut self, lr: f32);
+
+    /// Number of parameter groups (1 unless made from [`ParamGroup`]s).
+    fn group_count(&self) -> usize {
+        1
+    }
+
+    /// The learning rate of group `group`.
+    fn group_lr(&self, group: usize) -> f32 {
+        let _ = group;
+        self.lr()
+    }
+
+    /// Sets the learning rate of group `group`.
+    fn set_group_lr(&mut self, group: usize, lr: f32) {
+        let _ = group;
+        self.set_lr(lr);
+    }
+
+    /// The optimiser's state (step count, moment estimates) as named
+    /// tensors, for checkpoints; empty for stateless optimisers.
+    fn state(&self) -> Vec<(String, Tensor)> {
+        Vec::new()
+    }
+
+    /// Restores state saved by [`Optimizer::state`] (copied in place, so
+    /// the optimiser keeps its buffers).
+    fn load_state(&mut self, state: &[(String, Tensor)]) -> Result<()> {
+        let _ = state;
+        Ok(())
+    }
 }
 
 /// Multiplies the learning rate by `gamma` every `step_size` epochs

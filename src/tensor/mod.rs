@@ -223,6 +223,13 @@ pub(crate) fn as_strided_node(
 }
 
 impl Tensor {
+    /// Whether `self` and `other` are handles to the same tensor (one was
+    /// cloned from the other), like Python's `a is b`. Views of one base
+    /// are different tensors.
+    pub fn ptr_eq(&self, other: &Tensor) -> bool {
+        Arc::ptr_eq(&self.h, &other.h)
+    }
+
     /// Wraps `node` in a new base handle registered with `dev`.
     pub(crate) fn from_node(node: Arc<Node>, dev: &Device) -> Tensor {
         let h = Arc::new(Handle {

@@ -1,0 +1,143 @@
+//! Learning-rate schedules: a [`Schedule`] says the rate at each step as
+//! a function of a group's base rate; a [`Scheduler`] applies one to every
+//! group of an optimiser. Rates are runtime parameters of the update
+//! kernels, so changing them never recompiles anything.
+
+use super::Optimizer;
+
+/// A learning rate as a function of the step (0-based: the rate of the
+/// update that step `step` takes) and of a group's base rate.
+pub trait Schedule {
+    /// The rate for `step`, for a group whose base rate is `base_lr`.
+    fn lr(&self, base_lr: f32, step: usize) -> f32;
+}
+
+/// Linear warm-up over `steps` steps, nanoGPT's form: `base * (step + 1) /
+/// (steps + 1)` while `step < steps`, then `base`.
+#[derive(Clone, Copy, Debug)]
+pub struct LinearWarmup {
+    /// Steps of warm-up.
+    pub steps: usize,
+}
+
+impl Schedule for LinearWarmup {
+    fn lr(&self, base_lr: f32, step: usize) -> f32 {
+        if step < self.steps {
+            base_lr * (step + 1) as f32 / (self.steps + 1) as f32
+        } else {
+            base_lr
+        }
+    }
+}
+
+/// Cosine annealing from the base rate to `min_lr` over `t_max` steps,
+/// then `min_lr` (PyTorch's `CosineAnnealingLR` closed form, without
+/// restarts): `min + (base - min) * (1 + cos(pi * step / t_max)) / 2`.
+#[derive(Clone, Copy, Debug)]
+pub struct CosineAnnealing {
+    /// Steps from the base rate to `min_lr`.
+    pub t_max: usize,
+    /// The final rate.
+    pub min_lr: f32,
+}
+
+impl Schedule for CosineAnnealing {
+    fn lr(&self, base_lr: f32, step: usize) -> f32 {
+        if step >= self.t_max {
+            return self.min_lr;
+        }
+        let ratio = step as f64 / self.t_max.max(1) as f64;
+        let coeff = 0.5 * (1.0 + (std::f64::consts::PI * ratio).cos());
+        (self.min_lr as f64 + coeff * (base_lr - self.min_lr) as f64) as f32
+    }
+}
+
+/// Linear warm-up, then cosine decay to `min_lr` at step `total` (and
+/// `min_lr` after): nanoGPT's `get_lr`, computed in f64 as Python does.
+#[derive(Clone, Copy, Debug)]
+pub struct WarmupCosine {
+    /// Steps of linear warm-up ([`LinearWarmup`]'s form).
+    pub warmup: usize,
+    /// The step at which the decay reaches `min_lr`.
+    pub total: usize,
+    /// The final rate.
+    pub min_lr: f32,
+}
+
+impl Schedule for WarmupCosine {
+    fn lr(&self, base_lr: f32, step: usize) -> f32 {
+        let (base, min) = (base_lr as f64, self.min_lr as f64);
+        if step < self.warmup {
+            return (base * (step + 1) as f64 / (self.warmup + 1) as f64) as f32;
+        }
+        if step > self.total {
+            return self.min_lr;
+        }
+        let ratio = (step - self.warmup) as f64 / (self.total - self.warmup).max(1) as f64;
+        let coeff = 0.5 * (1.0 + (std::f64::consts::PI * ratio).cos());
+        (min + coeff * (base - min)) as f32
+    }
+}
+
+/// `base * f(step)` for any function `f` (PyTorch's `LambdaLR`).
+pub struct LambdaLr<F: Fn(usize) -> f32>(pub F);
+
+impl<F: Fn(usize) -> f32> Schedule for LambdaLr<F> {
+    fn lr(&self, base_lr: f32, step: usize) -> f32 {
+        base_lr * (self.0)(step)
+    }
+}
+
+/// Applies a [`Schedule`] to every parameter group of an optimiser, from
+/// the groups' rates when it was made. Call [`Scheduler::step`] after each
+/// optimiser step, as in PyTorch.
+pub struct Scheduler<S: Schedule> {
+    schedule: S,
+    base_lrs: Vec<f32>,
+    step: usize,
+}
+
+impl<S: Schedule> Scheduler<S> {
+    /// Takes `opt`'s current rates as the base rates and sets the rates
+    /// of step 0.
+    pub fn new(opt: &mut dyn Optimizer, schedule: S) -> Scheduler<S> {
+        let base_lrs = (0..opt.group_count()).map(|g| opt.group_lr(g)).collect();
+        let s = Scheduler {
+            schedule,
+            base_lrs,
+            step: 0,
+        };
+        s.apply(opt);
+        s
+    }
+
+    /// Advances to the next step and sets its rates.
+    pub fn step(&mut self, opt: &mut dyn Optimizer) {
+        self.step += 1;
+        self.apply(opt);
+    }
+
+    /// Jumps to `step` (resuming a run) and sets its rates.
+    pub fn set_step(&mut self, opt: &mut dyn Optimizer, step: usize) {
+        self.step = step;
+        self.apply(opt);
+    }
+
+    /// The step whose rates are set.
+    pub fn current_step(&self) -> usize {
+        self.step
+    }
+
+    /// The rate of group 0 at the current step.
+    pub fn lr(&self) -> f32 {
+        self.base_lrs
+            .first()
+            .map_or(0.0, |&b| self.schedule.lr(b, self.step))
+    }
+
+    fn apply(&self, opt: &mut dyn Optimizer) {
+        for (g, &base) in self.base_lrs.iter().enumerate() {
+            opt.set_group_lr(g, self.schedule.lr(base, self.step));
+        }
+    }
+}
