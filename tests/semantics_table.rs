@@ -27,6 +27,7 @@ fn unary(x: &Tensor, op: UnaryOp) -> Tensor {
         UnaryOp::Round => x.round(),
         UnaryOp::Sign => x.sign(),
         UnaryOp::Erf => x.erf(),
+        UnaryOp::Gelu => x.gelu(),
     }
 }
 

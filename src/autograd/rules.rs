@@ -39,7 +39,13 @@ pub(crate) fn unary(op: UnaryOp, x: &Tensor, out: &Tensor) {
     // a step must store): the input, the output, or neither.
     let reads_input = matches!(
         op,
-        UnaryOp::Abs | UnaryOp::Log | UnaryOp::Sin | UnaryOp::Cos | UnaryOp::Relu | UnaryOp::Erf
+        UnaryOp::Abs
+            | UnaryOp::Log
+            | UnaryOp::Sin
+            | UnaryOp::Cos
+            | UnaryOp::Relu
+            | UnaryOp::Erf
+            | UnaryOp::Gelu
     );
     let reads_output = matches!(
         op,
@@ -72,6 +78,14 @@ pub(crate) fn unary(op: UnaryOp, x: &Tensor, out: &Tensor) {
             UnaryOp::Relu => x().le(0.0f32).where_cond(0.0f32, g),
             // d/dx erf(x) = 2/sqrt(pi) * exp(-x^2).
             UnaryOp::Erf => g * (-(x() * x())).exp() * std::f32::consts::FRAC_2_SQRT_PI,
+            // d/dx x Phi(x) = Phi(x) + x phi(x), recomputed from x alone.
+            UnaryOp::Gelu => {
+                let x = x();
+                let cdf = ((x * std::f32::consts::FRAC_1_SQRT_2).erf() + 1.0) * 0.5;
+                let pdf = (x * x * -0.5).exp()
+                    * (0.5 * std::f32::consts::FRAC_2_SQRT_PI * std::f32::consts::FRAC_1_SQRT_2);
+                g * (cdf + x * pdf)
+            }
             UnaryOp::Floor | UnaryOp::Ceil | UnaryOp::Round | UnaryOp::Sign => g.zeros_like(),
         };
         vec![Some(gx)]

@@ -376,7 +376,7 @@ impl<'a> Gen<'a> {
                 }
                 Op::Unary(u) => {
                     let a = self.value(inputs[0], idx, false, vec);
-                    self.uses_erf |= u == UnaryOp::Erf;
+                    self.uses_erf |= matches!(u, UnaryOp::Erf | UnaryOp::Gelu);
                     let expr = unary_expr(u, dtype, &a, vec);
                     self.emit("v", &ty, &expr)
                 }

@@ -71,6 +71,9 @@ pub(super) fn unary_expr(u: UnaryOp, dtype: DType, a: &str, vec: bool) -> String
         (UnaryOp::Sign, _) => format!("sign({a})"),
         (UnaryOp::Erf, _) if vec => format!("erf_f32x4({a})"),
         (UnaryOp::Erf, _) => format!("erf_f32({a})"),
+        // x * Phi(x); NaN propagates through erf_f32.
+        (UnaryOp::Gelu, _) if vec => format!("0.5 * {a} * (1.0 + erf_f32x4({a} * 0.70710678))"),
+        (UnaryOp::Gelu, _) => format!("0.5 * {a} * (1.0 + erf_f32({a} * 0.70710678))"),
     }
 }
 

@@ -344,6 +344,10 @@ fn unary_f32(u: UnaryOp, v: f32) -> f32 {
         UnaryOp::Cos => v.cos(),
         UnaryOp::Tanh => v.tanh(),
         UnaryOp::Erf => libm::erf(f64::from(v)) as f32,
+        UnaryOp::Gelu => {
+            let x = f64::from(v);
+            (0.5 * x * (1.0 + libm::erf(x * std::f64::consts::FRAC_1_SQRT_2))) as f32
+        }
         UnaryOp::Sigmoid => 1.0 / (1.0 + (-v).exp()),
         // NaN passes through (PyTorch).
         UnaryOp::Relu => {

@@ -25,6 +25,7 @@ pub enum UnaryOp {
     Round,
     Sign,
     Erf,
+    Gelu,
 }
 
 impl UnaryOp {
@@ -48,6 +49,7 @@ impl UnaryOp {
             UnaryOp::Round => "round",
             UnaryOp::Sign => "sign",
             UnaryOp::Erf => "erf",
+            UnaryOp::Gelu => "gelu",
         }
     }
 

@@ -23,7 +23,7 @@ pub enum NanResult {
 
 impl UnaryOp {
     /// Every unary op.
-    pub const ALL: [UnaryOp; 17] = [
+    pub const ALL: [UnaryOp; 18] = [
         UnaryOp::Neg,
         UnaryOp::Abs,
         UnaryOp::Exp,
@@ -41,6 +41,7 @@ impl UnaryOp {
         UnaryOp::Round,
         UnaryOp::Sign,
         UnaryOp::Erf,
+        UnaryOp::Gelu,
     ];
 
     /// The result at a NaN input: NaN for all but `sign`, which gives 0

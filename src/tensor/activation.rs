@@ -3,13 +3,16 @@
 //! gradients come from the primitives' rules.
 
 use super::Tensor;
+use crate::graph::op::UnaryOp;
 
 impl Tensor {
     /// The exact GELU, `x * Phi(x) = 0.5 * x * (1 + erf(x / sqrt(2)))`
     /// (PyTorch's `gelu(x)`, `approximate='none'`).
     #[track_caller]
+    /// One unary op (not a composite of erf), so that its gradient is
+    /// recomputed from `x` alone instead of saving three intermediates.
     pub fn gelu(&self) -> Tensor {
-        self * ((self * std::f32::consts::FRAC_1_SQRT_2).erf() + 1.0) * 0.5
+        self.unary(UnaryOp::Gelu)
     }
 
     /// GELU's tanh approximation,

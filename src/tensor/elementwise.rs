@@ -88,7 +88,7 @@ pub(crate) fn cast_node(
 
 impl Tensor {
     #[track_caller]
-    fn unary(&self, op: UnaryOp) -> Tensor {
+    pub(super) fn unary(&self, op: UnaryOp) -> Tensor {
         let loc = Location::caller();
         let mut x = self.node();
         if op.needs_float() {

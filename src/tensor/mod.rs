@@ -14,6 +14,7 @@ mod movement;
 mod overloads;
 mod readback;
 mod reduce;
+mod sampling;
 
 use std::panic::Location;
 use std::sync::atomic::AtomicBool;

@@ -1,0 +1,54 @@
+//! Running sums and sampling from categorical distributions.
+
+use std::panic::Location;
+
+use super::Tensor;
+use super::dims::resolve_axis;
+use crate::dtype::DType;
+
+impl Tensor {
+    /// Cumulative sum along `axis` (PyTorch's `cumsum`), in `f32`
+    /// (integers are promoted). It is a matmul with a triangular matrix of
+    /// ones, `O(n^2)` in the axis length `n`: meant for short axes such as
+    /// a vocabulary or a sequence, where it is one fused kernel.
+    #[track_caller]
+    pub fn cumsum(&self, axis: isize) -> Tensor {
+        if self.rank() == 0 {
+            return self.cast(DType::F32);
+        }
+        let ax = resolve_axis("cumsum", axis, self.rank()) as isize;
+        let n = self.shape()[ax as usize];
+        // upper[k][j] = 1 where k <= j: column j sums elements 0..=j.
+        let upper = Tensor::ones([n, n], self.device()).triu(0);
+        self.cast(DType::F32)
+            .transpose(ax, -1)
+            .matmul(&upper)
+            .transpose(ax, -1)
+    }
+
+    /// One index per row of the last dim, drawn with probability
+    /// proportional to the row's (non-negative) weights, from the
+    /// device's seeded generator (PyTorch's `multinomial(probs, 1)`
+    /// without the sample dim): `i32` of shape `shape[..rank - 1]`.
+    /// Inverse-CDF sampling: the number of running sums at or below
+    /// `u * total`, `u` uniform in `[0, 1)`, so zero weights are never drawn.
+    #[track_caller]
+    pub fn multinomial(&self) -> Tensor {
+        if self.rank() == 0 || self.shape()[self.rank() - 1] == 0 {
+            panic!(
+                "multinomial: needs weights along a non-empty last dim, got shape {:?} ({}) at {}",
+                self.shape(),
+                self.dtype(),
+                Location::caller()
+            );
+        }
+        let n = self.shape()[self.rank() - 1];
+        let cdf = self.cumsum(-1);
+        let total = cdf.narrow(-1, n - 1, 1);
+        let mut row_shape = self.shape().to_vec();
+        row_shape[self.rank() - 1] = 1;
+        let u = Tensor::rand(row_shape, self.device()) * total;
+        let below = cdf.le(&u).cast(DType::I32).sum([-1], false);
+        below.minimum(n as i32 - 1)
+    }
+}
