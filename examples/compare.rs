@@ -1,4 +1,5 @@
-//! The comparison suite: workloads W1–W6 of DESIGN.md in one process, on
+//! The comparison suite: workloads W1–W7 (W7: one training step of the
+//! baby GPT of `examples/gpt.rs`) in one process, on
 //! lazywgpu's GPU device (fused, and with fusion off), on its CPU reference
 //! backend, in plain ndarray, and beside the adapter's physical limit (a
 //! hand-written vec4 copy kernel's bandwidth, an empty dispatch's round
@@ -49,6 +50,8 @@ struct Row {
     /// W5 only: host time of one cache-hit step, traced and submitted
     /// while the device is idle.
     host: Cell,
+    /// W7 only: graphs compiled after the warm-up steps.
+    compiles_after_warmup: Option<u64>,
     fused: Cell,
     unfused: Cell,
     cpu_backend: Cell,
@@ -128,6 +131,53 @@ fn run_lazy(dev: &Device, runs: usize, with_w4: bool) -> lazywgpu::Result<LazyRu
         w4: w4t,
         w6: w6t,
     })
+}
+
+/// W7: steady-state time of one training step of the baby GPT recipe
+/// (`examples/gpt.rs`: batch 12 x 64 characters, AdamW, clipping), steps
+/// back to back in blocks that end in a wait; also the graphs compiled
+/// after the warm-up steps (should be 0).
+fn run_w7(dev: &Device, steps: usize, blocks: usize) -> lazywgpu::Result<(Duration, u64)> {
+    use lazywgpu::data::{CharDataset, Split, SplitMix64};
+    use lazywgpu::nn::{Gpt, GptConfig, Parameters};
+    use lazywgpu::optim::{AdamW, ParamGroup, clip_grad_norm_};
+    dev.manual_seed(0);
+    let path = concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/examples/data/shakespeare-char/input.txt.gz"
+    );
+    let data = CharDataset::from_file(path)?;
+    let model = Gpt::new(GptConfig::baby(data.vocab_size()), dev);
+    let params = model.params();
+    let groups = ParamGroup::decay_matrices_only(model.params(), 0.1);
+    let mut opt = AdamW::with_groups(groups, 1e-3).betas(0.9, 0.99);
+    let mut rng = SplitMix64::new(1337);
+    let mut step = || -> lazywgpu::Result<()> {
+        let offsets = data.offsets(Split::Train, &mut rng, 12, 64);
+        let (x, y) = data.batch(Split::Train, &offsets, 64, dev)?;
+        let loss = model.loss(&x, &y);
+        loss.backward();
+        clip_grad_norm_(&params, 1.0);
+        opt.step();
+        opt.zero_grad();
+        dev.mark_step()
+    };
+    for _ in 0..3 {
+        step()?;
+    }
+    dev.wait()?;
+    let compiled = dev.metrics().counter("graphs_compiled");
+    let mut times = Vec::new();
+    for _ in 0..blocks {
+        let t = Instant::now();
+        for _ in 0..steps {
+            step()?;
+        }
+        dev.wait()?;
+        times.push(t.elapsed() / steps as u32);
+    }
+    let after = dev.metrics().counter("graphs_compiled") - compiled;
+    Ok((median(times), after))
 }
 
 /// W5: steady-state time of one MLP training step (784-128-10, ReLU,
@@ -242,17 +292,26 @@ fn figure(row: usize, d: Duration) -> String {
             2.0 * (W4_N as f64).powi(3) / s / 1e9
         ),
         4 => format!("{} ({:.0} steps/s)", ms(d), 1.0 / s),
+        6 => format!("{} ({:.2} steps/s)", ms(d), 1.0 / s),
         _ if s < 1e-6 => format!("{:.1} ns/op", s * 1e9),
         _ => format!("{:.2} µs/op", s * 1e6),
     }
 }
 
-fn parse_peer(path: &str) -> Result<(String, [Cell; 6]), String> {
+fn parse_peer(path: &str) -> Result<(String, [Cell; 7]), String> {
     let text = std::fs::read_to_string(path).map_err(|e| format!("{path}: {e}"))?;
     let v: serde_json::Value = serde_json::from_str(&text).map_err(|e| format!("{path}: {e}"))?;
     let name = v["name"].as_str().unwrap_or("peer").to_string();
-    let keys = ["w1_ms", "w2_ms", "w3_ms", "w4_ms", "w5_ms", "w6_us_per_op"];
-    let mut cells = [None; 6];
+    let keys = [
+        "w1_ms",
+        "w2_ms",
+        "w3_ms",
+        "w4_ms",
+        "w5_ms",
+        "w6_us_per_op",
+        "w7_ms",
+    ];
+    let mut cells = [None; 7];
     for (i, k) in keys.iter().enumerate() {
         cells[i] = v[k].as_f64().map(|x| {
             if i == 5 {
@@ -349,7 +408,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         Err(e) => format!("no GPU adapter ({e})"),
     };
     eprintln!("measuring on {machine} ...");
-    let (fused, unfused, w5_fused, w5_unfused, limit, w5_host) = match &gpu {
+    let (fused, unfused, w5_fused, w5_unfused, limit, w5_host, w7) = match &gpu {
         Ok(dev) => {
             // The fused runs and the adapter's limits are measured in
             // alternating rounds and each reported as the median of its
@@ -378,6 +437,9 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
             });
             let (w5f, compiles, w5_host) = run_w5(dev, 20)?;
             eprintln!("W5: {compiles} graphs compiled after step 2");
+            eprintln!("W7: GPT training steps ...");
+            let w7 = run_w7(dev, 5, if runs > 5 { 5 } else { 3 })?;
+            eprintln!("W7: {} graphs compiled after the warm-up", w7.1);
             dev.set_fusion(false);
             let unfused = run_lazy(dev, runs, false)?;
             let (w5u, _, _) = run_w5(dev, 10)?;
@@ -389,16 +451,18 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
                 Some(w5u),
                 limit,
                 Some(w5_host),
+                Some(w7),
             )
         }
-        Err(_) => (None, None, None, None, None, None),
+        Err(_) => (None, None, None, None, None, None, None),
     };
     eprintln!("CPU reference backend ...");
     let cpu_runs = run_lazy(&cpu, runs.min(5), true)?;
     let (w5_cpu, _, _) = run_w5(&cpu, 10)?;
+    let (w7_cpu, _) = run_w7(&cpu, 2, 1)?;
     eprintln!("ndarray ...");
     let nd = ndarray_runs(runs);
-    let peer_cells = peer.as_ref().map(|p| p.1).unwrap_or([None; 6]);
+    let peer_cells = peer.as_ref().map(|p| p.1).unwrap_or([None; 7]);
     let peer_name = peer.as_ref().map_or("peer".to_string(), |p| p.0.clone());
 
     let names = [
@@ -408,6 +472,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         "W4 matmul 1024^3",
         "W5 MLP train step",
         "W6 host cost per op",
+        "W7 GPT train step",
     ];
     let pick = |r: &Option<LazyRuns>, i: usize| -> Cell {
         r.as_ref().and_then(|r| match i {
@@ -419,23 +484,28 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
             _ => None,
         })
     };
-    let rows: Vec<Row> = (0..6)
+    let rows: Vec<Row> = (0..7)
         .map(|i| Row {
             name: names[i],
             by_hand: limit.and_then(|l| (i == 0).then_some(l.4)),
             host: w5_host.filter(|_| i == 4),
-            fused: if i == 4 { w5_fused } else { pick(&fused, i) },
+            fused: match i {
+                4 => w5_fused,
+                6 => w7.map(|w| w.0),
+                _ => pick(&fused, i),
+            },
             unfused: if i == 4 {
                 w5_unfused
             } else {
                 pick(&unfused, i)
             },
-            cpu_backend: if i == 4 {
-                Some(w5_cpu)
-            } else {
-                pick(&Some(cpu_runs), i)
+            cpu_backend: match i {
+                4 => Some(w5_cpu),
+                6 => Some(w7_cpu),
+                _ => pick(&Some(cpu_runs), i),
             },
-            ndarray: Some(nd[i]),
+            ndarray: nd.get(i).copied(),
+            compiles_after_warmup: w7.map(|w| w.1).filter(|_| i == 6),
             limit: limit.and_then(|l| match i {
                 0 => Some(l.0),
                 1 => Some(l.1),
@@ -522,6 +592,15 @@ fn ratio_text(i: usize, row: &Row) -> String {
             ))
         ),
         (5, Some(t), _, _, _) => format!("{:.2} µs/op (≤ 2)", t * 1e6),
+        (6, Some(t), _, _, _) => format!(
+            "{:.2} steps/s; {} graphs compiled after warm-up{}",
+            1.0 / t,
+            row.compiles_after_warmup.unwrap_or(0),
+            f(row.peer).map_or(String::new(), |p| format!(
+                "; {:.2}x the peer's speed",
+                p / t
+            ))
+        ),
         _ => "—".to_string(),
     }
 }

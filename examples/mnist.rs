@@ -12,13 +12,15 @@
 //! Options: `--model cnn|mlp`, `--epochs N`, `--batch-size N`, `--lr F`,
 //! `--gamma F`, `--log-interval N` (batches between loss reads),
 //! `--data DIR`, `--seed N`, `--max-batches N` (per epoch, for a quick
-//! look), `--plot FILE` (loss curve, SVG), `--save FILE` (safetensors).
+//! look), `--plot FILE` (loss curve, SVG), `--save FILE` (safetensors),
+//! `--no-shuffle` (batches in file order instead of a new seeded order
+//! each epoch, as the tutorial's `shuffle=True`).
 
 use std::path::PathBuf;
 use std::time::Instant;
 
 use indicatif::{ProgressBar, ProgressStyle};
-use lazywgpu::data::Mnist;
+use lazywgpu::data::{Mnist, shuffled_batches};
 use lazywgpu::nn::{self, Module, functional as F};
 use lazywgpu::optim::{Adadelta, Optimizer, StepLr};
 use lazywgpu::{Device, no_grad};
@@ -36,6 +38,7 @@ struct Args {
     max_batches: usize,
     plot: PathBuf,
     save: Option<PathBuf>,
+    shuffle: bool,
 }
 
 fn parse_args() -> Result<Args, String> {
@@ -51,6 +54,7 @@ fn parse_args() -> Result<Args, String> {
         max_batches: usize::MAX,
         plot: PathBuf::from("mnist-loss.svg"),
         save: None,
+        shuffle: true,
     };
     let mut it = std::env::args().skip(1);
     while let Some(flag) = it.next() {
@@ -68,12 +72,13 @@ fn parse_args() -> Result<Args, String> {
             "--max-batches" => a.max_batches = num(value()?)? as usize,
             "--plot" => a.plot = PathBuf::from(value()?),
             "--save" => a.save = Some(PathBuf::from(value()?)),
+            "--no-shuffle" => a.shuffle = false,
             "-h" | "--help" => {
                 println!(
                     "{}",
                     include_str!("mnist.rs")
                         .lines()
-                        .take(17)
+                        .take(19)
                         .collect::<Vec<_>>()
                         .join("\n")
                 );
@@ -213,14 +218,16 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         );
         bar.set_prefix(epoch.to_string());
         let t0 = Instant::now();
-        for b in 0..batches {
-            let (x, y) = Mnist::batch(
-                &data.train_images,
-                &data.train_labels,
-                b * args.batch_size,
-                args.batch_size,
-                &dev,
-            )?;
+        // A new order each epoch (seeded), as PyTorch's shuffle=True.
+        let order = if args.shuffle {
+            shuffled_batches(n_train, args.batch_size, args.seed, epoch as u64, true)
+        } else {
+            (0..n_train / args.batch_size)
+                .map(|b| (b * args.batch_size..(b + 1) * args.batch_size).collect())
+                .collect()
+        };
+        for (b, indices) in order.iter().take(batches).enumerate() {
+            let (x, y) = Mnist::batch_at(&data.train_images, &data.train_labels, indices, &dev)?;
             opt.zero_grad();
             let logp = model.forward(&x).log_softmax(1);
             let loss = F::nll_loss(&logp, &y);

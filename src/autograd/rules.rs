@@ -312,6 +312,19 @@ pub(crate) fn softmax(x: &Tensor, axis: isize, log: bool, out: &Tensor) {
     });
 }
 
+/// Gradient of `normalize_rows`: one fused kernel from the saved input
+/// and the output gradient.
+#[track_caller]
+pub(crate) fn normalize(x: &Tensor, eps: f32, out: &Tensor) {
+    if !wants(&[x]) {
+        return;
+    }
+    let xs = save(x);
+    record("normalize", out, &[x], move |g| {
+        vec![Some(xs.normalize_rows_backward(g, eps))]
+    });
+}
+
 /// Gradients of `matmul` with PyTorch's 1-D and batch-broadcast rules.
 #[track_caller]
 pub(crate) fn matmul(a: &Tensor, b: &Tensor, out: &Tensor) {

@@ -315,7 +315,7 @@ impl<'a> Gen<'a> {
         }
     }
 
-    fn param(&mut self, slot: usize, dtype: DType) -> String {
+    pub(super) fn param(&mut self, slot: usize, dtype: DType) -> String {
         let word = self.param_word(slot);
         match dtype {
             DType::F32 => format!("bitcast<f32>({word})"),
@@ -491,7 +491,11 @@ impl<'a> Gen<'a> {
                     );
                     acc
                 }
-                Op::Reduce { .. } | Op::Softmax { .. } | Op::Matmul => {
+                Op::Reduce { .. }
+                | Op::Softmax { .. }
+                | Op::Matmul
+                | Op::Normalize
+                | Op::NormalizeBackward => {
                     unreachable!(
                         "kernel roots are computed by their own kernel and read from memory (node {n})"
                     )

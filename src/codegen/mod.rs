@@ -4,6 +4,7 @@ mod emit;
 mod exprs;
 mod matmul;
 mod matmul_lanes;
+mod norm;
 mod reduce;
 mod roots;
 mod softmax;

@@ -5,11 +5,12 @@
 //! epilogue (written nodes that only need the root's value at the same
 //! index) right where the result is in a register. This file dispatches
 //! on the root's op and stores the epilogue; the templates are in
-//! `reduce.rs`, `softmax.rs`, `matmul.rs` and `matmul_lanes.rs`.
+//! `reduce.rs`, `softmax.rs`, `norm.rs`, `matmul.rs` and `matmul_lanes.rs`.
 
 use super::emit::Gen;
 use super::matmul::{matmul, matmul_blocked};
 use super::matmul_lanes::matmul_lanes;
+use super::norm::normalize;
 use super::reduce::reduce;
 use super::softmax::softmax;
 use super::wgsl::{CodegenContext, KernelSource, TextureUse};
@@ -75,6 +76,14 @@ pub(crate) fn generate_root_kernel(
                     (main, groups, Strategy::Matmul(MatmulKernel::Blocked))
                 }
             }
+        }
+        Op::Normalize | Op::NormalizeBackward => {
+            let crate::graph::GKind::Op { param_base, .. } = &key.nodes[root].kind else {
+                unreachable!("kernel roots are ops")
+            };
+            let backward = matches!(op, Op::NormalizeBackward);
+            let (main, groups) = normalize(&mut g, key, root, *param_base, backward, &outputs);
+            (main, groups, Strategy::RowNorm)
         }
         other => unreachable!("{} is not a kernel root", other.name()),
     };

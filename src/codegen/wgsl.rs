@@ -152,6 +152,8 @@ pub(crate) fn vectorizable(
                 | Op::Reduce { .. }
                 | Op::Softmax { .. }
                 | Op::Matmul
+                | Op::Normalize
+                | Op::NormalizeBackward
                 | Op::Pad(_)
                 | Op::Flip(_)
                 | Op::Gather(_)

@@ -165,6 +165,29 @@ impl Mnist {
         Ok((x, y))
     }
 
+    /// The examples at `indices` (a shuffled batch, e.g. from
+    /// [`crate::data::shuffled_batches`]) as [`Mnist::batch`] makes them.
+    pub fn batch_at(
+        images: &IdxArray,
+        labels: &IdxArray,
+        indices: &[usize],
+        dev: &Device,
+    ) -> Result<(Tensor, Tensor)> {
+        let n = indices.len();
+        let mut shape = vec![n, 1];
+        shape.extend_from_slice(&images.shape[1..]);
+        let mut pixels = Vec::new();
+        let mut ys = Vec::with_capacity(n);
+        for &i in indices {
+            pixels.extend(Mnist::normalized(images, i, 1));
+            ys.extend(Mnist::labels(labels, i, 1));
+        }
+        Ok((
+            Tensor::from_vec(pixels, shape, dev)?,
+            Tensor::from_vec(ys, [n], dev)?,
+        ))
+    }
+
     /// Labels `start..start + n` as `i32`.
     pub fn labels(labels: &IdxArray, start: usize, n: usize) -> Vec<i32> {
         labels.data[start..start + n]

@@ -219,6 +219,14 @@ pub enum Op {
     },
     /// Batched matrix product of `[.., M, K]` and `[.., K, N]` (batch dims
     /// already broadcast to the same shape).
+    /// Each row along the last axis normalised: `(x - mean) / sqrt(var +
+    /// eps)` with the biased variance, `eps` the node's parameter (the core
+    /// of `layer_norm`: one kernel, a row per invocation).
+    Normalize,
+    /// The gradient of `Normalize` for inputs `(x, gy)`:
+    /// `rstd * (gy - mean(gy) - xhat * mean(gy * xhat))` per row, `eps`
+    /// the node's parameter.
+    NormalizeBackward,
     Matmul,
     /// The first input (the base) with the elements that the strided view
     /// `Layout` selects replaced by the second input (the view's new
@@ -249,6 +257,8 @@ impl Op {
             Op::Softmax { log: false, .. } => "softmax",
             Op::Softmax { log: true, .. } => "log_softmax",
             Op::Matmul => "matmul",
+            Op::Normalize => "normalize",
+            Op::NormalizeBackward => "normalize_backward",
             Op::StridedScatter(_) => "strided_scatter",
         }
     }
@@ -256,7 +266,14 @@ impl Op {
     /// Ops whose kernel is not elementwise: each is written to memory and
     /// gets a kernel of its own shape (possibly with an epilogue).
     pub fn is_kernel_root(&self) -> bool {
-        matches!(self, Op::Reduce { .. } | Op::Softmax { .. } | Op::Matmul)
+        matches!(
+            self,
+            Op::Reduce { .. }
+                | Op::Softmax { .. }
+                | Op::Matmul
+                | Op::Normalize
+                | Op::NormalizeBackward
+        )
     }
 
     /// Movement ops change only which element is read, never values.

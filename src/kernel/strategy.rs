@@ -25,6 +25,9 @@ pub(crate) enum Strategy {
     Matmul(MatmulKernel),
     /// A packing kernel writing a matmul operand into a texture.
     Pack,
+    /// A row normalisation (layer norm) or its gradient: a row per
+    /// invocation, the row read three or four times.
+    RowNorm,
 }
 
 /// How a reduction is computed.

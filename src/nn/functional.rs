@@ -74,9 +74,9 @@ pub fn silu(x: &Tensor) -> Tensor {
 /// then times `weight` and plus `bias` when given (each shaped
 /// `normalized_shape`).
 ///
-/// The mean and the centred second moment are two row reductions (the
-/// second reads `x - mean` in its prologue) and the normalisation fuses
-/// into whatever reads the result.
+/// One kernel (a row per invocation: mean, centred second moment, write),
+/// with the weight and bias in its epilogue; the gradient with respect to
+/// `x` is one more such kernel (and the weight's a reduction).
 #[track_caller]
 pub fn layer_norm(
     x: &Tensor,
@@ -102,12 +102,15 @@ pub fn layer_norm(
             bias.map(Tensor::shape),
         );
     }
-    let dims: Vec<isize> = (1..=k as isize).map(|d| -d).collect();
-    let centered = x - x.mean(dims.clone(), true);
-    let var = (&centered * &centered).mean(dims, true);
+    // The normalised dims as one last axis: one fused row kernel.
+    let len: usize = normalized_shape.iter().product();
+    let rows = x.numel().checked_div(len).unwrap_or(0);
+    let y = x
+        .reshape([rows as isize, len as isize])
+        .normalize_rows(eps)
+        .reshape(x.shape().iter().map(|&d| d as isize).collect::<Vec<_>>());
     // Out-of-place ops: `*=` would write into the normalised value's
     // own handle.
-    let y = centered * (var + eps).rsqrt();
     let y = match weight {
         Some(w) => y * w,
         None => y,

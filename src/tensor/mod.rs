@@ -11,6 +11,7 @@ mod inplace;
 mod live;
 mod masks;
 mod movement;
+mod norm;
 mod overloads;
 mod readback;
 mod reduce;

@@ -1,0 +1,95 @@
+//! Row normalisation (the core of layer norm) and its gradient: one
+//! invocation per row of the last axis, which reads the row three times
+//! (mean, centred second moment, write) forward and four times backward.
+//! Rows of a layer norm are short (the model width), so a row stays in
+//! cache and no workgroup barrier is needed (they are dear on CPU drivers).
+
+use std::fmt::Write;
+
+use super::emit::Gen;
+use super::roots::stores;
+use super::wgsl::{WORKGROUP_SIZE, kernel_main};
+use crate::dtype::DType;
+use crate::graph::GraphKey;
+use crate::shape::numel;
+
+/// What one pass does with (generator, element index, x there, gy there).
+type PassBody<'a> = dyn Fn(&mut Gen, &str, &str, Option<&str>) + 'a;
+
+/// The kernel of `Normalize` (or `NormalizeBackward` when `backward`) at
+/// `root`, whose `eps` is parameter word `eps_slot`. Returns the body and
+/// the workgroup count.
+pub(super) fn normalize(
+    g: &mut Gen,
+    key: &GraphKey,
+    root: usize,
+    eps_slot: usize,
+    backward: bool,
+    outputs: &[usize],
+) -> (String, usize) {
+    let inputs = key.nodes[root].inputs.clone();
+    let x = inputs[0];
+    let shape = &key.nodes[x].shape;
+    let len = shape.last().copied().unwrap_or(1);
+    let rows = numel(shape) / len.max(1);
+    let at = format!("gi * {len}u + k");
+    let eps = g.param(eps_slot, DType::F32);
+    // Each pass reads x (and gy) at element k of row gi, then runs `f`.
+    let pass = |g: &mut Gen, f: &PassBody<'_>| {
+        g.scoped(|g| {
+            let i = g.emit("i", "u32", &at);
+            let v = g.value(x, &i, false, false);
+            let gv = backward.then(|| g.value(inputs[1], &i, false, false));
+            f(g, &i, &v, gv.as_deref());
+        })
+    };
+    let sum = pass(g, &|g, _, v, _| {
+        let _ = writeln!(g.body, "        s = s + {v};");
+    });
+    let second = pass(g, &|g, _, v, _| {
+        let _ = writeln!(
+            g.body,
+            "        let d = {v} - mean;\n        q = q + d * d;"
+        );
+    });
+    let stats = format!(
+        "    var s = 0.0;\n    for (var k = 0u; k < {len}u; k = k + 1u) {{\n{sum}    }}\n\
+         let mean = s / {len}.0;\n\
+         var q = 0.0;\n    for (var k = 0u; k < {len}u; k = k + 1u) {{\n{second}    }}\n\
+         let rstd = inverseSqrt(q / {len}.0 + {eps});\n"
+    );
+    let tail = if backward {
+        let grads = pass(g, &|g, _, v, gv| {
+            let gv = gv.expect("backward reads gy");
+            let _ = writeln!(
+                g.body,
+                "        sg = sg + {gv};\n        sgx = sgx + {gv} * (({v} - mean) * rstd);"
+            );
+        });
+        let write = pass(g, &|g, i, v, gv| {
+            let gv = gv.expect("backward reads gy");
+            let expr = format!("rstd * ({gv} - mg - (({v} - mean) * rstd) * mgx)");
+            let dx = g.emit("dx", "f32", &expr);
+            let st = stores(g, key, root, outputs, i, &dx);
+            g.body.push_str(&st);
+        });
+        format!(
+            "    var sg = 0.0;\n    var sgx = 0.0;\n\
+             for (var k = 0u; k < {len}u; k = k + 1u) {{\n{grads}    }}\n\
+             let mg = sg / {len}.0;\n    let mgx = sgx / {len}.0;\n\
+             for (var k = 0u; k < {len}u; k = k + 1u) {{\n{write}    }}\n"
+        )
+    } else {
+        let write = pass(g, &|g, i, v, _| {
+            let y = g.emit("y", "f32", &format!("({v} - mean) * rstd"));
+            let st = stores(g, key, root, outputs, i, &y);
+            g.body.push_str(&st);
+        });
+        format!("    for (var k = 0u; k < {len}u; k = k + 1u) {{\n{write}    }}\n")
+    };
+    let main = format!(
+        "\n{head}{stats}{tail}}}\n",
+        head = kernel_main(WORKGROUP_SIZE as usize, true, rows, ""),
+    );
+    (main, rows.div_ceil(WORKGROUP_SIZE as usize))
+}

@@ -1,0 +1,53 @@
+//! Row normalisation, the fused core of `layer_norm`, and its gradient.
+
+use std::panic::Location;
+
+use super::Tensor;
+use super::elementwise::cast_node;
+use crate::autograd::rules;
+use crate::dtype::DType;
+use crate::graph::Node;
+use crate::graph::op::Op;
+
+impl Tensor {
+    /// Each row along the last axis as `(x - mean) / sqrt(var + eps)`,
+    /// with the biased variance, in one kernel (a row per invocation).
+    /// `layer_norm` reshapes its normalised dims into one last axis and
+    /// calls this; its gradient is one more kernel of the same kind.
+    #[track_caller]
+    pub(crate) fn normalize_rows(&self, eps: f32) -> Tensor {
+        let loc = Location::caller();
+        let x = cast_node(&self.node(), DType::F32, loc);
+        let shape = x.shape.clone();
+        let node = Node::pending(
+            Op::Normalize,
+            vec![x],
+            vec![eps.to_bits()],
+            shape,
+            DType::F32,
+            loc,
+        );
+        let out = Tensor::from_node(node, self.device());
+        rules::normalize(self, eps, &out);
+        out
+    }
+
+    /// The gradient of [`Tensor::normalize_rows`] at `self` for the
+    /// output gradient `gy` (same shape).
+    #[track_caller]
+    pub(crate) fn normalize_rows_backward(&self, gy: &Tensor, eps: f32) -> Tensor {
+        let loc = Location::caller();
+        let x = cast_node(&self.node(), DType::F32, loc);
+        let g = cast_node(&gy.node(), DType::F32, loc);
+        let shape = x.shape.clone();
+        let node = Node::pending(
+            Op::NormalizeBackward,
+            vec![x, g],
+            vec![eps.to_bits()],
+            shape,
+            DType::F32,
+            loc,
+        );
+        Tensor::from_node(node, self.device())
+    }
+}
