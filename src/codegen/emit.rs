@@ -413,84 +413,10 @@ impl<'a> Gen<'a> {
                     let new = self.value(inputs[1], &src_idx, false, vec);
                     self.emit("v", &ty, &format!("select({old}, {new}, {hit})"))
                 }
-                Op::Pad(pads) => {
-                    let src_shape = self.nodes[inputs[0]].shape.clone();
-                    let coords = self.coords(&node.shape.clone(), idx);
-                    let mut conds = Vec::new();
-                    let mut moved = Vec::new();
-                    for (d, &(before, _)) in pads.iter().enumerate() {
-                        if before > 0 {
-                            conds.push(format!("{} >= {before}u", coords[d]));
-                        }
-                        conds.push(format!("{} < {}u", coords[d], before + src_shape[d]));
-                        moved.push(format!("({} - {before}u)", coords[d]));
-                    }
-                    let inside = self.emit("h", "bool", &conds.join(" && "));
-                    let j = self.ravel(&src_shape, &moved);
-                    let j = self.emit("j", "u32", &format!("select(0u, {j}, {inside})"));
-                    let v = self.value(inputs[0], &j, false, vec);
-                    let fill = self.param(base, dtype);
-                    self.emit("v", &ty, &format!("select({fill}, {v}, {inside})"))
-                }
-                Op::Flip(axes) => {
-                    let shape = node.shape.clone();
-                    let coords = self.coords(&shape, idx);
-                    let flipped: Vec<String> = coords
-                        .iter()
-                        .enumerate()
-                        .map(|(d, c)| {
-                            if axes.contains(&d) {
-                                format!("({}u - {c})", shape[d] - 1)
-                            } else {
-                                c.clone()
-                            }
-                        })
-                        .collect();
-                    let j = self.ravel(&shape, &flipped);
-                    let j = self.emit("j", "u32", &j);
-                    self.value(inputs[0], &j, false, vec)
-                }
-                Op::Gather(axis) => {
-                    let x_shape = self.nodes[inputs[0]].shape.clone();
-                    let mut coords = self.coords(&node.shape.clone(), idx);
-                    let k = self.value(inputs[1], idx, false, false);
-                    let top = x_shape[axis].max(1) as i64 - 1;
-                    coords[axis] = format!("u32(clamp({k}, 0i, {top}i))");
-                    let j = self.ravel(&x_shape, &coords);
-                    let j = self.emit("j", "u32", &j);
-                    self.value(inputs[0], &j, false, vec)
-                }
-                Op::ScatterAdd(axis) => {
-                    let src_shape = self.nodes[inputs[2]].shape.clone();
-                    let coords = self.coords(&node.shape.clone(), idx);
-                    let acc = self.fresh("acc");
-                    let b = self.value(inputs[0], idx, false, false);
-                    let _ = writeln!(self.body, "    var {acc}: {ty} = {b};");
-                    // Only coordinates inside src's extent receive anything.
-                    let mut inside: Vec<String> = (0..src_shape.len())
-                        .filter(|&d| d != axis)
-                        .map(|d| format!("{} < {}u", coords[d], src_shape[d]))
-                        .collect();
-                    inside.push("true".into());
-                    let loop_var = self.fresh("s");
-                    let mut src_coords = coords.clone();
-                    src_coords[axis] = loop_var.clone();
-                    let j = self.ravel(&src_shape, &src_coords);
-                    let target = coords[axis].clone();
-                    let body = self.scoped(|g| {
-                        let j = g.emit("j", "u32", &j);
-                        let k = g.value(inputs[1], &j, false, false);
-                        let v = g.value(inputs[2], &j, false, false);
-                        let _ = writeln!(g.body, "        if (u32({k}) == {target} && {k} >= 0i) {{ {acc} = {acc} + {v}; }}");
-                    });
-                    let _ = writeln!(
-                        self.body,
-                        "    if ({}) {{\n    for (var {loop_var} = 0u; {loop_var} < {}u; {loop_var} = {loop_var} + 1u) {{\n{body}    }}\n    }}",
-                        inside.join(" && "),
-                        src_shape[axis]
-                    );
-                    acc
-                }
+                Op::Pad(pads) => self.pad_value(n, &pads, base, idx, vec),
+                Op::Flip(axes) => self.flip_value(n, &axes, idx, vec),
+                Op::Gather(axis) => self.gather_value(n, axis, idx, vec),
+                Op::ScatterAdd(axis) => self.scatter_add_value(n, axis, idx),
                 Op::Reduce { .. }
                 | Op::Softmax { .. }
                 | Op::Matmul
@@ -525,6 +451,114 @@ impl<'a> Gen<'a> {
         }
         self.memo.insert(memo_key, var.clone());
         var
+    }
+
+    /// `Pad`: the source element where `idx` falls inside it, else the
+    /// fill value (parameter `base`).
+    fn pad_value(
+        &mut self,
+        n: usize,
+        pads: &[(usize, usize)],
+        base: usize,
+        idx: &str,
+        vec: bool,
+    ) -> String {
+        let node = &self.nodes[n];
+        let (input, shape, dtype) = (node.inputs[0], node.shape.clone(), node.dtype);
+        let ty = value_type(dtype, vec);
+        let src_shape = self.nodes[input].shape.clone();
+        let coords = self.coords(&shape, idx);
+        let mut conds = Vec::new();
+        let mut moved = Vec::new();
+        for (d, &(before, _)) in pads.iter().enumerate() {
+            if before > 0 {
+                conds.push(format!("{} >= {before}u", coords[d]));
+            }
+            conds.push(format!("{} < {}u", coords[d], before + src_shape[d]));
+            moved.push(format!("({} - {before}u)", coords[d]));
+        }
+        let inside = self.emit("h", "bool", &conds.join(" && "));
+        let j = self.ravel(&src_shape, &moved);
+        let j = self.emit("j", "u32", &format!("select(0u, {j}, {inside})"));
+        let v = self.value(input, &j, false, vec);
+        let fill = self.param(base, dtype);
+        self.emit("v", &ty, &format!("select({fill}, {v}, {inside})"))
+    }
+
+    /// `Flip`: the source element with the flipped coordinates reversed.
+    fn flip_value(&mut self, n: usize, axes: &[usize], idx: &str, vec: bool) -> String {
+        let (input, shape) = (self.nodes[n].inputs[0], self.nodes[n].shape.clone());
+        let coords = self.coords(&shape, idx);
+        let flipped: Vec<String> = coords
+            .iter()
+            .enumerate()
+            .map(|(d, c)| {
+                if axes.contains(&d) {
+                    format!("({}u - {c})", shape[d] - 1)
+                } else {
+                    c.clone()
+                }
+            })
+            .collect();
+        let j = self.ravel(&shape, &flipped);
+        let j = self.emit("j", "u32", &j);
+        self.value(input, &j, false, vec)
+    }
+
+    /// `Gather`: the source element whose `axis` coordinate is the index
+    /// read at `idx` (clamped into range).
+    fn gather_value(&mut self, n: usize, axis: usize, idx: &str, vec: bool) -> String {
+        let node = &self.nodes[n];
+        let (x, index, shape) = (node.inputs[0], node.inputs[1], node.shape.clone());
+        let x_shape = self.nodes[x].shape.clone();
+        let mut coords = self.coords(&shape, idx);
+        let k = self.value(index, idx, false, false);
+        let top = x_shape[axis].max(1) as i64 - 1;
+        coords[axis] = format!("u32(clamp({k}, 0i, {top}i))");
+        let j = self.ravel(&x_shape, &coords);
+        let j = self.emit("j", "u32", &j);
+        self.value(x, &j, false, vec)
+    }
+
+    /// `ScatterAdd`: the base element plus every source element along
+    /// `axis` whose index names this position (a loop over the source's
+    /// extent along `axis`).
+    fn scatter_add_value(&mut self, n: usize, axis: usize, idx: &str) -> String {
+        let node = &self.nodes[n];
+        let (inputs, shape) = (node.inputs.clone(), node.shape.clone());
+        let ty = value_type(node.dtype, false);
+        let src_shape = self.nodes[inputs[2]].shape.clone();
+        let coords = self.coords(&shape, idx);
+        let acc = self.fresh("acc");
+        let b = self.value(inputs[0], idx, false, false);
+        let _ = writeln!(self.body, "    var {acc}: {ty} = {b};");
+        // Only coordinates inside src's extent receive anything.
+        let mut inside: Vec<String> = (0..src_shape.len())
+            .filter(|&d| d != axis)
+            .map(|d| format!("{} < {}u", coords[d], src_shape[d]))
+            .collect();
+        inside.push("true".into());
+        let loop_var = self.fresh("s");
+        let mut src_coords = coords.clone();
+        src_coords[axis] = loop_var.clone();
+        let j = self.ravel(&src_shape, &src_coords);
+        let target = coords[axis].clone();
+        let body = self.scoped(|g| {
+            let j = g.emit("j", "u32", &j);
+            let k = g.value(inputs[1], &j, false, false);
+            let v = g.value(inputs[2], &j, false, false);
+            let _ = writeln!(
+                g.body,
+                "        if (u32({k}) == {target} && {k} >= 0i) {{ {acc} = {acc} + {v}; }}"
+            );
+        });
+        let _ = writeln!(
+            self.body,
+            "    if ({}) {{\n    for (var {loop_var} = 0u; {loop_var} < {}u; {loop_var} = {loop_var} + 1u) {{\n{body}    }}\n    }}",
+            inside.join(" && "),
+            src_shape[axis]
+        );
+        acc
     }
 
     /// Loads node `n` from its binding at element index `idx` (group index
