@@ -134,6 +134,7 @@ fn run(op: &str, args: &Value, x: &[Tensor]) -> Tensor {
             f32_of(&args["eps"]),
         ),
         "embedding" => nn::functional::embedding(&x[0], &x[1]),
+        "cumsum" => x[0].cumsum(int("axis") as isize),
         "sdpa" => nn::functional::scaled_dot_product_attention(
             &x[0],
             &x[1],

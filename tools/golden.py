@@ -175,6 +175,8 @@ def torch_run(op, args, x):
         return F.layer_norm(x[0], args["normalized_shape"], w, b, args["eps"])
     if op == "embedding":
         return F.embedding(x[0].long(), x[1])
+    if op == "cumsum":
+        return torch.cumsum(x[0], dim=args["axis"])
     if op == "sdpa":
         mask = x[3] if len(x) > 3 else None
         return F.scaled_dot_product_attention(x[0], x[1], x[2], attn_mask=mask, is_causal=args["causal"])
@@ -564,6 +566,26 @@ keep = torch.rand(4, 6, generator=tf_gen) > 0.3
 keep[:, 0] = True
 case("tf_sdpa_bool_mask", "sdpa", [trnd(2, 4, 3), trnd(2, 6, 3), trnd(2, 6, 2), keep], causal=False)
 case("tf_sdpa_float_mask", "sdpa", [trnd(2, 4, 3), trnd(2, 6, 3), trnd(2, 6, 2), trnd(4, 6)], causal=False)
+for ax in [0, 1, -1]:
+    case(f"tf_cumsum_{ax}", "cumsum", [trnd(3, 4, 5)], axis=ax)
+case("tf_cumsum_int", "cumsum", [torch.tensor([[3, -1, 4], [1, 5, -9]], dtype=torch.int32)], axis=1)
+case("tf_cumsum_nan", "cumsum", [torch.tensor([1.0, NAN, 2.0, INF, -INF])], axis=0)
+case("tf_cumsum_transposed", "cumsum", [trnd(4, 3).t()], axis=1)
+# 0-dim and empty inputs for the transformer ops.
+for name in ["gelu", "gelu_tanh", "silu"]:
+    for tag, shape in shapes.items():
+        case(f"edge_{name}_{tag}", name, [torch.full(shape, 1.5)])
+for tag, shape in {"0d": (), "empty": (0,), "empty_2x0": (2, 0)}.items():
+    for ax in ([0, -1] if shape else [0, -1]):
+        case(f"edge_cumsum_{tag}_{ax}", "cumsum", [torch.full(shape, 1.5)], axis=ax)
+case("edge_tril_empty_rows", "tril", [torch.zeros(0, 4)], diagonal=1)
+case("edge_triu_batch0", "triu", [torch.zeros(0, 3, 3)], diagonal=0)
+case("edge_layer_norm_batch0", "layer_norm", [torch.zeros(0, 8), trnd(8), trnd(8)], normalized_shape=[8], eps=1e-5)
+case("edge_layer_norm_transposed", "layer_norm", [trnd(6, 4).t()], normalized_shape=[6], eps=1e-5)
+case("edge_embedding_empty_ids", "embedding", [torch.zeros(0, dtype=torch.int32), trnd(5, 3)])
+case("edge_embedding_0d_id", "embedding", [torch.tensor(2, dtype=torch.int32), trnd(5, 3)])
+case("edge_sdpa_batch0", "sdpa", [torch.zeros(0, 4, 3), torch.zeros(0, 5, 3), torch.zeros(0, 5, 2)], causal=False)
+case("edge_sdpa_transposed_q", "sdpa", [trnd(2, 3, 4).transpose(1, 2), trnd(2, 6, 3), trnd(2, 6, 2)], causal=True)
 
 os.makedirs(os.path.dirname(OUT), exist_ok=True)
 with open(OUT, "w") as fh:

@@ -7,22 +7,35 @@ use super::dims::resolve_axis;
 use crate::dtype::DType;
 
 impl Tensor {
-    /// Cumulative sum along `axis` (PyTorch's `cumsum`), in `f32`
-    /// (integers are promoted). It is a matmul with a triangular matrix of
-    /// ones, `O(n^2)` in the axis length `n`: meant for short axes such as
-    /// a vocabulary or a sequence, where it is one fused kernel.
+    /// Cumulative sum along `axis` (PyTorch's `cumsum`): `f32` for float
+    /// input, `i32` for integer and bool input. Element `j` is a masked
+    /// sum of elements `0..=j` (a select, not a product with a triangular
+    /// matrix, so a NaN or infinity reaches only the sums after it): one
+    /// fused reduction over `n x n` values, `O(n^2)` in the axis length,
+    /// meant for short axes such as a vocabulary or a sequence.
     #[track_caller]
     pub fn cumsum(&self, axis: isize) -> Tensor {
+        let dtype = if self.dtype() == DType::F32 {
+            DType::F32
+        } else {
+            DType::I32
+        };
+        let x = self.cast(dtype);
         if self.rank() == 0 {
-            return self.cast(DType::F32);
+            resolve_axis("cumsum", axis, 1);
+            return x;
         }
         let ax = resolve_axis("cumsum", axis, self.rank()) as isize;
         let n = self.shape()[ax as usize];
-        // upper[k][j] = 1 where k <= j: column j sums elements 0..=j.
-        let upper = Tensor::ones([n, n], self.device()).triu(0);
-        self.cast(DType::F32)
-            .transpose(ax, -1)
-            .matmul(&upper)
+        let last = x.transpose(ax, -1);
+        // rows[.., j, k] = x[.., k], kept where k <= j.
+        let mut square: Vec<isize> = last.shape().iter().map(|&d| d as isize).collect();
+        square.insert(square.len() - 1, n as isize);
+        let rows = last.unsqueeze(-2).expand(square);
+        let keep = rows.lower_triangle_mask("cumsum", 0);
+        let zero = Tensor::zeros_dtype(Vec::<usize>::new(), dtype, self.device());
+        keep.where_cond(&rows, &zero)
+            .sum([-1], false)
             .transpose(ax, -1)
     }
 
