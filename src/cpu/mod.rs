@@ -5,6 +5,7 @@
 //! no adapter exists. Its semantics follow PyTorch's where WGSL's leave a
 //! case open (pow of negative bases, round half to even).
 
+mod indexing;
 mod reduce;
 pub(crate) mod rng;
 
@@ -15,7 +16,7 @@ use crate::error::Result;
 use crate::graph::op::{BinaryOp, Op, UnaryOp};
 use crate::graph::{GKind, Graph};
 use crate::runtime::storage::{DataBuffer, Storage};
-use crate::shape::{Layout, contiguous_strides, numel};
+use crate::shape::{Layout, numel};
 use std::sync::Arc;
 
 /// A typed n-dimensional value.
@@ -198,85 +199,10 @@ fn eval(op: &Op, dtype: DType, shape: &[usize], p: &[u32], inputs: &[&Arr]) -> A
             let picked = (0..n).map(|i| flat[layout.position(shape, i)]).collect();
             ArrayD::from_shape_vec(IxDyn(shape), picked).expect("numel matches")
         }),
-        Op::Pad(pads) => {
-            let x = inputs[0];
-            let (src_shape, bits) = (x.shape(), x.to_bits());
-            let src_strides = contiguous_strides(&src_shape);
-            let out: Vec<u32> = (0..n)
-                .map(|i| {
-                    let mut pos = 0;
-                    for (d, c) in unravel(shape, i).into_iter().enumerate() {
-                        let (before, _) = pads[d];
-                        if c < before || c >= before + src_shape[d] {
-                            return p[0];
-                        }
-                        pos += (c - before) * src_strides[d];
-                    }
-                    bits[pos]
-                })
-                .collect();
-            Arr::from_bits(dtype, shape, out)
-        }
-        Op::Flip(axes) => {
-            let bits = inputs[0].to_bits();
-            let strides = contiguous_strides(shape);
-            let out = (0..n)
-                .map(|i| {
-                    let pos: usize = unravel(shape, i)
-                        .into_iter()
-                        .enumerate()
-                        .map(|(d, c)| if axes.contains(&d) { shape[d] - 1 - c } else { c } * strides[d])
-                        .sum();
-                    bits[pos]
-                })
-                .collect();
-            Arr::from_bits(dtype, shape, out)
-        }
-        Op::Gather(axis) => {
-            let (x, index) = (inputs[0], inputs[1].to_f64());
-            let (x_shape, bits) = (x.shape(), x.to_bits());
-            let x_strides = contiguous_strides(&x_shape);
-            let out = (0..n)
-                .map(|i| {
-                    let k = (index[i] as i64).clamp(0, x_shape[*axis].max(1) as i64 - 1) as usize;
-                    let pos: usize = unravel(shape, i)
-                        .into_iter()
-                        .enumerate()
-                        .map(|(d, c)| if d == *axis { k } else { c } * x_strides[d])
-                        .sum();
-                    bits[pos]
-                })
-                .collect();
-            Arr::from_bits(dtype, shape, out)
-        }
-        Op::ScatterAdd(axis) => {
-            let (index, src) = (inputs[1].to_f64(), inputs[2]);
-            let src_shape = src.shape();
-            let src_vals = src.to_f64();
-            let mut out = inputs[0].to_f64();
-            let strides = contiguous_strides(shape);
-            for (j, &v) in src_vals.iter().enumerate() {
-                let k = index[j] as i64;
-                if k < 0 || k as usize >= shape[*axis] {
-                    continue;
-                }
-                let coords = unravel(&src_shape, j);
-                if coords
-                    .iter()
-                    .enumerate()
-                    .any(|(d, &c)| d != *axis && c >= shape[d])
-                {
-                    continue;
-                }
-                let pos: usize = coords
-                    .iter()
-                    .enumerate()
-                    .map(|(d, &c)| if d == *axis { k as usize } else { c } * strides[d])
-                    .sum();
-                out[pos] += v;
-            }
-            Arr::from_bits(dtype, shape, reduce::to_bits(&out, dtype))
-        }
+        Op::Pad(pads) => indexing::pad(inputs[0], shape, pads, p[0], dtype),
+        Op::Flip(axes) => indexing::flip(inputs[0], shape, axes, dtype),
+        Op::Gather(axis) => indexing::gather(inputs[0], inputs[1], shape, *axis, dtype),
+        Op::ScatterAdd(axis) => indexing::scatter_add(inputs, shape, *axis, dtype),
         Op::Reduce { op, axes, parts } => {
             // Traced graphs hold one-stage reductions; splitting is a
             // lowering for the GPU (`schedule::split_reductions`).
