@@ -27,6 +27,12 @@ pub struct DeviceConfig {
     /// The matmul kernel (`LAZYWGPU_MATMUL=tiled|blocked|lanes`); `None`:
     /// the one that measured fastest on the adapter's kind.
     pub matmul: Option<MatmulChoice>,
+    /// Run `scaled_dot_product_attention` without a mask tensor as one
+    /// fused kernel (a query row per invocation, online softmax, scores
+    /// never stored) instead of three (`LAZYWGPU_FUSED_ATTENTION=1`). Off
+    /// by default: on lavapipe it measured 5-8 % slower per GPT step than
+    /// the three kernels, and it has not been measured on a GPU yet.
+    pub fused_attention: bool,
 }
 
 /// A matmul kernel to ask for (see [`DeviceConfig::matmul`]).
@@ -53,6 +59,7 @@ impl Default for DeviceConfig {
             eager: false,
             dump_dir: None,
             matmul: None,
+            fused_attention: false,
         }
     }
 }
@@ -64,7 +71,7 @@ fn env_flag(name: &str) -> bool {
 impl DeviceConfig {
     /// The defaults with the environment's switches applied:
     /// `LAZYWGPU_NO_FUSION`, `LAZYWGPU_VERIFY`, `LAZYWGPU_EAGER`,
-    /// `LAZYWGPU_DUMP` and `LAZYWGPU_MATMUL` (an unknown kernel name is
+    /// `LAZYWGPU_DUMP`, `LAZYWGPU_FUSED_ATTENTION` and `LAZYWGPU_MATMUL` (an unknown kernel name is
     /// ignored with a logged warning).
     pub fn from_env() -> DeviceConfig {
         let matmul = match std::env::var("LAZYWGPU_MATMUL").as_deref() {
@@ -85,6 +92,7 @@ impl DeviceConfig {
                 .filter(|d| !d.is_empty())
                 .map(PathBuf::from),
             matmul,
+            fused_attention: env_flag("LAZYWGPU_FUSED_ATTENTION"),
         }
     }
 }

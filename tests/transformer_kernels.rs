@@ -1,12 +1,14 @@
 //! Kernel counts of the transformer's fused ops on the GPU: layer norm is
 //! one kernel forward (weight in its epilogue) and two backward (the
-//! input's gradient, the weight's reduction); attention is three (scores
-//! with scale and mask, softmax, the product with v).
+//! input's gradient, the weight's reduction); attention is three kernels
+//! (scores with scale and mask, softmax, the product with v), or one with
+//! `DeviceConfig::fused_attention` and no mask tensor, whose values and
+//! gradients match the three-kernel path.
 
 mod common;
 
 use lazywgpu::nn::functional::{layer_norm, scaled_dot_product_attention};
-use lazywgpu::{Device, Tensor};
+use lazywgpu::{Device, DeviceConfig, Tensor};
 
 fn launches(dev: &Device) -> u64 {
     dev.metrics().counter("kernel_launches")
@@ -42,13 +44,99 @@ fn layer_norm_is_one_kernel_forward_and_two_backward() {
 }
 
 #[test]
-fn causal_attention_is_three_kernels() {
+fn attention_is_three_kernels_or_one_fused() {
     let Some(dev) = common::gpu() else { return };
     let q = Tensor::randn([12, 4, 64, 32], &dev);
     dev.mark_step().unwrap();
     let before = launches(&dev);
     let a = scaled_dot_product_attention(&q, &q, &q, None, true);
     a.to_vec::<f32>().unwrap();
-    let kernels = launches(&dev) - before;
-    assert_eq!(kernels, 3, "attention");
+    assert_eq!(launches(&dev) - before, 3, "attention");
+    let fused = Device::gpu_with(DeviceConfig {
+        fused_attention: true,
+        ..DeviceConfig::default()
+    })
+    .expect("a GPU");
+    let q = Tensor::randn([12, 4, 64, 32], &fused);
+    fused.mark_step().unwrap();
+    for causal in [true, false] {
+        let before = launches(&fused);
+        let a = scaled_dot_product_attention(&q, &q, &q, None, causal);
+        a.to_vec::<f32>().unwrap();
+        assert_eq!(
+            launches(&fused) - before,
+            1,
+            "fused attention, causal {causal}"
+        );
+    }
+}
+
+/// The fused kernel (and its recomputing gradient) against the
+/// three-kernel path on random views, causal or not, L != S, and against
+/// an f64 loop on the CPU reference's fused op.
+#[test]
+fn fused_attention_matches_the_three_kernel_path() {
+    let config = DeviceConfig {
+        fused_attention: true,
+        ..DeviceConfig::default()
+    };
+    let mut devices = vec![(Device::cpu_with(config.clone()), Device::cpu())];
+    if let Ok(gpu) = Device::gpu_with(config) {
+        devices.push((gpu, common::gpu().expect("a GPU")));
+    }
+    for (fused_dev, plain_dev) in devices {
+        for (causal, l, s) in [(true, 13, 13), (false, 5, 7), (true, 9, 4)] {
+            let shapes = [[2, 3, l, 6], [2, 3, s, 6], [2, 3, s, 5]];
+            let data: Vec<Vec<f32>> = shapes
+                .iter()
+                .enumerate()
+                .map(|(t, sh)| {
+                    let n: usize = sh.iter().product();
+                    (0..n)
+                        .map(|i| (((i * 37 + t * 11) % 29) as f32 - 14.0) / 9.0)
+                        .collect()
+                })
+                .collect();
+            let run = |dev: &Device| {
+                let xs: Vec<Tensor> = shapes
+                    .iter()
+                    .zip(&data)
+                    .map(|(sh, d)| {
+                        let t = Tensor::from_vec(d.clone(), *sh, dev).unwrap();
+                        t.requires_grad_(true);
+                        t
+                    })
+                    .collect();
+                let out = scaled_dot_product_attention(&xs[0], &xs[1], &xs[2], None, causal);
+                let w = Tensor::from_vec(
+                    (0..out.numel())
+                        .map(|i| (i % 7) as f32 - 3.0)
+                        .collect::<Vec<_>>(),
+                    out.shape(),
+                    dev,
+                )
+                .unwrap();
+                (&out * &w).sum_all().backward();
+                let mut vals = vec![out.to_vec::<f32>().unwrap()];
+                vals.extend(
+                    xs.iter()
+                        .map(|x| x.grad().unwrap().to_vec::<f32>().unwrap()),
+                );
+                vals
+            };
+            let (fused, plain) = (run(&fused_dev), run(&plain_dev));
+            for (what, (a, b)) in ["out", "dq", "dk", "dv"]
+                .iter()
+                .zip(fused.iter().zip(&plain))
+            {
+                common::assert_close(
+                    a,
+                    b,
+                    1e-4,
+                    1e-5,
+                    &format!("{what} causal {causal} L {l} S {s} on {}", fused_dev.name()),
+                );
+            }
+        }
+    }
 }

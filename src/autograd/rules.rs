@@ -325,6 +325,42 @@ pub(crate) fn normalize(x: &Tensor, eps: f32, out: &Tensor) {
     });
 }
 
+/// Gradients of fused attention: the probabilities are recomputed from the
+/// saved q and k (the forward never stored them), then the usual rules of
+/// softmax and the two products.
+#[track_caller]
+pub(crate) fn attention(
+    q: &Tensor,
+    k: &Tensor,
+    v: &Tensor,
+    scale: f32,
+    causal: bool,
+    out: &Tensor,
+) {
+    if !wants(&[q, k, v]) {
+        return;
+    }
+    let (nq, nk, nv) = (q.requires_grad(), k.requires_grad(), v.requires_grad());
+    let (qs, ks, vs) = (save(q), save(k), save(v));
+    record("attention", out, &[q, k, v], move |g| {
+        let scores = qs.matmul(&ks.transpose(-2, -1)) * scale;
+        let scores = if causal {
+            let keep = scores.lower_triangle_mask("attention backward", 0);
+            keep.where_cond(&scores, f32::NEG_INFINITY)
+        } else {
+            scores
+        };
+        let p = scores.softmax(-1);
+        let dp = g.matmul(&vs.transpose(-2, -1));
+        let ds = &p * (&dp - (&dp * &p).sum([-1], true));
+        vec![
+            nq.then(|| ds.matmul(&ks) * scale),
+            nk.then(|| ds.transpose(-2, -1).matmul(&qs) * scale),
+            nv.then(|| p.transpose(-2, -1).matmul(g)),
+        ]
+    });
+}
+
 /// Gradients of `matmul` with PyTorch's 1-D and batch-broadcast rules.
 #[track_caller]
 pub(crate) fn matmul(a: &Tensor, b: &Tensor, out: &Tensor) {

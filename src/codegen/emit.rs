@@ -421,7 +421,8 @@ impl<'a> Gen<'a> {
                 | Op::Softmax { .. }
                 | Op::Matmul
                 | Op::Normalize
-                | Op::NormalizeBackward => {
+                | Op::NormalizeBackward
+                | Op::Attention { .. } => {
                     unreachable!(
                         "kernel roots are computed by their own kernel and read from memory (node {n})"
                     )

@@ -1,5 +1,6 @@
 //! From a kernel group of a graph to WGSL source, validated by naga.
 
+mod attention;
 mod emit;
 mod exprs;
 mod matmul;

@@ -7,6 +7,7 @@
 //! on the root's op and stores the epilogue; the templates are in
 //! `reduce.rs`, `softmax.rs`, `norm.rs`, `matmul.rs` and `matmul_lanes.rs`.
 
+use super::attention::attention;
 use super::emit::Gen;
 use super::matmul::{matmul, matmul_blocked};
 use super::matmul_lanes::matmul_lanes;
@@ -84,6 +85,13 @@ pub(crate) fn generate_root_kernel(
             let backward = matches!(op, Op::NormalizeBackward);
             let (main, groups) = normalize(&mut g, key, root, *param_base, backward, &outputs);
             (main, groups, Strategy::RowNorm)
+        }
+        Op::Attention { causal } => {
+            let crate::graph::GKind::Op { param_base, .. } = &key.nodes[root].kind else {
+                unreachable!("kernel roots are ops")
+            };
+            let (main, groups) = attention(&mut g, key, root, *param_base, *causal, &outputs);
+            (main, groups, Strategy::Attention)
         }
         other => unreachable!("{} is not a kernel root", other.name()),
     };

@@ -154,6 +154,7 @@ pub(crate) fn vectorizable(
                 | Op::Matmul
                 | Op::Normalize
                 | Op::NormalizeBackward
+                | Op::Attention { .. }
                 | Op::Pad(_)
                 | Op::Flip(_)
                 | Op::Gather(_)

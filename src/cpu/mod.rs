@@ -222,6 +222,15 @@ fn eval(op: &Op, dtype: DType, shape: &[usize], p: &[u32], inputs: &[&Arr]) -> A
             let values = reduce::normalize(&inputs[0].to_f64(), gy.as_deref(), len, eps);
             Arr::from_bits(dtype, shape, reduce::to_bits(&values, dtype))
         }
+        Op::Attention { causal } => {
+            let (qs, ks, vs) = (inputs[0].shape(), inputs[1].shape(), inputs[2].shape());
+            let r = qs.len();
+            let dims = (qs[r - 2], ks[r - 2], qs[r - 1], vs[r - 1]);
+            let scale = f64::from(f32::from_bits(p[0]));
+            let (q, k, v) = (inputs[0].to_f64(), inputs[1].to_f64(), inputs[2].to_f64());
+            let values = reduce::attention((&q, &k, &v), dims, scale, *causal);
+            Arr::from_bits(dtype, shape, reduce::to_bits(&values, dtype))
+        }
         Op::Matmul => {
             let (a, b) = (inputs[0], inputs[1]);
             let values = reduce::matmul(&a.to_f64(), &b.to_f64(), &a.shape(), &b.shape());

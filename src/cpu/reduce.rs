@@ -106,6 +106,40 @@ pub(crate) fn normalize(x: &[f64], gy: Option<&[f64]>, len: usize, eps: f64) -> 
     out
 }
 
+/// Attention `softmax(q k^T * scale) v` per batch (`batch` leading
+/// elements; q `[L, E]`, k `[S, E]`, v `[S, Ev]` each), with the causal
+/// mask `j <= i` when `causal`.
+pub(crate) fn attention(
+    (q, k, v): (&[f64], &[f64], &[f64]),
+    (l, s, e, ev): (usize, usize, usize, usize),
+    scale: f64,
+    causal: bool,
+) -> Vec<f64> {
+    let batch = q.len().checked_div(l * e).unwrap_or(0);
+    let mut out = vec![0.0; batch * l * ev];
+    for b in 0..batch {
+        for i in 0..l {
+            let keys = if causal { (i + 1).min(s) } else { s };
+            let scores: Vec<f64> = (0..keys)
+                .map(|j| {
+                    let qr = &q[(b * l + i) * e..(b * l + i + 1) * e];
+                    let kr = &k[(b * s + j) * e..(b * s + j + 1) * e];
+                    qr.iter().zip(kr).map(|(a, c)| a * c).sum::<f64>() * scale
+                })
+                .collect();
+            let probs = softmax(&scores, &[keys], 0, false);
+            for c in 0..ev {
+                out[(b * l + i) * ev + c] = probs
+                    .iter()
+                    .enumerate()
+                    .map(|(j, p)| p * v[(b * s + j) * ev + c])
+                    .sum();
+            }
+        }
+    }
+    out
+}
+
 /// Batched `[.., M, K] x [.., K, N]` (same batch dims).
 pub(crate) fn matmul(a: &[f64], b: &[f64], a_shape: &[usize], b_shape: &[usize]) -> Vec<f64> {
     let r = a_shape.len();

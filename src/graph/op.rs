@@ -227,6 +227,14 @@ pub enum Op {
     /// `rstd * (gy - mean(gy) - xhat * mean(gy * xhat))` per row, `eps`
     /// the node's parameter.
     NormalizeBackward,
+    /// Attention `softmax(q k^T * scale) v` over inputs `(q, k, v)` shaped
+    /// `[batch.., L, E]`, `[batch.., S, E]`, `[batch.., S, Ev]` (same batch
+    /// dims), `scale` the node's parameter; `causal` keeps key `j` for
+    /// query `i` only when `j <= i`. One kernel: a query row per
+    /// invocation with an online softmax, the scores never stored.
+    Attention {
+        causal: bool,
+    },
     Matmul,
     /// The first input (the base) with the elements that the strided view
     /// `Layout` selects replaced by the second input (the view's new
@@ -259,6 +267,7 @@ impl Op {
             Op::Matmul => "matmul",
             Op::Normalize => "normalize",
             Op::NormalizeBackward => "normalize_backward",
+            Op::Attention { .. } => "attention",
             Op::StridedScatter(_) => "strided_scatter",
         }
     }
@@ -273,6 +282,7 @@ impl Op {
                 | Op::Matmul
                 | Op::Normalize
                 | Op::NormalizeBackward
+                | Op::Attention { .. }
         )
     }
 

@@ -28,6 +28,8 @@ pub(crate) enum Strategy {
     /// A row normalisation (layer norm) or its gradient: a row per
     /// invocation, the row read three or four times.
     RowNorm,
+    /// Fused attention: a query row per invocation, online softmax.
+    Attention,
 }
 
 /// How a reduction is computed.

@@ -4,7 +4,7 @@
 use std::panic::Location;
 
 use crate::dtype::DType;
-use crate::tensor::Tensor;
+use crate::tensor::{FUSED_ATTENTION_MAX_EV, Tensor};
 
 /// `max(x, 0)`.
 #[track_caller]
@@ -149,9 +149,13 @@ pub fn embedding(ids: &Tensor, weight: &Tensor) -> Tensor {
 /// float one added to the scores; `is_causal` keeps position `j` for query
 /// `i` only when `j <= i` (the top-left-aligned triangle PyTorch uses).
 ///
-/// It runs as three kernels: the score matmul with the scale and mask
-/// fused into its epilogue, one softmax kernel per row, and the matmul
-/// with `v`; the `[L, S]` scores are written once and read once.
+/// It runs as three kernels: the score matmul with the scale and mask in
+/// its epilogue, the softmax, and the matmul with `v`. With
+/// [`DeviceConfig::fused_attention`](crate::DeviceConfig::fused_attention)
+/// (and no mask tensor) it is one kernel instead: a query row per
+/// invocation computes its scores, an online softmax and the weighted sum
+/// of the value rows, so the `[L, S]` scores never go through memory, and
+/// the gradient recomputes the probabilities.
 #[track_caller]
 pub fn scaled_dot_product_attention(
     q: &Tensor,
@@ -176,6 +180,18 @@ pub fn scaled_dot_product_attention(
     }
     let e = q.shape()[q.rank() - 1];
     let scale = 1.0 / (e.max(1) as f32).sqrt();
+    let (rq, rk, rv) = (q.rank(), k.rank(), v.rank());
+    let same_batch = rq == rk
+        && rq == rv
+        && q.shape()[..rq - 2] == k.shape()[..rk - 2]
+        && k.shape()[..rk - 2] == v.shape()[..rv - 2];
+    let sizes_fit = q.numel() > 0
+        && k.numel() > 0
+        && v.numel() > 0
+        && v.shape()[rv - 1] <= FUSED_ATTENTION_MAX_EV;
+    if q.device().config().fused_attention && attn_mask.is_none() && same_batch && sizes_fit {
+        return q.attention_fused(k, v, scale, is_causal);
+    }
     let mut scores = q.matmul(&k.transpose(-2, -1)) * scale;
     if is_causal {
         let keep = scores.lower_triangle_mask("scaled_dot_product_attention", 0);

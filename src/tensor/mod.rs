@@ -2,6 +2,7 @@
 //! by family, operator overloads and readback.
 
 mod activation;
+mod attention;
 mod creation;
 mod dims;
 mod display;
@@ -21,6 +22,7 @@ use std::panic::Location;
 use std::sync::atomic::AtomicBool;
 use std::sync::{Arc, Mutex};
 
+pub(crate) use attention::FUSED_ATTENTION_MAX_EV;
 pub use dims::{IntoDims, IntoShape};
 pub(crate) use elementwise::convert_scalar;
 pub use elementwise::{IntoOperand, Operand};

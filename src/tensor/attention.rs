@@ -1,0 +1,48 @@
+//! Fused attention, the core of `scaled_dot_product_attention` when no
+//! mask tensor is given.
+
+use std::panic::Location;
+
+use super::Tensor;
+use super::elementwise::cast_node;
+use crate::autograd::rules;
+use crate::dtype::DType;
+use crate::graph::Node;
+use crate::graph::op::Op;
+
+/// Value widths up to which the fused kernel is used: each invocation
+/// keeps one accumulator per output column.
+pub(crate) const FUSED_ATTENTION_MAX_EV: usize = 256;
+
+impl Tensor {
+    /// `softmax(q k^T * scale) v` for `self` = q `[.., L, E]`, k
+    /// `[.., S, E]`, v `[.., S, Ev]` with equal batch dims (checked by the
+    /// caller), causal when asked: one kernel, the scores never stored.
+    #[track_caller]
+    pub(crate) fn attention_fused(
+        &self,
+        k: &Tensor,
+        v: &Tensor,
+        scale: f32,
+        causal: bool,
+    ) -> Tensor {
+        let loc = Location::caller();
+        let nodes: Vec<_> = [self, k, v]
+            .iter()
+            .map(|t| cast_node(&t.node(), DType::F32, loc))
+            .collect();
+        let mut shape = self.shape().to_vec();
+        *shape.last_mut().expect("rank >= 2") = v.shape()[v.rank() - 1];
+        let node = Node::pending(
+            Op::Attention { causal },
+            nodes,
+            vec![scale.to_bits()],
+            shape,
+            DType::F32,
+            loc,
+        );
+        let out = Tensor::from_node(node, self.device());
+        rules::attention(self, k, v, scale, causal, &out);
+        out
+    }
+}
