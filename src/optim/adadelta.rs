@@ -1,7 +1,8 @@
 //! Adadelta (Zeiler 2012), the optimiser of PyTorch's MNIST example.
 
-use super::{Optimizer, l2_decayed};
+use super::{Optimizer, l2_decayed, restore_into};
 use crate::autograd::NoGradGuard;
+use crate::error::Result;
 use crate::tensor::Tensor;
 
 /// Adadelta with PyTorch's defaults (rho 0.9, eps 1e-6) and its update:
@@ -66,6 +67,27 @@ impl Optimizer for Adadelta {
             acc.mul_(rho).add_(&delta * &delta * (1.0 - rho));
             p.sub_(&delta * self.lr);
         }
+    }
+
+    /// `square_avg.{k}` and `acc_delta.{k}` for each parameter.
+    fn state(&self) -> Vec<(String, Tensor)> {
+        let pairs = self.square_avg.iter().zip(&self.acc_delta).enumerate();
+        pairs
+            .flat_map(|(k, (sq, acc))| {
+                [
+                    (format!("square_avg.{k}"), sq.clone()),
+                    (format!("acc_delta.{k}"), acc.clone()),
+                ]
+            })
+            .collect()
+    }
+
+    fn load_state(&mut self, state: &[(String, Tensor)]) -> Result<()> {
+        for (k, (sq, acc)) in self.square_avg.iter().zip(&self.acc_delta).enumerate() {
+            restore_into(state, &format!("square_avg.{k}"), sq)?;
+            restore_into(state, &format!("acc_delta.{k}"), acc)?;
+        }
+        Ok(())
     }
 
     fn params(&self) -> &[Tensor] {

@@ -1,9 +1,9 @@
 //! Adam and AdamW, with PyTorch's bias-corrected update and parameter
 //! groups.
 
-use super::{Optimizer, ParamGroup, l2_decayed};
+use super::{Optimizer, ParamGroup, l2_decayed, restore_into, state_entry};
 use crate::autograd::NoGradGuard;
-use crate::error::{Error, Result};
+use crate::error::Result;
 use crate::tensor::Tensor;
 
 /// One group's hyper-parameters and moment estimates.
@@ -94,30 +94,11 @@ impl Moments {
     }
 
     fn load_state(&mut self, state: &[(String, Tensor)]) -> Result<()> {
-        let find = |name: &str| {
-            state
-                .iter()
-                .find(|(n, _)| n == name)
-                .map(|(_, t)| t)
-                .ok_or_else(|| Error::State(format!("optimiser state has no entry {name:?}")))
-        };
-        let step: Vec<i32> = find("step")?.to_vec()?;
-        let moments = self
-            .groups
-            .iter()
-            .flat_map(|g| g.m.iter().zip(&g.v).zip(&g.params));
-        for (k, ((m, v), p)) in moments.enumerate() {
-            for (name, dst) in [(format!("m.{k}"), m), (format!("v.{k}"), v)] {
-                let src = find(&name)?;
-                if src.shape() != p.shape() {
-                    return Err(Error::State(format!(
-                        "{name}: shape {:?} in the state, parameter {k} is {:?}",
-                        src.shape(),
-                        p.shape()
-                    )));
-                }
-                crate::autograd::no_grad(|| dst.copy_(src));
-            }
+        let step: Vec<i32> = state_entry(state, "step")?.to_vec()?;
+        let moments = self.groups.iter().flat_map(|g| g.m.iter().zip(&g.v));
+        for (k, (m, v)) in moments.enumerate() {
+            restore_into(state, &format!("m.{k}"), m)?;
+            restore_into(state, &format!("v.{k}"), v)?;
         }
         self.step = step.first().copied().unwrap_or(0);
         Ok(())

@@ -42,6 +42,29 @@ pub(crate) fn l2_decayed(g: Tensor, p: &Tensor, weight_decay: f32) -> Tensor {
     }
 }
 
+/// Entry `name` of saved optimiser state, or an error naming it.
+pub(crate) fn state_entry<'a>(state: &'a [(String, Tensor)], name: &str) -> Result<&'a Tensor> {
+    state
+        .iter()
+        .find(|(n, _)| n == name)
+        .map(|(_, t)| t)
+        .ok_or_else(|| crate::Error::State(format!("optimiser state has no entry {name:?}")))
+}
+
+/// Copies saved entry `name` into `dst` in place, checking its shape.
+pub(crate) fn restore_into(state: &[(String, Tensor)], name: &str, dst: &Tensor) -> Result<()> {
+    let src = state_entry(state, name)?;
+    if src.shape() != dst.shape() {
+        return Err(crate::Error::State(format!(
+            "{name}: shape {:?} in the state, {:?} in the optimiser",
+            src.shape(),
+            dst.shape()
+        )));
+    }
+    crate::autograd::no_grad(|| dst.copy_(src));
+    Ok(())
+}
+
 /// An optimiser over a fixed list of parameters.
 pub trait Optimizer {
     /// Records one update of every parameter that has a gradient.

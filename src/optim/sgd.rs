@@ -1,8 +1,9 @@
 //! Stochastic gradient descent with momentum, dampening, Nesterov and
 //! weight decay, with PyTorch's update rule.
 
-use super::{Optimizer, l2_decayed};
+use super::{Optimizer, l2_decayed, state_entry};
 use crate::autograd::NoGradGuard;
+use crate::error::Result;
 use crate::tensor::Tensor;
 
 /// SGD: `p -= lr * d`, where `d` is the gradient (plus `weight_decay * p`),
@@ -79,6 +80,37 @@ impl Optimizer for Sgd {
             }
             p.sub_(d * self.lr);
         }
+    }
+
+    /// The momentum buffers that exist, as `momentum_buffer.{k}`.
+    fn state(&self) -> Vec<(String, Tensor)> {
+        self.buffers
+            .iter()
+            .enumerate()
+            .filter_map(|(k, b)| {
+                b.as_ref()
+                    .map(|b| (format!("momentum_buffer.{k}"), b.clone()))
+            })
+            .collect()
+    }
+
+    fn load_state(&mut self, state: &[(String, Tensor)]) -> Result<()> {
+        for (k, (buf, p)) in self.buffers.iter_mut().zip(&self.params).enumerate() {
+            let name = format!("momentum_buffer.{k}");
+            *buf = match state_entry(state, &name) {
+                Ok(src) if src.shape() == p.shape() => Some(src.deep_clone()),
+                Ok(src) => {
+                    return Err(crate::Error::State(format!(
+                        "{name}: shape {:?} in the state, parameter {k} is {:?}",
+                        src.shape(),
+                        p.shape()
+                    )));
+                }
+                // No buffer saved: this parameter had no update yet.
+                Err(_) => None,
+            };
+        }
+        Ok(())
     }
 
     fn params(&self) -> &[Tensor] {
