@@ -222,6 +222,9 @@ fn pytorch_spellings_name_the_same_types() {
     assert_eq!(opt.lr(), 0.25);
 }
 
+/// Builds an optimiser over the given parameters.
+type MakeOptimizer = dyn Fn(Vec<Tensor>) -> Box<dyn Optimizer>;
+
 /// Losses of `steps` full-batch steps of a small MLP under `make`'s
 /// optimiser, optionally stopping after `split` steps to save a
 /// checkpoint and resuming into fresh objects with another init.
@@ -271,7 +274,7 @@ fn mlp_losses(
 
 #[test]
 fn sgd_momentum_and_adadelta_state_survive_a_checkpoint() {
-    let makers: [(&str, &dyn Fn(Vec<Tensor>) -> Box<dyn Optimizer>); 3] = [
+    let makers: [(&str, &MakeOptimizer); 3] = [
         ("sgd momentum", &|p| {
             Box::new(Sgd::new(p, 0.1).momentum(0.9))
         }),
