@@ -140,7 +140,7 @@ fn run_lazy(dev: &Device, runs: usize, with_w4: bool) -> lazywgpu::Result<LazyRu
 fn run_w7(dev: &Device, steps: usize, blocks: usize) -> lazywgpu::Result<(Duration, u64)> {
     use lazywgpu::data::{CharDataset, Split, SplitMix64};
     use lazywgpu::nn::{Gpt, GptConfig, Parameters};
-    use lazywgpu::optim::{AdamW, ParamGroup, clip_grad_norm_};
+    use lazywgpu::optim::clip_grad_norm_;
     dev.manual_seed(0);
     let path = concat!(
         env!("CARGO_MANIFEST_DIR"),
@@ -149,8 +149,7 @@ fn run_w7(dev: &Device, steps: usize, blocks: usize) -> lazywgpu::Result<(Durati
     let data = CharDataset::from_file(path)?;
     let model = Gpt::new(GptConfig::baby(data.vocab_size()), dev);
     let params = model.params();
-    let groups = ParamGroup::decay_matrices_only(model.params(), 0.1);
-    let mut opt = AdamW::with_groups(groups, 1e-3).betas(0.9, 0.99);
+    let (mut opt, _) = model.nanogpt_optimizer();
     let mut rng = SplitMix64::new(1337);
     let mut step = || -> lazywgpu::Result<()> {
         let offsets = data.offsets(Split::Train, &mut rng, 12, 64);

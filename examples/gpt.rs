@@ -17,6 +17,11 @@
 //! (gpt-loss.svg), `--device gpu|cpu`, `--seed N` (init seed, 1337),
 //! `--sample-len N` (200), `--temperature F` (0.8; 0 takes the argmax).
 
+#[path = "support/plot.rs"]
+mod plot;
+
+use plot::{Curve, line_chart};
+
 use std::collections::HashMap;
 use std::path::PathBuf;
 use std::time::Instant;
@@ -24,9 +29,9 @@ use std::time::Instant;
 use indicatif::{ProgressBar, ProgressStyle};
 use lazywgpu::data::{CharDataset, Split, SplitMix64};
 use lazywgpu::nn::{self, Gpt, GptConfig, Parameters};
-use lazywgpu::optim::{AdamW, Optimizer, ParamGroup, Scheduler, WarmupCosine, clip_grad_norm_};
+use lazywgpu::optim::{Optimizer, clip_grad_norm_};
 use lazywgpu::{Device, Tensor, no_grad};
-use plotters::prelude::*;
+use plotters::style::{BLUE, RED};
 
 const BATCH: usize = 12;
 const BLOCK: usize = 64;
@@ -135,46 +140,6 @@ fn generate(
     Ok(data.decode(&ids[1..]))
 }
 
-fn plot(
-    path: &PathBuf,
-    train: &[(f64, f64)],
-    val: &[(f64, f64)],
-    title: &str,
-) -> Result<(), Box<dyn std::error::Error>> {
-    let root = SVGBackend::new(path, (800, 480)).into_drawing_area();
-    root.fill(&WHITE)?;
-    let x_max = train.last().map_or(1.0, |l| l.0).max(1.0);
-    let y_max = train
-        .iter()
-        .chain(val)
-        .map(|l| l.1)
-        .fold(0.0f64, f64::max)
-        .max(1e-3)
-        * 1.05;
-    let mut chart = ChartBuilder::on(&root)
-        .caption(title, ("sans-serif", 22))
-        .margin(12)
-        .x_label_area_size(40)
-        .y_label_area_size(56)
-        .build_cartesian_2d(0.0..x_max, 0.0..y_max)?;
-    chart
-        .configure_mesh()
-        .x_desc("iteration")
-        .y_desc("cross-entropy")
-        .draw()?;
-    chart
-        .draw_series(LineSeries::new(train.iter().copied(), &BLUE))?
-        .label("train")
-        .legend(|(x, y)| PathElement::new(vec![(x, y), (x + 20, y)], BLUE));
-    chart
-        .draw_series(LineSeries::new(val.iter().copied(), &RED))?
-        .label("validation")
-        .legend(|(x, y)| PathElement::new(vec![(x, y), (x + 20, y)], RED));
-    chart.configure_series_labels().border_style(BLACK).draw()?;
-    root.present()?;
-    Ok(())
-}
-
 fn main() -> Result<(), Box<dyn std::error::Error>> {
     env_logger::init();
     let args = parse_args()?;
@@ -201,14 +166,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     );
 
     // AdamW with decay on matrices only, nanoGPT's schedule.
-    let groups = ParamGroup::decay_matrices_only(model.params(), 0.1);
-    let mut opt = AdamW::with_groups(groups, 1e-3).betas(0.9, 0.99).eps(1e-8);
-    let schedule = WarmupCosine {
-        warmup: 100,
-        total: 2000,
-        min_lr: 1e-4,
-    };
-    let mut sched = Scheduler::new(&mut opt, schedule);
+    let (mut opt, mut sched) = model.nanogpt_optimizer();
     let mut rng = SplitMix64::new(1337);
     let mut first_iter = 0;
     if let Some(resume) = &args.resume {
@@ -293,11 +251,23 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     ]);
     nn::save_checkpoint(&args.save, &model, &opt, &meta)?;
     println!("checkpoint written to {}", args.save.display());
-    plot(
+    let curves = [
+        Curve {
+            label: "train",
+            points: &train_curve,
+            color: BLUE,
+        },
+        Curve {
+            label: "validation",
+            points: &val_curve,
+            color: RED,
+        },
+    ];
+    line_chart(
         &args.plot,
-        &train_curve,
-        &val_curve,
         &format!("lazywgpu baby GPT on {}", dev.name()),
+        ("iteration", "cross-entropy"),
+        &curves,
     )?;
     println!("loss curves written to {}", args.plot.display());
     println!(

@@ -16,6 +16,11 @@
 //! `--no-shuffle` (batches in file order instead of a new seeded order
 //! each epoch, as the tutorial's `shuffle=True`).
 
+#[path = "support/plot.rs"]
+mod plot;
+
+use plot::{Curve, line_chart};
+
 use std::path::PathBuf;
 use std::time::Instant;
 
@@ -24,7 +29,7 @@ use lazywgpu::data::{Mnist, shuffled_batches};
 use lazywgpu::nn::{self, Module, functional as F};
 use lazywgpu::optim::{Adadelta, Optimizer, StepLr};
 use lazywgpu::{Device, no_grad};
-use plotters::prelude::*;
+use plotters::style::BLUE;
 
 struct Args {
     model: String,
@@ -156,31 +161,6 @@ fn evaluate(model: &dyn Module, data: &Mnist, dev: &Device) -> lazywgpu::Result<
     Ok((loss_sum / n as f64, correct as f64 / n as f64))
 }
 
-fn plot(
-    path: &PathBuf,
-    losses: &[(f64, f64)],
-    title: &str,
-) -> Result<(), Box<dyn std::error::Error>> {
-    let root = SVGBackend::new(path, (800, 480)).into_drawing_area();
-    root.fill(&WHITE)?;
-    let x_max = losses.last().map_or(1.0, |l| l.0).max(1.0);
-    let y_max = losses.iter().map(|l| l.1).fold(0.0f64, f64::max).max(1e-3) * 1.05;
-    let mut chart = ChartBuilder::on(&root)
-        .caption(title, ("sans-serif", 22))
-        .margin(12)
-        .x_label_area_size(40)
-        .y_label_area_size(56)
-        .build_cartesian_2d(0.0..x_max, 0.0..y_max)?;
-    chart
-        .configure_mesh()
-        .x_desc("epoch")
-        .y_desc("training loss (nll)")
-        .draw()?;
-    chart.draw_series(LineSeries::new(losses.iter().copied(), &BLUE))?;
-    root.present()?;
-    Ok(())
-}
-
 fn main() -> Result<(), Box<dyn std::error::Error>> {
     env_logger::init();
     let args = parse_args()?;
@@ -270,10 +250,16 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     if let Some(profile) = dev.kernel_profile() {
         println!("{profile}");
     }
-    plot(
+    let curve = Curve {
+        label: "train",
+        points: &losses,
+        color: BLUE,
+    };
+    line_chart(
         &args.plot,
-        &losses,
         &format!("lazywgpu MNIST {} on {}", args.model, dev.name()),
+        ("epoch", "training loss (nll)"),
+        &[curve],
     )?;
     println!("loss curve written to {}", args.plot.display());
     if let Some(path) = &args.save {

@@ -14,24 +14,11 @@ use common::devices;
 use lazywgpu::Device;
 use lazywgpu::data::{CharDataset, Split, SplitMix64};
 use lazywgpu::nn::{self, Gpt, GptConfig, Parameters};
-use lazywgpu::optim::{AdamW, Optimizer, ParamGroup, Scheduler, WarmupCosine, clip_grad_norm_};
+use lazywgpu::optim::{AdamW, Optimizer, Scheduler, WarmupCosine, clip_grad_norm_};
 
 const DATA: &str = "examples/data/shakespeare-char/input.txt.gz";
 const BATCH: usize = 12;
 const BLOCK: usize = 64;
-
-/// The recipe's optimiser and schedule for `model`.
-fn optimiser(model: &Gpt) -> (AdamW, Scheduler<WarmupCosine>) {
-    let groups = ParamGroup::decay_matrices_only(model.params(), 0.1);
-    let mut opt = AdamW::with_groups(groups, 1e-3).betas(0.9, 0.99).eps(1e-8);
-    let schedule = WarmupCosine {
-        warmup: 100,
-        total: 2000,
-        min_lr: 1e-4,
-    };
-    let sched = Scheduler::new(&mut opt, schedule);
-    (opt, sched)
-}
 
 /// Runs `iters` iterations from the current state; returns their losses.
 fn train(
@@ -86,7 +73,7 @@ fn first_20_losses_match_pytorch() {
     for dev in devices() {
         let model = model_from_golden(&data, &dev);
         assert_eq!(model.num_params(), 805_760, "tied head counted once");
-        let mut opt = optimiser(&model);
+        let mut opt = model.nanogpt_optimizer();
         let mut rng = SplitMix64::new(1337);
         let got = train(&model, &data, &mut rng, &mut opt, want.len(), &dev);
         for (it, (g, w)) in got.iter().zip(&want).enumerate() {
@@ -111,13 +98,13 @@ fn resumed_run_equals_uninterrupted_run() {
 
     // Uninterrupted.
     let model = model_from_golden(&data, &dev);
-    let mut opt = optimiser(&model);
+    let mut opt = model.nanogpt_optimizer();
     let mut rng = SplitMix64::new(1337);
     let all = train(&model, &data, &mut rng, &mut opt, first + second, &dev);
 
     // Stopped after `first`, saved...
     let model = model_from_golden(&data, &dev);
-    let mut opt = optimiser(&model);
+    let mut opt = model.nanogpt_optimizer();
     let mut rng = SplitMix64::new(1337);
     let before = train(&model, &data, &mut rng, &mut opt, first, &dev);
     let meta = HashMap::from([
@@ -130,7 +117,7 @@ fn resumed_run_equals_uninterrupted_run() {
     // ... and resumed into fresh objects with a different init.
     dev.manual_seed(99);
     let model = Gpt::new(GptConfig::baby(data.vocab_size()), &dev);
-    let mut opt = optimiser(&model);
+    let mut opt = model.nanogpt_optimizer();
     let meta = nn::load_checkpoint(&path, &model, &mut opt.0).unwrap();
     let iter: usize = meta["iter"].parse().unwrap();
     opt.1.set_step(&mut opt.0, iter);

@@ -343,14 +343,7 @@ pub(crate) fn attention(
     let (nq, nk, nv) = (q.requires_grad(), k.requires_grad(), v.requires_grad());
     let (qs, ks, vs) = (save(q), save(k), save(v));
     record("attention", out, &[q, k, v], move |g| {
-        let scores = qs.matmul(&ks.transpose(-2, -1)) * scale;
-        let scores = if causal {
-            let keep = scores.lower_triangle_mask("attention backward", 0);
-            keep.where_cond(&scores, f32::NEG_INFINITY)
-        } else {
-            scores
-        };
-        let p = scores.softmax(-1);
+        let p = qs.attention_scores(&ks, scale, causal).softmax(-1);
         let dp = g.matmul(&vs.transpose(-2, -1));
         let ds = &p * (&dp - (&dp * &p).sum([-1], true));
         vec![

@@ -144,8 +144,13 @@ impl Mnist {
         let per: usize = images.shape[1..].iter().product();
         images.data[start * per..(start + n) * per]
             .iter()
-            .map(|&p| (p as f32 / 255.0 - 0.1307) / 0.3081)
+            .map(|&p| Mnist::normalize_pixel(p))
             .collect()
+    }
+
+    /// One pixel normalised as in [`Mnist::normalized`].
+    fn normalize_pixel(p: u8) -> f32 {
+        (p as f32 / 255.0 - 0.1307) / 0.3081
     }
 
     /// Images `start..start + n` of `images` as a normalised
@@ -158,11 +163,8 @@ impl Mnist {
         n: usize,
         dev: &Device,
     ) -> Result<(Tensor, Tensor)> {
-        let mut shape = vec![n, 1];
-        shape.extend_from_slice(&images.shape[1..]);
-        let x = Tensor::from_vec(Mnist::normalized(images, start, n), shape, dev)?;
-        let y = Tensor::from_vec(Mnist::labels(labels, start, n), [n], dev)?;
-        Ok((x, y))
+        let indices: Vec<usize> = (start..start + n).collect();
+        Mnist::batch_at(images, labels, &indices, dev)
     }
 
     /// The examples at `indices` (a shuffled batch, e.g. from
@@ -176,11 +178,13 @@ impl Mnist {
         let n = indices.len();
         let mut shape = vec![n, 1];
         shape.extend_from_slice(&images.shape[1..]);
-        let mut pixels = Vec::new();
+        let per: usize = images.shape[1..].iter().product();
+        let mut pixels = Vec::with_capacity(n * per);
         let mut ys = Vec::with_capacity(n);
         for &i in indices {
-            pixels.extend(Mnist::normalized(images, i, 1));
-            ys.extend(Mnist::labels(labels, i, 1));
+            let image = &images.data[i * per..(i + 1) * per];
+            pixels.extend(image.iter().map(|&p| Mnist::normalize_pixel(p)));
+            ys.push(labels.data[i] as i32);
         }
         Ok((
             Tensor::from_vec(pixels, shape, dev)?,

@@ -36,16 +36,14 @@ impl CharDataset {
         let mut vocab: Vec<char> = text.chars().collect();
         vocab.sort_unstable();
         vocab.dedup();
-        let tokens: Vec<u32> = text
-            .chars()
-            .map(|c| vocab.binary_search(&c).map_or(0, |i| i as u32))
-            .collect();
-        let train_len = (0.9 * tokens.len() as f64) as usize;
-        CharDataset {
+        let mut data = CharDataset {
             vocab,
-            tokens,
-            train_len,
-        }
+            tokens: Vec::new(),
+            train_len: 0,
+        };
+        data.tokens = data.encode(text);
+        data.train_len = (0.9 * data.tokens.len() as f64) as usize;
+        data
     }
 
     /// Reads a text file, gunzipping it when its name ends in `.gz`.

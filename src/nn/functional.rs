@@ -192,17 +192,11 @@ pub fn scaled_dot_product_attention(
     if q.device().config().fused_attention && attn_mask.is_none() && same_batch && sizes_fit {
         return q.attention_fused(k, v, scale, is_causal);
     }
-    let mut scores = q.matmul(&k.transpose(-2, -1)) * scale;
-    if is_causal {
-        let keep = scores.lower_triangle_mask("scaled_dot_product_attention", 0);
-        scores = keep.where_cond(&scores, f32::NEG_INFINITY);
-    }
-    if let Some(mask) = attn_mask {
-        scores = if mask.dtype() == DType::Bool {
-            mask.where_cond(&scores, f32::NEG_INFINITY)
-        } else {
-            scores + mask
-        };
-    }
+    let scores = q.attention_scores(k, scale, is_causal);
+    let scores = match attn_mask {
+        Some(mask) if mask.dtype() == DType::Bool => mask.where_cond(&scores, f32::NEG_INFINITY),
+        Some(mask) => scores + mask,
+        None => scores,
+    };
     scores.softmax(-1).matmul(v)
 }

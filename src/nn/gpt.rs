@@ -3,12 +3,13 @@
 //! a GELU MLP, a final LayerNorm, and an output head tied to the token
 //! embedding. No biases, no dropout.
 
-use super::Module;
 use super::functional::cross_entropy;
 use super::init::normal_param;
 use super::layers::Linear;
 use super::params::{ParamVisitor, Parameters};
 use super::transformer::{CausalSelfAttention, Embedding, LayerNorm};
+use super::{Module, prefixed};
+use crate::optim::{AdamW, ParamGroup, Scheduler, WarmupCosine};
 use crate::runtime::device::Device;
 use crate::tensor::Tensor;
 
@@ -56,13 +57,10 @@ impl Module for Mlp {
     }
 
     fn named_parameters(&self) -> Vec<(String, Tensor)> {
-        let mut v = Vec::new();
-        for (prefix, layer) in [("fc", &self.fc), ("proj", &self.proj)] {
-            for (n, t) in layer.named_parameters() {
-                v.push((format!("{prefix}.{n}"), t));
-            }
-        }
-        v
+        prefixed([
+            ("fc".to_string(), &self.fc as &dyn Module),
+            ("proj".to_string(), &self.proj),
+        ])
     }
 }
 
@@ -176,6 +174,25 @@ impl Gpt {
         let logits = self.forward(ids);
         let v = self.config.vocab_size;
         cross_entropy(&logits.reshape([-1, v as isize]), &targets.reshape([-1]))
+    }
+}
+
+impl Gpt {
+    /// nanoGPT's optimiser and schedule for this model (its
+    /// `shakespeare_char` recipe): AdamW with learning rate 1e-3, betas
+    /// (0.9, 0.99), eps 1e-8 and weight decay 0.1 on matrices only, warmed
+    /// up over 100 steps, then cosine decay to 1e-4 at step 2,000. Call
+    /// the scheduler's `step` after each optimiser step.
+    pub fn nanogpt_optimizer(&self) -> (AdamW, Scheduler<WarmupCosine>) {
+        let groups = ParamGroup::decay_matrices_only(self.params(), 0.1);
+        let mut opt = AdamW::with_groups(groups, 1e-3).betas(0.9, 0.99).eps(1e-8);
+        let schedule = WarmupCosine {
+            warmup: 100,
+            total: 2000,
+            min_lr: 1e-4,
+        };
+        let sched = Scheduler::new(&mut opt, schedule);
+        (opt, sched)
     }
 }
 

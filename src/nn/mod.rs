@@ -61,6 +61,22 @@ pub trait Module: Send + Sync {
     fn set_training(&self, _training: bool) {}
 }
 
+/// The parameters of the sub-modules `layers` under `name.<theirs>`, in
+/// order (the naming of `named_parameters` for a module made of others).
+pub(crate) fn prefixed<'a>(
+    layers: impl IntoIterator<Item = (String, &'a dyn Module)>,
+) -> Vec<(String, Tensor)> {
+    layers
+        .into_iter()
+        .flat_map(|(prefix, layer)| {
+            layer
+                .named_parameters()
+                .into_iter()
+                .map(move |(n, t)| (format!("{prefix}.{n}"), t))
+        })
+        .collect()
+}
+
 /// Modules applied one after another.
 #[derive(Default)]
 pub struct Sequential {
@@ -102,15 +118,12 @@ impl Module for Sequential {
     }
 
     fn named_parameters(&self) -> Vec<(String, Tensor)> {
-        self.layers
-            .iter()
-            .enumerate()
-            .flat_map(|(i, l)| {
-                l.named_parameters()
-                    .into_iter()
-                    .map(move |(n, t)| (format!("{i}.{n}"), t))
-            })
-            .collect()
+        prefixed(
+            self.layers
+                .iter()
+                .enumerate()
+                .map(|(i, l)| (i.to_string(), l.as_ref())),
+        )
     }
 
     fn set_training(&self, training: bool) {

@@ -13,6 +13,8 @@
 //! A parameter reachable under two names (tied weights) is listed once,
 //! under the first name visited, as PyTorch's `named_parameters` does.
 
+use std::collections::HashSet;
+
 use super::Module;
 use crate::tensor::Tensor;
 
@@ -54,13 +56,15 @@ impl<M: Module + ?Sized> Parameters for M {
 pub struct ParamVisitor {
     prefix: String,
     found: Vec<(String, Tensor)>,
+    /// The handles recorded so far, to skip tied weights in O(1).
+    seen: HashSet<usize>,
 }
 
 impl ParamVisitor {
     /// Records parameter `name` of the module being visited (skipped if
     /// the same tensor was recorded already: a tied weight).
     pub fn param(&mut self, name: &str, t: &Tensor) {
-        if self.found.iter().any(|(_, seen)| seen.ptr_eq(t)) {
+        if !self.seen.insert(t.handle_id()) {
             return;
         }
         self.found

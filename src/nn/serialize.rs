@@ -5,7 +5,7 @@ use std::borrow::Cow;
 use std::collections::HashMap;
 use std::path::Path;
 
-use safetensors::tensor::{Dtype, SafeTensors, View};
+use safetensors::tensor::{Dtype, Metadata, SafeTensors, View};
 
 use super::Parameters;
 use crate::autograd::no_grad;
@@ -83,15 +83,19 @@ pub(crate) fn write_entries(
     })
 }
 
-/// A safetensors file read into memory.
+/// A safetensors file read into memory, its header parsed once.
 pub(crate) struct TensorFile {
     op: &'static str,
     path: String,
     bytes: Vec<u8>,
+    /// The header: each entry's dtype, shape and byte range.
+    header: Metadata,
+    /// Where the data (which the byte ranges index) starts.
+    data_start: usize,
 }
 
 impl TensorFile {
-    /// Reads `path`; `op` names the caller in errors.
+    /// Reads `path` and parses its header; `op` names the caller in errors.
     pub fn read(op: &'static str, path: &Path) -> Result<TensorFile> {
         let shown = path.display().to_string();
         let bytes = std::fs::read(path).map_err(|source| Error::Io {
@@ -99,13 +103,19 @@ impl TensorFile {
             path: shown.clone(),
             source,
         })?;
-        let file = TensorFile {
+        let (header_len, header) =
+            SafeTensors::read_metadata(&bytes).map_err(|e| Error::Format {
+                op,
+                path: shown.clone(),
+                message: e.to_string(),
+            })?;
+        Ok(TensorFile {
             op,
             path: shown,
             bytes,
-        };
-        file.parsed()?;
-        Ok(file)
+            header,
+            data_start: 8 + header_len,
+        })
     }
 
     fn bad(&self, message: String) -> Error {
@@ -116,57 +126,50 @@ impl TensorFile {
         }
     }
 
-    fn parsed(&self) -> Result<SafeTensors<'_>> {
-        SafeTensors::deserialize(&self.bytes).map_err(|e| self.bad(e.to_string()))
-    }
-
     /// The names of the entries.
-    pub fn names(&self) -> Result<Vec<String>> {
-        Ok(self
-            .parsed()?
-            .names()
-            .into_iter()
-            .map(str::to_string)
-            .collect())
+    pub fn names(&self) -> Vec<String> {
+        self.header.offset_keys()
     }
 
     /// The string metadata (empty if none).
-    pub fn metadata(&self) -> Result<HashMap<String, String>> {
-        let (_, meta) =
-            SafeTensors::read_metadata(&self.bytes).map_err(|e| self.bad(e.to_string()))?;
-        Ok(meta.metadata().clone().unwrap_or_default())
+    pub fn metadata(&self) -> HashMap<String, String> {
+        self.header.metadata().clone().unwrap_or_default()
     }
 
     /// Entry `name` as a new tensor on `dev`, checked against `expect`
     /// (shape and dtype) when given.
     pub fn tensor(&self, name: &str, expect: Option<&Tensor>, dev: &Device) -> Result<Tensor> {
-        let file = self.parsed()?;
-        let view = file
-            .tensor(name)
-            .map_err(|_| self.bad(format!("no tensor named {name:?}")))?;
+        let info = self
+            .header
+            .info(name)
+            .ok_or_else(|| self.bad(format!("no tensor named {name:?}")))?;
         if let Some(p) = expect {
-            if view.shape() != p.shape() {
+            if info.shape != p.shape() {
                 return Err(self.bad(format!(
                     "{name}: shape {:?} in the file, {:?} in the model",
-                    view.shape(),
+                    info.shape,
                     p.shape()
                 )));
             }
         }
+        let (begin, end) = info.data_offsets;
+        let data = self
+            .bytes
+            .get(self.data_start + begin..self.data_start + end)
+            .ok_or_else(|| self.bad(format!("{name}: data past the end of the file")))?;
         let words = || {
-            view.data()
-                .chunks_exact(4)
+            data.chunks_exact(4)
                 .map(|c| [c[0], c[1], c[2], c[3]])
                 .collect::<Vec<_>>()
         };
-        let t = match (view.dtype(), expect.map(Tensor::dtype)) {
+        let t = match (info.dtype, expect.map(Tensor::dtype)) {
             (Dtype::F32, None | Some(DType::F32)) => {
                 let v: Vec<f32> = words().into_iter().map(f32::from_le_bytes).collect();
-                Tensor::from_vec(v, view.shape(), dev)?
+                Tensor::from_vec(v, info.shape.as_slice(), dev)?
             }
             (Dtype::I32, None | Some(DType::I32)) => {
                 let v: Vec<i32> = words().into_iter().map(i32::from_le_bytes).collect();
-                Tensor::from_vec(v, view.shape(), dev)?
+                Tensor::from_vec(v, info.shape.as_slice(), dev)?
             }
             (file_dt, model_dt) => {
                 return Err(self.bad(format!(

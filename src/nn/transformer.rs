@@ -3,10 +3,10 @@
 
 use std::panic::Location;
 
-use super::Module;
 use super::functional::{embedding, layer_norm, scaled_dot_product_attention};
 use super::init::{constant_param, normal_param};
 use super::layers::Linear;
+use super::{Module, prefixed};
 use crate::runtime::device::Device;
 use crate::tensor::Tensor;
 
@@ -191,12 +191,9 @@ impl Module for CausalSelfAttention {
     }
 
     fn named_parameters(&self) -> Vec<(String, Tensor)> {
-        let mut v = Vec::new();
-        for (prefix, layer) in [("qkv", &self.qkv), ("proj", &self.proj)] {
-            for (n, t) in layer.named_parameters() {
-                v.push((format!("{prefix}.{n}"), t));
-            }
-        }
-        v
+        prefixed([
+            ("qkv".to_string(), &self.qkv as &dyn Module),
+            ("proj".to_string(), &self.proj),
+        ])
     }
 }

@@ -21,9 +21,10 @@ pub struct LinearWarmup {
 }
 
 impl Schedule for LinearWarmup {
+    /// Computed in f64, as Python does.
     fn lr(&self, base_lr: f32, step: usize) -> f32 {
         if step < self.steps {
-            base_lr * (step + 1) as f32 / (self.steps + 1) as f32
+            (base_lr as f64 * (step + 1) as f64 / (self.steps + 1) as f64) as f32
         } else {
             base_lr
         }
@@ -32,7 +33,8 @@ impl Schedule for LinearWarmup {
 
 /// Cosine annealing from the base rate to `min_lr` over `t_max` steps,
 /// then `min_lr` (PyTorch's `CosineAnnealingLR` closed form, without
-/// restarts): `min + (base - min) * (1 + cos(pi * step / t_max)) / 2`.
+/// restarts): `min + (base - min) * (1 + cos(pi * step / t_max)) / 2`,
+/// computed in f64 as Python does.
 #[derive(Clone, Copy, Debug)]
 pub struct CosineAnnealing {
     /// Steps from the base rate to `min_lr`.
@@ -46,14 +48,15 @@ impl Schedule for CosineAnnealing {
         if step >= self.t_max {
             return self.min_lr;
         }
+        let (base, min) = (base_lr as f64, self.min_lr as f64);
         let ratio = step as f64 / self.t_max.max(1) as f64;
         let coeff = 0.5 * (1.0 + (std::f64::consts::PI * ratio).cos());
-        (self.min_lr as f64 + coeff * (base_lr - self.min_lr) as f64) as f32
+        (min + coeff * (base - min)) as f32
     }
 }
 
-/// Linear warm-up, then cosine decay to `min_lr` at step `total` (and
-/// `min_lr` after): nanoGPT's `get_lr`, computed in f64 as Python does.
+/// [`LinearWarmup`] over `warmup` steps, then [`CosineAnnealing`] to
+/// `min_lr` at step `total` (and `min_lr` after): nanoGPT's `get_lr`.
 #[derive(Clone, Copy, Debug)]
 pub struct WarmupCosine {
     /// Steps of linear warm-up ([`LinearWarmup`]'s form).
@@ -66,16 +69,14 @@ pub struct WarmupCosine {
 
 impl Schedule for WarmupCosine {
     fn lr(&self, base_lr: f32, step: usize) -> f32 {
-        let (base, min) = (base_lr as f64, self.min_lr as f64);
         if step < self.warmup {
-            return (base * (step + 1) as f64 / (self.warmup + 1) as f64) as f32;
+            return LinearWarmup { steps: self.warmup }.lr(base_lr, step);
         }
-        if step > self.total {
-            return self.min_lr;
-        }
-        let ratio = (step - self.warmup) as f64 / (self.total - self.warmup).max(1) as f64;
-        let coeff = 0.5 * (1.0 + (std::f64::consts::PI * ratio).cos());
-        (min + coeff * (base - min)) as f32
+        let decay = CosineAnnealing {
+            t_max: self.total.saturating_sub(self.warmup),
+            min_lr: self.min_lr,
+        };
+        decay.lr(base_lr, step - self.warmup)
     }
 }
 

@@ -15,6 +15,20 @@ use crate::graph::op::Op;
 pub(crate) const FUSED_ATTENTION_MAX_EV: usize = 256;
 
 impl Tensor {
+    /// The attention scores `self k^T * scale` for queries `self`, with
+    /// positions above the diagonal at -inf when `causal` (the form both
+    /// the three-kernel forward and the fused kernel's gradient use).
+    #[track_caller]
+    pub(crate) fn attention_scores(&self, k: &Tensor, scale: f32, causal: bool) -> Tensor {
+        let scores = self.matmul(&k.transpose(-2, -1)) * scale;
+        if causal {
+            let keep = scores.lower_triangle_mask("scaled_dot_product_attention", 0);
+            keep.where_cond(&scores, f32::NEG_INFINITY)
+        } else {
+            scores
+        }
+    }
+
     /// `softmax(q k^T * scale) v` for `self` = q `[.., L, E]`, k
     /// `[.., S, E]`, v `[.., S, Ev]` with equal batch dims (checked by the
     /// caller), causal when asked: one kernel, the scores never stored.

@@ -44,8 +44,9 @@ impl Tensor {
         below.where_cond(self.zeros_scalar(), self)
     }
 
-    /// A 0-dim zero of `self`'s dtype, for `where_cond`.
-    fn zeros_scalar(&self) -> Tensor {
+    /// A 0-dim zero of `self`'s dtype, for `where_cond` (a scalar
+    /// operand would be promoted to `f32`).
+    pub(super) fn zeros_scalar(&self) -> Tensor {
         Tensor::zeros_dtype(Vec::<usize>::new(), self.dtype(), self.device())
     }
 }

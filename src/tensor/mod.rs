@@ -234,6 +234,12 @@ impl Tensor {
         Arc::ptr_eq(&self.h, &other.h)
     }
 
+    /// An identity of the handle, equal exactly for handles that are
+    /// [`Tensor::ptr_eq`] while both live (for hashing).
+    pub(crate) fn handle_id(&self) -> usize {
+        Arc::as_ptr(&self.h) as usize
+    }
+
     /// Wraps `node` in a new base handle registered with `dev`.
     pub(crate) fn from_node(node: Arc<Node>, dev: &Device) -> Tensor {
         let h = Arc::new(Handle {

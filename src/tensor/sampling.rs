@@ -33,8 +33,7 @@ impl Tensor {
         square.insert(square.len() - 1, n as isize);
         let rows = last.unsqueeze(-2).expand(square);
         let keep = rows.lower_triangle_mask("cumsum", 0);
-        let zero = Tensor::zeros_dtype(Vec::<usize>::new(), dtype, self.device());
-        keep.where_cond(&rows, &zero)
+        keep.where_cond(&rows, rows.zeros_scalar())
             .sum([-1], false)
             .transpose(ax, -1)
     }
