@@ -113,8 +113,9 @@ pub(crate) fn dump(dir: &Path, graph: &Graph, kernels: &[&KernelSource], origins
     }
 }
 
-/// What a kernel was decided to be, as text: what it writes, its grid and
-/// its bindings in order, each node named with its op and source line.
+/// What a kernel was decided to be, as text: what it writes, its grid,
+/// its bindings in order (each node named with its op and source line),
+/// and its body in the kernel IR (`kernel::ir`).
 fn plan_text(name: &str, source: &KernelSource, origins: &[String]) -> String {
     let label = |n: usize| origins.get(n).map_or("?", String::as_str);
     let mut text = format!(
@@ -141,6 +142,7 @@ fn plan_text(name: &str, source: &KernelSource, origins: &[String]) -> String {
             source.scratch
         );
     }
+    let _ = write!(text, "kernel IR:\n{}", source.ir);
     text
 }
 

@@ -123,6 +123,17 @@ fn dump_writes_ir_dot_and_wgsl() {
         plan.contains("write n") && plan.contains("read n"),
         "{plan}"
     );
+    // Beside it, the kernel IR the WGSL was printed from: SSA lets naming
+    // their nodes, and the store.
+    assert!(plan.contains("kernel IR:"), "{plan}");
+    for op in ["Mul(", "Exp(", "Add(", "store out0"] {
+        assert!(plan.contains(op), "no {op} in the kernel IR:\n{plan}");
+    }
+    assert!(
+        plan.lines()
+            .any(|l| l.contains(": f32") && l.contains("; n")),
+        "{plan}"
+    );
     std::fs::remove_dir_all(&dir).ok();
 }
 

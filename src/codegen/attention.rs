@@ -11,6 +11,7 @@ use super::roots::stores;
 use super::wgsl::{WORKGROUP_SIZE, kernel_main};
 use crate::dtype::DType;
 use crate::graph::GraphKey;
+use crate::kernel::ir::{Expr, Ty};
 
 /// The kernel of `Attention { causal }` at `root`, whose scale is
 /// parameter word `scale_slot`. Returns the body and the workgroup count.
@@ -33,22 +34,30 @@ pub(super) fn attention(
     let scale = g.param(scale_slot, DType::F32);
     // Row gi is query i = gi % L of batch b = gi / L.
     let dot = g.scoped(|g| {
-        let qi = g.emit("qi", "u32", &format!("gi * {e}u + t"));
-        let ki = g.emit("ki", "u32", &format!("(b * {s_len}u + j) * {e}u + t"));
+        let qi = g.emit("qi", Ty::U32, Expr::template(format!("gi * {e}u + t")));
+        let ki = g.emit(
+            "ki",
+            Ty::U32,
+            Expr::template(format!("(b * {s_len}u + j) * {e}u + t")),
+        );
         let qv = g.value(q, &qi, false, false);
         let kv = g.value(k, &ki, false, false);
-        let _ = writeln!(g.body, "            d = d + {qv} * {kv};");
+        let _ = writeln!(g, "            d = d + {qv} * {kv};");
     });
     let accumulate = g.scoped(|g| {
-        let vi = g.emit("vi", "u32", &format!("(b * {s_len}u + j) * {ev}u + c"));
+        let vi = g.emit(
+            "vi",
+            Ty::U32,
+            Expr::template(format!("(b * {s_len}u + j) * {ev}u + c")),
+        );
         let vv = g.value(v, &vi, false, false);
-        let _ = writeln!(g.body, "            acc[c] = acc[c] * corr + p * {vv};");
+        let _ = writeln!(g, "            acc[c] = acc[c] * corr + p * {vv};");
     });
     let write = g.scoped(|g| {
-        let idx = g.emit("idx", "u32", &format!("gi * {ev}u + c"));
-        let y = g.emit("y", "f32", "acc[c] / s");
+        let idx = g.emit("idx", Ty::U32, Expr::template(format!("gi * {ev}u + c")));
+        let y = g.emit("y", Ty::F32, Expr::template("acc[c] / s"));
         let st = stores(g, key, root, outputs, &idx, &y);
-        g.body.push_str(&st);
+        g.line(st);
     });
     let keys = if causal {
         format!("min(i + 1u, {s_len}u)")

@@ -1,11 +1,12 @@
-//! `Gen`: expression emission shared by every kernel template. Each
-//! node's value at an index is emitted once as a `let` (memoised by node
-//! and index variable), so shared subexpressions are computed once and a
-//! chain of a thousand ops is a thousand short lines, not one deep
-//! expression. Movement ops become index arithmetic; stored data is read
-//! through its layout (strides and offset), buffers past one binding in
-//! parts. Scalars and other runtime values are read from the `params`
-//! buffer, never written into the code.
+//! `Gen`: lowering of fused graph nodes into the kernel IR
+//! (`kernel::ir`), shared by every kernel template. Each node's value at
+//! an index becomes one SSA `Let` (memoised by node and index), so shared
+//! subexpressions are computed once and a chain of a thousand ops is a
+//! thousand short instructions, not one deep expression. Movement ops
+//! become index arithmetic; stored data is read through its layout
+//! (strides and offset), buffers past one binding in parts. Scalars and
+//! other runtime values are read from the `params` buffer, never written
+//! into the code. Printing is `render`'s job.
 
 use std::collections::HashMap;
 use std::fmt::Write;
@@ -13,9 +14,11 @@ use std::fmt::Write;
 use crate::dtype::DType;
 use crate::graph::op::{BinaryOp, Op, UnaryOp};
 use crate::graph::{GKind, GNode};
+use crate::kernel::ir::{Arith, Buffer, Expr, Inst, Ty, Var, print_body};
 use crate::shape::{Layout, contiguous_strides, numel};
 
 use super::exprs::*;
+use super::render::render_body;
 use super::source::CodegenContext;
 use super::wgsl::UNIFORM_PARAMS_BYTES;
 
@@ -23,30 +26,6 @@ use super::wgsl::UNIFORM_PARAMS_BYTES;
 /// much it grows (see `Gen::value`).
 const STACK_RED_ZONE: usize = 64 << 10;
 const STACK_GROWTH: usize = 1 << 20;
-
-/// An `if` chain running `stmt(part, index within the part)` for the part
-/// of a split buffer that holds element `idx` (in `vec4` units when `vec`).
-/// Each part holds `part_bytes`.
-fn part_chain(
-    (parts, part_bytes): (usize, usize),
-    vec: bool,
-    idx: &str,
-    stmt: impl Fn(usize, String) -> String,
-) -> String {
-    let per = part_bytes / if vec { 16 } else { 4 };
-    let mut chain = String::from("    ");
-    for j in 0..parts {
-        if j > 0 {
-            chain.push_str(" else ");
-        }
-        if j + 1 < parts {
-            let _ = write!(chain, "if ({idx} < {}u) ", (j + 1) * per);
-        }
-        let _ = write!(chain, "{{ {} }}", stmt(j, format!("{idx} - {}u", j * per)));
-    }
-    chain.push('\n');
-    chain
-}
 
 /// Binding names of a buffer in `parts` parts: `name`, or `name_p0`, ...
 fn part_names(name: &str, parts: usize) -> Vec<String> {
@@ -57,14 +36,36 @@ fn part_names(name: &str, parts: usize) -> Vec<String> {
     }
 }
 
-/// Expression emission shared by every kernel template: each node's value
-/// at an index becomes a `let` in `body`, memoised per (node, index).
+/// A template's own WGSL, written with `write!(g, ..)`: appended to the
+/// body as template statements.
+impl std::fmt::Write for Gen<'_> {
+    fn write_str(&mut self, text: &str) -> std::fmt::Result {
+        match self.body.last_mut() {
+            Some(Inst::Template(last)) if !last.ends_with('\n') => last.push_str(text),
+            _ => self.body.push(Inst::Template(text.to_string())),
+        }
+        Ok(())
+    }
+}
+
+/// The storage dtype of `dtype` (booleans are stored as `u32`).
+fn storage_dtype(dtype: DType) -> DType {
+    if dtype == DType::Bool {
+        DType::U32
+    } else {
+        dtype
+    }
+}
+
+/// Lowering shared by every kernel template: each node's value at an
+/// index becomes a `Let` in `body`, memoised per (node, index).
 pub(crate) struct Gen<'a> {
     nodes: &'a [GNode],
     pub stored: &'a dyn Fn(usize) -> bool,
-    pub body: String,
-    /// (node, index variable, vectorised) -> variable holding the value.
-    memo: HashMap<(usize, String, bool), String>,
+    /// The instructions lowered so far.
+    body: Vec<Inst>,
+    /// (node, index, vectorised) -> the value there.
+    memo: HashMap<(usize, Expr, bool), Expr>,
     /// Nodes bound for reading, and whether as `vec4`s.
     reads: Vec<(usize, bool)>,
     next_var: usize,
@@ -74,12 +75,11 @@ pub(crate) struct Gen<'a> {
     uses_pow: bool,
     uses_erf: bool,
     aliases: &'a [(usize, usize)],
-    kernel_vec: bool,
-    alias_violation: bool,
     /// The target (binding part size) and node labels for annotations.
     cx: CodegenContext<'a>,
-    /// The variable of the last `let` emitted, to annotate it.
-    last_emitted: Option<String>,
+    /// The IR of the blocks a template lowered and printed into its text
+    /// (`scoped`), for dumps.
+    ir_listing: String,
 }
 
 impl<'a> Gen<'a> {
@@ -87,13 +87,12 @@ impl<'a> Gen<'a> {
         nodes: &'a [GNode],
         stored: &'a dyn Fn(usize) -> bool,
         aliases: &'a [(usize, usize)],
-        kernel_vec: bool,
         cx: &CodegenContext<'a>,
     ) -> Gen<'a> {
         Gen {
             nodes,
             stored,
-            body: String::new(),
+            body: Vec::new(),
             memo: HashMap::new(),
             reads: Vec::new(),
             next_var: 0,
@@ -102,10 +101,8 @@ impl<'a> Gen<'a> {
             uses_pow: false,
             uses_erf: false,
             aliases,
-            kernel_vec,
-            alias_violation: false,
             cx: *cx,
-            last_emitted: None,
+            ir_listing: String::new(),
         }
     }
 
@@ -204,39 +201,81 @@ impl<'a> Gen<'a> {
             .collect()
     }
 
-    /// An expression (or variable) reading element `pos` of binding
-    /// `name` for node `n`; over several parts, an `if` chain picks the
-    /// part that holds it.
-    fn split_access(&mut self, name: &str, n: usize, pos: &str, vec: bool, ty: &str) -> String {
+    /// Reads element `pos` of node `n` from input or output binding `k`:
+    /// a load, or over several parts a variable set by an `if` chain over
+    /// the parts.
+    fn split_access(&mut self, buffer: Buffer, n: usize, pos: Expr, vec: bool) -> Expr {
         let parts = self.parts_of(n, vec);
         if parts == 1 {
-            return format!("{name}[{pos}]");
+            return Expr::Load {
+                buffer,
+                index: Box::new(pos),
+            };
         }
-        let q = self.emit("q", "u32", pos);
+        let q = self.emit("q", Ty::U32, pos);
         let var = self.fresh("s");
-        let _ = writeln!(self.body, "    var {var}: {ty};");
-        let chain = part_chain((parts, self.part_bytes()), vec, &q, |part, local| {
-            format!("{var} = {name}_p{part}[{local}];")
+        let ty = Ty::of(storage_dtype(self.nodes[n].dtype), vec);
+        self.body.push(Inst::Declare {
+            var,
+            ty,
+            init: None,
         });
-        self.body.push_str(&chain);
-        var
+        self.body.push(Inst::Parts {
+            buffer,
+            parts,
+            per_part: self.per_part(vec),
+            index: q,
+            read_into: Some(var),
+            value: None,
+        });
+        Expr::Var(var)
     }
 
-    /// The statement storing `value` at element `idx` of output `k`
+    /// Elements (or `vec4`s) one binding part holds.
+    fn per_part(&self, vec: bool) -> usize {
+        self.part_bytes() / if vec { 16 } else { 4 }
+    }
+
+    /// The instruction storing `value` at element `idx` of output `k`
     /// (node `o`), split over parts like `split_access`.
-    pub fn store(&mut self, k: usize, o: usize, idx: &str, value: &str, vec: bool) -> String {
+    pub fn store(&mut self, k: usize, o: usize, idx: &Expr, value: Expr, vec: bool) -> Inst {
+        let buffer = Buffer {
+            output: true,
+            k,
+            part: None,
+        };
         match self.parts_of(o, vec) {
-            1 => format!("    out{k}[{idx}] = {value};{}\n", self.origin_comment(o)),
-            parts => part_chain((parts, self.part_bytes()), vec, idx, |part, local| {
-                format!("out{k}_p{part}[{local}] = {value};")
-            }),
+            1 => Inst::Store {
+                buffer,
+                index: idx.clone(),
+                value,
+                node: o,
+            },
+            parts => Inst::Parts {
+                buffer,
+                parts,
+                per_part: self.per_part(vec),
+                index: idx.clone(),
+                read_into: None,
+                value: Some(value),
+            },
         }
     }
 
-    /// Runs `f` with `body` redirected to a fresh buffer and returns the
-    /// code it emitted; values memoised inside are forgotten afterwards
-    /// (they are local to the block, e.g. a loop body).
-    pub fn scoped(&mut self, f: impl FnOnce(&mut Self)) -> String {
+    /// Appends a template's instruction.
+    pub fn push(&mut self, inst: Inst) {
+        self.body.push(inst);
+    }
+
+    /// Appends a line of the template's own WGSL (with its newline).
+    pub fn line(&mut self, text: String) {
+        self.body.push(Inst::Template(text));
+    }
+
+    /// Runs `f` with a fresh body and returns the instructions it lowered;
+    /// values memoised inside are forgotten afterwards (they are local to
+    /// the block, e.g. a loop body).
+    fn scoped_insts(&mut self, f: impl FnOnce(&mut Self)) -> Vec<Inst> {
         let saved_body = std::mem::take(&mut self.body);
         let saved_memo = self.memo.clone();
         f(self);
@@ -244,20 +283,46 @@ impl<'a> Gen<'a> {
         std::mem::replace(&mut self.body, saved_body)
     }
 
-    /// Declares that node `n` at index `idx` is held in variable `var`
-    /// (a kernel root's result, for its epilogue).
-    pub fn seed(&mut self, n: usize, idx: &str, var: &str) {
-        self.memo
-            .insert((n, idx.to_string(), false), var.to_string());
+    /// Like `scoped_insts`, for a template that places the block in its
+    /// own text: the block printed as WGSL (its IR is kept for dumps).
+    pub fn scoped(&mut self, f: impl FnOnce(&mut Self)) -> String {
+        let insts = self.scoped_insts(f);
+        self.ir_listing.push_str("block:\n");
+        print_body(&insts, 1, &mut self.ir_listing);
+        let mut text = String::new();
+        render_body(&insts, self.cx.origins, &mut text);
+        text
+    }
+
+    /// The top-level body lowered so far.
+    pub fn body(&self) -> &[Inst] {
+        &self.body
+    }
+
+    /// The top-level body as WGSL.
+    pub fn render(&self, body: &[Inst]) -> String {
+        let mut text = String::new();
+        render_body(body, self.cx.origins, &mut text);
+        text
+    }
+
+    /// The kernel IR: the top-level body, then each block a template
+    /// placed in its text.
+    pub fn ir_listing(&self, extra: &[Inst]) -> String {
+        let mut out = String::from("body:\n");
+        print_body(&self.body, 1, &mut out);
+        print_body(extra, 1, &mut out);
+        out.push_str(&self.ir_listing);
+        out
+    }
+
+    /// Declares that node `n` at index `idx` is held in `value` (a kernel
+    /// root's result, for its epilogue).
+    pub fn seed(&mut self, n: usize, idx: &Expr, value: Expr) {
+        self.memo.insert((n, idx.clone(), false), value);
     }
 
     /// Graph nodes read from bindings, in binding order.
-    /// Whether an aliased (donated) input was read other than at the
-    /// invocation's own element (see `KernelSource::alias_violation`).
-    pub fn alias_violation(&self) -> bool {
-        self.alias_violation
-    }
-
     pub fn reads(&self) -> Vec<usize> {
         self.reads.iter().map(|&(r, _)| r).collect()
     }
@@ -278,22 +343,30 @@ impl<'a> Gen<'a> {
         (bytes <= UNIFORM_PARAMS_BYTES).then_some(bytes)
     }
 
-    /// The expression reading parameter word `slot`.
-    fn param_word(&mut self, slot: usize) -> String {
+    /// Notes that parameter word `slot` is read.
+    fn note_param(&mut self, slot: usize) {
         self.max_param = Some(self.max_param.map_or(slot, |m| m.max(slot)));
-        format!("param_word({slot}u)")
     }
 
-    pub fn fresh(&mut self, prefix: &str) -> String {
+    /// A new SSA variable.
+    pub fn fresh(&mut self, prefix: &'static str) -> Var {
         self.next_var += 1;
-        format!("{prefix}{}", self.next_var)
+        Var {
+            prefix,
+            id: self.next_var,
+        }
     }
 
-    pub fn emit(&mut self, prefix: &str, ty: &str, expr: &str) -> String {
+    /// Binds `value` (of `ty`) to a new variable.
+    pub fn emit(&mut self, prefix: &'static str, ty: Ty, value: Expr) -> Expr {
         let var = self.fresh(prefix);
-        let _ = writeln!(self.body, "    let {var}: {ty} = {expr};");
-        self.last_emitted = Some(var.clone());
-        var
+        self.body.push(Inst::Let {
+            var,
+            ty,
+            value,
+            node: None,
+        });
+        Expr::Var(var)
     }
 
     /// The context this generator was made with (for the kernels a
@@ -307,29 +380,17 @@ impl<'a> Gen<'a> {
         self.cx.target.binding_part_bytes
     }
 
-    /// ` // n{node} {origin}` when annotating, else nothing.
-    fn origin_comment(&self, n: usize) -> String {
-        match self.cx.origins {
-            Some(origins) => format!("  // n{n} {}", origins[n]),
-            None => String::new(),
-        }
+    /// Parameter word `slot` read as `dtype`.
+    pub(super) fn param(&mut self, slot: usize, dtype: DType) -> Expr {
+        self.note_param(slot);
+        Expr::Param { word: slot, dtype }
     }
 
-    pub(super) fn param(&mut self, slot: usize, dtype: DType) -> String {
-        let word = self.param_word(slot);
-        match dtype {
-            DType::F32 => format!("bitcast<f32>({word})"),
-            DType::I32 => format!("bitcast<i32>({word})"),
-            DType::U32 => word,
-            DType::Bool => format!("({word} != 0u)"),
-        }
-    }
-
-    /// The variable holding node `n`'s value at element index `idx` (the
-    /// index of a group of four elements when `vec`). `is_root` marks a
-    /// kernel output, which is computed even if stored (unless it is a
-    /// graph input, which has no computation).
-    pub fn value(&mut self, n: usize, idx: &str, is_root: bool, vec: bool) -> String {
+    /// The value of node `n` at element index `idx` (the index of a group
+    /// of four elements when `vec`). `is_root` marks a kernel output,
+    /// which is computed even if stored (unless it is a graph input,
+    /// which has no computation).
+    pub fn value(&mut self, n: usize, idx: &Expr, is_root: bool, vec: bool) -> Expr {
         // Recursion as deep as the longest chain of fused ops: the stack
         // grows on demand (a 16,800-op chain overflowed a test thread's).
         stacker::maybe_grow(STACK_RED_ZONE, STACK_GROWTH, || {
@@ -337,121 +398,147 @@ impl<'a> Gen<'a> {
         })
     }
 
-    fn value_uncached(&mut self, n: usize, idx: &str, is_root: bool, vec: bool) -> String {
-        let memo_key = (n, idx.to_string(), vec);
+    fn value_uncached(&mut self, n: usize, idx: &Expr, is_root: bool, vec: bool) -> Expr {
+        let memo_key = (n, idx.clone(), vec);
         if let Some(v) = self.memo.get(&memo_key) {
             return v.clone();
         }
         let node = &self.nodes[n];
-        let ty = value_type(node.dtype, vec);
         let is_input = matches!(node.kind, GKind::Input { .. });
-        let var = if is_input || (!is_root && (self.stored)(n)) {
+        let value = if is_input || (!is_root && (self.stored)(n)) {
             self.load(n, idx, vec)
         } else {
-            let GKind::Op { op, param_base } = &node.kind else {
-                unreachable!("inputs are loaded above")
-            };
-            let (op, base) = (op.clone(), *param_base);
-            let inputs = node.inputs.clone();
-            let dtype = node.dtype;
-            match op {
-                Op::Scalar => {
-                    let p = self.param(base, dtype);
-                    self.emit("v", &ty, &format!("{ty}({p})"))
-                }
-                Op::Arange => {
-                    let start = self.param(base, dtype);
-                    let step = self.param(base + 1, dtype);
-                    self.emit("v", &ty, &format!("{start} + {ty}({idx}) * {step}"))
-                }
-                Op::Rand { normal } => {
-                    self.uses_rng = true;
-                    let f = if normal { "rng_normal" } else { "rng_uniform" };
-                    let (k0, k1, offset) = (
-                        self.param_word(base),
-                        self.param_word(base + 1),
-                        self.param_word(base + 2),
-                    );
-                    self.emit("v", &ty, &format!("{f}({k0}, {k1}, {offset} + {idx})"))
-                }
-                Op::Unary(u) => {
-                    let a = self.value(inputs[0], idx, false, vec);
-                    self.uses_erf |= matches!(u, UnaryOp::Erf | UnaryOp::Gelu);
-                    let expr = unary_expr(u, dtype, &a, vec);
-                    self.emit("v", &ty, &expr)
-                }
-                Op::Binary(b) => {
-                    let a = self.value(inputs[0], idx, false, vec);
-                    let c = self.value(inputs[1], idx, false, vec);
-                    if b == BinaryOp::Pow {
-                        self.uses_pow = true;
-                    }
-                    let operand = self.nodes[inputs[0]].dtype;
-                    let expr = binary_expr(b, operand, &a, &c, vec);
-                    self.emit("v", &ty, &expr)
-                }
-                Op::Where => {
-                    let c = self.value(inputs[0], idx, false, vec);
-                    let a = self.value(inputs[1], idx, false, vec);
-                    let b = self.value(inputs[2], idx, false, vec);
-                    self.emit("v", &ty, &format!("select({b}, {a}, {c})"))
-                }
-                Op::Cast(to) => {
-                    let from = self.nodes[inputs[0]].dtype;
-                    let a = self.value(inputs[0], idx, false, vec);
-                    self.emit("v", &ty, &cast_expr(from, to, &a, vec))
-                }
-                Op::Reshape => self.value(inputs[0], idx, false, vec),
-                Op::AsStrided(layout) => {
-                    let j = self.index_var(&node.shape.clone(), &layout, idx);
-                    self.value(inputs[0], &j, false, vec)
-                }
-                Op::StridedScatter(layout) => {
-                    let view_shape = self.nodes[inputs[1]].shape.clone();
-                    let (hit, src_idx) = self.scatter_source(&view_shape, &layout, idx);
-                    let old = self.value(inputs[0], idx, false, vec);
-                    let new = self.value(inputs[1], &src_idx, false, vec);
-                    self.emit("v", &ty, &format!("select({old}, {new}, {hit})"))
-                }
-                Op::Pad(pads) => self.pad_value(n, &pads, base, idx, vec),
-                Op::Flip(axes) => self.flip_value(n, &axes, idx, vec),
-                Op::Gather(axis) => self.gather_value(n, axis, idx, vec),
-                Op::ScatterAdd(axis) => self.scatter_add_value(n, axis, idx),
-                Op::Reduce { .. }
-                | Op::Softmax { .. }
-                | Op::Matmul
-                | Op::Normalize
-                | Op::NormalizeBackward
-                | Op::Attention { .. } => {
-                    unreachable!(
-                        "kernel roots are computed by their own kernel and read from memory (node {n})"
-                    )
-                }
-                Op::Expand if vec => {
-                    // Vectorised kernels only expand single values: splat.
-                    let one = self.value(inputs[0], "0u", false, false);
-                    self.emit("v", &ty, &format!("{ty}({one})"))
-                }
-                Op::Expand => {
-                    let src_shape = self.nodes[inputs[0]].shape.clone();
-                    let layout = Layout::contiguous(&src_shape).expand(&src_shape, &node.shape);
-                    let j = self.index_var(&node.shape.clone(), &layout, idx);
-                    self.value(inputs[0], &j, false, vec)
-                }
-            }
+            self.compute(n, idx, vec)
         };
-        // The line just emitted for this node, if any, names it.
-        if self.cx.origins.is_some() && self.last_emitted.as_deref() == Some(var.as_str()) {
-            let comment = self.origin_comment(n);
-            if self.body.ends_with('\n') {
-                self.body.pop();
-                self.body.push_str(&comment);
-                self.body.push('\n');
-            }
-            self.last_emitted = None;
+        // The instruction just lowered for this node, if any, names it
+        // (a view passes its input's value through and names nothing).
+        if let (Some(Inst::Let { var, node, .. }), Expr::Var(v)) = (self.body.last_mut(), &value)
+            && var == v
+            && node.is_none()
+        {
+            *node = Some(n);
         }
-        self.memo.insert(memo_key, var.clone());
-        var
+        self.memo.insert(memo_key, value.clone());
+        value
+    }
+
+    /// Op node `n`'s value at `idx`, computed from its inputs.
+    fn compute(&mut self, n: usize, idx: &Expr, vec: bool) -> Expr {
+        let node = &self.nodes[n];
+        let GKind::Op { op, param_base } = &node.kind else {
+            unreachable!("inputs are loaded, not computed")
+        };
+        let (op, base, dtype) = (op.clone(), *param_base, node.dtype);
+        let inputs = node.inputs.clone();
+        let ty = Ty::of(dtype, vec);
+        let boxed = Box::new;
+        match op {
+            Op::Scalar => {
+                let p = self.param(base, dtype);
+                self.emit("v", ty, Expr::Construct { ty, x: boxed(p) })
+            }
+            Op::Arange => {
+                let start = self.param(base, dtype);
+                let step = self.param(base + 1, dtype);
+                let at = Expr::Construct {
+                    ty,
+                    x: boxed(idx.clone()),
+                };
+                let value = Expr::arith(Arith::Add, start, Expr::arith(Arith::Mul, at, step));
+                self.emit("v", ty, value)
+            }
+            Op::Rand { normal } => {
+                self.uses_rng = true;
+                for slot in base..base + 3 {
+                    self.note_param(slot);
+                }
+                let offset = Expr::arith(Arith::Add, Expr::ParamWord(base + 2), idx.clone());
+                let value = Expr::Rng {
+                    normal,
+                    key: [base, base + 1],
+                    offset: boxed(offset),
+                };
+                self.emit("v", ty, value)
+            }
+            Op::Unary(u) => {
+                let x = self.value(inputs[0], idx, false, vec);
+                self.uses_erf |= matches!(u, UnaryOp::Erf | UnaryOp::Gelu);
+                let value = Expr::Unary {
+                    op: u,
+                    dtype,
+                    vec,
+                    x: boxed(x),
+                };
+                self.emit("v", ty, value)
+            }
+            Op::Binary(b) => {
+                let a = self.value(inputs[0], idx, false, vec);
+                let c = self.value(inputs[1], idx, false, vec);
+                self.uses_pow |= b == BinaryOp::Pow;
+                let value = Expr::Binary {
+                    op: b,
+                    operand: self.nodes[inputs[0]].dtype,
+                    vec,
+                    a: boxed(a),
+                    b: boxed(c),
+                };
+                self.emit("v", ty, value)
+            }
+            Op::Where => {
+                let c = self.value(inputs[0], idx, false, vec);
+                let a = self.value(inputs[1], idx, false, vec);
+                let b = self.value(inputs[2], idx, false, vec);
+                self.emit("v", ty, Expr::select(c, a, b))
+            }
+            Op::Cast(to) => {
+                let from = self.nodes[inputs[0]].dtype;
+                let x = self.value(inputs[0], idx, false, vec);
+                let value = Expr::Cast {
+                    from,
+                    to,
+                    vec,
+                    x: boxed(x),
+                };
+                self.emit("v", ty, value)
+            }
+            Op::Reshape => self.value(inputs[0], idx, false, vec),
+            Op::AsStrided(layout) => {
+                let j = self.index_var(&node.shape.clone(), &layout, idx);
+                self.value(inputs[0], &j, false, vec)
+            }
+            Op::StridedScatter(layout) => {
+                let view_shape = self.nodes[inputs[1]].shape.clone();
+                let (hit, src_idx) = self.scatter_source(&view_shape, &layout, idx);
+                let old = self.value(inputs[0], idx, false, vec);
+                let new = self.value(inputs[1], &src_idx, false, vec);
+                self.emit("v", ty, Expr::select(hit, new, old))
+            }
+            Op::Pad(pads) => self.pad_value(n, &pads, base, idx, vec),
+            Op::Flip(axes) => self.flip_value(n, &axes, idx, vec),
+            Op::Gather(axis) => self.gather_value(n, axis, idx, vec),
+            Op::ScatterAdd(axis) => self.scatter_add_value(n, axis, idx),
+            Op::Reduce { .. }
+            | Op::Softmax { .. }
+            | Op::Matmul
+            | Op::Normalize
+            | Op::NormalizeBackward
+            | Op::Attention { .. } => {
+                unreachable!(
+                    "kernel roots are computed by their own kernel and read from memory (node {n})"
+                )
+            }
+            Op::Expand if vec => {
+                // Vectorised kernels only expand single values: splat.
+                let one = self.value(inputs[0], &Expr::U32(0), false, false);
+                self.emit("v", ty, Expr::Construct { ty, x: boxed(one) })
+            }
+            Op::Expand => {
+                let src_shape = self.nodes[inputs[0]].shape.clone();
+                let layout = Layout::contiguous(&src_shape).expand(&src_shape, &node.shape);
+                let j = self.index_var(&node.shape.clone(), &layout, idx);
+                self.value(inputs[0], &j, false, vec)
+            }
+        }
     }
 
     /// `Pad`: the source element where `idx` falls inside it, else the
@@ -461,133 +548,163 @@ impl<'a> Gen<'a> {
         n: usize,
         pads: &[(usize, usize)],
         base: usize,
-        idx: &str,
+        idx: &Expr,
         vec: bool,
-    ) -> String {
+    ) -> Expr {
         let node = &self.nodes[n];
         let (input, shape, dtype) = (node.inputs[0], node.shape.clone(), node.dtype);
-        let ty = value_type(dtype, vec);
         let src_shape = self.nodes[input].shape.clone();
         let coords = self.coords(&shape, idx);
         let mut conds = Vec::new();
         let mut moved = Vec::new();
         for (d, &(before, _)) in pads.iter().enumerate() {
+            let c = coords[d].clone();
             if before > 0 {
-                conds.push(format!("{} >= {before}u", coords[d]));
+                conds.push(Expr::arith(Arith::Ge, c.clone(), Expr::U32(before as u64)));
             }
-            conds.push(format!("{} < {}u", coords[d], before + src_shape[d]));
-            moved.push(format!("({} - {before}u)", coords[d]));
+            let end = Expr::U32((before + src_shape[d]) as u64);
+            conds.push(Expr::arith(Arith::Lt, c.clone(), end));
+            moved.push(Expr::arith(Arith::Sub, c, Expr::U32(before as u64)));
         }
-        let inside = self.emit("h", "bool", &conds.join(" && "));
-        let j = self.ravel(&src_shape, &moved);
-        let j = self.emit("j", "u32", &format!("select(0u, {j}, {inside})"));
+        let inside = self.emit("h", Ty::BOOL, Expr::all(conds));
+        let j = Self::ravel(&src_shape, moved);
+        let j = self.emit("j", Ty::U32, Expr::select(inside.clone(), j, Expr::U32(0)));
         let v = self.value(input, &j, false, vec);
         let fill = self.param(base, dtype);
-        self.emit("v", &ty, &format!("select({fill}, {v}, {inside})"))
+        self.emit("v", Ty::of(dtype, vec), Expr::select(inside, v, fill))
     }
 
     /// `Flip`: the source element with the flipped coordinates reversed.
-    fn flip_value(&mut self, n: usize, axes: &[usize], idx: &str, vec: bool) -> String {
+    fn flip_value(&mut self, n: usize, axes: &[usize], idx: &Expr, vec: bool) -> Expr {
         let (input, shape) = (self.nodes[n].inputs[0], self.nodes[n].shape.clone());
         let coords = self.coords(&shape, idx);
-        let flipped: Vec<String> = coords
-            .iter()
+        let flipped: Vec<Expr> = coords
+            .into_iter()
             .enumerate()
             .map(|(d, c)| {
                 if axes.contains(&d) {
-                    format!("({}u - {c})", shape[d] - 1)
+                    Expr::arith(Arith::Sub, Expr::U32(shape[d] as u64 - 1), c)
                 } else {
-                    c.clone()
+                    c
                 }
             })
             .collect();
-        let j = self.ravel(&shape, &flipped);
-        let j = self.emit("j", "u32", &j);
+        let j = Self::ravel(&shape, flipped);
+        let j = self.emit("j", Ty::U32, j);
         self.value(input, &j, false, vec)
     }
 
     /// `Gather`: the source element whose `axis` coordinate is the index
     /// read at `idx` (clamped into range).
-    fn gather_value(&mut self, n: usize, axis: usize, idx: &str, vec: bool) -> String {
+    fn gather_value(&mut self, n: usize, axis: usize, idx: &Expr, vec: bool) -> Expr {
         let node = &self.nodes[n];
         let (x, index, shape) = (node.inputs[0], node.inputs[1], node.shape.clone());
         let x_shape = self.nodes[x].shape.clone();
         let mut coords = self.coords(&shape, idx);
         let k = self.value(index, idx, false, false);
         let top = x_shape[axis].max(1) as i64 - 1;
-        coords[axis] = format!("u32(clamp({k}, 0i, {top}i))");
-        let j = self.ravel(&x_shape, &coords);
-        let j = self.emit("j", "u32", &j);
+        coords[axis] = Expr::ClampIndex {
+            k: Box::new(k),
+            top,
+        };
+        let j = Self::ravel(&x_shape, coords);
+        let j = self.emit("j", Ty::U32, j);
         self.value(x, &j, false, vec)
     }
 
     /// `ScatterAdd`: the base element plus every source element along
     /// `axis` whose index names this position (a loop over the source's
     /// extent along `axis`).
-    fn scatter_add_value(&mut self, n: usize, axis: usize, idx: &str) -> String {
+    fn scatter_add_value(&mut self, n: usize, axis: usize, idx: &Expr) -> Expr {
         let node = &self.nodes[n];
         let (inputs, shape) = (node.inputs.clone(), node.shape.clone());
-        let ty = value_type(node.dtype, false);
+        let ty = Ty::scalar(node.dtype);
         let src_shape = self.nodes[inputs[2]].shape.clone();
         let coords = self.coords(&shape, idx);
         let acc = self.fresh("acc");
         let b = self.value(inputs[0], idx, false, false);
-        let _ = writeln!(self.body, "    var {acc}: {ty} = {b};");
+        self.body.push(Inst::Declare {
+            var: acc,
+            ty,
+            init: Some(b),
+        });
         // Only coordinates inside src's extent receive anything.
-        let mut inside: Vec<String> = (0..src_shape.len())
+        let inside: Vec<Expr> = (0..src_shape.len())
             .filter(|&d| d != axis)
-            .map(|d| format!("{} < {}u", coords[d], src_shape[d]))
+            .map(|d| {
+                let size = Expr::U32(src_shape[d] as u64);
+                Expr::arith(Arith::Lt, coords[d].clone(), size)
+            })
             .collect();
-        inside.push("true".into());
-        let loop_var = self.fresh("s");
-        let mut src_coords = coords.clone();
-        src_coords[axis] = loop_var.clone();
-        let j = self.ravel(&src_shape, &src_coords);
+        let counter = self.fresh("s");
         let target = coords[axis].clone();
-        let body = self.scoped(|g| {
-            let j = g.emit("j", "u32", &j);
+        let mut src_coords = coords;
+        src_coords[axis] = Expr::Var(counter);
+        let j = Self::ravel(&src_shape, src_coords);
+        let body = self.scoped_insts(|g| {
+            let j = g.emit("j", Ty::U32, j);
             let k = g.value(inputs[1], &j, false, false);
             let v = g.value(inputs[2], &j, false, false);
-            let _ = writeln!(
-                g.body,
-                "        if (u32({k}) == {target} && {k} >= 0i) {{ {acc} = {acc} + {v}; }}"
-            );
+            let as_position = Expr::Construct {
+                ty: Ty::U32,
+                x: Box::new(k.clone()),
+            };
+            let names_this = Expr::all(vec![
+                Expr::arith(Arith::Eq, as_position, target),
+                Expr::arith(Arith::Ge, k, Expr::I32(0)),
+            ]);
+            g.body.push(Inst::If {
+                cond: names_this,
+                body: vec![Inst::Accumulate { var: acc, value: v }],
+            });
         });
-        let _ = writeln!(
-            self.body,
-            "    if ({}) {{\n    for (var {loop_var} = 0u; {loop_var} < {}u; {loop_var} = {loop_var} + 1u) {{\n{body}    }}\n    }}",
-            inside.join(" && "),
-            src_shape[axis]
-        );
-        acc
+        self.body.push(Inst::If {
+            cond: Expr::all(inside),
+            body: vec![Inst::Loop {
+                counter,
+                count: src_shape[axis],
+                body,
+            }],
+        });
+        Expr::Var(acc)
     }
 
-    /// Loads node `n` from its binding at element index `idx` (group index
-    /// when `vec`; a single-element input is then loaded once and splatted).
-    fn load(&mut self, n: usize, idx: &str, vec: bool) -> String {
+    /// Loads node `n` at element index `idx` (group index when `vec`; a
+    /// single-element input is then loaded once and splatted). A donated
+    /// input is read from the output binding it shares; whether that is
+    /// only at the own element is checked on the IR
+    /// (`kernel::ir::reads_output_elsewhere`).
+    fn load(&mut self, n: usize, idx: &Expr, vec: bool) -> Expr {
         let node = &self.nodes[n];
         let (shape, dtype) = (node.shape.clone(), node.dtype);
         let layout = match &node.kind {
             GKind::Input { layout, .. } => layout.clone(),
             GKind::Op { .. } => Layout::contiguous(&shape),
         };
-        if let Some(&(_, k)) = self.aliases.iter().find(|(a, _)| *a == n) {
-            if idx == "gi" && vec == self.kernel_vec {
-                let raw =
-                    self.split_access(&format!("out{k}"), n, "gi", vec, &value_type(dtype, vec));
-                let expr = if dtype == DType::Bool {
-                    format!("({raw} != {})", lit(DType::U32, 0, vec))
-                } else {
-                    raw
-                };
-                return self.emit("v", &value_type(dtype, vec), &expr);
+        let ty = Ty::of(dtype, vec);
+        let from_storage = |raw: Expr| {
+            if dtype == DType::Bool {
+                Expr::NonZero {
+                    x: Box::new(raw),
+                    vec,
+                }
+            } else {
+                raw
             }
-            self.alias_violation = true;
+        };
+        if let Some(&(_, k)) = self.aliases.iter().find(|(a, _)| *a == n) {
+            let buffer = Buffer {
+                output: true,
+                k,
+                part: None,
+            };
+            let raw = self.split_access(buffer, n, idx.clone(), vec);
+            return self.emit("v", ty, from_storage(raw));
         }
         if vec && numel(&shape) == 1 {
-            let one = self.load(n, "0u", false);
-            let ty = value_type(dtype, true);
-            return self.emit("v", &ty, &format!("{ty}({one})"));
+            let one = self.load(n, &Expr::U32(0), false);
+            let x = Box::new(one);
+            return self.emit("v", ty, Expr::Construct { ty, x });
         }
         let k = match self.reads.iter().position(|&r| r == (n, vec)) {
             Some(k) => k,
@@ -599,61 +716,59 @@ impl<'a> Gen<'a> {
         let pos = if vec {
             // Row-major with an offset divisible by four (see `vectorizable`).
             match layout.offset / 4 {
-                0 => idx.to_string(),
-                q => format!("{idx} + {q}u"),
+                0 => idx.clone(),
+                q => Expr::arith(Arith::Add, idx.clone(), Expr::U32(q as u64)),
             }
         } else {
             self.index_var(&shape, &layout, idx)
         };
-        let raw = self.split_access(&format!("in{k}"), n, &pos, vec, &storage_type(dtype, vec));
-        let expr = if dtype == DType::Bool {
-            format!("({raw} != {})", lit(DType::U32, 0, vec))
-        } else {
-            raw
+        let buffer = Buffer {
+            output: false,
+            k,
+            part: None,
         };
-        self.emit("v", &value_type(dtype, vec), &expr)
+        let raw = self.split_access(buffer, n, pos, vec);
+        self.emit("v", ty, from_storage(raw))
     }
 
-    /// Coordinate expressions of row-major element `idx` of `shape`.
-    fn coords(&mut self, shape: &[usize], idx: &str) -> Vec<String> {
+    /// Coordinates of row-major element `idx` of `shape`.
+    fn coords(&mut self, shape: &[usize], idx: &Expr) -> Vec<Expr> {
         let strides = contiguous_strides(shape);
         shape
             .iter()
             .zip(&strides)
             .enumerate()
             .map(|(d, (&size, &stride))| {
+                let outer = Expr::arith(Arith::Div, idx.clone(), Expr::U32(stride as u64));
                 if size <= 1 {
-                    "0u".to_string()
+                    Expr::U32(0)
                 } else if d == 0 {
-                    self.emit("c", "u32", &format!("{idx} / {stride}u"))
+                    self.emit("c", Ty::U32, outer)
                 } else {
-                    self.emit("c", "u32", &format!("({idx} / {stride}u) % {size}u"))
+                    let c = Expr::arith(Arith::Rem, outer, Expr::U32(size as u64));
+                    self.emit("c", Ty::U32, c)
                 }
             })
             .collect()
     }
 
     /// The row-major index of `coords` in `shape`.
-    fn ravel(&self, shape: &[usize], coords: &[String]) -> String {
+    fn ravel(shape: &[usize], coords: Vec<Expr>) -> Expr {
         let strides = contiguous_strides(shape);
-        let terms: Vec<String> = coords
-            .iter()
+        let terms = coords
+            .into_iter()
             .zip(&strides)
             .zip(shape)
             .filter(|(_, size)| **size > 1)
             .map(|((c, &s), _)| {
                 if s == 1 {
-                    c.clone()
+                    c
                 } else {
-                    format!("{c} * {s}u")
+                    Expr::arith(Arith::Mul, c, Expr::U32(s as u64))
                 }
             })
             .collect();
-        if terms.is_empty() {
-            "0u".to_string()
-        } else {
-            terms.join(" + ")
-        }
+        Expr::sum(terms)
     }
 
     /// For base element `idx`, whether the strided view (`view_shape`,
@@ -665,51 +780,54 @@ impl<'a> Gen<'a> {
         &mut self,
         view_shape: &[usize],
         layout: &Layout,
-        idx: &str,
-    ) -> (String, String) {
+        idx: &Expr,
+    ) -> (Expr, Expr) {
         let view_strides = contiguous_strides(view_shape);
         let mut dims: Vec<usize> = (0..view_shape.len())
             .filter(|&d| view_shape[d] > 1)
             .collect();
         dims.sort_by(|&a, &b| layout.strides[b].cmp(&layout.strides[a]));
-        let off = layout.offset;
         if numel(view_shape) == 0 {
-            return ("false".to_string(), "0u".to_string());
+            return (Expr::template("false"), Expr::U32(0));
         }
-        let mut conds = vec![format!("{idx} >= {off}u")];
-        let mut rest = self.emit("r", "u32", &format!("{idx} - {off}u"));
+        let off = Expr::U32(layout.offset as u64);
+        let mut conds = vec![Expr::arith(Arith::Ge, idx.clone(), off.clone())];
+        let mut rest = self.emit("r", Ty::U32, Expr::arith(Arith::Sub, idx.clone(), off));
         let mut terms = Vec::new();
         for d in dims {
-            let s = layout.strides[d];
-            let c = self.emit("c", "u32", &format!("{rest} / {s}u"));
-            rest = self.emit("r", "u32", &format!("{rest} % {s}u"));
-            conds.push(format!("{c} < {}u", view_shape[d]));
-            terms.push(format!("{c} * {}u", view_strides[d]));
+            let s = Expr::U32(layout.strides[d] as u64);
+            let c = self.emit(
+                "c",
+                Ty::U32,
+                Expr::arith(Arith::Div, rest.clone(), s.clone()),
+            );
+            rest = self.emit("r", Ty::U32, Expr::arith(Arith::Rem, rest, s));
+            let size = Expr::U32(view_shape[d] as u64);
+            conds.push(Expr::arith(Arith::Lt, c.clone(), size));
+            let stride = Expr::U32(view_strides[d] as u64);
+            terms.push(Expr::arith(Arith::Mul, c, stride));
         }
-        conds.push(format!("{rest} == 0u"));
-        let hit = self.emit("h", "bool", &conds.join(" && "));
-        let src = if terms.is_empty() {
-            "0u".to_string()
-        } else {
-            terms.join(" + ")
-        };
+        conds.push(Expr::arith(Arith::Eq, rest, Expr::U32(0)));
+        let hit = self.emit("h", Ty::BOOL, Expr::all(conds));
         // Out-of-view elements read view element 0 (and discard it).
-        let src_idx = self.emit("j", "u32", &format!("select(0u, {src}, {hit})"));
+        let src = Expr::select(hit.clone(), Expr::sum(terms), Expr::U32(0));
+        let src_idx = self.emit("j", Ty::U32, src);
         (hit, src_idx)
     }
 
-    /// A variable with the buffer position of row-major element `idx` of
-    /// `shape` stored with `layout` (`idx` itself when that is the identity).
-    fn index_var(&mut self, shape: &[usize], layout: &Layout, idx: &str) -> String {
+    /// The buffer position of row-major element `idx` of `shape` stored
+    /// with `layout` (`idx` itself when that is the identity).
+    fn index_var(&mut self, shape: &[usize], layout: &Layout, idx: &Expr) -> Expr {
         if numel(shape) == 0 {
             // No element exists; the (discarded) read may go anywhere.
-            return "0u".to_string();
+            return Expr::U32(0);
         }
+        let offset = Expr::U32(layout.offset as u64);
         if layout.is_row_major(shape) {
             if layout.offset == 0 {
-                return idx.to_string();
+                return idx.clone();
             }
-            return self.emit("j", "u32", &format!("{idx} + {}u", layout.offset));
+            return self.emit("j", Ty::U32, Expr::arith(Arith::Add, idx.clone(), offset));
         }
         let mut terms = Vec::new();
         let mut inner = 1usize;
@@ -717,24 +835,26 @@ impl<'a> Gen<'a> {
         for (&dim, &stride) in shape.iter().zip(&layout.strides).rev() {
             if dim > 1 && stride != 0 {
                 let outer = inner * dim;
+                let (inner_e, dim_e) = (Expr::U32(inner as u64), Expr::U32(dim as u64));
                 let coord = if inner == 1 {
-                    format!("({idx} % {dim}u)")
+                    Expr::arith(Arith::Rem, idx.clone(), dim_e)
                 } else if outer >= total {
-                    format!("({idx} / {inner}u)")
+                    Expr::arith(Arith::Div, idx.clone(), inner_e)
                 } else {
-                    format!("(({idx} / {inner}u) % {dim}u)")
+                    let above = Expr::arith(Arith::Div, idx.clone(), inner_e);
+                    Expr::arith(Arith::Rem, above, dim_e)
                 };
                 terms.push(if stride == 1 {
                     coord
                 } else {
-                    format!("{coord} * {stride}u")
+                    Expr::arith(Arith::Mul, coord, Expr::U32(stride as u64))
                 });
             }
             inner *= dim;
         }
         if layout.offset != 0 || terms.is_empty() {
-            terms.push(format!("{}u", layout.offset));
+            terms.push(offset);
         }
-        self.emit("j", "u32", &terms.join(" + "))
+        self.emit("j", Ty::U32, Expr::sum(terms))
     }
 }

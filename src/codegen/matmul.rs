@@ -7,6 +7,7 @@ use std::fmt::Write;
 use super::emit::Gen;
 use super::wgsl::kernel_main;
 use crate::graph::GraphKey;
+use crate::kernel::ir::{Expr, Ty};
 
 use super::roots::stores;
 
@@ -23,16 +24,20 @@ pub(super) fn tile_load(
     slot: &str,
 ) -> String {
     g.scoped(|g| {
-        let _ = writeln!(g.body, "{prelude}");
+        let _ = writeln!(g, "{prelude}");
         let lanes: Vec<String> = (0..4)
             .map(|q| {
-                let ok = g.emit("ok", "bool", &in_bounds(q));
-                let i = g.emit("i", "u32", &format!("select(0u, {}, {ok})", index(q)));
+                let ok = g.emit("ok", Ty::BOOL, Expr::template(in_bounds(q)));
+                let i = g.emit(
+                    "i",
+                    Ty::U32,
+                    Expr::template(format!("select(0u, {}, {ok})", index(q))),
+                );
                 let v = g.value(node, &i, false, false);
                 format!("select(0.0, {v}, {ok})")
             })
             .collect();
-        let _ = writeln!(g.body, "    {slot} = vec4<f32>({});", lanes.join(", "));
+        let _ = writeln!(g, "    {slot} = vec4<f32>({});", lanes.join(", "));
     })
 }
 
@@ -124,7 +129,14 @@ pub(super) fn matmul_blocked(
     let d = matmul_dims(key, root);
     let (m, k, n, tiles_n, tiles_mn, groups) = (d.m, d.k, d.n, d.tiles_n, d.tiles_mn, d.groups);
     let loads = tile_loads(g, &d, 64);
-    let st = stores(g, key, root, outputs, "idx", "result");
+    let st = stores(
+        g,
+        key,
+        root,
+        outputs,
+        &Expr::template("idx"),
+        &Expr::template("result"),
+    );
     let mut inner = String::new();
     let mut decl = String::new();
     for i in 0..8 {
@@ -191,7 +203,14 @@ pub(super) fn matmul(
     let d = matmul_dims(key, root);
     let (m, k, n, tiles_n, tiles_mn, groups) = (d.m, d.k, d.n, d.tiles_n, d.tiles_mn, d.groups);
     let loads = tile_loads(g, &d, 256);
-    let st = stores(g, key, root, outputs, "idx", "result");
+    let st = stores(
+        g,
+        key,
+        root,
+        outputs,
+        &Expr::template("idx"),
+        &Expr::template("result"),
+    );
     let main = format!(
         "\n// A tile: 16 columns of 16 four-row groups; B tile: 16 rows of 16 four-column groups.\n\
          var<workgroup> ta: array<vec4<f32>, 256>;\n\

@@ -34,6 +34,7 @@ use super::roots::stores;
 use super::wgsl::{CodegenContext, KernelSource, TextureUse, WORKGROUP_SIZE, kernel_main};
 use crate::graph::GraphKey;
 use crate::kernel::LaneAdapter;
+use crate::kernel::ir::Expr;
 
 /// Rows of the output a workgroup computes (at most): 32 `vec4`
 /// accumulators per lane measured faster than 8 or 16.
@@ -186,7 +187,14 @@ pub(super) fn matmul_lanes(
     } = geo;
     let (m, n) = (geo.d.m, geo.d.n);
     let s = adapter.subgroup;
-    let st = stores(g, key, root, outputs, "idx", "result");
+    let st = stores(
+        g,
+        key,
+        root,
+        outputs,
+        &Expr::template("idx"),
+        &Expr::template("result"),
+    );
     // Textures are bound after the buffers: params, reads, then writes.
     let base = g.uses_params() as usize
         + g.read_parts().iter().sum::<usize>()
@@ -304,7 +312,7 @@ fn pack(
     p: &Packing,
     slot: usize,
 ) -> KernelSource {
-    let mut g = Gen::new(&key.nodes, stored, &[], false, cx);
+    let mut g = Gen::new(&key.nodes, stored, &[], cx);
     let (rows, cols, width, height) = (p.rows, p.cols, p.width, p.height);
     let texels = width * height * p.layers();
     let mut body = tile_load(
@@ -336,6 +344,7 @@ fn pack(
     );
     KernelSource {
         wgsl,
+        ir: g.ir_listing(&[]),
         uses_params: g.uses_params(),
         uniform_params: g.uniform_params_bytes(),
         read_parts: g.read_parts(),
@@ -344,7 +353,6 @@ fn pack(
         writes: Vec::new(),
         groups: texels.div_ceil(WORKGROUP_SIZE as usize),
         strategy: crate::kernel::Strategy::Pack,
-        alias_violation: false,
         textures: vec![TextureUse { slot, write: true }],
         scratch: Vec::new(),
         packs: Vec::new(),

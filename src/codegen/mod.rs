@@ -7,6 +7,7 @@ mod matmul;
 mod matmul_lanes;
 mod norm;
 mod reduce;
+mod render;
 mod roots;
 mod softmax;
 mod source;
@@ -18,4 +19,4 @@ mod bindings_test;
 
 pub(crate) use roots::generate_root_kernel;
 pub(crate) use validate::validate_wgsl;
-pub(crate) use wgsl::{CodegenContext, KernelSource, generate_kernel};
+pub(crate) use wgsl::{CodegenContext, KernelSource, generate_kernel, lower_kernel};

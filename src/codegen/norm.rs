@@ -11,10 +11,11 @@ use super::roots::stores;
 use super::wgsl::{WORKGROUP_SIZE, kernel_main};
 use crate::dtype::DType;
 use crate::graph::GraphKey;
+use crate::kernel::ir::{Expr, Ty};
 use crate::shape::numel;
 
 /// What one pass does with (generator, element index, x there, gy there).
-type PassBody<'a> = dyn Fn(&mut Gen, &str, &str, Option<&str>) + 'a;
+type PassBody<'a> = dyn Fn(&mut Gen, &Expr, &Expr, Option<&Expr>) + 'a;
 
 /// The kernel of `Normalize` (or `NormalizeBackward` when `backward`) at
 /// `root`, whose `eps` is parameter word `eps_slot`. Returns the body and
@@ -37,20 +38,17 @@ pub(super) fn normalize(
     // Each pass reads x (and gy) at element k of row gi, then runs `f`.
     let pass = |g: &mut Gen, f: &PassBody<'_>| {
         g.scoped(|g| {
-            let i = g.emit("i", "u32", &at);
+            let i = g.emit("i", Ty::U32, Expr::template(at.clone()));
             let v = g.value(x, &i, false, false);
             let gv = backward.then(|| g.value(inputs[1], &i, false, false));
-            f(g, &i, &v, gv.as_deref());
+            f(g, &i, &v, gv.as_ref());
         })
     };
     let sum = pass(g, &|g, _, v, _| {
-        let _ = writeln!(g.body, "        s = s + {v};");
+        let _ = writeln!(g, "        s = s + {v};");
     });
     let second = pass(g, &|g, _, v, _| {
-        let _ = writeln!(
-            g.body,
-            "        let d = {v} - mean;\n        q = q + d * d;"
-        );
+        let _ = writeln!(g, "        let d = {v} - mean;\n        q = q + d * d;");
     });
     let stats = format!(
         "    var s = 0.0;\n    for (var k = 0u; k < {len}u; k = k + 1u) {{\n{sum}    }}\n\
@@ -62,16 +60,16 @@ pub(super) fn normalize(
         let grads = pass(g, &|g, _, v, gv| {
             let gv = gv.expect("backward reads gy");
             let _ = writeln!(
-                g.body,
+                g,
                 "        sg = sg + {gv};\n        sgx = sgx + {gv} * (({v} - mean) * rstd);"
             );
         });
         let write = pass(g, &|g, i, v, gv| {
             let gv = gv.expect("backward reads gy");
             let expr = format!("rstd * ({gv} - mg - (({v} - mean) * rstd) * mgx)");
-            let dx = g.emit("dx", "f32", &expr);
+            let dx = g.emit("dx", Ty::F32, Expr::template(expr.clone()));
             let st = stores(g, key, root, outputs, i, &dx);
-            g.body.push_str(&st);
+            g.line(st);
         });
         format!(
             "    var sg = 0.0;\n    var sgx = 0.0;\n\
@@ -81,9 +79,9 @@ pub(super) fn normalize(
         )
     } else {
         let write = pass(g, &|g, i, v, _| {
-            let y = g.emit("y", "f32", &format!("({v} - mean) * rstd"));
+            let y = g.emit("y", Ty::F32, Expr::template(format!("({v} - mean) * rstd")));
             let st = stores(g, key, root, outputs, i, &y);
-            g.body.push_str(&st);
+            g.line(st);
         });
         format!("    for (var k = 0u; k < {len}u; k = k + 1u) {{\n{write}    }}\n")
     };

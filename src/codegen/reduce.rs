@@ -9,6 +9,7 @@ use super::wgsl::{WORKGROUP_SIZE, kernel_main, vectorizable};
 use crate::dtype::DType;
 use crate::graph::GraphKey;
 use crate::graph::op::ReduceOp;
+use crate::kernel::ir::{Expr, Ty};
 use crate::kernel::{ReduceShape, ReduceStrategy, choose_reduce};
 use crate::shape::{contiguous_strides, numel};
 
@@ -133,11 +134,22 @@ fn sum_by_fours(
     let dtype = key.nodes[x].dtype;
     let total = numel(&key.nodes[root].shape);
     let load = g.scoped(|g| {
-        let i = g.emit("i", "u32", &format!("o * {}u + r4", reduced / 4));
+        let i = g.emit(
+            "i",
+            Ty::U32,
+            Expr::template(format!("o * {}u + r4", reduced / 4)),
+        );
         let v = g.value(x, &i, false, true);
-        let _ = writeln!(g.body, "        acc = acc + {v};");
+        let _ = writeln!(g, "        acc = acc + {v};");
     });
-    let st = stores(g, key, root, outputs, "gi", "result");
+    let st = stores(
+        g,
+        key,
+        root,
+        outputs,
+        &Expr::template("gi"),
+        &Expr::template("result"),
+    );
     let vt = value_type(dtype, true);
     let result_ty = value_type(key.nodes[root].dtype, false);
     format!(
@@ -190,12 +202,12 @@ pub(super) fn reduce(
     }
     let index = split_index(&in_shape, axes, "o", "r");
     let element = g.scoped(|g| {
-        let i = g.emit("i", "u32", &index);
+        let i = g.emit("i", Ty::U32, Expr::template(index.clone()));
         let v = g.value(x, &i, false, false);
         let _ = writeln!(
-            g.body,
+            g,
             "        {}",
-            combine(op, in_dtype, "acc", "best", &v, "r")
+            combine(op, in_dtype, "acc", "best", &v.to_string(), "r")
         );
     });
     // Split reductions step over groups of four elements (`r4`); plain
@@ -226,7 +238,14 @@ pub(super) fn reduce(
     // Many short reductions: one invocation per output. Long ones: a
     // workgroup per output, threads striding the chunk, then a tree.
     if strategy == ReduceStrategy::PerInvocation {
-        let st = stores(g, key, root, outputs, "gi", "result");
+        let st = stores(
+            g,
+            key,
+            root,
+            outputs,
+            &Expr::template("gi"),
+            &Expr::template("result"),
+        );
         let main = format!(
             "\n{head}\
              let o = gi / {parts}u;\n\
@@ -239,7 +258,14 @@ pub(super) fn reduce(
         );
         return (main, total.div_ceil(WORKGROUP_SIZE as usize), strategy);
     }
-    let st = stores(g, key, root, outputs, "gi", "result");
+    let st = stores(
+        g,
+        key,
+        root,
+        outputs,
+        &Expr::template("gi"),
+        &Expr::template("result"),
+    );
     let merge = combine(
         op,
         in_dtype,

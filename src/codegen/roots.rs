@@ -18,6 +18,7 @@ use super::wgsl::{CodegenContext, KernelSource, TextureUse};
 use crate::dtype::DType;
 use crate::graph::GraphKey;
 use crate::graph::op::Op;
+use crate::kernel::ir::Expr;
 use crate::kernel::{MatmulKernel, Strategy};
 
 /// Generates the kernel of `root` (a reduction, softmax or matmul). It
@@ -36,7 +37,7 @@ pub(crate) fn generate_root_kernel(
         outputs.push(root);
     }
     outputs.extend_from_slice(epilogue);
-    let mut g = Gen::new(&key.nodes, stored, &[], false, cx);
+    let mut g = Gen::new(&key.nodes, stored, &[], cx);
     let crate::graph::GKind::Op { op, .. } = &key.nodes[root].kind else {
         unreachable!("kernel roots are ops")
     };
@@ -103,6 +104,7 @@ pub(crate) fn generate_root_kernel(
     src.push_str(&main);
     KernelSource {
         wgsl: src,
+        ir: g.ir_listing(&[]),
         uses_params: g.uses_params(),
         uniform_params: g.uniform_params_bytes(),
         read_parts: g.read_parts(),
@@ -111,7 +113,6 @@ pub(crate) fn generate_root_kernel(
         writes: outputs,
         groups,
         strategy,
-        alias_violation: false,
         textures,
         scratch,
         packs,
@@ -125,20 +126,23 @@ pub(super) fn stores(
     key: &GraphKey,
     root: usize,
     outputs: &[usize],
-    idx: &str,
-    result: &str,
+    idx: &Expr,
+    result: &Expr,
 ) -> String {
     g.scoped(|g| {
-        g.seed(root, idx, result);
+        g.seed(root, idx, result.clone());
         for (k, &o) in outputs.iter().enumerate() {
             let v = g.value(o, idx, true, false);
             let v = if key.nodes[o].dtype == DType::Bool {
-                format!("select(0u, 1u, {v})")
+                Expr::FromBool {
+                    x: Box::new(v),
+                    vec: false,
+                }
             } else {
                 v
             };
-            let stmt = g.store(k, o, idx, &v, false);
-            g.body.push_str(&stmt);
+            let stmt = g.store(k, o, idx, v, false);
+            g.push(stmt);
         }
     })
 }

@@ -9,6 +9,7 @@ use super::exprs::{nan_extremum, softmax_guard};
 use super::wgsl::{WORKGROUP_SIZE, kernel_main, vectorizable};
 use crate::dtype::DType;
 use crate::graph::GraphKey;
+use crate::kernel::ir::{Expr, Ty};
 use crate::kernel::{SoftmaxStrategy, choose_softmax};
 use crate::shape::numel;
 
@@ -44,22 +45,22 @@ pub(super) fn softmax(
     }
     // Element k of row `gi`.
     let at = format!("((gi / {inner}u) * {len}u + k) * {inner}u + gi % {inner}u");
-    let pass = |g: &mut Gen, tail: &dyn Fn(&mut Gen, &str, &str)| {
+    let pass = |g: &mut Gen, tail: &dyn Fn(&mut Gen, &Expr, &Expr)| {
         g.scoped(|g| {
-            let i = g.emit("i", "u32", &at);
+            let i = g.emit("i", Ty::U32, Expr::template(at.clone()));
             let v = g.value(x, &i, false, false);
             tail(g, &i, &v);
         })
     };
     let max_loop = pass(g, &|g, _, v| {
         let _ = writeln!(
-            g.body,
+            g,
             "        m = {};",
-            nan_extremum("max", "m", v, false)
+            nan_extremum("max", "m", &v.to_string(), false)
         );
     });
     let sum_loop = pass(g, &|g, _, v| {
-        let _ = writeln!(g.body, "        s = s + exp({v} - m);");
+        let _ = writeln!(g, "        s = s + exp({v} - m);");
     });
     let write_loop = pass(g, &|g, i, v| {
         let expr = if log {
@@ -67,9 +68,13 @@ pub(super) fn softmax(
         } else {
             format!("exp({v} - m) / s")
         };
-        let result = g.emit("y", "f32", &softmax_guard(&expr, "m", "s", false));
+        let result = g.emit(
+            "y",
+            Ty::F32,
+            Expr::template(softmax_guard(&expr, "m", "s", false)),
+        );
         let st = stores(g, key, root, outputs, i, &result);
-        g.body.push_str(&st);
+        g.line(st);
     });
     let half = WORKGROUP_SIZE / 2;
     let tree = |op: &str| {
@@ -120,22 +125,22 @@ fn softmax_per_thread_vec4(
 ) -> (String, usize, bool) {
     let len4 = len / 4;
     // Each pass reads group `k` of the row as `v` at vec4 index `i`.
-    let pass = |g: &mut Gen, f: &dyn Fn(&mut Gen, &str, &str)| {
+    let pass = |g: &mut Gen, f: &dyn Fn(&mut Gen, &Expr, &Expr)| {
         g.scoped(|g| {
-            let i = g.emit("i", "u32", &format!("gi * {len4}u + k"));
+            let i = g.emit("i", Ty::U32, Expr::template(format!("gi * {len4}u + k")));
             let v = g.value(x, &i, false, true);
             f(g, &i, &v);
         })
     };
     let max_pass = pass(g, &|g, _, v| {
         let _ = writeln!(
-            g.body,
+            g,
             "        m4 = {};",
-            nan_extremum("max", "m4", v, true)
+            nan_extremum("max", "m4", &v.to_string(), true)
         );
     });
     let sum_pass = pass(g, &|g, _, v| {
-        let _ = writeln!(g.body, "        s4 = s4 + exp({v} - vec4<f32>(m));");
+        let _ = writeln!(g, "        s4 = s4 + exp({v} - vec4<f32>(m));");
     });
     let whole_vec4 = outputs == [root] && key.nodes[root].dtype == DType::F32;
     let write_pass = pass(g, &|g, i, v| {
@@ -144,17 +149,21 @@ fn softmax_per_thread_vec4(
         } else {
             format!("exp({v} - vec4<f32>(m)) * rs")
         };
-        let y = g.emit("y", "vec4<f32>", &softmax_guard(&expr, "m", "s", true));
+        let y = g.emit(
+            "y",
+            Ty::of(DType::F32, true),
+            Expr::template(softmax_guard(&expr, "m", "s", true)),
+        );
         if whole_vec4 {
-            let st = g.store(0, root, i, &y, true);
-            g.body.push_str(&st);
+            let st = g.store(0, root, i, y, true);
+            g.push(st);
             return;
         }
         for q in 0..4 {
-            let idx = g.emit("idx", "u32", &format!("{i} * 4u + {q}u"));
-            let result = g.emit("r", "f32", &format!("{y}[{q}]"));
+            let idx = g.emit("idx", Ty::U32, Expr::template(format!("{i} * 4u + {q}u")));
+            let result = g.emit("r", Ty::F32, Expr::template(format!("{y}[{q}]")));
             let st = stores(g, key, root, outputs, &idx, &result);
-            g.body.push_str(&st);
+            g.line(st);
         }
     });
     let main = format!(
@@ -194,25 +203,29 @@ fn softmax_per_thread(
 ) -> (String, usize) {
     let at = format!("((gi / {inner}u) * {len}u + k) * {inner}u + gi % {inner}u");
     let stats = g.scoped(|g| {
-        let i = g.emit("i", "u32", &at);
+        let i = g.emit("i", Ty::U32, Expr::template(at.clone()));
         let v = g.value(x, &i, false, false);
         let _ = writeln!(
-            g.body,
+            g,
             "        let mn = {};\n        s = s * exp(m - mn) + exp({v} - mn);\n        m = mn;",
-            nan_extremum("max", "m", &v, false)
+            nan_extremum("max", "m", &v.to_string(), false)
         );
     });
     let write = g.scoped(|g| {
-        let i = g.emit("i", "u32", &at);
+        let i = g.emit("i", Ty::U32, Expr::template(at.clone()));
         let v = g.value(x, &i, false, false);
         let expr = if log {
             format!("({v} - m) - ls")
         } else {
             format!("exp({v} - m) * rs")
         };
-        let result = g.emit("y", "f32", &softmax_guard(&expr, "m", "s", false));
+        let result = g.emit(
+            "y",
+            Ty::F32,
+            Expr::template(softmax_guard(&expr, "m", "s", false)),
+        );
         let st = stores(g, key, root, outputs, &i, &result);
-        g.body.push_str(&st);
+        g.line(st);
     });
     let main = format!(
         "\n{head}\

@@ -31,6 +31,8 @@ impl<'a> CodegenContext<'a> {
 #[derive(Clone, Debug)]
 pub(crate) struct KernelSource {
     pub wgsl: String,
+    /// The kernel IR it was printed from (`kernel::ir`), for dumps.
+    pub ir: String,
     /// Whether binding 0 is the parameter buffer.
     pub uses_params: bool,
     /// `Some(bytes)`: the parameter buffer is bound as a uniform buffer of
@@ -51,10 +53,6 @@ pub(crate) struct KernelSource {
     pub groups: usize,
     /// How the kernel computes its values.
     pub strategy: Strategy,
-    /// Whether an aliased (donated) input was read other than at the
-    /// invocation's own element, which would race with the write: the
-    /// caller must then drop the alias.
-    pub alias_violation: bool,
     /// Scratch textures bound after the buffers, in this order.
     pub textures: Vec<TextureUse>,
     /// `rgba32float` scratch texture arrays (width, height, layers) that

@@ -1,4 +1,4 @@
-//! WGSL generation for one kernel of elementwise work.
+//! Lowering and printing of one kernel of elementwise work.
 //!
 //! Each invocation owns one element index `gi` of the kernel's iteration
 //! space. A node's value at an index is emitted once as a `let` (memoised by
@@ -14,10 +14,10 @@ use crate::dtype::DType;
 use crate::graph::op::Op;
 use crate::graph::{GKind, GNode, GraphKey};
 use crate::kernel::Strategy;
+use crate::kernel::ir::{Expr, Inst, reads_output_elsewhere};
 use crate::shape::numel;
 
 use super::emit::Gen;
-use super::exprs::*;
 pub(crate) use super::source::{CodegenContext, KernelSource, TextureUse};
 
 /// The most parameter bytes bound as a uniform buffer: WebGPU's minimum
@@ -27,7 +27,18 @@ pub(crate) const UNIFORM_PARAMS_BYTES: u64 = 64 << 10;
 /// Invocations per workgroup for elementwise kernels.
 pub(crate) const WORKGROUP_SIZE: u32 = crate::kernel::WORKGROUP_SIZE as u32;
 
-/// Generates the kernel that writes `outputs` (all of `numel` elements).
+/// An elementwise kernel lowered to the IR and not yet printed.
+pub(crate) struct ElementwiseKernel<'a> {
+    g: Gen<'a>,
+    /// The stores, after the whole body (a donated input is read from its
+    /// output's binding before any output is written).
+    stores: Vec<Inst>,
+    outputs: Vec<usize>,
+    numel: usize,
+    vec: bool,
+}
+
+/// Lowers the kernel that writes `outputs` (all of `numel` elements).
 /// `stored(i)` says whether node `i` can be read from memory (a graph input
 /// or the output of an earlier kernel) instead of being recomputed.
 ///
@@ -39,6 +50,88 @@ pub(crate) const WORKGROUP_SIZE: u32 = crate::kernel::WORKGROUP_SIZE as u32;
 /// `aliases` lists graph inputs whose buffer is donated to output `k` of
 /// this kernel: they are read from `out{k}` (before it is written) instead
 /// of a binding of their own.
+pub(crate) fn lower_kernel<'a>(
+    key: &'a GraphKey,
+    outputs: &[usize],
+    numel: usize,
+    stored: &'a dyn Fn(usize) -> bool,
+    aliases: &'a [(usize, usize)],
+    cx: &CodegenContext<'a>,
+) -> ElementwiseKernel<'a> {
+    let vec = numel.is_multiple_of(4)
+        && outputs
+            .iter()
+            .all(|&o| vectorizable(&key.nodes, o, stored, true));
+    let mut g = Gen::new(&key.nodes, stored, aliases, cx);
+    let gi = Expr::template("gi");
+    let mut stores = Vec::new();
+    for (k, &o) in outputs.iter().enumerate() {
+        // An output that is itself stored (a strided view being made
+        // contiguous) is read through its layout, not recursed into.
+        let value = g.value(o, &gi, true, vec);
+        let stored_value = match key.nodes[o].dtype {
+            DType::Bool => Expr::FromBool {
+                x: Box::new(value),
+                vec,
+            },
+            _ => value,
+        };
+        stores.push(g.store(k, o, &gi, stored_value, vec));
+    }
+    ElementwiseKernel {
+        g,
+        stores,
+        outputs: outputs.to_vec(),
+        numel,
+        vec,
+    }
+}
+
+impl ElementwiseKernel<'_> {
+    /// Whether a donated input is read anywhere but at the invocation's
+    /// own element (which would race with other invocations' writes).
+    pub fn reads_donated_elsewhere(&self) -> bool {
+        reads_output_elsewhere(self.g.body(), &Expr::template("gi"))
+    }
+
+    /// The kernel printed as WGSL, with what it binds.
+    pub fn render(self) -> KernelSource {
+        let ElementwiseKernel {
+            g,
+            stores,
+            outputs,
+            numel,
+            vec,
+        } = self;
+        let out_types: Vec<(usize, bool)> = outputs.iter().map(|&o| (o, vec)).collect();
+        let mut src = g.header(&out_types);
+        let invocations = if vec { numel / 4 } else { numel };
+        let _ = write!(
+            src,
+            "\n{}{}{}}}\n",
+            kernel_main(WORKGROUP_SIZE as usize, true, invocations, ""),
+            g.render(g.body()),
+            g.render(&stores)
+        );
+        KernelSource {
+            wgsl: src,
+            ir: g.ir_listing(&stores),
+            uses_params: g.uses_params(),
+            uniform_params: g.uniform_params_bytes(),
+            read_parts: g.read_parts(),
+            write_parts: outputs.iter().map(|&o| g.parts_of(o, vec)).collect(),
+            reads: g.reads(),
+            writes: outputs,
+            groups: invocations.div_ceil(WORKGROUP_SIZE as usize),
+            strategy: Strategy::Elementwise { vec4: vec },
+            textures: Vec::new(),
+            scratch: Vec::new(),
+            packs: Vec::new(),
+        }
+    }
+}
+
+/// `lower_kernel`, printed.
 pub(crate) fn generate_kernel(
     key: &GraphKey,
     outputs: &[usize],
@@ -47,53 +140,7 @@ pub(crate) fn generate_kernel(
     aliases: &[(usize, usize)],
     cx: &CodegenContext,
 ) -> KernelSource {
-    let vec = numel.is_multiple_of(4)
-        && outputs
-            .iter()
-            .all(|&o| vectorizable(&key.nodes, o, stored, true));
-    let mut g = Gen::new(&key.nodes, stored, aliases, vec, cx);
-    let mut stores = String::new();
-    for (k, &o) in outputs.iter().enumerate() {
-        // An output that is itself stored (a strided view being made
-        // contiguous) is read through its layout, not recursed into.
-        let value = g.value(o, "gi", true, vec);
-        let stored_value = match key.nodes[o].dtype {
-            DType::Bool => format!(
-                "select({}, {}, {value})",
-                lit(DType::U32, 0, vec),
-                lit(DType::U32, 1, vec)
-            ),
-            _ => value,
-        };
-        let stmt = g.store(k, o, "gi", &stored_value, vec);
-        stores.push_str(&stmt);
-    }
-
-    let out_types: Vec<(usize, bool)> = outputs.iter().map(|&o| (o, vec)).collect();
-    let mut src = g.header(&out_types);
-    let invocations = if vec { numel / 4 } else { numel };
-    let _ = write!(
-        src,
-        "\n{}{}{}}}\n",
-        kernel_main(WORKGROUP_SIZE as usize, true, invocations, ""),
-        g.body,
-        stores
-    );
-    KernelSource {
-        wgsl: src,
-        uses_params: g.uses_params(),
-        uniform_params: g.uniform_params_bytes(),
-        read_parts: g.read_parts(),
-        write_parts: outputs.iter().map(|&o| g.parts_of(o, vec)).collect(),
-        reads: g.reads(),
-        writes: outputs.to_vec(),
-        groups: invocations.div_ceil(WORKGROUP_SIZE as usize),
-        strategy: Strategy::Elementwise { vec4: vec },
-        alias_violation: g.alias_violation(),
-        textures: Vec::new(),
-        scratch: Vec::new(),
-        packs: Vec::new(),
-    }
+    lower_kernel(key, outputs, numel, stored, aliases, cx).render()
 }
 
 /// The opening of a kernel's `main`, through its early return: workgroups

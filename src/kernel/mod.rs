@@ -1,8 +1,9 @@
 //! Kernels as values: the target description that lowering decides
-//! against, what a kernel binds, and its strategy. (The kernel IR itself, with bindings, grid and body as data,
-//! is being moved here from `codegen/`; see ARCHITECTURE.md.)
+//! against, what a kernel binds, its strategy, and its body as data
+//! (`ir`: SSA instructions that `codegen` prints).
 
 mod binding;
+pub(crate) mod ir;
 mod strategy;
 mod target;
 

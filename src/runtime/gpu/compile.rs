@@ -8,7 +8,8 @@ use std::sync::{Arc, Mutex};
 use lru::LruCache;
 
 use crate::codegen::{
-    CodegenContext, KernelSource, generate_kernel, generate_root_kernel, validate_wgsl,
+    CodegenContext, KernelSource, generate_kernel, generate_root_kernel, lower_kernel,
+    validate_wgsl,
 };
 use crate::error::{Error, Result};
 use crate::graph::{GKind, Graph, GraphKey};
@@ -142,7 +143,7 @@ fn plan_donations(
                 }
                 let mut trial = aliases[k].clone();
                 trial.push((x, j));
-                let source = generate_kernel(
+                let lowered = lower_kernel(
                     &graph.key,
                     &groups[k].outputs,
                     groups[k].numel,
@@ -150,9 +151,10 @@ fn plan_donations(
                     &trial,
                     cx,
                 );
-                // Code generation reads an aliased input from the output's
-                // binding only at the own element; the graph said it would.
-                if source.alias_violation {
+                // The lowered kernel reads an aliased input from the
+                // output's binding only at the own element; the graph said
+                // it would.
+                if lowered.reads_donated_elsewhere() {
                     log::error!(
                         "graph {:016x}: node {x} was judged safe to donate to node {o} but is read elsewhere; not donated",
                         graph.hash
@@ -160,7 +162,7 @@ fn plan_donations(
                     debug_assert!(false, "donation analysis and code generation disagree");
                     continue 'kernels;
                 }
-                sources[k] = source;
+                sources[k] = lowered.render();
                 aliases[k] = trial;
                 donations.push((o, x));
                 break 'kernels;

@@ -1,0 +1,236 @@
+//! Printing the kernel IR (`kernel::ir`) as WGSL. Nothing here decides:
+//! each instruction and expression has one spelling, with PyTorch's NaN
+//! rules for the graph's ops taken from `exprs`.
+
+use std::fmt::{self, Write};
+
+use crate::dtype::DType;
+use crate::kernel::ir::{Buffer, Expr, Inst, Ty};
+
+use super::exprs::{binary_expr, cast_expr, lit, unary_expr, value_type};
+
+/// The WGSL type of a value.
+pub(crate) fn wgsl_type(ty: Ty) -> String {
+    value_type(ty.dtype, ty.vec)
+}
+
+/// Whether `e` prints as one token (no parentheses needed around it as an
+/// operand of an operator).
+fn atomic(e: &Expr) -> bool {
+    match e {
+        Expr::Arith { .. } => false,
+        Expr::Template(t) => !t.contains(' '),
+        _ => true,
+    }
+}
+
+/// `e` as an operand of an operator.
+struct Operand<'a>(&'a Expr);
+
+impl fmt::Display for Operand<'_> {
+    fn fmt(&self, f: &mut fmt::Formatter) -> fmt::Result {
+        if atomic(self.0) {
+            write!(f, "{}", self.0)
+        } else {
+            write!(f, "({})", self.0)
+        }
+    }
+}
+
+impl fmt::Display for Expr {
+    /// The expression in WGSL.
+    fn fmt(&self, f: &mut fmt::Formatter) -> fmt::Result {
+        match self {
+            Expr::Var(v) => write!(f, "{v}"),
+            Expr::Template(t) => f.write_str(t),
+            Expr::U32(v) => write!(f, "{v}u"),
+            Expr::I32(v) => write!(f, "{v}i"),
+            Expr::Param { word, dtype } => match dtype {
+                DType::F32 => write!(f, "bitcast<f32>(param_word({word}u))"),
+                DType::I32 => write!(f, "bitcast<i32>(param_word({word}u))"),
+                DType::U32 => write!(f, "param_word({word}u)"),
+                DType::Bool => write!(f, "(param_word({word}u) != 0u)"),
+            },
+            Expr::ParamWord(word) => write!(f, "param_word({word}u)"),
+            Expr::Load { buffer, index } => write!(f, "{buffer}[{index}]"),
+            Expr::NonZero { x, vec } => write!(f, "({x} != {})", lit(DType::U32, 0, *vec)),
+            Expr::FromBool { x, vec } => write!(
+                f,
+                "select({}, {}, {x})",
+                lit(DType::U32, 0, *vec),
+                lit(DType::U32, 1, *vec)
+            ),
+            Expr::Unary { op, dtype, vec, x } => {
+                f.write_str(&unary_expr(*op, *dtype, &x.to_string(), *vec))
+            }
+            Expr::Binary {
+                op,
+                operand,
+                vec,
+                a,
+                b,
+            } => f.write_str(&binary_expr(
+                *op,
+                *operand,
+                &a.to_string(),
+                &b.to_string(),
+                *vec,
+            )),
+            Expr::Cast { from, to, vec, x } => {
+                f.write_str(&cast_expr(*from, *to, &x.to_string(), *vec))
+            }
+            Expr::Select {
+                cond,
+                then,
+                otherwise,
+            } => write!(f, "select({otherwise}, {then}, {cond})"),
+            Expr::Construct { ty, x } => write!(f, "{}({x})", wgsl_type(*ty)),
+            Expr::Arith { op, a, b } => {
+                write!(f, "{} {} {}", Operand(a), op.symbol(), Operand(b))
+            }
+            Expr::ClampIndex { k, top } => write!(f, "u32(clamp({k}, 0i, {top}i))"),
+            Expr::Rng {
+                normal,
+                key,
+                offset,
+            } => {
+                let name = if *normal { "rng_normal" } else { "rng_uniform" };
+                write!(
+                    f,
+                    "{name}(param_word({}u), param_word({}u), {offset})",
+                    key[0], key[1]
+                )
+            }
+        }
+    }
+}
+
+/// Prints `body` as WGSL statements, one a line; `origins` (per graph
+/// node) annotates each line that computes or stores a node.
+pub(crate) fn render_body(body: &[Inst], origins: Option<&[String]>, out: &mut String) {
+    let note = |node: Option<usize>| match (origins, node) {
+        (Some(origins), Some(n)) => format!("  // n{n} {}", origins[n]),
+        _ => String::new(),
+    };
+    for inst in body {
+        let _ = match inst {
+            Inst::Let {
+                var,
+                ty,
+                value,
+                node,
+            } => writeln!(
+                out,
+                "    let {var}: {} = {value};{}",
+                wgsl_type(*ty),
+                note(*node)
+            ),
+            Inst::Declare { var, ty, init } => match init {
+                Some(init) => writeln!(out, "    var {var}: {} = {init};", wgsl_type(*ty)),
+                None => writeln!(out, "    var {var}: {};", wgsl_type(*ty)),
+            },
+            Inst::Accumulate { var, value } => writeln!(out, "    {var} = {var} + {value};"),
+            Inst::Parts {
+                buffer,
+                parts,
+                per_part,
+                index,
+                read_into,
+                value,
+            } => {
+                out.push_str("    ");
+                for j in 0..*parts {
+                    if j > 0 {
+                        out.push_str(" else ");
+                    }
+                    if j + 1 < *parts {
+                        let _ = write!(out, "if ({index} < {}u) ", (j + 1) * per_part);
+                    }
+                    let part = Buffer {
+                        part: Some(j),
+                        ..*buffer
+                    };
+                    let local = Expr::arith(
+                        crate::kernel::ir::Arith::Sub,
+                        index.clone(),
+                        Expr::U32((j * per_part) as u64),
+                    );
+                    let _ = match (read_into, value) {
+                        (Some(var), _) => write!(out, "{{ {var} = {part}[{local}]; }}"),
+                        (None, Some(value)) => write!(out, "{{ {part}[{local}] = {value}; }}"),
+                        (None, None) => Ok(()),
+                    };
+                }
+                writeln!(out)
+            }
+            Inst::Store {
+                buffer,
+                index,
+                value,
+                node,
+            } => writeln!(out, "    {buffer}[{index}] = {value};{}", note(Some(*node))),
+            Inst::If { cond, body } => {
+                let _ = writeln!(out, "    if ({cond}) {{");
+                render_body(body, origins, out);
+                writeln!(out, "    }}")
+            }
+            Inst::Loop {
+                counter,
+                count,
+                body,
+            } => {
+                let _ = writeln!(
+                    out,
+                    "    for (var {counter} = 0u; {counter} < {count}u; {counter} = {counter} + 1u) {{"
+                );
+                render_body(body, origins, out);
+                writeln!(out, "    }}")
+            }
+            Inst::Template(text) => {
+                out.push_str(text);
+                Ok(())
+            }
+        };
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::kernel::ir::{Arith, Var};
+
+    #[test]
+    fn operators_nest_with_parentheses_and_selects_print_in_wgsl_order() {
+        let c = Var { prefix: "c", id: 2 };
+        let e = Expr::arith(
+            Arith::Mul,
+            Expr::arith(Arith::Rem, Expr::template("gi"), Expr::U32(3)),
+            Expr::Var(c),
+        );
+        assert_eq!(e.to_string(), "(gi % 3u) * c2");
+        let s = Expr::select(Expr::template("h1"), e, Expr::U32(0));
+        assert_eq!(s.to_string(), "select(0u, (gi % 3u) * c2, h1)");
+    }
+
+    #[test]
+    fn a_read_over_three_parts_is_an_if_chain() {
+        let body = [Inst::Parts {
+            buffer: Buffer {
+                output: false,
+                k: 1,
+                part: None,
+            },
+            parts: 3,
+            per_part: 10,
+            index: Expr::template("q"),
+            read_into: Some(Var { prefix: "s", id: 4 }),
+            value: None,
+        }];
+        let mut out = String::new();
+        render_body(&body, None, &mut out);
+        assert_eq!(
+            out,
+            "    if (q < 10u) { s4 = in1_p0[q - 0u]; } else if (q < 20u) { s4 = in1_p1[q - 10u]; } else { s4 = in1_p2[q - 20u]; }\n"
+        );
+    }
+}

@@ -1,0 +1,538 @@
+//! The body of a kernel as data: a list of instructions over SSA values
+//! (`Let`: each value defined once, with its type and, where it computes a
+//! graph node, that node). Lowering (`codegen::emit::Gen`) builds it from
+//! the graph: op application, loads through layouts, index arithmetic,
+//! binding parts, stores. `codegen::render` prints it as WGSL and nothing
+//! else; the `Display` impls here print it as the kernel IR that
+//! `LAZYWGPU_DUMP` writes beside the WGSL, and donation is checked on it
+//! (`reads_output_elsewhere`).
+//!
+//! The loop skeletons of the reduction, softmax, normalisation, attention
+//! and matmul templates stay WGSL text (`Inst::Template`,
+//! `Expr::Template`): they are fixed per template, while everything fused
+//! into them is instructions.
+
+use std::fmt;
+
+use crate::dtype::DType;
+use crate::graph::op::{BinaryOp, UnaryOp};
+
+/// The type of a value: a scalar of `dtype`, or four of them.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub(crate) struct Ty {
+    pub dtype: DType,
+    pub vec: bool,
+}
+
+impl Ty {
+    pub const U32: Ty = Ty::scalar(DType::U32);
+    pub const F32: Ty = Ty::scalar(DType::F32);
+    pub const BOOL: Ty = Ty::scalar(DType::Bool);
+
+    /// One value of `dtype`.
+    pub const fn scalar(dtype: DType) -> Ty {
+        Ty { dtype, vec: false }
+    }
+
+    /// `dtype`, four values when `vec`.
+    pub const fn of(dtype: DType, vec: bool) -> Ty {
+        Ty { dtype, vec }
+    }
+}
+
+/// An SSA value, printed `{prefix}{id}` (the prefix says what it holds:
+/// `v` a node's value, `j` an index, `c` a coordinate, `h` a condition).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub(crate) struct Var {
+    pub prefix: &'static str,
+    pub id: usize,
+}
+
+/// A storage binding: input `k` or output `k` of the kernel, in part
+/// `part` when the buffer is bound in several.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub(crate) struct Buffer {
+    pub output: bool,
+    pub k: usize,
+    pub part: Option<usize>,
+}
+
+/// Integer index arithmetic and the conditions built from it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub(crate) enum Arith {
+    Add,
+    Sub,
+    Mul,
+    Div,
+    Rem,
+    Lt,
+    Ge,
+    Eq,
+    And,
+}
+
+impl Arith {
+    /// The WGSL (and IR) operator.
+    pub fn symbol(self) -> &'static str {
+        match self {
+            Arith::Add => "+",
+            Arith::Sub => "-",
+            Arith::Mul => "*",
+            Arith::Div => "/",
+            Arith::Rem => "%",
+            Arith::Lt => "<",
+            Arith::Ge => ">=",
+            Arith::Eq => "==",
+            Arith::And => "&&",
+        }
+    }
+}
+
+/// A typed expression (the type is the `Let`'s that holds it).
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub(crate) enum Expr {
+    /// An SSA value defined earlier.
+    Var(Var),
+    /// A variable or expression of the surrounding template (`gi`, a
+    /// loop counter, a row's maximum).
+    Template(String),
+    /// A `u32` literal.
+    U32(u64),
+    /// An `i32` literal.
+    I32(i64),
+    /// Runtime parameter word `word`, reinterpreted as `dtype`.
+    Param { word: usize, dtype: DType },
+    /// Runtime parameter word `word` as a raw `u32`.
+    ParamWord(usize),
+    /// Element `index` of a binding, as stored (booleans as `u32`).
+    Load { buffer: Buffer, index: Box<Expr> },
+    /// A stored boolean (`u32`, `vec` of four) read as `bool`.
+    NonZero { x: Box<Expr>, vec: bool },
+    /// A boolean written as its stored `u32` (0 or 1).
+    FromBool { x: Box<Expr>, vec: bool },
+    /// A unary op of the graph on a value of `dtype`.
+    Unary {
+        op: UnaryOp,
+        dtype: DType,
+        vec: bool,
+        x: Box<Expr>,
+    },
+    /// A binary op of the graph on two values of `operand`.
+    Binary {
+        op: BinaryOp,
+        operand: DType,
+        vec: bool,
+        a: Box<Expr>,
+        b: Box<Expr>,
+    },
+    /// A dtype conversion with the graph's rules.
+    Cast {
+        from: DType,
+        to: DType,
+        vec: bool,
+        x: Box<Expr>,
+    },
+    /// `then` where `cond` holds, else `otherwise`.
+    Select {
+        cond: Box<Expr>,
+        then: Box<Expr>,
+        otherwise: Box<Expr>,
+    },
+    /// A value converted to `ty` (from a scalar, a splat).
+    Construct { ty: Ty, x: Box<Expr> },
+    /// Index arithmetic or a condition.
+    Arith {
+        op: Arith,
+        a: Box<Expr>,
+        b: Box<Expr>,
+    },
+    /// An `i32` index clamped into `0..=top`, as a `u32` position.
+    ClampIndex { k: Box<Expr>, top: i64 },
+    /// Counter-based random number for element `offset` of a stream.
+    Rng {
+        normal: bool,
+        key: [usize; 2],
+        offset: Box<Expr>,
+    },
+}
+
+impl Expr {
+    /// A template's variable or expression.
+    pub fn template(text: impl Into<String>) -> Expr {
+        Expr::Template(text.into())
+    }
+
+    /// `a op b`.
+    pub fn arith(op: Arith, a: Expr, b: Expr) -> Expr {
+        Expr::Arith {
+            op,
+            a: Box::new(a),
+            b: Box::new(b),
+        }
+    }
+
+    /// `then` where `cond`, else `otherwise`.
+    pub fn select(cond: Expr, then: Expr, otherwise: Expr) -> Expr {
+        Expr::Select {
+            cond: Box::new(cond),
+            then: Box::new(then),
+            otherwise: Box::new(otherwise),
+        }
+    }
+
+    /// All of `conds` (`true` when empty).
+    pub fn all(conds: Vec<Expr>) -> Expr {
+        conds
+            .into_iter()
+            .reduce(|a, b| Expr::arith(Arith::And, a, b))
+            .unwrap_or_else(|| Expr::template("true"))
+    }
+
+    /// The sum of `terms` (`0u` when empty).
+    pub fn sum(terms: Vec<Expr>) -> Expr {
+        terms
+            .into_iter()
+            .reduce(|a, b| Expr::arith(Arith::Add, a, b))
+            .unwrap_or(Expr::U32(0))
+    }
+}
+
+impl From<Var> for Expr {
+    fn from(var: Var) -> Expr {
+        Expr::Var(var)
+    }
+}
+
+/// One instruction of a kernel body.
+#[derive(Clone, Debug, PartialEq)]
+pub(crate) enum Inst {
+    /// Defines `var` (of `ty`) as `value`; `node`: the graph node whose
+    /// value it is, if any.
+    Let {
+        var: Var,
+        ty: Ty,
+        value: Expr,
+        node: Option<usize>,
+    },
+    /// A mutable variable of `ty`, set from `init` when given.
+    Declare {
+        var: Var,
+        ty: Ty,
+        init: Option<Expr>,
+    },
+    /// `var = var + value`.
+    Accumulate { var: Var, value: Expr },
+    /// Element `index` of a buffer bound in `parts` parts of
+    /// `per_part` elements each (`buffer.part` unset): the part holding it
+    /// is chosen at run time. `Some(var)`: read into `var` (declared
+    /// before); `None`: `value` stored there.
+    Parts {
+        buffer: Buffer,
+        parts: usize,
+        per_part: usize,
+        index: Expr,
+        read_into: Option<Var>,
+        value: Option<Expr>,
+    },
+    /// `buffer[index] = value`, the value of graph node `node`.
+    Store {
+        buffer: Buffer,
+        index: Expr,
+        value: Expr,
+        node: usize,
+    },
+    /// `body` where `cond` holds.
+    If { cond: Expr, body: Vec<Inst> },
+    /// `body` for `counter` in `0..count`.
+    Loop {
+        counter: Var,
+        count: usize,
+        body: Vec<Inst>,
+    },
+    /// A statement of the surrounding template.
+    Template(String),
+}
+
+/// Whether `body` reads a donated input from an output binding anywhere
+/// but at `own` (the invocation's own element), which would race with
+/// other invocations' writes: donation must then be undone.
+pub(crate) fn reads_output_elsewhere(body: &[Inst], own: &Expr) -> bool {
+    fn in_expr(e: &Expr, own: &Expr) -> bool {
+        match e {
+            Expr::Load { buffer, index } => {
+                (buffer.output && **index != *own) || in_expr(index, own)
+            }
+            Expr::NonZero { x, .. }
+            | Expr::FromBool { x, .. }
+            | Expr::Unary { x, .. }
+            | Expr::Cast { x, .. }
+            | Expr::Construct { x, .. }
+            | Expr::ClampIndex { k: x, .. }
+            | Expr::Rng { offset: x, .. } => in_expr(x, own),
+            Expr::Binary { a, b, .. } | Expr::Arith { a, b, .. } => {
+                in_expr(a, own) || in_expr(b, own)
+            }
+            Expr::Select {
+                cond,
+                then,
+                otherwise,
+            } => in_expr(cond, own) || in_expr(then, own) || in_expr(otherwise, own),
+            Expr::Var(_)
+            | Expr::Template(_)
+            | Expr::U32(_)
+            | Expr::I32(_)
+            | Expr::Param { .. }
+            | Expr::ParamWord(_) => false,
+        }
+    }
+    body.iter().any(|inst| match inst {
+        Inst::Let { value, .. } | Inst::Accumulate { value, .. } => in_expr(value, own),
+        Inst::Declare { init, .. } => init.as_ref().is_some_and(|e| in_expr(e, own)),
+        Inst::Parts {
+            buffer,
+            index,
+            read_into,
+            value,
+            ..
+        } => {
+            (buffer.output && read_into.is_some() && index != own)
+                || in_expr(index, own)
+                || value.as_ref().is_some_and(|e| in_expr(e, own))
+        }
+        Inst::Store { index, value, .. } => in_expr(index, own) || in_expr(value, own),
+        Inst::If { cond, body } => in_expr(cond, own) || reads_output_elsewhere(body, own),
+        Inst::Loop { body, .. } => reads_output_elsewhere(body, own),
+        Inst::Template(_) => false,
+    })
+}
+
+// The IR notation (dumps): `v3: f32 = mul(v1, v2)  ; n7`.
+
+impl fmt::Display for Ty {
+    fn fmt(&self, f: &mut fmt::Formatter) -> fmt::Result {
+        if self.vec {
+            write!(f, "{}x4", self.dtype)
+        } else {
+            write!(f, "{}", self.dtype)
+        }
+    }
+}
+
+impl fmt::Display for Var {
+    fn fmt(&self, f: &mut fmt::Formatter) -> fmt::Result {
+        write!(f, "{}{}", self.prefix, self.id)
+    }
+}
+
+impl fmt::Display for Buffer {
+    fn fmt(&self, f: &mut fmt::Formatter) -> fmt::Result {
+        let prefix = if self.output { "out" } else { "in" };
+        match self.part {
+            Some(p) => write!(f, "{prefix}{}_p{p}", self.k),
+            None => write!(f, "{prefix}{}", self.k),
+        }
+    }
+}
+
+/// Prints an expression in the IR notation.
+pub(crate) struct IrExpr<'a>(pub &'a Expr);
+
+impl fmt::Display for IrExpr<'_> {
+    fn fmt(&self, f: &mut fmt::Formatter) -> fmt::Result {
+        let e = |x: &Expr| IrExpr(x).to_string();
+        match self.0 {
+            Expr::Var(v) => write!(f, "{v}"),
+            Expr::Template(t) => write!(f, "`{t}`"),
+            Expr::U32(v) => write!(f, "{v}u"),
+            Expr::I32(v) => write!(f, "{v}i"),
+            Expr::Param { word, dtype } => write!(f, "param[{word}] as {dtype}"),
+            Expr::ParamWord(word) => write!(f, "param[{word}]"),
+            Expr::Load { buffer, index } => write!(f, "load {buffer}[{}]", e(index)),
+            Expr::NonZero { x, .. } => write!(f, "nonzero({})", e(x)),
+            Expr::FromBool { x, .. } => write!(f, "from_bool({})", e(x)),
+            Expr::Unary { op, x, .. } => write!(f, "{op:?}({})", e(x)),
+            Expr::Binary { op, a, b, .. } => write!(f, "{op:?}({}, {})", e(a), e(b)),
+            Expr::Cast { to, x, .. } => write!(f, "cast<{to}>({})", e(x)),
+            Expr::Select {
+                cond,
+                then,
+                otherwise,
+            } => write!(f, "select({} ? {} : {})", e(cond), e(then), e(otherwise)),
+            Expr::Construct { ty, x } => write!(f, "{ty}({})", e(x)),
+            Expr::Arith { op, a, b } => write!(f, "({} {} {})", e(a), op.symbol(), e(b)),
+            Expr::ClampIndex { k, top } => write!(f, "clamp_index({}, {top})", e(k)),
+            Expr::Rng {
+                normal,
+                key,
+                offset,
+            } => {
+                let kind = if *normal { "normal" } else { "uniform" };
+                write!(
+                    f,
+                    "rng_{kind}(param[{}], param[{}], {})",
+                    key[0],
+                    key[1],
+                    e(offset)
+                )
+            }
+        }
+    }
+}
+
+/// Prints a body in the IR notation, one instruction a line, nested
+/// blocks indented.
+pub(crate) fn print_body(body: &[Inst], depth: usize, out: &mut String) {
+    use std::fmt::Write;
+    let pad = "  ".repeat(depth);
+    for inst in body {
+        let _ = match inst {
+            Inst::Let {
+                var,
+                ty,
+                value,
+                node,
+            } => {
+                let node = node.map(|n| format!("  ; n{n}")).unwrap_or_default();
+                writeln!(out, "{pad}{var}: {ty} = {}{node}", IrExpr(value))
+            }
+            Inst::Declare { var, ty, init } => match init {
+                Some(init) => writeln!(out, "{pad}var {var}: {ty} = {}", IrExpr(init)),
+                None => writeln!(out, "{pad}var {var}: {ty}"),
+            },
+            Inst::Accumulate { var, value } => {
+                writeln!(out, "{pad}{var} += {}", IrExpr(value))
+            }
+            Inst::Parts {
+                buffer,
+                parts,
+                index,
+                read_into,
+                value,
+                ..
+            } => match (read_into, value) {
+                (Some(var), _) => writeln!(
+                    out,
+                    "{pad}{var} = load {buffer}[{}] (in {parts} parts)",
+                    IrExpr(index)
+                ),
+                (None, Some(value)) => writeln!(
+                    out,
+                    "{pad}store {buffer}[{}] = {} (in {parts} parts)",
+                    IrExpr(index),
+                    IrExpr(value)
+                ),
+                (None, None) => Ok(()),
+            },
+            Inst::Store {
+                buffer,
+                index,
+                value,
+                node,
+            } => writeln!(
+                out,
+                "{pad}store {buffer}[{}] = {}  ; n{node}",
+                IrExpr(index),
+                IrExpr(value)
+            ),
+            Inst::If { cond, body } => {
+                let _ = writeln!(out, "{pad}if {} {{", IrExpr(cond));
+                print_body(body, depth + 1, out);
+                writeln!(out, "{pad}}}")
+            }
+            Inst::Loop {
+                counter,
+                count,
+                body,
+            } => {
+                let _ = writeln!(out, "{pad}for {counter} in 0..{count} {{");
+                print_body(body, depth + 1, out);
+                writeln!(out, "{pad}}}")
+            }
+            Inst::Template(text) => writeln!(out, "{pad}template `{}`", text.trim()),
+        };
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn var(id: usize) -> Var {
+        Var { prefix: "v", id }
+    }
+
+    #[test]
+    fn a_load_from_an_output_elsewhere_than_the_own_element_is_found() {
+        let own = Expr::template("gi");
+        let out = Buffer {
+            output: true,
+            k: 0,
+            part: None,
+        };
+        let at = |index: Expr| Inst::Let {
+            var: var(1),
+            ty: Ty::F32,
+            value: Expr::Load {
+                buffer: out,
+                index: Box::new(index),
+            },
+            node: Some(0),
+        };
+        assert!(!reads_output_elsewhere(&[at(own.clone())], &own));
+        assert!(reads_output_elsewhere(&[at(Expr::U32(0))], &own));
+        // Nested in a loop body, and an input read anywhere is fine.
+        let nested = Inst::Loop {
+            counter: var(2),
+            count: 3,
+            body: vec![at(Expr::Var(var(2)))],
+        };
+        assert!(reads_output_elsewhere(&[nested], &own));
+        let input = Inst::Let {
+            var: var(3),
+            ty: Ty::F32,
+            value: Expr::Load {
+                buffer: Buffer {
+                    output: false,
+                    k: 0,
+                    part: None,
+                },
+                index: Box::new(Expr::U32(5)),
+            },
+            node: None,
+        };
+        assert!(!reads_output_elsewhere(&[input], &own));
+    }
+
+    #[test]
+    fn the_ir_prints_one_instruction_a_line() {
+        let body = vec![
+            Inst::Let {
+                var: var(1),
+                ty: Ty::F32,
+                value: Expr::Param {
+                    word: 2,
+                    dtype: DType::F32,
+                },
+                node: Some(4),
+            },
+            Inst::Let {
+                var: var(2),
+                ty: Ty::of(DType::F32, true),
+                value: Expr::Binary {
+                    op: BinaryOp::Mul,
+                    operand: DType::F32,
+                    vec: true,
+                    a: Box::new(Expr::Var(var(1))),
+                    b: Box::new(Expr::arith(Arith::Add, Expr::template("gi"), Expr::U32(1))),
+                },
+                node: Some(5),
+            },
+        ];
+        let mut out = String::new();
+        print_body(&body, 0, &mut out);
+        assert_eq!(
+            out,
+            "v1: f32 = param[2] as f32  ; n4\nv2: f32x4 = Mul(v1, (`gi` + 1u))  ; n5\n"
+        );
+    }
+}
