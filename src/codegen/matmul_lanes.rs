@@ -199,42 +199,12 @@ pub(super) fn matmul_lanes(
     let base = g.uses_params() as usize
         + g.read_parts().iter().sum::<usize>()
         + outputs.iter().map(|&o| g.parts_of(o, false)).sum::<usize>();
-    let mut decl = String::new();
-    let mut fetch_a = String::new();
-    let mut inner = String::new();
-    let mut gather = Vec::new();
-    for r in 0..rows {
-        let _ = writeln!(decl, "    var acc{r} = vec4<f32>(0.0);");
-        gather.push(format!("acc{r}"));
-    }
-    // Lane `sid` fetches row i0 + h * S + sid of A (clamped: rows past M
-    // are computed and never stored); its block and layer do not change
-    // along K.
-    for h in 0..rows / s {
-        let _ = writeln!(
-            decl,
-            "    let ar{h} = min(i0 + {}u + sid, {}u);\n    \
-             let ay{h} = ar{h} % {ah}u;\n    \
-             let al{h} = bi * {}u + ar{h} / {ah}u;",
-            h * s,
-            m - 1,
-            a.row_blocks,
-            ah = a.height,
-        );
-        let _ = writeln!(
-            fetch_a,
-            "        let ah{h} = textureLoad(ta, vec2<u32>(k4, ay{h}), al{h}, 0);"
-        );
-    }
-    for r in 0..rows {
-        let _ = writeln!(
-            inner,
-            "        let a{r} = subgroupBroadcast(ah{}, {}u);\n        \
-             acc{r} = acc{r} + a{r}.x * b0 + a{r}.y * b1 + a{r}.z * b2 + a{r}.w * b3;",
-            r / s,
-            r % s
-        );
-    }
+    let LaneRegisters {
+        decl,
+        fetch_a,
+        inner,
+        gather,
+    } = lane_registers(rows, s, m, &a);
     let tiles_mn = tiles_m * tiles_n;
     let groups = batch * tiles_mn;
     let main = format!(
@@ -291,6 +261,65 @@ pub(super) fn matmul_lanes(
         packs,
         scratch: vec![size(&a), size(&b)],
     })
+}
+
+/// The statements of a lane matmul's register block (see `lane_registers`).
+struct LaneRegisters {
+    /// Accumulators and the row, texel row and layer each lane fetches.
+    decl: String,
+    /// Per step of K: each lane's texel of A.
+    fetch_a: String,
+    /// Per step of K: each row's A broadcast from its lane, times B.
+    inner: String,
+    /// The accumulators, in row order.
+    gather: Vec<String>,
+}
+
+/// The register block of a lane matmul of `rows` rows a workgroup, over
+/// subgroups of `s` lanes, for an `m`-row A packed as `a`.
+fn lane_registers(rows: usize, s: usize, m: usize, a: &Packing) -> LaneRegisters {
+    let mut decl = String::new();
+    let mut fetch_a = String::new();
+    let mut inner = String::new();
+    let mut gather = Vec::new();
+    for r in 0..rows {
+        let _ = writeln!(decl, "    var acc{r} = vec4<f32>(0.0);");
+        gather.push(format!("acc{r}"));
+    }
+    // Lane `sid` fetches row i0 + h * S + sid of A (clamped: rows past M
+    // are computed and never stored); its block and layer do not change
+    // along K.
+    for h in 0..rows / s {
+        let _ = writeln!(
+            decl,
+            "    let ar{h} = min(i0 + {}u + sid, {}u);\n    \
+             let ay{h} = ar{h} % {ah}u;\n    \
+             let al{h} = bi * {}u + ar{h} / {ah}u;",
+            h * s,
+            m - 1,
+            a.row_blocks,
+            ah = a.height,
+        );
+        let _ = writeln!(
+            fetch_a,
+            "        let ah{h} = textureLoad(ta, vec2<u32>(k4, ay{h}), al{h}, 0);"
+        );
+    }
+    for r in 0..rows {
+        let _ = writeln!(
+            inner,
+            "        let a{r} = subgroupBroadcast(ah{}, {}u);\n        \
+             acc{r} = acc{r} + a{r}.x * b0 + a{r}.y * b1 + a{r}.z * b2 + a{r}.w * b3;",
+            r / s,
+            r % s
+        );
+    }
+    LaneRegisters {
+        decl,
+        fetch_a,
+        inner,
+        gather,
+    }
 }
 
 /// A lane matmul's code and the kernels it needs first.

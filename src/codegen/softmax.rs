@@ -43,6 +43,22 @@ pub(super) fn softmax(
         }
         SoftmaxStrategy::RowPerWorkgroup => {}
     }
+    let main = softmax_per_workgroup(g, key, root, x, (len, inner, rows), log, outputs);
+    (main, rows, false, strategy)
+}
+
+/// A workgroup per row: threads stride the row for its maximum, then the
+/// sum of exponentials (each combined by a tree in workgroup memory), then
+/// write the outputs.
+fn softmax_per_workgroup(
+    g: &mut Gen,
+    key: &GraphKey,
+    root: usize,
+    x: usize,
+    (len, inner, rows): (usize, usize, usize),
+    log: bool,
+    outputs: &[usize],
+) -> String {
     // Element k of row `gi`.
     let at = format!("((gi / {inner}u) * {len}u + k) * {inner}u + gi % {inner}u");
     let pass = |g: &mut Gen, tail: &dyn Fn(&mut Gen, &Expr, &Expr)| {
@@ -89,7 +105,7 @@ pub(super) fn softmax(
             }
         )
     };
-    let main = format!(
+    format!(
         "\nvar<workgroup> red_v: array<f32, {WORKGROUP_SIZE}>;\n\
          {}\
          var m = bitcast<f32>(0xff800000u);\n\
@@ -102,8 +118,7 @@ pub(super) fn softmax(
         kernel_main(WORKGROUP_SIZE as usize, false, rows, ""),
         tree("m"),
         tree("s")
-    );
-    (main, rows, false, strategy)
+    )
 }
 
 /// `softmax_per_thread` for rows along the last axis whose length is a

@@ -166,101 +166,26 @@ impl Graph {
     /// Collects the graph that computes `outputs`. Pending nodes become ops;
     /// stored nodes become inputs. Duplicate outputs are kept once.
     pub fn collect(outputs: &[Arc<Node>], fused: bool) -> Graph {
-        // Sized like the last graph: a training loop collects the same
-        // graph every step, and growing these was a tenth of collecting.
-        let hint = LAST_GRAPH_NODES.load(Ordering::Relaxed);
-        // Node ids are counters: FxHash of them is a multiply.
-        let mut index_of: FxHashMap<u64, usize> =
-            FxHashMap::with_capacity_and_hasher(hint, Default::default());
-        let mut nodes = Vec::with_capacity(hint);
-        let mut locations = Vec::with_capacity(hint);
-        let mut inputs = Vec::new();
-        let mut params = Vec::new();
+        let mut c = Collector::sized_like_last_graph();
         let mut output_nodes: Vec<Arc<Node>> = Vec::new();
         let mut output_indices = Vec::new();
-        // For donation: a handle on every collected node (by graph index)
-        // and how many references to each the graph's own pending nodes
-        // hold, so that references from anywhere else can be counted.
-        let mut handles: Vec<Arc<Node>> = Vec::with_capacity(hint);
-        let mut internal_refs: Vec<usize> = Vec::with_capacity(hint);
-
         for out in outputs {
-            if index_of.contains_key(&out.id) {
-                if !output_nodes.iter().any(|n| n.id == out.id) {
-                    output_indices.push(index_of[&out.id]);
-                    output_nodes.push(out.clone());
-                }
+            if output_nodes.iter().any(|n| n.id == out.id) {
                 continue;
             }
-            // Iterative post-order walk: chains of thousands of ops must not
-            // overflow the stack.
-            let mut stack: Vec<(Arc<Node>, bool)> = vec![(out.clone(), false)];
-            while let Some((node, expanded)) = stack.pop() {
-                if index_of.contains_key(&node.id) {
-                    continue;
-                }
-                let state = node.state();
-                match &*state {
-                    NodeState::Ready(storage) => {
-                        let slot = inputs.len();
-                        inputs.push(storage.clone());
-                        let layout = storage.layout.clone();
-                        drop(state);
-                        index_of.insert(node.id, nodes.len());
-                        nodes.push(GNode {
-                            kind: GKind::Input { slot, layout },
-                            shape: node.shape.clone(),
-                            dtype: node.dtype,
-                            inputs: Vec::new(),
-                        });
-                        locations.push(node.location);
-                        handles.push(node);
-                        internal_refs.push(0);
-                    }
-                    NodeState::Pending(p) if !expanded => {
-                        stack.push((node.clone(), true));
-                        for c in p.inputs.iter().rev() {
-                            if !index_of.contains_key(&c.id) {
-                                stack.push((c.clone(), false));
-                            }
-                        }
-                    }
-                    NodeState::Pending(p) => {
-                        let param_base = params.len();
-                        params.extend_from_slice(&p.params);
-                        let input_indices: Vec<usize> =
-                            p.inputs.iter().map(|c| index_of[&c.id]).collect();
-                        for &c in &input_indices {
-                            internal_refs[c] += 1;
-                        }
-                        let gnode = GNode {
-                            kind: GKind::Op {
-                                op: p.op.clone(),
-                                param_base,
-                            },
-                            shape: node.shape.clone(),
-                            dtype: node.dtype,
-                            inputs: input_indices,
-                        };
-                        drop(state);
-                        index_of.insert(node.id, nodes.len());
-                        nodes.push(gnode);
-                        locations.push(node.location);
-                        handles.push(node);
-                        internal_refs.push(0);
-                    }
-                }
-            }
-            output_indices.push(index_of[&out.id]);
+            output_indices.push(c.walk(out));
             output_nodes.push(out.clone());
         }
-
-        let donatable =
-            donatable_inputs(&nodes, &output_indices, &inputs, &handles, &internal_refs);
-        drop(handles);
-        LAST_GRAPH_NODES.store(nodes.len(), Ordering::Relaxed);
+        let donatable = donatable_inputs(
+            &c.nodes,
+            &output_indices,
+            &c.inputs,
+            &c.handles,
+            &c.internal_refs,
+        );
+        LAST_GRAPH_NODES.store(c.nodes.len(), Ordering::Relaxed);
         let key = GraphKey {
-            nodes,
+            nodes: c.nodes,
             outputs: output_indices,
             fused,
             donatable,
@@ -269,11 +194,104 @@ impl Graph {
         Graph {
             key,
             hash,
-            inputs,
-            params,
+            inputs: c.inputs,
+            params: c.params,
             output_nodes,
-            locations,
+            locations: c.locations,
         }
+    }
+}
+
+/// The graph being collected: nodes by graph index, and what each needs.
+struct Collector {
+    /// Graph index of each node collected, by node id (ids are counters:
+    /// FxHash of them is a multiply).
+    index_of: FxHashMap<u64, usize>,
+    nodes: Vec<GNode>,
+    locations: Vec<&'static std::panic::Location<'static>>,
+    inputs: Vec<Storage>,
+    params: Vec<u32>,
+    /// For donation: a handle on every collected node (by graph index)
+    /// and how many references to each the graph's own pending nodes
+    /// hold, so that references from anywhere else can be counted.
+    handles: Vec<Arc<Node>>,
+    internal_refs: Vec<usize>,
+}
+
+impl Collector {
+    /// Sized like the last graph: a training loop collects the same graph
+    /// every step, and growing these was a tenth of collecting.
+    fn sized_like_last_graph() -> Collector {
+        let hint = LAST_GRAPH_NODES.load(Ordering::Relaxed);
+        Collector {
+            index_of: FxHashMap::with_capacity_and_hasher(hint, Default::default()),
+            nodes: Vec::with_capacity(hint),
+            locations: Vec::with_capacity(hint),
+            inputs: Vec::new(),
+            params: Vec::new(),
+            handles: Vec::with_capacity(hint),
+            internal_refs: Vec::with_capacity(hint),
+        }
+    }
+
+    /// Collects `out` and every pending node it reads that is not
+    /// collected yet (an iterative post-order walk: chains of thousands of
+    /// ops must not overflow the stack); returns `out`'s graph index.
+    fn walk(&mut self, out: &Arc<Node>) -> usize {
+        let mut stack: Vec<(Arc<Node>, bool)> = vec![(out.clone(), false)];
+        while let Some((node, expanded)) = stack.pop() {
+            if self.index_of.contains_key(&node.id) {
+                continue;
+            }
+            let state = node.state();
+            match &*state {
+                NodeState::Ready(storage) => {
+                    let slot = self.inputs.len();
+                    self.inputs.push(storage.clone());
+                    let kind = GKind::Input {
+                        slot,
+                        layout: storage.layout.clone(),
+                    };
+                    drop(state);
+                    self.push(node, kind, Vec::new());
+                }
+                NodeState::Pending(p) if !expanded => {
+                    stack.push((node.clone(), true));
+                    for c in p.inputs.iter().rev() {
+                        if !self.index_of.contains_key(&c.id) {
+                            stack.push((c.clone(), false));
+                        }
+                    }
+                }
+                NodeState::Pending(p) => {
+                    let param_base = self.params.len();
+                    self.params.extend_from_slice(&p.params);
+                    let inputs: Vec<usize> =
+                        p.inputs.iter().map(|c| self.index_of[&c.id]).collect();
+                    for &c in &inputs {
+                        self.internal_refs[c] += 1;
+                    }
+                    let op = p.op.clone();
+                    drop(state);
+                    self.push(node, GKind::Op { op, param_base }, inputs);
+                }
+            }
+        }
+        self.index_of[&out.id]
+    }
+
+    /// Appends `node` as the next graph node.
+    fn push(&mut self, node: Arc<Node>, kind: GKind, inputs: Vec<usize>) {
+        self.index_of.insert(node.id, self.nodes.len());
+        self.nodes.push(GNode {
+            kind,
+            shape: node.shape.clone(),
+            dtype: node.dtype,
+            inputs,
+        });
+        self.locations.push(node.location);
+        self.handles.push(node);
+        self.internal_refs.push(0);
     }
 }
 

@@ -75,71 +75,110 @@ pub(super) fn index_preserving(op: &Op) -> bool {
 /// `max_outputs` bounds the outputs per kernel so that bindings stay under
 /// the adapter's storage-buffer limit.
 pub(crate) fn schedule(key: &GraphKey, max_outputs: usize) -> Schedule {
-    let nodes = &key.nodes;
-    let count = nodes.len();
-    let is_root = |n: usize| op_of(key, n).is_some_and(Op::is_kernel_root);
-    let mut written = vec![false; count];
+    let written = written_nodes(key);
+    let epilogue_of = if key.fused {
+        epilogues(key, &written)
+    } else {
+        vec![None; key.nodes.len()]
+    };
+    let write_root = roots_read_elsewhere(key, &written, &epilogue_of);
+    Schedule {
+        kernels: group_kernels(key, &written, &epilogue_of, &write_root, max_outputs),
+    }
+}
+
+/// Which nodes are written to memory: the outputs; unfused, every
+/// computed node; fused, also the computed operands of matmuls.
+fn written_nodes(key: &GraphKey) -> Vec<bool> {
+    let mut written = vec![false; key.nodes.len()];
     for &o in &key.outputs {
         written[o] = true;
     }
     if !key.fused {
-        for (i, n) in nodes.iter().enumerate() {
+        for (i, n) in key.nodes.iter().enumerate() {
             if let GKind::Op { op, .. } = &n.kind {
                 if !op.is_movement() && *op != Op::Scalar {
                     written[i] = true;
                 }
             }
         }
-    }
-
-    if key.fused {
+    } else {
         realize_matmul_operands(key, &mut written);
     }
+    written
+}
 
+/// Epilogues: a written non-root node whose every path down to a root
+/// keeps the element index joins that root's kernel (`Some(root)`).
+fn epilogues(key: &GraphKey, written: &[bool]) -> Vec<Option<usize>> {
+    let nodes = &key.nodes;
+    let count = nodes.len();
+    let is_root = |n: usize| op_of(key, n).is_some_and(Op::is_kernel_root);
     // Whether a node's value depends on any kernel root (then it cannot be
     // recomputed before that root's kernel).
     let mut under_root = vec![false; count];
     for i in 0..count {
         under_root[i] = nodes[i].inputs.iter().any(|&j| is_root(j) || under_root[j]);
     }
-
-    // Epilogues: a written non-root node whose every path down to a root
-    // keeps the element index joins that root's kernel.
+    let reached = roots_reached_at_same_index(key, &under_root);
     let mut epilogue_of: Vec<Option<usize>> = vec![None; count];
-    if key.fused {
-        let reached = roots_reached_at_same_index(key, &under_root);
-        for w in 0..count {
-            if !written[w] || is_root(w) || !under_root[w] {
-                continue;
-            }
-            if let RootsReached::One(r) = reached[w] {
-                let root_ok =
-                    !matches!(op_of(key, r), Some(Op::Reduce { parts, .. }) if *parts > 1);
-                if root_ok && numel(&nodes[r].shape) == numel(&nodes[w].shape) {
-                    epilogue_of[w] = Some(r);
-                    log::debug!("node {w}: epilogue of kernel root {r}");
-                }
+    for w in 0..count {
+        if !written[w] || is_root(w) || !under_root[w] {
+            continue;
+        }
+        if let RootsReached::One(r) = reached[w] {
+            let root_ok = !matches!(op_of(key, r), Some(Op::Reduce { parts, .. }) if *parts > 1);
+            if root_ok && numel(&nodes[r].shape) == numel(&nodes[w].shape) {
+                epilogue_of[w] = Some(r);
+                log::debug!("node {w}: epilogue of kernel root {r}");
             }
         }
     }
+    epilogue_of
+}
 
-    // Whether a root must be written: some consumer needs its value other
-    // than from the register of its own kernel (see `readers_outside_kernel`).
+/// Per node: whether it is a kernel root whose value some consumer needs
+/// other than from the register of its own kernel (see
+/// `readers_outside_kernel`), so that it must be written.
+fn roots_read_elsewhere(
+    key: &GraphKey,
+    written: &[bool],
+    epilogue_of: &[Option<usize>],
+) -> Vec<bool> {
+    let count = key.nodes.len();
     let mut consumers: Vec<Vec<usize>> = vec![Vec::new(); count];
-    for (i, n) in nodes.iter().enumerate() {
+    for (i, n) in key.nodes.iter().enumerate() {
         for &j in &n.inputs {
             consumers[j].push(i);
         }
     }
-    let readers = readers_outside_kernel(key, &consumers, &written, &epilogue_of);
-    let needed_outside = |r: usize| -> bool {
-        consumers[r].iter().any(|&c| match readers[c] {
-            RootsReached::None => false,
-            RootsReached::One(e) => e != r,
-            RootsReached::Many => true,
+    let readers = readers_outside_kernel(key, &consumers, written, epilogue_of);
+    (0..count)
+        .map(|r| {
+            op_of(key, r).is_some_and(Op::is_kernel_root)
+                && consumers[r].iter().any(|&c| match readers[c] {
+                    RootsReached::None => false,
+                    RootsReached::One(e) => e != r,
+                    RootsReached::Many => true,
+                })
         })
-    };
+        .collect()
+}
 
+/// The kernels, in graph order: one per kernel root (with its epilogue
+/// nodes), and written elementwise nodes joined into the latest kernel of
+/// the same element count that they may follow (after every root they
+/// read), up to `max_outputs` outputs a kernel.
+fn group_kernels(
+    key: &GraphKey,
+    written: &[bool],
+    epilogue_of: &[Option<usize>],
+    read_elsewhere: &[bool],
+    max_outputs: usize,
+) -> Vec<KernelGroup> {
+    let nodes = &key.nodes;
+    let count = nodes.len();
+    let is_root = |n: usize| op_of(key, n).is_some_and(Op::is_kernel_root);
     let mut kernels: Vec<KernelGroup> = Vec::new();
     let mut root_kernel: Vec<Option<usize>> = vec![None; count];
     // The first kernel index a node may join: after every root it needs.
@@ -162,7 +201,7 @@ pub(crate) fn schedule(key: &GraphKey, max_outputs: usize) -> Schedule {
             continue;
         }
         if is_root(i) {
-            let write_root = written[i] || needed_outside(i);
+            let write_root = written[i] || read_elsewhere[i];
             log::debug!(
                 "node {i} ({}): kernel root, {}",
                 op_of(key, i).map_or("?", Op::name),
@@ -183,18 +222,13 @@ pub(crate) fn schedule(key: &GraphKey, max_outputs: usize) -> Schedule {
             });
             continue;
         }
-        if let Some(r) = epilogue_of[i] {
-            if let Some(k) = root_kernel[r] {
-                kernels[k].outputs.push(i);
-                continue;
-            }
-        }
-        if !written[i] {
+        if let Some(k) = epilogue_of[i].and_then(|r| root_kernel[r]) {
+            kernels[k].outputs.push(i);
             continue;
         }
         let count_i = numel(&nodes[i].shape);
-        if count_i == 0 {
-            continue; // nothing to compute; the output buffer is allocated empty
+        if !written[i] || count_i == 0 {
+            continue; // not written, or nothing to compute (allocated empty)
         }
         let joinable = if key.fused {
             (earliest[i]..kernels.len()).rev().find(|&k| {
@@ -214,7 +248,7 @@ pub(crate) fn schedule(key: &GraphKey, max_outputs: usize) -> Schedule {
             }),
         }
     }
-    Schedule { kernels }
+    kernels
 }
 
 /// Marks as written the computed values that a matmul reads. A matmul

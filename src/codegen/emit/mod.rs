@@ -15,10 +15,12 @@ use crate::dtype::DType;
 use crate::graph::op::{BinaryOp, Op, UnaryOp};
 use crate::graph::{GKind, GNode};
 use crate::kernel::ir::{Arith, Buffer, Expr, Inst, Ty, Var, print_body};
-use crate::shape::{Layout, contiguous_strides, numel};
+use crate::shape::{Layout, numel};
 
 use super::exprs::*;
 use super::render::render_body;
+
+mod movement;
 use super::source::CodegenContext;
 use super::wgsl::UNIFORM_PARAMS_BYTES;
 
@@ -501,172 +503,13 @@ impl<'a> Gen<'a> {
                 };
                 self.emit("v", ty, value)
             }
-            Op::Reshape => self.value(inputs[0], idx, false, vec),
-            Op::AsStrided(layout) => {
-                let j = self.index_var(&node.shape.clone(), &layout, idx);
-                self.value(inputs[0], &j, false, vec)
-            }
-            Op::StridedScatter(layout) => {
-                let view_shape = self.nodes[inputs[1]].shape.clone();
-                let (hit, src_idx) = self.scatter_source(&view_shape, &layout, idx);
-                let old = self.value(inputs[0], idx, false, vec);
-                let new = self.value(inputs[1], &src_idx, false, vec);
-                self.emit("v", ty, Expr::select(hit, new, old))
-            }
-            Op::Pad(pads) => self.pad_value(n, &pads, base, idx, vec),
-            Op::Flip(axes) => self.flip_value(n, &axes, idx, vec),
-            Op::Gather(axis) => self.gather_value(n, axis, idx, vec),
-            Op::ScatterAdd(axis) => self.scatter_add_value(n, axis, idx),
-            Op::Reduce { .. }
-            | Op::Softmax { .. }
-            | Op::Matmul
-            | Op::Normalize
-            | Op::NormalizeBackward
-            | Op::Attention { .. } => {
+            _ if op.is_kernel_root() => {
                 unreachable!(
                     "kernel roots are computed by their own kernel and read from memory (node {n})"
                 )
             }
-            Op::Expand if vec => {
-                // Vectorised kernels only expand single values: splat.
-                let one = self.value(inputs[0], &Expr::U32(0), false, false);
-                self.emit("v", ty, Expr::Construct { ty, x: boxed(one) })
-            }
-            Op::Expand => {
-                let src_shape = self.nodes[inputs[0]].shape.clone();
-                let layout = Layout::contiguous(&src_shape).expand(&src_shape, &node.shape);
-                let j = self.index_var(&node.shape.clone(), &layout, idx);
-                self.value(inputs[0], &j, false, vec)
-            }
+            _ => self.moved_value(n, &op, base, idx, vec),
         }
-    }
-
-    /// `Pad`: the source element where `idx` falls inside it, else the
-    /// fill value (parameter `base`).
-    fn pad_value(
-        &mut self,
-        n: usize,
-        pads: &[(usize, usize)],
-        base: usize,
-        idx: &Expr,
-        vec: bool,
-    ) -> Expr {
-        let node = &self.nodes[n];
-        let (input, shape, dtype) = (node.inputs[0], node.shape.clone(), node.dtype);
-        let src_shape = self.nodes[input].shape.clone();
-        let coords = self.coords(&shape, idx);
-        let mut conds = Vec::new();
-        let mut moved = Vec::new();
-        for (d, &(before, _)) in pads.iter().enumerate() {
-            let c = coords[d].clone();
-            if before > 0 {
-                conds.push(Expr::arith(Arith::Ge, c.clone(), Expr::U32(before as u64)));
-            }
-            let end = Expr::U32((before + src_shape[d]) as u64);
-            conds.push(Expr::arith(Arith::Lt, c.clone(), end));
-            moved.push(Expr::arith(Arith::Sub, c, Expr::U32(before as u64)));
-        }
-        let inside = self.emit("h", Ty::BOOL, Expr::all(conds));
-        let j = Self::ravel(&src_shape, moved);
-        let j = self.emit("j", Ty::U32, Expr::select(inside.clone(), j, Expr::U32(0)));
-        let v = self.value(input, &j, false, vec);
-        let fill = self.param(base, dtype);
-        self.emit("v", Ty::of(dtype, vec), Expr::select(inside, v, fill))
-    }
-
-    /// `Flip`: the source element with the flipped coordinates reversed.
-    fn flip_value(&mut self, n: usize, axes: &[usize], idx: &Expr, vec: bool) -> Expr {
-        let (input, shape) = (self.nodes[n].inputs[0], self.nodes[n].shape.clone());
-        let coords = self.coords(&shape, idx);
-        let flipped: Vec<Expr> = coords
-            .into_iter()
-            .enumerate()
-            .map(|(d, c)| {
-                if axes.contains(&d) {
-                    Expr::arith(Arith::Sub, Expr::U32(shape[d] as u64 - 1), c)
-                } else {
-                    c
-                }
-            })
-            .collect();
-        let j = Self::ravel(&shape, flipped);
-        let j = self.emit("j", Ty::U32, j);
-        self.value(input, &j, false, vec)
-    }
-
-    /// `Gather`: the source element whose `axis` coordinate is the index
-    /// read at `idx` (clamped into range).
-    fn gather_value(&mut self, n: usize, axis: usize, idx: &Expr, vec: bool) -> Expr {
-        let node = &self.nodes[n];
-        let (x, index, shape) = (node.inputs[0], node.inputs[1], node.shape.clone());
-        let x_shape = self.nodes[x].shape.clone();
-        let mut coords = self.coords(&shape, idx);
-        let k = self.value(index, idx, false, false);
-        let top = x_shape[axis].max(1) as i64 - 1;
-        coords[axis] = Expr::ClampIndex {
-            k: Box::new(k),
-            top,
-        };
-        let j = Self::ravel(&x_shape, coords);
-        let j = self.emit("j", Ty::U32, j);
-        self.value(x, &j, false, vec)
-    }
-
-    /// `ScatterAdd`: the base element plus every source element along
-    /// `axis` whose index names this position (a loop over the source's
-    /// extent along `axis`).
-    fn scatter_add_value(&mut self, n: usize, axis: usize, idx: &Expr) -> Expr {
-        let node = &self.nodes[n];
-        let (inputs, shape) = (node.inputs.clone(), node.shape.clone());
-        let ty = Ty::scalar(node.dtype);
-        let src_shape = self.nodes[inputs[2]].shape.clone();
-        let coords = self.coords(&shape, idx);
-        let acc = self.fresh("acc");
-        let b = self.value(inputs[0], idx, false, false);
-        self.body.push(Inst::Declare {
-            var: acc,
-            ty,
-            init: Some(b),
-        });
-        // Only coordinates inside src's extent receive anything.
-        let inside: Vec<Expr> = (0..src_shape.len())
-            .filter(|&d| d != axis)
-            .map(|d| {
-                let size = Expr::U32(src_shape[d] as u64);
-                Expr::arith(Arith::Lt, coords[d].clone(), size)
-            })
-            .collect();
-        let counter = self.fresh("s");
-        let target = coords[axis].clone();
-        let mut src_coords = coords;
-        src_coords[axis] = Expr::Var(counter);
-        let j = Self::ravel(&src_shape, src_coords);
-        let body = self.scoped_insts(|g| {
-            let j = g.emit("j", Ty::U32, j);
-            let k = g.value(inputs[1], &j, false, false);
-            let v = g.value(inputs[2], &j, false, false);
-            let as_position = Expr::Construct {
-                ty: Ty::U32,
-                x: Box::new(k.clone()),
-            };
-            let names_this = Expr::all(vec![
-                Expr::arith(Arith::Eq, as_position, target),
-                Expr::arith(Arith::Ge, k, Expr::I32(0)),
-            ]);
-            g.body.push(Inst::If {
-                cond: names_this,
-                body: vec![Inst::Accumulate { var: acc, value: v }],
-            });
-        });
-        self.body.push(Inst::If {
-            cond: Expr::all(inside),
-            body: vec![Inst::Loop {
-                counter,
-                count: src_shape[axis],
-                body,
-            }],
-        });
-        Expr::Var(acc)
     }
 
     /// Loads node `n` at element index `idx` (group index when `vec`; a
@@ -729,132 +572,5 @@ impl<'a> Gen<'a> {
         };
         let raw = self.split_access(buffer, n, pos, vec);
         self.emit("v", ty, from_storage(raw))
-    }
-
-    /// Coordinates of row-major element `idx` of `shape`.
-    fn coords(&mut self, shape: &[usize], idx: &Expr) -> Vec<Expr> {
-        let strides = contiguous_strides(shape);
-        shape
-            .iter()
-            .zip(&strides)
-            .enumerate()
-            .map(|(d, (&size, &stride))| {
-                let outer = Expr::arith(Arith::Div, idx.clone(), Expr::U32(stride as u64));
-                if size <= 1 {
-                    Expr::U32(0)
-                } else if d == 0 {
-                    self.emit("c", Ty::U32, outer)
-                } else {
-                    let c = Expr::arith(Arith::Rem, outer, Expr::U32(size as u64));
-                    self.emit("c", Ty::U32, c)
-                }
-            })
-            .collect()
-    }
-
-    /// The row-major index of `coords` in `shape`.
-    fn ravel(shape: &[usize], coords: Vec<Expr>) -> Expr {
-        let strides = contiguous_strides(shape);
-        let terms = coords
-            .into_iter()
-            .zip(&strides)
-            .zip(shape)
-            .filter(|(_, size)| **size > 1)
-            .map(|((c, &s), _)| {
-                if s == 1 {
-                    c
-                } else {
-                    Expr::arith(Arith::Mul, c, Expr::U32(s as u64))
-                }
-            })
-            .collect();
-        Expr::sum(terms)
-    }
-
-    /// For base element `idx`, whether the strided view (`view_shape`,
-    /// `layout`) contains it and at which row-major view index. The view's
-    /// dims are peeled off in order of decreasing stride, which inverts
-    /// every non-overlapping view of a row-major base (slices with steps,
-    /// selects, permutations, diagonals).
-    fn scatter_source(
-        &mut self,
-        view_shape: &[usize],
-        layout: &Layout,
-        idx: &Expr,
-    ) -> (Expr, Expr) {
-        let view_strides = contiguous_strides(view_shape);
-        let mut dims: Vec<usize> = (0..view_shape.len())
-            .filter(|&d| view_shape[d] > 1)
-            .collect();
-        dims.sort_by(|&a, &b| layout.strides[b].cmp(&layout.strides[a]));
-        if numel(view_shape) == 0 {
-            return (Expr::template("false"), Expr::U32(0));
-        }
-        let off = Expr::U32(layout.offset as u64);
-        let mut conds = vec![Expr::arith(Arith::Ge, idx.clone(), off.clone())];
-        let mut rest = self.emit("r", Ty::U32, Expr::arith(Arith::Sub, idx.clone(), off));
-        let mut terms = Vec::new();
-        for d in dims {
-            let s = Expr::U32(layout.strides[d] as u64);
-            let c = self.emit(
-                "c",
-                Ty::U32,
-                Expr::arith(Arith::Div, rest.clone(), s.clone()),
-            );
-            rest = self.emit("r", Ty::U32, Expr::arith(Arith::Rem, rest, s));
-            let size = Expr::U32(view_shape[d] as u64);
-            conds.push(Expr::arith(Arith::Lt, c.clone(), size));
-            let stride = Expr::U32(view_strides[d] as u64);
-            terms.push(Expr::arith(Arith::Mul, c, stride));
-        }
-        conds.push(Expr::arith(Arith::Eq, rest, Expr::U32(0)));
-        let hit = self.emit("h", Ty::BOOL, Expr::all(conds));
-        // Out-of-view elements read view element 0 (and discard it).
-        let src = Expr::select(hit.clone(), Expr::sum(terms), Expr::U32(0));
-        let src_idx = self.emit("j", Ty::U32, src);
-        (hit, src_idx)
-    }
-
-    /// The buffer position of row-major element `idx` of `shape` stored
-    /// with `layout` (`idx` itself when that is the identity).
-    fn index_var(&mut self, shape: &[usize], layout: &Layout, idx: &Expr) -> Expr {
-        if numel(shape) == 0 {
-            // No element exists; the (discarded) read may go anywhere.
-            return Expr::U32(0);
-        }
-        let offset = Expr::U32(layout.offset as u64);
-        if layout.is_row_major(shape) {
-            if layout.offset == 0 {
-                return idx.clone();
-            }
-            return self.emit("j", Ty::U32, Expr::arith(Arith::Add, idx.clone(), offset));
-        }
-        let mut terms = Vec::new();
-        let mut inner = 1usize;
-        let total = numel(shape);
-        for (&dim, &stride) in shape.iter().zip(&layout.strides).rev() {
-            if dim > 1 && stride != 0 {
-                let outer = inner * dim;
-                let (inner_e, dim_e) = (Expr::U32(inner as u64), Expr::U32(dim as u64));
-                let coord = if inner == 1 {
-                    Expr::arith(Arith::Rem, idx.clone(), dim_e)
-                } else if outer >= total {
-                    Expr::arith(Arith::Div, idx.clone(), inner_e)
-                } else {
-                    let above = Expr::arith(Arith::Div, idx.clone(), inner_e);
-                    Expr::arith(Arith::Rem, above, dim_e)
-                };
-                terms.push(if stride == 1 {
-                    coord
-                } else {
-                    Expr::arith(Arith::Mul, coord, Expr::U32(stride as u64))
-                });
-            }
-            inner *= dim;
-        }
-        if layout.offset != 0 || terms.is_empty() {
-            terms.push(offset);
-        }
-        self.emit("j", Ty::U32, Expr::sum(terms))
     }
 }
