@@ -33,6 +33,11 @@ pub struct DeviceConfig {
     /// by default: on lavapipe it measured 5-8 % slower per GPT step than
     /// the three kernels, and it has not been measured on a GPU yet.
     pub fused_attention: bool,
+    /// Recompiles allowed per trace site before the next one is an
+    /// [`Error::RecompileBudget`](crate::Error::RecompileBudget)
+    /// (`LAZYWGPU_RECOMPILE_BUDGET=N`); `None`: unlimited (each recompile
+    /// is still warned about).
+    pub recompile_budget: Option<usize>,
 }
 
 /// A matmul kernel to ask for (see [`DeviceConfig::matmul`]).
@@ -60,6 +65,7 @@ impl Default for DeviceConfig {
             dump_dir: None,
             matmul: None,
             fused_attention: false,
+            recompile_budget: None,
         }
     }
 }
@@ -68,11 +74,25 @@ fn env_flag(name: &str) -> bool {
     std::env::var(name).is_ok_and(|v| !v.is_empty() && v != "0")
 }
 
+/// A count from the environment; unset or empty is `None`, and a value
+/// that is not a count is ignored with a logged warning.
+fn env_count(name: &str) -> Option<usize> {
+    let value = std::env::var(name).ok().filter(|v| !v.is_empty())?;
+    match value.parse() {
+        Ok(n) => Some(n),
+        Err(_) => {
+            log::warn!("{name}={value}: not a count; ignored");
+            None
+        }
+    }
+}
+
 impl DeviceConfig {
     /// The defaults with the environment's switches applied:
     /// `LAZYWGPU_NO_FUSION`, `LAZYWGPU_VERIFY`, `LAZYWGPU_EAGER`,
-    /// `LAZYWGPU_DUMP`, `LAZYWGPU_FUSED_ATTENTION` and `LAZYWGPU_MATMUL` (an unknown kernel name is
-    /// ignored with a logged warning).
+    /// `LAZYWGPU_DUMP`, `LAZYWGPU_FUSED_ATTENTION`,
+    /// `LAZYWGPU_RECOMPILE_BUDGET` and `LAZYWGPU_MATMUL` (an unknown
+    /// kernel name is ignored with a logged warning).
     pub fn from_env() -> DeviceConfig {
         let matmul = match std::env::var("LAZYWGPU_MATMUL").as_deref() {
             Ok("tiled") => Some(MatmulChoice::Tiled),
@@ -93,6 +113,7 @@ impl DeviceConfig {
                 .map(PathBuf::from),
             matmul,
             fused_attention: env_flag("LAZYWGPU_FUSED_ATTENTION"),
+            recompile_budget: env_count("LAZYWGPU_RECOMPILE_BUDGET"),
         }
     }
 }

@@ -60,6 +60,24 @@ pub enum Error {
         /// The generated WGSL.
         source_code: String,
     },
+    /// A trace site recompiled more often than
+    /// [`Device::set_recompile_budget`](crate::Device::set_recompile_budget)
+    /// allows.
+    #[error(
+        "recompile budget of {budget} exceeded: the graph of outputs recorded at {site} was compiled again ({count} recompiles) because {change}, recorded at {location}"
+    )]
+    RecompileBudget {
+        /// The source lines of the graph's outputs.
+        site: String,
+        /// Recompiles of this site so far, this one included.
+        count: usize,
+        /// The budget that was set.
+        budget: usize,
+        /// What changed since the last graph of this site.
+        change: String,
+        /// The source line of the node that changed.
+        location: String,
+    },
     /// The device reported an error while running or reading back.
     #[error("device error during {during}: {message}")]
     Device {

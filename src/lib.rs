@@ -74,4 +74,5 @@ pub use graph::op::{BinaryOp, ReduceOp, UnaryOp};
 pub use graph::semantics::NanResult;
 pub use metrics::{MetricsSnapshot, TimerStats};
 pub use runtime::device::{Device, mark_step};
+pub use runtime::guards::LiveTensorGroup;
 pub use tensor::{IntoDims, IntoOperand, IntoShape, Operand, Tensor};

@@ -38,13 +38,20 @@ pub const STANDARD_COUNTERS: &[&str] = &[
     "bytes_live",
     "bytes_pooled",
     "peak_bytes_live",
+    "graph_growth_warnings",
+    "leak_warnings",
 ];
+
+/// Warnings kept per device for [`MetricsSnapshot::warnings`].
+const WARNINGS_KEPT: usize = 64;
 
 /// The live counters and timers of one device.
 #[derive(Debug)]
 pub(crate) struct Metrics {
     counters: Mutex<BTreeMap<&'static str, u64>>,
     timers: Mutex<BTreeMap<&'static str, TimerState>>,
+    /// The most recent warnings (recompiles, graph growth, leaks).
+    warnings: Mutex<VecDeque<String>>,
 }
 
 #[derive(Debug, Default, Clone)]
@@ -64,7 +71,18 @@ impl Metrics {
                     .map(|&n| (n, TimerState::default()))
                     .collect(),
             ),
+            warnings: Mutex::new(VecDeque::new()),
         }
+    }
+
+    /// Logs `message` as a warning and keeps it for the snapshot.
+    pub fn warn(&self, message: String) {
+        log::warn!("lazywgpu: {message}");
+        let mut w = self.warnings.lock().unwrap_or_else(|e| e.into_inner());
+        if w.len() == WARNINGS_KEPT {
+            w.pop_front();
+        }
+        w.push_back(message);
     }
 
     /// Adds one sample to timer `name`.
@@ -113,7 +131,9 @@ impl Metrics {
     pub fn snapshot(&self) -> MetricsSnapshot {
         let c = self.counters.lock().unwrap_or_else(|e| e.into_inner());
         let t = self.timers.lock().unwrap_or_else(|e| e.into_inner());
+        let w = self.warnings.lock().unwrap_or_else(|e| e.into_inner());
         MetricsSnapshot {
+            warnings: w.iter().cloned().collect(),
             counters: c.iter().map(|(k, v)| (k.to_string(), *v)).collect(),
             timers: t
                 .iter()
@@ -149,6 +169,11 @@ impl Metrics {
         drop(c);
         let mut t = self.timers.lock().unwrap_or_else(|e| e.into_inner());
         t.values_mut().for_each(|v| *v = TimerState::default());
+        drop(t);
+        self.warnings
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .clear();
     }
 }
 
@@ -174,6 +199,7 @@ pub struct TimerStats {
 pub struct MetricsSnapshot {
     counters: BTreeMap<String, u64>,
     timers: BTreeMap<String, TimerStats>,
+    warnings: Vec<String>,
 }
 
 impl MetricsSnapshot {
@@ -195,6 +221,14 @@ impl MetricsSnapshot {
     /// The names of all timers, sorted.
     pub fn timer_names(&self) -> Vec<String> {
         self.timers.keys().cloned().collect()
+    }
+
+    /// The most recent warnings the device logged, oldest first: each
+    /// recompile after warm-up (what changed, and where), a graph that
+    /// keeps growing without `mark_step()`, tensors that leak across
+    /// steps. The last 64 are kept.
+    pub fn warnings(&self) -> &[String] {
+        &self.warnings
     }
 }
 
@@ -219,6 +253,12 @@ impl fmt::Display for MetricsSnapshot {
                 format!("{:.3?}", t.total),
                 format!("{:.3?}", t.median)
             )?;
+        }
+        if !self.warnings.is_empty() {
+            writeln!(f, "\nwarnings")?;
+            for w in &self.warnings {
+                writeln!(f, "  {w}")?;
+            }
         }
         Ok(())
     }

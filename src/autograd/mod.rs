@@ -195,6 +195,8 @@ pub(crate) fn run_backward(root: &Tensor, seed: Tensor, retain_graph: bool) {
                     f.name, f.location
                 );
             };
+            // The gradient's nodes carry the forward op's source line.
+            let _attributed = crate::graph::attribute_to(f.location);
             let out = closure(&g);
             if !retain_graph {
                 *slot = None;

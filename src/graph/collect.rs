@@ -59,62 +59,6 @@ impl GraphKey {
         self.hash(&mut h);
         h.finish()
     }
-
-    /// The first way `self` differs from `before`, in words, for the log
-    /// line that explains a recompilation.
-    pub fn first_difference(&self, before: &GraphKey) -> String {
-        if self.fused != before.fused {
-            return format!("fusion switched {}", if self.fused { "on" } else { "off" });
-        }
-        for (i, (a, b)) in self.nodes.iter().zip(&before.nodes).enumerate() {
-            let what = match &a.kind {
-                GKind::Input { slot, .. } => format!("input {slot} (node {i})"),
-                GKind::Op { op, .. } => format!("node {i} ({})", op.name()),
-            };
-            if a.shape != b.shape {
-                return format!("{what}: shape {:?} -> {:?}", b.shape, a.shape);
-            }
-            if a.dtype != b.dtype {
-                return format!("{what}: dtype {} -> {}", b.dtype, a.dtype);
-            }
-            match (&a.kind, &b.kind) {
-                (GKind::Input { layout: la, .. }, GKind::Input { layout: lb, .. }) if la != lb => {
-                    return format!("{what}: layout {lb:?} -> {la:?}");
-                }
-                (GKind::Op { op: oa, .. }, GKind::Op { op: ob, .. }) if oa != ob => {
-                    return format!("node {i}: op {} -> {}", ob.name(), oa.name());
-                }
-                (GKind::Input { .. }, GKind::Op { .. })
-                | (GKind::Op { .. }, GKind::Input { .. }) => {
-                    return format!("node {i}: stored data and a computation swapped places");
-                }
-                _ => {}
-            }
-            if a.inputs != b.inputs {
-                return format!(
-                    "{what}: reads nodes {:?} instead of {:?}",
-                    a.inputs, b.inputs
-                );
-            }
-        }
-        if self.nodes.len() != before.nodes.len() {
-            return format!(
-                "{} nodes instead of {}",
-                self.nodes.len(),
-                before.nodes.len()
-            );
-        }
-        if self.outputs != before.outputs {
-            return format!("outputs {:?} instead of {:?}", self.outputs, before.outputs);
-        }
-        if self.donatable != before.donatable {
-            return format!(
-                "inputs whose buffer can be donated changed: {:?} -> {:?}",
-                before.donatable, self.donatable
-            );
-        }
-        "no structural difference".to_string()
-    }
 }
 
 /// Nodes of the last collected graph (a capacity hint for the next).

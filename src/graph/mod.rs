@@ -2,9 +2,11 @@
 //! structural cache key.
 
 mod collect;
+mod explain;
 mod node;
 pub mod op;
 pub mod semantics;
 
 pub(crate) use collect::{GKind, GNode, Graph, GraphKey};
-pub(crate) use node::Node;
+pub(crate) use explain::Recompile;
+pub(crate) use node::{Node, attribute_to};

@@ -42,6 +42,30 @@ pub(crate) struct Pending {
     pub params: Vec<u32>,
 }
 
+thread_local! {
+    /// While a backward rule runs: the source line of the forward op it
+    /// differentiates, recorded on the gradient's nodes instead of the
+    /// rule's own line, so that recompile explanations, dumps and anomaly
+    /// errors name the user's line.
+    static SOURCE_OVERRIDE: std::cell::Cell<Option<&'static Location<'static>>> =
+        const { std::cell::Cell::new(None) };
+}
+
+/// Records `location` on every node made on this thread until the
+/// returned guard is dropped (see `SOURCE_OVERRIDE`).
+pub(crate) fn attribute_to(location: &'static Location<'static>) -> SourceGuard {
+    SourceGuard(SOURCE_OVERRIDE.with(|s| s.replace(Some(location))))
+}
+
+/// Restores the previous attribution when dropped.
+pub(crate) struct SourceGuard(Option<&'static Location<'static>>);
+
+impl Drop for SourceGuard {
+    fn drop(&mut self) {
+        SOURCE_OVERRIDE.with(|s| s.set(self.0));
+    }
+}
+
 impl Node {
     pub fn pending(
         op: Op,
@@ -51,6 +75,7 @@ impl Node {
         dtype: DType,
         location: &'static Location<'static>,
     ) -> Arc<Node> {
+        let location = SOURCE_OVERRIDE.with(|s| s.get()).unwrap_or(location);
         Arc::new(Node {
             id: NEXT_NODE_ID.fetch_add(1, Ordering::Relaxed),
             shape,
@@ -66,6 +91,7 @@ impl Node {
         dtype: DType,
         location: &'static Location<'static>,
     ) -> Arc<Node> {
+        let location = SOURCE_OVERRIDE.with(|s| s.get()).unwrap_or(location);
         Arc::new(Node {
             id: NEXT_NODE_ID.fetch_add(1, Ordering::Relaxed),
             shape,

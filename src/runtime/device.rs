@@ -11,6 +11,7 @@ use crate::graph::{Graph, Node};
 use crate::kernel::Target;
 use crate::metrics::{Metrics, MetricsSnapshot};
 use crate::runtime::gpu::{GpuCaches, GpuContext, run_graph};
+use crate::runtime::guards::{Guards, LiveTensorGroup, group_by_line};
 use crate::runtime::pool::BufferPool;
 use crate::runtime::storage::{DataBuffer, Storage};
 use crate::shape::numel;
@@ -40,6 +41,8 @@ pub(crate) struct DeviceInner {
     /// Test hook: corrupt the next GPU result (to prove verify catches it).
     corrupt_next: AtomicBool,
     gpu_caches: Mutex<GpuCaches>,
+    /// Graph-growth and leak warnings.
+    guards: Guards,
     config: DeviceConfig,
 }
 
@@ -70,7 +73,11 @@ impl Device {
                 fusion: AtomicBool::new(config.fusion),
                 verify: AtomicBool::new(config.verify),
                 corrupt_next: AtomicBool::new(false),
-                gpu_caches: Mutex::new(GpuCaches::new(config.dump_dir.clone())),
+                gpu_caches: Mutex::new(GpuCaches::new(
+                    config.dump_dir.clone(),
+                    config.recompile_budget,
+                )),
+                guards: Guards::new(),
                 config,
             }),
         }
@@ -137,7 +144,16 @@ impl Device {
             self.realize(&pending)?;
         }
         LiveTensors::after_step(&live);
+        self.inner.guards.note_step(&live, &self.inner.metrics);
         Ok(())
+    }
+
+    /// The tensors the program still holds on this device, grouped by the
+    /// source line that recorded their current values, the largest groups
+    /// first: where to look when memory grows from step to step (see also
+    /// the leak warning in [`MetricsSnapshot::warnings`]).
+    pub fn live_tensors(&self) -> Vec<LiveTensorGroup> {
+        group_by_line(&self.inner.live.handles())
     }
 
     /// Waits until all work submitted to the device has finished.
@@ -202,6 +218,22 @@ impl Device {
         self.inner.corrupt_next.store(true, Ordering::Relaxed);
     }
 
+    /// Allows each trace site (the source lines of a graph's outputs)
+    /// `budget` recompiles after its first compile; the next one fails
+    /// with [`Error::RecompileBudget`] naming the site, what changed and
+    /// the line that changed it (`None`: no limit, the default; each
+    /// recompile is still a warning in the log and in
+    /// [`MetricsSnapshot::warnings`]). The CPU reference compiles nothing,
+    /// so the budget concerns GPU devices.
+    pub fn set_recompile_budget(&self, budget: impl Into<Option<usize>>) {
+        let mut caches = self
+            .inner
+            .gpu_caches
+            .lock()
+            .unwrap_or_else(|e| e.into_inner());
+        caches.recompile_budget = budget.into();
+    }
+
     /// Whether graphs are fused.
     pub fn fusion(&self) -> bool {
         self.inner.fusion.load(Ordering::Relaxed)
@@ -231,6 +263,7 @@ impl Device {
             .inner
             .metrics
             .time("collect", || Graph::collect(nodes, self.fusion()));
+        self.inner.guards.note_graph(&graph, &self.inner.metrics);
         // Verification copies the inputs first: an output may take over an
         // input's buffer (donation).
         let verify_inputs = match &self.inner.backend {

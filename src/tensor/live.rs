@@ -47,7 +47,7 @@ impl LiveTensors {
     }
 
     /// The handles still alive.
-    fn handles(&self) -> Vec<Arc<Handle>> {
+    pub fn handles(&self) -> Vec<Arc<Handle>> {
         let mut live = self.set();
         live.handles.retain(|w| w.strong_count() > 0);
         live.prune_at = (live.handles.len() * 2).max(1024);

@@ -12,7 +12,7 @@ use crate::codegen::{
     validate_wgsl,
 };
 use crate::error::{Error, Result};
-use crate::graph::{GKind, Graph, GraphKey};
+use crate::graph::{GKind, Graph, GraphKey, Recompile};
 use crate::kernel::Target;
 use crate::metrics::Metrics;
 use crate::schedule::{
@@ -179,18 +179,23 @@ pub(crate) struct GpuCaches {
     pipelines: LruCache<String, Arc<wgpu::ComputePipeline>>,
     /// The last graph compiled for each set of output source locations, to
     /// tell a recompilation (same trace site, new structure) from a new
-    /// graph, and to say what changed.
-    by_site: LruCache<Vec<String>, GraphKey>,
+    /// graph, and to say what changed;
+    /// and how often that site recompiled.
+    by_site: LruCache<Vec<String>, (GraphKey, usize)>,
+    /// Recompiles allowed per site before a compile fails with
+    /// `Error::RecompileBudget` (`Device::set_recompile_budget`).
+    pub recompile_budget: Option<usize>,
     /// `LAZYWGPU_DUMP`: where newly compiled graphs are written.
     dump_dir: Option<std::path::PathBuf>,
 }
 
 impl GpuCaches {
-    pub fn new(dump_dir: Option<std::path::PathBuf>) -> GpuCaches {
+    pub fn new(dump_dir: Option<std::path::PathBuf>, recompile_budget: Option<usize>) -> GpuCaches {
         GpuCaches {
             executables: LruCache::new(NonZeroUsize::new(512).expect("nonzero")),
             pipelines: LruCache::new(NonZeroUsize::new(2048).expect("nonzero")),
             by_site: LruCache::new(NonZeroUsize::new(256).expect("nonzero")),
+            recompile_budget,
             dump_dir,
         }
     }
@@ -213,7 +218,7 @@ pub(super) fn executable(
     }
     metrics.add("graph_cache_misses", 1);
     let compile_start = std::time::Instant::now();
-    note_miss(caches, metrics, graph);
+    note_miss(caches, metrics, graph)?;
     let traced = graph;
     let Lowered { key, origin } = split_reductions(&traced.key);
     let graph = &traced.lowered(key, &origin);
@@ -267,32 +272,67 @@ pub(super) fn executable(
     Ok(exe)
 }
 
-/// Logs a cache miss, telling a recompilation (the same output source
-/// lines as a graph compiled before, another structure: counted in
-/// `recompiles`, with what changed) from a new graph.
-fn note_miss(caches: &mut GpuCaches, metrics: &Metrics, graph: &Graph) {
+/// Notes a cache miss, telling a recompilation (the same output source
+/// lines as a graph compiled before, another structure) from a new graph.
+/// A recompilation is counted in `recompiles` and warned about once, with
+/// what changed and the source line of the node that did; past the
+/// device's recompile budget for its site it is an
+/// `Error::RecompileBudget` instead.
+fn note_miss(caches: &mut GpuCaches, metrics: &Metrics, graph: &Graph) -> Result<()> {
     let site: Vec<String> = graph
         .key
         .outputs
         .iter()
         .map(|&o| graph.locations[o].to_string())
         .collect();
-    match caches.by_site.get(&site) {
-        Some(before) => {
-            metrics.add("recompiles", 1);
-            log::debug!(
-                "graph {:016x}: cache miss, recompiling the graph of outputs at {site:?}: {}",
-                graph.hash,
-                graph.key.first_difference(before)
-            );
-        }
-        None => log::debug!(
+    let Some((before, count)) = caches.by_site.get(&site) else {
+        log::debug!(
             "graph {:016x}: cache miss, new graph of {} nodes with outputs at {site:?}",
             graph.hash,
             graph.key.nodes.len()
-        ),
+        );
+        caches.by_site.put(site, (graph.key.clone(), 0));
+        return Ok(());
+    };
+    let explained = graph.key.explain_recompile(before);
+    if explained.warm_up {
+        log::debug!(
+            "graph {:016x}: warm-up compile of the graph of outputs at {site:?}: {}",
+            graph.hash,
+            explained.change
+        );
+        let count = *count;
+        caches.by_site.put(site, (graph.key.clone(), count));
+        return Ok(());
     }
-    caches.by_site.put(site, graph.key.clone());
+    let count = *count + 1;
+    let Recompile { node, change, .. } = explained;
+    let location = node.map_or_else(
+        || "(no single node)".to_string(),
+        |n| graph.locations[n].to_string(),
+    );
+    let mut sites: Vec<&str> = Vec::new();
+    for line in &site {
+        if !sites.contains(&line.as_str()) {
+            sites.push(line);
+        }
+    }
+    let sites = sites.join(", ");
+    metrics.add("recompiles", 1);
+    if let Some(budget) = caches.recompile_budget.filter(|&b| count > b) {
+        return Err(Error::RecompileBudget {
+            site: sites,
+            count,
+            budget,
+            change,
+            location,
+        });
+    }
+    metrics.warn(format!(
+        "recompiling the graph of outputs recorded at {sites} (recompile {count} of this site): {change}, recorded at {location}"
+    ));
+    caches.by_site.put(site, (graph.key.clone(), count));
+    Ok(())
 }
 
 /// Per node: `op file:line`, the label of its lines in dumped kernels.

@@ -1,0 +1,168 @@
+//! Why a graph was compiled again: what differs from the last graph
+//! compiled for the same trace site, in words, and the node (with its
+//! source line) where it does, for the recompile warning and
+//! `Error::RecompileBudget`.
+
+use std::collections::HashSet;
+
+use super::{GKind, GraphKey};
+use crate::dtype::DType;
+
+/// What a recompilation changed.
+#[derive(Debug, PartialEq, Eq)]
+pub(crate) struct Recompile {
+    /// Warm-up, not a change: values that were computations last time are
+    /// stored data now (a model's initial parameters after the first
+    /// step), so the graph lost nodes and gained no shape.
+    pub warm_up: bool,
+    /// The node where the change shows, if one does.
+    pub node: Option<usize>,
+    /// The change, in words.
+    pub change: String,
+}
+
+impl GraphKey {
+    /// Explains why `self` needed a compile when `before` was the last
+    /// graph of the same trace site. A value of a shape or dtype that
+    /// `before` never had (a new batch size) is named first, since the
+    /// first structural difference is often only that initial values were
+    /// stored in between.
+    pub fn explain_recompile(&self, before: &GraphKey) -> Recompile {
+        let seen: HashSet<(&[usize], DType)> = before
+            .nodes
+            .iter()
+            .map(|n| (n.shape.as_slice(), n.dtype))
+            .collect();
+        let new_value = self
+            .nodes
+            .iter()
+            .position(|n| !seen.contains(&(n.shape.as_slice(), n.dtype)));
+        if let Some(i) = new_value {
+            let node = &self.nodes[i];
+            let had = before.nodes.get(i).map_or(String::new(), |b| {
+                format!(
+                    " (node {i} of the last graph had {:?} {})",
+                    b.shape, b.dtype
+                )
+            });
+            return Recompile {
+                warm_up: false,
+                node: Some(i),
+                change: format!(
+                    "{}: a value of shape {:?} {} that the last graph did not have{had}",
+                    describe(self, i),
+                    node.shape,
+                    node.dtype
+                ),
+            };
+        }
+        let (node, change) = self.first_difference(before);
+        Recompile {
+            warm_up: self.fused == before.fused && self.nodes.len() < before.nodes.len(),
+            node,
+            change,
+        }
+    }
+
+    /// The first way `self` differs from `before`, in words, and the node
+    /// where it does (if one does), for the warning that explains a
+    /// recompilation.
+    fn first_difference(&self, before: &GraphKey) -> (Option<usize>, String) {
+        let (node, what) = self.first_node_difference(before);
+        if self.nodes.len() == before.nodes.len() {
+            return (node, what);
+        }
+        let sizes = format!(
+            "{} nodes instead of {}",
+            self.nodes.len(),
+            before.nodes.len()
+        );
+        (node, format!("{sizes}; first difference: {what}"))
+    }
+
+    /// `first_difference`, without the node counts.
+    fn first_node_difference(&self, before: &GraphKey) -> (Option<usize>, String) {
+        if self.fused != before.fused {
+            return (
+                None,
+                format!("fusion switched {}", if self.fused { "on" } else { "off" }),
+            );
+        }
+        for (i, (a, b)) in self.nodes.iter().zip(&before.nodes).enumerate() {
+            let what = describe(self, i);
+            if a.shape != b.shape {
+                return (
+                    Some(i),
+                    format!("{what}: shape {:?} -> {:?}", b.shape, a.shape),
+                );
+            }
+            if a.dtype != b.dtype {
+                return (Some(i), format!("{what}: dtype {} -> {}", b.dtype, a.dtype));
+            }
+            match (&a.kind, &b.kind) {
+                (GKind::Input { layout: la, .. }, GKind::Input { layout: lb, .. }) if la != lb => {
+                    return (Some(i), format!("{what}: layout {lb:?} -> {la:?}"));
+                }
+                (GKind::Op { op: oa, .. }, GKind::Op { op: ob, .. }) if oa != ob => {
+                    return (
+                        Some(i),
+                        format!("node {i}: op {} -> {}", ob.name(), oa.name()),
+                    );
+                }
+                (GKind::Input { .. }, GKind::Op { .. })
+                | (GKind::Op { .. }, GKind::Input { .. }) => {
+                    return (
+                        Some(i),
+                        format!("node {i}: stored data and a computation swapped places"),
+                    );
+                }
+                _ => {}
+            }
+            if a.inputs != b.inputs {
+                return (
+                    Some(i),
+                    format!(
+                        "{what}: reads nodes {:?} instead of {:?}",
+                        a.inputs, b.inputs
+                    ),
+                );
+            }
+        }
+        if self.nodes.len() != before.nodes.len() {
+            // The first node past the shorter graph is where it grew.
+            let first_new = (self.nodes.len() > before.nodes.len()).then_some(before.nodes.len());
+            return (
+                first_new,
+                format!(
+                    "{} nodes instead of {}",
+                    self.nodes.len(),
+                    before.nodes.len()
+                ),
+            );
+        }
+        if self.outputs != before.outputs {
+            return (
+                None,
+                format!("outputs {:?} instead of {:?}", self.outputs, before.outputs),
+            );
+        }
+        if self.donatable != before.donatable {
+            return (
+                None,
+                format!(
+                    "inputs whose buffer can be donated changed: {:?} -> {:?}",
+                    before.donatable, self.donatable
+                ),
+            );
+        }
+        (None, "no structural difference".to_string())
+    }
+}
+
+/// `input 3 (node 5)` or `node 5 (matmul)`.
+fn describe(key: &GraphKey, i: usize) -> String {
+    match &key.nodes[i].kind {
+        GKind::Input { slot, .. } => format!("input {slot} (node {i})"),
+        GKind::Op { op, .. } => format!("node {i} ({})", op.name()),
+    }
+}

@@ -1,0 +1,226 @@
+//! The runtime tells the user what went wrong and where: recompiles are
+//! explained (and can be capped), a graph that keeps growing without
+//! `mark_step()` is reported with the line that extends it, and tensors
+//! kept alive across steps are reported with the lines that made them.
+
+mod common;
+
+use lazywgpu::{Device, Error, Tensor};
+
+/// One training step of a 784-32-10 MLP on a batch of `batch` (fixed
+/// data): forward, loss, backward, SGD update, `mark_step`. Returns the
+/// loss.
+fn mlp_step(dev: &Device, w1: &Tensor, w2: &Tensor, batch: usize) -> lazywgpu::Result<f32> {
+    let x = batch_of(dev, batch);
+    let h = x.matmul(w1).relu();
+    let y = h.matmul(w2);
+    let loss = (&y * &y).mean_all();
+    loss.backward();
+    lazywgpu::no_grad(|| {
+        for w in [w1, w2] {
+            let g = w.grad().expect("a gradient");
+            w.sub_(&(&g * 0.01));
+            w.zero_grad();
+        }
+    });
+    dev.mark_step()?;
+    loss.item::<f32>()
+}
+
+/// The input batch (its line is the one a batch-size change changes).
+fn batch_of(dev: &Device, batch: usize) -> Tensor {
+    let data: Vec<f32> = (0..batch * 784).map(|i| ((i % 97) as f32) / 97.0).collect();
+    Tensor::from_vec(data, [batch, 784], dev).expect("data")
+}
+
+fn weights(dev: &Device) -> (Tensor, Tensor) {
+    dev.manual_seed(3);
+    let w1 = &Tensor::randn([784, 32], dev) * 0.05;
+    let w2 = &Tensor::randn([32, 10], dev) * 0.05;
+    w1.requires_grad_(true);
+    w2.requires_grad_(true);
+    (w1, w2)
+}
+
+#[test]
+fn a_recompile_is_explained_with_what_changed_and_where() {
+    let Some(dev) = common::gpu() else { return };
+    let (w1, w2) = weights(&dev);
+    // The second step compiles again (the initial weights are stored now):
+    // warm-up, not warned about.
+    mlp_step(&dev, &w1, &w2, 64).unwrap();
+    mlp_step(&dev, &w1, &w2, 64).unwrap();
+    mlp_step(&dev, &w1, &w2, 64).unwrap();
+    assert!(dev.metrics().warnings().is_empty(), "{}", dev.metrics());
+    assert_eq!(dev.metrics().counter("recompiles"), 0);
+    mlp_step(&dev, &w1, &w2, 50).unwrap();
+    let metrics = dev.metrics();
+    let warning = metrics
+        .warnings()
+        .iter()
+        .find(|w| w.contains("recompiling"))
+        .unwrap_or_else(|| panic!("no recompile warning: {metrics}"));
+    assert!(warning.contains("50"), "{warning}");
+    assert!(warning.contains("64"), "{warning}");
+    assert!(warning.contains("tests/runtime_guards.rs:"), "{warning}");
+    assert!(metrics.counter("recompiles") >= 1);
+}
+
+#[test]
+fn the_recompile_budget_turns_the_next_recompile_into_an_error_naming_the_line() {
+    let Some(dev) = common::gpu() else { return };
+    dev.set_recompile_budget(1);
+    let (w1, w2) = weights(&dev);
+    mlp_step(&dev, &w1, &w2, 64).unwrap();
+    mlp_step(&dev, &w1, &w2, 50).unwrap(); // recompile 1: within the budget
+    let err = mlp_step(&dev, &w1, &w2, 33).expect_err("recompile 2 is over the budget");
+    let Error::RecompileBudget {
+        count,
+        budget,
+        change,
+        location,
+        ..
+    } = &err
+    else {
+        panic!("wanted RecompileBudget, got {err}");
+    };
+    assert_eq!((*count, *budget), (2, 1));
+    assert!(change.contains("33"), "{change}");
+    assert!(location.starts_with("tests/runtime_guards.rs:"), "{err}");
+    assert!(err.to_string().contains(location.as_str()));
+    // Lifting the budget lets it compile.
+    dev.set_recompile_budget(None);
+    let loss = mlp_step(&dev, &w1, &w2, 33).unwrap();
+    assert!(loss.is_finite());
+}
+
+/// `w -= 0.01 * g` in a loop that reads a value of `w` every 100
+/// iterations and never calls `mark_step()`: each read runs the whole
+/// history. Returns the device's graph-growth warnings.
+fn update_loop(step_barrier: bool) -> Option<Vec<String>> {
+    let dev = common::gpu()?;
+    let w = Tensor::randn([256], &dev);
+    for i in 0..300 {
+        let g = &w * 2.0;
+        w.sub_(&(&g * 0.005));
+        if step_barrier {
+            dev.mark_step().unwrap();
+        }
+        if i % 100 == 99 {
+            let total = w.sum_all().item::<f32>().unwrap();
+            assert!(total.is_finite());
+        }
+    }
+    let metrics = dev.metrics();
+    assert_eq!(
+        metrics.counter("graph_growth_warnings") as usize,
+        metrics
+            .warnings()
+            .iter()
+            .filter(|w| w.contains("keeps growing"))
+            .count()
+    );
+    Some(
+        metrics
+            .warnings()
+            .iter()
+            .filter(|w| w.contains("keeps growing"))
+            .cloned()
+            .collect(),
+    )
+}
+
+#[test]
+fn a_graph_that_keeps_growing_is_reported_once_with_the_line_extending_it() {
+    let Some(warnings) = update_loop(false) else {
+        return;
+    };
+    assert_eq!(warnings.len(), 1, "{warnings:?}");
+    // The line of `w.sub_(..)` in `update_loop`, and the advice.
+    let line = format!(
+        "tests/runtime_guards.rs:{}",
+        line_of("w.sub_(&(&g * 0.005));")
+    );
+    assert!(warnings[0].contains(&line), "{line} not in {}", warnings[0]);
+    assert!(warnings[0].contains("mark_step()"), "{}", warnings[0]);
+}
+
+#[test]
+fn a_loop_with_a_step_barrier_is_not_reported() {
+    let Some(warnings) = update_loop(true) else {
+        return;
+    };
+    assert!(warnings.is_empty(), "{warnings:?}");
+}
+
+/// The 1-based line of this file whose text (trimmed) is `text`.
+fn line_of(text: &str) -> usize {
+    let source = include_str!("runtime_guards.rs");
+    source
+        .lines()
+        .position(|l| l.trim() == text)
+        .map(|i| i + 1)
+        .unwrap_or_else(|| panic!("no line {text:?}"))
+}
+
+/// A small training loop that keeps each step's loss tensor (`keep`) or
+/// only its value. Returns the leak warnings and the live tensors' groups.
+fn training_loop(dev: &Device, keep: bool) -> (Vec<String>, Vec<lazywgpu::LiveTensorGroup>) {
+    let w = Tensor::randn([16, 4], dev);
+    w.requires_grad_(true);
+    let x = Tensor::randn([8, 16], dev);
+    let mut history: Vec<Tensor> = Vec::new();
+    let mut values: Vec<f32> = Vec::new();
+    for _ in 0..20 {
+        let y = x.matmul(&w);
+        let loss = (&y * &y).sum_all();
+        loss.backward();
+        lazywgpu::no_grad(|| {
+            let g = w.grad().expect("a gradient");
+            w.sub_(&(&g * 0.01));
+            w.zero_grad();
+        });
+        dev.mark_step().unwrap();
+        if keep {
+            history.push(loss);
+        } else {
+            values.push(loss.item::<f32>().unwrap());
+        }
+    }
+    let warnings = dev
+        .metrics()
+        .warnings()
+        .iter()
+        .filter(|w| w.contains("live tensors grew"))
+        .cloned()
+        .collect();
+    (warnings, dev.live_tensors())
+}
+
+#[test]
+fn tensors_kept_across_steps_are_reported_with_the_line_that_made_them() {
+    for dev in common::devices() {
+        let (warnings, groups) = training_loop(&dev, true);
+        assert_eq!(warnings.len(), 1, "{}: {warnings:?}", dev.name());
+        let line = format!(
+            "tests/runtime_guards.rs:{}",
+            line_of("let loss = (&y * &y).sum_all();")
+        );
+        assert!(warnings[0].contains(&line), "{line} not in {}", warnings[0]);
+        // live_tensors: the kept losses are the largest group, by line.
+        assert!(groups[0].location.starts_with(&line), "{groups:?}");
+        assert_eq!(groups[0].count, 20, "{groups:?}");
+        assert_eq!(groups[0].bytes, 20 * 4);
+        assert_eq!(dev.metrics().counter("leak_warnings"), 1);
+    }
+}
+
+#[test]
+fn a_clean_training_loop_is_not_reported() {
+    for dev in common::devices() {
+        let (warnings, groups) = training_loop(&dev, false);
+        assert!(warnings.is_empty(), "{}: {warnings:?}", dev.name());
+        assert!(groups.iter().all(|g| g.count < 20), "{groups:?}");
+        assert_eq!(dev.metrics().counter("leak_warnings"), 0);
+    }
+}
