@@ -38,6 +38,13 @@ pub struct DeviceConfig {
     /// (`LAZYWGPU_RECOMPILE_BUDGET=N`); `None`: unlimited (each recompile
     /// is still warned about).
     pub recompile_budget: Option<usize>,
+    /// Anomaly mode (`LAZYWGPU_CHECK=1`): every kernel also reports NaN
+    /// or infinity produced from finite values, and indices out of range;
+    /// the first is an [`Error::NonFinite`](crate::Error::NonFinite) or
+    /// [`Error::IndexOutOfRange`](crate::Error::IndexOutOfRange) naming
+    /// the op and its source line. Each checked graph waits for the
+    /// device. Off: nothing is checked and nothing costs.
+    pub checks: bool,
 }
 
 /// A matmul kernel to ask for (see [`DeviceConfig::matmul`]).
@@ -66,6 +73,7 @@ impl Default for DeviceConfig {
             matmul: None,
             fused_attention: false,
             recompile_budget: None,
+            checks: false,
         }
     }
 }
@@ -90,7 +98,7 @@ fn env_count(name: &str) -> Option<usize> {
 impl DeviceConfig {
     /// The defaults with the environment's switches applied:
     /// `LAZYWGPU_NO_FUSION`, `LAZYWGPU_VERIFY`, `LAZYWGPU_EAGER`,
-    /// `LAZYWGPU_DUMP`, `LAZYWGPU_FUSED_ATTENTION`,
+    /// `LAZYWGPU_DUMP`, `LAZYWGPU_FUSED_ATTENTION`, `LAZYWGPU_CHECK`,
     /// `LAZYWGPU_RECOMPILE_BUDGET` and `LAZYWGPU_MATMUL` (an unknown
     /// kernel name is ignored with a logged warning).
     pub fn from_env() -> DeviceConfig {
@@ -114,6 +122,7 @@ impl DeviceConfig {
             matmul,
             fused_attention: env_flag("LAZYWGPU_FUSED_ATTENTION"),
             recompile_budget: env_count("LAZYWGPU_RECOMPILE_BUDGET"),
+            checks: env_flag("LAZYWGPU_CHECK"),
         }
     }
 }

@@ -78,6 +78,29 @@ pub enum Error {
         /// The source line of the node that changed.
         location: String,
     },
+    /// Anomaly mode ([`Device::set_checks`](crate::Device::set_checks)):
+    /// an op produced NaN or infinity from finite values (or a kernel
+    /// root, such as a reduction or matmul, produced NaN).
+    #[error("anomaly: {op} recorded at {location} produced {what}")]
+    NonFinite {
+        /// The op (`log`, `div`, `matmul`, ...).
+        op: &'static str,
+        /// Where the user's code recorded it.
+        location: String,
+        /// What it produced (`NaN or infinity`, or a value on the CPU).
+        what: String,
+    },
+    /// Anomaly mode: an indexing op (`index_select`, `gather`,
+    /// `embedding`, `scatter_add`) read an index outside its axis.
+    #[error("anomaly: {op} recorded at {location} read an index out of range: {detail}")]
+    IndexOutOfRange {
+        /// The op (`gather` for every read by index, `scatter_add`).
+        op: &'static str,
+        /// Where the user's code recorded it.
+        location: String,
+        /// The index and the axis length where known.
+        detail: String,
+    },
     /// The device reported an error while running or reading back.
     #[error("device error during {during}: {message}")]
     Device {

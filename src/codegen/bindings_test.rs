@@ -14,8 +14,13 @@ use crate::{Device, DeviceConfig, Tensor};
 /// Every kernel (and packing kernel) of the graph computing `outputs`, as
 /// the runtime would generate them.
 fn kernels_of(outputs: &[&Tensor], target: &Target) -> Vec<KernelSource> {
+    kernels_checked(outputs, target, false)
+}
+
+/// `kernels_of`, in anomaly mode when `checked`.
+fn kernels_checked(outputs: &[&Tensor], target: &Target, checked: bool) -> Vec<KernelSource> {
     let nodes: Vec<_> = outputs.iter().map(|t| t.node()).collect();
-    let graph = Graph::collect(&nodes, true);
+    let graph = Graph::collect_with(&nodes, true, checked);
     let key = &split_reductions(&graph.key).key;
     let mut stored: Vec<bool> = key
         .nodes
@@ -92,6 +97,7 @@ fn expected(source: &KernelSource) -> Vec<(u32, String)> {
                 Binding::Write { .. } => "storage rw",
                 Binding::Texture { write: true, .. } => "texture w",
                 Binding::Texture { write: false, .. } => "texture",
+                Binding::Checks => "storage rw",
             };
             (i as u32, kind.to_string())
         })
@@ -99,7 +105,11 @@ fn expected(source: &KernelSource) -> Vec<(u32, String)> {
 }
 
 fn check(outputs: &[&Tensor], target: &Target, what: &str) -> usize {
-    let kernels = kernels_of(outputs, target);
+    check_mode(outputs, target, what, false)
+}
+
+fn check_mode(outputs: &[&Tensor], target: &Target, what: &str, checked: bool) -> usize {
+    let kernels = kernels_checked(outputs, target, checked);
     for (k, source) in kernels.iter().enumerate() {
         assert_eq!(
             declared(&source.wgsl),
@@ -155,6 +165,18 @@ fn declared_bindings_are_the_binding_list_for_every_template() {
     };
     let y = (&x * 2.0 + &x.t().reshape([64, 128])).exp();
     check(&[&y, &x.sum_all()], &tiny, "buffers in parts");
+    // Anomaly mode: each kernel that checks binds the flags last (after
+    // the lane matmul's textures too).
+    for (t, what) in &cases {
+        check_mode(&[t], &lavapipe, what, true);
+    }
+    let index = Tensor::from_vec(vec![1i32, 0], [2], &dev).expect("index");
+    check_mode(&[&x.index_select(0, &index)], &lavapipe, "gather", true);
+    let checked = kernels_checked(&[&(&x * 2.0).log()], &lavapipe, true);
+    assert!(
+        checked.iter().all(|k| k.checks),
+        "every kernel checks its log"
+    );
 }
 
 /// The strategy each kernel was generated with, for the workloads whose

@@ -385,5 +385,6 @@ fn pack(
         textures: vec![TextureUse { slot, write: true }],
         scratch: Vec::new(),
         packs: Vec::new(),
+        checks: false,
     }
 }

@@ -5,7 +5,7 @@
 use std::fmt::{self, Write};
 
 use crate::dtype::DType;
-use crate::kernel::ir::{Buffer, Expr, Inst, Ty};
+use crate::kernel::ir::{Buffer, Check, Expr, Inst, Ty};
 
 use super::exprs::{binary_expr, cast_expr, lit, unary_expr, value_type};
 
@@ -186,11 +186,59 @@ pub(crate) fn render_body(body: &[Inst], origins: Option<&[String]>, out: &mut S
                 render_body(body, origins, out);
                 writeln!(out, "    }}")
             }
+            Inst::Check { check, node } => {
+                let code = u32::MAX - *node as u32;
+                writeln!(
+                    out,
+                    "    if ({}) {{ atomicMax(&checks[{}], {code}u); }}",
+                    check_condition(check),
+                    check.slot()
+                )
+            }
             Inst::Template(text) => {
                 out.push_str(text);
                 Ok(())
             }
         };
+    }
+}
+
+/// The WGSL condition under which `check` fails.
+fn check_condition(check: &Check) -> String {
+    // NaN or infinity, tested on the exponent bits (comparisons may
+    // assume NaN away): a bool, or four for a vec4.
+    let nonfinite = |e: &Expr, vec: bool| {
+        if vec {
+            format!(
+                "((bitcast<vec4<u32>>({e}) & vec4<u32>(0x7f800000u)) == vec4<u32>(0x7f800000u))"
+            )
+        } else {
+            format!("((bitcast<u32>({e}) & 0x7f800000u) == 0x7f800000u)")
+        }
+    };
+    match check {
+        Check::NonFinite { value, inputs, vec } => {
+            let produced = nonfinite(value, *vec);
+            let (or, not_any) = if *vec { (" | ", "any") } else { (" || ", "") };
+            let cond = if inputs.is_empty() {
+                produced
+            } else {
+                let seen: Vec<String> = inputs.iter().map(|i| nonfinite(i, *vec)).collect();
+                format!("{produced} && !({})", seen.join(or))
+            };
+            // Lanes compare as vectors of bools: `&` keeps them per lane.
+            let cond = if *vec {
+                cond.replace(" && ", " & ")
+            } else {
+                cond
+            };
+            format!("{not_any}({cond})")
+        }
+        Check::Nan { value, vec } => {
+            let nan = super::exprs::is_nan(&value.to_string(), *vec);
+            if *vec { format!("any({nan})") } else { nan }
+        }
+        Check::Index { index, size } => format!("{index} < 0i || {index} >= {size}i"),
     }
 }
 

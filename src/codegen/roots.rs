@@ -18,7 +18,7 @@ use super::wgsl::{CodegenContext, KernelSource, TextureUse};
 use crate::dtype::DType;
 use crate::graph::GraphKey;
 use crate::graph::op::Op;
-use crate::kernel::ir::Expr;
+use crate::kernel::ir::{Check, Expr};
 use crate::kernel::{MatmulKernel, Strategy};
 
 /// Generates the kernel of `root` (a reduction, softmax or matmul). It
@@ -38,6 +38,7 @@ pub(crate) fn generate_root_kernel(
     }
     outputs.extend_from_slice(epilogue);
     let mut g = Gen::new(&key.nodes, stored, &[], cx);
+    g.set_checks(key.checked);
     let crate::graph::GKind::Op { op, .. } = &key.nodes[root].kind else {
         unreachable!("kernel roots are ops")
     };
@@ -116,7 +117,9 @@ pub(crate) fn generate_root_kernel(
         textures,
         scratch,
         packs,
+        checks: false,
     }
+    .declare_checks(g.uses_checks())
 }
 
 /// Code that computes every output's value at `idx` (the root's value there
@@ -131,6 +134,10 @@ pub(super) fn stores(
 ) -> String {
     g.scoped(|g| {
         g.seed(root, idx, result.clone());
+        if key.nodes[root].dtype == DType::F32 {
+            let value = result.clone();
+            g.check(Check::Nan { value, vec: false }, root);
+        }
         for (k, &o) in outputs.iter().enumerate() {
             let v = g.value(o, idx, true, false);
             let v = if key.nodes[o].dtype == DType::Bool {

@@ -9,7 +9,7 @@ use super::exprs::{nan_extremum, softmax_guard};
 use super::wgsl::{WORKGROUP_SIZE, kernel_main, vectorizable};
 use crate::dtype::DType;
 use crate::graph::GraphKey;
-use crate::kernel::ir::{Expr, Ty};
+use crate::kernel::ir::{Check, Expr, Ty};
 use crate::kernel::{SoftmaxStrategy, choose_softmax};
 use crate::shape::numel;
 
@@ -170,6 +170,8 @@ fn softmax_per_thread_vec4(
             Expr::template(softmax_guard(&expr, "m", "s", true)),
         );
         if whole_vec4 {
+            let value = y.clone();
+            g.check(Check::Nan { value, vec: true }, root);
             let st = g.store(0, root, i, y, true);
             g.push(st);
             return;

@@ -62,6 +62,8 @@ pub(crate) struct KernelSource {
     /// Kernels dispatched right before this one, writing its scratch
     /// textures (a matmul's operand packing).
     pub packs: Vec<KernelSource>,
+    /// Anomaly mode: the kernel binds the run's `checks` flags last.
+    pub checks: bool,
 }
 
 /// A scratch texture a kernel binds: entry `slot` of the owning kernel's
@@ -103,6 +105,20 @@ impl KernelSource {
             .chain(reads)
             .chain(writes)
             .chain(textures)
+            .chain(self.checks.then_some(Binding::Checks))
+    }
+
+    /// Marks the kernel as checking (anomaly mode) and declares its
+    /// `checks` binding after every other.
+    pub fn declare_checks(mut self, on: bool) -> KernelSource {
+        if on {
+            let binding = self.bindings().count();
+            self.wgsl.push_str(&format!(
+                "@group(0) @binding({binding}) var<storage, read_write> checks: array<atomic<u32>, 2>;\n"
+            ));
+            self.checks = true;
+        }
+        self
     }
 
     /// Storage and uniform bindings of this kernel alone (a buffer bound

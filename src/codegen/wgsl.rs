@@ -63,6 +63,7 @@ pub(crate) fn lower_kernel<'a>(
             .iter()
             .all(|&o| vectorizable(&key.nodes, o, stored, true));
     let mut g = Gen::new(&key.nodes, stored, aliases, cx);
+    g.set_checks(key.checked);
     let gi = Expr::template("gi");
     let mut stores = Vec::new();
     for (k, &o) in outputs.iter().enumerate() {
@@ -127,7 +128,9 @@ impl ElementwiseKernel<'_> {
             textures: Vec::new(),
             scratch: Vec::new(),
             packs: Vec::new(),
+            checks: false,
         }
+        .declare_checks(g.uses_checks())
     }
 }
 
@@ -275,6 +278,7 @@ mod tests {
             outputs: vec![nodes.len() - 1],
             nodes,
             fused: true,
+            checked: false,
             donatable: vec![false],
         }
     }

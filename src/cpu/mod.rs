@@ -5,6 +5,7 @@
 //! no adapter exists. Its semantics follow PyTorch's where WGSL's leave a
 //! case open (pow of negative bases, round half to even).
 
+mod checks;
 mod indexing;
 mod reduce;
 pub(crate) mod rng;
@@ -125,13 +126,12 @@ pub(crate) fn run_graph(graph: &Graph) -> Result<Vec<Storage>> {
             }
             GKind::Op { op, param_base } => {
                 let p = &graph.params[*param_base..];
-                eval(
-                    op,
-                    n.dtype,
-                    &n.shape,
-                    p,
-                    &(0..n.inputs.len()).map(get).collect::<Vec<_>>(),
-                )
+                let inputs: Vec<&Arr> = (0..n.inputs.len()).map(get).collect();
+                let value = eval(op, n.dtype, &n.shape, p, &inputs);
+                if graph.key.checked {
+                    checks::check(graph, i, &value, &inputs)?;
+                }
+                value
             }
         };
         values[i] = Some(value);

@@ -42,6 +42,9 @@ pub(crate) struct GraphKey {
     pub outputs: Vec<usize>,
     /// Whether fusion was on when it was scheduled.
     pub fused: bool,
+    /// Anomaly mode: kernels also report NaN or infinity produced from
+    /// finite values, and indices out of range.
+    pub checked: bool,
     /// Per input slot: whether its buffer may be taken over by an output
     /// (nothing outside this graph can read the old value again).
     pub donatable: Vec<bool>,
@@ -107,9 +110,15 @@ impl Graph {
         }
     }
 
+    /// Collects the graph that computes `outputs`, unchecked.
+    pub fn collect(outputs: &[Arc<Node>], fused: bool) -> Graph {
+        Graph::collect_with(outputs, fused, false)
+    }
+
     /// Collects the graph that computes `outputs`. Pending nodes become ops;
     /// stored nodes become inputs. Duplicate outputs are kept once.
-    pub fn collect(outputs: &[Arc<Node>], fused: bool) -> Graph {
+    /// `checked`: anomaly mode (see `GraphKey::checked`).
+    pub fn collect_with(outputs: &[Arc<Node>], fused: bool, checked: bool) -> Graph {
         let mut c = Collector::sized_like_last_graph();
         let mut output_nodes: Vec<Arc<Node>> = Vec::new();
         let mut output_indices = Vec::new();
@@ -132,6 +141,7 @@ impl Graph {
             nodes: c.nodes,
             outputs: output_indices,
             fused,
+            checked,
             donatable,
         };
         let hash = key.structural_hash();

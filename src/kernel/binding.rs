@@ -16,6 +16,9 @@ pub(crate) enum Binding {
     /// Scratch texture `slot` of the kernel, as a write-only storage
     /// texture (`write`) or a sampled one.
     Texture { slot: usize, write: bool },
+    /// Anomaly mode: the run's two flag words (`array<atomic<u32>, 2>`),
+    /// always last.
+    Checks,
 }
 
 impl Binding {
@@ -38,6 +41,7 @@ impl Binding {
             } => "params (storage)".to_string(),
             Binding::Read { node, part: p } => format!("read n{node}{}", part(p)),
             Binding::Write { node, part: p } => format!("write n{node}{}", part(p)),
+            Binding::Checks => "checks (anomaly flags)".to_string(),
             Binding::Texture { slot, write } => {
                 format!(
                     "texture {slot} ({})",

@@ -249,8 +249,39 @@ pub(crate) enum Inst {
         count: usize,
         body: Vec<Inst>,
     },
+    /// Anomaly mode: flags `node` in the kernel's `checks` buffer when
+    /// `check` fails.
+    Check { check: Check, node: usize },
     /// A statement of the surrounding template.
     Template(String),
+}
+
+/// What anomaly mode checks of a value (see `Device::set_checks`).
+#[derive(Clone, Debug, PartialEq)]
+pub(crate) enum Check {
+    /// `value` is NaN or infinite where none of `inputs` is: the op
+    /// produced it.
+    NonFinite {
+        value: Expr,
+        inputs: Vec<Expr>,
+        vec: bool,
+    },
+    /// `value` (a kernel root's result) is NaN.
+    Nan { value: Expr, vec: bool },
+    /// The `i32` index `index` lies outside `0..size`.
+    Index { index: Expr, size: usize },
+}
+
+impl Check {
+    /// The word of the `checks` buffer it flags: 0 for values, 1 for
+    /// indices. Each holds `u32::MAX - node` of the earliest node flagged
+    /// (an atomic maximum over a buffer cleared to zero).
+    pub fn slot(&self) -> usize {
+        match self {
+            Check::NonFinite { .. } | Check::Nan { .. } => 0,
+            Check::Index { .. } => 1,
+        }
+    }
 }
 
 /// Whether `body` reads a donated input from an output binding anywhere
@@ -302,7 +333,7 @@ pub(crate) fn reads_output_elsewhere(body: &[Inst], own: &Expr) -> bool {
         Inst::Store { index, value, .. } => in_expr(index, own) || in_expr(value, own),
         Inst::If { cond, body } => in_expr(cond, own) || reads_output_elsewhere(body, own),
         Inst::Loop { body, .. } => reads_output_elsewhere(body, own),
-        Inst::Template(_) => false,
+        Inst::Check { .. } | Inst::Template(_) => false,
     })
 }
 
@@ -447,6 +478,16 @@ pub(crate) fn print_body(body: &[Inst], depth: usize, out: &mut String) {
                 let _ = writeln!(out, "{pad}for {counter} in 0..{count} {{");
                 print_body(body, depth + 1, out);
                 writeln!(out, "{pad}}}")
+            }
+            Inst::Check { check, node } => {
+                let what = match check {
+                    Check::NonFinite { value, .. } => format!("finite {}", IrExpr(value)),
+                    Check::Nan { value, .. } => format!("not nan {}", IrExpr(value)),
+                    Check::Index { index, size } => {
+                        format!("{} in 0..{size}", IrExpr(index))
+                    }
+                };
+                writeln!(out, "{pad}check {what}  ; n{node}")
             }
             Inst::Template(text) => writeln!(out, "{pad}template `{}`", text.trim()),
         };

@@ -38,6 +38,8 @@ pub(crate) struct DeviceInner {
     live: LiveTensors,
     fusion: AtomicBool,
     verify: AtomicBool,
+    /// Anomaly mode (see `DeviceConfig::checks`).
+    checks: AtomicBool,
     /// Test hook: corrupt the next GPU result (to prove verify catches it).
     corrupt_next: AtomicBool,
     gpu_caches: Mutex<GpuCaches>,
@@ -72,6 +74,7 @@ impl Device {
                 live: LiveTensors::new(),
                 fusion: AtomicBool::new(config.fusion),
                 verify: AtomicBool::new(config.verify),
+                checks: AtomicBool::new(config.checks),
                 corrupt_next: AtomicBool::new(false),
                 gpu_caches: Mutex::new(GpuCaches::new(
                     config.dump_dir.clone(),
@@ -234,6 +237,24 @@ impl Device {
         caches.recompile_budget = budget.into();
     }
 
+    /// Turns anomaly mode on or off (as `LAZYWGPU_CHECK=1` does): every
+    /// kernel also reports whether an op produced NaN or infinity from
+    /// finite values (kernel roots such as reductions and matmuls: NaN)
+    /// and whether an indexing op read an index out of range; the first
+    /// such op (in graph order) makes the step or read that ran it return
+    /// [`Error::NonFinite`] or [`Error::IndexOutOfRange`] with the op and
+    /// the source line that recorded it. Checked graphs compile apart from
+    /// unchecked ones and wait for the device; with the mode off nothing
+    /// is checked and nothing costs. The CPU reference checks the same.
+    pub fn set_checks(&self, on: bool) {
+        self.inner.checks.store(on, Ordering::Relaxed);
+    }
+
+    /// Whether anomaly mode is on (see [`Device::set_checks`]).
+    pub fn checks(&self) -> bool {
+        self.inner.checks.load(Ordering::Relaxed)
+    }
+
     /// Whether graphs are fused.
     pub fn fusion(&self) -> bool {
         self.inner.fusion.load(Ordering::Relaxed)
@@ -259,10 +280,9 @@ impl Device {
     /// `realize`, also copying the first node's result into `readback`
     /// (a staging buffer of its size) in the same submission.
     fn realize_reading(&self, nodes: &[Arc<Node>], readback: Option<&wgpu::Buffer>) -> Result<()> {
-        let graph = self
-            .inner
-            .metrics
-            .time("collect", || Graph::collect(nodes, self.fusion()));
+        let graph = self.inner.metrics.time("collect", || {
+            Graph::collect_with(nodes, self.fusion(), self.checks())
+        });
         self.inner.guards.note_graph(&graph, &self.inner.metrics);
         // Verification copies the inputs first: an output may take over an
         // input's buffer (donation).

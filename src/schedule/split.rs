@@ -103,6 +103,7 @@ pub(crate) fn split_reductions(key: &GraphKey) -> Lowered {
             nodes,
             outputs: key.outputs.iter().map(|&o| new_index[o]).collect(),
             fused: key.fused,
+            checked: key.checked,
             donatable: key.donatable.clone(),
         },
         origin,

@@ -14,7 +14,7 @@ use std::fmt::Write;
 use crate::dtype::DType;
 use crate::graph::op::{BinaryOp, Op, UnaryOp};
 use crate::graph::{GKind, GNode};
-use crate::kernel::ir::{Arith, Buffer, Expr, Inst, Ty, Var, print_body};
+use crate::kernel::ir::{Arith, Buffer, Check, Expr, Inst, Ty, Var, print_body};
 use crate::shape::{Layout, numel};
 
 use super::exprs::*;
@@ -82,6 +82,10 @@ pub(crate) struct Gen<'a> {
     /// The IR of the blocks a template lowered and printed into its text
     /// (`scoped`), for dumps.
     ir_listing: String,
+    /// Anomaly mode: values and indices are checked (`Inst::Check`).
+    checks: bool,
+    /// Whether a check was lowered (the kernel then binds `checks`).
+    uses_checks: bool,
 }
 
 impl<'a> Gen<'a> {
@@ -105,6 +109,8 @@ impl<'a> Gen<'a> {
             aliases,
             cx: *cx,
             ir_listing: String::new(),
+            checks: false,
+            uses_checks: false,
         }
     }
 
@@ -264,6 +270,53 @@ impl<'a> Gen<'a> {
         }
     }
 
+    /// Turns anomaly checks on for what is lowered from now on.
+    pub fn set_checks(&mut self, on: bool) {
+        self.checks = on;
+    }
+
+    /// Whether the kernel checks anything (and so binds `checks`).
+    pub fn uses_checks(&self) -> bool {
+        self.uses_checks
+    }
+
+    /// Lowers `check` of graph node `node`, in anomaly mode.
+    pub fn check(&mut self, check: Check, node: usize) {
+        if self.checks {
+            self.uses_checks = true;
+            self.body.push(Inst::Check { check, node });
+        }
+    }
+
+    /// Anomaly mode: whether op node `n` (its value at `idx` is `value`)
+    /// produced NaN or infinity from finite inputs. Only arithmetic is
+    /// checked: a select or a constant (a mask's -inf) makes no new value.
+    fn check_produced(&mut self, n: usize, idx: &Expr, value: &Expr, vec: bool) {
+        let node = &self.nodes[n];
+        let arithmetic = matches!(
+            &node.kind,
+            GKind::Op {
+                op: Op::Unary(_) | Op::Binary(_),
+                ..
+            }
+        );
+        if !self.checks || !arithmetic || node.dtype != DType::F32 {
+            return;
+        }
+        let inputs = node
+            .inputs
+            .iter()
+            .filter(|&&i| self.nodes[i].dtype == DType::F32)
+            .filter_map(|&i| self.memo.get(&(i, idx.clone(), vec)).cloned())
+            .collect();
+        let check = Check::NonFinite {
+            value: value.clone(),
+            inputs,
+            vec,
+        };
+        self.check(check, n);
+    }
+
     /// Appends a template's instruction.
     pub fn push(&mut self, inst: Inst) {
         self.body.push(inst);
@@ -419,6 +472,9 @@ impl<'a> Gen<'a> {
             && node.is_none()
         {
             *node = Some(n);
+        }
+        if !is_input && (is_root || !(self.stored)(n)) {
+            self.check_produced(n, idx, &value, vec);
         }
         self.memo.insert(memo_key, value.clone());
         value

@@ -3,7 +3,7 @@
 //! index arithmetic in the kernel IR.
 
 use crate::graph::op::Op;
-use crate::kernel::ir::{Arith, Expr, Inst, Ty};
+use crate::kernel::ir::{Arith, Check, Expr, Inst, Ty};
 use crate::shape::{Layout, contiguous_strides, numel};
 
 use super::Gen;
@@ -123,7 +123,15 @@ impl Gen<'_> {
         let x_shape = self.nodes[x].shape.clone();
         let mut coords = self.coords(&shape, idx);
         let k = self.value(index, idx, false, false);
-        let top = x_shape[axis].max(1) as i64 - 1;
+        let size = x_shape[axis];
+        self.check(
+            Check::Index {
+                index: k.clone(),
+                size,
+            },
+            n,
+        );
+        let top = size.max(1) as i64 - 1;
         coords[axis] = Expr::ClampIndex {
             k: Box::new(k),
             top,
@@ -166,6 +174,14 @@ impl Gen<'_> {
             let j = g.emit("j", Ty::U32, j);
             let k = g.value(inputs[1], &j, false, false);
             let v = g.value(inputs[2], &j, false, false);
+            let size = shape[axis];
+            g.check(
+                Check::Index {
+                    index: k.clone(),
+                    size,
+                },
+                n,
+            );
             let as_position = Expr::Construct {
                 ty: Ty::U32,
                 x: Box::new(k.clone()),

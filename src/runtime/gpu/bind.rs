@@ -44,7 +44,7 @@ pub(super) fn bind_group(
     (ctx, part_bytes): (&GpuContext, usize),
     graph_hash: u64,
     (pipeline, source): (&wgpu::ComputePipeline, &KernelSource),
-    params: Option<&Arc<GpuBuffer>>,
+    (params, checks): (Option<&Arc<GpuBuffer>>, Option<&wgpu::Buffer>),
     (buffers, written): (&[NodeBuffer], &[NodeBuffer]),
     (scratch, per_run_scratch): (&[wgpu::TextureView], bool),
     (cache, metrics): (&Mutex<Vec<CachedBindGroup>>, &Metrics),
@@ -82,6 +82,15 @@ pub(super) fn bind_group(
                 part_of(written[node].as_ref().ok_or_else(|| missing(node))?, part)
             }
             Binding::Texture { slot, .. } => BoundResource::Texture(scratch[slot].clone()),
+            Binding::Checks => {
+                let Some(c) = checks else {
+                    return Err(Error::Device {
+                        during: format!("graph {graph_hash:016x}"),
+                        message: "kernel checks anomalies but the run has no checks buffer".into(),
+                    });
+                };
+                BoundResource::Buffer(c.clone(), 0, None)
+            }
         });
     }
     let mut cached = cache.lock().unwrap_or_else(|e| e.into_inner());

@@ -49,6 +49,16 @@ pub(crate) fn run_graph(
     });
     run.encode(&mut encoder, queries.as_ref())?;
     metrics.add("kernel_launches", exe.kernels.len() as u64);
+    let checks = run.checks.as_ref().map(|flags| {
+        let staging = ctx.device.create_buffer(&wgpu::BufferDescriptor {
+            label: Some("lazywgpu anomaly checks readback"),
+            size: 8,
+            usage: wgpu::BufferUsages::MAP_READ | wgpu::BufferUsages::COPY_DST,
+            mapped_at_creation: false,
+        });
+        encoder.copy_buffer_to_buffer(flags, 0, &staging, 0, Some(8));
+        staging
+    });
     if let (Some(staging), Some(&o)) = (readback, exe.key.outputs.first()) {
         let buf = run.output_buffer(o)?;
         encoder.copy_buffer_to_buffer(buf.buffer(), 0, staging, 0, Some(staging.size()));
@@ -63,6 +73,9 @@ pub(crate) fn run_graph(
     }
     metrics.add("graphs_executed", 1);
     ctx.take_error(&format!("graph {:016x}", graph.hash))?;
+    if let Some(staging) = checks {
+        run.anomaly(&staging)?;
+    }
     run.outputs()
 }
 
@@ -80,6 +93,9 @@ struct Run<'a> {
     /// input (a strided view being made contiguous).
     buffers: Vec<NodeBuffer>,
     written: Vec<NodeBuffer>,
+    /// Anomaly mode: the two flag words the kernels set (zeroed at
+    /// creation; see `kernel::ir::Check::slot`).
+    checks: Option<wgpu::Buffer>,
 }
 
 impl<'a> Run<'a> {
@@ -102,6 +118,14 @@ impl<'a> Run<'a> {
             params: None,
             buffers: vec![None; nodes.len()],
             written: vec![None; nodes.len()],
+            checks: exe.key.checked.then(|| {
+                ctx.device.create_buffer(&wgpu::BufferDescriptor {
+                    label: Some("lazywgpu anomaly checks"),
+                    size: 8,
+                    usage: wgpu::BufferUsages::STORAGE | wgpu::BufferUsages::COPY_SRC,
+                    mapped_at_creation: false,
+                })
+            }),
         };
         for (i, n) in nodes.iter().enumerate() {
             if let GKind::Input { slot, .. } = n.kind {
@@ -240,7 +264,7 @@ impl<'a> Run<'a> {
                 (self.ctx, self.part_bytes),
                 self.graph.hash,
                 (pipeline, source),
-                self.params.as_ref(),
+                (self.params.as_ref(), self.checks.as_ref()),
                 (&self.buffers, &self.written),
                 (&scratch, per_run),
                 (&k.bind_groups[d], &self.pool.metrics),
@@ -286,6 +310,58 @@ impl<'a> Run<'a> {
             profile.add(label, pair[1].saturating_sub(pair[0]) as f64 * period);
         }
         Ok(())
+    }
+
+    /// Anomaly mode: waits for the run and turns the earliest node its
+    /// kernels flagged into an error naming the op and its source line.
+    fn anomaly(&self, staging: &wgpu::Buffer) -> Result<()> {
+        let flags: Vec<u32> =
+            pollster::block_on(self.ctx.read_mapped(staging, "reading anomaly checks"))?;
+        // Each word holds u32::MAX - node of the earliest node flagged.
+        let flagged = |slot: usize| {
+            let word = flags.get(slot).copied().unwrap_or(0);
+            (word != 0).then(|| (u32::MAX - word) as usize)
+        };
+        let (value, index) = (flagged(0), flagged(1));
+        let node = match (value, index) {
+            (None, None) => return Ok(()),
+            (Some(v), Some(i)) => v.min(i),
+            (Some(n), None) | (None, Some(n)) => n,
+        };
+        let op = op_name(&self.exe.key.nodes[node].kind);
+        let location = self.location(node).to_string();
+        Err(if index == Some(node) {
+            Error::IndexOutOfRange {
+                op,
+                location,
+                detail: format!(
+                    "an index outside 0..{} (the GPU clamps it)",
+                    self.index_extent(node)
+                ),
+            }
+        } else {
+            Error::NonFinite {
+                op,
+                location,
+                what: "NaN or infinity".to_string(),
+            }
+        })
+    }
+
+    /// The length of the axis indexing op node `n` indexes.
+    fn index_extent(&self, n: usize) -> usize {
+        let node = &self.exe.key.nodes[n];
+        match &node.kind {
+            GKind::Op {
+                op: crate::graph::op::Op::Gather(axis),
+                ..
+            } => self.exe.key.nodes[node.inputs[0]].shape[*axis],
+            GKind::Op {
+                op: crate::graph::op::Op::ScatterAdd(axis),
+                ..
+            } => node.shape[*axis],
+            _ => 0,
+        }
     }
 
     /// The storage of each output, in the graph's output order.

@@ -1,0 +1,65 @@
+//! Anomaly mode on the CPU reference: the checks the GPU kernels make
+//! (`kernel::ir::Check`), made on each node's whole value as it is
+//! computed, so that both backends name the same op and line.
+
+use crate::dtype::DType;
+use crate::error::{Error, Result};
+use crate::graph::op::Op;
+use crate::graph::{GKind, Graph};
+
+use super::Arr;
+
+/// Checks node `i` of `graph`, whose value is `value` and whose inputs'
+/// values are `inputs`: arithmetic that made NaN or infinity from finite
+/// inputs, a kernel root's NaN, an index outside its axis.
+pub(super) fn check(graph: &Graph, i: usize, value: &Arr, inputs: &[&Arr]) -> Result<()> {
+    let node = &graph.key.nodes[i];
+    let GKind::Op { op, .. } = &node.kind else {
+        return Ok(());
+    };
+    let location = || graph.locations[i].to_string();
+    let f32_values = |a: &Arr| matches!(a, Arr::F32(_)).then(|| a.to_f64());
+    match op {
+        Op::Unary(_) | Op::Binary(_) if node.dtype == DType::F32 => {
+            let out = value.to_f64();
+            let ins: Vec<Vec<f64>> = inputs.iter().filter_map(|a| f32_values(a)).collect();
+            let produced = (0..out.len()).find(|&j| {
+                !out[j].is_finite() && ins.iter().all(|x| x.get(j).is_none_or(|v| v.is_finite()))
+            });
+            match produced {
+                Some(j) => Err(Error::NonFinite {
+                    op: op.name(),
+                    location: location(),
+                    what: format!("{} at element {j} from finite inputs", out[j]),
+                }),
+                None => Ok(()),
+            }
+        }
+        _ if op.is_kernel_root() && node.dtype == DType::F32 => {
+            match value.to_f64().iter().position(|v| v.is_nan()) {
+                Some(j) => Err(Error::NonFinite {
+                    op: op.name(),
+                    location: location(),
+                    what: format!("NaN at element {j}"),
+                }),
+                None => Ok(()),
+            }
+        }
+        Op::Gather(axis) | Op::ScatterAdd(axis) => {
+            let size = match op {
+                Op::Gather(_) => inputs[0].shape()[*axis],
+                _ => node.shape[*axis],
+            };
+            let index = inputs[1].to_f64();
+            match index.iter().position(|&k| k < 0.0 || k >= size as f64) {
+                Some(j) => Err(Error::IndexOutOfRange {
+                    op: op.name(),
+                    location: location(),
+                    detail: format!("index {} at element {j}, axis of length {size}", index[j]),
+                }),
+                None => Ok(()),
+            }
+        }
+        _ => Ok(()),
+    }
+}
