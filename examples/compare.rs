@@ -50,6 +50,9 @@ struct Row {
     /// W5 only: host time of one cache-hit step, traced and submitted
     /// while the device is idle.
     host: Cell,
+    /// W5 only: share of the host's busy time hidden behind the device
+    /// while steps run back to back.
+    hidden: Option<f64>,
     /// W7 only: graphs compiled after the warm-up steps.
     compiles_after_warmup: Option<u64>,
     fused: Cell,
@@ -181,10 +184,12 @@ fn run_w7(dev: &Device, steps: usize, blocks: usize) -> lazywgpu::Result<(Durati
 
 /// W5: steady-state time of one MLP training step (784-128-10, ReLU,
 /// batch 64, cross-entropy, SGD lr 0.01), input generated on the device.
-/// Also returns the graphs compiled after step 2 (should be 0) and the
+/// Also returns the graphs compiled after step 2 (should be 0), the
 /// median host time of a step (trace, collect, encode and submit, with the
-/// device idle so that nothing waits for it).
-fn run_w5(dev: &Device, steps: usize) -> lazywgpu::Result<(Duration, u64, Duration)> {
+/// device idle so that nothing waits for it), and the share of the host's
+/// busy time hidden behind the device while steps run back to back
+/// (`MetricsSnapshot::hidden_host_fraction`; GPU devices only).
+fn run_w5(dev: &Device, steps: usize) -> lazywgpu::Result<W5> {
     dev.manual_seed(0);
     let model = nn::Sequential::new()
         .add(nn::Linear::new(784, 128, dev))
@@ -204,7 +209,7 @@ fn run_w5(dev: &Device, steps: usize) -> lazywgpu::Result<(Duration, u64, Durati
         step()?;
     }
     dev.wait()?;
-    let compiled = dev.metrics().counter("graphs_compiled");
+    dev.reset_metrics();
     // Steps back to back (asynchronous), timed in blocks that end in a wait.
     let mut blocks = Vec::new();
     for _ in 0..5 {
@@ -216,6 +221,7 @@ fn run_w5(dev: &Device, steps: usize) -> lazywgpu::Result<(Duration, u64, Durati
         blocks.push(t.elapsed() / steps as u32);
     }
     blocks.sort();
+    let hidden = dev.metrics().hidden_host_fraction();
     let mut host = Vec::new();
     for _ in 0..steps {
         dev.wait()?;
@@ -224,8 +230,20 @@ fn run_w5(dev: &Device, steps: usize) -> lazywgpu::Result<(Duration, u64, Durati
         host.push(t.elapsed());
     }
     dev.wait()?;
-    let after = dev.metrics().counter("graphs_compiled") - compiled;
-    Ok((blocks[blocks.len() / 2], after, median(host)))
+    Ok(W5 {
+        step: blocks[blocks.len() / 2],
+        compiles: dev.metrics().counter("graphs_compiled"),
+        host: median(host),
+        hidden,
+    })
+}
+
+/// W5's figures (see `run_w5`).
+struct W5 {
+    step: Duration,
+    compiles: u64,
+    host: Duration,
+    hidden: Option<f64>,
 }
 
 fn ndarray_runs(runs: usize) -> [Duration; 6] {
@@ -434,22 +452,22 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
                 let m = |i: usize| median(limit_rounds.iter().map(|r| r[i]).collect());
                 (m(0), m(1), m(2), m(3), m(4))
             });
-            let (w5f, compiles, w5_host) = run_w5(dev, 20)?;
-            eprintln!("W5: {compiles} graphs compiled after step 2");
+            let w5 = run_w5(dev, 20)?;
+            eprintln!("W5: {} graphs compiled after step 2", w5.compiles);
             eprintln!("W7: GPT training steps ...");
             let w7 = run_w7(dev, 5, if runs > 5 { 5 } else { 3 })?;
             eprintln!("W7: {} graphs compiled after the warm-up", w7.1);
             dev.set_fusion(false);
             let unfused = run_lazy(dev, runs, false)?;
-            let (w5u, _, _) = run_w5(dev, 10)?;
+            let w5u = run_w5(dev, 10)?.step;
             dev.set_fusion(true);
             (
                 Some(fused),
                 Some(unfused),
-                Some(w5f),
+                Some(w5.step),
                 Some(w5u),
                 limit,
-                Some(w5_host),
+                Some((w5.host, w5.hidden)),
                 Some(w7),
             )
         }
@@ -457,7 +475,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     };
     eprintln!("CPU reference backend ...");
     let cpu_runs = run_lazy(&cpu, runs.min(5), true)?;
-    let (w5_cpu, _, _) = run_w5(&cpu, 10)?;
+    let w5_cpu = run_w5(&cpu, 10)?.step;
     let (w7_cpu, _) = run_w7(&cpu, 2, 1)?;
     eprintln!("ndarray ...");
     let nd = ndarray_runs(runs);
@@ -487,7 +505,8 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         .map(|i| Row {
             name: names[i],
             by_hand: limit.and_then(|l| (i == 0).then_some(l.4)),
-            host: w5_host.filter(|_| i == 4),
+            host: w5_host.filter(|_| i == 4).map(|h| h.0),
+            hidden: w5_host.filter(|_| i == 4).and_then(|h| h.1),
             fused: match i {
                 4 => w5_fused,
                 6 => w7.map(|w| w.0),
@@ -585,9 +604,13 @@ fn ratio_text(i: usize, row: &Row) -> String {
             n / t,
             f(row.peer).map_or(String::new(), |p| format!(", {:.2}x the peer's", p / t)),
             f(row.host).map_or(String::new(), |h| format!(
-                "; host {:.0} µs a step, {:.1} % of it (≤ 5 %)",
+                "; host {:.0} µs a step, {:.1} % of it (≤ 5 %){}",
                 h * 1e6,
-                100.0 * h / t
+                100.0 * h / t,
+                row.hidden.map_or(String::new(), |x| format!(
+                    ", {:.0} % of the host's time hidden behind the device",
+                    100.0 * x
+                ))
             ))
         ),
         (5, Some(t), _, _, _) => format!("{:.2} µs/op (≤ 2)", t * 1e6),

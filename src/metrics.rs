@@ -13,6 +13,10 @@ pub const STANDARD_TIMERS: &[&str] = &[
     "encode_submit",
     "device_wait",
     "readback",
+    "step_wall",
+    "step_host",
+    "step_device",
+    "step_hidden",
 ];
 
 /// Samples kept per timer for the median.
@@ -221,6 +225,17 @@ impl MetricsSnapshot {
     /// The names of all timers, sorted.
     pub fn timer_names(&self) -> Vec<String> {
         self.timers.keys().cloned().collect()
+    }
+
+    /// The share of the host's busy time per step (tracing, collecting,
+    /// compiling, encoding: the step's wall time minus the time blocked on
+    /// the device) that ran while the device worked on earlier steps,
+    /// over the steps recorded (timers `step_host` and `step_hidden`,
+    /// kept by `mark_step` on GPU devices); `None` before two steps.
+    pub fn hidden_host_fraction(&self) -> Option<f64> {
+        let host = self.timer("step_host")?.total.as_secs_f64();
+        let hidden = self.timer("step_hidden")?.total.as_secs_f64();
+        (host > 0.0).then(|| hidden / host)
     }
 
     /// The most recent warnings the device logged, oldest first: each

@@ -224,3 +224,33 @@ fn a_clean_training_loop_is_not_reported() {
         assert_eq!(dev.metrics().counter("leak_warnings"), 0);
     }
 }
+
+#[test]
+fn each_step_reports_host_device_and_hidden_time() {
+    let Some(dev) = common::gpu() else { return };
+    let (w1, w2) = weights(&dev);
+    for _ in 0..3 {
+        mlp_step(&dev, &w1, &w2, 64).unwrap();
+    }
+    dev.reset_metrics();
+    let steps = 6;
+    for _ in 0..steps {
+        mlp_step(&dev, &w1, &w2, 64).unwrap();
+    }
+    let m = dev.metrics();
+    let t = |name: &str| m.timer(name).unwrap_or_else(|| panic!("no {name}"));
+    for name in ["step_wall", "step_host", "step_device", "step_hidden"] {
+        assert_eq!(t(name).count, steps, "{name}: {m}");
+    }
+    let (wall, host, device, hidden) = (
+        t("step_wall").total,
+        t("step_host").total,
+        t("step_device").total,
+        t("step_hidden").total,
+    );
+    assert!(host <= wall && hidden <= host && hidden <= device, "{m}");
+    // Every step reads its loss, so the device ran each step's work.
+    assert!(device > std::time::Duration::ZERO, "{m}");
+    let fraction = m.hidden_host_fraction().expect("steps were recorded");
+    assert!((0.0..=1.0).contains(&fraction), "{fraction}");
+}

@@ -12,6 +12,7 @@ use crate::kernel::Target;
 use crate::metrics::{Metrics, MetricsSnapshot};
 use crate::runtime::gpu::{GpuCaches, GpuContext, run_graph};
 use crate::runtime::guards::{Guards, LiveTensorGroup, group_by_line};
+use crate::runtime::overlap::StepClock;
 use crate::runtime::pool::BufferPool;
 use crate::runtime::storage::{DataBuffer, Storage};
 use crate::shape::numel;
@@ -45,6 +46,8 @@ pub(crate) struct DeviceInner {
     gpu_caches: Mutex<GpuCaches>,
     /// Graph-growth and leak warnings.
     guards: Guards,
+    /// Per-step host, device and hidden time (GPU devices).
+    step_clock: StepClock,
     config: DeviceConfig,
 }
 
@@ -81,6 +84,7 @@ impl Device {
                     config.recompile_budget,
                 )),
                 guards: Guards::new(),
+                step_clock: StepClock::default(),
                 config,
             }),
         }
@@ -148,6 +152,9 @@ impl Device {
         }
         LiveTensors::after_step(&live);
         self.inner.guards.note_step(&live, &self.inner.metrics);
+        if let Backend::Gpu(ctx, _) = &self.inner.backend {
+            self.inner.step_clock.step(&ctx.clock, &self.inner.metrics);
+        }
         Ok(())
     }
 

@@ -4,6 +4,7 @@
 pub mod device;
 pub(crate) mod gpu;
 pub(crate) mod guards;
+pub(crate) mod overlap;
 pub(crate) mod pool;
 pub(crate) mod profile;
 pub(crate) mod storage;

@@ -14,6 +14,8 @@
 use std::sync::mpsc::{Sender, SyncSender, channel, sync_channel};
 use std::sync::{Arc, Condvar, Mutex};
 
+use super::overlap::DeviceClock;
+
 /// Command buffers queued but not yet run before `submit` waits: the host
 /// may trace this many steps ahead of the device, and no more, so memory
 /// held by queued steps stays bounded.
@@ -40,11 +42,16 @@ pub(crate) struct Submitter {
     tx: Sender<Job>,
     /// Command buffers queued and not yet submitted, and its signal.
     in_flight: Arc<(Mutex<usize>, Condvar)>,
+    /// Where a full queue's wait is counted as the host blocked.
+    clock: Arc<DeviceClock>,
 }
 
 impl Submitter {
     /// Starts the thread that issues `queue`'s operations.
-    pub fn start(queue: wgpu::Queue) -> std::io::Result<Submitter> {
+    /// The time each submit takes (the work itself, on the adapters this
+    /// thread is for) is the device's busy time on `clock`.
+    pub fn start(queue: wgpu::Queue, clock: Arc<DeviceClock>) -> std::io::Result<Submitter> {
+        let busy = clock.clone();
         let (tx, rx) = channel::<Job>();
         let in_flight = Arc::new((Mutex::new(0usize), Condvar::new()));
         let counter = in_flight.clone();
@@ -60,7 +67,9 @@ impl Submitter {
                             data,
                         } => queue.write_buffer(&buffer, offset, &data),
                         Job::Submit(cb) => {
+                            let start = std::time::Instant::now();
                             queue.submit([cb]);
+                            busy.add_busy(start.elapsed());
                             let (count, signal) = &*counter;
                             *count.lock().unwrap_or_else(|e| e.into_inner()) -= 1;
                             signal.notify_all();
@@ -71,7 +80,11 @@ impl Submitter {
                     }
                 }
             })?;
-        Ok(Submitter { tx, in_flight })
+        Ok(Submitter {
+            tx,
+            in_flight,
+            clock,
+        })
     }
 
     fn send(&self, job: Job) {
@@ -94,12 +107,13 @@ impl Submitter {
     /// queued and not yet run.
     pub fn submit(&self, cb: wgpu::CommandBuffer) {
         let (count, signal) = &*self.in_flight;
-        let mut n = count.lock().unwrap_or_else(|e| e.into_inner());
-        while *n >= MAX_IN_FLIGHT {
-            n = signal.wait(n).unwrap_or_else(|e| e.into_inner());
-        }
-        *n += 1;
-        drop(n);
+        self.clock.blocked(|| {
+            let mut n = count.lock().unwrap_or_else(|e| e.into_inner());
+            while *n >= MAX_IN_FLIGHT {
+                n = signal.wait(n).unwrap_or_else(|e| e.into_inner());
+            }
+            *n += 1;
+        });
         self.send(Job::Submit(cb));
     }
 

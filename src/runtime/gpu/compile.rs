@@ -249,6 +249,9 @@ pub(super) fn executable(
     }
     metrics.add("graphs_compiled", 1);
     metrics.record("compile", compile_start.elapsed());
+    if let Some(disk) = &ctx.pipeline_cache {
+        disk.save();
+    }
     if let (Some(dir), Some(origins)) = (&caches.dump_dir, &origins) {
         let sources: Vec<&KernelSource> = kernels.iter().map(|k| &k.source).collect();
         crate::debug::dump(dir, graph, &sources, origins);
@@ -533,7 +536,7 @@ fn pipeline(
             module: &module,
             entry_point: Some("main"),
             compilation_options: wgpu::PipelineCompilationOptions::default(),
-            cache: None,
+            cache: ctx.pipeline_cache.as_ref().map(|c| &c.cache),
         });
     if let Some(e) = pollster::block_on(scope.pop()) {
         return Err(compile_error(e.to_string()));

@@ -9,6 +9,9 @@ use crate::runtime::profile::{self, KernelProfile};
 use crate::runtime::storage::GpuBuffer;
 use crate::runtime::submit::Submitter;
 
+use super::disk_cache::DiskPipelineCache;
+use crate::runtime::overlap::DeviceClock;
+
 /// The process-wide wgpu adapter, device and queue.
 pub(crate) struct GpuContext {
     pub device: wgpu::Device,
@@ -26,6 +29,11 @@ pub(crate) struct GpuContext {
     pub profile: Option<KernelProfile>,
     /// The last error wgpu reported outside an error scope.
     uncaptured: Arc<Mutex<Option<String>>>,
+    /// Host time blocked on the device, and device busy time.
+    pub clock: Arc<DeviceClock>,
+    /// Compiled pipelines kept across processes, where the backend
+    /// allows it (see `super::disk_cache`).
+    pub pipeline_cache: Option<DiskPipelineCache>,
 }
 
 /// One device per process: wgpu devices are dear to create (lavapipe spins
@@ -56,8 +64,10 @@ impl GpuContext {
         // Request what the adapter offers, not wgpu's small defaults, and
         // only the features we use (requesting all of them fails on adapters
         // that report experimental ones).
-        let wanted =
-            wgpu::Features::SUBGROUP | wgpu::Features::SHADER_F16 | wgpu::Features::TIMESTAMP_QUERY;
+        let wanted = wgpu::Features::SUBGROUP
+            | wgpu::Features::SHADER_F16
+            | wgpu::Features::TIMESTAMP_QUERY
+            | wgpu::Features::PIPELINE_CACHE;
         let features = adapter.features() & wanted;
         let (device, queue) = adapter
             .request_device(&wgpu::DeviceDescriptor {
@@ -95,14 +105,18 @@ impl GpuContext {
             Ok("0") => false,
             _ => info.device_type == wgpu::DeviceType::Cpu,
         } && !profiling;
+        let clock = Arc::new(DeviceClock::default());
         let submitter = if threaded {
-            Some(Submitter::start(queue.clone()).map_err(|e| {
+            Some(Submitter::start(queue.clone(), clock.clone()).map_err(|e| {
                 Error::RequestDevice(format!("starting the submission thread: {e}"))
             })?)
         } else {
             None
         };
+        let pipeline_cache = DiskPipelineCache::open(&device, &info, features);
         Ok(GpuContext {
+            clock,
+            pipeline_cache,
             device,
             queue,
             info,
@@ -182,7 +196,11 @@ impl GpuContext {
         match &self.submitter {
             Some(s) => s.submit(cb),
             None => {
+                let submitted = std::time::Instant::now();
                 self.queue.submit([cb]);
+                let clock = self.clock.clone();
+                self.queue
+                    .on_submitted_work_done(move || clock.work_done(submitted));
             }
         }
     }
@@ -242,14 +260,16 @@ impl GpuContext {
             during: during.to_string(),
             message,
         };
-        self.flush();
         let (tx, rx) = futures::channel::oneshot::channel();
-        staging.slice(..).map_async(wgpu::MapMode::Read, move |r| {
-            let _ = tx.send(r);
-        });
-        self.device
-            .poll(wgpu::PollType::wait_indefinitely())
-            .map_err(|e| device_error(e.to_string()))?;
+        self.clock.blocked(|| {
+            self.flush();
+            staging.slice(..).map_async(wgpu::MapMode::Read, move |r| {
+                let _ = tx.send(r);
+            });
+            self.device
+                .poll(wgpu::PollType::wait_indefinitely())
+                .map_err(|e| device_error(e.to_string()))
+        })?;
         rx.await
             .map_err(|_| device_error("map callback dropped".into()))?
             .map_err(|e| device_error(e.to_string()))?;
@@ -266,9 +286,11 @@ impl GpuContext {
 
     /// Waits until all submitted work is done.
     pub fn wait(&self) -> Result<()> {
-        self.flush();
-        self.device
-            .poll(wgpu::PollType::wait_indefinitely())
+        self.clock
+            .blocked(|| {
+                self.flush();
+                self.device.poll(wgpu::PollType::wait_indefinitely())
+            })
             .map_err(|e| Error::Device {
                 during: "wait".into(),
                 message: e.to_string(),

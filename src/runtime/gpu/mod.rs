@@ -5,6 +5,7 @@
 mod bind;
 mod compile;
 mod context;
+mod disk_cache;
 mod execute;
 
 pub(crate) use compile::GpuCaches;

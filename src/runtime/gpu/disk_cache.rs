@@ -1,0 +1,103 @@
+//! Warm start: compiled pipelines kept across processes through wgpu's
+//! `PipelineCache` (Vulkan's pipeline cache), in a file per adapter and
+//! driver under a cache directory. `LAZYWGPU_CACHE_DIR=DIR` sets the
+//! directory, `LAZYWGPU_CACHE_DIR=off` turns it off; by default it is
+//! `$XDG_CACHE_HOME/lazywgpu` or `~/.cache/lazywgpu`. Backends without a
+//! pipeline cache (Metal, DX12, WebGPU) start cold every time.
+
+use std::path::PathBuf;
+use std::sync::atomic::{AtomicUsize, Ordering};
+
+/// The process's pipeline cache and the file it is saved to.
+pub(crate) struct DiskPipelineCache {
+    pub cache: wgpu::PipelineCache,
+    path: PathBuf,
+    /// Bytes last written, to skip writing an unchanged cache.
+    saved_bytes: AtomicUsize,
+}
+
+/// The cache directory the environment asks for, if any.
+fn cache_dir() -> Option<PathBuf> {
+    match std::env::var_os("LAZYWGPU_CACHE_DIR") {
+        Some(dir) if dir == "off" || dir == "0" => None,
+        Some(dir) if !dir.is_empty() => Some(PathBuf::from(dir)),
+        _ => {
+            let base = std::env::var_os("XDG_CACHE_HOME")
+                .filter(|d| !d.is_empty())
+                .map(PathBuf::from)
+                .or_else(|| std::env::var_os("HOME").map(|h| PathBuf::from(h).join(".cache")))?;
+            Some(base.join("lazywgpu"))
+        }
+    }
+}
+
+impl DiskPipelineCache {
+    /// Opens the cache of this adapter and driver (empty when there is no
+    /// file yet, or when the driver rejects the file's data), or `None`
+    /// where the device lacks pipeline caches or the cache is turned off.
+    pub fn open(
+        device: &wgpu::Device,
+        info: &wgpu::AdapterInfo,
+        features: wgpu::Features,
+    ) -> Option<DiskPipelineCache> {
+        if !features.contains(wgpu::Features::PIPELINE_CACHE) {
+            return None;
+        }
+        // Keyed by vendor and device; the driver version is checked by the
+        // driver against the data's header.
+        let path = cache_dir()?.join(wgpu::util::pipeline_cache_key(info)?);
+        let data = std::fs::read(&path).ok();
+        // SAFETY: wgpu requires `data` to come from `PipelineCache::get_data`
+        // of an adapter with the same `pipeline_cache_key`: the file is the
+        // one `save` writes under that key. Data from another driver
+        // version is rejected by the driver's header check, and `fallback`
+        // then starts an empty cache.
+        let cache = unsafe {
+            device.create_pipeline_cache(&wgpu::PipelineCacheDescriptor {
+                label: Some("lazywgpu pipelines"),
+                data: data.as_deref(),
+                fallback: true,
+            })
+        };
+        log::info!(
+            "lazywgpu: pipeline cache {} ({} bytes loaded)",
+            path.display(),
+            data.as_ref().map_or(0, Vec::len)
+        );
+        Some(DiskPipelineCache {
+            cache,
+            path,
+            saved_bytes: AtomicUsize::new(data.map_or(0, |d| d.len())),
+        })
+    }
+
+    /// Writes the cache's data to its file when it grew (after new
+    /// pipelines were compiled). Failures are logged, never fatal: a cold
+    /// start is only slower.
+    pub fn save(&self) {
+        let Some(data) = self.cache.get_data() else {
+            return;
+        };
+        if data.len() == self.saved_bytes.load(Ordering::Relaxed) {
+            return;
+        }
+        let write = || -> std::io::Result<()> {
+            if let Some(dir) = self.path.parent() {
+                std::fs::create_dir_all(dir)?;
+            }
+            // Written whole, then renamed: a reader never sees half a file.
+            let tmp = self
+                .path
+                .with_extension(format!("tmp{}", std::process::id()));
+            std::fs::write(&tmp, &data)?;
+            std::fs::rename(&tmp, &self.path)
+        };
+        match write() {
+            Ok(()) => self.saved_bytes.store(data.len(), Ordering::Relaxed),
+            Err(e) => log::warn!(
+                "lazywgpu: cannot save the pipeline cache {}: {e}",
+                self.path.display()
+            ),
+        }
+    }
+}
