@@ -14,7 +14,10 @@
 //! `--data DIR`, `--seed N`, `--max-batches N` (per epoch, for a quick
 //! look), `--plot FILE` (loss curve, SVG), `--save FILE` (safetensors),
 //! `--no-shuffle` (batches in file order instead of a new seeded order
-//! each epoch, as the tutorial's `shuffle=True`).
+//! each epoch, as the tutorial's `shuffle=True`), `--train-size N` (the
+//! first N training digits), `--keep-last` (train on the last, shorter
+//! batch too, as PyTorch's `drop_last=False`; a new batch size compiles
+//! another graph).
 
 #[path = "support/plot.rs"]
 mod plot;
@@ -44,6 +47,8 @@ struct Args {
     plot: PathBuf,
     save: Option<PathBuf>,
     shuffle: bool,
+    train_size: usize,
+    keep_last: bool,
 }
 
 fn parse_args() -> Result<Args, String> {
@@ -60,6 +65,8 @@ fn parse_args() -> Result<Args, String> {
         plot: PathBuf::from("mnist-loss.svg"),
         save: None,
         shuffle: true,
+        train_size: usize::MAX,
+        keep_last: false,
     };
     let mut it = std::env::args().skip(1);
     while let Some(flag) = it.next() {
@@ -78,12 +85,14 @@ fn parse_args() -> Result<Args, String> {
             "--plot" => a.plot = PathBuf::from(value()?),
             "--save" => a.save = Some(PathBuf::from(value()?)),
             "--no-shuffle" => a.shuffle = false,
+            "--train-size" => a.train_size = num(value()?)? as usize,
+            "--keep-last" => a.keep_last = true,
             "-h" | "--help" => {
                 println!(
                     "{}",
                     include_str!("mnist.rs")
                         .lines()
-                        .take(19)
+                        .take(22)
                         .collect::<Vec<_>>()
                         .join("\n")
                 );
@@ -183,8 +192,13 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     let mut opt = Adadelta::new(model.parameters(), args.lr);
     let mut sched = StepLr::new(&opt, 1, args.gamma);
 
-    let n_train = data.train_labels.shape[0];
-    let batches = (n_train / args.batch_size).min(args.max_batches);
+    let n_train = data.train_labels.shape[0].min(args.train_size);
+    let per_epoch = if args.keep_last {
+        n_train.div_ceil(args.batch_size)
+    } else {
+        n_train / args.batch_size
+    };
+    let batches = per_epoch.min(args.max_batches);
     let mut losses: Vec<(f64, f64)> = Vec::new();
     let mut step_rates = Vec::new();
     let started = Instant::now();
@@ -200,10 +214,16 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         let t0 = Instant::now();
         // A new order each epoch (seeded), as PyTorch's shuffle=True.
         let order = if args.shuffle {
-            shuffled_batches(n_train, args.batch_size, args.seed, epoch as u64, true)
+            shuffled_batches(
+                n_train,
+                args.batch_size,
+                args.seed,
+                epoch as u64,
+                !args.keep_last,
+            )
         } else {
-            (0..n_train / args.batch_size)
-                .map(|b| (b * args.batch_size..(b + 1) * args.batch_size).collect())
+            (0..per_epoch)
+                .map(|b| (b * args.batch_size..((b + 1) * args.batch_size).min(n_train)).collect())
                 .collect()
         };
         for (b, indices) in order.iter().take(batches).enumerate() {
