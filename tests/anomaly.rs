@@ -135,3 +135,28 @@ fn anomaly_mode_is_a_device_config_field() {
     assert!(dev.checks());
     assert!(chain(&dev).to_vec::<f32>().is_err());
 }
+
+#[test]
+fn a_step_that_fails_its_checks_leaves_the_values_it_read_as_they_were() {
+    for dev in common::devices() {
+        let w = Tensor::from_vec(vec![4.0f32, 5.0, 1.0, 6.0], [4], &dev).unwrap();
+        dev.mark_step().unwrap();
+        // An in-place update whose value is NaN at element 2 (log of -2).
+        let v = (&w - 3.0).log();
+        w.add_(&v);
+        dev.set_checks(true);
+        let err = dev.mark_step().expect_err("the log makes NaN");
+        assert!(matches!(err, Error::NonFinite { op: "log", .. }), "{err}");
+        // The update is still pending, computed from w as it was.
+        dev.set_checks(false);
+        let got = w.to_vec::<f32>().unwrap();
+        let want = [4.0f32, 5.0 + 2f32.ln(), f32::NAN, 6.0 + 3f32.ln()];
+        for (g, e) in got.iter().zip(want) {
+            assert!(
+                (g.is_nan() && e.is_nan()) || (g - e).abs() < 1e-5,
+                "{}: {got:?} vs {want:?}",
+                dev.name()
+            );
+        }
+    }
+}

@@ -254,3 +254,20 @@ fn each_step_reports_host_device_and_hidden_time() {
     let fraction = m.hidden_host_fraction().expect("steps were recorded");
     assert!((0.0..=1.0).contains(&fraction), "{fraction}");
 }
+
+#[test]
+fn switching_a_device_mode_is_not_a_recompile() {
+    let Some(dev) = common::gpu() else { return };
+    dev.set_recompile_budget(0);
+    let x = Tensor::from_vec(vec![1.0f32, 2.0, 3.0, 4.0], [4], &dev).unwrap();
+    for checks in [false, true, false] {
+        dev.set_checks(checks);
+        let y = (&x * 2.0).exp().to_vec::<f32>().unwrap();
+        assert_eq!(y.len(), 4);
+    }
+    dev.set_fusion(false);
+    (&x * 2.0).exp().to_vec::<f32>().unwrap();
+    let m = dev.metrics();
+    assert_eq!(m.counter("recompiles"), 0, "{m}");
+    assert!(m.warnings().is_empty(), "{m}");
+}

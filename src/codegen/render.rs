@@ -18,7 +18,9 @@ pub(crate) fn wgsl_type(ty: Ty) -> String {
 /// operand of an operator).
 fn atomic(e: &Expr) -> bool {
     match e {
-        Expr::Arith { .. } => false,
+        // Ops print as infix or prefix expressions (`a + b`, `-a`, a cast
+        // to the same type as `a` itself).
+        Expr::Arith { .. } | Expr::Unary { .. } | Expr::Binary { .. } | Expr::Cast { .. } => false,
         Expr::Template(t) => !t.contains(' '),
         _ => true,
     }

@@ -310,6 +310,66 @@ mod tests {
         assert!(past.wgsl.contains("var<storage, read> params: array<u32>"));
     }
 
+    /// A donated input bound in several parts (a buffer past one binding)
+    /// is still read at the invocation's own element, so donation holds;
+    /// read through a transposed view as well, it is not.
+    #[test]
+    fn donation_over_binding_parts_is_read_at_the_own_element() {
+        // 4,096 f32 (16 KiB) in parts of 1 KiB.
+        let target = Target {
+            binding_part_bytes: 1024,
+            ..Target::lavapipe()
+        };
+        let cx = CodegenContext::plain(&target);
+        let node = |kind, inputs| GNode {
+            kind,
+            shape: vec![64, 64],
+            dtype: DType::F32,
+            inputs,
+        };
+        let add = |a, b| {
+            let op = Op::Binary(BinaryOp::Add);
+            node(GKind::Op { op, param_base: 0 }, vec![a, b])
+        };
+        let input = node(
+            GKind::Input {
+                slot: 0,
+                layout: Layout::contiguous(&[64, 64]),
+            },
+            vec![],
+        );
+        let key = |nodes: Vec<GNode>| GraphKey {
+            outputs: vec![nodes.len() - 1],
+            nodes,
+            fused: true,
+            checked: false,
+            donatable: vec![true],
+        };
+        let stored = |i: usize| i == 0;
+        // x + x: read at the own element only.
+        let own = key(vec![input.clone(), add(0, 0)]);
+        let lowered = lower_kernel(&own, &[1], 4096, &stored, &[(0, 0)], &cx);
+        assert!(!lowered.reads_donated_elsewhere());
+        let source = lowered.render();
+        assert_eq!(source.write_parts, vec![16]);
+        assert!(source.wgsl.contains("out0_p15"), "{}", source.wgsl);
+        // x + x.t(): also read at the transposed element.
+        let transpose = Op::AsStrided(Layout {
+            offset: 0,
+            strides: vec![1, 64],
+        });
+        let t = node(
+            GKind::Op {
+                op: transpose,
+                param_base: 0,
+            },
+            vec![0],
+        );
+        let elsewhere = key(vec![input, t, add(0, 1)]);
+        let lowered = lower_kernel(&elsewhere, &[2], 4096, &stored, &[(0, 0)], &cx);
+        assert!(lowered.reads_donated_elsewhere());
+    }
+
     /// Generating the code of a 20,000-op chain recurses that deep: on a
     /// thread with 256 KiB of stack it must grow the stack, not overflow.
     #[test]

@@ -11,9 +11,10 @@ use crate::dtype::DType;
 /// What a recompilation changed.
 #[derive(Debug, PartialEq, Eq)]
 pub(crate) struct Recompile {
-    /// Warm-up, not a change: values that were computations last time are
-    /// stored data now (a model's initial parameters after the first
-    /// step), so the graph lost nodes and gained no shape.
+    /// Not counted as a recompile: values that were computations last
+    /// time are stored data now (a model's initial parameters after the
+    /// first step: the graph lost nodes, gained inputs and no shape), or a
+    /// mode of the device was switched (fusion, anomaly checks).
     pub warm_up: bool,
     /// The node where the change shows, if one does.
     pub node: Option<usize>,
@@ -28,6 +29,14 @@ impl GraphKey {
     /// first structural difference is often only that initial values were
     /// stored in between.
     pub fn explain_recompile(&self, before: &GraphKey) -> Recompile {
+        if self.fused != before.fused || self.checked != before.checked {
+            let (node, change) = self.first_difference(before);
+            return Recompile {
+                warm_up: true,
+                node,
+                change,
+            };
+        }
         let seen: HashSet<(&[usize], DType)> = before
             .nodes
             .iter()
@@ -57,8 +66,14 @@ impl GraphKey {
             };
         }
         let (node, change) = self.first_difference(before);
+        let inputs = |k: &GraphKey| {
+            k.nodes
+                .iter()
+                .filter(|n| matches!(n.kind, GKind::Input { .. }))
+                .count()
+        };
         Recompile {
-            warm_up: self.fused == before.fused && self.nodes.len() < before.nodes.len(),
+            warm_up: self.nodes.len() < before.nodes.len() && inputs(self) > inputs(before),
             node,
             change,
         }
@@ -82,11 +97,15 @@ impl GraphKey {
 
     /// `first_difference`, without the node counts.
     fn first_node_difference(&self, before: &GraphKey) -> (Option<usize>, String) {
-        if self.fused != before.fused {
+        let switched = |on: bool| if on { "on" } else { "off" };
+        if self.checked != before.checked {
             return (
                 None,
-                format!("fusion switched {}", if self.fused { "on" } else { "off" }),
+                format!("anomaly checks switched {}", switched(self.checked)),
             );
+        }
+        if self.fused != before.fused {
+            return (None, format!("fusion switched {}", switched(self.fused)));
         }
         for (i, (a, b)) in self.nodes.iter().zip(&before.nodes).enumerate() {
             let what = describe(self, i);

@@ -469,6 +469,18 @@ fn verify(
     crate::debug::compare(graph, &gpu_values, &cpu_values)
 }
 
+impl Drop for DeviceInner {
+    /// Saves the pipeline cache (compiles since the last save were
+    /// throttled, see `DiskPipelineCache::save_if_due`).
+    fn drop(&mut self) {
+        if let Backend::Gpu(ctx, _) = &self.backend {
+            if let Some(disk) = &ctx.pipeline_cache {
+                disk.save();
+            }
+        }
+    }
+}
+
 impl Default for Device {
     /// The GPU if an adapter exists, else the CPU reference with a logged
     /// warning. `LAZYWGPU_DEVICE=gpu|cpu|auto` overrides; with `gpu` a

@@ -102,17 +102,21 @@ impl Guards {
         }
         drop(state);
         metrics.add("graph_growth_warnings", 1);
-        let size = match before {
-            Some(b) if grew => format!("has {nodes} nodes where the last one had {b}"),
-            _ => format!("has {nodes} nodes"),
-        };
-        metrics.warn(format!(
-            "the graph of outputs recorded at {} {size}: it keeps growing, and every read \
-             recompiles and reruns all of it. The lines extending it most: {}; call \
-             `mark_step()` once per iteration (or read less often) to cut it",
-            graph.locations[graph.key.outputs.first().copied().unwrap_or(0)],
-            busiest_lines(graph, 3)
-        ));
+        let first_output = graph.locations[graph.key.outputs.first().copied().unwrap_or(0)];
+        let lines = busiest_lines(graph, 3);
+        metrics.warn(match before {
+            Some(b) if grew => format!(
+                "the graph of outputs recorded at {first_output} has {nodes} nodes where the \
+                 last one had {b}: it keeps growing, and every read recompiles and reruns all \
+                 of it. The lines extending it most: {lines}; call `mark_step()` once per \
+                 iteration (or read less often) to cut it"
+            ),
+            _ => format!(
+                "the graph of outputs recorded at {first_output} has {nodes} nodes; if a loop \
+                 builds it without `mark_step()`, each read recompiles and reruns all of it. \
+                 The lines recording most of it: {lines}"
+            ),
+        });
     }
 
     /// After a step: the live tensors' count; growth over `LEAK_STEPS`

@@ -220,7 +220,13 @@ impl<'a> Gen<'a> {
                 index: Box::new(pos),
             };
         }
-        let q = self.emit("q", Ty::U32, pos);
+        // A computed position is bound once for the chain's branches; a
+        // variable (the invocation's own `gi`) is used as it is, so the
+        // donation check still sees a read at the own element.
+        let q = match pos {
+            Expr::Var(_) | Expr::Template(_) | Expr::U32(_) => pos,
+            computed => self.emit("q", Ty::U32, computed),
+        };
         let var = self.fresh("s");
         let ty = Ty::of(storage_dtype(self.nodes[n].dtype), vec);
         self.body.push(Inst::Declare {

@@ -68,6 +68,9 @@ pub(crate) struct Executable {
     /// Per kernel: intermediates (written, not graph outputs) whose last
     /// reader it is, released for reuse once it is encoded.
     pub(super) releases: Vec<Vec<usize>>,
+    /// Anomaly mode: the two flag words its kernels set (see
+    /// `kernel::ir::Check::slot`), cleared at the start of each run.
+    pub(super) checks: Option<wgpu::Buffer>,
 }
 
 /// Liveness of intermediates: each is released after the last kernel that
@@ -110,6 +113,11 @@ fn plan_donations(
     available: &[Vec<bool>],
     sources: &mut [KernelSource],
 ) -> Vec<(usize, usize)> {
+    // A checked run that fails must leave its inputs as they were, to be
+    // read again: nothing is donated in anomaly mode.
+    if graph.key.checked {
+        return Vec::new();
+    }
     let nodes = &graph.key.nodes;
     let mut donations: Vec<(usize, usize)> = Vec::new();
     let mut aliases: Vec<Vec<(usize, usize)>> = vec![Vec::new(); groups.len()];
@@ -218,7 +226,7 @@ pub(super) fn executable(
     }
     metrics.add("graph_cache_misses", 1);
     let compile_start = std::time::Instant::now();
-    note_miss(caches, metrics, graph)?;
+    let site = note_miss(caches, graph)?;
     let traced = graph;
     let Lowered { key, origin } = split_reductions(&traced.key);
     let graph = &traced.lowered(key, &origin);
@@ -249,20 +257,30 @@ pub(super) fn executable(
     }
     metrics.add("graphs_compiled", 1);
     metrics.record("compile", compile_start.elapsed());
-    if let Some(disk) = &ctx.pipeline_cache {
-        disk.save();
-    }
+    record_site(caches, metrics, traced, site);
     if let (Some(dir), Some(origins)) = (&caches.dump_dir, &origins) {
         let sources: Vec<&KernelSource> = kernels.iter().map(|k| &k.source).collect();
         crate::debug::dump(dir, graph, &sources, origins);
     }
     let releases = plan_releases(&graph.key, &kernels);
+    // Anomaly mode: the flags the kernels set, cleared at each run.
+    let checks = graph.key.checked.then(|| {
+        ctx.device.create_buffer(&wgpu::BufferDescriptor {
+            label: Some("lazywgpu anomaly checks"),
+            size: 8,
+            usage: wgpu::BufferUsages::STORAGE
+                | wgpu::BufferUsages::COPY_SRC
+                | wgpu::BufferUsages::COPY_DST,
+            mapped_at_creation: false,
+        })
+    });
     let exe = Arc::new(Executable {
         key: graph.key.clone(),
         origin,
         kernels,
         donations,
         releases,
+        checks,
     });
     match caches.executables.get_mut(&traced.hash) {
         Some(entries) => entries.push((traced.key.clone(), exe.clone())),
@@ -275,13 +293,23 @@ pub(super) fn executable(
     Ok(exe)
 }
 
-/// Notes a cache miss, telling a recompilation (the same output source
-/// lines as a graph compiled before, another structure) from a new graph.
-/// A recompilation is counted in `recompiles` and warned about once, with
-/// what changed and the source line of the node that did; past the
-/// device's recompile budget for its site it is an
-/// `Error::RecompileBudget` instead.
-fn note_miss(caches: &mut GpuCaches, metrics: &Metrics, graph: &Graph) -> Result<()> {
+/// What a cache miss is to its trace site (the source lines of the
+/// graph's outputs), recorded once the graph compiled.
+struct SiteNote {
+    site: Vec<String>,
+    /// Recompiles of the site, this one included.
+    count: usize,
+    /// The warning to give, for a recompile after warm-up.
+    warning: Option<String>,
+}
+
+/// Tells a recompilation (the same output source lines as a graph
+/// compiled before, another structure) from a new graph. A recompilation
+/// past the device's recompile budget for its site is an
+/// `Error::RecompileBudget`; otherwise it is warned about once the graph
+/// compiled (`record_site`), with what changed and the source line of the
+/// node that did.
+fn note_miss(caches: &mut GpuCaches, graph: &Graph) -> Result<SiteNote> {
     let site: Vec<String> = graph
         .key
         .outputs
@@ -294,19 +322,25 @@ fn note_miss(caches: &mut GpuCaches, metrics: &Metrics, graph: &Graph) -> Result
             graph.hash,
             graph.key.nodes.len()
         );
-        caches.by_site.put(site, (graph.key.clone(), 0));
-        return Ok(());
+        return Ok(SiteNote {
+            site,
+            count: 0,
+            warning: None,
+        });
     };
     let explained = graph.key.explain_recompile(before);
     if explained.warm_up {
         log::debug!(
-            "graph {:016x}: warm-up compile of the graph of outputs at {site:?}: {}",
+            "graph {:016x}: compile of the graph of outputs at {site:?}, not counted: {}",
             graph.hash,
             explained.change
         );
         let count = *count;
-        caches.by_site.put(site, (graph.key.clone(), count));
-        return Ok(());
+        return Ok(SiteNote {
+            site,
+            count,
+            warning: None,
+        });
     }
     let count = *count + 1;
     let Recompile { node, change, .. } = explained;
@@ -314,28 +348,42 @@ fn note_miss(caches: &mut GpuCaches, metrics: &Metrics, graph: &Graph) -> Result
         || "(no single node)".to_string(),
         |n| graph.locations[n].to_string(),
     );
-    let mut sites: Vec<&str> = Vec::new();
+    let mut lines: Vec<&str> = Vec::new();
     for line in &site {
-        if !sites.contains(&line.as_str()) {
-            sites.push(line);
+        if !lines.contains(&line.as_str()) {
+            lines.push(line);
         }
     }
-    let sites = sites.join(", ");
-    metrics.add("recompiles", 1);
+    let lines = lines.join(", ");
     if let Some(budget) = caches.recompile_budget.filter(|&b| count > b) {
         return Err(Error::RecompileBudget {
-            site: sites,
+            site: lines,
             count,
             budget,
             change,
             location,
         });
     }
-    metrics.warn(format!(
-        "recompiling the graph of outputs recorded at {sites} (recompile {count} of this site): {change}, recorded at {location}"
-    ));
-    caches.by_site.put(site, (graph.key.clone(), count));
-    Ok(())
+    let warning = format!(
+        "recompiling the graph of outputs recorded at {lines} (recompile {count} of this site): {change}, recorded at {location}"
+    );
+    Ok(SiteNote {
+        site,
+        count,
+        warning: Some(warning),
+    })
+}
+
+/// Records a compiled graph as its site's last, counting and warning
+/// about a recompile.
+fn record_site(caches: &mut GpuCaches, metrics: &Metrics, graph: &Graph, note: SiteNote) {
+    if let Some(warning) = note.warning {
+        metrics.add("recompiles", 1);
+        metrics.warn(warning);
+    }
+    caches
+        .by_site
+        .put(note.site, (graph.key.clone(), note.count));
 }
 
 /// Per node: `op file:line`, the label of its lines in dumped kernels.

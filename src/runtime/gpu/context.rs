@@ -31,6 +31,11 @@ pub(crate) struct GpuContext {
     uncaptured: Arc<Mutex<Option<String>>>,
     /// Host time blocked on the device, and device busy time.
     pub clock: Arc<DeviceClock>,
+    /// Without a submission thread: a thread that waits for each
+    /// submission to complete and stamps the time on `clock` (completion
+    /// callbacks only run at the next submit or poll, which would count
+    /// idle time as busy).
+    completions: Option<std::sync::mpsc::Sender<(wgpu::SubmissionIndex, std::time::Instant)>>,
     /// Compiled pipelines kept across processes, where the backend
     /// allows it (see `super::disk_cache`).
     pub pipeline_cache: Option<DiskPipelineCache>,
@@ -114,7 +119,16 @@ impl GpuContext {
             None
         };
         let pipeline_cache = DiskPipelineCache::open(&device, &info, features);
+        let completions = match submitter {
+            Some(_) => None,
+            None => Some(
+                watch_completions(device.clone(), clock.clone()).map_err(|e| {
+                    Error::RequestDevice(format!("starting the completion thread: {e}"))
+                })?,
+            ),
+        };
         Ok(GpuContext {
+            completions,
             clock,
             pipeline_cache,
             device,
@@ -197,10 +211,12 @@ impl GpuContext {
             Some(s) => s.submit(cb),
             None => {
                 let submitted = std::time::Instant::now();
-                self.queue.submit([cb]);
-                let clock = self.clock.clone();
-                self.queue
-                    .on_submitted_work_done(move || clock.work_done(submitted));
+                let index = self.queue.submit([cb]);
+                if let Some(watcher) = &self.completions {
+                    // The thread lives as long as the context: a failed
+                    // send only loses a timing.
+                    let _ = watcher.send((index, submitted));
+                }
             }
         }
     }
@@ -297,6 +313,32 @@ impl GpuContext {
             })?;
         self.take_error("wait")
     }
+}
+
+/// Starts the thread that waits for each submission sent to it to
+/// complete and records the device's busy time on `clock`.
+fn watch_completions(
+    device: wgpu::Device,
+    clock: Arc<DeviceClock>,
+) -> std::io::Result<std::sync::mpsc::Sender<(wgpu::SubmissionIndex, std::time::Instant)>> {
+    let (tx, rx) = std::sync::mpsc::channel::<(wgpu::SubmissionIndex, std::time::Instant)>();
+    std::thread::Builder::new()
+        .name("lazywgpu-completions".into())
+        .spawn(move || {
+            while let Ok((index, submitted)) = rx.recv() {
+                let wait = wgpu::PollType::Wait {
+                    submission_index: Some(index),
+                    timeout: None,
+                };
+                // A lost device is reported to the caller by its next
+                // wait; here it only ends the timing.
+                if device.poll(wait).is_err() {
+                    break;
+                }
+                clock.work_done(submitted);
+            }
+        })?;
+    Ok(tx)
 }
 
 async fn choose_adapter(instance: &wgpu::Instance) -> Result<wgpu::Adapter> {

@@ -6,7 +6,13 @@
 //! pipeline cache (Metal, DX12, WebGPU) start cold every time.
 
 use std::path::PathBuf;
+use std::sync::Mutex;
 use std::sync::atomic::{AtomicUsize, Ordering};
+use std::time::{Duration, Instant};
+
+/// The least time between two saves: each writes the whole cache, and a
+/// warm-up compiles many graphs in a row.
+const SAVE_INTERVAL: Duration = Duration::from_secs(2);
 
 /// The process's pipeline cache and the file it is saved to.
 pub(crate) struct DiskPipelineCache {
@@ -14,6 +20,8 @@ pub(crate) struct DiskPipelineCache {
     path: PathBuf,
     /// Bytes last written, to skip writing an unchanged cache.
     saved_bytes: AtomicUsize,
+    /// When it was last saved.
+    saved_at: Mutex<Option<Instant>>,
 }
 
 /// The cache directory the environment asks for, if any.
@@ -68,13 +76,28 @@ impl DiskPipelineCache {
             cache,
             path,
             saved_bytes: AtomicUsize::new(data.map_or(0, |d| d.len())),
+            saved_at: Mutex::new(None),
         })
     }
 
-    /// Writes the cache's data to its file when it grew (after new
-    /// pipelines were compiled). Failures are logged, never fatal: a cold
-    /// start is only slower.
+    /// `save`, unless the last save was less than `SAVE_INTERVAL` ago
+    /// (then the next compile, or the device's drop, saves).
+    pub fn save_if_due(&self) {
+        let due = self
+            .saved_at
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .is_none_or(|t| t.elapsed() >= SAVE_INTERVAL);
+        if due {
+            self.save();
+        }
+    }
+
+    /// Writes the cache's data to its file when it changed size (after
+    /// new pipelines were compiled). Failures are logged, never fatal: a
+    /// cold start is only slower.
     pub fn save(&self) {
+        *self.saved_at.lock().unwrap_or_else(|e| e.into_inner()) = Some(Instant::now());
         let Some(data) = self.cache.get_data() else {
             return;
         };

@@ -30,10 +30,16 @@ pub(crate) fn run_graph(
     readback: Option<&wgpu::Buffer>,
 ) -> Result<Vec<Storage>> {
     let metrics = &pool.metrics;
+    let compiled_before = metrics.value("kernels_compiled");
     let exe = {
         let mut caches = caches.lock().unwrap_or_else(|e| e.into_inner());
         executable((ctx, target), &mut caches, metrics, graph)?
     };
+    if metrics.value("kernels_compiled") > compiled_before {
+        if let Some(disk) = &ctx.pipeline_cache {
+            disk.save_if_due();
+        }
+    }
     let encode_start = std::time::Instant::now();
     let mut run = Run::start(ctx, target, pool, graph, &exe)?;
     let mut encoder = ctx
@@ -49,7 +55,7 @@ pub(crate) fn run_graph(
     });
     run.encode(&mut encoder, queries.as_ref())?;
     metrics.add("kernel_launches", exe.kernels.len() as u64);
-    let checks = run.checks.as_ref().map(|flags| {
+    let checks = exe.checks.as_ref().map(|flags| {
         let staging = ctx.device.create_buffer(&wgpu::BufferDescriptor {
             label: Some("lazywgpu anomaly checks readback"),
             size: 8,
@@ -93,9 +99,6 @@ struct Run<'a> {
     /// input (a strided view being made contiguous).
     buffers: Vec<NodeBuffer>,
     written: Vec<NodeBuffer>,
-    /// Anomaly mode: the two flag words the kernels set (zeroed at
-    /// creation; see `kernel::ir::Check::slot`).
-    checks: Option<wgpu::Buffer>,
 }
 
 impl<'a> Run<'a> {
@@ -118,14 +121,6 @@ impl<'a> Run<'a> {
             params: None,
             buffers: vec![None; nodes.len()],
             written: vec![None; nodes.len()],
-            checks: exe.key.checked.then(|| {
-                ctx.device.create_buffer(&wgpu::BufferDescriptor {
-                    label: Some("lazywgpu anomaly checks"),
-                    size: 8,
-                    usage: wgpu::BufferUsages::STORAGE | wgpu::BufferUsages::COPY_SRC,
-                    mapped_at_creation: false,
-                })
-            }),
         };
         for (i, n) in nodes.iter().enumerate() {
             if let GKind::Input { slot, .. } = n.kind {
@@ -178,6 +173,9 @@ impl<'a> Run<'a> {
         encoder: &mut wgpu::CommandEncoder,
         queries: Option<&wgpu::QuerySet>,
     ) -> Result<()> {
+        if let Some(flags) = &self.exe.checks {
+            encoder.clear_buffer(flags, 0, None);
+        }
         let mut pass: Option<wgpu::ComputePass<'static>> = None;
         for (ki, k) in self.exe.kernels.iter().enumerate() {
             let dispatches = self.dispatches(k)?;
@@ -264,7 +262,7 @@ impl<'a> Run<'a> {
                 (self.ctx, self.part_bytes),
                 self.graph.hash,
                 (pipeline, source),
-                (self.params.as_ref(), self.checks.as_ref()),
+                (self.params.as_ref(), self.exe.checks.as_ref()),
                 (&self.buffers, &self.written),
                 (&scratch, per_run),
                 (&k.bind_groups[d], &self.pool.metrics),
