@@ -49,50 +49,12 @@ pub(super) fn bind_group(
     (scratch, per_run_scratch): (&[wgpu::TextureView], bool),
     (cache, metrics): (&Mutex<Vec<CachedBindGroup>>, &Metrics),
 ) -> Result<wgpu::BindGroup> {
-    let mut resources = Vec::new();
-    let missing = |n: usize| Error::Device {
-        during: format!("graph {graph_hash:016x}"),
-        message: format!("node {n} is read before it is written"),
-    };
-    // Part j covers bytes [j * part, (j + 1) * part) of the buffer (clipped
-    // to its size), never more than one storage binding may hold.
-    let part_of = |b: &Arc<GpuBuffer>, j: usize| {
-        let (part, size) = (part_bytes as u64, b.buffer().size());
-        let offset = j as u64 * part;
-        let len = std::num::NonZeroU64::new((size - offset).min(part));
-        BoundResource::Buffer(b.buffer().clone(), offset, len)
-    };
-    for binding in source.bindings() {
-        resources.push(match binding {
-            Binding::Params { uniform_bytes } => {
-                let Some(p) = params else {
-                    return Err(Error::Device {
-                        during: format!("graph {graph_hash:016x}"),
-                        message: "kernel reads parameters but the graph has none".into(),
-                    });
-                };
-                let size = uniform_bytes.and_then(std::num::NonZeroU64::new);
-                BoundResource::Buffer(p.buffer().clone(), 0, size)
-            }
-            Binding::Read { node, part } => {
-                let b = buffers[node].as_ref().or(written[node].as_ref());
-                part_of(b.ok_or_else(|| missing(node))?, part)
-            }
-            Binding::Write { node, part } => {
-                part_of(written[node].as_ref().ok_or_else(|| missing(node))?, part)
-            }
-            Binding::Texture { slot, .. } => BoundResource::Texture(scratch[slot].clone()),
-            Binding::Checks => {
-                let Some(c) = checks else {
-                    return Err(Error::Device {
-                        during: format!("graph {graph_hash:016x}"),
-                        message: "kernel checks anomalies but the run has no checks buffer".into(),
-                    });
-                };
-                BoundResource::Buffer(c.clone(), 0, None)
-            }
-        });
-    }
+    let resources = resources_of(
+        (source, part_bytes, graph_hash),
+        (params, checks),
+        (buffers, written),
+        scratch,
+    )?;
     let mut cached = cache.lock().unwrap_or_else(|e| e.into_inner());
     if let Some(i) = cached.iter().position(|c| c.resources == resources) {
         metrics.add("bind_group_reuses", 1);
@@ -145,4 +107,58 @@ pub(super) fn bind_group(
         },
     );
     Ok(group)
+}
+
+/// What `source` binds, in its binding order (see `bind_group`).
+fn resources_of(
+    (source, part_bytes, graph_hash): (&KernelSource, usize, u64),
+    (params, checks): (Option<&Arc<GpuBuffer>>, Option<&wgpu::Buffer>),
+    (buffers, written): (&[NodeBuffer], &[NodeBuffer]),
+    scratch: &[wgpu::TextureView],
+) -> Result<Vec<BoundResource>> {
+    let mut resources = Vec::new();
+    let missing = |n: usize| Error::Device {
+        during: format!("graph {graph_hash:016x}"),
+        message: format!("node {n} is read before it is written"),
+    };
+    // Part j covers bytes [j * part, (j + 1) * part) of the buffer (clipped
+    // to its size), never more than one storage binding may hold.
+    let part_of = |b: &Arc<GpuBuffer>, j: usize| {
+        let (part, size) = (part_bytes as u64, b.buffer().size());
+        let offset = j as u64 * part;
+        let len = std::num::NonZeroU64::new((size - offset).min(part));
+        BoundResource::Buffer(b.buffer().clone(), offset, len)
+    };
+    for binding in source.bindings() {
+        resources.push(match binding {
+            Binding::Params { uniform_bytes } => {
+                let Some(p) = params else {
+                    return Err(Error::Device {
+                        during: format!("graph {graph_hash:016x}"),
+                        message: "kernel reads parameters but the graph has none".into(),
+                    });
+                };
+                let size = uniform_bytes.and_then(std::num::NonZeroU64::new);
+                BoundResource::Buffer(p.buffer().clone(), 0, size)
+            }
+            Binding::Read { node, part } => {
+                let b = buffers[node].as_ref().or(written[node].as_ref());
+                part_of(b.ok_or_else(|| missing(node))?, part)
+            }
+            Binding::Write { node, part } => {
+                part_of(written[node].as_ref().ok_or_else(|| missing(node))?, part)
+            }
+            Binding::Texture { slot, .. } => BoundResource::Texture(scratch[slot].clone()),
+            Binding::Checks => {
+                let Some(c) = checks else {
+                    return Err(Error::Device {
+                        during: format!("graph {graph_hash:016x}"),
+                        message: "kernel checks anomalies but the run has no checks buffer".into(),
+                    });
+                };
+                BoundResource::Buffer(c.clone(), 0, None)
+            }
+        });
+    }
+    Ok(resources)
 }
