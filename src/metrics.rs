@@ -269,6 +269,13 @@ impl fmt::Display for MetricsSnapshot {
                 format!("{:.3?}", t.median)
             )?;
         }
+        if let Some(hidden) = self.hidden_host_fraction() {
+            writeln!(
+                f,
+                "\nhost time hidden behind the device: {:.0} % (step_hidden / step_host)",
+                100.0 * hidden
+            )?;
+        }
         if !self.warnings.is_empty() {
             writeln!(f, "\nwarnings")?;
             for w in &self.warnings {

@@ -54,9 +54,10 @@ struct GuardState {
     /// Whether the growth or size warning was given (once per device).
     growth_warned: bool,
     huge_warned: bool,
-    /// Live tensors after the last step, and for how many steps in a row
-    /// their count grew.
+    /// Live tensors and `bytes_live` after the last step, and for how
+    /// many steps in a row either grew (and neither shrank).
     last_live: usize,
+    last_bytes: u64,
     growth_streak: usize,
     leak_warned: bool,
 }
@@ -119,17 +120,18 @@ impl Guards {
         });
     }
 
-    /// After a step: the live tensors' count; growth over `LEAK_STEPS`
-    /// steps in a row warns once, with the lines that created most of them.
+    /// After a step: the live tensors' count and the device's
+    /// `bytes_live`; growth over `LEAK_STEPS` steps in a row warns once,
+    /// with the lines that created most of the tensors.
     pub fn note_step(&self, live: &[Arc<Handle>], metrics: &Metrics) {
         let count = live.len();
+        let bytes = metrics.value("bytes_live");
         let mut state = self.state();
-        state.growth_streak = if count > state.last_live {
-            state.growth_streak + 1
-        } else {
-            0
-        };
+        let grew = (count > state.last_live && bytes >= state.last_bytes)
+            || (bytes > state.last_bytes && count >= state.last_live);
+        state.growth_streak = if grew { state.growth_streak + 1 } else { 0 };
         state.last_live = count;
+        state.last_bytes = bytes;
         if state.growth_streak < LEAK_STEPS || state.leak_warned {
             return;
         }
