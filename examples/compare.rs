@@ -12,6 +12,7 @@
 //! cargo run --release --example compare
 //! cargo run --release --example compare -- --quick          # fewer runs
 //! cargo run --release --example compare -- --peer burn.json  # add the burn column
+//! cargo run --release --example compare -- --json compare.json  # also the figures as JSON
 //! ```
 //!
 //! `--peer FILE` reads medians written by the opt-in burn runner
@@ -418,6 +419,10 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         Some(i) => Some(parse_peer(args.get(i + 1).ok_or("--peer needs a file")?)?),
         None => None,
     };
+    let json_path = match args.iter().position(|a| a == "--json") {
+        Some(i) => Some(args.get(i + 1).ok_or("--json needs a file")?.clone()),
+        None => None,
+    };
     let gpu = Device::gpu();
     let cpu = Device::cpu();
     let machine = match &gpu {
@@ -577,7 +582,46 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     std::fs::write("compare.md", &md)?;
     chart(&rows, "compare.svg", &peer_name)?;
     eprintln!("wrote compare.md and compare.svg");
+    if let Some(path) = json_path {
+        std::fs::write(&path, json(&rows, &machine, runs, &peer_name))?;
+        eprintln!("wrote {path}");
+    }
     Ok(())
+}
+
+/// The table's figures as JSON: every time in seconds (`null` where not
+/// run), the adapter's name and the date, for scripts that collect runs
+/// from several machines (`tools/gpu-bench.sh`).
+fn json(rows: &[Row], machine: &str, runs: usize, peer: &str) -> String {
+    let s = |c: Cell| c.map(|d| d.as_secs_f64());
+    let rows: Vec<serde_json::Value> = rows
+        .iter()
+        .enumerate()
+        .map(|(i, r)| {
+            serde_json::json!({
+                "name": r.name,
+                "fused_s": s(r.fused),
+                "unfused_s": s(r.unfused),
+                "cpu_backend_s": s(r.cpu_backend),
+                "ndarray_s": s(r.ndarray),
+                "limit_s": s(r.limit),
+                "by_hand_s": s(r.by_hand),
+                "host_s": s(r.host),
+                "hidden_host_fraction": r.hidden,
+                "compiles_after_warmup": r.compiles_after_warmup,
+                "peer_s": s(r.peer),
+                "ratio": ratio_text(i, r),
+            })
+        })
+        .collect();
+    let doc = serde_json::json!({
+        "date": date(),
+        "adapter": machine,
+        "runs": runs,
+        "peer": peer,
+        "rows": rows,
+    });
+    serde_json::to_string_pretty(&doc).unwrap_or_else(|e| format!("{{\"error\": \"{e}\"}}"))
 }
 
 /// Each row's ratio against its baseline, with the issue's target.
