@@ -28,6 +28,7 @@ pub const STANDARD_COUNTERS: &[&str] = &[
     "graph_cache_hits",
     "graph_cache_misses",
     "graphs_compiled",
+    "graphs_specialized",
     "recompiles",
     "kernels_compiled",
     "pipeline_cache_hits",

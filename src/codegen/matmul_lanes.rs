@@ -386,5 +386,6 @@ fn pack(
         scratch: Vec::new(),
         packs: Vec::new(),
         checks: false,
+        dyn_sizes: None,
     }
 }

@@ -118,6 +118,7 @@ pub(crate) fn generate_root_kernel(
         scratch,
         packs,
         checks: false,
+        dyn_sizes: None,
     }
     .declare_checks(g.uses_checks())
 }

@@ -64,6 +64,10 @@ pub(crate) struct KernelSource {
     pub packs: Vec<KernelSource>,
     /// Anomaly mode: the kernel binds the run's `checks` flags last.
     pub checks: bool,
+    /// A kernel generic over sizes that change between steps: the values
+    /// of its dynamic literals for this graph, bound last as a uniform
+    /// `dyn_sizes` (see `runtime::gpu::generalize`).
+    pub dyn_sizes: Option<Vec<u32>>,
 }
 
 /// A scratch texture a kernel binds: entry `slot` of the owning kernel's
@@ -106,6 +110,7 @@ impl KernelSource {
             .chain(writes)
             .chain(textures)
             .chain(self.checks.then_some(Binding::Checks))
+            .chain(self.dyn_sizes.as_ref().map(|_| Binding::Sizes))
     }
 
     /// Marks the kernel as checking (anomaly mode) and declares its

@@ -129,6 +129,7 @@ impl ElementwiseKernel<'_> {
             scratch: Vec::new(),
             packs: Vec::new(),
             checks: false,
+            dyn_sizes: None,
         }
         .declare_checks(g.uses_checks())
     }

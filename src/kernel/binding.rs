@@ -17,8 +17,11 @@ pub(crate) enum Binding {
     /// texture (`write`) or a sampled one.
     Texture { slot: usize, write: bool },
     /// Anomaly mode: the run's two flag words (`array<atomic<u32>, 2>`),
-    /// always last.
+    /// after every other but `Sizes`.
     Checks,
+    /// A kernel generic over its sizes: its dynamic literals' values, a
+    /// uniform buffer of the executable's, always last.
+    Sizes,
 }
 
 impl Binding {
@@ -42,6 +45,7 @@ impl Binding {
             Binding::Read { node, part: p } => format!("read n{node}{}", part(p)),
             Binding::Write { node, part: p } => format!("write n{node}{}", part(p)),
             Binding::Checks => "checks (anomaly flags)".to_string(),
+            Binding::Sizes => "dynamic sizes (uniform)".to_string(),
             Binding::Texture { slot, write } => {
                 format!(
                     "texture {slot} ({})",

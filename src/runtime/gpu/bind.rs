@@ -44,14 +44,18 @@ pub(super) fn bind_group(
     (ctx, part_bytes): (&GpuContext, usize),
     graph_hash: u64,
     (pipeline, source): (&wgpu::ComputePipeline, &KernelSource),
-    (params, checks): (Option<&Arc<GpuBuffer>>, Option<&wgpu::Buffer>),
+    (params, checks, sizes): (
+        Option<&Arc<GpuBuffer>>,
+        Option<&wgpu::Buffer>,
+        Option<&wgpu::Buffer>,
+    ),
     (buffers, written): (&[NodeBuffer], &[NodeBuffer]),
     (scratch, per_run_scratch): (&[wgpu::TextureView], bool),
     (cache, metrics): (&Mutex<Vec<CachedBindGroup>>, &Metrics),
 ) -> Result<wgpu::BindGroup> {
     let resources = resources_of(
         (source, part_bytes, graph_hash),
-        (params, checks),
+        (params, checks, sizes),
         (buffers, written),
         scratch,
     )?;
@@ -112,7 +116,11 @@ pub(super) fn bind_group(
 /// What `source` binds, in its binding order (see `bind_group`).
 fn resources_of(
     (source, part_bytes, graph_hash): (&KernelSource, usize, u64),
-    (params, checks): (Option<&Arc<GpuBuffer>>, Option<&wgpu::Buffer>),
+    (params, checks, sizes): (
+        Option<&Arc<GpuBuffer>>,
+        Option<&wgpu::Buffer>,
+        Option<&wgpu::Buffer>,
+    ),
     (buffers, written): (&[NodeBuffer], &[NodeBuffer]),
     scratch: &[wgpu::TextureView],
 ) -> Result<Vec<BoundResource>> {
@@ -157,6 +165,15 @@ fn resources_of(
                     });
                 };
                 BoundResource::Buffer(c.clone(), 0, None)
+            }
+            Binding::Sizes => {
+                let Some(s) = sizes else {
+                    return Err(Error::Device {
+                        during: format!("graph {graph_hash:016x}"),
+                        message: "kernel reads dynamic sizes but has no sizes buffer".into(),
+                    });
+                };
+                BoundResource::Buffer(s.clone(), 0, None)
             }
         });
     }

@@ -7,6 +7,7 @@ use std::sync::{Arc, Mutex};
 
 use lru::LruCache;
 
+use super::generalize::generalize;
 use crate::codegen::{
     CodegenContext, KernelSource, generate_kernel, generate_root_kernel, lower_kernel,
     validate_wgsl,
@@ -45,6 +46,9 @@ pub(super) struct CompiledKernel {
     /// creating bind groups was most of the host's encoding time (W5:
     /// ~12 µs a kernel on lavapipe).
     pub(super) bind_groups: Vec<Mutex<Vec<CachedBindGroup>>>,
+    /// Per dispatch (the packs', then its own): the values of a generic
+    /// kernel's dynamic sizes, as the uniform buffer it binds last.
+    pub(super) sizes: Vec<Option<wgpu::Buffer>>,
 }
 
 /// Scratch textures up to this size live as long as their executable.
@@ -189,7 +193,7 @@ pub(crate) struct GpuCaches {
     /// tell a recompilation (same trace site, new structure) from a new
     /// graph, and to say what changed;
     /// and how often that site recompiled.
-    by_site: LruCache<Vec<String>, (GraphKey, usize)>,
+    by_site: LruCache<Vec<String>, SiteRecord>,
     /// Recompiles allowed per site before a compile fails with
     /// `Error::RecompileBudget` (`Device::set_recompile_budget`).
     pub recompile_budget: Option<usize>,
@@ -226,7 +230,7 @@ pub(super) fn executable(
     }
     metrics.add("graph_cache_misses", 1);
     let compile_start = std::time::Instant::now();
-    let site = note_miss(caches, graph)?;
+    let mut site = note_miss(caches, graph)?;
     let traced = graph;
     let Lowered { key, origin } = split_reductions(&traced.key);
     let graph = &traced.lowered(key, &origin);
@@ -238,6 +242,18 @@ pub(super) fn executable(
     };
     let (groups, available, mut sources) = generate(graph, &cx);
     let donations = plan_donations(graph, &cx, &groups, &available, &mut sources);
+    // Dynamic sizes: kernels generic over what changed since the site's
+    // last graph; when every one is found compiled, nothing compiles.
+    let texts = generalize_kernels(caches.by_site.peek(&site.site), &mut sources);
+    let compiles = sources
+        .iter()
+        .flat_map(|s| std::iter::once(s).chain(&s.packs))
+        .any(|s| !caches.pipelines.contains(&s.wgsl));
+    if compiles {
+        if let Some(e) = site.over_budget.take() {
+            return Err(e);
+        }
+    }
     if !donations.is_empty() {
         log::debug!(
             "graph {:016x}: outputs take over donated inputs {donations:?}",
@@ -255,9 +271,16 @@ pub(super) fn executable(
             source,
         )?);
     }
-    metrics.add("graphs_compiled", 1);
+    metrics.add(
+        if compiles {
+            "graphs_compiled"
+        } else {
+            "graphs_specialized"
+        },
+        1,
+    );
     metrics.record("compile", compile_start.elapsed());
-    record_site(caches, metrics, traced, site);
+    record_site(caches, metrics, traced, (site, texts, compiles));
     if let (Some(dir), Some(origins)) = (&caches.dump_dir, &origins) {
         let sources: Vec<&KernelSource> = kernels.iter().map(|k| &k.source).collect();
         crate::debug::dump(dir, graph, &sources, origins);
@@ -293,14 +316,33 @@ pub(super) fn executable(
     Ok(exe)
 }
 
-/// What a cache miss is to its trace site (the source lines of the
-/// graph's outputs), recorded once the graph compiled.
+/// Per kernel, per dispatch (its packing kernels, then itself): the text
+/// lowered for a graph's own sizes, and which of its literals are dynamic.
+type KernelTexts = Vec<Vec<(String, Vec<usize>)>>;
+
+/// The last graph compiled for a trace site (the source lines of the
+/// graph's outputs).
+pub(crate) struct SiteRecord {
+    key: GraphKey,
+    /// Recompiles of the site so far.
+    count: usize,
+    /// Per kernel, per dispatch (its packing kernels, then itself): the
+    /// text lowered for the site's last sizes, and which of its literals
+    /// are dynamic (see `generalize`).
+    kernels: KernelTexts,
+}
+
+/// What a cache miss is to its trace site, recorded once the graph
+/// compiled.
 struct SiteNote {
     site: Vec<String>,
     /// Recompiles of the site, this one included.
     count: usize,
     /// The warning to give, for a recompile after warm-up.
     warning: Option<String>,
+    /// The error to give instead, past the recompile budget, if the graph
+    /// needs a kernel compiled.
+    over_budget: Option<Error>,
 }
 
 /// Tells a recompilation (the same output source lines as a graph
@@ -316,7 +358,10 @@ fn note_miss(caches: &mut GpuCaches, graph: &Graph) -> Result<SiteNote> {
         .iter()
         .map(|&o| graph.locations[o].to_string())
         .collect();
-    let Some((before, count)) = caches.by_site.get(&site) else {
+    let Some(SiteRecord {
+        key: before, count, ..
+    }) = caches.by_site.get(&site)
+    else {
         log::debug!(
             "graph {:016x}: cache miss, new graph of {} nodes with outputs at {site:?}",
             graph.hash,
@@ -326,6 +371,7 @@ fn note_miss(caches: &mut GpuCaches, graph: &Graph) -> Result<SiteNote> {
             site,
             count: 0,
             warning: None,
+            over_budget: None,
         });
     };
     let explained = graph.key.explain_recompile(before);
@@ -340,6 +386,7 @@ fn note_miss(caches: &mut GpuCaches, graph: &Graph) -> Result<SiteNote> {
             site,
             count,
             warning: None,
+            over_budget: None,
         });
     }
     let count = *count + 1;
@@ -355,35 +402,97 @@ fn note_miss(caches: &mut GpuCaches, graph: &Graph) -> Result<SiteNote> {
         }
     }
     let lines = lines.join(", ");
-    if let Some(budget) = caches.recompile_budget.filter(|&b| count > b) {
-        return Err(Error::RecompileBudget {
+    let warning = format!(
+        "recompiling the graph of outputs recorded at {lines} (recompile {count} of this site): {change}, recorded at {location}"
+    );
+    let over_budget = caches
+        .recompile_budget
+        .filter(|&b| count > b)
+        .map(|budget| Error::RecompileBudget {
             site: lines,
             count,
             budget,
             change,
             location,
         });
-    }
-    let warning = format!(
-        "recompiling the graph of outputs recorded at {lines} (recompile {count} of this site): {change}, recorded at {location}"
-    );
     Ok(SiteNote {
         site,
         count,
         warning: Some(warning),
+        over_budget,
     })
 }
 
-/// Records a compiled graph as its site's last, counting and warning
-/// about a recompile.
-fn record_site(caches: &mut GpuCaches, metrics: &Metrics, graph: &Graph, note: SiteNote) {
-    if let Some(warning) = note.warning {
-        metrics.add("recompiles", 1);
-        metrics.warn(warning);
+/// Makes each kernel of a recompiled site generic over the literals in
+/// which it differs from the site's last graph (dynamic sizes, see
+/// `generalize`), where the two differ in nothing else. Returns each
+/// dispatch's concrete text and dynamic literals, for the site's record.
+fn generalize_kernels(before: Option<&SiteRecord>, sources: &mut [KernelSource]) -> KernelTexts {
+    let mut record = Vec::with_capacity(sources.len());
+    for (k, source) in sources.iter_mut().enumerate() {
+        let previous = before.and_then(|b| b.kernels.get(k));
+        let mut dispatches = Vec::with_capacity(source.packs.len() + 1);
+        let count = source.packs.len() + 1;
+        for d in 0..count {
+            let s = if d < source.packs.len() {
+                &mut source.packs[d]
+            } else {
+                &mut *source
+            };
+            let concrete = s.wgsl.clone();
+            let generic = previous
+                .filter(|p| p.len() == count)
+                .and_then(|p| {
+                    let (text, known) = &p[d];
+                    generalize(text, &concrete, known, s.bindings().count())
+                })
+                // A literal that WGSL needs constant (an array length)
+                // makes the generic text invalid: keep the concrete one.
+                .filter(|g| validate_wgsl(&g.text).is_ok());
+            let dynamic = match generic {
+                Some(g) => {
+                    s.wgsl = g.text;
+                    s.dyn_sizes = Some(g.values);
+                    g.dynamic
+                }
+                None => {
+                    if previous.is_some() {
+                        log::debug!("kernel {k}, dispatch {d}: not generic over the new sizes");
+                    }
+                    Vec::new()
+                }
+            };
+            dispatches.push((concrete, dynamic));
+        }
+        record.push(dispatches);
     }
-    caches
-        .by_site
-        .put(note.site, (graph.key.clone(), note.count));
+    record
+}
+
+/// Records a compiled graph as its site's last, counting and warning
+/// about a recompile (`compiled`: it needed a kernel compiled; a graph
+/// whose kernels were all found, generic over its sizes, is no recompile).
+fn record_site(
+    caches: &mut GpuCaches,
+    metrics: &Metrics,
+    graph: &Graph,
+    (note, kernels, compiled): (SiteNote, KernelTexts, bool),
+) {
+    let count = match note.warning {
+        Some(warning) if compiled => {
+            metrics.add("recompiles", 1);
+            metrics.warn(warning);
+            note.count
+        }
+        Some(_) => note.count - 1,
+        None => note.count,
+    };
+    let record = SiteRecord {
+        key: graph.key.clone(),
+        count,
+        kernels,
+    };
+    caches.by_site.put(note.site, record);
 }
 
 /// Per node: `op file:line`, the label of its lines in dumped kernels.
@@ -499,7 +608,14 @@ fn compile_kernel(
         .collect();
     let pipeline = pipeline(ctx, caches, metrics, &source.wgsl, graph.hash, k)?;
     let bind_groups = (0..=packs.len()).map(|_| Mutex::new(Vec::new())).collect();
+    let sizes = source
+        .packs
+        .iter()
+        .chain(std::iter::once(&source))
+        .map(|s| s.dyn_sizes.as_ref().map(|values| sizes_buffer(ctx, values)))
+        .collect();
     Ok(CompiledKernel {
+        sizes,
         pipeline,
         workgroups: grid(ctx, source.groups),
         source,
@@ -507,6 +623,19 @@ fn compile_kernel(
         scratch,
         bind_groups,
     })
+}
+
+/// A uniform buffer holding `values`, in whole `vec4<u32>`s.
+fn sizes_buffer(ctx: &GpuContext, values: &[u32]) -> wgpu::Buffer {
+    let mut words = values.to_vec();
+    words.resize(values.len().div_ceil(4).max(1) * 4, 0);
+    use wgpu::util::DeviceExt;
+    ctx.device
+        .create_buffer_init(&wgpu::util::BufferInitDescriptor {
+            label: Some("lazywgpu dynamic sizes"),
+            contents: bytemuck::cast_slice(&words),
+            usage: wgpu::BufferUsages::UNIFORM,
+        })
 }
 
 /// An `rgba32float` texture array a matmul packs an operand into: written

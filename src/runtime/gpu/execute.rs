@@ -262,7 +262,11 @@ impl<'a> Run<'a> {
                 (self.ctx, self.part_bytes),
                 self.graph.hash,
                 (pipeline, source),
-                (self.params.as_ref(), self.exe.checks.as_ref()),
+                (
+                    self.params.as_ref(),
+                    self.exe.checks.as_ref(),
+                    k.sizes[d].as_ref(),
+                ),
                 (&self.buffers, &self.written),
                 (&scratch, per_run),
                 (&k.bind_groups[d], &self.pool.metrics),

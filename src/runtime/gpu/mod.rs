@@ -7,6 +7,7 @@ mod compile;
 mod context;
 mod disk_cache;
 mod execute;
+mod generalize;
 
 pub(crate) use compile::GpuCaches;
 pub(crate) use context::GpuContext;
