@@ -56,8 +56,8 @@ fn batch_sizes_after_the_second_compile_nothing_and_train_the_same() {
 #[test]
 fn a_size_that_changes_a_kernel_strategy_compiles_and_stays_right() {
     let Some(gpu) = common::gpu() else { return };
-    // Below 32 rows the bias gradient's sum over the batch runs one
-    // invocation per output instead of a workgroup tree: 17 compiles that
+    // The loss sums 10 log-probabilities a row: below 256 elements (batch
+    // 17: 170) one invocation replaces a workgroup tree, so 17 compiles that
     // kernel for its size; 33, back across the threshold, compiles it
     // again for its size (generic forms are made against the site's last
     // graph, 17, where that kernel differs), 40 compiles its generic form,
