@@ -37,17 +37,24 @@ fn train(dev: &Device, sizes: &[usize]) -> Vec<f32> {
     losses
 }
 
+/// Trains on `sizes` on the GPU and on the CPU reference, checks the
+/// losses agree, and returns the GPU's metrics (`None` without an adapter).
+fn train_checked(sizes: &[usize]) -> Option<lazywgpu::MetricsSnapshot> {
+    let gpu = common::gpu()?;
+    let got = train(&gpu, sizes);
+    let want = train(&Device::cpu(), sizes);
+    common::assert_close(&got, &want, 1e-3, 1e-4, "losses");
+    Some(gpu.metrics())
+}
+
 #[test]
 fn batch_sizes_after_the_second_compile_nothing_and_train_the_same() {
-    let Some(gpu) = common::gpu() else { return };
     // 64 twice (the first step computes the initial weights too: warm-up),
     // then 50 (the second distinct size: kernels generic over it), then
     // sizes that keep every kernel's strategy.
-    let sizes = [64, 64, 50, 33, 40, 47, 64];
-    let got = train(&gpu, &sizes);
-    let want = train(&Device::cpu(), &sizes);
-    common::assert_close(&got, &want, 1e-3, 1e-4, "losses");
-    let m = gpu.metrics();
+    let Some(m) = train_checked(&[64, 64, 50, 33, 40, 47, 64]) else {
+        return;
+    };
     assert_eq!(m.counter("graphs_compiled"), 3, "{m}");
     assert_eq!(m.counter("graphs_specialized"), 3, "33, 40 and 47: {m}");
     assert_eq!(m.counter("recompiles"), 1, "{m}");
@@ -55,18 +62,15 @@ fn batch_sizes_after_the_second_compile_nothing_and_train_the_same() {
 
 #[test]
 fn a_size_that_changes_a_kernel_strategy_compiles_and_stays_right() {
-    let Some(gpu) = common::gpu() else { return };
     // The loss sums 10 log-probabilities a row: below 256 elements (batch
     // 17: 170) one invocation replaces a workgroup tree, so 17 compiles that
     // kernel for its size; 33, back across the threshold, compiles it
     // again for its size (generic forms are made against the site's last
     // graph, 17, where that kernel differs), 40 compiles its generic form,
     // and 47 finds every kernel generic.
-    let sizes = [64, 64, 50, 17, 33, 40, 47];
-    let got = train(&gpu, &sizes);
-    let want = train(&Device::cpu(), &sizes);
-    common::assert_close(&got, &want, 1e-3, 1e-4, "losses");
-    let m = gpu.metrics();
+    let Some(m) = train_checked(&[64, 64, 50, 17, 33, 40, 47]) else {
+        return;
+    };
     assert_eq!(m.counter("graphs_compiled"), 6, "{m}");
     assert_eq!(m.counter("graphs_specialized"), 1, "{m}");
 }

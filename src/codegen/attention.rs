@@ -7,7 +7,7 @@ use std::fmt::Write;
 
 use super::emit::Gen;
 use super::exprs::nan_extremum;
-use super::roots::stores;
+use super::roots::store_outputs;
 use super::wgsl::{WORKGROUP_SIZE, kernel_main};
 use crate::dtype::DType;
 use crate::graph::GraphKey;
@@ -56,8 +56,7 @@ pub(super) fn attention(
     let write = g.scoped(|g| {
         let idx = g.emit("idx", Ty::U32, Expr::template(format!("gi * {ev}u + c")));
         let y = g.emit("y", Ty::F32, Expr::template("acc[c] / s"));
-        let st = stores(g, key, root, outputs, &idx, &y);
-        g.line(st);
+        store_outputs(g, key, (root, outputs), &idx, &y);
     });
     let keys = if causal {
         format!("min(i + 1u, {s_len}u)")

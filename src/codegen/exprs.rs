@@ -88,9 +88,14 @@ pub(crate) fn is_nan(a: &str, vec: bool) -> String {
     }
 }
 
-/// Whether `a` (f32) is NaN or infinite, tested on its exponent bits.
-pub(crate) fn is_nonfinite(a: &str) -> String {
-    format!("((bitcast<u32>({a}) & 0x7f800000u) == 0x7f800000u)")
+/// Whether `a` (an f32, or lane by lane a `vec4<f32>`) is NaN or
+/// infinite, tested on its exponent bits.
+pub(crate) fn is_nonfinite(a: &str, vec: bool) -> String {
+    if vec {
+        format!("((bitcast<vec4<u32>>({a}) & vec4<u32>(0x7f800000u)) == vec4<u32>(0x7f800000u))")
+    } else {
+        format!("((bitcast<u32>({a}) & 0x7f800000u) == 0x7f800000u)")
+    }
 }
 
 /// A softmax output `y` of a row whose maximum is `m` and whose sum of
@@ -104,7 +109,10 @@ pub(crate) fn softmax_guard(y: &str, m: &str, s: &str, vec: bool) -> String {
     } else {
         "bitcast<f32>(0x7fc00000u)"
     };
-    format!("select({y}, {nan}, {} || !({s} > 0.0))", is_nonfinite(m))
+    format!(
+        "select({y}, {nan}, {} || !({s} > 0.0))",
+        is_nonfinite(m, false)
+    )
 }
 
 /// `max` or `min` of two f32 values that is NaN when either is (PyTorch's

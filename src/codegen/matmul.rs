@@ -129,14 +129,7 @@ pub(super) fn matmul_blocked(
     let d = matmul_dims(key, root);
     let (m, k, n, tiles_n, tiles_mn, groups) = (d.m, d.k, d.n, d.tiles_n, d.tiles_mn, d.groups);
     let loads = tile_loads(g, &d, 64);
-    let st = stores(
-        g,
-        key,
-        root,
-        outputs,
-        &Expr::template("idx"),
-        &Expr::template("result"),
-    );
+    let st = stores(g, key, (root, outputs), "idx", "result");
     let mut inner = String::new();
     let mut decl = String::new();
     for i in 0..8 {
@@ -203,14 +196,7 @@ pub(super) fn matmul(
     let d = matmul_dims(key, root);
     let (m, k, n, tiles_n, tiles_mn, groups) = (d.m, d.k, d.n, d.tiles_n, d.tiles_mn, d.groups);
     let loads = tile_loads(g, &d, 256);
-    let st = stores(
-        g,
-        key,
-        root,
-        outputs,
-        &Expr::template("idx"),
-        &Expr::template("result"),
-    );
+    let st = stores(g, key, (root, outputs), "idx", "result");
     let main = format!(
         "\n// A tile: 16 columns of 16 four-row groups; B tile: 16 rows of 16 four-column groups.\n\
          var<workgroup> ta: array<vec4<f32>, 256>;\n\

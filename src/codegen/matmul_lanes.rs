@@ -34,7 +34,6 @@ use super::roots::stores;
 use super::wgsl::{CodegenContext, KernelSource, TextureUse, WORKGROUP_SIZE, kernel_main};
 use crate::graph::GraphKey;
 use crate::kernel::LaneAdapter;
-use crate::kernel::ir::Expr;
 
 /// Rows of the output a workgroup computes (at most): 32 `vec4`
 /// accumulators per lane measured faster than 8 or 16.
@@ -187,14 +186,7 @@ pub(super) fn matmul_lanes(
     } = geo;
     let (m, n) = (geo.d.m, geo.d.n);
     let s = adapter.subgroup;
-    let st = stores(
-        g,
-        key,
-        root,
-        outputs,
-        &Expr::template("idx"),
-        &Expr::template("result"),
-    );
+    let st = stores(g, key, (root, outputs), "idx", "result");
     // Textures are bound after the buffers: params, reads, then writes.
     let base = g.uses_params() as usize
         + g.read_parts().iter().sum::<usize>()

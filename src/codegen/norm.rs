@@ -7,7 +7,7 @@
 use std::fmt::Write;
 
 use super::emit::Gen;
-use super::roots::stores;
+use super::roots::store_outputs;
 use super::wgsl::{WORKGROUP_SIZE, kernel_main};
 use crate::dtype::DType;
 use crate::graph::GraphKey;
@@ -68,8 +68,7 @@ pub(super) fn normalize(
             let gv = gv.expect("backward reads gy");
             let expr = format!("rstd * ({gv} - mg - (({v} - mean) * rstd) * mgx)");
             let dx = g.emit("dx", Ty::F32, Expr::template(expr.clone()));
-            let st = stores(g, key, root, outputs, i, &dx);
-            g.line(st);
+            store_outputs(g, key, (root, outputs), i, &dx);
         });
         format!(
             "    var sg = 0.0;\n    var sgx = 0.0;\n\
@@ -80,8 +79,7 @@ pub(super) fn normalize(
     } else {
         let write = pass(g, &|g, i, v, _| {
             let y = g.emit("y", Ty::F32, Expr::template(format!("({v} - mean) * rstd")));
-            let st = stores(g, key, root, outputs, i, &y);
-            g.line(st);
+            store_outputs(g, key, (root, outputs), i, &y);
         });
         format!("    for (var k = 0u; k < {len}u; k = k + 1u) {{\n{write}    }}\n")
     };

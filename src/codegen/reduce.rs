@@ -142,14 +142,7 @@ fn sum_by_fours(
         let v = g.value(x, &i, false, true);
         let _ = writeln!(g, "        acc = acc + {v};");
     });
-    let st = stores(
-        g,
-        key,
-        root,
-        outputs,
-        &Expr::template("gi"),
-        &Expr::template("result"),
-    );
+    let st = stores(g, key, (root, outputs), "gi", "result");
     let vt = value_type(dtype, true);
     let result_ty = value_type(key.nodes[root].dtype, false);
     format!(
@@ -238,14 +231,7 @@ pub(super) fn reduce(
     // Many short reductions: one invocation per output. Long ones: a
     // workgroup per output, threads striding the chunk, then a tree.
     if strategy == ReduceStrategy::PerInvocation {
-        let st = stores(
-            g,
-            key,
-            root,
-            outputs,
-            &Expr::template("gi"),
-            &Expr::template("result"),
-        );
+        let st = stores(g, key, (root, outputs), "gi", "result");
         let main = format!(
             "\n{head}\
              let o = gi / {parts}u;\n\
@@ -258,14 +244,7 @@ pub(super) fn reduce(
         );
         return (main, total.div_ceil(WORKGROUP_SIZE as usize), strategy);
     }
-    let st = stores(
-        g,
-        key,
-        root,
-        outputs,
-        &Expr::template("gi"),
-        &Expr::template("result"),
-    );
+    let st = stores(g, key, (root, outputs), "gi", "result");
     let merge = combine(
         op,
         in_dtype,

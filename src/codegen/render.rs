@@ -7,7 +7,7 @@ use std::fmt::{self, Write};
 use crate::dtype::DType;
 use crate::kernel::ir::{Buffer, Check, Expr, Inst, Ty};
 
-use super::exprs::{binary_expr, cast_expr, lit, unary_expr, value_type};
+use super::exprs::{binary_expr, cast_expr, is_nan, is_nonfinite, lit, unary_expr, value_type};
 
 /// The WGSL type of a value.
 pub(crate) fn wgsl_type(ty: Ty) -> String {
@@ -207,17 +207,7 @@ pub(crate) fn render_body(body: &[Inst], origins: Option<&[String]>, out: &mut S
 
 /// The WGSL condition under which `check` fails.
 fn check_condition(check: &Check) -> String {
-    // NaN or infinity, tested on the exponent bits (comparisons may
-    // assume NaN away): a bool, or four for a vec4.
-    let nonfinite = |e: &Expr, vec: bool| {
-        if vec {
-            format!(
-                "((bitcast<vec4<u32>>({e}) & vec4<u32>(0x7f800000u)) == vec4<u32>(0x7f800000u))"
-            )
-        } else {
-            format!("((bitcast<u32>({e}) & 0x7f800000u) == 0x7f800000u)")
-        }
-    };
+    let nonfinite = |e: &Expr, vec: bool| is_nonfinite(&e.to_string(), vec);
     match check {
         Check::NonFinite { value, inputs, vec } => {
             let produced = nonfinite(value, *vec);
@@ -237,7 +227,7 @@ fn check_condition(check: &Check) -> String {
             format!("{not_any}({cond})")
         }
         Check::Nan { value, vec } => {
-            let nan = super::exprs::is_nan(&value.to_string(), *vec);
+            let nan = is_nan(&value.to_string(), *vec);
             if *vec { format!("any({nan})") } else { nan }
         }
         Check::Index { index, size } => format!("{index} < 0i || {index} >= {size}i"),

@@ -123,34 +123,36 @@ pub(crate) fn generate_root_kernel(
     .declare_checks(g.uses_checks())
 }
 
-/// Code that computes every output's value at `idx` (the root's value there
-/// being `result`) and stores it.
+/// Lowers, into the current block, every output's value at `idx` (the
+/// root's value there being `result`) and its store.
+pub(super) fn store_outputs(
+    g: &mut Gen,
+    key: &GraphKey,
+    (root, outputs): (usize, &[usize]),
+    idx: &Expr,
+    result: &Expr,
+) {
+    g.seed(root, idx, result.clone());
+    if key.nodes[root].dtype == DType::F32 {
+        let value = result.clone();
+        g.check(Check::Nan { value, vec: false }, root);
+    }
+    for (k, &o) in outputs.iter().enumerate() {
+        let v = g.value(o, idx, true, false);
+        let stmt = g.store(k, o, idx, v, false);
+        g.push(stmt);
+    }
+}
+
+/// `store_outputs` at the template's variables `idx` and `result`, as a
+/// block of WGSL for the template to place.
 pub(super) fn stores(
     g: &mut Gen,
     key: &GraphKey,
-    root: usize,
-    outputs: &[usize],
-    idx: &Expr,
-    result: &Expr,
+    (root, outputs): (usize, &[usize]),
+    idx: &str,
+    result: &str,
 ) -> String {
-    g.scoped(|g| {
-        g.seed(root, idx, result.clone());
-        if key.nodes[root].dtype == DType::F32 {
-            let value = result.clone();
-            g.check(Check::Nan { value, vec: false }, root);
-        }
-        for (k, &o) in outputs.iter().enumerate() {
-            let v = g.value(o, idx, true, false);
-            let v = if key.nodes[o].dtype == DType::Bool {
-                Expr::FromBool {
-                    x: Box::new(v),
-                    vec: false,
-                }
-            } else {
-                v
-            };
-            let stmt = g.store(k, o, idx, v, false);
-            g.push(stmt);
-        }
-    })
+    let (idx, result) = (Expr::template(idx), Expr::template(result));
+    g.scoped(|g| store_outputs(g, key, (root, outputs), &idx, &result))
 }

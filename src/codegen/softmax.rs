@@ -13,7 +13,7 @@ use crate::kernel::ir::{Check, Expr, Ty};
 use crate::kernel::{SoftmaxStrategy, choose_softmax};
 use crate::shape::numel;
 
-use super::roots::stores;
+use super::roots::store_outputs;
 
 pub(super) fn softmax(
     g: &mut Gen,
@@ -89,8 +89,7 @@ fn softmax_per_workgroup(
             Ty::F32,
             Expr::template(softmax_guard(&expr, "m", "s", false)),
         );
-        let st = stores(g, key, root, outputs, i, &result);
-        g.line(st);
+        store_outputs(g, key, (root, outputs), i, &result);
     });
     let half = WORKGROUP_SIZE / 2;
     let tree = |op: &str| {
@@ -179,8 +178,7 @@ fn softmax_per_thread_vec4(
         for q in 0..4 {
             let idx = g.emit("idx", Ty::U32, Expr::template(format!("{i} * 4u + {q}u")));
             let result = g.emit("r", Ty::F32, Expr::template(format!("{y}[{q}]")));
-            let st = stores(g, key, root, outputs, &idx, &result);
-            g.line(st);
+            store_outputs(g, key, (root, outputs), &idx, &result);
         }
     });
     let main = format!(
@@ -241,8 +239,7 @@ fn softmax_per_thread(
             Ty::F32,
             Expr::template(softmax_guard(&expr, "m", "s", false)),
         );
-        let st = stores(g, key, root, outputs, &i, &result);
-        g.line(st);
+        store_outputs(g, key, (root, outputs), &i, &result);
     });
     let main = format!(
         "\n{head}\

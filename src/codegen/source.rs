@@ -134,11 +134,14 @@ impl KernelSource {
             .count()
     }
 
+    /// What is dispatched for this kernel, in order: its packing kernels,
+    /// then itself.
+    pub fn dispatches(&self) -> impl Iterator<Item = &KernelSource> + '_ {
+        self.packs.iter().chain(std::iter::once(self))
+    }
+
     /// Nodes read from buffers by this kernel or its packing kernels.
     pub fn all_reads(&self) -> impl Iterator<Item = usize> + '_ {
-        self.reads
-            .iter()
-            .chain(self.packs.iter().flat_map(|p| p.reads.iter()))
-            .copied()
+        self.dispatches().flat_map(|d| d.reads.iter().copied())
     }
 }

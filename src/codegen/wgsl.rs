@@ -10,7 +10,6 @@
 
 use std::fmt::Write;
 
-use crate::dtype::DType;
 use crate::graph::op::Op;
 use crate::graph::{GKind, GNode, GraphKey};
 use crate::kernel::Strategy;
@@ -70,14 +69,7 @@ pub(crate) fn lower_kernel<'a>(
         // An output that is itself stored (a strided view being made
         // contiguous) is read through its layout, not recursed into.
         let value = g.value(o, &gi, true, vec);
-        let stored_value = match key.nodes[o].dtype {
-            DType::Bool => Expr::FromBool {
-                x: Box::new(value),
-                vec,
-            },
-            _ => value,
-        };
-        stores.push(g.store(k, o, &gi, stored_value, vec));
+        stores.push(g.store(k, o, &gi, value, vec));
     }
     ElementwiseKernel {
         g,
@@ -238,6 +230,7 @@ pub(crate) fn vectorizable(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::dtype::DType;
     use crate::graph::op::BinaryOp;
     use crate::kernel::Target;
     use crate::shape::Layout;

@@ -5,6 +5,7 @@
 use crate::dtype::DType;
 use crate::error::{Error, Result};
 use crate::graph::op::Op;
+use crate::graph::semantics::indexed_axis_len;
 use crate::graph::{GKind, Graph};
 
 use super::Arr;
@@ -45,11 +46,8 @@ pub(super) fn check(graph: &Graph, i: usize, value: &Arr, inputs: &[&Arr]) -> Re
                 None => Ok(()),
             }
         }
-        Op::Gather(axis) | Op::ScatterAdd(axis) => {
-            let size = match op {
-                Op::Gather(_) => inputs[0].shape()[*axis],
-                _ => node.shape[*axis],
-            };
+        Op::Gather(_) | Op::ScatterAdd(_) => {
+            let size = indexed_axis_len(&graph.key.nodes, i).unwrap_or(0);
             let index = inputs[1].to_f64();
             match index.iter().position(|&k| k < 0.0 || k >= size as f64) {
                 Some(j) => Err(Error::IndexOutOfRange {

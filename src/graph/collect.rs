@@ -129,13 +129,19 @@ impl Graph {
             output_indices.push(c.walk(out));
             output_nodes.push(out.clone());
         }
-        let donatable = donatable_inputs(
-            &c.nodes,
-            &output_indices,
-            &c.inputs,
-            &c.handles,
-            &c.internal_refs,
-        );
+        // A checked run that fails must leave its inputs as they were, to
+        // be read again: nothing is donated in anomaly mode.
+        let donatable = if checked {
+            vec![false; c.inputs.len()]
+        } else {
+            donatable_inputs(
+                &c.nodes,
+                &output_indices,
+                &c.inputs,
+                &c.handles,
+                &c.internal_refs,
+            )
+        };
         LAST_GRAPH_NODES.store(c.nodes.len(), Ordering::Relaxed);
         let key = GraphKey {
             nodes: c.nodes,

@@ -119,3 +119,24 @@ impl ReduceOp {
         }
     }
 }
+
+/// For an op that reads by index (`gather`, `scatter_add`), the length of
+/// the axis its indices point into: an index outside `0..len` is out of
+/// range (anomaly mode reports it; the GPU clamps a gather's and drops a
+/// scatter's). `None` for other nodes.
+pub(crate) fn indexed_axis_len(nodes: &[super::GNode], n: usize) -> Option<usize> {
+    use super::GKind;
+    use super::op::Op;
+    let node = &nodes[n];
+    match &node.kind {
+        GKind::Op {
+            op: Op::Gather(axis),
+            ..
+        } => Some(nodes[node.inputs[0]].shape[*axis]),
+        GKind::Op {
+            op: Op::ScatterAdd(axis),
+            ..
+        } => Some(node.shape[*axis]),
+        _ => None,
+    }
+}

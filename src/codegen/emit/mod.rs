@@ -251,8 +251,17 @@ impl<'a> Gen<'a> {
     }
 
     /// The instruction storing `value` at element `idx` of output `k`
-    /// (node `o`), split over parts like `split_access`.
+    /// (node `o`; a boolean is stored as a `u32`), split over parts like
+    /// `split_access`.
     pub fn store(&mut self, k: usize, o: usize, idx: &Expr, value: Expr, vec: bool) -> Inst {
+        let value = if self.nodes[o].dtype == DType::Bool {
+            Expr::FromBool {
+                x: Box::new(value),
+                vec,
+            }
+        } else {
+            value
+        };
         let buffer = Buffer {
             output: true,
             k,
@@ -326,11 +335,6 @@ impl<'a> Gen<'a> {
     /// Appends a template's instruction.
     pub fn push(&mut self, inst: Inst) {
         self.body.push(inst);
-    }
-
-    /// Appends a line of the template's own WGSL (with its newline).
-    pub fn line(&mut self, text: String) {
-        self.body.push(Inst::Template(text));
     }
 
     /// Runs `f` with a fresh body and returns the instructions it lowered;

@@ -7,6 +7,7 @@ use crate::kernel::ir::{Arith, Check, Expr, Inst, Ty};
 use crate::shape::{Layout, contiguous_strides, numel};
 
 use super::Gen;
+use crate::graph::semantics::indexed_axis_len;
 
 impl Gen<'_> {
     /// Node `n`'s value at `idx` for an op that reads its inputs
@@ -123,7 +124,7 @@ impl Gen<'_> {
         let x_shape = self.nodes[x].shape.clone();
         let mut coords = self.coords(&shape, idx);
         let k = self.value(index, idx, false, false);
-        let size = x_shape[axis];
+        let size = indexed_axis_len(self.nodes, n).expect("a gather indexes an axis");
         self.check(
             Check::Index {
                 index: k.clone(),
@@ -174,7 +175,7 @@ impl Gen<'_> {
             let j = g.emit("j", Ty::U32, j);
             let k = g.value(inputs[1], &j, false, false);
             let v = g.value(inputs[2], &j, false, false);
-            let size = shape[axis];
+            let size = indexed_axis_len(g.nodes, n).expect("a scatter-add indexes an axis");
             g.check(
                 Check::Index {
                     index: k.clone(),

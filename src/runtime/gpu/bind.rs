@@ -125,9 +125,15 @@ fn resources_of(
     scratch: &[wgpu::TextureView],
 ) -> Result<Vec<BoundResource>> {
     let mut resources = Vec::new();
-    let missing = |n: usize| Error::Device {
+    let error = |message: String| Error::Device {
         during: format!("graph {graph_hash:016x}"),
-        message: format!("node {n} is read before it is written"),
+        message,
+    };
+    let missing = |n: usize| error(format!("node {n} is read before it is written"));
+    // A buffer the run binds whole (anomaly flags, dynamic sizes).
+    let whole = |b: Option<&wgpu::Buffer>, what: &str| {
+        b.map(|b| BoundResource::Buffer(b.clone(), 0, None))
+            .ok_or_else(|| error(format!("kernel binds {what} but the run has none")))
     };
     // Part j covers bytes [j * part, (j + 1) * part) of the buffer (clipped
     // to its size), never more than one storage binding may hold.
@@ -141,10 +147,9 @@ fn resources_of(
         resources.push(match binding {
             Binding::Params { uniform_bytes } => {
                 let Some(p) = params else {
-                    return Err(Error::Device {
-                        during: format!("graph {graph_hash:016x}"),
-                        message: "kernel reads parameters but the graph has none".into(),
-                    });
+                    return Err(error(
+                        "kernel reads parameters but the graph has none".into(),
+                    ));
                 };
                 let size = uniform_bytes.and_then(std::num::NonZeroU64::new);
                 BoundResource::Buffer(p.buffer().clone(), 0, size)
@@ -157,24 +162,8 @@ fn resources_of(
                 part_of(written[node].as_ref().ok_or_else(|| missing(node))?, part)
             }
             Binding::Texture { slot, .. } => BoundResource::Texture(scratch[slot].clone()),
-            Binding::Checks => {
-                let Some(c) = checks else {
-                    return Err(Error::Device {
-                        during: format!("graph {graph_hash:016x}"),
-                        message: "kernel checks anomalies but the run has no checks buffer".into(),
-                    });
-                };
-                BoundResource::Buffer(c.clone(), 0, None)
-            }
-            Binding::Sizes => {
-                let Some(s) = sizes else {
-                    return Err(Error::Device {
-                        during: format!("graph {graph_hash:016x}"),
-                        message: "kernel reads dynamic sizes but has no sizes buffer".into(),
-                    });
-                };
-                BoundResource::Buffer(s.clone(), 0, None)
-            }
+            Binding::Checks => whole(checks, "anomaly checks")?,
+            Binding::Sizes => whole(sizes, "dynamic sizes")?,
         });
     }
     Ok(resources)

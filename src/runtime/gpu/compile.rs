@@ -117,11 +117,6 @@ fn plan_donations(
     available: &[Vec<bool>],
     sources: &mut [KernelSource],
 ) -> Vec<(usize, usize)> {
-    // A checked run that fails must leave its inputs as they were, to be
-    // read again: nothing is donated in anomaly mode.
-    if graph.key.checked {
-        return Vec::new();
-    }
     let nodes = &graph.key.nodes;
     let mut donations: Vec<(usize, usize)> = Vec::new();
     let mut aliases: Vec<Vec<(usize, usize)>> = vec![Vec::new(); groups.len()];
@@ -216,16 +211,17 @@ impl GpuCaches {
 /// Looks up or compiles the executable of `graph`: lowered for the GPU
 /// (long reductions split), scheduled, generated against the target,
 /// donations and liveness planned, pipelines compiled (or found).
+/// Also says whether it compiled a pipeline.
 pub(super) fn executable(
     (ctx, target): (&GpuContext, &Target),
     caches: &mut GpuCaches,
     metrics: &Metrics,
     graph: &Graph,
-) -> Result<Arc<Executable>> {
+) -> Result<(Arc<Executable>, bool)> {
     if let Some(entries) = caches.executables.get(&graph.hash) {
         if let Some((_, exe)) = entries.iter().find(|(k, _)| *k == graph.key) {
             metrics.add("graph_cache_hits", 1);
-            return Ok(exe.clone());
+            return Ok((exe.clone(), false));
         }
     }
     metrics.add("graph_cache_misses", 1);
@@ -247,7 +243,7 @@ pub(super) fn executable(
     let texts = generalize_kernels(caches.by_site.peek(&site.site), &mut sources);
     let compiles = sources
         .iter()
-        .flat_map(|s| std::iter::once(s).chain(&s.packs))
+        .flat_map(KernelSource::dispatches)
         .any(|s| !caches.pipelines.contains(&s.wgsl));
     if compiles {
         if let Some(e) = site.over_budget.take() {
@@ -313,7 +309,7 @@ pub(super) fn executable(
                 .put(traced.hash, vec![(traced.key.clone(), exe.clone())]);
         }
     }
-    Ok(exe)
+    Ok((exe, compiles))
 }
 
 /// Per kernel, per dispatch (its packing kernels, then itself): the text
@@ -336,8 +332,8 @@ pub(crate) struct SiteRecord {
 /// compiled.
 struct SiteNote {
     site: Vec<String>,
-    /// Recompiles of the site, this one included.
-    count: usize,
+    /// Recompiles of the site before this graph.
+    previous: usize,
     /// The warning to give, for a recompile after warm-up.
     warning: Option<String>,
     /// The error to give instead, past the recompile budget, if the graph
@@ -369,7 +365,7 @@ fn note_miss(caches: &mut GpuCaches, graph: &Graph) -> Result<SiteNote> {
         );
         return Ok(SiteNote {
             site,
-            count: 0,
+            previous: 0,
             warning: None,
             over_budget: None,
         });
@@ -381,15 +377,16 @@ fn note_miss(caches: &mut GpuCaches, graph: &Graph) -> Result<SiteNote> {
             graph.hash,
             explained.change
         );
-        let count = *count;
+        let previous = *count;
         return Ok(SiteNote {
             site,
-            count,
+            previous,
             warning: None,
             over_budget: None,
         });
     }
-    let count = *count + 1;
+    let previous = *count;
+    let count = previous + 1;
     let Recompile { node, change, .. } = explained;
     let location = node.map_or_else(
         || "(no single node)".to_string(),
@@ -417,7 +414,7 @@ fn note_miss(caches: &mut GpuCaches, graph: &Graph) -> Result<SiteNote> {
         });
     Ok(SiteNote {
         site,
-        count,
+        previous,
         warning: Some(warning),
         over_budget,
     })
@@ -430,43 +427,46 @@ fn note_miss(caches: &mut GpuCaches, graph: &Graph) -> Result<SiteNote> {
 fn generalize_kernels(before: Option<&SiteRecord>, sources: &mut [KernelSource]) -> KernelTexts {
     let mut record = Vec::with_capacity(sources.len());
     for (k, source) in sources.iter_mut().enumerate() {
-        let previous = before.and_then(|b| b.kernels.get(k));
-        let mut dispatches = Vec::with_capacity(source.packs.len() + 1);
-        let count = source.packs.len() + 1;
-        for d in 0..count {
-            let s = if d < source.packs.len() {
-                &mut source.packs[d]
-            } else {
-                &mut *source
-            };
-            let concrete = s.wgsl.clone();
-            let generic = previous
-                .filter(|p| p.len() == count)
-                .and_then(|p| {
-                    let (text, known) = &p[d];
-                    generalize(text, &concrete, known, s.bindings().count())
-                })
-                // A literal that WGSL needs constant (an array length)
-                // makes the generic text invalid: keep the concrete one.
-                .filter(|g| validate_wgsl(&g.text).is_ok());
-            let dynamic = match generic {
-                Some(g) => {
-                    s.wgsl = g.text;
-                    s.dyn_sizes = Some(g.values);
-                    g.dynamic
-                }
-                None => {
-                    if previous.is_some() {
-                        log::debug!("kernel {k}, dispatch {d}: not generic over the new sizes");
-                    }
-                    Vec::new()
-                }
-            };
-            dispatches.push((concrete, dynamic));
+        // The site's last texts of this kernel's dispatches, if it had as
+        // many.
+        let previous = before
+            .and_then(|b| b.kernels.get(k))
+            .filter(|p| p.len() == source.packs.len() + 1);
+        let mut texts: Vec<(String, Vec<usize>)> = Vec::with_capacity(source.packs.len() + 1);
+        for pack in &mut source.packs {
+            texts.push(generalize_dispatch(pack, previous.map(|p| &p[texts.len()])));
         }
-        record.push(dispatches);
+        let last = previous.map(|p| &p[texts.len()]);
+        texts.push(generalize_dispatch(source, last));
+        if previous.is_some() && texts.iter().any(|(_, dynamic)| dynamic.is_empty()) {
+            log::debug!("kernel {k}: a dispatch is not generic over the new sizes");
+        }
+        record.push(texts);
     }
     record
+}
+
+/// Makes one dispatch generic against its text for the site's last sizes
+/// (`before`: that text and its dynamic literals); returns its concrete
+/// text and its dynamic literals (none when it stays concrete).
+fn generalize_dispatch(
+    s: &mut KernelSource,
+    before: Option<&(String, Vec<usize>)>,
+) -> (String, Vec<usize>) {
+    let concrete = s.wgsl.clone();
+    let generic = before
+        .and_then(|(text, known)| generalize(text, &concrete, known, s.bindings().count()))
+        // A literal that WGSL needs constant (an array length) makes the
+        // generic text invalid: keep the concrete one.
+        .filter(|g| validate_wgsl(&g.text).is_ok());
+    match generic {
+        Some(g) => {
+            s.wgsl = g.text;
+            s.dyn_sizes = Some(g.values);
+            (concrete, g.dynamic)
+        }
+        None => (concrete, Vec::new()),
+    }
 }
 
 /// Records a compiled graph as its site's last, counting and warning
@@ -478,15 +478,12 @@ fn record_site(
     graph: &Graph,
     (note, kernels, compiled): (SiteNote, KernelTexts, bool),
 ) {
-    let count = match note.warning {
-        Some(warning) if compiled => {
-            metrics.add("recompiles", 1);
-            metrics.warn(warning);
-            note.count
-        }
-        Some(_) => note.count - 1,
-        None => note.count,
-    };
+    let mut count = note.previous;
+    if let (Some(warning), true) = (note.warning, compiled) {
+        metrics.add("recompiles", 1);
+        metrics.warn(warning);
+        count += 1;
+    }
     let record = SiteRecord {
         key: graph.key.clone(),
         count,
@@ -580,7 +577,7 @@ fn compile_kernel(
     source: KernelSource,
 ) -> Result<CompiledKernel> {
     let max_bindings = target.max_storage_buffers;
-    for s in std::iter::once(&source).chain(&source.packs) {
+    for s in source.dispatches() {
         let bindings = s.buffer_bindings();
         if bindings > max_bindings {
             return Err(Error::Compile {
@@ -609,9 +606,7 @@ fn compile_kernel(
     let pipeline = pipeline(ctx, caches, metrics, &source.wgsl, graph.hash, k)?;
     let bind_groups = (0..=packs.len()).map(|_| Mutex::new(Vec::new())).collect();
     let sizes = source
-        .packs
-        .iter()
-        .chain(std::iter::once(&source))
+        .dispatches()
         .map(|s| s.dyn_sizes.as_ref().map(|values| sizes_buffer(ctx, values)))
         .collect();
     Ok(CompiledKernel {

@@ -6,6 +6,7 @@ use std::sync::{Arc, Mutex};
 
 use crate::codegen::KernelSource;
 use crate::error::{Error, Result};
+use crate::graph::semantics::indexed_axis_len;
 use crate::graph::{GKind, Graph};
 use crate::kernel::Target;
 use crate::runtime::pool::BufferPool;
@@ -30,12 +31,11 @@ pub(crate) fn run_graph(
     readback: Option<&wgpu::Buffer>,
 ) -> Result<Vec<Storage>> {
     let metrics = &pool.metrics;
-    let compiled_before = metrics.value("kernels_compiled");
-    let exe = {
+    let (exe, compiled) = {
         let mut caches = caches.lock().unwrap_or_else(|e| e.into_inner());
         executable((ctx, target), &mut caches, metrics, graph)?
     };
-    if metrics.value("kernels_compiled") > compiled_before {
+    if compiled {
         if let Some(disk) = &ctx.pipeline_cache {
             disk.save_if_due();
         }
@@ -338,7 +338,7 @@ impl<'a> Run<'a> {
                 location,
                 detail: format!(
                     "an index outside 0..{} (the GPU clamps it)",
-                    self.index_extent(node)
+                    indexed_axis_len(&self.exe.key.nodes, node).unwrap_or(0)
                 ),
             }
         } else {
@@ -348,22 +348,6 @@ impl<'a> Run<'a> {
                 what: "NaN or infinity".to_string(),
             }
         })
-    }
-
-    /// The length of the axis indexing op node `n` indexes.
-    fn index_extent(&self, n: usize) -> usize {
-        let node = &self.exe.key.nodes[n];
-        match &node.kind {
-            GKind::Op {
-                op: crate::graph::op::Op::Gather(axis),
-                ..
-            } => self.exe.key.nodes[node.inputs[0]].shape[*axis],
-            GKind::Op {
-                op: crate::graph::op::Op::ScatterAdd(axis),
-                ..
-            } => node.shape[*axis],
-            _ => 0,
-        }
     }
 
     /// The storage of each output, in the graph's output order.
