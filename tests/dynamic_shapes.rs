@@ -47,30 +47,50 @@ fn train_checked(sizes: &[usize]) -> Option<lazywgpu::MetricsSnapshot> {
     Some(gpu.metrics())
 }
 
-#[test]
-fn batch_sizes_after_the_second_compile_nothing_and_train_the_same() {
-    // 64 twice (the first step computes the initial weights too: warm-up),
-    // then 50 (the second distinct size: kernels generic over it), then
-    // sizes that keep every kernel's strategy.
-    let Some(m) = train_checked(&[64, 64, 50, 33, 40, 47, 64]) else {
-        return;
-    };
-    assert_eq!(m.counter("graphs_compiled"), 3, "{m}");
-    assert_eq!(m.counter("graphs_specialized"), 3, "33, 40 and 47: {m}");
-    assert_eq!(m.counter("recompiles"), 1, "{m}");
+/// Trains on `sizes` (checked against the CPU reference) and asserts
+/// how many graphs compiled; returns the metrics.
+fn compiles(sizes: &[usize], graphs: u64) -> Option<lazywgpu::MetricsSnapshot> {
+    let m = train_checked(sizes)?;
+    assert_eq!(m.counter("graphs_compiled"), graphs, "{sizes:?}: {m}");
+    Some(m)
 }
 
 #[test]
-fn a_size_that_changes_a_kernel_strategy_compiles_and_stays_right() {
-    // The loss sums 10 log-probabilities a row: below 256 elements (batch
-    // 17: 170) one invocation replaces a workgroup tree, so 17 compiles that
-    // kernel for its size; 33, back across the threshold, compiles it
-    // again for its size (generic forms are made against the site's last
-    // graph, 17, where that kernel differs), 40 compiles its generic form,
-    // and 47 finds every kernel generic.
-    let Some(m) = train_checked(&[64, 64, 50, 17, 33, 40, 47]) else {
+fn the_issue_sequence_compiles_two_graphs() {
+    // 64 compiles; 50, the second size, compiles each kernel generic over
+    // its sizes; 33, 17 (a loss of 170 elements, under a reduction's 256,
+    // and a single tile of the matmul's 32 rows) and 64 again compile
+    // nothing.
+    let Some(m) = compiles(&[64, 50, 33, 17, 64], 2) else {
         return;
     };
-    assert_eq!(m.counter("graphs_compiled"), 6, "{m}");
-    assert_eq!(m.counter("graphs_specialized"), 1, "{m}");
+    assert_eq!(m.counter("graphs_specialized"), 2, "33 and 17: {m}");
+    assert_eq!(m.counter("recompiles"), 1, "{m}");
+    assert_eq!(m.counter("graph_cache_hits"), 1, "64 again: {m}");
+}
+
+#[test]
+fn sizes_across_every_threshold_keep_the_first_strategies() {
+    // A first size under the thresholds (17: 24-row tiles, one invocation
+    // for the loss), then sizes past them (300: a bias gradient of 300
+    // elements, past 256) and down to two rows. A batch of one compiles
+    // its own graph (its size-one dims need no index arithmetic) and
+    // leaves the generic kernels to the sizes after it.
+    let Some(m) = compiles(&[17, 64, 300, 1, 50, 2], 3) else {
+        return;
+    };
+    assert_eq!(m.counter("graphs_specialized"), 3, "300, 50 and 2: {m}");
+}
+
+#[test]
+fn a_training_set_with_a_partial_last_batch_compiles_once_per_size_kind() {
+    // Two epochs of 4 batches of 96 and a last one of 32, as the MNIST
+    // example with 8,000 images of batch 96 ends each epoch.
+    let epoch = [96, 96, 96, 96, 32];
+    let sizes: Vec<usize> = epoch.iter().chain(&epoch).copied().collect();
+    let Some(m) = compiles(&sizes, 2) else {
+        return;
+    };
+    assert_eq!(m.counter("graphs_specialized"), 0, "{m}");
+    assert_eq!(m.counter("graph_cache_hits"), 8, "{m}");
 }

@@ -211,7 +211,12 @@ fn kernels_carry_the_strategy_they_were_generated_with() {
         vec![
             Strategy::Pack,
             Strategy::Pack,
-            Strategy::Matmul(lavapipe.matmul)
+            Strategy::Matmul {
+                kernel: lavapipe.matmul,
+                // 64 rows in two tiles of 32; 24 texels of columns in
+                // three tiles of 8 lanes (none idle).
+                tile: Some(crate::kernel::LaneTile { rows: 32, lanes: 8 })
+            }
         ]
     );
     let x = input(&[1 << 12], &dev);

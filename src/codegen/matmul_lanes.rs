@@ -33,7 +33,7 @@ use super::matmul::{MatmulDims, matmul_dims, tile_load};
 use super::roots::stores;
 use super::wgsl::{CodegenContext, KernelSource, TextureUse, WORKGROUP_SIZE, kernel_main};
 use crate::graph::GraphKey;
-use crate::kernel::LaneAdapter;
+use crate::kernel::{LaneAdapter, LaneTile, Strategy};
 
 /// Rows of the output a workgroup computes (at most): 32 `vec4`
 /// accumulators per lane measured faster than 8 or 16.
@@ -105,7 +105,33 @@ fn block(len: usize, limit: usize, unit: usize) -> usize {
     }
 }
 
-fn geometry(key: &GraphKey, root: usize, adapter: LaneAdapter) -> Option<Geometry> {
+/// The workgroup tile for `m` rows and `n4` texels of columns: the
+/// precedent's where it is one this adapter can run (any tile computes
+/// any size), else rows up to 32 and `lanes_for`'s lanes.
+fn tile_for(m: usize, n4: usize, s: usize, precedent: Option<Strategy>) -> LaneTile {
+    if let Some(Strategy::Matmul {
+        tile: Some(tile), ..
+    }) = precedent
+    {
+        let rows_fit = tile.rows.is_multiple_of(s) && (s..=MAX_ROWS).contains(&tile.rows);
+        let lanes_fit =
+            tile.lanes.is_power_of_two() && (s..=MAX_LANES.max(s)).contains(&tile.lanes);
+        if rows_fit && lanes_fit {
+            return tile;
+        }
+    }
+    LaneTile {
+        rows: (m.div_ceil(s) * s).clamp(s, MAX_ROWS),
+        lanes: lanes_for(n4, s),
+    }
+}
+
+fn geometry(
+    key: &GraphKey,
+    root: usize,
+    adapter: LaneAdapter,
+    precedent: Option<Strategy>,
+) -> Option<Geometry> {
     let d = matmul_dims(key, root);
     let s = adapter.subgroup;
     if s == 0 || s > MAX_ROWS || !s.is_power_of_two() || d.m * d.k * d.n == 0 {
@@ -113,8 +139,7 @@ fn geometry(key: &GraphKey, root: usize, adapter: LaneAdapter) -> Option<Geometr
     }
     let batch = d.groups / d.tiles_mn.max(1);
     let (k4, n4) = (d.k.div_ceil(4), d.n.div_ceil(4));
-    let rows = (d.m.div_ceil(s) * s).clamp(s, MAX_ROWS);
-    let lanes = lanes_for(n4, s);
+    let LaneTile { rows, lanes } = tile_for(d.m, n4, s, precedent);
     let max = adapter.max_texture;
     // A's row blocks hold whole workgroup row tiles, B's column blocks
     // whole workgroup column tiles: a workgroup reads one layer of each.
@@ -171,7 +196,7 @@ pub(super) fn matmul_lanes(
     stored: &dyn Fn(usize) -> bool,
     adapter: LaneAdapter,
 ) -> Option<LaneMatmul> {
-    let geo = geometry(key, root, adapter)?;
+    let geo = geometry(key, root, adapter, g.context().precedent(root))?;
     let Geometry {
         batch,
         k4,
@@ -250,6 +275,7 @@ pub(super) fn matmul_lanes(
     Some(LaneMatmul {
         main,
         groups,
+        tile: LaneTile { rows, lanes },
         packs,
         scratch: vec![size(&a), size(&b)],
     })
@@ -318,6 +344,8 @@ fn lane_registers(rows: usize, s: usize, m: usize, a: &Packing) -> LaneRegisters
 pub(super) struct LaneMatmul {
     pub main: String,
     pub groups: usize,
+    /// A workgroup's output tile.
+    pub tile: LaneTile,
     /// Kernels packing A into scratch texture 0 and B into 1.
     pub packs: Vec<KernelSource>,
     /// (width, height, layers) of each scratch texture array, in texels.

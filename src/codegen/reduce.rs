@@ -178,17 +178,20 @@ pub(super) fn reduce(
     let arg = op.is_arg();
     let id = identity(op, in_dtype);
     let rank = in_shape.len();
-    let strategy = choose_reduce(ReduceShape {
-        op,
-        dtype: in_dtype,
-        reduced,
-        parts,
-        trailing: axes
-            .iter()
-            .enumerate()
-            .all(|(i, &d)| d == rank - axes.len() + i),
-        vectorizable: vectorizable(&key.nodes, x, g.stored, false),
-    });
+    let strategy = choose_reduce(
+        ReduceShape {
+            op,
+            dtype: in_dtype,
+            reduced,
+            parts,
+            trailing: axes
+                .iter()
+                .enumerate()
+                .all(|(i, &d)| d == rank - axes.len() + i),
+            vectorizable: vectorizable(&key.nodes, x, g.stored, false),
+        },
+        g.context().precedent(root),
+    );
     if strategy == ReduceStrategy::SumByFours {
         let main = sum_by_fours(g, key, root, axes, parts, outputs);
         return (main, total.div_ceil(WORKGROUP_SIZE as usize), strategy);

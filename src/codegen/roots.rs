@@ -68,15 +68,18 @@ pub(crate) fn generate_root_kernel(
                 (Some(l), kind) => {
                     packs = l.packs;
                     scratch = l.scratch;
-                    (l.main, l.groups, Strategy::Matmul(kind))
+                    let tile = Some(l.tile);
+                    (l.main, l.groups, Strategy::Matmul { kernel: kind, tile })
                 }
                 (None, MatmulKernel::Tiled) => {
                     let (main, groups) = matmul(&mut g, key, root, &outputs);
-                    (main, groups, Strategy::Matmul(MatmulKernel::Tiled))
+                    let kernel = MatmulKernel::Tiled;
+                    (main, groups, Strategy::Matmul { kernel, tile: None })
                 }
                 (None, _) => {
                     let (main, groups) = matmul_blocked(&mut g, key, root, &outputs);
-                    (main, groups, Strategy::Matmul(MatmulKernel::Blocked))
+                    let kernel = MatmulKernel::Blocked;
+                    (main, groups, Strategy::Matmul { kernel, tile: None })
                 }
             }
         }

@@ -29,7 +29,8 @@ pub(super) fn softmax(
     let inner: usize = shape[axis + 1..].iter().product();
     let rows = numel(&shape) / len.max(1);
     let vectorizable = vectorizable(&key.nodes, x, g.stored, false);
-    let strategy = choose_softmax(len, rows, inner, vectorizable);
+    let precedent = g.context().precedent(root);
+    let strategy = choose_softmax((len, rows, inner), vectorizable, precedent);
     match strategy {
         SoftmaxStrategy::RowPerInvocationVec4 => {
             let (main, groups, vec_out) =

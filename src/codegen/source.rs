@@ -1,7 +1,7 @@
 //! Generated code for one kernel as a value: its WGSL text and what it
 //! binds, in binding order.
 
-use crate::kernel::{Binding, Strategy, Target};
+use crate::kernel::{Binding, Precedents, Strategy, Target};
 
 /// What code generation is given besides the graph: the target, and
 /// (for dumps) a label per graph node, written as a comment on each line
@@ -14,6 +14,9 @@ pub(crate) struct CodegenContext<'a> {
     /// (the default: annotations tie the text, and with it the pipeline
     /// cache, to one graph's call sites).
     pub origins: Option<&'a [String]>,
+    /// The strategies of the trace site's last compile, for a compile
+    /// with other sizes (see `kernel::strategy`).
+    pub precedents: Option<&'a Precedents>,
 }
 
 impl<'a> CodegenContext<'a> {
@@ -23,7 +26,13 @@ impl<'a> CodegenContext<'a> {
         CodegenContext {
             target,
             origins: None,
+            precedents: None,
         }
+    }
+
+    /// The precedent of the kernel keyed by `node` (see `Precedents`).
+    pub fn precedent(&self, node: usize) -> Option<Strategy> {
+        self.precedents.and_then(|p| p.get(node))
     }
 }
 

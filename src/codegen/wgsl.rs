@@ -12,8 +12,8 @@ use std::fmt::Write;
 
 use crate::graph::op::Op;
 use crate::graph::{GKind, GNode, GraphKey};
-use crate::kernel::Strategy;
 use crate::kernel::ir::{Expr, Inst, reads_output_elsewhere};
+use crate::kernel::{Strategy, choose_vec4};
 use crate::shape::numel;
 
 use super::emit::Gen;
@@ -57,10 +57,11 @@ pub(crate) fn lower_kernel<'a>(
     aliases: &'a [(usize, usize)],
     cx: &CodegenContext<'a>,
 ) -> ElementwiseKernel<'a> {
-    let vec = numel.is_multiple_of(4)
+    let can = numel.is_multiple_of(4)
         && outputs
             .iter()
             .all(|&o| vectorizable(&key.nodes, o, stored, true));
+    let vec = choose_vec4(can, outputs.first().and_then(|&o| cx.precedent(o)));
     let mut g = Gen::new(&key.nodes, stored, aliases, cx);
     g.set_checks(key.checked);
     let gi = Expr::template("gi");

@@ -5,8 +5,10 @@ mod collect;
 mod explain;
 mod node;
 pub mod op;
+mod probe;
 pub mod semantics;
 
 pub(crate) use collect::{GKind, GNode, Graph, GraphKey};
 pub(crate) use explain::Recompile;
 pub(crate) use node::{Node, attribute_to};
+pub(crate) use probe::probe_key;

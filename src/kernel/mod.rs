@@ -9,7 +9,7 @@ mod target;
 
 pub(crate) use binding::Binding;
 pub(crate) use strategy::{
-    ReduceShape, ReduceStrategy, SoftmaxStrategy, Strategy, WORKGROUP_SIZE, choose_reduce,
-    choose_softmax,
+    LaneTile, Precedents, ReduceShape, ReduceStrategy, SoftmaxStrategy, Strategy, WORKGROUP_SIZE,
+    choose_reduce, choose_softmax, choose_vec4,
 };
 pub(crate) use target::{LaneAdapter, MatmulKernel, Target};

@@ -1,6 +1,21 @@
 //! How each kernel computes its values, as data: decided by pure
 //! functions of the shapes involved (testable without a device, printed
 //! in dumps), then carried out by the templates in `codegen/`.
+//!
+//! A compile of a trace site whose sizes changed (a batch of 50 after
+//! 64) is given the strategies the site's last compile chose
+//! (`Precedents`) and keeps each one that is still valid for its sizes:
+//! every strategy here computes the right values for any sizes but the
+//! `vec4` ones (which need lengths that are multiples of four), so a
+//! kernel whose sizes change keeps its code but for the literal sizes and
+//! becomes generic over them (`runtime::gpu::generalize`) instead of
+//! being compiled again where a size crosses a threshold (a batch of 17
+//! under a lane matmul's 32 rows or under a reduction's 256 elements).
+//! The first sizes a site sees decide: the static fast path for sites
+//! whose sizes never change, and for the others the price of a few idle
+//! lanes at smaller sizes (measured in PERFORMANCE.md).
+
+use std::collections::HashMap;
 
 use crate::dtype::DType;
 use crate::graph::op::ReduceOp;
@@ -21,8 +36,12 @@ pub(crate) enum Strategy {
     /// A softmax or log-softmax.
     Softmax(SoftmaxStrategy),
     /// A matmul, with the kernel actually generated (the lane kernel falls
-    /// back to `Blocked` where its textures would not fit).
-    Matmul(MatmulKernel),
+    /// back to `Blocked` where its textures would not fit) and, for the
+    /// lane kernel, its workgroup tile.
+    Matmul {
+        kernel: MatmulKernel,
+        tile: Option<LaneTile>,
+    },
     /// A packing kernel writing a matmul operand into a texture.
     Pack,
     /// A row normalisation (layer norm) or its gradient: a row per
@@ -30,6 +49,47 @@ pub(crate) enum Strategy {
     RowNorm,
     /// Fused attention: a query row per invocation, online softmax.
     Attention,
+}
+
+/// The output tile of one workgroup of the lane matmul.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct LaneTile {
+    /// Rows (a multiple of the subgroup size, at most 32).
+    pub rows: usize,
+    /// Lanes, four columns each (a power of two from the subgroup size).
+    pub lanes: usize,
+}
+
+/// The strategies a trace site's last compile chose, by the node each
+/// kernel is keyed by (its root, or an elementwise kernel's first
+/// output). See the module's documentation.
+#[derive(Clone, Debug, Default)]
+pub(crate) struct Precedents(HashMap<usize, Strategy>);
+
+impl Precedents {
+    /// Records that the kernel keyed by `node` used `strategy`.
+    pub fn record(&mut self, node: usize, strategy: Strategy) {
+        self.0.insert(node, strategy);
+    }
+
+    /// Takes `older`'s strategy for every node it has: the first sizes a
+    /// site saw decide, whatever sizes came between (a batch of one,
+    /// whose size-one dims make other kernels).
+    pub fn inherit(&mut self, older: &Precedents) {
+        self.0.extend(older.0.iter().map(|(&n, &s)| (n, s)));
+    }
+
+    /// The strategy of the kernel keyed by `node`, if recorded.
+    pub fn get(&self, node: usize) -> Option<Strategy> {
+        self.0.get(&node).copied()
+    }
+}
+
+/// Whether an elementwise kernel works on `vec4`s: where it `can`, unless
+/// its precedent did not (a kernel that once had a length that is not a
+/// multiple of four keeps the scalar code for every length).
+pub(crate) fn choose_vec4(can: bool, precedent: Option<Strategy>) -> bool {
+    can && precedent != Some(Strategy::Elementwise { vec4: false })
 }
 
 /// How a reduction is computed.
@@ -64,23 +124,40 @@ pub(crate) struct ReduceShape {
     pub vectorizable: bool,
 }
 
-/// The strategy for a reduction of `shape`.
-pub(crate) fn choose_reduce(shape: ReduceShape) -> ReduceStrategy {
+/// The strategy for a reduction of `shape`: its precedent's where that
+/// is valid for `shape`.
+pub(crate) fn choose_reduce(shape: ReduceShape, precedent: Option<Strategy>) -> ReduceStrategy {
+    match precedent {
+        Some(Strategy::Reduce(ReduceStrategy::SumByFours)) if by_fours(shape) => {
+            ReduceStrategy::SumByFours
+        }
+        Some(Strategy::Reduce(ReduceStrategy::SumByFours)) | None => reduce_for(shape),
+        Some(Strategy::Reduce(kept)) => kept,
+        Some(_) => reduce_for(shape),
+    }
+}
+
+/// The strategy for a reduction of `shape`, by its sizes alone.
+fn reduce_for(shape: ReduceShape) -> ReduceStrategy {
     let chunk = shape.reduced.div_ceil(shape.parts).max(1);
     if chunk >= WORKGROUP_SIZE {
         return ReduceStrategy::WorkgroupTree;
     }
-    let by_fours = shape.op == ReduceOp::Sum
-        && shape.dtype != DType::Bool
-        && shape.parts >= 2
-        && shape.reduced.is_multiple_of(4)
-        && shape.trailing
-        && shape.vectorizable;
-    if by_fours {
+    if by_fours(shape) {
         ReduceStrategy::SumByFours
     } else {
         ReduceStrategy::PerInvocation
     }
+}
+
+/// Whether a reduction can be summed by fours (`SumByFours`).
+fn by_fours(shape: ReduceShape) -> bool {
+    shape.op == ReduceOp::Sum
+        && shape.dtype != DType::Bool
+        && shape.parts >= 2
+        && shape.reduced.is_multiple_of(4)
+        && shape.trailing
+        && shape.vectorizable
 }
 
 /// How a softmax is computed.
@@ -97,13 +174,31 @@ pub(crate) enum SoftmaxStrategy {
 
 /// The strategy for a softmax over rows of `len` elements, `rows` of
 /// them, `inner` the stride between a row's elements; `vectorizable`:
-/// the input can be read four elements at a time.
+/// the input can be read four elements at a time. Its precedent's where
+/// that is valid.
 pub(crate) fn choose_softmax(
-    len: usize,
-    rows: usize,
-    inner: usize,
+    (len, rows, inner): (usize, usize, usize),
     vectorizable: bool,
+    precedent: Option<Strategy>,
 ) -> SoftmaxStrategy {
+    let by_vec4 = inner == 1 && len.is_multiple_of(4) && vectorizable;
+    match precedent {
+        Some(Strategy::Softmax(SoftmaxStrategy::RowPerInvocationVec4)) if by_vec4 => {
+            SoftmaxStrategy::RowPerInvocationVec4
+        }
+        Some(Strategy::Softmax(SoftmaxStrategy::RowPerInvocation))
+        | Some(Strategy::Softmax(SoftmaxStrategy::RowPerInvocationVec4)) => {
+            SoftmaxStrategy::RowPerInvocation
+        }
+        Some(Strategy::Softmax(SoftmaxStrategy::RowPerWorkgroup)) => {
+            SoftmaxStrategy::RowPerWorkgroup
+        }
+        _ => softmax_for(len, rows, inner, vectorizable),
+    }
+}
+
+/// The strategy for a softmax, by its sizes alone (see `choose_softmax`).
+fn softmax_for(len: usize, rows: usize, inner: usize, vectorizable: bool) -> SoftmaxStrategy {
     // Many rows, or rows too short to keep a workgroup busy (a
     // classifier's 10 logits): one invocation per row.
     if rows >= 1024 || len <= 256 {
@@ -136,53 +231,103 @@ mod tests {
     fn reductions_by_size_and_layout() {
         // W2's first stage: 16M elements in 131,072 parts of 128.
         assert_eq!(
-            choose_reduce(sum(1 << 24, 1 << 17)),
+            choose_reduce(sum(1 << 24, 1 << 17), None),
             ReduceStrategy::SumByFours
         );
         // Its second stage: 131,072 partial sums, one output.
         assert_eq!(
-            choose_reduce(sum(1 << 17, 1)),
+            choose_reduce(sum(1 << 17, 1), None),
             ReduceStrategy::WorkgroupTree
         );
         // A row sum of 100: one invocation per row.
-        assert_eq!(choose_reduce(sum(100, 1)), ReduceStrategy::PerInvocation);
+        assert_eq!(
+            choose_reduce(sum(100, 1), None),
+            ReduceStrategy::PerInvocation
+        );
         // A split max, or a strided split sum, is not read by fours.
         let max = ReduceShape {
             op: ReduceOp::Max,
             ..sum(1 << 20, 8192)
         };
-        assert_eq!(choose_reduce(max), ReduceStrategy::PerInvocation);
+        assert_eq!(choose_reduce(max, None), ReduceStrategy::PerInvocation);
         let strided = ReduceShape {
             trailing: false,
             ..sum(1 << 20, 8192)
         };
-        assert_eq!(choose_reduce(strided), ReduceStrategy::PerInvocation);
+        assert_eq!(choose_reduce(strided, None), ReduceStrategy::PerInvocation);
     }
 
     #[test]
     fn softmax_by_rows() {
         // W3: 4,096 rows of 1,024.
         assert_eq!(
-            choose_softmax(1024, 4096, 1, true),
+            choose_softmax((1024, 4096, 1), true, None),
             SoftmaxStrategy::RowPerInvocationVec4
         );
         // Ten logits, 64 rows; 37 columns.
         assert_eq!(
-            choose_softmax(10, 64, 1, true),
+            choose_softmax((10, 64, 1), true, None),
             SoftmaxStrategy::RowPerInvocation
         );
         assert_eq!(
-            choose_softmax(37, 5000, 1, true),
+            choose_softmax((37, 5000, 1), true, None),
             SoftmaxStrategy::RowPerInvocation
         );
         // Few long rows; a softmax along a leading axis.
         assert_eq!(
-            choose_softmax(4096, 8, 1, true),
+            choose_softmax((4096, 8, 1), true, None),
             SoftmaxStrategy::RowPerWorkgroup
         );
         assert_eq!(
-            choose_softmax(512, 2048, 3, true),
+            choose_softmax((512, 2048, 3), true, None),
             SoftmaxStrategy::RowPerInvocation
         );
+    }
+
+    #[test]
+    fn a_precedent_is_kept_where_it_is_valid() {
+        use ReduceStrategy::*;
+        let reduce = |p| Some(Strategy::Reduce(p));
+        // A loss summed over a batch of 64 (640 elements, a workgroup
+        // tree), then of 17 (170 elements): the tree is kept.
+        assert_eq!(choose_reduce(sum(170, 1), None), PerInvocation);
+        assert_eq!(
+            choose_reduce(sum(170, 1), reduce(WorkgroupTree)),
+            WorkgroupTree
+        );
+        assert_eq!(
+            choose_reduce(sum(1 << 20, 1), reduce(PerInvocation)),
+            PerInvocation
+        );
+        // Sums by fours need a multiple of four elements.
+        assert_eq!(choose_reduce(sum(4096, 32), reduce(SumByFours)), SumByFours);
+        assert_eq!(
+            choose_reduce(sum(4094, 32), reduce(SumByFours)),
+            PerInvocation
+        );
+        // Another kind of precedent (the site's graph changed) is ignored.
+        let other = Some(Strategy::RowNorm);
+        assert_eq!(choose_reduce(sum(170, 1), other), PerInvocation);
+
+        use SoftmaxStrategy::*;
+        let softmax = |p| Some(Strategy::Softmax(p));
+        assert_eq!(
+            choose_softmax((10, 17, 1), true, softmax(RowPerWorkgroup)),
+            RowPerWorkgroup
+        );
+        assert_eq!(
+            choose_softmax((12, 17, 1), true, softmax(RowPerInvocationVec4)),
+            RowPerInvocationVec4
+        );
+        assert_eq!(
+            choose_softmax((10, 17, 1), true, softmax(RowPerInvocationVec4)),
+            RowPerInvocation
+        );
+
+        let scalar = Some(Strategy::Elementwise { vec4: false });
+        let vec4 = Some(Strategy::Elementwise { vec4: true });
+        assert!(!choose_vec4(true, scalar));
+        assert!(choose_vec4(true, vec4) && choose_vec4(true, None));
+        assert!(!choose_vec4(false, vec4));
     }
 }

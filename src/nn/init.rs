@@ -1,20 +1,47 @@
 //! Parameter initialisation, as PyTorch's layers do it by default.
+//!
+//! Parameters are drawn on the host, eagerly, from the device's seeded
+//! generator (the same numbers `Tensor::rand`/`randn` would give at that
+//! point of the stream) and uploaded as data. Left lazy, the draws would
+//! be fused into the first training step, whose kernels would then differ
+//! from every later step's: a second compile of the step and, with sizes
+//! that change, generic kernels made only at the third (see
+//! `runtime::gpu::generalize`).
 
-use crate::autograd::no_grad;
+use crate::cpu::rng;
 use crate::runtime::device::Device;
 use crate::tensor::Tensor;
 
-/// A leaf parameter of `shape`, uniform in `[-bound, bound)` from the
-/// device's seeded generator, requiring grad.
-pub(crate) fn uniform_param(shape: &[usize], bound: f32, dev: &Device) -> Tensor {
-    let t = no_grad(|| Tensor::rand(shape.to_vec(), dev) * (2.0 * bound) - bound);
+/// A leaf parameter of `shape` holding `values`, requiring grad.
+#[track_caller]
+fn param(shape: &[usize], values: Vec<f32>, dev: &Device) -> Tensor {
+    let t = Tensor::from_vec(values, shape.to_vec(), dev)
+        .unwrap_or_else(|e| panic!("initialising a parameter of shape {shape:?}: {e}"));
     t.requires_grad_(true);
     t
+}
+
+/// `numel` draws of `draw` from the device's generator, in stream order.
+fn draws(numel: usize, dev: &Device, draw: fn(u32, u32, u32) -> f32) -> impl Iterator<Item = f32> {
+    let [lo, hi, counter] = dev.next_rng(numel);
+    (0..numel).map(move |i| draw(lo, hi, counter.wrapping_add(i as u32)))
+}
+
+/// A leaf parameter of `shape`, uniform in `[-bound, bound)` from the
+/// device's seeded generator, requiring grad.
+#[track_caller]
+pub(crate) fn uniform_param(shape: &[usize], bound: f32, dev: &Device) -> Tensor {
+    let numel = shape.iter().product();
+    let values = draws(numel, dev, rng::uniform)
+        .map(|u| u * (2.0 * bound) - bound)
+        .collect();
+    param(shape, values, dev)
 }
 
 /// PyTorch's default weight init for `Linear` and `Conv2d`:
 /// `kaiming_uniform_(w, a=sqrt(5))`, which is uniform in
 /// `[-1/sqrt(fan_in), 1/sqrt(fan_in))` (`fan_in` = every dim but the first).
+#[track_caller]
 pub fn kaiming_uniform(shape: &[usize], dev: &Device) -> Tensor {
     let fan_in: usize = shape[1..].iter().product();
     // gain = sqrt(2 / (1 + a^2)) with a = sqrt(5); bound = gain * sqrt(3 / fan_in).
@@ -24,22 +51,23 @@ pub fn kaiming_uniform(shape: &[usize], dev: &Device) -> Tensor {
 }
 
 /// PyTorch's default bias init: uniform in `[-1/sqrt(fan_in), 1/sqrt(fan_in))`.
+#[track_caller]
 pub(crate) fn bias_uniform(len: usize, fan_in: usize, dev: &Device) -> Tensor {
     uniform_param(&[len], 1.0 / (fan_in.max(1) as f32).sqrt(), dev)
 }
 
 /// A leaf parameter of `shape` drawn from `normal(0, std)` (GPT-2's and
 /// nanoGPT's init), requiring grad.
+#[track_caller]
 pub fn normal_param(shape: &[usize], std: f32, dev: &Device) -> Tensor {
-    let t = no_grad(|| Tensor::randn(shape.to_vec(), dev) * std);
-    t.requires_grad_(true);
-    t
+    let numel = shape.iter().product();
+    let values = draws(numel, dev, rng::normal).map(|z| z * std).collect();
+    param(shape, values, dev)
 }
 
 /// A leaf parameter of `shape` filled with `value`, requiring grad
 /// (LayerNorm's weight of ones).
+#[track_caller]
 pub(crate) fn constant_param(shape: &[usize], value: f32, dev: &Device) -> Tensor {
-    let t = no_grad(|| Tensor::full(shape.to_vec(), value, dev));
-    t.requires_grad_(true);
-    t
+    param(shape, vec![value; shape.iter().product()], dev)
 }

@@ -7,14 +7,14 @@ use std::sync::{Arc, Mutex};
 
 use lru::LruCache;
 
-use super::generalize::generalize;
+use super::dynamic::{KernelTexts, generalize_kernels, probe_texts};
 use crate::codegen::{
     CodegenContext, KernelSource, generate_kernel, generate_root_kernel, lower_kernel,
     validate_wgsl,
 };
 use crate::error::{Error, Result};
 use crate::graph::{GKind, Graph, GraphKey, Recompile};
-use crate::kernel::Target;
+use crate::kernel::{Precedents, Target};
 use crate::metrics::Metrics;
 use crate::schedule::{
     KernelGroup, KernelKind, Lowered, reads_only_at_own_element, schedule, split_reductions,
@@ -110,7 +110,7 @@ fn plan_releases(key: &GraphKey, kernels: &[CompiledKernel]) -> Vec<Vec<usize>> 
 /// on the graph: `schedule::reads_only_at_own_element`): then every element
 /// is read before the same invocation overwrites it. Returns `(output
 /// node, input node)` pairs and regenerates the kernels involved.
-fn plan_donations(
+pub(super) fn plan_donations(
     graph: &Graph,
     cx: &CodegenContext,
     groups: &[KernelGroup],
@@ -232,15 +232,44 @@ pub(super) fn executable(
     let graph = &traced.lowered(key, &origin);
     // Dumped kernels name the graph node and source line on each line.
     let origins = caches.dump_dir.as_ref().map(|_| node_labels(graph));
+    // Another size of a site compiled before keeps its strategies (each
+    // one checked valid for its kernel's sizes: a site whose graph
+    // changed may see its nodes' old strategies, never wrong values).
+    let precedents = caches
+        .by_site
+        .peek(&site.site)
+        .map(|before| before.precedents.clone());
     let cx = CodegenContext {
         target,
         origins: origins.as_deref(),
+        precedents: precedents.as_ref(),
     };
     let (groups, available, mut sources) = generate(graph, &cx);
+    let mut chosen = precedents_of(&groups, &sources);
+    if let Some(older) = &precedents {
+        chosen.inherit(older);
+    }
     let donations = plan_donations(graph, &cx, &groups, &available, &mut sources);
     // Dynamic sizes: kernels generic over what changed since the site's
     // last graph; when every one is found compiled, nothing compiles.
-    let texts = generalize_kernels(caches.by_site.peek(&site.site), &mut sources);
+    let before = caches.by_site.peek(&site.site);
+    let pipelines = &caches.pipelines;
+    let mut probe = None;
+    let texts = generalize_kernels(
+        before.map(|b| &b.kernels),
+        &mut sources,
+        &|wgsl| pipelines.contains(wgsl),
+        &mut |k, d| {
+            let texts = probe.get_or_insert_with(|| {
+                let plain = CodegenContext {
+                    origins: None,
+                    ..cx
+                };
+                before.and_then(|b| probe_texts(traced, &b.key, &plain))
+            });
+            texts.as_ref()?.get(k)?.get(d).cloned()
+        },
+    );
     let compiles = sources
         .iter()
         .flat_map(KernelSource::dispatches)
@@ -276,7 +305,7 @@ pub(super) fn executable(
         1,
     );
     metrics.record("compile", compile_start.elapsed());
-    record_site(caches, metrics, traced, (site, texts, compiles));
+    record_site(caches, metrics, traced, (site, texts, chosen, compiles));
     if let (Some(dir), Some(origins)) = (&caches.dump_dir, &origins) {
         let sources: Vec<&KernelSource> = kernels.iter().map(|k| &k.source).collect();
         crate::debug::dump(dir, graph, &sources, origins);
@@ -312,20 +341,18 @@ pub(super) fn executable(
     Ok((exe, compiles))
 }
 
-/// Per kernel, per dispatch (its packing kernels, then itself): the text
-/// lowered for a graph's own sizes, and which of its literals are dynamic.
-type KernelTexts = Vec<Vec<(String, Vec<usize>)>>;
-
 /// The last graph compiled for a trace site (the source lines of the
 /// graph's outputs).
 pub(crate) struct SiteRecord {
-    key: GraphKey,
+    pub key: GraphKey,
     /// Recompiles of the site so far.
     count: usize,
     /// Per kernel, per dispatch (its packing kernels, then itself): the
     /// text lowered for the site's last sizes, and which of its literals
     /// are dynamic (see `generalize`).
-    kernels: KernelTexts,
+    pub kernels: KernelTexts,
+    /// The strategies its kernels chose.
+    precedents: Precedents,
 }
 
 /// What a cache miss is to its trace site, recorded once the graph
@@ -420,55 +447,6 @@ fn note_miss(caches: &mut GpuCaches, graph: &Graph) -> Result<SiteNote> {
     })
 }
 
-/// Makes each kernel of a recompiled site generic over the literals in
-/// which it differs from the site's last graph (dynamic sizes, see
-/// `generalize`), where the two differ in nothing else. Returns each
-/// dispatch's concrete text and dynamic literals, for the site's record.
-fn generalize_kernels(before: Option<&SiteRecord>, sources: &mut [KernelSource]) -> KernelTexts {
-    let mut record = Vec::with_capacity(sources.len());
-    for (k, source) in sources.iter_mut().enumerate() {
-        // The site's last texts of this kernel's dispatches, if it had as
-        // many.
-        let previous = before
-            .and_then(|b| b.kernels.get(k))
-            .filter(|p| p.len() == source.packs.len() + 1);
-        let mut texts: Vec<(String, Vec<usize>)> = Vec::with_capacity(source.packs.len() + 1);
-        for pack in &mut source.packs {
-            texts.push(generalize_dispatch(pack, previous.map(|p| &p[texts.len()])));
-        }
-        let last = previous.map(|p| &p[texts.len()]);
-        texts.push(generalize_dispatch(source, last));
-        if previous.is_some() && texts.iter().any(|(_, dynamic)| dynamic.is_empty()) {
-            log::debug!("kernel {k}: a dispatch is not generic over the new sizes");
-        }
-        record.push(texts);
-    }
-    record
-}
-
-/// Makes one dispatch generic against its text for the site's last sizes
-/// (`before`: that text and its dynamic literals); returns its concrete
-/// text and its dynamic literals (none when it stays concrete).
-fn generalize_dispatch(
-    s: &mut KernelSource,
-    before: Option<&(String, Vec<usize>)>,
-) -> (String, Vec<usize>) {
-    let concrete = s.wgsl.clone();
-    let generic = before
-        .and_then(|(text, known)| generalize(text, &concrete, known, s.bindings().count()))
-        // A literal that WGSL needs constant (an array length) makes the
-        // generic text invalid: keep the concrete one.
-        .filter(|g| validate_wgsl(&g.text).is_ok());
-    match generic {
-        Some(g) => {
-            s.wgsl = g.text;
-            s.dyn_sizes = Some(g.values);
-            (concrete, g.dynamic)
-        }
-        None => (concrete, Vec::new()),
-    }
-}
-
 /// Records a compiled graph as its site's last, counting and warning
 /// about a recompile (`compiled`: it needed a kernel compiled; a graph
 /// whose kernels were all found, generic over its sizes, is no recompile).
@@ -476,7 +454,7 @@ fn record_site(
     caches: &mut GpuCaches,
     metrics: &Metrics,
     graph: &Graph,
-    (note, kernels, compiled): (SiteNote, KernelTexts, bool),
+    (note, kernels, precedents, compiled): (SiteNote, KernelTexts, Precedents, bool),
 ) {
     let mut count = note.previous;
     if let (Some(warning), true) = (note.warning, compiled) {
@@ -488,8 +466,24 @@ fn record_site(
         key: graph.key.clone(),
         count,
         kernels,
+        precedents,
     };
     caches.by_site.put(note.site, record);
+}
+
+/// The strategy of each kernel, keyed by its root or its first output.
+fn precedents_of(groups: &[KernelGroup], sources: &[KernelSource]) -> Precedents {
+    let mut chosen = Precedents::default();
+    for (group, source) in groups.iter().zip(sources) {
+        let node = match group.kind {
+            KernelKind::Root { node, .. } => Some(node),
+            KernelKind::Elementwise => group.outputs.first().copied(),
+        };
+        if let Some(node) = node {
+            chosen.record(node, source.strategy);
+        }
+    }
+    chosen
 }
 
 /// Per node: `op file:line`, the label of its lines in dumped kernels.
@@ -514,7 +508,7 @@ fn node_labels(graph: &Graph) -> Vec<String> {
 /// kernel's outputs, but what it reads is known only once its expressions
 /// are inlined: an elementwise kernel over the binding limit is cut in two
 /// and both are generated again (the second may read the first's outputs).
-fn generate(
+pub(super) fn generate(
     graph: &Graph,
     cx: &CodegenContext,
 ) -> (Vec<KernelGroup>, Vec<Vec<bool>>, Vec<KernelSource>) {

@@ -47,6 +47,14 @@ fn literals(text: &str) -> Vec<Literal> {
     let mut out = Vec::new();
     let mut i = 0;
     while i < bytes.len() {
+        // Comments (dumped kernels name each line's node and source line)
+        // hold no literal.
+        if bytes[i] == b'/' && bytes.get(i + 1) == Some(&b'/') {
+            while i < bytes.len() && bytes[i] != b'\n' {
+                i += 1;
+            }
+            continue;
+        }
         let starts = bytes[i].is_ascii_digit() && (i == 0 || !ident(bytes[i - 1]));
         if !starts {
             i += 1;
@@ -143,18 +151,32 @@ fn bits(text: &str, lit: &Literal) -> Option<u32> {
     }
 }
 
-/// The text with each literal cut out (the structure two kernels must
-/// share to be one generic kernel).
+/// The text with each literal and comment cut out (the structure two
+/// kernels must share to be one generic kernel).
 fn skeleton(text: &str, lits: &[Literal]) -> String {
     let mut out = String::with_capacity(text.len());
     let mut at = 0;
     for l in lits {
-        out.push_str(&text[at..l.start]);
+        push_code(&mut out, &text[at..l.start]);
         out.push('#');
         at = l.end;
     }
-    out.push_str(&text[at..]);
+    push_code(&mut out, &text[at..]);
     out
+}
+
+/// Appends `chunk` (text between two literals) without its comments.
+fn push_code(out: &mut String, chunk: &str) {
+    for (i, line) in chunk.split('\n').enumerate() {
+        if i > 0 {
+            out.push('\n');
+        }
+        // Annotated lines end in spaces before their comment.
+        out.push_str(
+            line.split_once("//")
+                .map_or(line, |(code, _)| code.trim_end()),
+        );
+    }
 }
 
 /// A kernel made generic over some of its literals.
@@ -227,7 +249,7 @@ pub(crate) fn generalize(
 mod tests {
     use super::*;
 
-    const B64: &str = "fn main() {\n let gi = wid.x * 256u + lid;\n if (gi >= 50176u) { return; }\n let c1: u32 = gi / 784u;\n let v2: vec4<f32> = in0[gi] * 0.015625;\n out0_p1[gi] = v2 + f32(3i) + 0x7f800000u;\n}\n";
+    const B64: &str = "fn main() {\n let gi = wid.x * 256u + lid;\n if (gi >= 50176u) { return; }\n let c1: u32 = gi / 784u;  // n3 div src/a.rs:12:5\n let v2: vec4<f32> = in0[gi] * 0.015625;\n out0_p1[gi] = v2 + f32(3i) + 0x7f800000u;\n}\n";
 
     #[test]
     fn literals_are_found_and_identifiers_are_not() {
@@ -270,6 +292,17 @@ mod tests {
         let g33 = generalize(&b50, &b33, &g.dynamic, 3).expect("same structure");
         assert_eq!(g33.text, g.text);
         assert_eq!(g33.values[0], 25872);
+    }
+
+    #[test]
+    fn comments_do_not_count() {
+        // Dumped kernels name the source line of each node: another line
+        // for the same node is no other structure.
+        let b50 = B64
+            .replace("50176u", "39200u")
+            .replace("src/a.rs:12:5", "src/b.rs:80:1");
+        let g = generalize(B64, &b50, &[], 3).expect("same structure");
+        assert_eq!(g.dynamic, vec![1]);
     }
 
     #[test]

@@ -6,6 +6,7 @@ mod bind;
 mod compile;
 mod context;
 mod disk_cache;
+mod dynamic;
 mod execute;
 mod generalize;
 

@@ -1,0 +1,133 @@
+//! Dynamic sizes, per compile: each kernel of a site compiled again with
+//! other sizes is made generic over the literals in which its text
+//! differs from the site's last one (`generalize`), and over those in
+//! which it differs from the same kernel at a third size, the probe
+//! (`graph::probe`), where the two sizes alone leave one generic kernel
+//! still to compile.
+
+use std::panic::{AssertUnwindSafe, catch_unwind};
+
+use super::compile::{generate, plan_donations};
+use super::generalize::{Generic, generalize};
+use crate::codegen::{CodegenContext, KernelSource, validate_wgsl};
+use crate::graph::{Graph, GraphKey, probe_key};
+use crate::schedule::{Lowered, split_reductions};
+
+/// One dispatch's text lowered for a graph's own sizes, and which of its
+/// literals are dynamic (none: it stayed concrete).
+pub(crate) type DispatchText = (String, Vec<usize>);
+
+/// Per kernel, per dispatch (its packing kernels, then itself): the texts
+/// a new size is compared with, the last first. A generic text stays
+/// behind a concrete one that replaced it (a batch of one, whose size-one
+/// dims are laid out otherwise): the next size may be generic again.
+pub(crate) type KernelTexts = Vec<Vec<Vec<DispatchText>>>;
+
+/// Makes each kernel of a recompiled site generic over the literals in
+/// which it differs from the site's last graph (`before`: its key and
+/// texts), where the two differ in nothing else. A generic text not yet
+/// `compiled` is made generic over what differs from the probe's text as
+/// well (`probe(kernel, dispatch)`). Returns the texts to record for the
+/// site.
+pub(super) fn generalize_kernels(
+    before: Option<&KernelTexts>,
+    sources: &mut [KernelSource],
+    compiled: &dyn Fn(&str) -> bool,
+    probe: &mut dyn FnMut(usize, usize) -> Option<String>,
+) -> KernelTexts {
+    let mut record = Vec::with_capacity(sources.len());
+    for (k, source) in sources.iter_mut().enumerate() {
+        // The site's last texts of this kernel's dispatches, if it had as
+        // many.
+        let previous = before
+            .and_then(|texts| texts.get(k))
+            .filter(|p| p.len() == source.packs.len() + 1);
+        let mut texts = Vec::with_capacity(source.packs.len() + 1);
+        for (d, pack) in source.packs.iter_mut().enumerate() {
+            let last = previous.map_or(&[][..], |p| &p[d]);
+            texts.push(generalize_dispatch(pack, last, compiled, &mut || {
+                probe(k, d)
+            }));
+        }
+        let d = texts.len();
+        let last = previous.map_or(&[][..], |p| &p[d]);
+        texts.push(generalize_dispatch(source, last, compiled, &mut || {
+            probe(k, d)
+        }));
+        record.push(texts);
+    }
+    record
+}
+
+/// Makes one dispatch generic against its texts for earlier sizes
+/// (`before`, the last first: a text and its dynamic literals), and
+/// against the probe's where that generic text is not `compiled` yet.
+/// Returns the texts to record: its concrete text and dynamic literals
+/// (none when it stays concrete), then a generic one it could not match.
+fn generalize_dispatch(
+    s: &mut KernelSource,
+    before: &[DispatchText],
+    compiled: &dyn Fn(&str) -> bool,
+    probe: &mut dyn FnMut() -> Option<String>,
+) -> Vec<DispatchText> {
+    let concrete = s.wgsl.clone();
+    let bindings = s.bindings().count();
+    // A literal that WGSL needs constant (an array length) makes the
+    // generic text invalid: keep the concrete one.
+    let valid = |g: &Generic| validate_wgsl(&g.text).is_ok();
+    let two_sizes = before
+        .iter()
+        .find_map(|(text, known)| generalize(text, &concrete, known, bindings).filter(valid));
+    let generic = match two_sizes {
+        Some(g) if !compiled(&g.text) => {
+            let three_sizes = probe()
+                .and_then(|p| generalize(&p, &concrete, &g.dynamic, bindings))
+                .filter(valid);
+            Some(three_sizes.unwrap_or(g))
+        }
+        other => other,
+    };
+    match generic {
+        Some(g) => {
+            s.wgsl = g.text;
+            s.dyn_sizes = Some(g.values);
+            vec![(concrete, g.dynamic)]
+        }
+        None => {
+            let mut texts = vec![(concrete, Vec::new())];
+            if !before.is_empty() {
+                log::debug!("a dispatch is not generic over the new sizes");
+            }
+            texts.extend(before.iter().find(|(_, d)| !d.is_empty()).cloned());
+            texts
+        }
+    }
+}
+
+/// The texts of the probe's kernels (see `graph::probe`), per kernel, per
+/// dispatch; `None` when there is no probe or its code generation fails
+/// (sizes a user's graph relates otherwise than affinely: the probe is a
+/// guess, and a failed guess only leaves the two-size generic kernels).
+pub(super) fn probe_texts(
+    traced: &Graph,
+    before: &GraphKey,
+    cx: &CodegenContext,
+) -> Option<Vec<Vec<String>>> {
+    let key = probe_key(before, &traced.key)?;
+    let identity: Vec<usize> = (0..key.nodes.len()).collect();
+    let probe = traced.lowered(key, &identity);
+    let generated = catch_unwind(AssertUnwindSafe(|| {
+        let Lowered { key, origin } = split_reductions(&probe.key);
+        let graph = probe.lowered(key, &origin);
+        let (groups, available, mut sources) = generate(&graph, cx);
+        plan_donations(&graph, cx, &groups, &available, &mut sources);
+        sources
+            .iter()
+            .map(|s| s.dispatches().map(|d| d.wgsl.clone()).collect())
+            .collect()
+    }));
+    if generated.is_err() {
+        log::debug!("graph {:016x}: no probe of its sizes", traced.hash);
+    }
+    generated.ok()
+}
