@@ -21,8 +21,8 @@ pub struct Adadelta {
 impl Adadelta {
     /// Adadelta with learning rate `lr` (PyTorch's default is 1.0).
     pub fn new(params: Vec<Tensor>, lr: f32) -> Adadelta {
-        let square_avg = params.iter().map(Tensor::zeros_like).collect();
-        let acc_delta = params.iter().map(Tensor::zeros_like).collect();
+        let square_avg = params.iter().map(Tensor::stored_zeros_like).collect();
+        let acc_delta = params.iter().map(Tensor::stored_zeros_like).collect();
         Adadelta {
             params,
             lr,

@@ -105,6 +105,16 @@ impl Tensor {
         )
     }
 
+    /// Zeros shaped and typed like `like`, as stored data (uploaded now,
+    /// not computed in the next graph): optimiser state, so that the
+    /// first step's graph is the same as every later one's.
+    pub(crate) fn stored_zeros_like(like: &Tensor) -> Tensor {
+        let shape = like.shape().to_vec();
+        let bits = vec![0; numel(&shape)];
+        Tensor::from_bits(bits, shape, like.dtype(), "optimizer state", like.device())
+            .unwrap_or_else(|e| panic!("optimizer state like {:?}: {e}", like.shape()))
+    }
+
     #[track_caller]
     fn from_bits(
         bits: Vec<u32>,
