@@ -31,7 +31,7 @@ use std::fmt::Write;
 use super::emit::Gen;
 use super::matmul::{MatmulDims, matmul_dims, tile_load};
 use super::roots::stores;
-use super::wgsl::{CodegenContext, KernelSource, TextureUse, WORKGROUP_SIZE, kernel_main};
+use super::wgsl::{CodegenContext, KernelSource, Launch, TextureUse, WORKGROUP_SIZE, kernel_main};
 use crate::graph::GraphKey;
 use crate::kernel::{LaneAdapter, LaneTile, Strategy};
 
@@ -374,9 +374,7 @@ fn pack(
     );
     body.push_str("    textureStore(dst, vec2<u32>(x, y), layer, texel);\n");
     let binding = g.uses_params() as usize + g.read_parts().iter().sum::<usize>();
-    let mut wgsl = g.header(&[]);
-    let _ = write!(
-        wgsl,
+    let main = format!(
         "@group(0) @binding({binding}) var dst: texture_storage_2d_array<rgba32float, write>;\n\
          \n{head}    \
          let x = gi % {width}u;\n    \
@@ -391,21 +389,10 @@ fn pack(
         col_blocks = p.col_blocks,
         row_blocks = p.row_blocks,
     );
-    KernelSource {
-        wgsl,
-        ir: g.ir_listing(&[]),
-        uses_params: g.uses_params(),
-        uniform_params: g.uniform_params_bytes(),
-        read_parts: g.read_parts(),
-        write_parts: Vec::new(),
-        reads: g.reads(),
-        writes: Vec::new(),
+    let launch = Launch {
         groups: texels.div_ceil(WORKGROUP_SIZE as usize),
-        strategy: crate::kernel::Strategy::Pack,
+        strategy: Strategy::Pack,
         textures: vec![TextureUse { slot, write: true }],
-        scratch: Vec::new(),
-        packs: Vec::new(),
-        checks: false,
-        dyn_sizes: None,
-    }
+    };
+    g.source(&main, (Vec::new(), false), &[], launch)
 }

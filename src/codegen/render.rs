@@ -5,7 +5,7 @@
 use std::fmt::{self, Write};
 
 use crate::dtype::DType;
-use crate::kernel::ir::{Buffer, Check, Expr, Inst, Ty};
+use crate::kernel::ir::{Buffer, Check, Expr, Inst, PartAccess, Ty};
 
 use super::exprs::{binary_expr, cast_expr, is_nan, is_nonfinite, lit, unary_expr, value_type};
 
@@ -137,8 +137,7 @@ pub(crate) fn render_body(body: &[Inst], origins: Option<&[String]>, out: &mut S
                 parts,
                 per_part,
                 index,
-                read_into,
-                value,
+                access,
             } => {
                 out.push_str("    ");
                 for j in 0..*parts {
@@ -157,10 +156,9 @@ pub(crate) fn render_body(body: &[Inst], origins: Option<&[String]>, out: &mut S
                         index.clone(),
                         Expr::U32((j * per_part) as u64),
                     );
-                    let _ = match (read_into, value) {
-                        (Some(var), _) => write!(out, "{{ {var} = {part}[{local}]; }}"),
-                        (None, Some(value)) => write!(out, "{{ {part}[{local}] = {value}; }}"),
-                        (None, None) => Ok(()),
+                    let _ = match access {
+                        PartAccess::Read(var) => write!(out, "{{ {var} = {part}[{local}]; }}"),
+                        PartAccess::Write(value) => write!(out, "{{ {part}[{local}] = {value}; }}"),
                     };
                 }
                 writeln!(out)
@@ -211,18 +209,18 @@ fn check_condition(check: &Check) -> String {
     match check {
         Check::NonFinite { value, inputs, vec } => {
             let produced = nonfinite(value, *vec);
-            let (or, not_any) = if *vec { (" | ", "any") } else { (" || ", "") };
+            // Lanes compare as vectors of bools: `&` and `|` keep them per
+            // lane.
+            let (and, or, not_any) = if *vec {
+                (" & ", " | ", "any")
+            } else {
+                (" && ", " || ", "")
+            };
             let cond = if inputs.is_empty() {
                 produced
             } else {
                 let seen: Vec<String> = inputs.iter().map(|i| nonfinite(i, *vec)).collect();
-                format!("{produced} && !({})", seen.join(or))
-            };
-            // Lanes compare as vectors of bools: `&` keeps them per lane.
-            let cond = if *vec {
-                cond.replace(" && ", " & ")
-            } else {
-                cond
+                format!("{produced}{and}!({})", seen.join(or))
             };
             format!("{not_any}({cond})")
         }
@@ -263,8 +261,7 @@ mod tests {
             parts: 3,
             per_part: 10,
             index: Expr::template("q"),
-            read_into: Some(Var { prefix: "s", id: 4 }),
-            value: None,
+            access: PartAccess::Read(Var { prefix: "s", id: 4 }),
         }];
         let mut out = String::new();
         render_body(&body, None, &mut out);

@@ -14,7 +14,7 @@ use super::matmul_lanes::matmul_lanes;
 use super::norm::normalize;
 use super::reduce::reduce;
 use super::softmax::softmax;
-use super::wgsl::{CodegenContext, KernelSource, TextureUse};
+use super::wgsl::{CodegenContext, KernelSource, Launch, TextureUse};
 use crate::dtype::DType;
 use crate::graph::GraphKey;
 use crate::graph::op::Op;
@@ -103,27 +103,16 @@ pub(crate) fn generate_root_kernel(
     let textures = (0..scratch.len())
         .map(|slot| TextureUse { slot, write: false })
         .collect();
-    let out_types: Vec<(usize, bool)> = outputs.iter().map(|&o| (o, vec_out)).collect();
-    let mut src = g.header(&out_types);
-    src.push_str(&main);
-    KernelSource {
-        wgsl: src,
-        ir: g.ir_listing(&[]),
-        uses_params: g.uses_params(),
-        uniform_params: g.uniform_params_bytes(),
-        read_parts: g.read_parts(),
-        write_parts: outputs.iter().map(|&o| g.parts_of(o, vec_out)).collect(),
-        reads: g.reads(),
-        writes: outputs,
+    let launch = Launch {
         groups,
         strategy,
         textures,
+    };
+    KernelSource {
         scratch,
         packs,
-        checks: false,
-        dyn_sizes: None,
+        ..g.source(&main, (outputs, vec_out), &[], launch)
     }
-    .declare_checks(g.uses_checks())
 }
 
 /// Lowers, into the current block, every output's value at `idx` (the
@@ -135,14 +124,26 @@ pub(super) fn store_outputs(
     idx: &Expr,
     result: &Expr,
 ) {
-    g.seed(root, idx, result.clone());
+    store_outputs_by(g, key, (root, outputs), (idx, false), result);
+}
+
+/// `store_outputs`, four elements at a time when `vec` (`idx` then
+/// indexes `vec4`s and `result` is one).
+pub(super) fn store_outputs_by(
+    g: &mut Gen,
+    key: &GraphKey,
+    (root, outputs): (usize, &[usize]),
+    (idx, vec): (&Expr, bool),
+    result: &Expr,
+) {
+    g.seed(root, idx, result.clone(), vec);
     if key.nodes[root].dtype == DType::F32 {
         let value = result.clone();
-        g.check(Check::Nan { value, vec: false }, root);
+        g.check(Check::Nan { value, vec }, root);
     }
     for (k, &o) in outputs.iter().enumerate() {
-        let v = g.value(o, idx, true, false);
-        let stmt = g.store(k, o, idx, v, false);
+        let v = g.value(o, idx, true, vec);
+        let stmt = g.store(k, o, idx, v, vec);
         g.push(stmt);
     }
 }

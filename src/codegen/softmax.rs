@@ -9,11 +9,11 @@ use super::exprs::{nan_extremum, softmax_guard};
 use super::wgsl::{WORKGROUP_SIZE, kernel_main, vectorizable};
 use crate::dtype::DType;
 use crate::graph::GraphKey;
-use crate::kernel::ir::{Check, Expr, Ty};
+use crate::kernel::ir::{Expr, Ty};
 use crate::kernel::{SoftmaxStrategy, choose_softmax};
 use crate::shape::numel;
 
-use super::roots::store_outputs;
+use super::roots::{store_outputs, store_outputs_by};
 
 pub(super) fn softmax(
     g: &mut Gen,
@@ -48,6 +48,11 @@ pub(super) fn softmax(
     (main, rows, false, strategy)
 }
 
+/// Element `k` of row `gi` of rows of `len` elements `inner` apart.
+fn row_element(len: usize, inner: usize) -> String {
+    format!("((gi / {inner}u) * {len}u + k) * {inner}u + gi % {inner}u")
+}
+
 /// A workgroup per row: threads stride the row for its maximum, then the
 /// sum of exponentials (each combined by a tree in workgroup memory), then
 /// write the outputs.
@@ -60,8 +65,7 @@ fn softmax_per_workgroup(
     log: bool,
     outputs: &[usize],
 ) -> String {
-    // Element k of row `gi`.
-    let at = format!("((gi / {inner}u) * {len}u + k) * {inner}u + gi % {inner}u");
+    let at = row_element(len, inner);
     let pass = |g: &mut Gen, tail: &dyn Fn(&mut Gen, &Expr, &Expr)| {
         g.scoped(|g| {
             let i = g.emit("i", Ty::U32, Expr::template(at.clone()));
@@ -170,10 +174,7 @@ fn softmax_per_thread_vec4(
             Expr::template(softmax_guard(&expr, "m", "s", true)),
         );
         if whole_vec4 {
-            let value = y.clone();
-            g.check(Check::Nan { value, vec: true }, root);
-            let st = g.store(0, root, i, y, true);
-            g.push(st);
+            store_outputs_by(g, key, (root, outputs), (i, true), &y);
             return;
         }
         for q in 0..4 {
@@ -217,7 +218,7 @@ fn softmax_per_thread(
     log: bool,
     outputs: &[usize],
 ) -> (String, usize) {
-    let at = format!("((gi / {inner}u) * {len}u + k) * {inner}u + gi % {inner}u");
+    let at = row_element(len, inner);
     let stats = g.scoped(|g| {
         let i = g.emit("i", Ty::U32, Expr::template(at.clone()));
         let v = g.value(x, &i, false, false);

@@ -36,11 +36,21 @@ impl<'a> CodegenContext<'a> {
     }
 }
 
+/// How a kernel is launched, as its template decided (see `Gen::source`).
+pub(crate) struct Launch {
+    /// Workgroups to launch.
+    pub groups: usize,
+    pub strategy: Strategy,
+    /// Scratch textures bound after the buffers.
+    pub textures: Vec<TextureUse>,
+}
+
 /// Generated code for one kernel and what it binds.
 #[derive(Clone, Debug)]
 pub(crate) struct KernelSource {
     pub wgsl: String,
-    /// The kernel IR it was printed from (`kernel::ir`), for dumps.
+    /// The kernel IR it was printed from (`kernel::ir`), listed only when
+    /// dumping (`CodegenContext::origins`), else empty.
     pub ir: String,
     /// Whether binding 0 is the parameter buffer.
     pub uses_params: bool,

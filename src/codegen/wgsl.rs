@@ -8,16 +8,14 @@
 //! through its layout (strides and offset). Scalars and other runtime values
 //! are read from the `params` buffer, never written into the code.
 
-use std::fmt::Write;
-
 use crate::graph::op::Op;
 use crate::graph::{GKind, GNode, GraphKey};
 use crate::kernel::ir::{Expr, Inst, reads_output_elsewhere};
-use crate::kernel::{Strategy, choose_vec4};
+use crate::kernel::{Precedents, Strategy, choose_vec4};
 use crate::shape::numel;
 
 use super::emit::Gen;
-pub(crate) use super::source::{CodegenContext, KernelSource, TextureUse};
+pub(crate) use super::source::{CodegenContext, KernelSource, Launch, TextureUse};
 
 /// The most parameter bytes bound as a uniform buffer: WebGPU's minimum
 /// for `max_uniform_buffer_binding_size`, so every adapter allows it.
@@ -61,7 +59,8 @@ pub(crate) fn lower_kernel<'a>(
         && outputs
             .iter()
             .all(|&o| vectorizable(&key.nodes, o, stored, true));
-    let vec = choose_vec4(can, outputs.first().and_then(|&o| cx.precedent(o)));
+    let precedent = Precedents::elementwise_node(outputs).and_then(|o| cx.precedent(o));
+    let vec = choose_vec4(can, precedent);
     let mut g = Gen::new(&key.nodes, stored, aliases, cx);
     g.set_checks(key.checked);
     let gi = Expr::template("gi");
@@ -97,34 +96,19 @@ impl ElementwiseKernel<'_> {
             numel,
             vec,
         } = self;
-        let out_types: Vec<(usize, bool)> = outputs.iter().map(|&o| (o, vec)).collect();
-        let mut src = g.header(&out_types);
         let invocations = if vec { numel / 4 } else { numel };
-        let _ = write!(
-            src,
+        let main = format!(
             "\n{}{}{}}}\n",
             kernel_main(WORKGROUP_SIZE as usize, true, invocations, ""),
             g.render(g.body()),
             g.render(&stores)
         );
-        KernelSource {
-            wgsl: src,
-            ir: g.ir_listing(&stores),
-            uses_params: g.uses_params(),
-            uniform_params: g.uniform_params_bytes(),
-            read_parts: g.read_parts(),
-            write_parts: outputs.iter().map(|&o| g.parts_of(o, vec)).collect(),
-            reads: g.reads(),
-            writes: outputs,
+        let launch = Launch {
             groups: invocations.div_ceil(WORKGROUP_SIZE as usize),
             strategy: Strategy::Elementwise { vec4: vec },
             textures: Vec::new(),
-            scratch: Vec::new(),
-            packs: Vec::new(),
-            checks: false,
-            dyn_sizes: None,
-        }
-        .declare_checks(g.uses_checks())
+        };
+        g.source(&main, (outputs, vec), &stores, launch)
     }
 }
 

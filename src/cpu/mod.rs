@@ -166,9 +166,8 @@ fn eval(op: &Op, dtype: DType, shape: &[usize], p: &[u32], inputs: &[&Arr]) -> A
             Arr::from_bits(dtype, shape, bits)
         }
         Op::Rand { normal } => {
-            let f = if *normal { rng::normal } else { rng::uniform };
-            let bits = (0..n)
-                .map(|i| f(p[0], p[1], p[2].wrapping_add(i as u32)).to_bits())
+            let bits = rng::stream([p[0], p[1], p[2]], n, *normal)
+                .map(f32::to_bits)
                 .collect();
             Arr::from_bits(dtype, shape, bits)
         }

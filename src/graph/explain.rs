@@ -84,7 +84,9 @@ impl GraphKey {
     /// recompilation.
     fn first_difference(&self, before: &GraphKey) -> (Option<usize>, String) {
         let (node, what) = self.first_node_difference(before);
-        if self.nodes.len() == before.nodes.len() {
+        let prefix = self.nodes.len().min(before.nodes.len());
+        if self.nodes.len() == before.nodes.len() || node.is_none_or(|n| n >= prefix) {
+            // The counts are the difference itself, already said.
             return (node, what);
         }
         let sizes = format!(

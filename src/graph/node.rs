@@ -75,18 +75,23 @@ impl Node {
         dtype: DType,
         location: &'static Location<'static>,
     ) -> Arc<Node> {
-        let location = SOURCE_OVERRIDE.with(|s| s.get()).unwrap_or(location);
-        Arc::new(Node {
-            id: NEXT_NODE_ID.fetch_add(1, Ordering::Relaxed),
-            shape,
-            dtype,
-            location,
-            state: Mutex::new(NodeState::Pending(Pending { op, inputs, params })),
-        })
+        let state = NodeState::Pending(Pending { op, inputs, params });
+        Node::new(state, shape, dtype, location)
     }
 
     pub fn ready(
         storage: Storage,
+        shape: Vec<usize>,
+        dtype: DType,
+        location: &'static Location<'static>,
+    ) -> Arc<Node> {
+        Node::new(NodeState::Ready(storage), shape, dtype, location)
+    }
+
+    /// A node in `state`, attributed to `location` unless a gradient is
+    /// being recorded for a forward op's line (`attribute_to`).
+    fn new(
+        state: NodeState,
         shape: Vec<usize>,
         dtype: DType,
         location: &'static Location<'static>,
@@ -97,7 +102,7 @@ impl Node {
             shape,
             dtype,
             location,
-            state: Mutex::new(NodeState::Ready(storage)),
+            state: Mutex::new(state),
         })
     }
 

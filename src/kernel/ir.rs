@@ -203,6 +203,15 @@ impl From<Var> for Expr {
     }
 }
 
+/// What an `Inst::Parts` does at its element.
+#[derive(Clone, Debug, PartialEq)]
+pub(crate) enum PartAccess {
+    /// Reads it into the variable (declared before).
+    Read(Var),
+    /// Stores the value there.
+    Write(Expr),
+}
+
 /// One instruction of a kernel body.
 #[derive(Clone, Debug, PartialEq)]
 pub(crate) enum Inst {
@@ -224,15 +233,13 @@ pub(crate) enum Inst {
     Accumulate { var: Var, value: Expr },
     /// Element `index` of a buffer bound in `parts` parts of
     /// `per_part` elements each (`buffer.part` unset): the part holding it
-    /// is chosen at run time. `Some(var)`: read into `var` (declared
-    /// before); `None`: `value` stored there.
+    /// is chosen at run time.
     Parts {
         buffer: Buffer,
         parts: usize,
         per_part: usize,
         index: Expr,
-        read_into: Option<Var>,
-        value: Option<Expr>,
+        access: PartAccess,
     },
     /// `buffer[index] = value`, the value of graph node `node`.
     Store {
@@ -322,13 +329,14 @@ pub(crate) fn reads_output_elsewhere(body: &[Inst], own: &Expr) -> bool {
         Inst::Parts {
             buffer,
             index,
-            read_into,
-            value,
+            access,
             ..
         } => {
-            (buffer.output && read_into.is_some() && index != own)
-                || in_expr(index, own)
-                || value.as_ref().is_some_and(|e| in_expr(e, own))
+            in_expr(index, own)
+                || match access {
+                    PartAccess::Read(_) => buffer.output && index != own,
+                    PartAccess::Write(value) => in_expr(value, own),
+                }
         }
         Inst::Store { index, value, .. } => in_expr(index, own) || in_expr(value, own),
         Inst::If { cond, body } => in_expr(cond, own) || reads_output_elsewhere(body, own),
@@ -437,22 +445,20 @@ pub(crate) fn print_body(body: &[Inst], depth: usize, out: &mut String) {
                 buffer,
                 parts,
                 index,
-                read_into,
-                value,
+                access,
                 ..
-            } => match (read_into, value) {
-                (Some(var), _) => writeln!(
+            } => match access {
+                PartAccess::Read(var) => writeln!(
                     out,
                     "{pad}{var} = load {buffer}[{}] (in {parts} parts)",
                     IrExpr(index)
                 ),
-                (None, Some(value)) => writeln!(
+                PartAccess::Write(value) => writeln!(
                     out,
                     "{pad}store {buffer}[{}] = {} (in {parts} parts)",
                     IrExpr(index),
                     IrExpr(value)
                 ),
-                (None, None) => Ok(()),
             },
             Inst::Store {
                 buffer,

@@ -79,6 +79,12 @@ impl Precedents {
         self.0.extend(older.0.iter().map(|(&n, &s)| (n, s)));
     }
 
+    /// The node an elementwise kernel writing `outputs` is keyed by (a
+    /// root kernel is keyed by its root).
+    pub fn elementwise_node(outputs: &[usize]) -> Option<usize> {
+        outputs.first().copied()
+    }
+
     /// The strategy of the kernel keyed by `node`, if recorded.
     pub fn get(&self, node: usize) -> Option<Strategy> {
         self.0.get(&node).copied()

@@ -6,7 +6,11 @@
 //! be fused into the first training step, whose kernels would then differ
 //! from every later step's: a second compile of the step and, with sizes
 //! that change, generic kernels made only at the third (see
-//! `runtime::gpu::generalize`).
+//! `runtime::gpu::generalize`). Optimisers make their state the same way
+//! (`Tensor::stored_zeros_like`); a user's own pending leaf (a
+//! `randn(..).requires_grad_(true)`) still makes the first step's graph
+//! differ, and that compile is told apart as warm-up
+//! (`GraphKey::explain_recompile`).
 
 use crate::cpu::rng;
 use crate::runtime::device::Device;
@@ -21,10 +25,10 @@ fn param(shape: &[usize], values: Vec<f32>, dev: &Device) -> Tensor {
     t
 }
 
-/// `numel` draws of `draw` from the device's generator, in stream order.
-fn draws(numel: usize, dev: &Device, draw: fn(u32, u32, u32) -> f32) -> impl Iterator<Item = f32> {
-    let [lo, hi, counter] = dev.next_rng(numel);
-    (0..numel).map(move |i| draw(lo, hi, counter.wrapping_add(i as u32)))
+/// `numel` draws (uniform, or standard normal when `normal`) from the
+/// device's generator, in stream order.
+fn draws(numel: usize, dev: &Device, normal: bool) -> impl Iterator<Item = f32> {
+    rng::stream(dev.next_rng(numel), numel, normal)
 }
 
 /// A leaf parameter of `shape`, uniform in `[-bound, bound)` from the
@@ -32,7 +36,7 @@ fn draws(numel: usize, dev: &Device, draw: fn(u32, u32, u32) -> f32) -> impl Ite
 #[track_caller]
 pub(crate) fn uniform_param(shape: &[usize], bound: f32, dev: &Device) -> Tensor {
     let numel = shape.iter().product();
-    let values = draws(numel, dev, rng::uniform)
+    let values = draws(numel, dev, false)
         .map(|u| u * (2.0 * bound) - bound)
         .collect();
     param(shape, values, dev)
@@ -61,7 +65,7 @@ pub(crate) fn bias_uniform(len: usize, fan_in: usize, dev: &Device) -> Tensor {
 #[track_caller]
 pub fn normal_param(shape: &[usize], std: f32, dev: &Device) -> Tensor {
     let numel = shape.iter().product();
-    let values = draws(numel, dev, rng::normal).map(|z| z * std).collect();
+    let values = draws(numel, dev, true).map(|z| z * std).collect();
     param(shape, values, dev)
 }
 

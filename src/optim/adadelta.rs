@@ -21,8 +21,14 @@ pub struct Adadelta {
 impl Adadelta {
     /// Adadelta with learning rate `lr` (PyTorch's default is 1.0).
     pub fn new(params: Vec<Tensor>, lr: f32) -> Adadelta {
-        let square_avg = params.iter().map(Tensor::stored_zeros_like).collect();
-        let acc_delta = params.iter().map(Tensor::stored_zeros_like).collect();
+        let square_avg = params
+            .iter()
+            .map(|p| Tensor::stored_zeros_like(p))
+            .collect();
+        let acc_delta = params
+            .iter()
+            .map(|p| Tensor::stored_zeros_like(p))
+            .collect();
         Adadelta {
             params,
             lr,

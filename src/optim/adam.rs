@@ -30,8 +30,14 @@ impl Moments {
         let groups: Vec<Group> = groups
             .into_iter()
             .map(|g| Group {
-                m: g.params.iter().map(Tensor::stored_zeros_like).collect(),
-                v: g.params.iter().map(Tensor::stored_zeros_like).collect(),
+                m: g.params
+                    .iter()
+                    .map(|p| Tensor::stored_zeros_like(p))
+                    .collect(),
+                v: g.params
+                    .iter()
+                    .map(|p| Tensor::stored_zeros_like(p))
+                    .collect(),
                 lr: g.lr.unwrap_or(lr),
                 weight_decay: g.weight_decay.unwrap_or(weight_decay),
                 params: g.params,

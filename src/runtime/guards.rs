@@ -50,7 +50,9 @@ pub(crate) struct Guards {
 #[derive(Default)]
 struct GuardState {
     /// Nodes of the last graph collected per set of output lines.
-    last_nodes: HashMap<Vec<Line>, usize>,
+    /// Per site (a hash of its outputs' source locations), the node count
+    /// of its last graph.
+    last_nodes: HashMap<u64, usize>,
     /// Whether the growth or size warning was given (once per device).
     growth_warned: bool,
     huge_warned: bool,
@@ -78,12 +80,14 @@ impl Guards {
     /// once, naming the line that recorded most of its ops.
     pub fn note_graph(&self, graph: &Graph, metrics: &Metrics) {
         let nodes = graph.key.nodes.len();
-        let site: Vec<Line> = graph
-            .key
-            .outputs
-            .iter()
-            .map(|&o| graph.locations[o])
-            .collect();
+        // Every graph passes here, cache hits too: the site is hashed from
+        // the locations' addresses (one static per call site), without
+        // allocating or reading their file names.
+        let mut hasher = std::collections::hash_map::DefaultHasher::new();
+        for &o in &graph.key.outputs {
+            std::hash::Hash::hash(&std::ptr::from_ref(graph.locations[o]), &mut hasher);
+        }
+        let site = std::hash::Hasher::finish(&hasher);
         let mut state = self.state();
         if state.last_nodes.len() >= SITES_KEPT && !state.last_nodes.contains_key(&site) {
             state.last_nodes.clear();

@@ -55,6 +55,11 @@ pub(crate) struct Schedule {
     pub kernels: Vec<KernelGroup>,
 }
 
+/// Whether node `n` is a kernel root (a reduction, softmax, matmul...).
+fn is_root(key: &GraphKey, n: usize) -> bool {
+    op_of(key, n).is_some_and(Op::is_kernel_root)
+}
+
 fn op_of(key: &GraphKey, n: usize) -> Option<&Op> {
     match &key.nodes[n].kind {
         GKind::Op { op, .. } => Some(op),
@@ -113,17 +118,19 @@ fn written_nodes(key: &GraphKey) -> Vec<bool> {
 fn epilogues(key: &GraphKey, written: &[bool]) -> Vec<Option<usize>> {
     let nodes = &key.nodes;
     let count = nodes.len();
-    let is_root = |n: usize| op_of(key, n).is_some_and(Op::is_kernel_root);
     // Whether a node's value depends on any kernel root (then it cannot be
     // recomputed before that root's kernel).
     let mut under_root = vec![false; count];
     for i in 0..count {
-        under_root[i] = nodes[i].inputs.iter().any(|&j| is_root(j) || under_root[j]);
+        under_root[i] = nodes[i]
+            .inputs
+            .iter()
+            .any(|&j| is_root(key, j) || under_root[j]);
     }
     let reached = roots_reached_at_same_index(key, &under_root);
     let mut epilogue_of: Vec<Option<usize>> = vec![None; count];
     for w in 0..count {
-        if !written[w] || is_root(w) || !under_root[w] {
+        if !written[w] || is_root(key, w) || !under_root[w] {
             continue;
         }
         if let RootsReached::One(r) = reached[w] {
@@ -155,7 +162,7 @@ fn roots_read_elsewhere(
     let readers = readers_outside_kernel(key, &consumers, written, epilogue_of);
     (0..count)
         .map(|r| {
-            op_of(key, r).is_some_and(Op::is_kernel_root)
+            is_root(key, r)
                 && consumers[r].iter().any(|&c| match readers[c] {
                     RootsReached::None => false,
                     RootsReached::One(e) => e != r,
@@ -178,7 +185,6 @@ fn group_kernels(
 ) -> Vec<KernelGroup> {
     let nodes = &key.nodes;
     let count = nodes.len();
-    let is_root = |n: usize| op_of(key, n).is_some_and(Op::is_kernel_root);
     let mut kernels: Vec<KernelGroup> = Vec::new();
     let mut root_kernel: Vec<Option<usize>> = vec![None; count];
     // The first kernel index a node may join: after every root it needs.
@@ -194,13 +200,13 @@ fn group_kernels(
             })
             .max()
             .unwrap_or(0);
-        if is_root(i) && numel(&nodes[i].shape) == 0 {
+        if is_root(key, i) && numel(&nodes[i].shape) == 0 {
             // An empty result has nothing to compute, like an empty
             // elementwise group below (its epilogue is empty too, and the
             // runtime allocates empty outputs without a kernel).
             continue;
         }
-        if is_root(i) {
+        if is_root(key, i) {
             let write_root = written[i] || read_elsewhere[i];
             log::debug!(
                 "node {i} ({}): kernel root, {}",
@@ -327,7 +333,7 @@ fn roots_reached_at_same_index(key: &GraphKey, under_root: &[bool]) -> Vec<Roots
     let nodes = &key.nodes;
     let mut reached = vec![RootsReached::None; nodes.len()];
     for n in 0..nodes.len() {
-        if !under_root[n] || op_of(key, n).is_some_and(Op::is_kernel_root) {
+        if !under_root[n] || is_root(key, n) {
             continue;
         }
         if !op_of(key, n).is_some_and(index_preserving) {

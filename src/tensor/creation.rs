@@ -108,6 +108,7 @@ impl Tensor {
     /// Zeros shaped and typed like `like`, as stored data (uploaded now,
     /// not computed in the next graph): optimiser state, so that the
     /// first step's graph is the same as every later one's.
+    #[track_caller]
     pub(crate) fn stored_zeros_like(like: &Tensor) -> Tensor {
         let shape = like.shape().to_vec();
         let bits = vec![0; numel(&shape)];

@@ -14,14 +14,14 @@ use std::fmt::Write;
 use crate::dtype::DType;
 use crate::graph::op::{BinaryOp, Op, UnaryOp};
 use crate::graph::{GKind, GNode};
-use crate::kernel::ir::{Arith, Buffer, Check, Expr, Inst, Ty, Var, print_body};
+use crate::kernel::ir::{Arith, Buffer, Check, Expr, Inst, PartAccess, Ty, Var, print_body};
 use crate::shape::{Layout, numel};
 
 use super::exprs::*;
 use super::render::render_body;
 
 mod movement;
-use super::source::CodegenContext;
+use super::source::{CodegenContext, KernelSource, Launch};
 use super::wgsl::UNIFORM_PARAMS_BYTES;
 
 /// Stack left before a recursive walk over the graph grows it, and by how
@@ -112,6 +112,41 @@ impl<'a> Gen<'a> {
             checks: false,
             uses_checks: false,
         }
+    }
+
+    /// The kernel of what was lowered: the binding declarations of the
+    /// parameters, the reads and `writes` (stored four elements at a time
+    /// when `vec_out`), then `main`; with the reads and checks recorded
+    /// here. `extra`: instructions printed into `main` outside any block,
+    /// for the IR listing.
+    pub fn source(
+        &self,
+        main: &str,
+        (writes, vec_out): (Vec<usize>, bool),
+        extra: &[Inst],
+        launch: Launch,
+    ) -> KernelSource {
+        let out_types: Vec<(usize, bool)> = writes.iter().map(|&o| (o, vec_out)).collect();
+        let mut wgsl = self.header(&out_types);
+        wgsl.push_str(main);
+        KernelSource {
+            wgsl,
+            ir: self.ir_listing(extra),
+            uses_params: self.uses_params(),
+            uniform_params: self.uniform_params_bytes(),
+            read_parts: self.read_parts(),
+            write_parts: writes.iter().map(|&o| self.parts_of(o, vec_out)).collect(),
+            reads: self.reads(),
+            writes,
+            groups: launch.groups,
+            strategy: launch.strategy,
+            textures: launch.textures,
+            scratch: Vec::new(),
+            packs: Vec::new(),
+            checks: false,
+            dyn_sizes: None,
+        }
+        .declare_checks(self.uses_checks())
     }
 
     /// Binding declarations (params, reads, then `outputs` as
@@ -239,8 +274,7 @@ impl<'a> Gen<'a> {
             parts,
             per_part: self.per_part(vec),
             index: q,
-            read_into: Some(var),
-            value: None,
+            access: PartAccess::Read(var),
         });
         Expr::Var(var)
     }
@@ -279,8 +313,7 @@ impl<'a> Gen<'a> {
                 parts,
                 per_part: self.per_part(vec),
                 index: idx.clone(),
-                read_into: None,
-                value: Some(value),
+                access: PartAccess::Write(value),
             },
         }
     }
@@ -352,8 +385,10 @@ impl<'a> Gen<'a> {
     /// own text: the block printed as WGSL (its IR is kept for dumps).
     pub fn scoped(&mut self, f: impl FnOnce(&mut Self)) -> String {
         let insts = self.scoped_insts(f);
-        self.ir_listing.push_str("block:\n");
-        print_body(&insts, 1, &mut self.ir_listing);
+        if self.dumping() {
+            self.ir_listing.push_str("block:\n");
+            print_body(&insts, 1, &mut self.ir_listing);
+        }
         let mut text = String::new();
         render_body(&insts, self.cx.origins, &mut text);
         text
@@ -371,9 +406,18 @@ impl<'a> Gen<'a> {
         text
     }
 
-    /// The kernel IR: the top-level body, then each block a template
-    /// placed in its text.
+    /// Whether the kernel is generated for a dump (`LAZYWGPU_DUMP`): only
+    /// then are its lines annotated and its IR listed.
+    fn dumping(&self) -> bool {
+        self.cx.origins.is_some()
+    }
+
+    /// The kernel IR, for dumps (empty otherwise): the top-level body,
+    /// then each block a template placed in its text.
     pub fn ir_listing(&self, extra: &[Inst]) -> String {
+        if !self.dumping() {
+            return String::new();
+        }
         let mut out = String::from("body:\n");
         print_body(&self.body, 1, &mut out);
         print_body(extra, 1, &mut out);
@@ -383,8 +427,8 @@ impl<'a> Gen<'a> {
 
     /// Declares that node `n` at index `idx` is held in `value` (a kernel
     /// root's result, for its epilogue).
-    pub fn seed(&mut self, n: usize, idx: &Expr, value: Expr) {
-        self.memo.insert((n, idx.clone(), false), value);
+    pub fn seed(&mut self, n: usize, idx: &Expr, value: Expr, vec: bool) {
+        self.memo.insert((n, idx.clone(), vec), value);
     }
 
     /// Graph nodes read from bindings, in binding order.

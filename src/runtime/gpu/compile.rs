@@ -226,7 +226,7 @@ pub(super) fn executable(
     }
     metrics.add("graph_cache_misses", 1);
     let compile_start = std::time::Instant::now();
-    let mut site = note_miss(caches, graph)?;
+    let mut site = note_miss(caches, graph);
     let traced = graph;
     let Lowered { key, origin } = split_reductions(&traced.key);
     let graph = &traced.lowered(key, &origin);
@@ -235,24 +235,20 @@ pub(super) fn executable(
     // Another size of a site compiled before keeps its strategies (each
     // one checked valid for its kernel's sizes: a site whose graph
     // changed may see its nodes' old strategies, never wrong values).
-    let precedents = caches
-        .by_site
-        .peek(&site.site)
-        .map(|before| before.precedents.clone());
+    let before = caches.by_site.peek(&site.site);
     let cx = CodegenContext {
         target,
         origins: origins.as_deref(),
-        precedents: precedents.as_ref(),
+        precedents: before.map(|b| &b.precedents),
     };
     let (groups, available, mut sources) = generate(graph, &cx);
     let mut chosen = precedents_of(&groups, &sources);
-    if let Some(older) = &precedents {
-        chosen.inherit(older);
+    if let Some(b) = before {
+        chosen.inherit(&b.precedents);
     }
     let donations = plan_donations(graph, &cx, &groups, &available, &mut sources);
     // Dynamic sizes: kernels generic over what changed since the site's
     // last graph; when every one is found compiled, nothing compiles.
-    let before = caches.by_site.peek(&site.site);
     let pipelines = &caches.pipelines;
     let mut probe = None;
     let texts = generalize_kernels(
@@ -374,7 +370,7 @@ struct SiteNote {
 /// `Error::RecompileBudget`; otherwise it is warned about once the graph
 /// compiled (`record_site`), with what changed and the source line of the
 /// node that did.
-fn note_miss(caches: &mut GpuCaches, graph: &Graph) -> Result<SiteNote> {
+fn note_miss(caches: &mut GpuCaches, graph: &Graph) -> SiteNote {
     let site: Vec<String> = graph
         .key
         .outputs
@@ -390,13 +386,14 @@ fn note_miss(caches: &mut GpuCaches, graph: &Graph) -> Result<SiteNote> {
             graph.hash,
             graph.key.nodes.len()
         );
-        return Ok(SiteNote {
+        return SiteNote {
             site,
             previous: 0,
             warning: None,
             over_budget: None,
-        });
+        };
     };
+    let previous = *count;
     let explained = graph.key.explain_recompile(before);
     if explained.warm_up {
         log::debug!(
@@ -404,15 +401,13 @@ fn note_miss(caches: &mut GpuCaches, graph: &Graph) -> Result<SiteNote> {
             graph.hash,
             explained.change
         );
-        let previous = *count;
-        return Ok(SiteNote {
+        return SiteNote {
             site,
             previous,
             warning: None,
             over_budget: None,
-        });
+        };
     }
-    let previous = *count;
     let count = previous + 1;
     let Recompile { node, change, .. } = explained;
     let location = node.map_or_else(
@@ -439,12 +434,12 @@ fn note_miss(caches: &mut GpuCaches, graph: &Graph) -> Result<SiteNote> {
             change,
             location,
         });
-    Ok(SiteNote {
+    SiteNote {
         site,
         previous,
         warning: Some(warning),
         over_budget,
-    })
+    }
 }
 
 /// Records a compiled graph as its site's last, counting and warning
@@ -477,7 +472,7 @@ fn precedents_of(groups: &[KernelGroup], sources: &[KernelSource]) -> Precedents
     for (group, source) in groups.iter().zip(sources) {
         let node = match group.kind {
             KernelKind::Root { node, .. } => Some(node),
-            KernelKind::Elementwise => group.outputs.first().copied(),
+            KernelKind::Elementwise => Precedents::elementwise_node(&group.outputs),
         };
         if let Some(node) = node {
             chosen.record(node, source.strategy);

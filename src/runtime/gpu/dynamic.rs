@@ -73,8 +73,9 @@ fn generalize_dispatch(
     let concrete = s.wgsl.clone();
     let bindings = s.bindings().count();
     // A literal that WGSL needs constant (an array length) makes the
-    // generic text invalid: keep the concrete one.
-    let valid = |g: &Generic| validate_wgsl(&g.text).is_ok();
+    // generic text invalid: keep the concrete one. A text compiled before
+    // was valid then.
+    let valid = |g: &Generic| compiled(&g.text) || validate_wgsl(&g.text).is_ok();
     let two_sizes = before
         .iter()
         .find_map(|(text, known)| generalize(text, &concrete, known, bindings).filter(valid));

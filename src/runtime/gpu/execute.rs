@@ -55,16 +55,14 @@ pub(crate) fn run_graph(
     });
     run.encode(&mut encoder, queries.as_ref())?;
     metrics.add("kernel_launches", exe.kernels.len() as u64);
-    let checks = exe.checks.as_ref().map(|flags| {
-        let staging = ctx.device.create_buffer(&wgpu::BufferDescriptor {
-            label: Some("lazywgpu anomaly checks readback"),
-            size: 8,
-            usage: wgpu::BufferUsages::MAP_READ | wgpu::BufferUsages::COPY_DST,
-            mapped_at_creation: false,
-        });
-        encoder.copy_buffer_to_buffer(flags, 0, &staging, 0, Some(8));
-        staging
-    });
+    let checks = match &exe.checks {
+        Some(flags) => {
+            let staging = ctx.staging(2)?;
+            encoder.copy_buffer_to_buffer(flags, 0, &staging, 0, Some(8));
+            Some(staging)
+        }
+        None => None,
+    };
     if let (Some(staging), Some(&o)) = (readback, exe.key.outputs.first()) {
         let buf = run.output_buffer(o)?;
         encoder.copy_buffer_to_buffer(buf.buffer(), 0, staging, 0, Some(staging.size()));
