@@ -1,6 +1,14 @@
-//! Element types. Every dtype is four bytes wide on the device, which keeps
-//! buffer arithmetic and WGSL storage types uniform (WGSL has no storable
-//! `bool`, so `Bool` is stored as a `u32` that is 0 or 1).
+//! Element types.
+//!
+//! On the host (the CPU reference, uploads, readback, scalar parameters)
+//! every element travels as a 32-bit pattern ([`Element::to_bits`]; a
+//! 16-bit float in the low half). On a GPU, `F16` and `BF16` are stored two
+//! to a 32-bit word and every other dtype in a word of its own (WGSL has no
+//! storable `bool`, so `Bool` is stored as a `u32` that is 0 or 1).
+//! Kernels compute every float dtype in `f32` registers: a 16-bit value is
+//! widened when loaded and rounded (to nearest, ties to even) where a node
+//! of its dtype is computed, as PyTorch's kernels compute half types in
+//! `float` and round each op's result.
 
 use std::fmt;
 
@@ -15,17 +23,89 @@ pub enum DType {
     U32,
     /// Boolean (stored as a 32-bit 0 or 1).
     Bool,
+    /// 16-bit IEEE float (binary16): 10 mantissa bits, largest finite
+    /// value 65504. On a GPU it needs the adapter's `SHADER_F16`.
+    F16,
+    /// bfloat16: f32's exponent with 7 mantissa bits. WGSL has no bf16:
+    /// it is stored as 16-bit halves of `u32` words and converted in
+    /// kernels, so it needs no adapter feature.
+    BF16,
 }
 
 impl DType {
     /// Bytes per element in device memory.
     pub const fn size_in_bytes(self) -> usize {
-        4
+        match self {
+            DType::F16 | DType::BF16 => 2,
+            _ => 4,
+        }
     }
 
     /// Whether this is a floating-point type.
     pub const fn is_float(self) -> bool {
-        matches!(self, DType::F32)
+        matches!(self, DType::F32 | DType::F16 | DType::BF16)
+    }
+
+    /// Whether this is a 16-bit float (stored two to a word on a GPU,
+    /// computed in `f32`).
+    pub const fn is_half(self) -> bool {
+        matches!(self, DType::F16 | DType::BF16)
+    }
+
+    /// The dtype kernels compute this one in: `F32` for every float.
+    pub(crate) const fn compute(self) -> DType {
+        if self.is_float() { DType::F32 } else { self }
+    }
+
+    /// 32-bit words that `len` elements take in a GPU buffer.
+    pub(crate) const fn words(self, len: usize) -> usize {
+        (len * self.size_in_bytes()).div_ceil(4)
+    }
+
+    /// The device words holding `bits` (one 32-bit pattern per element,
+    /// as on the host): 16-bit types two to a word, low half first.
+    pub(crate) fn pack(self, bits: &[u32]) -> Vec<u32> {
+        if !self.is_half() {
+            return bits.to_vec();
+        }
+        bits.chunks(2)
+            .map(|pair| (pair[0] & 0xffff) | (pair.get(1).map_or(0, |&b| b & 0xffff) << 16))
+            .collect()
+    }
+
+    /// Elements `first..first + len` of device `words` whose element 0 is
+    /// at word 0, as one 32-bit pattern each (the inverse of `pack`).
+    pub(crate) fn unpack(self, words: &[u32], first: usize, len: usize) -> Vec<u32> {
+        if !self.is_half() {
+            return words[first..first + len].to_vec();
+        }
+        (first..first + len)
+            .map(|i| (words[i / 2] >> (16 * (i % 2))) & 0xffff)
+            .collect()
+    }
+
+    /// The value of a float element's 32-bit pattern (`F32`, `F16`, `BF16`).
+    pub(crate) fn float_from_bits(self, bits: u32) -> f32 {
+        match self {
+            DType::F16 => half::f16::from_bits(bits as u16).to_f32(),
+            DType::BF16 => half::bf16::from_bits(bits as u16).to_f32(),
+            _ => f32::from_bits(bits),
+        }
+    }
+
+    /// The 32-bit pattern of float `v` in this float dtype, rounded to
+    /// nearest, ties to even (overflow to infinity, NaN kept).
+    pub(crate) fn float_to_bits(self, v: f32) -> u32 {
+        match self {
+            DType::F16 => half::f16::from_f32(v).to_bits() as u32,
+            DType::BF16 => half::bf16::from_f32(v).to_bits() as u32,
+            _ => v.to_bits(),
+        }
+    }
+
+    /// `v` rounded to this float dtype and widened back to `f32`.
+    pub(crate) fn round_f32(self, v: f32) -> f32 {
+        self.float_from_bits(self.float_to_bits(v))
     }
 
     /// Whether this is an integer type (not bool).
@@ -36,19 +116,21 @@ impl DType {
     /// The WGSL type used for a value of this dtype in registers.
     pub(crate) const fn wgsl_value_type(self) -> &'static str {
         match self {
-            DType::F32 => "f32",
+            DType::F32 | DType::F16 | DType::BF16 => "f32",
             DType::I32 => "i32",
             DType::U32 => "u32",
             DType::Bool => "bool",
         }
     }
 
-    /// The WGSL type used for storage in buffers.
+    /// The WGSL type used for storage in buffers (a `bf16` pair is a
+    /// `u32` word).
     pub(crate) const fn wgsl_storage_type(self) -> &'static str {
         match self {
             DType::F32 => "f32",
+            DType::F16 => "f16",
             DType::I32 => "i32",
-            DType::U32 | DType::Bool => "u32",
+            DType::U32 | DType::Bool | DType::BF16 => "u32",
         }
     }
 
@@ -57,7 +139,7 @@ impl DType {
         match self {
             DType::Bool => 0,
             DType::I32 | DType::U32 => 1,
-            DType::F32 => 2,
+            DType::F32 | DType::F16 | DType::BF16 => 2,
         }
     }
 }
@@ -69,6 +151,8 @@ impl fmt::Display for DType {
             DType::I32 => "i32",
             DType::U32 => "u32",
             DType::Bool => "bool",
+            DType::F16 => "f16",
+            DType::BF16 => "bf16",
         })
     }
 }
@@ -127,9 +211,30 @@ impl Element for bool {
     }
 }
 
+impl Element for half::f16 {
+    const DTYPE: DType = DType::F16;
+    fn to_bits(self) -> u32 {
+        half::f16::to_bits(self) as u32
+    }
+    fn from_bits(bits: u32) -> Self {
+        half::f16::from_bits(bits as u16)
+    }
+}
+
+impl Element for half::bf16 {
+    const DTYPE: DType = DType::BF16;
+    fn to_bits(self) -> u32 {
+        half::bf16::to_bits(self) as u32
+    }
+    fn from_bits(bits: u32) -> Self {
+        half::bf16::from_bits(bits as u16)
+    }
+}
+
 /// The result dtype of a binary op, following PyTorch's promotion between
-/// categories (bool < integer < float). Mixing `i32` and `u32` has no
-/// PyTorch counterpart and is refused (`None`).
+/// categories (bool < integer < float) and within floats (`f16` or `bf16`
+/// with `f32` is `f32`; `f16` with `bf16` is `f32`, as in PyTorch). Mixing
+/// `i32` and `u32` has no PyTorch counterpart and is refused (`None`).
 pub(crate) fn promote(a: DType, b: DType) -> Option<DType> {
     if a == b {
         return Some(a);
@@ -137,6 +242,7 @@ pub(crate) fn promote(a: DType, b: DType) -> Option<DType> {
     match a.category().cmp(&b.category()) {
         std::cmp::Ordering::Greater => Some(a),
         std::cmp::Ordering::Less => Some(b),
+        std::cmp::Ordering::Equal if a.is_float() => Some(DType::F32),
         std::cmp::Ordering::Equal => None,
     }
 }

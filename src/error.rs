@@ -151,6 +151,17 @@ pub enum Error {
     /// (a missing entry, a shape that differs).
     #[error("optimiser state: {0}")]
     State(String),
+    /// The adapter lacks a feature a value needs (f16 needs `SHADER_F16`;
+    /// bf16 needs nothing).
+    #[error(
+        "{what} needs the adapter feature {feature}, which this adapter lacks; compute in f32 or bf16 instead"
+    )]
+    Unsupported {
+        /// The value and where it was recorded.
+        what: String,
+        /// The wgpu feature missing.
+        feature: &'static str,
+    },
     /// A scalar was requested from a tensor that does not hold exactly one element.
     #[error("item: tensor of shape {0:?} does not hold exactly one element")]
     NotScalar(Vec<usize>),

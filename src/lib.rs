@@ -72,6 +72,9 @@ pub use dtype::{DType, Element};
 pub use error::{Error, Result};
 pub use graph::op::{BinaryOp, ReduceOp, UnaryOp};
 pub use graph::semantics::NanResult;
+/// The `half` crate, whose `f16` and `bf16` are the host types of
+/// [`DType::F16`] and [`DType::BF16`] tensors.
+pub use half;
 pub use metrics::{MetricsSnapshot, TimerStats};
 pub use runtime::device::{Device, mark_step};
 pub use runtime::guards::LiveTensorGroup;

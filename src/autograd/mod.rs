@@ -23,7 +23,6 @@ use std::sync::{Arc, Mutex};
 
 pub use grad_mode::{NoGradGuard, is_grad_enabled, no_grad};
 
-use crate::dtype::DType;
 use crate::tensor::{Handle, Tensor};
 
 /// A backward closure: the output's gradient to one gradient per input
@@ -115,7 +114,7 @@ pub(crate) fn record(
         wants(inputs),
         "record called without an input requiring grad"
     );
-    if out.dtype() != DType::F32 {
+    if !out.dtype().is_float() {
         return;
     }
     let edges = inputs.iter().map(|t| edge_of(t)).collect();
@@ -260,9 +259,9 @@ impl Tensor {
     #[track_caller]
     pub fn requires_grad_(&self, on: bool) -> &Tensor {
         let loc = Location::caller();
-        if on && self.dtype() != DType::F32 {
+        if on && !self.dtype().is_float() {
             panic!(
-                "requires_grad_: only f32 tensors can require gradients, got {} (shape {:?}) at {loc}",
+                "requires_grad_: only float tensors can require gradients, got {} (shape {:?}) at {loc}",
                 self.dtype(),
                 self.shape()
             );
@@ -353,7 +352,7 @@ impl Tensor {
                         self.shape()
                     );
                 }
-                g.detach().cast(DType::F32)
+                g.detach().cast(self.dtype())
             }
             None => {
                 if self.numel() != 1 {
@@ -362,7 +361,7 @@ impl Tensor {
                         self.shape()
                     );
                 }
-                Tensor::ones(self.shape().to_vec(), self.device())
+                Tensor::ones(self.shape().to_vec(), self.device()).cast(self.dtype())
             }
         };
         run_backward(self, seed, retain_graph);

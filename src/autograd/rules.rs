@@ -233,7 +233,7 @@ pub(crate) fn where_cond(cond: &Tensor, a: Option<&Tensor>, b: Option<&Tensor>, 
 /// Gradient of a cast (float to float only; other casts cut the graph).
 #[track_caller]
 pub(crate) fn cast(x: &Tensor, out: &Tensor) {
-    if !wants(&[x]) || out.dtype() != DType::F32 {
+    if !wants(&[x]) || !out.dtype().is_float() {
         return;
     }
     let dt = x.dtype();

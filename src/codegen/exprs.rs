@@ -169,6 +169,10 @@ pub(super) fn cast_expr(from: DType, to: DType, a: &str, vec: bool) -> String {
 /// `pow(x, 0) == 1`, which WGSL's `pow` leaves undefined.
 pub(super) const POW_FUNCTION: &str = include_str!("../../shaders/pow_torch.wgsl");
 
+/// Rounding to, and reading and writing of, 16-bit floats in f32 registers
+/// (`f16_round`, `bf16_round`, `bf16_bits`, `bf16_at`).
+pub(super) const HALF_FUNCTIONS: &str = include_str!("../../shaders/halves.wgsl");
+
 /// The error function, which WGSL lacks (`erf_f32`, `erf_f32x4`).
 pub(super) const ERF_FUNCTIONS: &str = include_str!("../../shaders/erf.wgsl");
 

@@ -16,7 +16,7 @@ use crate::shape::{contiguous_strides, numel};
 use super::roots::stores;
 
 fn identity(op: ReduceOp, dtype: DType) -> String {
-    match (op, dtype) {
+    match (op, dtype.compute()) {
         (ReduceOp::Sum, d) => format!("{}(0)", d.wgsl_value_type()),
         (ReduceOp::Prod, d) => format!("{}(1)", d.wgsl_value_type()),
         // Floats start from the table's identity (infinities by their bits).
@@ -33,7 +33,7 @@ fn identity(op: ReduceOp, dtype: DType) -> String {
 /// f32, NaN wins as in PyTorch: `amax`/`amin` are NaN where any element
 /// is, and the arg ops return the index of the first NaN.
 fn combine(op: ReduceOp, dtype: DType, acc: &str, best: &str, v: &str, r: &str) -> String {
-    let float = dtype == DType::F32;
+    let float = dtype.is_float();
     let arg = |cmp: &str| {
         let plain = format!("{v} {cmp} {acc} || ({v} == {acc} && {r} < {best})");
         let cond = if float {

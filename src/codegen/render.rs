@@ -47,14 +47,16 @@ impl fmt::Display for Expr {
             Expr::Template(t) => f.write_str(t),
             Expr::U32(v) => write!(f, "{v}u"),
             Expr::I32(v) => write!(f, "{v}i"),
-            Expr::Param { word, dtype } => match dtype {
-                DType::F32 => write!(f, "bitcast<f32>(param_word({word}u))"),
+            Expr::Param { word, dtype } => match dtype.compute() {
+                DType::F32 | DType::F16 | DType::BF16 => {
+                    write!(f, "bitcast<f32>(param_word({word}u))")
+                }
                 DType::I32 => write!(f, "bitcast<i32>(param_word({word}u))"),
                 DType::U32 => write!(f, "param_word({word}u)"),
                 DType::Bool => write!(f, "(param_word({word}u) != 0u)"),
             },
             Expr::ParamWord(word) => write!(f, "param_word({word}u)"),
-            Expr::Load { buffer, index } => write!(f, "{buffer}[{index}]"),
+            Expr::Load { buffer, index } => f.write_str(&load_text(buffer, &index.to_string())),
             Expr::NonZero { x, vec } => write!(f, "({x} != {})", lit(DType::U32, 0, *vec)),
             Expr::FromBool { x, vec } => write!(
                 f,
@@ -63,7 +65,7 @@ impl fmt::Display for Expr {
                 lit(DType::U32, 1, *vec)
             ),
             Expr::Unary { op, dtype, vec, x } => {
-                f.write_str(&unary_expr(*op, *dtype, &x.to_string(), *vec))
+                f.write_str(&unary_expr(*op, dtype.compute(), &x.to_string(), *vec))
             }
             Expr::Binary {
                 op,
@@ -73,13 +75,24 @@ impl fmt::Display for Expr {
                 b,
             } => f.write_str(&binary_expr(
                 *op,
-                *operand,
+                operand.compute(),
                 &a.to_string(),
                 &b.to_string(),
                 *vec,
             )),
-            Expr::Cast { from, to, vec, x } => {
-                f.write_str(&cast_expr(*from, *to, &x.to_string(), *vec))
+            Expr::Cast { from, to, vec, x } => f.write_str(&cast_expr(
+                from.compute(),
+                to.compute(),
+                &x.to_string(),
+                *vec,
+            )),
+            Expr::Round { dtype, vec, x } => {
+                let name = if *dtype == DType::F16 {
+                    "f16_round"
+                } else {
+                    "bf16_round"
+                };
+                write!(f, "{name}{}({x})", if *vec { "x4" } else { "" })
             }
             Expr::Select {
                 cond,
@@ -104,6 +117,38 @@ impl fmt::Display for Expr {
                 )
             }
         }
+    }
+}
+
+/// Element `index` of `buffer` as a value: a 16-bit float widened to
+/// `f32` (a `bf16` is the half of its word the index selects, read
+/// atomically from an output, whose words are shared with neighbours).
+fn load_text(buffer: &Buffer, index: &str) -> String {
+    match buffer.half {
+        None => format!("{buffer}[{index}]"),
+        Some(DType::F16) => format!("f32({buffer}[{index}])"),
+        Some(_) if buffer.output => {
+            format!("bf16_at(atomicLoad(&{buffer}[({index}) >> 1u]), {index})")
+        }
+        Some(_) => format!("bf16_at({buffer}[({index}) >> 1u], {index})"),
+    }
+}
+
+/// The statement storing `value` at element `index` of `buffer`. A `bf16`
+/// replaces its half of a word shared with the neighbouring element, which
+/// another invocation may write at the same time: a compare-exchange loop
+/// on the word.
+fn store_text(buffer: &Buffer, index: &str, value: &str) -> String {
+    match buffer.half {
+        None => format!("{buffer}[{index}] = {value};"),
+        Some(DType::F16) => format!("{buffer}[{index}] = f16(f16_round({value}));"),
+        Some(_) => format!(
+            "{{ let hi = ({index}) & 1u; let hw = ({index}) >> 1u; \
+             let hb = bf16_bits({value}) << (16u * hi); let hm = 0xffffu << (16u * hi); \
+             var ho = atomicLoad(&{buffer}[hw]); \
+             loop {{ let hr = atomicCompareExchangeWeak(&{buffer}[hw], ho, (ho & ~hm) | hb); \
+             if (hr.exchanged) {{ break; }} ho = hr.old_value; }} }}"
+        ),
     }
 }
 
@@ -156,9 +201,16 @@ pub(crate) fn render_body(body: &[Inst], origins: Option<&[String]>, out: &mut S
                         index.clone(),
                         Expr::U32((j * per_part) as u64),
                     );
+                    let local = local.to_string();
                     let _ = match access {
-                        PartAccess::Read(var) => write!(out, "{{ {var} = {part}[{local}]; }}"),
-                        PartAccess::Write(value) => write!(out, "{{ {part}[{local}] = {value}; }}"),
+                        PartAccess::Read(var) => {
+                            write!(out, "{{ {var} = {}; }}", load_text(&part, &local))
+                        }
+                        PartAccess::Write(value) => write!(
+                            out,
+                            "{{ {} }}",
+                            store_text(&part, &local, &value.to_string())
+                        ),
                     };
                 }
                 writeln!(out)
@@ -168,7 +220,12 @@ pub(crate) fn render_body(body: &[Inst], origins: Option<&[String]>, out: &mut S
                 index,
                 value,
                 node,
-            } => writeln!(out, "    {buffer}[{index}] = {value};{}", note(Some(*node))),
+            } => writeln!(
+                out,
+                "    {}{}",
+                store_text(buffer, &index.to_string(), &value.to_string()),
+                note(Some(*node))
+            ),
             Inst::If { cond, body } => {
                 let _ = writeln!(out, "    if ({cond}) {{");
                 render_body(body, origins, out);
@@ -257,6 +314,7 @@ mod tests {
                 output: false,
                 k: 1,
                 part: None,
+                half: None,
             },
             parts: 3,
             per_part: 10,

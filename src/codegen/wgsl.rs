@@ -165,6 +165,11 @@ pub(crate) fn vectorizable(
     // inputs are. Only the root may be computed where it is stored.
     let own = |m: usize, root: bool| -> Option<bool> {
         let node = &nodes[m];
+        if node.dtype.is_half() {
+            // Kept scalar: a bf16 vec4 would be a pair of words, an f16
+            // one a `vec4<f16>`; neither is written yet.
+            return Some(false);
+        }
         match &node.kind {
             GKind::Input { layout, .. } => Some(
                 numel(&node.shape) == 1

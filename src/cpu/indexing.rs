@@ -13,7 +13,7 @@ pub(super) fn pad(
     fill: u32,
     dtype: DType,
 ) -> Arr {
-    let (src_shape, bits) = (x.shape(), x.to_bits());
+    let (src_shape, bits) = (x.shape(), x.raw_bits());
     let src_strides = contiguous_strides(&src_shape);
     let out: Vec<u32> = (0..numel(shape))
         .map(|i| {
@@ -33,7 +33,7 @@ pub(super) fn pad(
 
 /// `x` reversed along `axes`.
 pub(super) fn flip(x: &Arr, shape: &[usize], axes: &[usize], dtype: DType) -> Arr {
-    let bits = x.to_bits();
+    let bits = x.raw_bits();
     let strides = contiguous_strides(shape);
     let out = (0..numel(shape))
         .map(|i| {
@@ -52,7 +52,7 @@ pub(super) fn flip(x: &Arr, shape: &[usize], axes: &[usize], dtype: DType) -> Ar
 /// kernels do).
 pub(super) fn gather(x: &Arr, index: &Arr, shape: &[usize], axis: usize, dtype: DType) -> Arr {
     let index = index.to_f64();
-    let (x_shape, bits) = (x.shape(), x.to_bits());
+    let (x_shape, bits) = (x.shape(), x.raw_bits());
     let x_strides = contiguous_strides(&x_shape);
     let out = (0..numel(shape))
         .map(|i| {

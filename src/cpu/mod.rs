@@ -49,6 +49,10 @@ impl Arr {
         }
         match dtype {
             DType::F32 => Arr::F32(build(shape, bits.into_iter().map(f32::from_bits).collect())),
+            DType::F16 | DType::BF16 => Arr::F32(build(
+                shape,
+                bits.into_iter().map(|b| dtype.float_from_bits(b)).collect(),
+            )),
             DType::I32 => Arr::I32(build(shape, bits.into_iter().map(|b| b as i32).collect())),
             DType::U32 => Arr::U32(build(shape, bits)),
             DType::Bool => Arr::Bool(build(shape, bits.into_iter().map(|b| b != 0).collect())),
@@ -74,9 +78,17 @@ impl Arr {
         }
     }
 
-    fn to_bits(&self) -> Vec<u32> {
+    /// One 32-bit pattern per element as the array holds it (f32 for
+    /// every float dtype).
+    fn raw_bits(&self) -> Vec<u32> {
+        self.to_bits(DType::F32)
+    }
+
+    /// One 32-bit pattern per element, as stored for `dtype` (a 16-bit
+    /// float's pattern in the low half).
+    fn to_bits(&self, dtype: DType) -> Vec<u32> {
         match self {
-            Arr::F32(a) => a.iter().map(|v| v.to_bits()).collect(),
+            Arr::F32(a) => a.iter().map(|&v| dtype.float_to_bits(v)).collect(),
             Arr::I32(a) => a.iter().map(|&v| v as u32).collect(),
             Arr::U32(a) => a.iter().copied().collect(),
             Arr::Bool(a) => a.iter().map(|&v| v as u32).collect(),
@@ -128,6 +140,12 @@ pub(crate) fn run_graph(graph: &Graph) -> Result<Vec<Storage>> {
                 let p = &graph.params[*param_base..];
                 let inputs: Vec<&Arr> = (0..n.inputs.len()).map(get).collect();
                 let value = eval(op, n.dtype, &n.shape, p, &inputs);
+                // A 16-bit float op is computed in f32 and rounded, as
+                // PyTorch's kernels (and this crate's) do.
+                let value = match value {
+                    Arr::F32(a) if n.dtype.is_half() => Arr::F32(a.mapv(|v| n.dtype.round_f32(v))),
+                    other => other,
+                };
                 if graph.key.checked {
                     checks::check(graph, i, &value, &inputs)?;
                 }
@@ -141,7 +159,12 @@ pub(crate) fn run_graph(graph: &Graph) -> Result<Vec<Storage>> {
         .outputs
         .iter()
         .map(|&o| Storage {
-            buffer: DataBuffer::Cpu(Arc::new(values[o].as_ref().expect("computed").to_bits())),
+            buffer: DataBuffer::Cpu(Arc::new(
+                values[o]
+                    .as_ref()
+                    .expect("computed")
+                    .to_bits(nodes[o].dtype),
+            )),
             layout: Layout::contiguous(&nodes[o].shape),
         })
         .collect())
@@ -149,6 +172,9 @@ pub(crate) fn run_graph(graph: &Graph) -> Result<Vec<Storage>> {
 
 fn eval(op: &Op, dtype: DType, shape: &[usize], p: &[u32], inputs: &[&Arr]) -> Arr {
     let n = numel(shape);
+    // Float parameters are f32 patterns whatever the float dtype; a
+    // 16-bit result is rounded by the caller.
+    let dtype = dtype.compute();
     match op {
         Op::Scalar => Arr::from_bits(dtype, shape, vec![p[0]; n]),
         Op::Arange => {
@@ -237,8 +263,8 @@ fn eval(op: &Op, dtype: DType, shape: &[usize], p: &[u32], inputs: &[&Arr]) -> A
         }
         Op::StridedScatter(layout) => {
             let view_shape = inputs[1].shape();
-            let mut bits = inputs[0].to_bits();
-            for (i, v) in inputs[1].to_bits().into_iter().enumerate() {
+            let mut bits = inputs[0].raw_bits();
+            for (i, v) in inputs[1].raw_bits().into_iter().enumerate() {
                 bits[layout.position(&view_shape, i)] = v;
             }
             Arr::from_bits(dtype, shape, bits)
@@ -375,7 +401,7 @@ fn binary(op: BinaryOp, x: &Arr, y: &Arr) -> Arr {
 }
 
 fn cast(x: &Arr, to: DType) -> Arr {
-    match (x, to) {
+    match (x, to.compute()) {
         (Arr::F32(a), DType::F32) => Arr::F32(a.clone()),
         (Arr::F32(a), DType::I32) => Arr::I32(a.mapv(|v| v as i32)),
         (Arr::F32(a), DType::U32) => Arr::U32(a.mapv(|v| v as u32)),
@@ -392,5 +418,6 @@ fn cast(x: &Arr, to: DType) -> Arr {
         (Arr::Bool(a), DType::I32) => Arr::I32(a.mapv(|v| v as i32)),
         (Arr::Bool(a), DType::U32) => Arr::U32(a.mapv(|v| v as u32)),
         (Arr::Bool(a), DType::Bool) => Arr::Bool(a.clone()),
+        (_, DType::F16 | DType::BF16) => unreachable!("computed in f32"),
     }
 }

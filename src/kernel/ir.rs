@@ -49,12 +49,15 @@ pub(crate) struct Var {
 }
 
 /// A storage binding: input `k` or output `k` of the kernel, in part
-/// `part` when the buffer is bound in several.
+/// `part` when the buffer is bound in several; `half`: the 16-bit float
+/// dtype it stores (loads widen it to `f32`, stores round to it), `None`
+/// for a buffer of 32-bit elements.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub(crate) struct Buffer {
     pub output: bool,
     pub k: usize,
     pub part: Option<usize>,
+    pub half: Option<DType>,
 }
 
 /// Integer index arithmetic and the conditions built from it.
@@ -124,6 +127,13 @@ pub(crate) enum Expr {
         vec: bool,
         a: Box<Expr>,
         b: Box<Expr>,
+    },
+    /// An f32 value rounded to the 16-bit float `dtype` (and kept in
+    /// f32): the value of a node of that dtype.
+    Round {
+        dtype: DType,
+        vec: bool,
+        x: Box<Expr>,
     },
     /// A dtype conversion with the graph's rules.
     Cast {
@@ -304,6 +314,7 @@ pub(crate) fn reads_output_elsewhere(body: &[Inst], own: &Expr) -> bool {
             | Expr::FromBool { x, .. }
             | Expr::Unary { x, .. }
             | Expr::Cast { x, .. }
+            | Expr::Round { x, .. }
             | Expr::Construct { x, .. }
             | Expr::ClampIndex { k: x, .. }
             | Expr::Rng { offset: x, .. } => in_expr(x, own),
@@ -392,6 +403,7 @@ impl fmt::Display for IrExpr<'_> {
             Expr::Unary { op, x, .. } => write!(f, "{op:?}({})", e(x)),
             Expr::Binary { op, a, b, .. } => write!(f, "{op:?}({}, {})", e(a), e(b)),
             Expr::Cast { to, x, .. } => write!(f, "cast<{to}>({})", e(x)),
+            Expr::Round { dtype, x, .. } => write!(f, "round<{dtype}>({})", e(x)),
             Expr::Select {
                 cond,
                 then,
@@ -515,6 +527,7 @@ mod tests {
             output: true,
             k: 0,
             part: None,
+            half: None,
         };
         let at = |index: Expr| Inst::Let {
             var: var(1),
@@ -542,6 +555,7 @@ mod tests {
                     output: false,
                     k: 0,
                     part: None,
+                    half: None,
                 },
                 index: Box::new(Expr::U32(5)),
             },

@@ -16,6 +16,9 @@ pub(crate) struct Target {
     pub max_storage_buffers: usize,
     /// The matmul kernel to generate.
     pub matmul: MatmulKernel,
+    /// Whether kernels may store `f16` (wgpu's `SHADER_F16`); without it
+    /// an f16 graph is an [`crate::Error::Unsupported`].
+    pub shader_f16: bool,
 }
 
 /// Which matmul kernel to generate.
@@ -82,7 +85,15 @@ impl Target {
             ),
             max_storage_buffers: limits.max_storage_buffers_per_shader_stage as usize,
             matmul,
+            shader_f16: features.contains(wgpu::Features::SHADER_F16),
         }
+    }
+
+    /// The adapter feature a value of `dtype` needs and this target lacks:
+    /// `f16` storage needs `SHADER_F16`; `bf16` is stored in `u32` words
+    /// and needs nothing.
+    pub fn missing_feature(&self, dtype: crate::DType) -> Option<&'static str> {
+        (dtype == crate::DType::F16 && !self.shader_f16).then_some("SHADER_F16")
     }
 
     /// Lavapipe's description (128 MiB bindings, 32 storage buffers,
@@ -97,6 +108,7 @@ impl Target {
                 max_texture: 16384,
                 max_layers: 2048,
             }),
+            shader_f16: true,
         }
     }
 }
@@ -104,6 +116,21 @@ impl Target {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn f16_needs_shader_f16_and_bf16_nothing() {
+        let without = Target {
+            shader_f16: false,
+            ..Target::lavapipe()
+        };
+        assert_eq!(
+            without.missing_feature(crate::DType::F16),
+            Some("SHADER_F16")
+        );
+        assert_eq!(without.missing_feature(crate::DType::BF16), None);
+        assert_eq!(without.missing_feature(crate::DType::F32), None);
+        assert_eq!(Target::lavapipe().missing_feature(crate::DType::F16), None);
+    }
 
     #[test]
     fn parts_are_the_largest_binding_rounded_down_to_the_alignment() {

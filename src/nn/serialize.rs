@@ -39,6 +39,8 @@ impl View for &HostTensor {
 fn host_copy(t: &Tensor) -> Result<HostTensor> {
     let (dtype, bytes) = match t.dtype() {
         DType::F32 => (Dtype::F32, bytes_of(&t.to_vec::<f32>()?)),
+        DType::F16 => (Dtype::F16, bytes_of(&t.to_vec::<half::f16>()?)),
+        DType::BF16 => (Dtype::BF16, bytes_of(&t.to_vec::<half::bf16>()?)),
         DType::I32 => (Dtype::I32, bytes_of(&t.to_vec::<i32>()?)),
         DType::U32 => (Dtype::U32, bytes_of(&t.to_vec::<u32>()?)),
         DType::Bool => (
@@ -165,6 +167,20 @@ impl TensorFile {
         let t = match (info.dtype, expect.map(Tensor::dtype)) {
             (Dtype::F32, None | Some(DType::F32)) => {
                 let v: Vec<f32> = words().into_iter().map(f32::from_le_bytes).collect();
+                Tensor::from_vec(v, info.shape.as_slice(), dev)?
+            }
+            (Dtype::F16, None | Some(DType::F16)) => {
+                let v: Vec<half::f16> = data
+                    .chunks_exact(2)
+                    .map(|c| half::f16::from_le_bytes([c[0], c[1]]))
+                    .collect();
+                Tensor::from_vec(v, info.shape.as_slice(), dev)?
+            }
+            (Dtype::BF16, None | Some(DType::BF16)) => {
+                let v: Vec<half::bf16> = data
+                    .chunks_exact(2)
+                    .map(|c| half::bf16::from_le_bytes([c[0], c[1]]))
+                    .collect();
                 Tensor::from_vec(v, info.shape.as_slice(), dev)?
             }
             (Dtype::I32, None | Some(DType::I32)) => {

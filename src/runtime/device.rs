@@ -1,5 +1,7 @@
 //! `Device`: where tensors live and graphs run.
 
+use crate::DType;
+use crate::graph::GKind;
 use std::fmt;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
@@ -295,7 +297,7 @@ impl Device {
         // input's buffer (donation).
         let verify_inputs = match &self.inner.backend {
             Backend::Gpu(ctx, _) if self.inner.verify.load(Ordering::Relaxed) => {
-                Some(host_copies(ctx, &graph.inputs)?)
+                Some(host_copies(ctx, &graph)?)
             }
             _ => None,
         };
@@ -311,7 +313,11 @@ impl Device {
         };
         if let Backend::Gpu(ctx, _) = &self.inner.backend {
             if self.inner.corrupt_next.swap(false, Ordering::Relaxed) {
-                corrupt(ctx, &results[0]);
+                corrupt(
+                    ctx,
+                    &results[0],
+                    graph.key.nodes[graph.key.outputs[0]].dtype,
+                );
             }
             if let Some(inputs) = verify_inputs {
                 verify(ctx, &graph, inputs, &results)?;
@@ -360,11 +366,13 @@ impl Device {
                 let checking = self.inner.verify.load(Ordering::Relaxed)
                     || self.inner.corrupt_next.load(Ordering::Relaxed);
                 if count > 0 && !checking {
-                    let staging = ctx.staging(count)?;
+                    let words = node.dtype.words(count);
+                    let staging = ctx.staging(words)?;
                     self.realize_reading(std::slice::from_ref(node), Some(&staging))?;
                     self.inner.metrics.add("readbacks", 1);
-                    self.inner.metrics.add("bytes_downloaded", count as u64 * 4);
-                    return ctx.read_mapped(&staging, "readback").await;
+                    self.inner.metrics.add("bytes_downloaded", words as u64 * 4);
+                    let read: Vec<u32> = ctx.read_mapped(&staging, "readback").await?;
+                    return Ok(node.dtype.unpack(&read, 0, count));
                 }
             }
             self.realize(std::slice::from_ref(node))?;
@@ -380,10 +388,13 @@ impl Device {
             self.run(&graph)?.remove(0)
         };
         self.inner.metrics.add("readbacks", 1);
-        self.inner.metrics.add("bytes_downloaded", count as u64 * 4);
+        self.inner
+            .metrics
+            .add("bytes_downloaded", node.dtype.words(count) as u64 * 4);
         match (&self.inner.backend, &storage.buffer) {
             (Backend::Gpu(ctx, _), DataBuffer::Gpu(buf)) => {
-                ctx.download(buf, storage.layout.offset, count).await
+                ctx.download(buf, node.dtype, storage.layout.offset, count)
+                    .await
             }
             // An empty view's offset may lie past the end of its buffer.
             (Backend::Cpu, DataBuffer::Cpu(_)) if count == 0 => Ok(Vec::new()),
@@ -400,47 +411,64 @@ impl Device {
         }
     }
 
-    /// Stores host data (32-bit patterns) on the device.
-    pub(crate) fn upload(&self, bits: Vec<u32>) -> Result<crate::runtime::storage::DataBuffer> {
+    /// Stores host data (one 32-bit pattern per element of `dtype`) on
+    /// the device.
+    pub(crate) fn upload(
+        &self,
+        dtype: DType,
+        bits: Vec<u32>,
+    ) -> Result<crate::runtime::storage::DataBuffer> {
         self.inner
             .metrics
-            .add("bytes_uploaded", bits.len() as u64 * 4);
+            .add("bytes_uploaded", dtype.words(bits.len()) as u64 * 4);
         match &self.inner.backend {
-            Backend::Gpu(ctx, _) => Ok(DataBuffer::Gpu(ctx.upload(&self.inner.pool, &bits)?)),
+            Backend::Gpu(ctx, _) => Ok(DataBuffer::Gpu(
+                ctx.upload(&self.inner.pool, &dtype.pack(&bits))?,
+            )),
             Backend::Cpu => Ok(DataBuffer::Cpu(Arc::new(bits))),
         }
     }
 }
 
-/// Overwrites the first element of a GPU result with a value no kernel here
-/// computes.
-fn corrupt(ctx: &GpuContext, storage: &Storage) {
+/// Overwrites the first element of a GPU result (the word holding it, for
+/// a 16-bit dtype) with a value no kernel here computes.
+fn corrupt(ctx: &GpuContext, storage: &Storage, dtype: DType) {
     if let DataBuffer::Gpu(buf) = &storage.buffer {
+        let per_word = 4 / dtype.size_in_bytes();
         ctx.write(
             buf,
-            storage.layout.offset as u64 * 4,
+            (storage.layout.offset / per_word) as u64 * 4,
             bytemuck::bytes_of(&12345.0f32.to_bits()),
         );
     }
 }
 
-/// Every element of a stored buffer, on the host.
-fn download_all(ctx: &GpuContext, s: &Storage) -> Result<Vec<u32>> {
+/// Every element of a stored buffer of `dtype`, on the host.
+fn download_all(ctx: &GpuContext, s: &Storage, dtype: DType) -> Result<Vec<u32>> {
     match &s.buffer {
         DataBuffer::Gpu(buf) => {
-            pollster::block_on(ctx.download(buf, 0, (buf.buffer().size() / 4) as usize))
+            let len = buf.buffer().size() as usize / dtype.size_in_bytes();
+            pollster::block_on(ctx.download(buf, dtype, 0, len))
         }
         DataBuffer::Cpu(v) => Ok(v.to_vec()),
     }
 }
 
 /// Host copies of a graph's inputs, same layouts.
-fn host_copies(ctx: &GpuContext, inputs: &[Storage]) -> Result<Vec<Storage>> {
-    inputs
+fn host_copies(ctx: &GpuContext, graph: &Graph) -> Result<Vec<Storage>> {
+    let mut dtypes = vec![DType::F32; graph.inputs.len()];
+    for node in &graph.key.nodes {
+        if let GKind::Input { slot, .. } = node.kind {
+            dtypes[slot] = node.dtype;
+        }
+    }
+    graph
+        .inputs
         .iter()
-        .map(|s| {
+        .zip(dtypes)
+        .map(|(s, dtype)| {
             Ok(Storage {
-                buffer: DataBuffer::Cpu(Arc::new(download_all(ctx, s)?)),
+                buffer: DataBuffer::Cpu(Arc::new(download_all(ctx, s, dtype)?)),
                 layout: s.layout.clone(),
             })
         })
@@ -460,7 +488,8 @@ fn verify(
     let mut cpu_values = Vec::with_capacity(results.len());
     for ((g, c), &o) in results.iter().zip(&cpu_results).zip(&graph.key.outputs) {
         let n = numel(&graph.key.nodes[o].shape);
-        gpu_values.push(download_all(ctx, g)?[..n].to_vec());
+        let dtype = graph.key.nodes[o].dtype;
+        gpu_values.push(download_all(ctx, g, dtype)?[..n].to_vec());
         let DataBuffer::Cpu(cv) = &c.buffer else {
             unreachable!("the CPU reference returns host data")
         };

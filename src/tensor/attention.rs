@@ -41,9 +41,15 @@ impl Tensor {
         causal: bool,
     ) -> Tensor {
         let loc = Location::caller();
+        // Computed in f32 whatever the float dtype; q, k and v of one
+        // 16-bit dtype are read as they are and the result is of theirs.
+        let dtype = match self.dtype() {
+            d if d.is_half() && k.dtype() == d && v.dtype() == d => d,
+            _ => DType::F32,
+        };
         let nodes: Vec<_> = [self, k, v]
             .iter()
-            .map(|t| cast_node(&t.node(), DType::F32, loc))
+            .map(|t| cast_node(&t.node(), dtype, loc))
             .collect();
         let mut shape = self.shape().to_vec();
         *shape.last_mut().expect("rank >= 2") = v.shape()[v.rank() - 1];
@@ -52,7 +58,7 @@ impl Tensor {
             nodes,
             vec![scale.to_bits()],
             shape,
-            DType::F32,
+            dtype,
             loc,
         );
         let out = Tensor::from_node(node, self.device());

@@ -133,7 +133,7 @@ impl Tensor {
                 got: bits.len(),
             });
         }
-        let buffer = dev.upload(bits)?;
+        let buffer = dev.upload(dtype, bits)?;
         let layout = Layout::contiguous(&shape);
         let node = Node::ready(Storage { buffer, layout }, shape, dtype, Location::caller());
         Ok(Tensor::from_node(node, dev))

@@ -13,7 +13,7 @@ const EDGE_ITEMS: usize = 3;
 impl fmt::Display for Tensor {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         let values: Result<Vec<String>, _> = match self.dtype() {
-            DType::F32 => self.to_vec::<f32>().map(|v| {
+            DType::F32 | DType::F16 | DType::BF16 => self.to_f32_vec().map(|v| {
                 // As PyTorch: integral values print as `2.`, others with 4 decimals.
                 let integral = v.iter().all(|x| !x.is_finite() || *x == x.trunc());
                 v.iter().map(|x| format_f32(*x, integral)).collect()

@@ -50,13 +50,17 @@ macro_rules! scalar_operand {
 }
 scalar_operand!(f32, i32, u32, bool);
 
-/// Converts a scalar's bits from one dtype to another on the host.
+/// Converts a scalar's bits from one dtype to another on the host. A float
+/// scalar's bits are an f32 pattern whatever its float dtype (kernels
+/// compute 16-bit floats in f32).
 pub(crate) fn convert_scalar(bits: u32, from: DType, to: DType) -> u32 {
+    let (from, to) = (from.compute(), to.compute());
     let as_f64 = match from {
         DType::F32 => f32::from_bits(bits) as f64,
         DType::I32 => bits as i32 as f64,
         DType::U32 => bits as f64,
         DType::Bool => (bits != 0) as u32 as f64,
+        DType::F16 | DType::BF16 => unreachable!("computed in f32"),
     };
     match to {
         _ if to == from => bits,
@@ -64,6 +68,7 @@ pub(crate) fn convert_scalar(bits: u32, from: DType, to: DType) -> u32 {
         DType::I32 => as_f64 as i32 as u32,
         DType::U32 => as_f64 as u32,
         DType::Bool => (as_f64 != 0.0) as u32,
+        DType::F16 | DType::BF16 => unreachable!("computed in f32"),
     }
 }
 
@@ -91,7 +96,7 @@ impl Tensor {
     pub(super) fn unary(&self, op: UnaryOp) -> Tensor {
         let loc = Location::caller();
         let mut x = self.node();
-        if op.needs_float() {
+        if op.needs_float() && !x.dtype.is_float() {
             x = cast_node(&x, DType::F32, loc);
         } else if x.dtype == DType::Bool {
             panic!(
@@ -179,7 +184,7 @@ impl Tensor {
         }
         // True division and pow are computed in f32 (pow's integer result
         // is cast back, matching PyTorch's integer pow for exact values).
-        let compute_dt = if matches!(op, BinaryOp::Div | BinaryOp::Pow) {
+        let compute_dt = if matches!(op, BinaryOp::Div | BinaryOp::Pow) && !dt.is_float() {
             DType::F32
         } else {
             dt
@@ -192,7 +197,7 @@ impl Tensor {
             compute_dt
         };
         let mut node = Node::pending(Op::Binary(op), vec![a, b], Vec::new(), shape, out_dt, loc);
-        if op == BinaryOp::Pow && dt != DType::F32 {
+        if op == BinaryOp::Pow && !dt.is_float() {
             node = cast_node(
                 &Node::pending(
                     Op::Unary(UnaryOp::Round),
@@ -270,6 +275,26 @@ impl Tensor {
     #[track_caller]
     pub fn to_dtype(&self, dtype: DType) -> Tensor {
         self.cast(dtype)
+    }
+
+    /// The tensor in `f16` (rounded to nearest, ties to even; past 65504
+    /// to infinity), as PyTorch's `.half()`.
+    #[track_caller]
+    pub fn half(&self) -> Tensor {
+        self.cast(DType::F16)
+    }
+
+    /// The tensor in `bf16` (rounded to nearest, ties to even), as
+    /// PyTorch's `.bfloat16()`.
+    #[track_caller]
+    pub fn bfloat16(&self) -> Tensor {
+        self.cast(DType::BF16)
+    }
+
+    /// The tensor in `f32`, as PyTorch's `.float()`.
+    #[track_caller]
+    pub fn float(&self) -> Tensor {
+        self.cast(DType::F32)
     }
 }
 

@@ -17,14 +17,20 @@ impl Tensor {
     #[track_caller]
     pub(crate) fn normalize_rows(&self, eps: f32) -> Tensor {
         let loc = Location::caller();
-        let x = cast_node(&self.node(), DType::F32, loc);
+        // Computed in f32; a 16-bit input gives a result of its dtype.
+        let dtype = if self.dtype().is_float() {
+            self.dtype()
+        } else {
+            DType::F32
+        };
+        let x = cast_node(&self.node(), dtype, loc);
         let shape = x.shape.clone();
         let node = Node::pending(
             Op::Normalize,
             vec![x],
             vec![eps.to_bits()],
             shape,
-            DType::F32,
+            dtype,
             loc,
         );
         let out = Tensor::from_node(node, self.device());
@@ -37,15 +43,19 @@ impl Tensor {
     #[track_caller]
     pub(crate) fn normalize_rows_backward(&self, gy: &Tensor, eps: f32) -> Tensor {
         let loc = Location::caller();
-        let x = cast_node(&self.node(), DType::F32, loc);
-        let g = cast_node(&gy.node(), DType::F32, loc);
+        let dtype = match self.dtype() {
+            d if d.is_half() && gy.dtype() == d => d,
+            _ => DType::F32,
+        };
+        let x = cast_node(&self.node(), dtype, loc);
+        let g = cast_node(&gy.node(), dtype, loc);
         let shape = x.shape.clone();
         let node = Node::pending(
             Op::NormalizeBackward,
             vec![x, g],
             vec![eps.to_bits()],
             shape,
-            DType::F32,
+            dtype,
             loc,
         );
         Tensor::from_node(node, self.device())

@@ -33,6 +33,21 @@ impl Tensor {
         pollster::block_on(self.to_vec_async())
     }
 
+    /// The elements of a float tensor (`f32`, `f16` or `bf16`) in row-major
+    /// order, widened to `f32` (exact: every 16-bit float is an `f32`).
+    pub fn to_f32_vec(&self) -> Result<Vec<f32>> {
+        let dtype = self.dtype();
+        if !dtype.is_float() {
+            return Err(Error::DTypeMismatch {
+                op: "to_f32_vec",
+                actual: dtype,
+                requested: crate::DType::F32,
+            });
+        }
+        let bits = pollster::block_on(self.device().read_bits(&self.node()))?;
+        Ok(bits.into_iter().map(|b| dtype.float_from_bits(b)).collect())
+    }
+
     /// The value as an ndarray array of the same shape.
     pub fn to_ndarray<T: Element>(&self) -> Result<ArrayD<T>> {
         let data = self.to_vec::<T>()?;

@@ -186,7 +186,19 @@ impl Tensor {
         let dims: Vec<isize> = axes.iter().map(|&d| d as isize).collect();
         // A division by the count (a runtime parameter): over no elements
         // that is 0 / 0, NaN, with a NaN gradient, as in PyTorch.
-        self.cast(DType::F32).sum(dims, keepdim) / count as f32
+        let mean = self.cast(DType::F32).sum(dims, keepdim) / count as f32;
+        self.back_to_half(mean)
+    }
+
+    /// `value` (computed in f32 from `self`) in `self`'s dtype when that
+    /// is a 16-bit float: rounded once, as PyTorch's reductions of half
+    /// types accumulate in float.
+    fn back_to_half(&self, value: Tensor) -> Tensor {
+        if self.dtype().is_half() {
+            value.cast(self.dtype())
+        } else {
+            value
+        }
     }
 
     /// Mean of all elements.
@@ -206,7 +218,8 @@ impl Tensor {
         let denom = count.saturating_sub(correction) as f32;
         // As in `mean`: where `denom` is 0 this is x / 0 as PyTorch gives
         // it (NaN for 0 / 0, else inf).
-        (&centered * &centered).sum(dims, keepdim) / denom
+        let var = (&centered * &centered).sum(dims, keepdim) / denom;
+        self.back_to_half(var)
     }
 
     /// Standard deviation over `axes` with Bessel's `correction`.
@@ -238,11 +251,12 @@ impl Tensor {
         // An all -inf row would give nan from -inf - -inf: shift by 0 there.
         let shift = m.abs().lt(f32::INFINITY).where_cond(&m, 0.0f32);
         let lse = (&x - &shift).exp().sum(dims.clone(), true).log() + &shift;
-        if keepdim {
+        let lse = if keepdim {
             lse
         } else {
             lse.reshape(squeezed_shape(self.shape(), &axes))
-        }
+        };
+        self.back_to_half(lse)
     }
 
     #[track_caller]
@@ -250,7 +264,13 @@ impl Tensor {
         let loc = Location::caller();
         let name = if log { "log_softmax" } else { "softmax" };
         let axis = resolve_axis(name, axis, self.rank().max(1));
-        let x = cast_node(&self.node(), DType::F32, loc);
+        // Computed in f32; a float input gives a result of its dtype.
+        let dtype = if self.dtype().is_float() {
+            self.dtype()
+        } else {
+            DType::F32
+        };
+        let x = cast_node(&self.node(), dtype, loc);
         if x.shape.is_empty() {
             let one = reshape_node(&x, &[1], loc);
             let node = Node::pending(
@@ -258,7 +278,7 @@ impl Tensor {
                 vec![one],
                 Vec::new(),
                 vec![1],
-                DType::F32,
+                dtype,
                 loc,
             );
             let out = Tensor::from_node(reshape_node(&node, &[], loc), self.device());
@@ -270,7 +290,7 @@ impl Tensor {
             vec![x.clone()],
             Vec::new(),
             x.shape.clone(),
-            DType::F32,
+            dtype,
             loc,
         );
         let out = Tensor::from_node(node, self.device());
@@ -293,18 +313,16 @@ impl Tensor {
     /// Matrix product with PyTorch's semantics: 1-D operands are vectors
     /// (a dot product for two), 2-D are matrices, and leading batch dims
     /// broadcast. Operands that are views (a transpose) are read through
-    /// their strides inside the kernel, never copied. `f32` only.
+    /// their strides inside the kernel, never copied. Both operands of one
+    /// float dtype; `f16` and `bf16` accumulate in `f32` and round the
+    /// result once.
     #[track_caller]
     pub fn matmul(&self, other: &Tensor) -> Tensor {
         let loc = Location::caller();
         let (a, b) = (self.node(), other.node());
-        if a.dtype != DType::F32
-            || b.dtype != DType::F32
-            || a.shape.is_empty()
-            || b.shape.is_empty()
-        {
+        if !a.dtype.is_float() || b.dtype != a.dtype || a.shape.is_empty() || b.shape.is_empty() {
             panic!(
-                "matmul: needs f32 operands of rank >= 1, got {:?} ({}) and {:?} ({}) at {loc}",
+                "matmul: needs float operands of one dtype and rank >= 1, got {:?} ({}) and {:?} ({}) at {loc}",
                 a.shape, a.dtype, b.shape, b.dtype
             );
         }
@@ -347,7 +365,7 @@ impl Tensor {
         }
         let node = if k == 0 {
             // Sums of no terms: zeros, no kernel.
-            let zero = super::creation::scalar_node(0.0f32.to_bits(), DType::F32, loc);
+            let zero = super::creation::scalar_node(0.0f32.to_bits(), a.dtype, loc);
             expand_node(&zero, &out_full, loc)
         } else {
             Node::pending(
@@ -355,7 +373,7 @@ impl Tensor {
                 vec![a3, b3],
                 Vec::new(),
                 out_full.clone(),
-                DType::F32,
+                a.dtype,
                 loc,
             )
         };

@@ -51,6 +51,11 @@ impl std::fmt::Write for Gen<'_> {
 }
 
 /// The storage dtype of `dtype` (booleans are stored as `u32`).
+/// The 16-bit float dtype a buffer of `dtype` stores, if it is one.
+fn half(dtype: DType) -> Option<DType> {
+    dtype.is_half().then_some(dtype)
+}
+
 fn storage_dtype(dtype: DType) -> DType {
     if dtype == DType::Bool {
         DType::U32
@@ -76,6 +81,8 @@ pub(crate) struct Gen<'a> {
     uses_rng: bool,
     uses_pow: bool,
     uses_erf: bool,
+    /// Whether a 16-bit float is rounded, loaded or stored.
+    uses_half: bool,
     aliases: &'a [(usize, usize)],
     /// The target (binding part size) and node labels for annotations.
     cx: CodegenContext<'a>,
@@ -106,6 +113,7 @@ impl<'a> Gen<'a> {
             uses_rng: false,
             uses_pow: false,
             uses_erf: false,
+            uses_half: false,
             aliases,
             cx: *cx,
             ir_listing: String::new(),
@@ -153,6 +161,15 @@ impl<'a> Gen<'a> {
     /// `(node, vec4)`) and the helper functions the body used.
     pub fn header(&self, outputs: &[(usize, bool)]) -> String {
         let mut src = String::new();
+        let dtypes = || {
+            self.reads
+                .iter()
+                .chain(outputs)
+                .map(|&(n, _)| self.nodes[n].dtype)
+        };
+        if dtypes().any(|d| d == DType::F16) {
+            src.push_str("enable f16;\n");
+        }
         let mut binding = 0;
         match (self.max_param, self.uniform_params_bytes()) {
             (None, _) => {}
@@ -185,7 +202,12 @@ impl<'a> Gen<'a> {
             .enumerate()
             .map(|(k, &n)| ("out", "read_write", k, n));
         for (prefix, access, k, (n, vec)) in reads.chain(writes) {
-            let ty = storage_type(self.nodes[n].dtype, vec);
+            let dtype = self.nodes[n].dtype;
+            // bf16 outputs share words between neighbouring invocations.
+            let ty = match (dtype, prefix) {
+                (DType::BF16, "out") => "atomic<u32>".to_string(),
+                _ => storage_type(dtype, vec),
+            };
             for name in part_names(&format!("{prefix}{k}"), self.parts_of(n, vec)) {
                 let _ = writeln!(
                     src,
@@ -202,6 +224,9 @@ impl<'a> Gen<'a> {
         }
         if self.uses_erf {
             src.push_str(ERF_FUNCTIONS);
+        }
+        if self.uses_half || dtypes().any(DType::is_half) {
+            src.push_str(HALF_FUNCTIONS);
         }
         src
     }
@@ -228,10 +253,11 @@ impl<'a> Gen<'a> {
     /// Bindings node `n` needs: its buffer in parts of
     /// `Target::binding_part_bytes` (one, unless it is larger than that).
     pub fn parts_of(&self, n: usize, vec: bool) -> usize {
+        let size = self.nodes[n].dtype.size_in_bytes();
         let bytes = if vec {
-            self.extent(n).div_ceil(4) * 16
+            self.extent(n).div_ceil(4) * 4 * size
         } else {
-            self.extent(n) * 4
+            self.extent(n) * size
         };
         bytes.div_ceil(self.part_bytes()).max(1)
     }
@@ -272,16 +298,17 @@ impl<'a> Gen<'a> {
         self.body.push(Inst::Parts {
             buffer,
             parts,
-            per_part: self.per_part(vec),
+            per_part: self.per_part(n, vec),
             index: q,
             access: PartAccess::Read(var),
         });
         Expr::Var(var)
     }
 
-    /// Elements (or `vec4`s) one binding part holds.
-    fn per_part(&self, vec: bool) -> usize {
-        self.part_bytes() / if vec { 16 } else { 4 }
+    /// Elements (or `vec4`s) of node `n` one binding part holds.
+    fn per_part(&self, n: usize, vec: bool) -> usize {
+        let size = self.nodes[n].dtype.size_in_bytes();
+        self.part_bytes() / if vec { 4 * size } else { size }
     }
 
     /// The instruction storing `value` at element `idx` of output `k`
@@ -300,6 +327,7 @@ impl<'a> Gen<'a> {
             output: true,
             k,
             part: None,
+            half: half(self.nodes[o].dtype),
         };
         match self.parts_of(o, vec) {
             1 => Inst::Store {
@@ -311,7 +339,7 @@ impl<'a> Gen<'a> {
             parts => Inst::Parts {
                 buffer,
                 parts,
-                per_part: self.per_part(vec),
+                per_part: self.per_part(o, vec),
                 index: idx.clone(),
                 access: PartAccess::Write(value),
             },
@@ -428,7 +456,21 @@ impl<'a> Gen<'a> {
     /// Declares that node `n` at index `idx` is held in `value` (a kernel
     /// root's result, for its epilogue).
     pub fn seed(&mut self, n: usize, idx: &Expr, value: Expr, vec: bool) {
+        let value = self.rounded(n, value, vec);
         self.memo.insert((n, idx.clone(), vec), value);
+    }
+
+    /// `value`, computed in f32 for node `n`, rounded to `n`'s dtype when
+    /// that is a 16-bit float (each op's result is, as in PyTorch, also
+    /// where ops are fused).
+    fn rounded(&mut self, n: usize, value: Expr, vec: bool) -> Expr {
+        let dtype = self.nodes[n].dtype;
+        if !dtype.is_half() {
+            return value;
+        }
+        self.uses_half = true;
+        let x = Box::new(value);
+        self.emit("v", Ty::of(dtype, vec), Expr::Round { dtype, vec, x })
     }
 
     /// Graph nodes read from bindings, in binding order.
@@ -534,8 +576,30 @@ impl<'a> Gen<'a> {
         value
     }
 
-    /// Op node `n`'s value at `idx`, computed from its inputs.
+    /// Op node `n`'s value at `idx`, computed from its inputs (in f32 for
+    /// every float dtype, then rounded to a 16-bit one).
     fn compute(&mut self, n: usize, idx: &Expr, vec: bool) -> Expr {
+        let value = self.compute_f32(n, idx, vec);
+        let rounds = matches!(
+            &self.nodes[n].kind,
+            GKind::Op {
+                op: Op::Scalar
+                    | Op::Arange
+                    | Op::Rand { .. }
+                    | Op::Unary(_)
+                    | Op::Binary(_)
+                    | Op::Cast(_),
+                ..
+            }
+        );
+        if rounds {
+            self.rounded(n, value, vec)
+        } else {
+            value
+        }
+    }
+
+    fn compute_f32(&mut self, n: usize, idx: &Expr, vec: bool) -> Expr {
         let node = &self.nodes[n];
         let GKind::Op { op, param_base } = &node.kind else {
             unreachable!("inputs are loaded, not computed")
@@ -650,6 +714,7 @@ impl<'a> Gen<'a> {
                 output: true,
                 k,
                 part: None,
+                half: half(dtype),
             };
             let raw = self.split_access(buffer, n, idx.clone(), vec);
             return self.emit("v", ty, from_storage(raw));
@@ -679,6 +744,7 @@ impl<'a> Gen<'a> {
             output: false,
             k,
             part: None,
+            half: half(dtype),
         };
         let raw = self.split_access(buffer, n, pos, vec);
         self.emit("v", ty, from_storage(raw))

@@ -140,7 +140,8 @@ pub(super) fn plan_donations(
             for (j, &o) in groups[k].outputs.iter().enumerate() {
                 let taken = donations.iter().any(|&(d, _)| d == o);
                 let fits = numel(&nodes[o].shape) == numel(&node.shape)
-                    && nodes[o].dtype.wgsl_storage_type() == node.dtype.wgsl_storage_type();
+                    && nodes[o].dtype.wgsl_storage_type() == node.dtype.wgsl_storage_type()
+                    && nodes[o].dtype.size_in_bytes() == node.dtype.size_in_bytes();
                 if taken || !fits {
                     continue;
                 }
@@ -225,6 +226,17 @@ pub(super) fn executable(
         }
     }
     metrics.add("graph_cache_misses", 1);
+    for (i, node) in graph.key.nodes.iter().enumerate() {
+        if let Some(feature) = target.missing_feature(node.dtype) {
+            return Err(Error::Unsupported {
+                what: format!(
+                    "an {} value (recorded at {})",
+                    node.dtype, graph.locations[i]
+                ),
+                feature,
+            });
+        }
+    }
     let compile_start = std::time::Instant::now();
     let mut site = note_miss(caches, graph);
     let traced = graph;

@@ -1,6 +1,7 @@
 //! The process's wgpu adapter, device and queue: created once, shared by
 //! every GPU `Device`; uploads, submission, and the one wait (readback).
 
+use crate::dtype::DType;
 use std::sync::{Arc, Mutex, OnceLock};
 
 use crate::error::{Error, Result};
@@ -186,7 +187,7 @@ impl GpuContext {
         Ok(Arc::new(pool.take(&self.device, class)))
     }
 
-    /// Uploads 32-bit patterns into a storage buffer from `pool`. The copy
+    /// Uploads 32-bit words into a storage buffer from `pool`. The copy
     /// is staged by wgpu and lands before the next submission runs.
     pub fn upload(&self, pool: &Arc<BufferPool>, bits: &[u32]) -> Result<Arc<GpuBuffer>> {
         let buf = self.alloc(pool, bits.len(), || "upload".to_string())?;
@@ -229,23 +230,40 @@ impl GpuContext {
         }
     }
 
-    /// Copies `len` elements starting at element `offset` back to the host.
-    /// This is the one place that waits for the device.
-    pub async fn download(&self, buf: &GpuBuffer, offset: usize, len: usize) -> Result<Vec<u32>> {
+    /// Copies `len` elements of `dtype` starting at element `offset` back
+    /// to the host, one 32-bit pattern each. This is the one place that
+    /// waits for the device.
+    pub async fn download(
+        &self,
+        buf: &GpuBuffer,
+        dtype: DType,
+        offset: usize,
+        len: usize,
+    ) -> Result<Vec<u32>> {
         if len == 0 {
             return Ok(Vec::new());
         }
-        let bytes = len as u64 * 4;
-        let staging = self.staging(len)?;
+        // Whole words: a 16-bit element at an odd offset shares its word.
+        let per_word = 4 / dtype.size_in_bytes();
+        let (first_word, skip) = (offset / per_word, offset % per_word);
+        let words = dtype.words(skip + len);
+        let staging = self.staging(words)?;
         let mut encoder = self
             .device
             .create_command_encoder(&wgpu::CommandEncoderDescriptor::default());
-        encoder.copy_buffer_to_buffer(buf.buffer(), offset as u64 * 4, &staging, 0, Some(bytes));
+        encoder.copy_buffer_to_buffer(
+            buf.buffer(),
+            first_word as u64 * 4,
+            &staging,
+            0,
+            Some(words as u64 * 4),
+        );
         self.submit(encoder.finish());
-        self.read_mapped(&staging, "readback").await
+        let read: Vec<u32> = self.read_mapped(&staging, "readback").await?;
+        Ok(dtype.unpack(&read, skip, len))
     }
 
-    /// A buffer for reading `len` 32-bit elements back to the host,
+    /// A buffer for reading `len` 32-bit words back to the host,
     /// checked against the adapter's largest buffer.
     pub fn staging(&self, len: usize) -> Result<wgpu::Buffer> {
         let bytes = len as u64 * 4;

@@ -141,8 +141,8 @@ impl<'a> Run<'a> {
         for &o in &exe.key.outputs {
             if run.written[o].is_none() {
                 // Empty outputs are never written by a kernel.
-                let len = numel(&nodes[o].shape);
-                run.written[o] = Some(ctx.alloc(pool, len, || "empty output".to_string())?);
+                let words = nodes[o].dtype.words(numel(&nodes[o].shape));
+                run.written[o] = Some(ctx.alloc(pool, words, || "empty output".to_string())?);
             }
         }
         if !graph.params.is_empty() {
@@ -240,8 +240,8 @@ impl<'a> Run<'a> {
                         self.location(w)
                     )
                 };
-                let len = numel(&nodes[w].shape);
-                self.written[w] = Some(self.ctx.alloc(self.pool, len, what)?);
+                let words = nodes[w].dtype.words(numel(&nodes[w].shape));
+                self.written[w] = Some(self.ctx.alloc(self.pool, words, what)?);
             }
         }
         let scratch: Vec<wgpu::TextureView> = k
