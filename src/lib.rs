@@ -48,6 +48,7 @@
 
 #![warn(missing_docs)]
 
+pub mod amp;
 mod autograd;
 mod codegen;
 mod config;

@@ -32,6 +32,10 @@ type BackwardFn = Box<dyn Fn(&Tensor) -> Vec<Option<Tensor>> + Send + Sync>;
 /// The autograd record of one op's output.
 pub(crate) struct GradFn {
     name: &'static str,
+    /// The dtype of the op's output: the gradient passed in is cast to
+    /// it (a gradient from an f32 consumer of an f16 value), as
+    /// PyTorch's engine does.
+    out_dtype: crate::DType,
     location: &'static Location<'static>,
     /// One edge per input, in the order the closure returns gradients.
     edges: Vec<Option<Edge>>,
@@ -120,6 +124,7 @@ pub(crate) fn record(
     let edges = inputs.iter().map(|t| edge_of(t)).collect();
     let f = Arc::new(GradFn {
         name,
+        out_dtype: out.dtype(),
         location: Location::caller(),
         edges,
         backward: Mutex::new(Some(Box::new(backward))),
@@ -196,6 +201,11 @@ pub(crate) fn run_backward(root: &Tensor, seed: Tensor, retain_graph: bool) {
             };
             // The gradient's nodes carry the forward op's source line.
             let _attributed = crate::graph::attribute_to(f.location);
+            let g = if g.dtype() == f.out_dtype {
+                g
+            } else {
+                g.cast(f.out_dtype)
+            };
             let out = closure(&g);
             if !retain_graph {
                 *slot = None;

@@ -271,6 +271,19 @@ impl Tensor {
         out
     }
 
+    /// [`Tensor::cast`] recorded at `loc` (a cast an op inserts for its
+    /// caller, such as autocast's).
+    #[track_caller]
+    pub(crate) fn cast_at(&self, dtype: DType, loc: &'static Location<'static>) -> Tensor {
+        if self.dtype() == dtype {
+            return self.clone();
+        }
+        let node = cast_node(&self.node(), dtype, loc);
+        let out = Tensor::from_node(node, self.device());
+        rules::cast(self, &out);
+        out
+    }
+
     /// Alias of [`Tensor::cast`], as in PyTorch's `.to(dtype)`.
     #[track_caller]
     pub fn to_dtype(&self, dtype: DType) -> Tensor {

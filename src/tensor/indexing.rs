@@ -358,9 +358,9 @@ impl Tensor {
             padding,
             dilation,
         } = geometry;
-        if self.rank() != 4 || self.dtype() != DType::F32 {
+        if self.rank() != 4 || !self.dtype().is_float() {
             panic!(
-                "{op}: expects an f32 [N, C, H, W] input, got {:?} ({}) at {loc}",
+                "{op}: expects a float [N, C, H, W] input, got {:?} ({}) at {loc}",
                 self.shape(),
                 self.dtype()
             );

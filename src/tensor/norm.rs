@@ -19,7 +19,7 @@ impl Tensor {
         let loc = Location::caller();
         // Computed in f32; a 16-bit input gives a result of its dtype.
         let dtype = if self.dtype().is_float() {
-            self.dtype()
+            crate::amp::float32_list(self.dtype())
         } else {
             DType::F32
         };

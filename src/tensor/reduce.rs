@@ -194,8 +194,9 @@ impl Tensor {
     /// is a 16-bit float: rounded once, as PyTorch's reductions of half
     /// types accumulate in float.
     fn back_to_half(&self, value: Tensor) -> Tensor {
-        if self.dtype().is_half() {
-            value.cast(self.dtype())
+        let dtype = crate::amp::float32_list(self.dtype());
+        if dtype.is_half() {
+            value.cast(dtype)
         } else {
             value
         }
@@ -264,9 +265,10 @@ impl Tensor {
         let loc = Location::caller();
         let name = if log { "log_softmax" } else { "softmax" };
         let axis = resolve_axis(name, axis, self.rank().max(1));
-        // Computed in f32; a float input gives a result of its dtype.
+        // Computed in f32; a float input gives a result of its dtype (in
+        // an autocast scope, f32).
         let dtype = if self.dtype().is_float() {
-            self.dtype()
+            crate::amp::float32_list(self.dtype())
         } else {
             DType::F32
         };
@@ -316,9 +318,23 @@ impl Tensor {
     /// their strides inside the kernel, never copied. Both operands of one
     /// float dtype; `f16` and `bf16` accumulate in `f32` and round the
     /// result once.
+    ///
+    /// Inside an [`autocast`](crate::amp::autocast) scope, float operands
+    /// are cast to the scope's dtype first.
     #[track_caller]
     pub fn matmul(&self, other: &Tensor) -> Tensor {
         let loc = Location::caller();
+        if let Some(dt) = crate::amp::matmul_dtype(self.dtype(), other.dtype())
+            && (self.dtype() != dt || other.dtype() != dt)
+        {
+            let (a, b) = (self.cast_at(dt, loc), other.cast_at(dt, loc));
+            return a.matmul_at(&b, loc);
+        }
+        self.matmul_at(other, loc)
+    }
+
+    #[track_caller]
+    fn matmul_at(&self, other: &Tensor, loc: &'static Location<'static>) -> Tensor {
         let (a, b) = (self.node(), other.node());
         if !a.dtype.is_float() || b.dtype != a.dtype || a.shape.is_empty() || b.shape.is_empty() {
             panic!(
