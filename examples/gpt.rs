@@ -15,7 +15,9 @@
 //! the random init), `--resume FILE` (a checkpoint from `--save`),
 //! `--save FILE` (gpt-checkpoint.safetensors), `--plot FILE`
 //! (gpt-loss.svg), `--device gpu|cpu`, `--seed N` (init seed, 1337),
-//! `--sample-len N` (200), `--temperature F` (0.8; 0 takes the argmax).
+//! `--sample-len N` (200), `--temperature F` (0.8; 0 takes the argmax),
+//! `--dtype f32|f16|bf16` (mixed precision: the loss under autocast to
+//! that dtype on f32 weights, f16 with dynamic loss scaling).
 
 #[path = "support/plot.rs"]
 mod plot;
@@ -27,10 +29,11 @@ use std::path::PathBuf;
 use std::time::Instant;
 
 use indicatif::{ProgressBar, ProgressStyle};
+use lazywgpu::amp::{GradScaler, autocast};
 use lazywgpu::data::{CharDataset, Split, SplitMix64};
 use lazywgpu::nn::{self, Gpt, GptConfig, Parameters};
 use lazywgpu::optim::{Optimizer, clip_grad_norm_};
-use lazywgpu::{Device, Tensor, no_grad};
+use lazywgpu::{DType, Device, Tensor, no_grad};
 use plotters::style::{BLUE, RED};
 
 const BATCH: usize = 12;
@@ -49,6 +52,8 @@ struct Args {
     seed: u64,
     sample_len: usize,
     temperature: f32,
+    /// Autocast dtype of the forward pass (`None`: all f32).
+    dtype: Option<DType>,
 }
 
 fn parse_args() -> Result<Args, String> {
@@ -64,6 +69,7 @@ fn parse_args() -> Result<Args, String> {
         seed: 1337,
         sample_len: 200,
         temperature: 0.8,
+        dtype: None,
     };
     let mut it = std::env::args().skip(1);
     while let Some(flag) = it.next() {
@@ -81,8 +87,16 @@ fn parse_args() -> Result<Args, String> {
             "--seed" => a.seed = num(value()?)? as u64,
             "--sample-len" => a.sample_len = num(value()?)? as usize,
             "--temperature" => a.temperature = num(value()?)? as f32,
+            "--dtype" => {
+                a.dtype = match value()?.as_str() {
+                    "f32" => None,
+                    "f16" => Some(DType::F16),
+                    "bf16" => Some(DType::BF16),
+                    other => return Err(format!("--dtype must be f32, f16 or bf16, got {other}")),
+                }
+            }
             "-h" | "--help" => {
-                let doc = include_str!("gpt.rs").lines().take(19);
+                let doc = include_str!("gpt.rs").lines().take(21);
                 println!("{}", doc.collect::<Vec<_>>().join("\n"));
                 std::process::exit(0);
             }
@@ -188,6 +202,8 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         .collect();
 
     let params = model.params();
+    // f16's range needs loss scaling; bf16 has f32's.
+    let mut scaler = (args.dtype == Some(DType::F16)).then(GradScaler::new);
     let (mut train_curve, mut val_curve) = (Vec::new(), Vec::new());
     let bar = ProgressBar::new(args.iters as u64);
     bar.set_style(
@@ -209,10 +225,25 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         let t0 = Instant::now();
         let offsets = data.offsets(Split::Train, &mut rng, BATCH, BLOCK);
         let (x, y) = data.batch(Split::Train, &offsets, BLOCK, &dev)?;
-        let loss = model.loss(&x, &y);
-        loss.backward();
-        clip_grad_norm_(&params, 1.0);
-        opt.step();
+        let loss = match args.dtype {
+            Some(d) => autocast(d, || model.loss(&x, &y)),
+            None => model.loss(&x, &y),
+        };
+        match &mut scaler {
+            Some(scaler) => {
+                // Unscaled before clipping, as PyTorch's recipe.
+                scaler.scale(&loss).backward();
+                scaler.unscale_(&opt)?;
+                clip_grad_norm_(&params, 1.0);
+                scaler.step(&mut opt)?;
+                scaler.update();
+            }
+            None => {
+                loss.backward();
+                clip_grad_norm_(&params, 1.0);
+                opt.step();
+            }
+        }
         opt.zero_grad();
         sched.step(&mut opt);
         dev.mark_step()?;

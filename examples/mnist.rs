@@ -17,7 +17,9 @@
 //! each epoch, as the tutorial's `shuffle=True`), `--train-size N` (the
 //! first N training digits), `--keep-last` (train on the last, shorter
 //! batch too, as PyTorch's `drop_last=False`; a new batch size compiles
-//! another graph).
+//! another graph), `--dtype f32|f16|bf16` (mixed precision: the forward
+//! pass under autocast to that dtype on f32 weights, f16 with dynamic
+//! loss scaling).
 
 #[path = "support/plot.rs"]
 mod plot;
@@ -28,10 +30,11 @@ use std::path::PathBuf;
 use std::time::Instant;
 
 use indicatif::{ProgressBar, ProgressStyle};
+use lazywgpu::amp::{GradScaler, autocast};
 use lazywgpu::data::{Mnist, shuffled_batches};
 use lazywgpu::nn::{self, Module, functional as F};
 use lazywgpu::optim::{Adadelta, Optimizer, StepLr};
-use lazywgpu::{Device, no_grad};
+use lazywgpu::{DType, Device, Tensor, no_grad};
 use plotters::style::BLUE;
 
 struct Args {
@@ -49,6 +52,8 @@ struct Args {
     shuffle: bool,
     train_size: usize,
     keep_last: bool,
+    /// Autocast dtype of the forward pass (`None`: all f32).
+    dtype: Option<DType>,
 }
 
 fn parse_args() -> Result<Args, String> {
@@ -67,6 +72,7 @@ fn parse_args() -> Result<Args, String> {
         shuffle: true,
         train_size: usize::MAX,
         keep_last: false,
+        dtype: None,
     };
     let mut it = std::env::args().skip(1);
     while let Some(flag) = it.next() {
@@ -87,12 +93,20 @@ fn parse_args() -> Result<Args, String> {
             "--no-shuffle" => a.shuffle = false,
             "--train-size" => a.train_size = num(value()?)? as usize,
             "--keep-last" => a.keep_last = true,
+            "--dtype" => {
+                a.dtype = match value()?.as_str() {
+                    "f32" => None,
+                    "f16" => Some(DType::F16),
+                    "bf16" => Some(DType::BF16),
+                    other => return Err(format!("--dtype must be f32, f16 or bf16, got {other}")),
+                }
+            }
             "-h" | "--help" => {
                 println!(
                     "{}",
                     include_str!("mnist.rs")
                         .lines()
-                        .take(22)
+                        .take(25)
                         .collect::<Vec<_>>()
                         .join("\n")
                 );
@@ -143,8 +157,21 @@ fn mlp(dev: &Device) -> nn::Sequential {
 /// parts).
 const EVAL_BATCH: usize = 1000;
 
+/// The model's output, the forward pass under autocast to `dtype` if set.
+fn forward(model: &dyn Module, x: &Tensor, dtype: Option<DType>) -> Tensor {
+    match dtype {
+        Some(d) => autocast(d, || model.forward(x)),
+        None => model.forward(x),
+    }
+}
+
 /// Test loss and accuracy, in batches of [`EVAL_BATCH`].
-fn evaluate(model: &dyn Module, data: &Mnist, dev: &Device) -> lazywgpu::Result<(f64, f64)> {
+fn evaluate(
+    model: &dyn Module,
+    data: &Mnist,
+    dtype: Option<DType>,
+    dev: &Device,
+) -> lazywgpu::Result<(f64, f64)> {
     model.set_training(false);
     let n = data.test_labels.shape[0];
     let (mut loss_sum, mut correct) = (0.0f64, 0i64);
@@ -153,7 +180,7 @@ fn evaluate(model: &dyn Module, data: &Mnist, dev: &Device) -> lazywgpu::Result<
         let len = EVAL_BATCH.min(n - start);
         let (x, y) = Mnist::batch(&data.test_images, &data.test_labels, start, len, dev)?;
         let (loss, hits) = no_grad(|| {
-            let logp = model.forward(&x).log_softmax(1);
+            let logp = forward(model, &x, dtype).log_softmax(1);
             let loss = F::nll_loss(&logp, &y) * len as f32;
             let hits = logp
                 .argmax(1, false)
@@ -191,6 +218,8 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     };
     let mut opt = Adadelta::new(model.parameters(), args.lr);
     let mut sched = StepLr::new(&opt, 1, args.gamma);
+    // f16's range needs loss scaling; bf16 has f32's.
+    let mut scaler = (args.dtype == Some(DType::F16)).then(GradScaler::new);
 
     let n_train = data.train_labels.shape[0].min(args.train_size);
     let per_epoch = if args.keep_last {
@@ -229,10 +258,19 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         for (b, indices) in order.iter().take(batches).enumerate() {
             let (x, y) = Mnist::batch_at(&data.train_images, &data.train_labels, indices, &dev)?;
             opt.zero_grad();
-            let logp = model.forward(&x).log_softmax(1);
+            let logp = forward(&model, &x, args.dtype).log_softmax(1);
             let loss = F::nll_loss(&logp, &y);
-            loss.backward();
-            opt.step();
+            match &mut scaler {
+                Some(scaler) => {
+                    scaler.scale(&loss).backward();
+                    scaler.step(&mut opt)?;
+                    scaler.update();
+                }
+                None => {
+                    loss.backward();
+                    opt.step();
+                }
+            }
             dev.mark_step()?;
             // Reading the loss waits for the device, so only now and then.
             if b % args.log_interval == 0 || b + 1 == batches {
@@ -246,7 +284,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         let secs = t0.elapsed().as_secs_f64();
         bar.finish();
         step_rates.push(batches as f64 / secs);
-        let (test_loss, acc) = evaluate(&model, &data, &dev)?;
+        let (test_loss, acc) = evaluate(&model, &data, args.dtype, &dev)?;
         println!(
             "epoch {epoch}: test loss {test_loss:.4}, accuracy {:.2} %, {:.1} train steps/s, lr {}",
             acc * 100.0,
@@ -265,6 +303,13 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
             step_rates[0]
         }
     );
+    if let Some(scaler) = &scaler {
+        println!(
+            "f16 loss scale {} at the end, {} steps skipped",
+            scaler.get_scale(),
+            scaler.skipped_steps()
+        );
+    }
     println!("{}", dev.metrics());
     // With LAZYWGPU_PROFILE=1: where the device time went, per kernel.
     if let Some(profile) = dev.kernel_profile() {

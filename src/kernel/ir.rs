@@ -370,7 +370,16 @@ impl fmt::Display for Ty {
 
 impl fmt::Display for Var {
     fn fmt(&self, f: &mut fmt::Formatter) -> fmt::Result {
-        write!(f, "{}{}", self.prefix, self.id)
+        // `i32`, `u32`, `f32` and `f16` are WGSL type names: a variable
+        // spelled like one (prefix `i`, id 32) would not parse.
+        let reserved = matches!((self.prefix, self.id), ("i" | "u" | "f", 16 | 32));
+        write!(
+            f,
+            "{}{}{}",
+            self.prefix,
+            self.id,
+            if reserved { "_" } else { "" }
+        )
     }
 }
 
@@ -518,6 +527,31 @@ mod tests {
 
     fn var(id: usize) -> Var {
         Var { prefix: "v", id }
+    }
+
+    #[test]
+    fn variables_never_spell_a_type_name() {
+        let i32_var = Var {
+            prefix: "i",
+            id: 32,
+        };
+        assert_eq!(i32_var.to_string(), "i32_");
+        assert_eq!(
+            Var {
+                prefix: "i",
+                id: 31
+            }
+            .to_string(),
+            "i31"
+        );
+        assert_eq!(
+            Var {
+                prefix: "f",
+                id: 16
+            }
+            .to_string(),
+            "f16_"
+        );
     }
 
     #[test]
