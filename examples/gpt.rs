@@ -19,8 +19,12 @@
 //! `--dtype f32|f16|bf16` (mixed precision: the loss under autocast to
 //! that dtype on f32 weights, f16 with dynamic loss scaling).
 
+#[path = "support/dtype_arg.rs"]
+mod dtype_arg;
 #[path = "support/plot.rs"]
 mod plot;
+
+use dtype_arg::autocast_dtype;
 
 use plot::{Curve, line_chart};
 
@@ -29,7 +33,7 @@ use std::path::PathBuf;
 use std::time::Instant;
 
 use indicatif::{ProgressBar, ProgressStyle};
-use lazywgpu::amp::{GradScaler, autocast};
+use lazywgpu::amp::{AutocastGuard, GradScaler};
 use lazywgpu::data::{CharDataset, Split, SplitMix64};
 use lazywgpu::nn::{self, Gpt, GptConfig, Parameters};
 use lazywgpu::optim::{Optimizer, clip_grad_norm_};
@@ -87,14 +91,7 @@ fn parse_args() -> Result<Args, String> {
             "--seed" => a.seed = num(value()?)? as u64,
             "--sample-len" => a.sample_len = num(value()?)? as usize,
             "--temperature" => a.temperature = num(value()?)? as f32,
-            "--dtype" => {
-                a.dtype = match value()?.as_str() {
-                    "f32" => None,
-                    "f16" => Some(DType::F16),
-                    "bf16" => Some(DType::BF16),
-                    other => return Err(format!("--dtype must be f32, f16 or bf16, got {other}")),
-                }
-            }
+            "--dtype" => a.dtype = autocast_dtype(&value()?)?,
             "-h" | "--help" => {
                 let doc = include_str!("gpt.rs").lines().take(21);
                 println!("{}", doc.collect::<Vec<_>>().join("\n"));
@@ -225,9 +222,9 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         let t0 = Instant::now();
         let offsets = data.offsets(Split::Train, &mut rng, BATCH, BLOCK);
         let (x, y) = data.batch(Split::Train, &offsets, BLOCK, &dev)?;
-        let loss = match args.dtype {
-            Some(d) => autocast(d, || model.loss(&x, &y)),
-            None => model.loss(&x, &y),
+        let loss = {
+            let _amp = AutocastGuard::new(args.dtype);
+            model.loss(&x, &y)
         };
         match &mut scaler {
             Some(scaler) => {

@@ -21,8 +21,12 @@
 //! pass under autocast to that dtype on f32 weights, f16 with dynamic
 //! loss scaling).
 
+#[path = "support/dtype_arg.rs"]
+mod dtype_arg;
 #[path = "support/plot.rs"]
 mod plot;
+
+use dtype_arg::autocast_dtype;
 
 use plot::{Curve, line_chart};
 
@@ -30,7 +34,7 @@ use std::path::PathBuf;
 use std::time::Instant;
 
 use indicatif::{ProgressBar, ProgressStyle};
-use lazywgpu::amp::{GradScaler, autocast};
+use lazywgpu::amp::{AutocastGuard, GradScaler};
 use lazywgpu::data::{Mnist, shuffled_batches};
 use lazywgpu::nn::{self, Module, functional as F};
 use lazywgpu::optim::{Adadelta, Optimizer, StepLr};
@@ -93,14 +97,7 @@ fn parse_args() -> Result<Args, String> {
             "--no-shuffle" => a.shuffle = false,
             "--train-size" => a.train_size = num(value()?)? as usize,
             "--keep-last" => a.keep_last = true,
-            "--dtype" => {
-                a.dtype = match value()?.as_str() {
-                    "f32" => None,
-                    "f16" => Some(DType::F16),
-                    "bf16" => Some(DType::BF16),
-                    other => return Err(format!("--dtype must be f32, f16 or bf16, got {other}")),
-                }
-            }
+            "--dtype" => a.dtype = autocast_dtype(&value()?)?,
             "-h" | "--help" => {
                 println!(
                     "{}",
@@ -159,10 +156,8 @@ const EVAL_BATCH: usize = 1000;
 
 /// The model's output, the forward pass under autocast to `dtype` if set.
 fn forward(model: &dyn Module, x: &Tensor, dtype: Option<DType>) -> Tensor {
-    match dtype {
-        Some(d) => autocast(d, || model.forward(x)),
-        None => model.forward(x),
-    }
+    let _amp = AutocastGuard::new(dtype);
+    model.forward(x)
 }
 
 /// Test loss and accuracy, in batches of [`EVAL_BATCH`].

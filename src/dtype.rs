@@ -57,16 +57,22 @@ impl DType {
         if self.is_float() { DType::F32 } else { self }
     }
 
+    /// Elements one 32-bit word of a GPU buffer holds (2 or 1).
+    pub(crate) const fn per_word(self) -> usize {
+        4 / self.size_in_bytes()
+    }
+
     /// 32-bit words that `len` elements take in a GPU buffer.
     pub(crate) const fn words(self, len: usize) -> usize {
-        (len * self.size_in_bytes()).div_ceil(4)
+        len.div_ceil(self.per_word())
     }
 
     /// The device words holding `bits` (one 32-bit pattern per element,
-    /// as on the host): 16-bit types two to a word, low half first.
-    pub(crate) fn pack(self, bits: &[u32]) -> Vec<u32> {
+    /// as on the host): 16-bit types two to a word, low half first; other
+    /// dtypes as they are (no copy).
+    pub(crate) fn pack(self, bits: Vec<u32>) -> Vec<u32> {
         if !self.is_half() {
-            return bits.to_vec();
+            return bits;
         }
         bits.chunks(2)
             .map(|pair| (pair[0] & 0xffff) | (pair.get(1).map_or(0, |&b| b & 0xffff) << 16))
@@ -74,10 +80,13 @@ impl DType {
     }
 
     /// Elements `first..first + len` of device `words` whose element 0 is
-    /// at word 0, as one 32-bit pattern each (the inverse of `pack`).
-    pub(crate) fn unpack(self, words: &[u32], first: usize, len: usize) -> Vec<u32> {
+    /// at word 0, as one 32-bit pattern each (the inverse of `pack`; for
+    /// 32-bit dtypes the words themselves, trimmed in place).
+    pub(crate) fn unpack(self, mut words: Vec<u32>, first: usize, len: usize) -> Vec<u32> {
         if !self.is_half() {
-            return words[first..first + len].to_vec();
+            words.truncate(first + len);
+            words.drain(..first);
+            return words;
         }
         (first..first + len)
             .map(|i| (words[i / 2] >> (16 * (i % 2))) & 0xffff)
@@ -141,6 +150,26 @@ impl DType {
             DType::I32 | DType::U32 => 1,
             DType::F32 | DType::F16 | DType::BF16 => 2,
         }
+    }
+}
+
+impl std::str::FromStr for DType {
+    type Err = String;
+
+    /// A dtype by the name [`fmt::Display`] prints (`f32`, `f16`, `bf16`,
+    /// `i32`, `u32`, `bool`).
+    fn from_str(name: &str) -> Result<DType, String> {
+        [
+            DType::F32,
+            DType::F16,
+            DType::BF16,
+            DType::I32,
+            DType::U32,
+            DType::Bool,
+        ]
+        .into_iter()
+        .find(|d| d.to_string() == name)
+        .ok_or_else(|| format!("no dtype {name:?} (f32, f16, bf16, i32, u32 or bool)"))
     }
 }
 

@@ -14,7 +14,7 @@ mod common;
 
 use lazywgpu::half::{bf16, f16};
 use lazywgpu::nn::{ParamVisitor, Parameters, load_safetensors, save_safetensors};
-use lazywgpu::{DType, Device, Tensor};
+use lazywgpu::{DType, Device, Element, Tensor};
 
 /// A binary float format: `mantissa` stored bits, smallest normal
 /// exponent `min_exp`, largest finite value `max`.
@@ -462,6 +462,15 @@ impl Parameters for HalfModel {
     }
 }
 
+/// The elements' bit patterns (NaNs compare equal by their bits).
+fn bits<T: Element>(t: &Tensor) -> Vec<u32> {
+    t.to_vec::<T>()
+        .expect("read")
+        .into_iter()
+        .map(T::to_bits)
+        .collect()
+}
+
 #[test]
 fn safetensors_keep_f16_and_bf16_bits() {
     let dir = std::env::temp_dir().join(format!("lazywgpu-half-{}", std::process::id()));
@@ -490,22 +499,16 @@ fn safetensors_keep_f16_and_bf16_bits() {
             wbf: Tensor::zeros([values.len()], &dev).bfloat16(),
         };
         load_safetensors(&loaded, &path).expect("load");
-        let bits16 = |t: &Tensor| -> Vec<u16> {
-            t.to_vec::<f16>()
-                .expect("read")
-                .iter()
-                .map(|v| v.to_bits())
-                .collect()
-        };
-        let bitsbf = |t: &Tensor| -> Vec<u16> {
-            t.to_vec::<bf16>()
-                .expect("read")
-                .iter()
-                .map(|v| v.to_bits())
-                .collect()
-        };
-        assert_eq!(bits16(&loaded.w16), bits16(&saved.w16), "f16 on {dev:?}");
-        assert_eq!(bitsbf(&loaded.wbf), bitsbf(&saved.wbf), "bf16 on {dev:?}");
+        assert_eq!(
+            bits::<f16>(&loaded.w16),
+            bits::<f16>(&saved.w16),
+            "f16 on {dev:?}"
+        );
+        assert_eq!(
+            bits::<bf16>(&loaded.wbf),
+            bits::<bf16>(&saved.wbf),
+            "bf16 on {dev:?}"
+        );
     }
     let _ = std::fs::remove_dir_all(&dir);
 }

@@ -9,21 +9,6 @@ use lazywgpu::nn::{self, Module, functional as F};
 use lazywgpu::optim::{Optimizer, Sgd};
 use lazywgpu::{DType, Device, Tensor, no_grad};
 
-fn mnist() -> Mnist {
-    Mnist::load(
-        std::path::PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("examples/data/mnist-10k"),
-    )
-    .expect("MNIST subset in examples/data")
-}
-
-fn mlp(dev: &Device) -> nn::Sequential {
-    nn::Sequential::new()
-        .add(nn::Flatten)
-        .add(nn::Linear::new(784, 128, dev))
-        .add(nn::ReLU)
-        .add(nn::Linear::new(128, 10, dev))
-}
-
 /// Test-set accuracy, the forward pass under autocast to `dtype` if given.
 fn accuracy(model: &nn::Sequential, data: &Mnist, dtype: Option<DType>, dev: &Device) -> f64 {
     let n = data.test_labels.shape[0];
@@ -42,8 +27,8 @@ fn accuracy(model: &nn::Sequential, data: &Mnist, dtype: Option<DType>, dev: &De
 /// scaling when `dtype` is given) and returns the test accuracy.
 fn train(dev: &Device, dtype: Option<DType>, steps: usize) -> (f64, GradScaler) {
     dev.manual_seed(7);
-    let data = mnist();
-    let model = mlp(dev);
+    let data = common::mnist();
+    let model = common::mnist_mlp(dev);
     let mut opt = Sgd::new(model.parameters(), 0.1);
     let mut scaler = GradScaler::new();
     let train_n = data.train_labels.shape[0];

@@ -11,18 +11,6 @@ use lazywgpu::nn::{self, Module, functional as F};
 use lazywgpu::optim::{Adadelta, Optimizer, Sgd, StepLr};
 use lazywgpu::{Device, Tensor};
 
-fn data_dir() -> std::path::PathBuf {
-    std::path::PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("examples/data/mnist-10k")
-}
-
-fn mlp(dev: &Device) -> nn::Sequential {
-    nn::Sequential::new()
-        .add(nn::Flatten)
-        .add(nn::Linear::new(784, 128, dev))
-        .add(nn::ReLU)
-        .add(nn::Linear::new(128, 10, dev))
-}
-
 fn batch(data: &Mnist, b: usize, dev: &Device) -> (Tensor, Tensor) {
     Mnist::batch(&data.train_images, &data.train_labels, b * 64, 64, dev).unwrap()
 }
@@ -41,8 +29,8 @@ fn golden_on(dev: &Device) {
         .iter()
         .map(|v| v.as_f64().unwrap())
         .collect();
-    let data = Mnist::load(data_dir()).unwrap();
-    let model = mlp(dev);
+    let data = common::mnist();
+    let model = common::mnist_mlp(dev);
     nn::load_safetensors(
         &model,
         std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/golden/mlp_init.safetensors"),
@@ -100,7 +88,7 @@ fn mlp_sgd_matches_pytorch_losses_on_gpu() {
 /// After step 2 a training loop compiles nothing and its live device bytes
 /// stay the same, also when the learning rate changes.
 fn steady_state_on(dev: &Device, cnn: bool) {
-    let data = Mnist::load(data_dir()).unwrap();
+    let data = common::mnist();
     dev.manual_seed(1);
     let model: nn::Sequential = if cnn {
         nn::Sequential::new()
@@ -111,7 +99,7 @@ fn steady_state_on(dev: &Device, cnn: bool) {
             .add(nn::Flatten)
             .add(nn::Linear::new(4 * 13 * 13, 10, dev))
     } else {
-        mlp(dev)
+        common::mnist_mlp(dev)
     };
     let mut opt = Adadelta::new(model.parameters(), 1.0);
     let mut sched = StepLr::new(&opt, 1, 0.7);

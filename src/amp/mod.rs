@@ -71,11 +71,12 @@ pub fn autocast<T>(dtype: DType, f: impl FnOnce() -> T) -> T {
     f()
 }
 
-/// The dtype an `f32`-list op (softmax, layer norm) computes a value of
-/// `dtype` in: `f32` for a 16-bit value inside an autocast scope, else
-/// `dtype` itself for a float.
+/// The dtype of the result of an `f32`-list op (softmax, layer norm,
+/// reductions computed in f32) on a value of `dtype`: `dtype` itself for
+/// a float, except a 16-bit one inside an autocast scope; `f32` for
+/// integers and booleans.
 pub(crate) fn float32_list(dtype: DType) -> DType {
-    if autocast_dtype().is_some() && dtype.is_half() {
+    if !dtype.is_float() || (autocast_dtype().is_some() && dtype.is_half()) {
         DType::F32
     } else {
         dtype
@@ -99,6 +100,7 @@ mod tests {
             assert_eq!(matmul_dtype(DType::F32, DType::F32), Some(DType::F16));
             assert_eq!(matmul_dtype(DType::I32, DType::F32), None);
             assert_eq!(float32_list(DType::F16), DType::F32);
+            assert_eq!(float32_list(DType::I32), DType::F32);
             autocast(DType::BF16, || {
                 assert_eq!(autocast_dtype(), Some(DType::BF16))
             });

@@ -134,14 +134,16 @@ fn load_text(buffer: &Buffer, index: &str) -> String {
     }
 }
 
-/// The statement storing `value` at element `index` of `buffer`. A `bf16`
-/// replaces its half of a word shared with the neighbouring element, which
-/// another invocation may write at the same time: a compare-exchange loop
-/// on the word.
+/// The statement storing `value` at element `index` of `buffer`. A 16-bit
+/// node's value is already rounded to its dtype where it was computed
+/// (`Gen::rounded`), so storing only converts it. A `bf16` replaces its
+/// half of a word shared with the neighbouring element, which another
+/// invocation may write at the same time: a compare-exchange loop on the
+/// word.
 fn store_text(buffer: &Buffer, index: &str, value: &str) -> String {
     match buffer.half {
         None => format!("{buffer}[{index}] = {value};"),
-        Some(DType::F16) => format!("{buffer}[{index}] = f16(f16_round({value}));"),
+        Some(DType::F16) => format!("{buffer}[{index}] = f16({value});"),
         Some(_) => format!(
             "{{ let hi = ({index}) & 1u; let hw = ({index}) >> 1u; \
              let hb = bf16_bits({value}) << (16u * hi); let hm = 0xffffu << (16u * hi); \

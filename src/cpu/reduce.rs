@@ -165,7 +165,8 @@ pub(crate) fn to_bits(values: &[f64], dtype: DType) -> Vec<u32> {
     values
         .iter()
         .map(|&v| match dtype {
-            DType::F32 | DType::F16 | DType::BF16 => dtype.float_to_bits(v as f32),
+            DType::F32 => (v as f32).to_bits(),
+            DType::F16 | DType::BF16 => unreachable!("computed in f32"),
             DType::I32 => (v as i64) as i32 as u32,
             DType::U32 => (v as i64) as u32,
             DType::Bool => (v != 0.0) as u32,

@@ -9,7 +9,7 @@ use safetensors::tensor::{Dtype, Metadata, SafeTensors, View};
 
 use super::Parameters;
 use crate::autograd::no_grad;
-use crate::dtype::DType;
+use crate::dtype::{DType, Element};
 use crate::error::{Error, Result};
 use crate::runtime::device::Device;
 use crate::tensor::Tensor;
@@ -53,6 +53,14 @@ fn host_copy(t: &Tensor) -> Result<HostTensor> {
         shape: t.shape().to_vec(),
         bytes,
     })
+}
+
+/// The little-endian elements of `data` (4 or 2 bytes each, as `T`'s
+/// dtype stores them) as `T`s.
+fn elements<T: Element>(data: &[u8]) -> Vec<T> {
+    data.chunks_exact(T::DTYPE.size_in_bytes())
+        .map(|c| T::from_bits(c.iter().rev().fold(0, |w, &b| (w << 8) | b as u32)))
+        .collect()
 }
 
 fn bytes_of<T: bytemuck::Pod>(v: &[T]) -> Vec<u8> {
@@ -159,33 +167,19 @@ impl TensorFile {
             .bytes
             .get(self.data_start + begin..self.data_start + end)
             .ok_or_else(|| self.bad(format!("{name}: data past the end of the file")))?;
-        let words = || {
-            data.chunks_exact(4)
-                .map(|c| [c[0], c[1], c[2], c[3]])
-                .collect::<Vec<_>>()
-        };
+        let shape = info.shape.as_slice();
         let t = match (info.dtype, expect.map(Tensor::dtype)) {
             (Dtype::F32, None | Some(DType::F32)) => {
-                let v: Vec<f32> = words().into_iter().map(f32::from_le_bytes).collect();
-                Tensor::from_vec(v, info.shape.as_slice(), dev)?
+                Tensor::from_vec(elements::<f32>(data), shape, dev)?
             }
             (Dtype::F16, None | Some(DType::F16)) => {
-                let v: Vec<half::f16> = data
-                    .chunks_exact(2)
-                    .map(|c| half::f16::from_le_bytes([c[0], c[1]]))
-                    .collect();
-                Tensor::from_vec(v, info.shape.as_slice(), dev)?
+                Tensor::from_vec(elements::<half::f16>(data), shape, dev)?
             }
             (Dtype::BF16, None | Some(DType::BF16)) => {
-                let v: Vec<half::bf16> = data
-                    .chunks_exact(2)
-                    .map(|c| half::bf16::from_le_bytes([c[0], c[1]]))
-                    .collect();
-                Tensor::from_vec(v, info.shape.as_slice(), dev)?
+                Tensor::from_vec(elements::<half::bf16>(data), shape, dev)?
             }
             (Dtype::I32, None | Some(DType::I32)) => {
-                let v: Vec<i32> = words().into_iter().map(i32::from_le_bytes).collect();
-                Tensor::from_vec(v, info.shape.as_slice(), dev)?
+                Tensor::from_vec(elements::<i32>(data), shape, dev)?
             }
             (file_dt, model_dt) => {
                 return Err(self.bad(format!(

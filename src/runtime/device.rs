@@ -372,7 +372,7 @@ impl Device {
                     self.inner.metrics.add("readbacks", 1);
                     self.inner.metrics.add("bytes_downloaded", words as u64 * 4);
                     let read: Vec<u32> = ctx.read_mapped(&staging, "readback").await?;
-                    return Ok(node.dtype.unpack(&read, 0, count));
+                    return Ok(node.dtype.unpack(read, 0, count));
                 }
             }
             self.realize(std::slice::from_ref(node))?;
@@ -423,7 +423,7 @@ impl Device {
             .add("bytes_uploaded", dtype.words(bits.len()) as u64 * 4);
         match &self.inner.backend {
             Backend::Gpu(ctx, _) => Ok(DataBuffer::Gpu(
-                ctx.upload(&self.inner.pool, &dtype.pack(&bits))?,
+                ctx.upload(&self.inner.pool, &dtype.pack(bits))?,
             )),
             Backend::Cpu => Ok(DataBuffer::Cpu(Arc::new(bits))),
         }
@@ -434,10 +434,9 @@ impl Device {
 /// a 16-bit dtype) with a value no kernel here computes.
 fn corrupt(ctx: &GpuContext, storage: &Storage, dtype: DType) {
     if let DataBuffer::Gpu(buf) = &storage.buffer {
-        let per_word = 4 / dtype.size_in_bytes();
         ctx.write(
             buf,
-            (storage.layout.offset / per_word) as u64 * 4,
+            (storage.layout.offset / dtype.per_word()) as u64 * 4,
             bytemuck::bytes_of(&12345.0f32.to_bits()),
         );
     }

@@ -265,20 +265,12 @@ impl Tensor {
     /// and saturates; anything to bool is `!= 0`).
     #[track_caller]
     pub fn cast(&self, dtype: DType) -> Tensor {
-        let node = cast_node(&self.node(), dtype, Location::caller());
-        let out = Tensor::from_node(node, self.device());
-        rules::cast(self, &out);
-        out
-    }
-
-    /// [`Tensor::cast`] recorded at `loc` (a cast an op inserts for its
-    /// caller, such as autocast's).
-    #[track_caller]
-    pub(crate) fn cast_at(&self, dtype: DType, loc: &'static Location<'static>) -> Tensor {
+        // As PyTorch's `.to(dtype)`: already of `dtype`, the tensor itself
+        // (no node, no grad function).
         if self.dtype() == dtype {
             return self.clone();
         }
-        let node = cast_node(&self.node(), dtype, loc);
+        let node = cast_node(&self.node(), dtype, Location::caller());
         let out = Tensor::from_node(node, self.device());
         rules::cast(self, &out);
         out

@@ -18,11 +18,7 @@ impl Tensor {
     pub(crate) fn normalize_rows(&self, eps: f32) -> Tensor {
         let loc = Location::caller();
         // Computed in f32; a 16-bit input gives a result of its dtype.
-        let dtype = if self.dtype().is_float() {
-            crate::amp::float32_list(self.dtype())
-        } else {
-            DType::F32
-        };
+        let dtype = crate::amp::float32_list(self.dtype());
         let x = cast_node(&self.node(), dtype, loc);
         let shape = x.shape.clone();
         let node = Node::pending(

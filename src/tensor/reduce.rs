@@ -267,11 +267,7 @@ impl Tensor {
         let axis = resolve_axis(name, axis, self.rank().max(1));
         // Computed in f32; a float input gives a result of its dtype (in
         // an autocast scope, f32).
-        let dtype = if self.dtype().is_float() {
-            crate::amp::float32_list(self.dtype())
-        } else {
-            DType::F32
-        };
+        let dtype = crate::amp::float32_list(self.dtype());
         let x = cast_node(&self.node(), dtype, loc);
         if x.shape.is_empty() {
             let one = reshape_node(&x, &[1], loc);
@@ -323,18 +319,16 @@ impl Tensor {
     /// are cast to the scope's dtype first.
     #[track_caller]
     pub fn matmul(&self, other: &Tensor) -> Tensor {
-        let loc = Location::caller();
-        if let Some(dt) = crate::amp::matmul_dtype(self.dtype(), other.dtype())
-            && (self.dtype() != dt || other.dtype() != dt)
-        {
-            let (a, b) = (self.cast_at(dt, loc), other.cast_at(dt, loc));
-            return a.matmul_at(&b, loc);
+        match crate::amp::matmul_dtype(self.dtype(), other.dtype()) {
+            // The casts record the caller's line (`track_caller` carries it).
+            Some(dt) => self.cast(dt).matmul_in_own_dtype(&other.cast(dt)),
+            None => self.matmul_in_own_dtype(other),
         }
-        self.matmul_at(other, loc)
     }
 
     #[track_caller]
-    fn matmul_at(&self, other: &Tensor, loc: &'static Location<'static>) -> Tensor {
+    fn matmul_in_own_dtype(&self, other: &Tensor) -> Tensor {
+        let loc = Location::caller();
         let (a, b) = (self.node(), other.node());
         if !a.dtype.is_float() || b.dtype != a.dtype || a.shape.is_empty() || b.shape.is_empty() {
             panic!(

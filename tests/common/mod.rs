@@ -1,6 +1,8 @@
 //! Shared helpers for the integration tests.
 #![allow(dead_code)]
 
+use lazywgpu::data::Mnist;
+use lazywgpu::nn;
 use lazywgpu::{Device, Tensor};
 
 /// The GPU device, or `None` (with a note) when no adapter exists. With
@@ -103,4 +105,19 @@ pub fn check_matmul_shapes(dev: &Device, what: &str) {
             &format!("{what} {bsz}x{m}x{k}x{n} (B transposed: {transposed})"),
         );
     }
+}
+
+/// The MNIST subset shipped in `examples/data/mnist-10k`.
+pub fn mnist() -> Mnist {
+    Mnist::load(std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("examples/data/mnist-10k"))
+        .expect("the MNIST subset in examples/data")
+}
+
+/// The 784-128-10 ReLU MLP of the MNIST tests.
+pub fn mnist_mlp(dev: &Device) -> nn::Sequential {
+    nn::Sequential::new()
+        .add(nn::Flatten)
+        .add(nn::Linear::new(784, 128, dev))
+        .add(nn::ReLU)
+        .add(nn::Linear::new(128, 10, dev))
 }

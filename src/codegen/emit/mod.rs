@@ -50,12 +50,12 @@ impl std::fmt::Write for Gen<'_> {
     }
 }
 
-/// The storage dtype of `dtype` (booleans are stored as `u32`).
 /// The 16-bit float dtype a buffer of `dtype` stores, if it is one.
 fn half(dtype: DType) -> Option<DType> {
     dtype.is_half().then_some(dtype)
 }
 
+/// The storage dtype of `dtype` (booleans are stored as `u32`).
 fn storage_dtype(dtype: DType) -> DType {
     if dtype == DType::Bool {
         DType::U32
@@ -225,7 +225,8 @@ impl<'a> Gen<'a> {
         if self.uses_erf {
             src.push_str(ERF_FUNCTIONS);
         }
-        if self.uses_half || dtypes().any(DType::is_half) {
+        // Rounding, and bf16's word halves (f16 loads and stores convert).
+        if self.uses_half || dtypes().any(|d| d == DType::BF16) {
             src.push_str(HALF_FUNCTIONS);
         }
         src

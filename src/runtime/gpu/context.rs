@@ -244,8 +244,7 @@ impl GpuContext {
             return Ok(Vec::new());
         }
         // Whole words: a 16-bit element at an odd offset shares its word.
-        let per_word = 4 / dtype.size_in_bytes();
-        let (first_word, skip) = (offset / per_word, offset % per_word);
+        let (first_word, skip) = (offset / dtype.per_word(), offset % dtype.per_word());
         let words = dtype.words(skip + len);
         let staging = self.staging(words)?;
         let mut encoder = self
@@ -260,7 +259,7 @@ impl GpuContext {
         );
         self.submit(encoder.finish());
         let read: Vec<u32> = self.read_mapped(&staging, "readback").await?;
-        Ok(dtype.unpack(&read, skip, len))
+        Ok(dtype.unpack(read, skip, len))
     }
 
     /// A buffer for reading `len` 32-bit words back to the host,
