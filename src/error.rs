@@ -162,6 +162,17 @@ pub enum Error {
         /// The wgpu feature missing.
         feature: &'static str,
     },
+    /// A collective call of a process group failed: a peer left, timed
+    /// out, or called a different collective.
+    #[error("{op} on rank {rank}: {message}")]
+    Collective {
+        /// The collective (`all_reduce`, `broadcast`, `barrier`, `init`).
+        op: &'static str,
+        /// The rank that reports the failure.
+        rank: usize,
+        /// What went wrong.
+        message: String,
+    },
     /// A scalar was requested from a tensor that does not hold exactly one element.
     #[error("item: tensor of shape {0:?} does not hold exactly one element")]
     NotScalar(Vec<usize>),

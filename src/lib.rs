@@ -55,6 +55,7 @@ mod config;
 mod cpu;
 pub mod data;
 mod debug;
+pub mod distributed;
 pub mod dtype;
 mod error;
 mod graph;

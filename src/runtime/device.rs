@@ -38,13 +38,13 @@ pub(crate) struct DeviceInner {
     pool: Arc<BufferPool>,
     rng: Mutex<RngState>,
     /// The tensors the program still holds (the front end's record).
-    live: LiveTensors,
+    pub(super) live: LiveTensors,
     fusion: AtomicBool,
-    verify: AtomicBool,
+    pub(super) verify: AtomicBool,
     /// Anomaly mode (see `DeviceConfig::checks`).
     checks: AtomicBool,
     /// Test hook: corrupt the next GPU result (to prove verify catches it).
-    corrupt_next: AtomicBool,
+    pub(super) corrupt_next: AtomicBool,
     gpu_caches: Mutex<GpuCaches>,
     /// Graph-growth and leak warnings.
     guards: Guards,
@@ -288,7 +288,11 @@ impl Device {
 
     /// `realize`, also copying the first node's result into `readback`
     /// (a staging buffer of its size) in the same submission.
-    fn realize_reading(&self, nodes: &[Arc<Node>], readback: Option<&wgpu::Buffer>) -> Result<()> {
+    pub(super) fn realize_reading(
+        &self,
+        nodes: &[Arc<Node>],
+        readback: Option<&wgpu::Buffer>,
+    ) -> Result<()> {
         let graph = self.inner.metrics.time("collect", || {
             Graph::collect_with(nodes, self.fusion(), self.checks())
         });

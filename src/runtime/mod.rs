@@ -7,5 +7,6 @@ pub(crate) mod guards;
 pub(crate) mod overlap;
 pub(crate) mod pool;
 pub(crate) mod profile;
+pub(crate) mod stages;
 pub(crate) mod storage;
 pub(crate) mod submit;

@@ -35,6 +35,12 @@ enum Job {
     Submit(wgpu::CommandBuffer),
     /// Answered once every job before it has been issued.
     Flush(SyncSender<()>),
+    /// `buffer.slice(..).map_async(Read)`, asked once the command buffer
+    /// that fills it has been issued; the outcome goes to `done`.
+    Map {
+        buffer: wgpu::Buffer,
+        done: Sender<Result<(), wgpu::BufferAsyncError>>,
+    },
 }
 
 /// The sending side of the submission thread.
@@ -76,6 +82,11 @@ impl Submitter {
                         }
                         Job::Flush(done) => {
                             let _ = done.send(());
+                        }
+                        Job::Map { buffer, done } => {
+                            buffer.slice(..).map_async(wgpu::MapMode::Read, move |r| {
+                                let _ = done.send(r);
+                            });
                         }
                     }
                 }
@@ -120,6 +131,12 @@ impl Submitter {
         *n += 1;
         drop(n);
         self.send(Job::Submit(cb));
+    }
+
+    /// Queues the mapping of `buffer` for reading, behind the command
+    /// buffers queued so far.
+    pub fn map(&self, buffer: wgpu::Buffer, done: Sender<Result<(), wgpu::BufferAsyncError>>) {
+        self.send(Job::Map { buffer, done });
     }
 
     /// Waits until every queued operation has been issued to wgpu (on

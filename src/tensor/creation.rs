@@ -117,7 +117,7 @@ impl Tensor {
     }
 
     #[track_caller]
-    fn from_bits(
+    pub(crate) fn from_bits(
         bits: Vec<u32>,
         shape: Vec<usize>,
         dtype: DType,

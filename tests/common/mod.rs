@@ -121,3 +121,4 @@ pub fn mnist_mlp(dev: &Device) -> nn::Sequential {
         .add(nn::ReLU)
         .add(nn::Linear::new(128, 10, dev))
 }
+pub mod parity;

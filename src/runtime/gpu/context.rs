@@ -317,6 +317,67 @@ impl GpuContext {
         Ok(out)
     }
 
+    /// Asks for `staging` to be mapped for reading once the command
+    /// buffers submitted so far have run, without waiting. The outcome
+    /// arrives on the returned channel when the device is polled (see
+    /// [`GpuContext::read_when_mapped`]); later submissions are not waited
+    /// for, which is what lets a reader overlap them.
+    pub fn map_after_submitted(
+        &self,
+        staging: &wgpu::Buffer,
+    ) -> std::sync::mpsc::Receiver<Result<(), wgpu::BufferAsyncError>> {
+        let (tx, rx) = std::sync::mpsc::channel();
+        match &self.submitter {
+            Some(s) => s.map(staging.clone(), tx),
+            None => staging.slice(..).map_async(wgpu::MapMode::Read, move |r| {
+                let _ = tx.send(r);
+            }),
+        }
+        rx
+    }
+
+    /// Reads `staging` once the mapping asked by
+    /// [`GpuContext::map_after_submitted`] is done, polling the device
+    /// without blocking it (callable from any thread, while others submit).
+    pub fn read_when_mapped(
+        &self,
+        staging: &wgpu::Buffer,
+        mapped: std::sync::mpsc::Receiver<Result<(), wgpu::BufferAsyncError>>,
+        during: &str,
+    ) -> Result<Vec<u32>> {
+        use std::sync::mpsc::TryRecvError;
+        let device_error = |message: String| Error::Device {
+            during: during.to_string(),
+            message,
+        };
+        let outcome = loop {
+            match mapped.try_recv() {
+                Ok(outcome) => break outcome,
+                Err(TryRecvError::Disconnected) => {
+                    return Err(device_error("map callback dropped".into()));
+                }
+                Err(TryRecvError::Empty) => {}
+            }
+            self.device
+                .poll(wgpu::PollType::Poll)
+                .map_err(|e| device_error(e.to_string()))?;
+            if let Ok(outcome) = mapped.try_recv() {
+                break outcome;
+            }
+            std::thread::sleep(std::time::Duration::from_micros(50));
+        };
+        outcome.map_err(|e| device_error(e.to_string()))?;
+        self.take_error(during)?;
+        let view = staging
+            .slice(..)
+            .get_mapped_range()
+            .map_err(|e| device_error(e.to_string()))?;
+        let out = bytemuck::cast_slice::<u8, u32>(&view).to_vec();
+        drop(view);
+        staging.unmap();
+        Ok(out)
+    }
+
     /// Waits until all submitted work is done.
     pub fn wait(&self) -> Result<()> {
         self.clock

@@ -1,0 +1,219 @@
+//! Running one step's pending work as a sequence of submissions, each
+//! ending in a readback that the host can take while the device runs the
+//! next: how data-parallel training overlaps the all-reduce of one bucket
+//! of gradients with the backward pass of the layers before it.
+//!
+//! Stage `k` computes what `reads[k]` needs that no earlier stage
+//! computed; a final stage computes `rest`. Every node is computed once,
+//! in the first stage that needs it, and stored (an extra output of that
+//! stage's graph) only when a later stage reads it. One pass over the
+//! pending nodes decides both, so the split is linear in the graph.
+
+use std::collections::HashMap;
+use std::sync::Arc;
+use std::sync::atomic::Ordering;
+use std::sync::mpsc::Receiver;
+
+use super::device::{Backend, Device};
+use super::gpu::GpuContext;
+use crate::dtype::DType;
+use crate::error::{Error, Result};
+use crate::graph::{Node, NodeState};
+use crate::shape::numel;
+
+/// A readback that a stage asked for: its words arrive once the stage has
+/// run, without waiting for later stages.
+pub(crate) enum StagedRead {
+    /// On the host already (the CPU backend, or a value stored earlier).
+    Host(Vec<u32>),
+    /// Copied by the stage's command buffer into a mapped buffer.
+    Mapped {
+        ctx: Arc<GpuContext>,
+        staging: wgpu::Buffer,
+        mapped: Receiver<std::result::Result<(), wgpu::BufferAsyncError>>,
+        dtype: DType,
+        count: usize,
+    },
+}
+
+impl StagedRead {
+    /// Waits for the stage (only) and returns the value's elements as
+    /// 32-bit patterns. Callable from another thread than the one that
+    /// queued the stages.
+    pub fn wait(self) -> Result<Vec<u32>> {
+        match self {
+            StagedRead::Host(bits) => Ok(bits),
+            StagedRead::Mapped {
+                ctx,
+                staging,
+                mapped,
+                dtype,
+                count,
+            } => {
+                let words = ctx.read_when_mapped(&staging, mapped, "staged readback")?;
+                Ok(dtype.unpack(words, 0, count))
+            }
+        }
+    }
+}
+
+/// The stage of every pending node reachable from the roots, and the
+/// nodes each stage must store for later ones.
+struct StagePlan {
+    /// Per stage: nodes computed there and read by a later stage.
+    stored: Vec<Vec<Arc<Node>>>,
+}
+
+/// `roots[k]`: the nodes stage `k` must produce.
+fn plan(roots: &[Vec<Arc<Node>>]) -> StagePlan {
+    let mut stage_of: HashMap<u64, usize> = HashMap::new();
+    let mut stored: Vec<Vec<Arc<Node>>> = vec![Vec::new(); roots.len()];
+    let mut is_stored: HashMap<u64, ()> = HashMap::new();
+    // A node first reached from stage `k` belongs to it; a node reached
+    // again from a later stage is stored by the stage it belongs to.
+    let mut reach = |node: &Arc<Node>,
+                     k: usize,
+                     stack: &mut Vec<Arc<Node>>,
+                     stored: &mut Vec<Vec<Arc<Node>>>| {
+        if !node.is_pending() {
+            return;
+        }
+        match stage_of.get(&node.id) {
+            None => {
+                stage_of.insert(node.id, k);
+                stack.push(node.clone());
+            }
+            Some(&j) if j < k => {
+                if is_stored.insert(node.id, ()).is_none() {
+                    stored[j].push(node.clone());
+                }
+            }
+            Some(_) => {}
+        }
+    };
+    for (k, stage_roots) in roots.iter().enumerate() {
+        let mut stack = Vec::new();
+        for root in stage_roots {
+            reach(root, k, &mut stack, &mut stored);
+        }
+        while let Some(node) = stack.pop() {
+            let inputs = match &*node.state() {
+                NodeState::Pending(p) => p.inputs.clone(),
+                NodeState::Ready(_) => Vec::new(),
+            };
+            for input in &inputs {
+                reach(input, k, &mut stack, &mut stored);
+            }
+        }
+    }
+    StagePlan { stored }
+}
+
+impl Device {
+    /// Computes `reads` one stage each, in order, then everything else the
+    /// program holds pending except the nodes in `replaced` (values the
+    /// caller is about to overwrite). Each stage's readback is handed to
+    /// `on_read` as soon as the stage is queued, before the next is;
+    /// the readbacks complete as the device gets through the stages.
+    pub(crate) fn realize_in_stages(
+        &self,
+        reads: &[Arc<Node>],
+        replaced: &[Arc<Node>],
+        mut on_read: impl FnMut(StagedRead),
+    ) -> Result<()> {
+        let (pending, _) = self.inner.live.pending_bases();
+        let rest: Vec<Arc<Node>> = pending
+            .into_iter()
+            .filter(|n| !replaced.iter().any(|r| r.id == n.id))
+            .collect();
+        let mut roots: Vec<Vec<Arc<Node>>> = reads.iter().map(|r| vec![r.clone()]).collect();
+        roots.push(rest);
+        let plan = plan(&roots);
+        for (k, stored) in plan.stored.iter().enumerate() {
+            match reads.get(k) {
+                Some(read) => on_read(self.stage_reading(read, stored)?),
+                None => {
+                    let mut outputs = roots[k].clone();
+                    outputs.retain(|n| n.is_pending());
+                    outputs.extend(stored.iter().cloned());
+                    if !outputs.is_empty() {
+                        self.realize(&outputs)?;
+                    }
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// Queues one stage: `read` and `stored`, with `read` copied into a
+    /// mapped buffer by the same command buffer where that is possible.
+    fn stage_reading(&self, read: &Arc<Node>, stored: &[Arc<Node>]) -> Result<StagedRead> {
+        let count = numel(&read.shape);
+        let ctx = match &self.inner.backend {
+            Backend::Gpu(ctx, _) => Some(ctx.clone()),
+            Backend::Cpu => None,
+        };
+        let checking = self.inner.verify.load(Ordering::Relaxed)
+            || self.inner.corrupt_next.load(Ordering::Relaxed);
+        match ctx {
+            Some(ctx) if read.is_pending() && count > 0 && !checking => {
+                let mut outputs = vec![read.clone()];
+                outputs.extend(stored.iter().cloned());
+                let staging = ctx.staging(read.dtype.words(count))?;
+                self.realize_reading(&outputs, Some(&staging))?;
+                self.inner.metrics.add("readbacks", 1);
+                self.inner
+                    .metrics
+                    .add("bytes_downloaded", read.dtype.words(count) as u64 * 4);
+                let mapped = ctx.map_after_submitted(&staging);
+                Ok(StagedRead::Mapped {
+                    ctx,
+                    staging,
+                    mapped,
+                    dtype: read.dtype,
+                    count,
+                })
+            }
+            _ => {
+                if !stored.is_empty() {
+                    self.realize(stored)?;
+                }
+                let bits = pollster::block_on(self.read_bits(read))?;
+                if bits.len() != count {
+                    return Err(Error::Device {
+                        during: "staged readback".into(),
+                        message: format!("read {} elements of {count}", bits.len()),
+                    });
+                }
+                Ok(StagedRead::Host(bits))
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use crate::{Device, Tensor};
+
+    /// Two reads sharing a prefix: the shared node is computed once (in
+    /// the first stage) and stored for the second.
+    #[test]
+    fn a_node_shared_by_two_stages_is_computed_once_and_stored() {
+        let dev = Device::cpu();
+        let x = Tensor::from_vec(vec![1.0f32, 2.0, 3.0], [3], &dev).unwrap();
+        let shared = x.mul(2.0).add(1.0);
+        let a = shared.sum_all();
+        let b = shared.mul(3.0);
+        let roots = vec![vec![a.node()], vec![b.node()], vec![]];
+        let plan = super::plan(&roots);
+        assert_eq!(plan.stored[0].len(), 1);
+        assert_eq!(plan.stored[0][0].id, shared.node().id);
+        assert!(plan.stored[1].is_empty());
+        let mut values: Vec<Vec<f32>> = Vec::new();
+        dev.realize_in_stages(&[a.node(), b.node()], &[], |r| {
+            values.push(r.wait().unwrap().into_iter().map(f32::from_bits).collect())
+        })
+        .unwrap();
+        assert_eq!(values, vec![vec![15.0], vec![9.0, 15.0, 21.0]]);
+    }
+}
