@@ -8,7 +8,7 @@ mod common;
 
 use std::time::{Duration, Instant};
 
-use common::parity::{self, Model, Trained};
+use common::parity::{self, Model};
 use lazywgpu::distributed::{DataParallel, ProcessGroup, ReduceOp};
 use lazywgpu::{DType, Device, Error, Tensor};
 
@@ -165,33 +165,10 @@ fn a_rank_that_leaves_or_calls_another_collective_fails_the_others_instead_of_ha
     assert!(start.elapsed() < Duration::from_secs(30));
 }
 
-/// Every rank's parameters against the single process's, within the
-/// tolerance of f32 sums taken in another order: the rank's gradient mean
-/// is `(sum_a / 32 + sum_b / 32) / 2` where the single process takes
-/// `sum_ab / 64`, a difference of a few ulps that 20 steps of SGD with
-/// momentum carry. Measured per parameter tensor as `|got - want| /
-/// |want|` (Euclidean norms), so that elements near zero are held to the
-/// tensor's scale rather than their own: at most 1.4e-7 was measured for
-/// both models (on lavapipe and the CPU reference); the bound is 1e-5,
-/// where a gradient off by a factor (a sum for a mean) gives > 1e-2.
-fn assert_parity(model: Model, single: &Trained, ranks: &[Trained]) {
-    for (rank, trained) in ranks.iter().enumerate() {
-        for (i, (got, want)) in trained.params.iter().zip(&single.params).enumerate() {
-            let norm = |v: &mut dyn Iterator<Item = f64>| v.map(|x| x * x).sum::<f64>().sqrt();
-            let diff = norm(&mut got.iter().zip(want).map(|(a, b)| (a - b) as f64));
-            let scale = norm(&mut want.iter().map(|&b| b as f64));
-            assert!(
-                diff <= 1e-5 * scale,
-                "{model:?} parameter {i} on rank {rank}: |got - want| = {diff:e}, |want| = {scale:e}"
-            );
-        }
-    }
-}
-
 fn parity_on(model: Model, devices: [Device; 2]) {
     let single = parity::train(model, &devices[0], None);
     let ranks = on_ranks(2, |rank, g| parity::train(model, &devices[rank], Some(g)));
-    assert_parity(model, &single, &ranks);
+    parity::assert_parity(model, &single, &ranks);
     // The ranks apply the same averaged gradients to the same parameters.
     if devices[0].is_gpu() == devices[1].is_gpu() {
         assert_eq!(

@@ -22,7 +22,6 @@
 //! and uploaded again.
 //!
 //! ```no_run
-//! # #[cfg(feature = "mpi")]
 //! # fn main() -> lazywgpu::Result<()> {
 //! use lazywgpu::distributed::{self, DataParallel};
 //! use lazywgpu::nn::{Linear, Module, Parameters, functional::mse_loss};
@@ -45,8 +44,6 @@
 //! dev.mark_step()?;
 //! println!("all-reduce {:?}, {:.0} % hidden", stats.communication, 100.0 * stats.hidden_fraction());
 //! # Ok(()) }
-//! # #[cfg(not(feature = "mpi"))]
-//! # fn main() {}
 //! ```
 //!
 //! ## Failures
@@ -97,12 +94,23 @@ pub struct ProcessGroup {
 /// After this call a panic on any thread of the process aborts the whole
 /// job (after the usual panic message), so that the other ranks do not wait
 /// for this one.
-#[cfg(feature = "mpi")]
+///
+/// Needs the cargo feature `mpi`; without it this returns
+/// [`Error::Collective`](crate::Error::Collective) saying so.
 pub fn init() -> Result<ProcessGroup> {
-    let thread = CollectiveThread::start("lazywgpu-mpi".into(), || {
-        Ok(Box::new(mpi::MpiTransport::init()?) as Box<dyn Transport>)
-    })?;
-    Ok(ProcessGroup::on(thread))
+    #[cfg(feature = "mpi")]
+    {
+        let thread = CollectiveThread::start("lazywgpu-mpi".into(), || {
+            Ok(Box::new(mpi::MpiTransport::init()?) as Box<dyn Transport>)
+        })?;
+        Ok(ProcessGroup::on(thread))
+    }
+    #[cfg(not(feature = "mpi"))]
+    Err(crate::Error::Collective {
+        op: "init",
+        rank: 0,
+        message: "lazywgpu was built without the `mpi` feature (cargo build --features mpi; it needs an MPI library such as Debian's libopenmpi-dev, and libclang-dev)".into(),
+    })
 }
 
 /// The timeout from `LAZYWGPU_COLLECTIVE_TIMEOUT` (seconds).
