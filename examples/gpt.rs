@@ -7,6 +7,8 @@
 //! cargo run --release --example gpt                        # 2,000 iterations
 //! cargo run --release --example gpt -- --iters 200 --log-interval 1
 //! cargo run --release --example gpt -- --device cpu        # the CPU reference
+//! cargo build --release --features mpi --example gpt &&
+//!   mpirun -np 2 target/release/examples/gpt --iters 200 --data-parallel  # two ranks
 //! ```
 //!
 //! Options: `--iters N` (2000), `--log-interval N` (iterations between
@@ -17,7 +19,11 @@
 //! (gpt-loss.svg), `--device gpu|cpu`, `--seed N` (init seed, 1337),
 //! `--sample-len N` (200), `--temperature F` (0.8; 0 takes the argmax),
 //! `--dtype f32|f16|bf16` (mixed precision: the loss under autocast to
-//! that dtype on f32 weights, f16 with dynamic loss scaling).
+//! that dtype on f32 weights, f16 with dynamic loss scaling),
+//! `--data-parallel` (under `mpirun`, built with the feature `mpi`: each
+//! rank trains on 12 sequences of every global batch of `12 x ranks`,
+//! gradients averaged across ranks; each rank reports its steps/s and
+//! all-reduce time per step), `--bucket-kb N` (gradient bucket size, 1024).
 
 #[path = "support/dtype_arg.rs"]
 mod dtype_arg;
@@ -35,6 +41,7 @@ use std::time::Instant;
 use indicatif::{ProgressBar, ProgressStyle};
 use lazywgpu::amp::{AutocastGuard, GradScaler};
 use lazywgpu::data::{CharDataset, Split, SplitMix64};
+use lazywgpu::distributed::{self, DataParallel, SyncStats};
 use lazywgpu::nn::{self, Gpt, GptConfig, Parameters};
 use lazywgpu::optim::{Optimizer, clip_grad_norm_};
 use lazywgpu::{DType, Device, Tensor, no_grad};
@@ -58,6 +65,9 @@ struct Args {
     temperature: f32,
     /// Autocast dtype of the forward pass (`None`: all f32).
     dtype: Option<DType>,
+    /// Train as one rank of an MPI job.
+    data_parallel: bool,
+    bucket_kb: usize,
 }
 
 fn parse_args() -> Result<Args, String> {
@@ -74,6 +84,8 @@ fn parse_args() -> Result<Args, String> {
         sample_len: 200,
         temperature: 0.8,
         dtype: None,
+        data_parallel: false,
+        bucket_kb: 1024,
     };
     let mut it = std::env::args().skip(1);
     while let Some(flag) = it.next() {
@@ -92,8 +104,10 @@ fn parse_args() -> Result<Args, String> {
             "--sample-len" => a.sample_len = num(value()?)? as usize,
             "--temperature" => a.temperature = num(value()?)? as f32,
             "--dtype" => a.dtype = autocast_dtype(&value()?)?,
+            "--data-parallel" => a.data_parallel = true,
+            "--bucket-kb" => a.bucket_kb = (num(value()?)? as usize).max(1),
             "-h" | "--help" => {
-                let doc = include_str!("gpt.rs").lines().take(21);
+                let doc = include_str!("gpt.rs").lines().take(27);
                 println!("{}", doc.collect::<Vec<_>>().join("\n"));
                 std::process::exit(0);
             }
@@ -167,6 +181,14 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     if let Some(init) = &args.init {
         nn::load_safetensors(&model, init)?;
     }
+    let group = if args.data_parallel {
+        Some(distributed::init()?)
+    } else {
+        None
+    };
+    let (rank, ranks) = group
+        .as_ref()
+        .map_or((0, 1), |g| (g.rank(), g.world_size()));
     println!(
         "lazywgpu GPT on {}: {} parameters, {} characters ({} distinct), {} iterations",
         dev.name(),
@@ -199,10 +221,28 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         .collect();
 
     let params = model.params();
+    // Rank 0's parameters go to every rank.
+    let mut ddp = match group {
+        Some(g) => {
+            let ddp = DataParallel::with_bucket_bytes(g, params.clone(), args.bucket_kb << 10)?;
+            println!(
+                "rank {rank} of {ranks}: {BATCH} sequences of each global batch of {}, gradient buckets {:?} elements",
+                BATCH * ranks,
+                ddp.bucket_sizes()
+            );
+            Some(ddp)
+        }
+        None => None,
+    };
+    let mut sync = SyncStats::default();
     // f16's range needs loss scaling; bf16 has f32's.
     let mut scaler = (args.dtype == Some(DType::F16)).then(GradScaler::new);
     let (mut train_curve, mut val_curve) = (Vec::new(), Vec::new());
-    let bar = ProgressBar::new(args.iters as u64);
+    let bar = if rank == 0 {
+        ProgressBar::new(args.iters as u64)
+    } else {
+        ProgressBar::hidden()
+    };
     bar.set_style(
         ProgressStyle::with_template("[{bar:30}] {pos}/{len} {per_sec} eta {eta} {msg}")?
             .progress_chars("=> "),
@@ -211,7 +251,8 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     let mut train_secs = 0.0;
     let end = first_iter + args.iters;
     for it in first_iter..=end {
-        if it % args.eval_interval == 0 || it == end {
+        // Every rank holds the same parameters: rank 0 evaluates.
+        if rank == 0 && (it % args.eval_interval == 0 || it == end) {
             let v = val_loss(&model, &data, &val_batches, &dev)?;
             val_curve.push((it as f64, v));
             bar.suspend(|| println!("iter {it}: val loss {v:.4}"));
@@ -220,8 +261,11 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
             break;
         }
         let t0 = Instant::now();
-        let offsets = data.offsets(Split::Train, &mut rng, BATCH, BLOCK);
-        let (x, y) = data.batch(Split::Train, &offsets, BLOCK, &dev)?;
+        // Every rank draws the global batch (the same stream) and keeps
+        // its part.
+        let offsets = data.offsets(Split::Train, &mut rng, BATCH * ranks, BLOCK);
+        let mine = &offsets[rank * BATCH..(rank + 1) * BATCH];
+        let (x, y) = data.batch(Split::Train, mine, BLOCK, &dev)?;
         let loss = {
             let _amp = AutocastGuard::new(args.dtype);
             model.loss(&x, &y)
@@ -230,6 +274,9 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
             Some(scaler) => {
                 // Unscaled before clipping, as PyTorch's recipe.
                 scaler.scale(&loss).backward();
+                if let Some(d) = &mut ddp {
+                    sync.accumulate(&d.sync_gradients()?);
+                }
                 scaler.unscale_(&opt)?;
                 clip_grad_norm_(&params, 1.0);
                 scaler.step(&mut opt)?;
@@ -237,6 +284,9 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
             }
             None => {
                 loss.backward();
+                if let Some(d) = &mut ddp {
+                    sync.accumulate(&d.sync_gradients()?);
+                }
                 clip_grad_norm_(&params, 1.0);
                 opt.step();
             }
@@ -259,12 +309,26 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     }
     dev.wait()?;
     bar.finish_and_clear();
+    let steps_per_sec = args.iters.saturating_sub(1) as f64 / train_secs.max(1e-9);
+    if ddp.is_some() {
+        let iters = args.iters.max(1) as f64;
+        println!(
+            "rank {rank}: {steps_per_sec:.2} steps/s, all-reduce {:.2} ms per step ({} buckets, {:.0} % hidden behind the device), gradient sync {:.2} ms per step",
+            sync.communication.as_secs_f64() * 1e3 / iters,
+            sync.buckets / args.iters.max(1),
+            100.0 * sync.hidden_fraction(),
+            sync.wall.as_secs_f64() * 1e3 / iters,
+        );
+    }
+    if rank != 0 {
+        return Ok(());
+    }
     let m = dev.metrics();
     println!(
         "trained {} iterations in {:.1} s ({:.2} steps/s after the first); {} graphs compiled; final val loss {:.4}",
         args.iters,
         started.elapsed().as_secs_f64(),
-        args.iters.saturating_sub(1) as f64 / train_secs.max(1e-9),
+        steps_per_sec,
         m.counter("graphs_compiled"),
         val_curve.last().map_or(f64::NAN, |v| v.1)
     );

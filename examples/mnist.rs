@@ -7,6 +7,8 @@
 //! cargo run --release --example mnist -- --model mlp    # 784-128-10 MLP
 //! cargo run --release --example mnist -- --data ~/mnist # the full 60,000/10,000 files (gzipped or not)
 //! LAZYWGPU_DEVICE=cpu cargo run --release --example mnist   # the CPU reference backend
+//! cargo build --release --features mpi --example mnist &&
+//!   mpirun -np 2 target/release/examples/mnist --model mlp --data-parallel  # two ranks
 //! ```
 //!
 //! Options: `--model cnn|mlp`, `--epochs N`, `--batch-size N`, `--lr F`,
@@ -19,7 +21,11 @@
 //! batch too, as PyTorch's `drop_last=False`; a new batch size compiles
 //! another graph), `--dtype f32|f16|bf16` (mixed precision: the forward
 //! pass under autocast to that dtype on f32 weights, f16 with dynamic
-//! loss scaling).
+//! loss scaling), `--data-parallel` (under `mpirun`, built with the
+//! feature `mpi`: each rank trains on `--batch-size` digits of every
+//! global batch of `batch-size x ranks`, gradients averaged across ranks;
+//! each rank reports its steps/s and all-reduce time per step),
+//! `--bucket-kb N` (gradient bucket size for `--data-parallel`, 1024).
 
 #[path = "support/dtype_arg.rs"]
 mod dtype_arg;
@@ -36,6 +42,7 @@ use std::time::Instant;
 use indicatif::{ProgressBar, ProgressStyle};
 use lazywgpu::amp::{AutocastGuard, GradScaler};
 use lazywgpu::data::{Mnist, shuffled_batches};
+use lazywgpu::distributed::{self, DataParallel, SyncStats};
 use lazywgpu::nn::{self, Module, functional as F};
 use lazywgpu::optim::{Adadelta, Optimizer, StepLr};
 use lazywgpu::{DType, Device, Tensor, no_grad};
@@ -58,6 +65,9 @@ struct Args {
     keep_last: bool,
     /// Autocast dtype of the forward pass (`None`: all f32).
     dtype: Option<DType>,
+    /// Train as one rank of an MPI job.
+    data_parallel: bool,
+    bucket_kb: usize,
 }
 
 fn parse_args() -> Result<Args, String> {
@@ -77,6 +87,8 @@ fn parse_args() -> Result<Args, String> {
         train_size: usize::MAX,
         keep_last: false,
         dtype: None,
+        data_parallel: false,
+        bucket_kb: 1024,
     };
     let mut it = std::env::args().skip(1);
     while let Some(flag) = it.next() {
@@ -98,12 +110,14 @@ fn parse_args() -> Result<Args, String> {
             "--train-size" => a.train_size = num(value()?)? as usize,
             "--keep-last" => a.keep_last = true,
             "--dtype" => a.dtype = autocast_dtype(&value()?)?,
+            "--data-parallel" => a.data_parallel = true,
+            "--bucket-kb" => a.bucket_kb = (num(value()?)? as usize).max(1),
             "-h" | "--help" => {
                 println!(
                     "{}",
                     include_str!("mnist.rs")
                         .lines()
-                        .take(25)
+                        .take(32)
                         .collect::<Vec<_>>()
                         .join("\n")
                 );
@@ -198,19 +212,48 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     let data = Mnist::load(&args.data)?;
     let dev = Device::default();
     dev.manual_seed(args.seed);
-    println!(
-        "lazywgpu MNIST: {} model on {}, {} train / {} test digits from {}",
-        args.model,
-        dev.name(),
-        data.train_labels.shape[0],
-        data.test_labels.shape[0],
-        args.data.display()
-    );
+    let group = if args.data_parallel {
+        Some(distributed::init()?)
+    } else {
+        None
+    };
+    let (rank, ranks) = group
+        .as_ref()
+        .map_or((0, 1), |g| (g.rank(), g.world_size()));
+    if rank == 0 {
+        println!(
+            "lazywgpu MNIST: {} model on {}, {} train / {} test digits from {}",
+            args.model,
+            dev.name(),
+            data.train_labels.shape[0],
+            data.test_labels.shape[0],
+            args.data.display()
+        );
+    }
     let model = if args.model == "cnn" {
         cnn(&dev)
     } else {
         mlp(&dev)
     };
+    // Rank 0's initial parameters go to every rank; dropout then draws
+    // differently on each.
+    let mut ddp = match group {
+        Some(g) => {
+            let bytes = args.bucket_kb << 10;
+            let ddp = DataParallel::with_bucket_bytes(g, model.parameters(), bytes)?;
+            dev.manual_seed(args.seed + rank as u64);
+            println!(
+                "rank {rank} of {ranks} on {}: batch {} of each global batch of {}, gradient buckets {:?} elements",
+                dev.name(),
+                args.batch_size,
+                args.batch_size * ranks,
+                ddp.bucket_sizes()
+            );
+            Some(ddp)
+        }
+        None => None,
+    };
+    let global_batch = args.batch_size * ranks;
     let mut opt = Adadelta::new(model.parameters(), args.lr);
     let mut sched = StepLr::new(&opt, 1, args.gamma);
     // f16's range needs loss scaling; bf16 has f32's.
@@ -218,16 +261,21 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
 
     let n_train = data.train_labels.shape[0].min(args.train_size);
     let per_epoch = if args.keep_last {
-        n_train.div_ceil(args.batch_size)
+        n_train.div_ceil(global_batch)
     } else {
-        n_train / args.batch_size
+        n_train / global_batch
     };
     let batches = per_epoch.min(args.max_batches);
     let mut losses: Vec<(f64, f64)> = Vec::new();
     let mut step_rates = Vec::new();
     let started = Instant::now();
     for epoch in 1..=args.epochs {
-        let bar = ProgressBar::new(batches as u64);
+        let mut sync = SyncStats::default();
+        let bar = if rank == 0 {
+            ProgressBar::new(batches as u64)
+        } else {
+            ProgressBar::hidden()
+        };
         bar.set_style(
             ProgressStyle::with_template(
                 "epoch {prefix} [{bar:30}] {pos}/{len} {per_sec} eta {eta} {msg}",
@@ -240,17 +288,22 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         let order = if args.shuffle {
             shuffled_batches(
                 n_train,
-                args.batch_size,
+                global_batch,
                 args.seed,
                 epoch as u64,
                 !args.keep_last,
             )
         } else {
             (0..per_epoch)
-                .map(|b| (b * args.batch_size..((b + 1) * args.batch_size).min(n_train)).collect())
+                .map(|b| (b * global_batch..((b + 1) * global_batch).min(n_train)).collect())
                 .collect()
         };
-        for (b, indices) in order.iter().take(batches).enumerate() {
+        for (b, global_indices) in order.iter().take(batches).enumerate() {
+            // This rank's part of the global batch (all of it alone).
+            let indices = match &ddp {
+                Some(d) => &global_indices[d.shard(global_indices.len())],
+                None => &global_indices[..],
+            };
             let (x, y) = Mnist::batch_at(&data.train_images, &data.train_labels, indices, &dev)?;
             opt.zero_grad();
             let logp = forward(&model, &x, args.dtype).log_softmax(1);
@@ -258,11 +311,17 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
             match &mut scaler {
                 Some(scaler) => {
                     scaler.scale(&loss).backward();
+                    if let Some(d) = &mut ddp {
+                        sync.accumulate(&d.sync_gradients()?);
+                    }
                     scaler.step(&mut opt)?;
                     scaler.update();
                 }
                 None => {
                     loss.backward();
+                    if let Some(d) = &mut ddp {
+                        sync.accumulate(&d.sync_gradients()?);
+                    }
                     opt.step();
                 }
             }
@@ -279,14 +338,30 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         let secs = t0.elapsed().as_secs_f64();
         bar.finish();
         step_rates.push(batches as f64 / secs);
-        let (test_loss, acc) = evaluate(&model, &data, args.dtype, &dev)?;
-        println!(
-            "epoch {epoch}: test loss {test_loss:.4}, accuracy {:.2} %, {:.1} train steps/s, lr {}",
-            acc * 100.0,
-            batches as f64 / secs,
-            opt.lr()
-        );
+        if ddp.is_some() {
+            println!(
+                "rank {rank}: epoch {epoch}: {:.1} steps/s, all-reduce {:.2} ms per step ({} buckets, {:.0} % hidden behind the device), gradient sync {:.2} ms per step",
+                batches as f64 / secs,
+                sync.communication.as_secs_f64() * 1e3 / batches.max(1) as f64,
+                sync.buckets / batches.max(1),
+                100.0 * sync.hidden_fraction(),
+                sync.wall.as_secs_f64() * 1e3 / batches.max(1) as f64,
+            );
+        }
+        // Every rank holds the same parameters: rank 0 evaluates.
+        if rank == 0 {
+            let (test_loss, acc) = evaluate(&model, &data, args.dtype, &dev)?;
+            println!(
+                "epoch {epoch}: test loss {test_loss:.4}, accuracy {:.2} %, {:.1} train steps/s, lr {}",
+                acc * 100.0,
+                batches as f64 / secs,
+                opt.lr()
+            );
+        }
         sched.step(&mut opt);
+    }
+    if rank != 0 {
+        return Ok(());
     }
     println!(
         "trained {} epochs in {:.1} s ({:.1} steps/s after the first epoch)",

@@ -231,3 +231,25 @@ fn the_wrapper_broadcasts_rank_0_parameters_and_buckets_from_the_last() {
         assert_eq!(b, vec![0.0; 4]);
     }
 }
+
+#[test]
+fn each_adapter_is_a_device_and_the_first_and_last_train_together() {
+    let first = common::gpu().expect("GPU");
+    let devices = Device::gpus().unwrap();
+    assert!(!devices.is_empty());
+    assert_eq!(devices[0].name(), first.name());
+    let names: std::collections::HashSet<String> = devices.iter().map(Device::name).collect();
+    assert_eq!(
+        names.len(),
+        devices.len(),
+        "an adapter listed twice: {names:?}"
+    );
+    // On a machine with two GPUs this is two adapters; on lavapipe, two
+    // ranks on the one. Each rank has a `Device` value of its own (its
+    // own seed and pending work), hence a second call.
+    let again = Device::gpus().unwrap();
+    parity_on(
+        Model::Mlp,
+        [devices[0].clone(), again[again.len() - 1].clone()],
+    );
+}

@@ -141,8 +141,14 @@ impl ProcessGroup {
     }
 
     /// `world_size` ranks in this process, one per thread that will use
-    /// them: hand element `r` to the thread of rank `r` (with its device).
-    /// Collectives meet in shared memory.
+    /// them: hand element `r` to the thread of rank `r`, with a [`Device`]
+    /// value of its own (one per adapter from [`Device::gpus`], or several
+    /// made on one adapter: two ranks must not share a `Device` value,
+    /// whose seed and pending work are one program's). Collectives meet in
+    /// shared memory.
+    ///
+    /// [`Device`]: crate::Device
+    /// [`Device::gpus`]: crate::Device::gpus
     ///
     /// # Panics
     /// If `world_size` is 0.

@@ -109,6 +109,24 @@ impl Device {
         Ok(Device::with_backend(Backend::Gpu(ctx, target), config))
     }
 
+    /// One device per GPU adapter of the machine (each discrete or
+    /// integrated GPU once, whichever backends offer it; a CPU adapter
+    /// such as lavapipe only where there is no GPU), the one
+    /// [`Device::gpu`] uses first. For data-parallel training on several
+    /// GPUs in one process: see [`crate::distributed::ProcessGroup::local`].
+    /// The environment's switches apply.
+    pub fn gpus() -> Result<Vec<Device>> {
+        let config = DeviceConfig::from_env();
+        Ok(GpuContext::all()?
+            .into_iter()
+            .map(|ctx| {
+                let target =
+                    Target::for_adapter(&ctx.info, &ctx.limits, ctx.features, config.matmul);
+                Device::with_backend(Backend::Gpu(ctx, target), config.clone())
+            })
+            .collect())
+    }
+
     /// A device on the CPU reference backend (ndarray); the environment's
     /// switches apply.
     pub fn cpu() -> Device {

@@ -65,6 +65,60 @@ impl GpuContext {
         let instance =
             wgpu::Instance::new(wgpu::InstanceDescriptor::new_without_display_handle_from_env());
         let adapter = choose_adapter(&instance).await?;
+        GpuContext::create_on(adapter).await
+    }
+
+    /// One context per distinct adapter of the machine, for training on
+    /// several at once: the shared context for the adapter it uses, a new
+    /// one for each other. An adapter offered by several backends (Vulkan
+    /// and GL, say) counts once, by its best backend; CPU adapters
+    /// (lavapipe) only when there is no other.
+    pub fn all() -> Result<Vec<Arc<GpuContext>>> {
+        let shared = GpuContext::shared()?;
+        let instance =
+            wgpu::Instance::new(wgpu::InstanceDescriptor::new_without_display_handle_from_env());
+        let adapters = pollster::block_on(instance.enumerate_adapters(wgpu::Backends::all()));
+        let rank = |b: wgpu::Backend| match b {
+            wgpu::Backend::Vulkan | wgpu::Backend::Metal | wgpu::Backend::Dx12 => 0,
+            _ => 1,
+        };
+        let mut chosen: Vec<wgpu::Adapter> = Vec::new();
+        for adapter in adapters {
+            let info = adapter.get_info();
+            let same = chosen.iter().position(|c| {
+                let ci = c.get_info();
+                (ci.vendor, ci.device, &ci.name) == (info.vendor, info.device, &info.name)
+            });
+            match same {
+                Some(i) if rank(info.backend) < rank(chosen[i].get_info().backend) => {
+                    chosen[i] = adapter;
+                }
+                Some(_) => {}
+                None => chosen.push(adapter),
+            }
+        }
+        if chosen
+            .iter()
+            .any(|a| a.get_info().device_type != wgpu::DeviceType::Cpu)
+        {
+            chosen.retain(|a| a.get_info().device_type != wgpu::DeviceType::Cpu);
+        }
+        let same_as_shared = |info: &wgpu::AdapterInfo| {
+            (info.vendor, info.device, &info.name)
+                == (shared.info.vendor, shared.info.device, &shared.info.name)
+        };
+        let mut contexts = vec![shared.clone()];
+        for adapter in chosen {
+            if !same_as_shared(&adapter.get_info()) {
+                contexts.push(Arc::new(pollster::block_on(GpuContext::create_on(
+                    adapter,
+                ))?));
+            }
+        }
+        Ok(contexts)
+    }
+
+    async fn create_on(adapter: wgpu::Adapter) -> Result<GpuContext> {
         let info = adapter.get_info();
         let limits = adapter.limits();
         // Request what the adapter offers, not wgpu's small defaults, and
