@@ -21,15 +21,19 @@ use lazywgpu::{Device, Tensor};
 const ITERS: usize = 50;
 const WARMUP: usize = 5;
 
-fn median_us(
-    mut f: impl FnMut() -> lazywgpu::Result<()>,
+/// The median time of `call(setup())` over `ITERS` calls (after
+/// `WARMUP`), each after `barrier()`; `setup` is not timed.
+fn median_us<T>(
+    mut setup: impl FnMut() -> T,
+    mut call: impl FnMut(T) -> lazywgpu::Result<()>,
     barrier: impl Fn(),
 ) -> lazywgpu::Result<f64> {
     let mut times = Vec::with_capacity(ITERS);
     for it in 0..WARMUP + ITERS {
+        let input = setup();
         barrier();
         let t0 = Instant::now();
-        f()?;
+        call(input)?;
         if it >= WARMUP {
             times.push(t0.elapsed().as_secs_f64() * 1e6);
         }
@@ -54,16 +58,14 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
             .map(|i| (i % 1000) as f32 * 0.001 + rank as f32)
             .collect();
         let host = median_us(
-            || {
-                group
-                    .all_reduce_vec(data.clone(), ReduceOp::Sum)
-                    .map(|_| ())
-            },
+            || data.clone(),
+            |d| group.all_reduce_vec(d, ReduceOp::Sum).map(|_| ()),
             barrier,
         )?;
         let t = Tensor::from_vec(data.clone(), [n], &dev)?;
         let tensor = median_us(
-            || {
+            || (),
+            |()| {
                 group.all_reduce(&t, ReduceOp::Sum)?;
                 // The upload is queued: wait for it, as the next use would.
                 dev.mark_step()?;

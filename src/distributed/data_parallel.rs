@@ -19,6 +19,7 @@ use std::time::{Duration, Instant};
 use super::{ProcessGroup, ReduceOp, Reduced};
 use crate::error::Result;
 use crate::graph::Node;
+use crate::shape::{Layout, numel};
 use crate::{DType, Tensor};
 
 /// The bucket size when none is given: large enough that an all-reduce
@@ -258,35 +259,60 @@ impl DataParallel {
                     .unwrap_or_else(|| Tensor::zeros_dtype(p.shape().to_vec(), p.dtype(), &dev))
             })
             .collect();
-        let flats: Vec<Tensor> = self
-            .buckets
+        // Stage k computes bucket k's gradients and reads them back in one
+        // copy. A gradient that is a view (a weight's gradient is often
+        // the transpose of a product) is read through its base, the value
+        // a step stores anyway, and its window gathered on the host:
+        // stored views would be copies of their own. (A concatenation of
+        // the gradients, read back instead, would fuse a whole bucket's
+        // elementwise work into one kernel.) A gradient that is not f32 is
+        // read through an f32 copy.
+        let mut windows: Vec<Vec<Window>> = Vec::with_capacity(self.buckets.len());
+        let mut stages: Vec<Vec<Arc<Node>>> = Vec::with_capacity(self.buckets.len());
+        for bucket in &self.buckets {
+            let (mut reads, mut parts) = (Vec::new(), Vec::new());
+            for &i in &bucket.params {
+                let g = grads[i].float();
+                let base = g.h.base_window().filter(|(b, _)| b.dtype == DType::F32);
+                let (node, layout) = match base {
+                    Some((base, layout)) => (base, Some(layout)),
+                    None => (g.node(), None),
+                };
+                parts.push(Window {
+                    read_len: numel(&node.shape),
+                    shape: g.shape().to_vec(),
+                    layout,
+                });
+                reads.push(node);
+            }
+            windows.push(parts);
+            stages.push(reads);
+        }
+        let replaced: Vec<Arc<Node>> = grads
             .iter()
-            .map(|b| {
-                let parts: Vec<Tensor> = b
-                    .params
-                    .iter()
-                    .map(|&i| grads[i].float().flatten())
-                    .collect();
-                Tensor::cat(&parts.iter().collect::<Vec<_>>(), 0)
-            })
+            .map(Tensor::node)
+            .chain(stages.iter().flatten().cloned())
             .collect();
-        let reads: Vec<Arc<Node>> = flats.iter().map(Tensor::node).collect();
-        let replaced: Vec<Arc<Node>> = grads.iter().chain(&flats).map(Tensor::node).collect();
-        let mut pending = Vec::with_capacity(flats.len());
-        dev.realize_in_stages(&reads, &replaced, |read| {
+        let mut pending = Vec::with_capacity(stages.len());
+        dev.realize_in_stages(&stages, &replaced, |read| {
             pending.push(self.group.all_reduce_later(read, ReduceOp::Mean));
         })?;
-        drop((reads, replaced, flats));
+        drop((stages, replaced));
         let mut timeline_points = Vec::with_capacity(pending.len());
-        for (bucket, done) in self.buckets.iter().zip(pending) {
+        for ((bucket, parts), done) in self.buckets.iter().zip(&windows).zip(pending) {
             let Reduced { data, ready, done } = self.group.wait(done)?;
             timeline_points.push((ready, done));
-            let mean = Tensor::from_vec(data, [bucket.numel], &dev)?;
+            // One upload per gradient: each is then a stored value of its
+            // own, as after an ordinary backward step, rather than a view
+            // into the bucket (the optimiser's kernels would read every
+            // gradient through a window of one buffer).
+            let mean = gather_windows(&data, parts);
             let mut offset = 0;
             for &i in &bucket.params {
                 let p = &self.params[i];
                 let n = p.numel();
-                let mut g = mean.narrow(0, offset, n).reshape(p.shape().to_vec());
+                let values = mean[offset..offset + n].to_vec();
+                let mut g = Tensor::from_vec(values, p.shape().to_vec(), &dev)?;
                 if grads[i].dtype() != DType::F32 {
                     g = g.cast(grads[i].dtype());
                 }
@@ -303,6 +329,50 @@ impl DataParallel {
             hidden,
         })
     }
+}
+
+/// How one gradient was read back: `read_len` elements of the value read
+/// (its base, or itself), and the window of them that is the gradient.
+struct Window {
+    read_len: usize,
+    shape: Vec<usize>,
+    /// `None`: the value read is the gradient, row-major.
+    layout: Option<Layout>,
+}
+
+/// The gradients' row-major elements, one after another, from the values
+/// read back one after another.
+fn gather_windows(data: &[f32], parts: &[Window]) -> Vec<f32> {
+    let mut out = Vec::with_capacity(parts.iter().map(|w| numel(&w.shape)).sum());
+    let mut start = 0;
+    for w in parts {
+        let read = &data[start..start + w.read_len];
+        match &w.layout {
+            None => out.extend_from_slice(read),
+            Some(layout) => {
+                // Walk the window's indices in row-major order.
+                let mut index = vec![0usize; w.shape.len()];
+                for _ in 0..numel(&w.shape) {
+                    let at: usize = layout.offset
+                        + index
+                            .iter()
+                            .zip(&layout.strides)
+                            .map(|(i, s)| i * s)
+                            .sum::<usize>();
+                    out.push(read[at]);
+                    for d in (0..index.len()).rev() {
+                        index[d] += 1;
+                        if index[d] < w.shape[d] {
+                            break;
+                        }
+                        index[d] = 0;
+                    }
+                }
+            }
+        }
+        start += w.read_len;
+    }
+    out
 }
 
 /// Rank `rank`'s part of `len` items split over `world` ranks.
@@ -324,6 +394,42 @@ mod tests {
         assert_eq!(params, vec![vec![4, 3, 2], vec![1], vec![0]]);
         assert_eq!(buckets[0].numel, 110);
         assert_eq!(buckets_of(&[5], 1 << 20).len(), 1);
+    }
+
+    #[test]
+    fn windows_gather_a_transpose_and_a_slice_from_their_bases() {
+        // A 2x3 base read as its 3x2 transpose, then a plain 2-vector, then
+        // elements 1..3 of a 4-vector.
+        let data = [
+            0.0, 1.0, 2.0, 3.0, 4.0, 5.0, 10.0, 11.0, 20.0, 21.0, 22.0, 23.0,
+        ];
+        let parts = [
+            Window {
+                read_len: 6,
+                shape: vec![3, 2],
+                layout: Some(Layout {
+                    strides: vec![1, 3],
+                    offset: 0,
+                }),
+            },
+            Window {
+                read_len: 2,
+                shape: vec![2],
+                layout: None,
+            },
+            Window {
+                read_len: 4,
+                shape: vec![2],
+                layout: Some(Layout {
+                    strides: vec![1],
+                    offset: 1,
+                }),
+            },
+        ];
+        assert_eq!(
+            gather_windows(&data, &parts),
+            vec![0.0, 3.0, 1.0, 4.0, 2.0, 5.0, 10.0, 11.0, 21.0, 22.0]
+        );
     }
 
     #[test]

@@ -20,6 +20,9 @@ use mpi::topology::{Communicator, SimpleCommunicator};
 use super::transport::{ReduceOp, Transport};
 use crate::error::{Error, Result};
 
+/// How long a collective is polled without sleeping.
+const IDLE_AFTER: Duration = Duration::from_secs(1);
+
 /// This process's rank and world size, for the panic hook (which runs
 /// on whichever thread panicked).
 static RANK: AtomicUsize = AtomicUsize::new(0);
@@ -68,7 +71,6 @@ impl MpiTransport {
         timeout: Duration,
     ) {
         let start = Instant::now();
-        let mut spins = 0u32;
         loop {
             match request.test() {
                 Ok(_) => return,
@@ -80,22 +82,25 @@ impl MpiTransport {
                 );
                 self.abort_job(op, &message);
             }
-            // Spin briefly (a collective between local ranks takes
-            // microseconds), then poll less often.
-            spins += 1;
-            if spins < 1000 {
+            // MPI progresses a non-blocking collective only inside calls
+            // like this test (Open MPI has no progress thread), so poll
+            // without sleeping while data may be moving; yielding lets
+            // the other rank's process (or this rank's device, on a CPU
+            // adapter) have the core. A peer that has not arrived after
+            // `IDLE_AFTER` is waited for with short sleeps.
+            if start.elapsed() < IDLE_AFTER {
                 std::thread::yield_now();
             } else {
-                std::thread::sleep(Duration::from_micros(100));
+                std::thread::sleep(Duration::from_micros(50));
             }
         }
     }
 
     fn abort_job(&self, op: &str, message: &str) -> ! {
-        eprintln!(
+        say(&format!(
             "lazywgpu: rank {} of {}: {op}: {message}; aborting the MPI job",
             self.rank, self.world_size
-        );
+        ));
         self.world.abort(1)
     }
 }
@@ -106,13 +111,20 @@ fn install_abort_on_panic() {
     let previous = std::panic::take_hook();
     std::panic::set_hook(Box::new(move |info| {
         previous(info);
-        eprintln!(
+        say(&format!(
             "lazywgpu: rank {} of {} panicked; aborting the MPI job",
             RANK.load(Ordering::Relaxed),
             WORLD_SIZE.load(Ordering::Relaxed)
-        );
+        ));
         SimpleCommunicator::world().abort(1);
     }));
+}
+
+/// Writes a line to stderr in one write, so that `mpirun --tag-output`
+/// (and anything else interleaving ranks' output) keeps it whole.
+fn say(line: &str) {
+    use std::io::Write;
+    let _ = std::io::stderr().write_all(format!("{line}\n").as_bytes());
 }
 
 fn system_op(op: ReduceOp) -> SystemOperation {

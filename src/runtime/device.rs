@@ -304,12 +304,13 @@ impl Device {
         self.realize_reading(nodes, None)
     }
 
-    /// `realize`, also copying the first node's result into `readback`
-    /// (a staging buffer of its size) in the same submission.
+    /// `realize`, also copying the results of the first `n` nodes, one
+    /// after another, into `readback` `(staging, n)` in the same
+    /// submission (those nodes must be pending and distinct).
     pub(super) fn realize_reading(
         &self,
         nodes: &[Arc<Node>],
-        readback: Option<&wgpu::Buffer>,
+        readback: Option<(&wgpu::Buffer, usize)>,
     ) -> Result<()> {
         let graph = self.inner.metrics.time("collect", || {
             Graph::collect_with(nodes, self.fusion(), self.checks())
@@ -390,7 +391,7 @@ impl Device {
                 if count > 0 && !checking {
                     let words = node.dtype.words(count);
                     let staging = ctx.staging(words)?;
-                    self.realize_reading(std::slice::from_ref(node), Some(&staging))?;
+                    self.realize_reading(std::slice::from_ref(node), Some((&staging, 1)))?;
                     self.inner.metrics.add("readbacks", 1);
                     self.inner.metrics.add("bytes_downloaded", words as u64 * 4);
                     let read: Vec<u32> = ctx.read_mapped(&staging, "readback").await?;

@@ -3,13 +3,13 @@
 //! next: how data-parallel training overlaps the all-reduce of one bucket
 //! of gradients with the backward pass of the layers before it.
 //!
-//! Stage `k` computes what `reads[k]` needs that no earlier stage
-//! computed; a final stage computes `rest`. Every node is computed once,
+//! Stage `k` computes what its reads need that no earlier stage computed
+//! (the first also what else the program holds pending). Every node is computed once,
 //! in the first stage that needs it, and stored (an extra output of that
 //! stage's graph) only when a later stage reads it. One pass over the
 //! pending nodes decides both, so the split is linear in the graph.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
 use std::sync::mpsc::Receiver;
@@ -110,75 +110,89 @@ fn plan(roots: &[Vec<Arc<Node>>]) -> StagePlan {
 }
 
 impl Device {
-    /// Computes `reads` one stage each, in order, then everything else the
+    /// Computes `stages` in order, the first with everything else the
     /// program holds pending except the nodes in `replaced` (values the
-    /// caller is about to overwrite). Each stage's readback is handed to
-    /// `on_read` as soon as the stage is queued, before the next is;
-    /// the readbacks complete as the device gets through the stages.
+    /// caller is about to overwrite). Stage `k` computes and stores the
+    /// nodes `stages[k]`
+    /// and reads their values back, one after another; each readback is
+    /// handed to `on_read` as soon as its stage is queued, before the next
+    /// is, and completes as the device gets through the stages.
     pub(crate) fn realize_in_stages(
         &self,
-        reads: &[Arc<Node>],
+        stages: &[Vec<Arc<Node>>],
         replaced: &[Arc<Node>],
         mut on_read: impl FnMut(StagedRead),
     ) -> Result<()> {
+        let replaced: HashSet<u64> = replaced.iter().map(|n| n.id).collect();
         let (pending, _) = self.inner.live.pending_bases();
         let rest: Vec<Arc<Node>> = pending
             .into_iter()
-            .filter(|n| !replaced.iter().any(|r| r.id == n.id))
+            .filter(|n| !replaced.contains(&n.id))
             .collect();
-        let mut roots: Vec<Vec<Arc<Node>>> = reads.iter().map(|r| vec![r.clone()]).collect();
-        roots.push(rest);
+        // The rest (a loss the program reads later, say) joins the first
+        // stage, which has the forward pass already: split off into a
+        // stage of its own it would make the first stage store the
+        // forward values it reads.
+        let mut roots: Vec<Vec<Arc<Node>>> = stages.to_vec();
+        match roots.first_mut() {
+            Some(first) => first.extend(rest),
+            None => roots.push(rest),
+        }
         let plan = plan(&roots);
         for (k, stored) in plan.stored.iter().enumerate() {
-            match reads.get(k) {
-                Some(read) => on_read(self.stage_reading(read, stored)?),
-                None => {
-                    let mut outputs = roots[k].clone();
-                    outputs.retain(|n| n.is_pending());
-                    outputs.extend(stored.iter().cloned());
-                    if !outputs.is_empty() {
-                        self.realize(&outputs)?;
-                    }
-                }
+            let mut outputs = roots[k].clone();
+            outputs.retain(|n| n.is_pending());
+            outputs.extend(stored.iter().cloned());
+            match stages.get(k) {
+                Some(reads) => on_read(self.stage_reading(reads, &outputs)?),
+                None if !outputs.is_empty() => self.realize(&outputs)?,
+                None => {}
             }
         }
         Ok(())
     }
 
-    /// Queues one stage: `read` and `stored`, with `read` copied into a
-    /// mapped buffer by the same command buffer where that is possible.
-    fn stage_reading(&self, read: &Arc<Node>, stored: &[Arc<Node>]) -> Result<StagedRead> {
-        let count = numel(&read.shape);
+    /// Queues one stage: computes `outputs` (which start with `reads`
+    /// where those are pending) and, where it can, copies `reads` into one
+    /// mapped buffer in the same command buffer. That needs the reads
+    /// pending, distinct and of one 32-bit dtype; otherwise they are
+    /// computed and read back one by one, now.
+    fn stage_reading(&self, reads: &[Arc<Node>], outputs: &[Arc<Node>]) -> Result<StagedRead> {
+        let count: usize = reads.iter().map(|r| numel(&r.shape)).sum();
         let ctx = match &self.inner.backend {
             Backend::Gpu(ctx, _) => Some(ctx.clone()),
             Backend::Cpu => None,
         };
         let checking = self.inner.verify.load(Ordering::Relaxed)
             || self.inner.corrupt_next.load(Ordering::Relaxed);
+        let distinct = reads.iter().map(|r| r.id).collect::<HashSet<_>>().len() == reads.len();
+        let copyable = reads
+            .iter()
+            .all(|r| r.is_pending() && r.dtype == reads[0].dtype && r.dtype.size_in_bytes() == 4);
         match ctx {
-            Some(ctx) if read.is_pending() && count > 0 && !checking => {
-                let mut outputs = vec![read.clone()];
-                outputs.extend(stored.iter().cloned());
-                let staging = ctx.staging(read.dtype.words(count))?;
-                self.realize_reading(&outputs, Some(&staging))?;
+            Some(ctx) if count > 0 && distinct && copyable && !checking => {
+                let dtype = reads[0].dtype;
+                let staging = ctx.staging(count)?;
+                self.realize_reading(outputs, Some((&staging, reads.len())))?;
                 self.inner.metrics.add("readbacks", 1);
-                self.inner
-                    .metrics
-                    .add("bytes_downloaded", read.dtype.words(count) as u64 * 4);
+                self.inner.metrics.add("bytes_downloaded", count as u64 * 4);
                 let mapped = ctx.map_after_submitted(&staging);
                 Ok(StagedRead::Mapped {
                     ctx,
                     staging,
                     mapped,
-                    dtype: read.dtype,
+                    dtype,
                     count,
                 })
             }
             _ => {
-                if !stored.is_empty() {
-                    self.realize(stored)?;
+                if !outputs.is_empty() {
+                    self.realize(outputs)?;
                 }
-                let bits = pollster::block_on(self.read_bits(read))?;
+                let mut bits = Vec::with_capacity(count);
+                for read in reads {
+                    bits.extend(pollster::block_on(self.read_bits(read))?);
+                }
                 if bits.len() != count {
                     return Err(Error::Device {
                         during: "staged readback".into(),
@@ -210,10 +224,11 @@ mod tests {
         assert_eq!(plan.stored[0][0].id, shared.node().id);
         assert!(plan.stored[1].is_empty());
         let mut values: Vec<Vec<f32>> = Vec::new();
-        dev.realize_in_stages(&[a.node(), b.node()], &[], |r| {
+        let stages = [vec![a.node()], vec![b.node(), a.node()]];
+        dev.realize_in_stages(&stages, &[], |r| {
             values.push(r.wait().unwrap().into_iter().map(f32::from_bits).collect())
         })
         .unwrap();
-        assert_eq!(values, vec![vec![15.0], vec![9.0, 15.0, 21.0]]);
+        assert_eq!(values, vec![vec![15.0], vec![9.0, 15.0, 21.0, 15.0]]);
     }
 }

@@ -148,6 +148,19 @@ impl Handle {
         matches!(self.alias, Alias::Base)
     }
 
+    /// For a view of a base: the base's node and the view's window on
+    /// its row-major elements; `None` for a base. Reading the base and
+    /// gathering the window on the host reads the value without making
+    /// its layout a value of its own on the device.
+    pub fn base_window(&self) -> Option<(Arc<Node>, Layout)> {
+        match &self.alias {
+            Alias::View { base, layout, .. } if base.is_base() => {
+                Some((base.node(), layout.clone()))
+            }
+            _ => None,
+        }
+    }
+
     /// Binds the handle to a new value (an in-place op). A view writes the
     /// new values into its base as a scatter node, so the base, and every
     /// other view of it, sees them.

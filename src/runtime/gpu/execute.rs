@@ -20,15 +20,16 @@ use super::context::GpuContext;
 /// Runs `graph`: compiles or finds its executable, allocates its written
 /// buffers, encodes one command buffer and submits it without waiting.
 /// Returns the storage of each output in `graph.key.outputs` order.
-/// With `readback`, the first output is also copied into that staging
-/// buffer by the same command buffer: reading a result then costs one
-/// submission and one wait instead of two of each.
+/// With `readback` `(staging, n)`, the first `n` outputs are also copied
+/// into that staging buffer, one after another, by the same command
+/// buffer: reading a result then costs one submission and one wait
+/// instead of two of each.
 pub(crate) fn run_graph(
     (ctx, target): (&GpuContext, &Target),
     caches: &Mutex<GpuCaches>,
     pool: &Arc<BufferPool>,
     graph: &Graph,
-    readback: Option<&wgpu::Buffer>,
+    readback: Option<(&wgpu::Buffer, usize)>,
 ) -> Result<Vec<Storage>> {
     let metrics = &pool.metrics;
     let (exe, compiled) = {
@@ -63,9 +64,16 @@ pub(crate) fn run_graph(
         }
         None => None,
     };
-    if let (Some(staging), Some(&o)) = (readback, exe.key.outputs.first()) {
-        let buf = run.output_buffer(o)?;
-        encoder.copy_buffer_to_buffer(buf.buffer(), 0, staging, 0, Some(staging.size()));
+    if let Some((staging, count)) = readback {
+        let mut offset = 0;
+        for &o in exe.key.outputs.iter().take(count) {
+            let node = &exe.key.nodes[o];
+            let bytes =
+                (node.dtype.words(numel(&node.shape)) as u64 * 4).min(staging.size() - offset);
+            let buf = run.output_buffer(o)?;
+            encoder.copy_buffer_to_buffer(buf.buffer(), 0, staging, offset, Some(bytes));
+            offset += bytes;
+        }
     }
     let timestamps = queries
         .as_ref()
