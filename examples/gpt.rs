@@ -8,7 +8,7 @@
 //! cargo run --release --example gpt -- --iters 200 --log-interval 1
 //! cargo run --release --example gpt -- --device cpu        # the CPU reference
 //! cargo build --release --features mpi --example gpt &&
-//!   mpirun -np 2 target/release/examples/gpt --iters 200 --data-parallel  # two ranks
+//!   mpirun -np 2 --bind-to none target/release/examples/gpt --iters 200 --data-parallel  # two ranks
 //! ```
 //!
 //! Options: `--iters N` (2000), `--log-interval N` (iterations between

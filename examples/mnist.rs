@@ -8,7 +8,7 @@
 //! cargo run --release --example mnist -- --data ~/mnist # the full 60,000/10,000 files (gzipped or not)
 //! LAZYWGPU_DEVICE=cpu cargo run --release --example mnist   # the CPU reference backend
 //! cargo build --release --features mpi --example mnist &&
-//!   mpirun -np 2 target/release/examples/mnist --model mlp --data-parallel  # two ranks
+//!   mpirun -np 2 --bind-to none target/release/examples/mnist --model mlp --data-parallel  # two ranks
 //! ```
 //!
 //! Options: `--model cnn|mlp`, `--epochs N`, `--batch-size N`, `--lr F`,

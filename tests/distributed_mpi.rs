@@ -32,6 +32,8 @@ fn mpirun(rank_fn: &str, env: &[(&str, &str)], limit: Duration) -> Job {
     cmd.args([
         "--allow-run-as-root",
         "--oversubscribe",
+        "--bind-to",
+        "none",
         "--tag-output",
         "-np",
         "2",

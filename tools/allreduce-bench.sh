@@ -8,7 +8,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 ranks=${RANKS:-2}
 export OMPI_MCA_btl_vader_single_copy_mechanism=${OMPI_MCA_btl_vader_single_copy_mechanism:-none}
-mpi=(mpirun --allow-run-as-root --oversubscribe -np "$ranks")
+mpi=(mpirun --allow-run-as-root --oversubscribe --bind-to none -np "$ranks")
 mpicc -O2 -o target/mpi_allreduce tools/mpi_allreduce.c
 cargo build --release --quiet --features mpi --example allreduce
 "${mpi[@]}" target/mpi_allreduce > target/allreduce-mpi.txt
