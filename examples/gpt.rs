@@ -29,6 +29,8 @@
 mod dtype_arg;
 #[path = "support/plot.rs"]
 mod plot;
+#[path = "support/ranks.rs"]
+mod ranks;
 
 use dtype_arg::autocast_dtype;
 
@@ -41,7 +43,7 @@ use std::time::Instant;
 use indicatif::{ProgressBar, ProgressStyle};
 use lazywgpu::amp::{AutocastGuard, GradScaler};
 use lazywgpu::data::{CharDataset, Split, SplitMix64};
-use lazywgpu::distributed::{self, DataParallel, SyncStats};
+use lazywgpu::distributed::{DataParallel, SyncStats};
 use lazywgpu::nn::{self, Gpt, GptConfig, Parameters};
 use lazywgpu::optim::{Optimizer, clip_grad_norm_};
 use lazywgpu::{DType, Device, Tensor, no_grad};
@@ -181,14 +183,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     if let Some(init) = &args.init {
         nn::load_safetensors(&model, init)?;
     }
-    let group = if args.data_parallel {
-        Some(distributed::init()?)
-    } else {
-        None
-    };
-    let (rank, ranks) = group
-        .as_ref()
-        .map_or((0, 1), |g| (g.rank(), g.world_size()));
+    let (group, rank, ranks) = ranks::join(args.data_parallel)?;
     println!(
         "lazywgpu GPT on {}: {} parameters, {} characters ({} distinct), {} iterations",
         dev.name(),

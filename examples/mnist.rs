@@ -31,6 +31,8 @@
 mod dtype_arg;
 #[path = "support/plot.rs"]
 mod plot;
+#[path = "support/ranks.rs"]
+mod ranks;
 
 use dtype_arg::autocast_dtype;
 
@@ -42,7 +44,7 @@ use std::time::Instant;
 use indicatif::{ProgressBar, ProgressStyle};
 use lazywgpu::amp::{AutocastGuard, GradScaler};
 use lazywgpu::data::{Mnist, shuffled_batches};
-use lazywgpu::distributed::{self, DataParallel, SyncStats};
+use lazywgpu::distributed::{DataParallel, SyncStats};
 use lazywgpu::nn::{self, Module, functional as F};
 use lazywgpu::optim::{Adadelta, Optimizer, StepLr};
 use lazywgpu::{DType, Device, Tensor, no_grad};
@@ -212,14 +214,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     let data = Mnist::load(&args.data)?;
     let dev = Device::default();
     dev.manual_seed(args.seed);
-    let group = if args.data_parallel {
-        Some(distributed::init()?)
-    } else {
-        None
-    };
-    let (rank, ranks) = group
-        .as_ref()
-        .map_or((0, 1), |g| (g.rank(), g.world_size()));
+    let (group, rank, ranks) = ranks::join(args.data_parallel)?;
     if rank == 0 {
         println!(
             "lazywgpu MNIST: {} model on {}, {} train / {} test digits from {}",

@@ -361,14 +361,7 @@ impl GpuContext {
             .map_err(|_| device_error("map callback dropped".into()))?
             .map_err(|e| device_error(e.to_string()))?;
         self.take_error(during)?;
-        let view = staging
-            .slice(..)
-            .get_mapped_range()
-            .map_err(|e| device_error(e.to_string()))?;
-        let out = bytemuck::cast_slice::<u8, T>(&view).to_vec();
-        drop(view);
-        staging.unmap();
-        Ok(out)
+        copy_mapped(staging, during)
     }
 
     /// Asks for `staging` to be mapped for reading once the command
@@ -422,14 +415,7 @@ impl GpuContext {
         };
         outcome.map_err(|e| device_error(e.to_string()))?;
         self.take_error(during)?;
-        let view = staging
-            .slice(..)
-            .get_mapped_range()
-            .map_err(|e| device_error(e.to_string()))?;
-        let out = bytemuck::cast_slice::<u8, u32>(&view).to_vec();
-        drop(view);
-        staging.unmap();
-        Ok(out)
+        copy_mapped(staging, during)
     }
 
     /// Waits until all submitted work is done.
@@ -445,6 +431,21 @@ impl GpuContext {
             })?;
         self.take_error("wait")
     }
+}
+
+/// The contents of a mapped staging buffer as `T`s; unmaps it.
+fn copy_mapped<T: bytemuck::Pod>(staging: &wgpu::Buffer, during: &str) -> Result<Vec<T>> {
+    let view = staging
+        .slice(..)
+        .get_mapped_range()
+        .map_err(|e| Error::Device {
+            during: during.to_string(),
+            message: e.to_string(),
+        })?;
+    let out = bytemuck::cast_slice::<u8, T>(&view).to_vec();
+    drop(view);
+    staging.unmap();
+    Ok(out)
 }
 
 /// Starts the thread that waits for each submission sent to it to
