@@ -73,6 +73,14 @@ pub(crate) struct Gen<'a> {
     body: Vec<Inst>,
     /// (node, index, vectorised) -> the value there.
     memo: HashMap<(usize, Expr, bool), Expr>,
+    /// Where a strided scatter into a base reads its source: (the source
+    /// index, the view's shape and layout) -> the base index it was
+    /// derived from. A view with that shape and layout read at that
+    /// source index is the base index again, so `x[w] = f(x[w])` reads
+    /// `x` at one index instead of two, and a chain of such writes (one
+    /// in-place op per window of one buffer) stays linear instead of
+    /// doubling with each write.
+    window_inverse: HashMap<(Expr, Vec<usize>, Layout), Expr>,
     /// Nodes bound for reading, and whether as `vec4`s.
     reads: Vec<(usize, bool)>,
     next_var: usize,
@@ -107,6 +115,7 @@ impl<'a> Gen<'a> {
             stored,
             body: Vec::new(),
             memo: HashMap::new(),
+            window_inverse: HashMap::new(),
             reads: Vec::new(),
             next_var: 0,
             max_param: None,

@@ -27,12 +27,26 @@ impl Gen<'_> {
         match op {
             Op::Reshape => self.value(inputs[0], idx, false, vec),
             Op::AsStrided(layout) => {
-                let j = self.index_var(&node.shape.clone(), layout, idx);
+                let window = (idx.clone(), node.shape.clone(), layout.clone());
+                let j = match self.window_inverse.get(&window) {
+                    Some(base_idx) if !vec => base_idx.clone(),
+                    _ => self.index_var(&node.shape.clone(), layout, idx),
+                };
                 self.value(inputs[0], &j, false, vec)
             }
             Op::StridedScatter(layout) => {
                 let view_shape = self.nodes[inputs[1]].shape.clone();
                 let (hit, src_idx) = self.scatter_source(&view_shape, layout, idx);
+                // Inside the window the view at `src_idx` is the base at
+                // `idx`; outside it the new value is discarded, so reading
+                // there is harmless, except in anomaly mode, whose checks
+                // would flag values the program never computes.
+                if !self.checks && !vec {
+                    self.window_inverse.insert(
+                        (src_idx.clone(), view_shape.clone(), layout.clone()),
+                        idx.clone(),
+                    );
+                }
                 let old = self.value(inputs[0], idx, false, vec);
                 let new = self.value(inputs[1], &src_idx, false, vec);
                 self.emit("v", ty, Expr::select(hit, new, old))
