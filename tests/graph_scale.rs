@@ -230,3 +230,78 @@ fn in_place_ops_through_many_windows_of_one_buffer_compile_at_once() {
         );
     }
 }
+
+/// One value that reads 40 reductions (a sum of many losses): more stored
+/// values than a kernel may bind (32 on lavapipe), so part of the sum is
+/// written by a kernel of its own first; it failed to compile before.
+#[test]
+fn a_value_that_reads_more_reductions_than_a_kernel_may_bind_is_split() {
+    let parts = 40;
+    for dev in devices() {
+        let data: Vec<Vec<f32>> = (0..parts)
+            .map(|k| {
+                (0..7)
+                    .map(|i| ((i * 3 + k) % 11) as f32 * 0.5 - 2.0)
+                    .collect()
+            })
+            .collect();
+        let sums: Vec<Tensor> = data
+            .iter()
+            .map(|d| Tensor::from_vec(d.clone(), [7], &dev).unwrap().sum_all())
+            .collect();
+        let mut total = sums[0].clone();
+        for (k, s) in sums.iter().enumerate().skip(1) {
+            total = &total + &(s * (k as f32 + 1.0));
+        }
+        let got = total.to_vec::<f32>().unwrap();
+        let want: f64 = data
+            .iter()
+            .enumerate()
+            .map(|(k, d)| d.iter().map(|&v| v as f64).sum::<f64>() * (k as f64 + 1.0))
+            .sum();
+        assert_close(
+            &got,
+            &[want as f32],
+            1e-5,
+            1e-4,
+            &format!("sum of {parts} reductions on {dev:?}"),
+        );
+    }
+}
+
+/// Window writes where each window's new value also reads the sum of
+/// every earlier window: the reduction of window 40 reads, through the
+/// chain of writes, 31 sums stored by earlier kernels, past the binding
+/// limit, so part of its prologue is written first. It failed to compile
+/// ("kernel needs 33 storage buffers") before.
+#[test]
+fn window_writes_that_read_every_earlier_window_split_their_kernels() {
+    let (windows, len) = (40, 5);
+    for dev in devices() {
+        let init: Vec<f32> = (0..windows * len)
+            .map(|i| (i % 7) as f32 * 0.25 - 0.5)
+            .collect();
+        let flat = Tensor::from_vec(init.clone(), [windows * len], &dev).unwrap();
+        let views: Vec<Tensor> = (0..windows).map(|k| flat.narrow(0, k * len, len)).collect();
+        for (k, v) in views.iter().enumerate() {
+            let earlier = flat.narrow(0, 0, (k + 1) * len).sum_all();
+            v.mul_(0.5).add_(&earlier * 0.001);
+        }
+        let got = flat.to_vec::<f32>().unwrap();
+        let mut want: Vec<f64> = init.iter().map(|&v| v as f64).collect();
+        for k in 0..windows {
+            let earlier: f64 = want[..(k + 1) * len].iter().sum();
+            for v in &mut want[k * len..(k + 1) * len] {
+                *v = *v * 0.5 + earlier * 0.001;
+            }
+        }
+        let want: Vec<f32> = want.into_iter().map(|v| v as f32).collect();
+        assert_close(
+            &got,
+            &want,
+            1e-5,
+            1e-5,
+            &format!("window writes reading sums on {dev:?}"),
+        );
+    }
+}

@@ -13,6 +13,7 @@ use crate::codegen::{
     validate_wgsl,
 };
 use crate::error::{Error, Result};
+use crate::graph::op::Op;
 use crate::graph::{GKind, Graph, GraphKey, Recompile};
 use crate::kernel::{Precedents, Target};
 use crate::metrics::Metrics;
@@ -556,6 +557,26 @@ pub(super) fn generate(
             groups.insert(k + 1, second);
             continue;
         }
+        // One output (or a kernel root's prologue) that reads too many
+        // stored values (a sum of many reductions, a chain of writes
+        // through many windows): a value inlined into it that reads about
+        // half of them is written first by a kernel of its own, and this
+        // one reads it instead.
+        if source.buffer_bindings() > max_bindings {
+            let output = match group.kind {
+                KernelKind::Elementwise => group.outputs[0],
+                KernelKind::Root { node, .. } => node,
+            };
+            if let Some(m) = half_of_the_reads(&graph.key, output, &stored) {
+                let first = KernelGroup {
+                    kind: KernelKind::Elementwise,
+                    numel: numel(&graph.key.nodes[m].shape),
+                    outputs: vec![m],
+                };
+                groups.insert(k, first);
+                continue;
+            }
+        }
         available.push(stored.clone());
         for &o in &source.writes {
             stored[o] = true;
@@ -564,6 +585,59 @@ pub(super) fn generate(
         k += 1;
     }
     (groups, available, sources)
+}
+
+/// The value inlined into `output`'s kernel (computed, not stored, not
+/// a scalar) whose stored reads are nearest half of the kernel's, if one
+/// reads at least two: writing it first divides the kernel's bindings.
+/// Each node's reads are counted once, as a set capped at `CAP` (enough
+/// to compare against any binding limit), so this is linear in the
+/// kernel's nodes.
+fn half_of_the_reads(key: &GraphKey, output: usize, stored: &[bool]) -> Option<usize> {
+    const CAP: usize = 4096;
+    let nodes = &key.nodes;
+    let inlined = |n: usize| {
+        !stored[n]
+            && !matches!(
+                nodes[n].kind,
+                GKind::Input { .. } | GKind::Op { op: Op::Scalar, .. }
+            )
+    };
+    // Post-order over the inlined nodes reachable from the output.
+    let mut reads: std::collections::HashMap<usize, Vec<usize>> = std::collections::HashMap::new();
+    let mut stack = vec![(output, false)];
+    while let Some((n, expanded)) = stack.pop() {
+        if reads.contains_key(&n) {
+            continue;
+        }
+        if !expanded {
+            stack.push((n, true));
+            for &i in &nodes[n].inputs {
+                if inlined(i) && !reads.contains_key(&i) {
+                    stack.push((i, false));
+                }
+            }
+            continue;
+        }
+        let mut set: Vec<usize> = Vec::new();
+        for &i in &nodes[n].inputs {
+            if stored[i] {
+                set.push(i);
+            } else if let Some(r) = reads.get(&i) {
+                set.extend_from_slice(r);
+            }
+        }
+        set.sort_unstable();
+        set.dedup();
+        set.truncate(CAP);
+        reads.insert(n, set);
+    }
+    let total = reads.get(&output)?.len();
+    reads
+        .iter()
+        .filter(|&(&n, r)| n != output && r.len() >= 2 && r.len() < total)
+        .min_by_key(|&(&n, r)| (r.len().abs_diff(total / 2), n))
+        .map(|(&n, _)| n)
 }
 
 /// Kernel `k` of `graph` compiled: its pipelines (and its packing
