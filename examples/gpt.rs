@@ -265,23 +265,22 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
             let _amp = AutocastGuard::new(args.dtype);
             model.loss(&x, &y)
         };
+        match &scaler {
+            Some(scaler) => scaler.scale(&loss).backward(),
+            None => loss.backward(),
+        }
+        if let Some(d) = &mut ddp {
+            sync.accumulate(&d.sync_gradients()?);
+        }
         match &mut scaler {
             Some(scaler) => {
                 // Unscaled before clipping, as PyTorch's recipe.
-                scaler.scale(&loss).backward();
-                if let Some(d) = &mut ddp {
-                    sync.accumulate(&d.sync_gradients()?);
-                }
                 scaler.unscale_(&opt)?;
                 clip_grad_norm_(&params, 1.0);
                 scaler.step(&mut opt)?;
                 scaler.update();
             }
             None => {
-                loss.backward();
-                if let Some(d) = &mut ddp {
-                    sync.accumulate(&d.sync_gradients()?);
-                }
                 clip_grad_norm_(&params, 1.0);
                 opt.step();
             }

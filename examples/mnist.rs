@@ -303,22 +303,19 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
             opt.zero_grad();
             let logp = forward(&model, &x, args.dtype).log_softmax(1);
             let loss = F::nll_loss(&logp, &y);
+            match &scaler {
+                Some(scaler) => scaler.scale(&loss).backward(),
+                None => loss.backward(),
+            }
+            if let Some(d) = &mut ddp {
+                sync.accumulate(&d.sync_gradients()?);
+            }
             match &mut scaler {
                 Some(scaler) => {
-                    scaler.scale(&loss).backward();
-                    if let Some(d) = &mut ddp {
-                        sync.accumulate(&d.sync_gradients()?);
-                    }
                     scaler.step(&mut opt)?;
                     scaler.update();
                 }
-                None => {
-                    loss.backward();
-                    if let Some(d) = &mut ddp {
-                        sync.accumulate(&d.sync_gradients()?);
-                    }
-                    opt.step();
-                }
+                None => opt.step(),
             }
             dev.mark_step()?;
             // Reading the loss waits for the device, so only now and then.

@@ -187,47 +187,78 @@ fn the_gradient_of_a_reuse_chain_is_computed_at_once() {
     }
 }
 
-/// One in-place op through each of 40 windows of one buffer: each write
-/// is a strided scatter into the base, and each window's new value reads
-/// the base the previous write made. Reading the base there and at the scattered element once (not
-/// once per path) keeps the kernel linear in the number of windows; it
-/// was exponential (8 windows took 1.6 s, 12 ran out of memory).
-#[test]
-fn in_place_ops_through_many_windows_of_one_buffer_compile_at_once() {
-    let windows = 40;
-    let len = 5;
-    for dev in devices() {
-        let init: Vec<f32> = (0..windows * len)
-            .map(|i| (i % 7) as f32 * 0.25 - 0.5)
-            .collect();
-        let flat = Tensor::from_vec(init.clone(), [windows * len], &dev).unwrap();
-        let start = Instant::now();
-        let views: Vec<Tensor> = (0..windows).map(|k| flat.narrow(0, k * len, len)).collect();
-        for (k, v) in views.iter().enumerate() {
+/// 40 windows of 5 elements of one buffer, each written in place in turn
+/// (`w = w * 0.5 + c`); with `sums`, `c` is 0.001 times the sum of every
+/// window up to this one (as written so far), else `0.01 * k`. Checked
+/// against the same updates in f64; returns the seconds it took.
+fn window_writes(dev: &lazywgpu::Device, sums: bool) -> f64 {
+    let (windows, len) = (40, 5);
+    let init: Vec<f32> = (0..windows * len)
+        .map(|i| (i % 7) as f32 * 0.25 - 0.5)
+        .collect();
+    let flat = Tensor::from_vec(init.clone(), [windows * len], dev).unwrap();
+    let start = Instant::now();
+    let views: Vec<Tensor> = (0..windows).map(|k| flat.narrow(0, k * len, len)).collect();
+    for (k, v) in views.iter().enumerate() {
+        if sums {
+            // Summed before this window is written.
+            let earlier = flat.narrow(0, 0, (k + 1) * len).sum_all();
+            v.mul_(0.5).add_(&earlier * 0.001);
+        } else {
             v.mul_(0.5).add_(k as f32 * 0.01);
         }
-        let got = flat.to_vec::<f32>().unwrap();
-        let secs = start.elapsed().as_secs_f64();
-        eprintln!("{windows} in-place window writes on {dev:?}: {secs:.3} s");
-        // The same updates in f64, in order.
-        let mut want: Vec<f64> = init.iter().map(|&v| v as f64).collect();
-        for k in 0..windows {
-            for v in &mut want[k * len..(k + 1) * len] {
-                *v = *v * 0.5 + (k as f32 * 0.01) as f64;
-            }
+    }
+    let got = flat.to_vec::<f32>().unwrap();
+    let secs = start.elapsed().as_secs_f64();
+    let mut want: Vec<f64> = init.iter().map(|&v| v as f64).collect();
+    for k in 0..windows {
+        let c = if sums {
+            want[..(k + 1) * len].iter().sum::<f64>() * 0.001
+        } else {
+            (k as f32 * 0.01) as f64
+        };
+        for v in &mut want[k * len..(k + 1) * len] {
+            *v = *v * 0.5 + c;
         }
-        let want: Vec<f32> = want.into_iter().map(|v| v as f32).collect();
-        assert_close(
-            &got,
-            &want,
-            1e-5,
-            1e-6,
-            &format!("window writes on {dev:?}"),
-        );
+    }
+    let want: Vec<f32> = want.into_iter().map(|v| v as f32).collect();
+    assert_close(
+        &got,
+        &want,
+        1e-5,
+        1e-6,
+        &format!("window writes (sums: {sums}) on {dev:?}"),
+    );
+    secs
+}
+
+/// One in-place op through each of 40 windows of one buffer: each write
+/// is a strided scatter into the base, and each window's new value reads
+/// the base the previous write made. Reading the base there and at the
+/// scattered element once (not once per path) keeps the kernel linear in
+/// the number of windows; it was exponential (8 windows took 1.6 s, 12
+/// ran out of memory).
+#[test]
+fn in_place_ops_through_many_windows_of_one_buffer_compile_at_once() {
+    for dev in devices() {
+        let secs = window_writes(&dev, false);
+        eprintln!("40 in-place window writes on {dev:?}: {secs:.3} s");
         assert!(
             secs < TOO_SLOW_S,
-            "{windows} window writes took {secs:.1} s on {dev:?}"
+            "40 window writes took {secs:.1} s on {dev:?}"
         );
+    }
+}
+
+/// Window writes where each window's new value also reads the sum of
+/// every earlier window: the reduction of window 40 reads, through the
+/// chain of writes, 31 sums stored by earlier kernels, past the binding
+/// limit, so part of its prologue is written first. It failed to compile
+/// ("kernel needs 33 storage buffers") before.
+#[test]
+fn window_writes_that_read_every_earlier_window_split_their_kernels() {
+    for dev in devices() {
+        window_writes(&dev, true);
     }
 }
 
@@ -265,43 +296,6 @@ fn a_value_that_reads_more_reductions_than_a_kernel_may_bind_is_split() {
             1e-5,
             1e-4,
             &format!("sum of {parts} reductions on {dev:?}"),
-        );
-    }
-}
-
-/// Window writes where each window's new value also reads the sum of
-/// every earlier window: the reduction of window 40 reads, through the
-/// chain of writes, 31 sums stored by earlier kernels, past the binding
-/// limit, so part of its prologue is written first. It failed to compile
-/// ("kernel needs 33 storage buffers") before.
-#[test]
-fn window_writes_that_read_every_earlier_window_split_their_kernels() {
-    let (windows, len) = (40, 5);
-    for dev in devices() {
-        let init: Vec<f32> = (0..windows * len)
-            .map(|i| (i % 7) as f32 * 0.25 - 0.5)
-            .collect();
-        let flat = Tensor::from_vec(init.clone(), [windows * len], &dev).unwrap();
-        let views: Vec<Tensor> = (0..windows).map(|k| flat.narrow(0, k * len, len)).collect();
-        for (k, v) in views.iter().enumerate() {
-            let earlier = flat.narrow(0, 0, (k + 1) * len).sum_all();
-            v.mul_(0.5).add_(&earlier * 0.001);
-        }
-        let got = flat.to_vec::<f32>().unwrap();
-        let mut want: Vec<f64> = init.iter().map(|&v| v as f64).collect();
-        for k in 0..windows {
-            let earlier: f64 = want[..(k + 1) * len].iter().sum();
-            for v in &mut want[k * len..(k + 1) * len] {
-                *v = *v * 0.5 + earlier * 0.001;
-            }
-        }
-        let want: Vec<f32> = want.into_iter().map(|v| v as f32).collect();
-        assert_close(
-            &got,
-            &want,
-            1e-5,
-            1e-5,
-            &format!("window writes reading sums on {dev:?}"),
         );
     }
 }

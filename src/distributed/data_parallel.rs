@@ -302,22 +302,15 @@ impl DataParallel {
         for ((bucket, parts), done) in self.buckets.iter().zip(&windows).zip(pending) {
             let Reduced { data, ready, done } = self.group.wait(done)?;
             timeline_points.push((ready, done));
-            // One upload per gradient: each is then a stored value of its
-            // own, as after an ordinary backward step, rather than a view
-            // into the bucket (the optimiser's kernels would read every
-            // gradient through a window of one buffer).
-            let mean = gather_windows(&data, parts);
-            let mut offset = 0;
-            for &i in &bucket.params {
+            // One upload per gradient: each is a stored value of its own,
+            // as after a plain backward step.
+            for (&i, values) in bucket.params.iter().zip(gather_windows(&data, parts)) {
                 let p = &self.params[i];
-                let n = p.numel();
-                let values = mean[offset..offset + n].to_vec();
                 let mut g = Tensor::from_vec(values, p.shape().to_vec(), &dev)?;
                 if grads[i].dtype() != DType::F32 {
                     g = g.cast(grads[i].dtype());
                 }
                 p.set_grad(Some(g));
-                offset += n;
             }
         }
         let (communication, hidden) = timeline(&timeline_points);
@@ -340,16 +333,17 @@ struct Window {
     layout: Option<Layout>,
 }
 
-/// The gradients' row-major elements, one after another, from the values
-/// read back one after another.
-fn gather_windows(data: &[f32], parts: &[Window]) -> Vec<f32> {
-    let mut out = Vec::with_capacity(parts.iter().map(|w| numel(&w.shape)).sum());
+/// Each gradient's row-major elements, from the values read back one
+/// after another.
+fn gather_windows(data: &[f32], parts: &[Window]) -> Vec<Vec<f32>> {
+    let mut grads = Vec::with_capacity(parts.len());
     let mut start = 0;
     for w in parts {
         let read = &data[start..start + w.read_len];
         match &w.layout {
-            None => out.extend_from_slice(read),
+            None => grads.push(read.to_vec()),
             Some(layout) => {
+                let mut out = Vec::with_capacity(numel(&w.shape));
                 // Walk the window's indices in row-major order.
                 let mut index = vec![0usize; w.shape.len()];
                 for _ in 0..numel(&w.shape) {
@@ -368,11 +362,12 @@ fn gather_windows(data: &[f32], parts: &[Window]) -> Vec<f32> {
                         index[d] = 0;
                     }
                 }
+                grads.push(out);
             }
         }
         start += w.read_len;
     }
-    out
+    grads
 }
 
 /// Rank `rank`'s part of `len` items split over `world` ranks.
@@ -428,7 +423,11 @@ mod tests {
         ];
         assert_eq!(
             gather_windows(&data, &parts),
-            vec![0.0, 3.0, 1.0, 4.0, 2.0, 5.0, 10.0, 11.0, 21.0, 22.0]
+            vec![
+                vec![0.0, 3.0, 1.0, 4.0, 2.0, 5.0],
+                vec![10.0, 11.0],
+                vec![21.0, 22.0]
+            ]
         );
     }
 

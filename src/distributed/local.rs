@@ -178,7 +178,7 @@ fn combine(call: Call, deposits: Vec<Vec<u32>>) -> Vec<u32> {
 
 /// One step of a reduction; `Max` and `Min` propagate NaN (PyTorch's and
 /// MPI's `MPI_MAX` on IEEE hardware agree on numbers; NaN is kept here).
-pub(crate) fn reduce_pair(op: ReduceOp, a: f32, b: f32) -> f32 {
+fn reduce_pair(op: ReduceOp, a: f32, b: f32) -> f32 {
     match op {
         ReduceOp::Sum | ReduceOp::Mean => a + b,
         ReduceOp::Max if a.is_nan() || b.is_nan() => f32::NAN,

@@ -16,6 +16,7 @@ use mpi::collective::{CommunicatorCollectives, Root, SystemOperation};
 use mpi::environment::Universe;
 use mpi::request::Request;
 use mpi::topology::{Communicator, SimpleCommunicator};
+use mpi::traits::Equivalence;
 
 use super::transport::{ReduceOp, Transport};
 use crate::error::{Error, Result};
@@ -96,6 +97,20 @@ impl MpiTransport {
         }
     }
 
+    /// `MPI_Iallreduce` of `send` into `recv`, tested until done.
+    fn all_reduce_into<T: Equivalence>(
+        &self,
+        send: &[T],
+        recv: &mut [T],
+        op: SystemOperation,
+        timeout: Duration,
+    ) {
+        mpi::request::scope(|scope| {
+            let request = self.world.immediate_all_reduce_into(scope, send, recv, op);
+            self.finish("all_reduce", request, timeout);
+        });
+    }
+
     fn abort_job(&self, op: &str, message: &str) -> ! {
         say(&format!(
             "lazywgpu: rank {} of {}: {op}: {message}; aborting the MPI job",
@@ -146,28 +161,12 @@ impl Transport for MpiTransport {
 
     fn all_reduce(&mut self, data: &mut [f32], op: ReduceOp, timeout: Duration) -> Result<()> {
         let send = data.to_vec();
-        mpi::request::scope(|scope| {
-            let request = self.world.immediate_all_reduce_into(
-                scope,
-                &send[..],
-                &mut data[..],
-                system_op(op),
-            );
-            self.finish("all_reduce", request, timeout);
-        });
+        self.all_reduce_into(&send, data, system_op(op), timeout);
         // MPI's MAX and MIN do not promise to keep NaN; PyTorch's do.
         if matches!(op, ReduceOp::Max | ReduceOp::Min) {
-            let mut any_nan: Vec<u8> = send.iter().map(|v| v.is_nan() as u8).collect();
-            let mine = any_nan.clone();
-            mpi::request::scope(|scope| {
-                let request = self.world.immediate_all_reduce_into(
-                    scope,
-                    &mine[..],
-                    &mut any_nan[..],
-                    SystemOperation::max(),
-                );
-                self.finish("all_reduce", request, timeout);
-            });
+            let mine: Vec<u8> = send.iter().map(|v| v.is_nan() as u8).collect();
+            let mut any_nan = vec![0u8; mine.len()];
+            self.all_reduce_into(&mine, &mut any_nan, SystemOperation::max(), timeout);
             for (d, nan) in data.iter_mut().zip(any_nan) {
                 if nan != 0 {
                     *d = f32::NAN;

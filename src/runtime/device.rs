@@ -38,13 +38,13 @@ pub(crate) struct DeviceInner {
     pool: Arc<BufferPool>,
     rng: Mutex<RngState>,
     /// The tensors the program still holds (the front end's record).
-    pub(super) live: LiveTensors,
+    live: LiveTensors,
     fusion: AtomicBool,
-    pub(super) verify: AtomicBool,
+    verify: AtomicBool,
     /// Anomaly mode (see `DeviceConfig::checks`).
     checks: AtomicBool,
     /// Test hook: corrupt the next GPU result (to prove verify catches it).
-    pub(super) corrupt_next: AtomicBool,
+    corrupt_next: AtomicBool,
     gpu_caches: Mutex<GpuCaches>,
     /// Graph-growth and leak warnings.
     guards: Guards,
@@ -104,9 +104,13 @@ impl Device {
     /// [`Device::gpu`] with the settings of `config` (the environment's
     /// per-device switches are not read).
     pub fn gpu_with(config: DeviceConfig) -> Result<Device> {
-        let ctx = GpuContext::shared()?;
+        Ok(Device::on_context(GpuContext::shared()?, config))
+    }
+
+    /// A device on `ctx`'s adapter, generating code for it.
+    fn on_context(ctx: Arc<GpuContext>, config: DeviceConfig) -> Device {
         let target = Target::for_adapter(&ctx.info, &ctx.limits, ctx.features, config.matmul);
-        Ok(Device::with_backend(Backend::Gpu(ctx, target), config))
+        Device::with_backend(Backend::Gpu(ctx, target), config)
     }
 
     /// One device per GPU adapter of the machine (each discrete or
@@ -119,11 +123,7 @@ impl Device {
         let config = DeviceConfig::from_env();
         Ok(GpuContext::all()?
             .into_iter()
-            .map(|ctx| {
-                let target =
-                    Target::for_adapter(&ctx.info, &ctx.limits, ctx.features, config.matmul);
-                Device::with_backend(Backend::Gpu(ctx, target), config.clone())
-            })
+            .map(|ctx| Device::on_context(ctx, config.clone()))
             .collect())
     }
 
@@ -295,6 +295,11 @@ impl Device {
         [rng.seed as u32, (rng.seed >> 32) as u32, counter as u32]
     }
 
+    /// The pending values the program still holds (bases only).
+    pub(super) fn pending_bases(&self) -> Vec<Arc<Node>> {
+        self.inner.live.pending_bases().0
+    }
+
     pub(crate) fn register(&self, handle: &Arc<Handle>) {
         self.inner.live.register(handle);
     }
@@ -307,7 +312,7 @@ impl Device {
     /// `realize`, also copying the results of the first `n` nodes, one
     /// after another, into `readback` `(staging, n)` in the same
     /// submission (those nodes must be pending and distinct).
-    pub(super) fn realize_reading(
+    fn realize_reading(
         &self,
         nodes: &[Arc<Node>],
         readback: Option<(&wgpu::Buffer, usize)>,
@@ -368,6 +373,29 @@ impl Device {
         }
     }
 
+    /// Whether GPU results are read back after their run (verify mode, or
+    /// the corruption test hook), so no readback rides along with it.
+    pub(super) fn checking_results(&self) -> bool {
+        self.inner.verify.load(Ordering::Relaxed) || self.inner.corrupt_next.load(Ordering::Relaxed)
+    }
+
+    /// Computes `nodes` and copies the first `reads` of them (pending and
+    /// distinct), one after another, into a new staging buffer of `words`
+    /// 32-bit words in the same submission; counts the readback.
+    pub(super) fn realize_into_staging(
+        &self,
+        ctx: &GpuContext,
+        nodes: &[Arc<Node>],
+        reads: usize,
+        words: usize,
+    ) -> Result<wgpu::Buffer> {
+        let staging = ctx.staging(words)?;
+        self.realize_reading(nodes, Some((&staging, reads)))?;
+        self.inner.metrics.add("readbacks", 1);
+        self.inner.metrics.add("bytes_downloaded", words as u64 * 4);
+        Ok(staging)
+    }
+
     /// The elements of `node` in row-major order, as 32-bit patterns.
     /// Computes the node first if it is pending; a strided view is made
     /// contiguous by a copy graph (which leaves the node itself a view).
@@ -386,14 +414,10 @@ impl Device {
             // `item()` are this round trip). Not while verifying or
             // corrupting results on purpose: those read them afterwards.
             if let Backend::Gpu(ctx, _) = &self.inner.backend {
-                let checking = self.inner.verify.load(Ordering::Relaxed)
-                    || self.inner.corrupt_next.load(Ordering::Relaxed);
-                if count > 0 && !checking {
+                if count > 0 && !self.checking_results() {
                     let words = node.dtype.words(count);
-                    let staging = ctx.staging(words)?;
-                    self.realize_reading(std::slice::from_ref(node), Some((&staging, 1)))?;
-                    self.inner.metrics.add("readbacks", 1);
-                    self.inner.metrics.add("bytes_downloaded", words as u64 * 4);
+                    let staging =
+                        self.realize_into_staging(ctx, std::slice::from_ref(node), 1, words)?;
                     let read: Vec<u32> = ctx.read_mapped(&staging, "readback").await?;
                     return Ok(node.dtype.unpack(read, 0, count));
                 }

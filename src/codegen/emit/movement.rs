@@ -27,10 +27,17 @@ impl Gen<'_> {
         match op {
             Op::Reshape => self.value(inputs[0], idx, false, vec),
             Op::AsStrided(layout) => {
-                let window = (idx.clone(), node.shape.clone(), layout.clone());
-                let j = match self.window_inverse.get(&window) {
-                    Some(base_idx) if !vec => base_idx.clone(),
-                    _ => self.index_var(&node.shape.clone(), layout, idx),
+                // Only a scatter's source index has an entry (the key is
+                // built only when there is one to find).
+                let base_idx = (!vec && !self.window_inverse.is_empty())
+                    .then(|| {
+                        let window = (idx.clone(), node.shape.clone(), layout.clone());
+                        self.window_inverse.get(&window).cloned()
+                    })
+                    .flatten();
+                let j = match base_idx {
+                    Some(base_idx) => base_idx,
+                    None => self.index_var(&node.shape.clone(), layout, idx),
                 };
                 self.value(inputs[0], &j, false, vec)
             }

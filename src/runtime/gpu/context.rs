@@ -82,13 +82,14 @@ impl GpuContext {
             wgpu::Backend::Vulkan | wgpu::Backend::Metal | wgpu::Backend::Dx12 => 0,
             _ => 1,
         };
+        // The same physical adapter, whichever backend offers it.
+        let identity = |info: &wgpu::AdapterInfo| (info.vendor, info.device, info.name.clone());
         let mut chosen: Vec<wgpu::Adapter> = Vec::new();
         for adapter in adapters {
             let info = adapter.get_info();
-            let same = chosen.iter().position(|c| {
-                let ci = c.get_info();
-                (ci.vendor, ci.device, &ci.name) == (info.vendor, info.device, &info.name)
-            });
+            let same = chosen
+                .iter()
+                .position(|c| identity(&c.get_info()) == identity(&info));
             match same {
                 Some(i) if rank(info.backend) < rank(chosen[i].get_info().backend) => {
                     chosen[i] = adapter;
@@ -103,13 +104,9 @@ impl GpuContext {
         {
             chosen.retain(|a| a.get_info().device_type != wgpu::DeviceType::Cpu);
         }
-        let same_as_shared = |info: &wgpu::AdapterInfo| {
-            (info.vendor, info.device, &info.name)
-                == (shared.info.vendor, shared.info.device, &shared.info.name)
-        };
         let mut contexts = vec![shared.clone()];
         for adapter in chosen {
-            if !same_as_shared(&adapter.get_info()) {
+            if identity(&adapter.get_info()) != identity(&shared.info) {
                 contexts.push(Arc::new(pollster::block_on(GpuContext::create_on(
                     adapter,
                 ))?));

@@ -68,8 +68,7 @@ pub(crate) fn run_graph(
         let mut offset = 0;
         for &o in exe.key.outputs.iter().take(count) {
             let node = &exe.key.nodes[o];
-            let bytes =
-                (node.dtype.words(numel(&node.shape)) as u64 * 4).min(staging.size() - offset);
+            let bytes = node.dtype.words(numel(&node.shape)) as u64 * 4;
             let buf = run.output_buffer(o)?;
             encoder.copy_buffer_to_buffer(buf.buffer(), 0, staging, offset, Some(bytes));
             offset += bytes;
