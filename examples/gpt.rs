@@ -265,13 +265,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
             let _amp = AutocastGuard::new(args.dtype);
             model.loss(&x, &y)
         };
-        match &scaler {
-            Some(scaler) => scaler.scale(&loss).backward(),
-            None => loss.backward(),
-        }
-        if let Some(d) = &mut ddp {
-            sync.accumulate(&d.sync_gradients()?);
-        }
+        ranks::backward(&loss, scaler.as_ref(), ddp.as_mut(), &mut sync)?;
         match &mut scaler {
             Some(scaler) => {
                 // Unscaled before clipping, as PyTorch's recipe.

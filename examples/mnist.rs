@@ -303,13 +303,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
             opt.zero_grad();
             let logp = forward(&model, &x, args.dtype).log_softmax(1);
             let loss = F::nll_loss(&logp, &y);
-            match &scaler {
-                Some(scaler) => scaler.scale(&loss).backward(),
-                None => loss.backward(),
-            }
-            if let Some(d) = &mut ddp {
-                sync.accumulate(&d.sync_gradients()?);
-            }
+            ranks::backward(&loss, scaler.as_ref(), ddp.as_mut(), &mut sync)?;
             match &mut scaler {
                 Some(scaler) => {
                     scaler.step(&mut opt)?;
