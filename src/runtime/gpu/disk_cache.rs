@@ -55,27 +55,33 @@ impl DiskPipelineCache {
         // driver against the data's header.
         let path = cache_dir()?.join(wgpu::util::pipeline_cache_key(info)?);
         let data = std::fs::read(&path).ok();
-        // SAFETY: wgpu requires `data` to come from `PipelineCache::get_data`
-        // of an adapter with the same `pipeline_cache_key`: the file is the
-        // one `save` writes under that key. Data from another driver
-        // version is rejected by the driver's header check, and `fallback`
-        // then starts an empty cache.
-        let cache = unsafe {
-            device.create_pipeline_cache(&wgpu::PipelineCacheDescriptor {
-                label: Some("lazywgpu pipelines"),
-                data: data.as_deref(),
-                fallback: true,
-            })
+        let loaded = data.as_deref().and_then(|bytes| {
+            let cache = create(device, Some(bytes));
+            if cache.is_none() {
+                log::warn!(
+                    "lazywgpu: the pipeline cache {} was written for another adapter, \
+                     backend or wgpu version; starting an empty one",
+                    path.display()
+                );
+            }
+            cache
+        });
+        let loaded_ok = loaded.is_some();
+        let cache = match loaded {
+            Some(cache) => cache,
+            None => create(device, None)?,
         };
         log::info!(
             "lazywgpu: pipeline cache {} ({} bytes loaded)",
             path.display(),
-            data.as_ref().map_or(0, Vec::len)
+            data.as_ref().filter(|_| loaded_ok).map_or(0, Vec::len)
         );
         Some(DiskPipelineCache {
             cache,
             path,
-            saved_bytes: AtomicUsize::new(data.map_or(0, |d| d.len())),
+            // A rejected file counts as nothing saved, so the first save
+            // replaces it.
+            saved_bytes: AtomicUsize::new(data.filter(|_| loaded_ok).map_or(0, |d| d.len())),
             saved_at: Mutex::new(None),
         })
     }
@@ -121,6 +127,36 @@ impl DiskPipelineCache {
                 "lazywgpu: cannot save the pipeline cache {}: {e}",
                 self.path.display()
             ),
+        }
+    }
+}
+
+/// A pipeline cache started from `data` (or empty), or `None` where wgpu
+/// or the driver rejects it. wgpu's `fallback` covers data from another
+/// driver version, but data whose header names another adapter or
+/// backend is reported as a validation error and leaves an invalid cache
+/// that fails every pipeline made with it: the error scope catches that.
+fn create(device: &wgpu::Device, data: Option<&[u8]>) -> Option<wgpu::PipelineCache> {
+    let scope = device.push_error_scope(wgpu::ErrorFilter::Validation);
+    // SAFETY: wgpu requires `data` to come from `PipelineCache::get_data`
+    // of an adapter with the same `pipeline_cache_key`. The file is the
+    // one `save` writes under that key; a file written elsewhere or
+    // damaged is checked against wgpu's header (adapter, backend, wgpu
+    // version, length) and the driver's (driver version), and rejected
+    // data is never used: `fallback` starts an empty cache for the
+    // driver's rejections and the scope reports wgpu's.
+    let cache = unsafe {
+        device.create_pipeline_cache(&wgpu::PipelineCacheDescriptor {
+            label: Some("lazywgpu pipelines"),
+            data,
+            fallback: true,
+        })
+    };
+    match pollster::block_on(scope.pop()) {
+        None => Some(cache),
+        Some(e) => {
+            log::debug!("lazywgpu: pipeline cache rejected: {e}");
+            None
         }
     }
 }
