@@ -94,3 +94,59 @@ fn a_training_set_with_a_partial_last_batch_compiles_once_per_size_kind() {
     assert_eq!(m.counter("graphs_specialized"), 0, "{m}");
     assert_eq!(m.counter("graph_cache_hits"), 8, "{m}");
 }
+
+/// One trace site reducing over a dimension whose size grows from a few
+/// elements past 65,535 (lavapipe ends any shader loop there, silently):
+/// the strategy chosen at the first sizes must not be kept where its
+/// loops would run past the adapter's limit. Sum, mean, max, argmax,
+/// softmax and logsumexp over the transposed (strided) rows, against f64
+/// loops written here.
+#[test]
+fn a_reduced_dimension_growing_past_the_loop_limit_stays_right() {
+    let Some(dev) = common::gpu() else { return };
+    let cols = 263;
+    for rows in [5usize, 8, 70_000] {
+        let values: Vec<f32> = common::data(rows * cols, rows as u64);
+        let x = Tensor::from_vec(values.clone(), [rows, cols], &dev).unwrap();
+        let xt = x.t(); // [cols, rows]: each output reduces `rows` elements.
+        let outs = [
+            xt.sum([1], false),
+            xt.mean([1], false),
+            xt.max([1], false),
+            xt.argmax(1, false).float(),
+            xt.softmax(1).narrow(1, rows - 1, 1).reshape([cols]),
+            xt.logsumexp([1], false),
+        ];
+        dev.mark_step().unwrap();
+        let host = &values;
+        let column = |c: usize| (0..rows).map(move |r| host[r * cols + c] as f64);
+        let mut want: [Vec<f32>; 6] = Default::default();
+        for c in 0..cols {
+            let sum: f64 = column(c).sum();
+            let max = column(c).fold(f64::NEG_INFINITY, f64::max);
+            let arg = column(c).position(|v| v == max).unwrap();
+            let lse = max + column(c).map(|v| (v - max).exp()).sum::<f64>().ln();
+            let last = values[(rows - 1) * cols + c] as f64;
+            want[0].push(sum as f32);
+            want[1].push((sum / rows as f64) as f32);
+            want[2].push(max as f32);
+            want[3].push(arg as f32);
+            want[4].push((last - lse).exp() as f32);
+            want[5].push(lse as f32);
+        }
+        // (name, rtol, atol): f32 sums of 70,000 terms of [-1, 1).
+        let checks = [
+            ("sum", 1e-4, 1e-2),
+            ("mean", 1e-4, 1e-6),
+            ("max", 0.0, 0.0),
+            ("argmax", 0.0, 0.0),
+            ("softmax", 1e-3, 1e-9),
+            ("logsumexp", 1e-5, 1e-4),
+        ];
+        for ((out, want), (name, rtol, atol)) in outs.iter().zip(&want).zip(checks) {
+            let got = out.to_vec::<f32>().unwrap();
+            common::assert_close(&got, want, rtol, atol, &format!("{name} over {rows}"));
+        }
+        dev.mark_step().unwrap();
+    }
+}

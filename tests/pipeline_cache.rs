@@ -97,8 +97,7 @@ fn a_cache_written_for_another_adapter_is_ignored_and_rewritten() {
     run_child(&dir);
     let rewritten = std::fs::read(&file).unwrap();
     assert_eq!(
-        rewritten[VENDOR_BYTES],
-        good[VENDOR_BYTES],
+        rewritten[VENDOR_BYTES], good[VENDOR_BYTES],
         "the foreign cache was not replaced"
     );
     std::fs::remove_dir_all(&dir).ok();

@@ -5,7 +5,7 @@
 use std::fmt::Write;
 
 use super::emit::Gen;
-use super::wgsl::kernel_main;
+use super::wgsl::{bounded_loop, kernel_main};
 use crate::graph::GraphKey;
 use crate::kernel::ir::{Expr, Ty};
 
@@ -156,13 +156,7 @@ pub(super) fn matmul_blocked(
          for (var k0 = 0u; k0 < {k}u; k0 = k0 + {TILE_K}u) {{\n\
          {loads}\
              workgroupBarrier();\n\
-             for (var kk = 0u; kk < {TILE_K}u; kk = kk + 1u) {{\n\
-                 let a0 = ta[kk * 16u + ty * 2u];\n\
-                 let a1 = ta[kk * 16u + ty * 2u + 1u];\n\
-                 let b0 = tb[kk * 16u + tx * 2u];\n\
-                 let b1 = tb[kk * 16u + tx * 2u + 1u];\n\
-         {inner}\
-             }}\n\
+         {k_step}\
              workgroupBarrier();\n\
          }}\n\
          var accs = array<vec4<f32>, 16>({gather});\n\
@@ -177,9 +171,34 @@ pub(super) fn matmul_blocked(
          }}\n}}\n",
         mn = m * n,
         slots = TILE_K * 16,
+        k_step = k_step(
+            g,
+            k,
+            &format!(
+                "                 let a0 = ta[kk * 16u + ty * 2u];\n\
+                 let a1 = ta[kk * 16u + ty * 2u + 1u];\n\
+                 let b0 = tb[kk * 16u + tx * 2u];\n\
+                 let b1 = tb[kk * 16u + tx * 2u + 1u];\n{inner}"
+            )
+        ),
         head = kernel_main(64, false, groups, ""),
     );
     (main, groups)
+}
+
+/// The loop over the `TILE_K` rows of a K step (`kk`), `body` each: the
+/// K steps and their rows are most of a matmul's loop iterations, so
+/// where `k` makes them pass the kernel's loop budget (lavapipe: 65,535
+/// for all loops of an invocation) the rows are unrolled.
+fn k_step(g: &Gen, k: usize, body: &str) -> String {
+    let steps = k.div_ceil(TILE_K).max(1);
+    let budget = g
+        .context()
+        .target
+        .loop_budget(1)
+        .map(|budget| (budget.saturating_sub(steps) / steps).max(1));
+    let tile_k = format!("{TILE_K}u");
+    bounded_loop(("kk", "0u", &tile_k, "1u"), TILE_K, budget, body)
 }
 
 /// Output tile of a workgroup (rows, columns), and the K step.
@@ -214,14 +233,7 @@ pub(super) fn matmul(
          for (var k0 = 0u; k0 < {k}u; k0 = k0 + {TILE_K}u) {{\n\
          {loads}\
              workgroupBarrier();\n\
-             for (var kk = 0u; kk < {TILE_K}u; kk = kk + 1u) {{\n\
-                 let av = ta[kk * 16u + ty];\n\
-                 let bv = tb[kk * 16u + tx];\n\
-                 acc0 = acc0 + av.x * bv;\n\
-                 acc1 = acc1 + av.y * bv;\n\
-                 acc2 = acc2 + av.z * bv;\n\
-                 acc3 = acc3 + av.w * bv;\n\
-             }}\n\
+         {k_step}\
              workgroupBarrier();\n\
          }}\n\
          var accs = array<vec4<f32>, 4>(acc0, acc1, acc2, acc3);\n\
@@ -235,6 +247,16 @@ pub(super) fn matmul(
              }}\n\
          }}\n}}\n",
         mn = m * n,
+        k_step = k_step(
+            g,
+            k,
+            "                 let av = ta[kk * 16u + ty];\n\
+                 let bv = tb[kk * 16u + tx];\n\
+                 acc0 = acc0 + av.x * bv;\n\
+                 acc1 = acc1 + av.y * bv;\n\
+                 acc2 = acc2 + av.z * bv;\n\
+                 acc3 = acc3 + av.w * bv;\n"
+        ),
         head = kernel_main(256, false, groups, ""),
     );
     (main, groups)

@@ -8,7 +8,7 @@ use std::fmt::Write;
 
 use super::emit::Gen;
 use super::roots::store_outputs;
-use super::wgsl::{WORKGROUP_SIZE, kernel_main};
+use super::wgsl::{WORKGROUP_SIZE, bounded_loop, kernel_main};
 use crate::dtype::DType;
 use crate::graph::GraphKey;
 use crate::kernel::ir::{Expr, Ty};
@@ -50,10 +50,16 @@ pub(super) fn normalize(
     let second = pass(g, &|g, _, v, _| {
         let _ = writeln!(g, "        let d = {v} - mean;\n        q = q + d * d;");
     });
+    // Three passes over the row forward, four backward, each within its
+    // share of the kernel's loop budget.
+    let budget = g.context().target.loop_budget(if backward { 4 } else { 3 });
+    let len_u = format!("{len}u");
+    let row = |body: &str| bounded_loop(("k", "0u", &len_u, "1u"), len, budget, body);
+    let (row_sum, row_second) = (row(&sum), row(&second));
     let stats = format!(
-        "    var s = 0.0;\n    for (var k = 0u; k < {len}u; k = k + 1u) {{\n{sum}    }}\n\
+        "    var s = 0.0;\n{row_sum}\
          let mean = s / {len}.0;\n\
-         var q = 0.0;\n    for (var k = 0u; k < {len}u; k = k + 1u) {{\n{second}    }}\n\
+         var q = 0.0;\n{row_second}\
          let rstd = inverseSqrt(q / {len}.0 + {eps});\n"
     );
     let tail = if backward {
@@ -70,18 +76,19 @@ pub(super) fn normalize(
             let dx = g.emit("dx", Ty::F32, Expr::template(expr.clone()));
             store_outputs(g, key, (root, outputs), i, &dx);
         });
+        let (row_grads, row_write) = (row(&grads), row(&write));
         format!(
             "    var sg = 0.0;\n    var sgx = 0.0;\n\
-             for (var k = 0u; k < {len}u; k = k + 1u) {{\n{grads}    }}\n\
+         {row_grads}\
              let mg = sg / {len}.0;\n    let mgx = sgx / {len}.0;\n\
-             for (var k = 0u; k < {len}u; k = k + 1u) {{\n{write}    }}\n"
+         {row_write}"
         )
     } else {
         let write = pass(g, &|g, i, v, _| {
             let y = g.emit("y", Ty::F32, Expr::template(format!("({v} - mean) * rstd")));
             store_outputs(g, key, (root, outputs), i, &y);
         });
-        format!("    for (var k = 0u; k < {len}u; k = k + 1u) {{\n{write}    }}\n")
+        row(&write)
     };
     let main = format!(
         "\n{head}{stats}{tail}}}\n",

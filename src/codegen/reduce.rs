@@ -5,7 +5,7 @@ use std::fmt::Write;
 
 use super::emit::Gen;
 use super::exprs::{is_nan, nan_extremum, value_type};
-use super::wgsl::{WORKGROUP_SIZE, kernel_main, vectorizable};
+use super::wgsl::{WORKGROUP_SIZE, bounded_loop, kernel_main, vectorizable};
 use crate::dtype::DType;
 use crate::graph::GraphKey;
 use crate::graph::op::ReduceOp;
@@ -97,12 +97,22 @@ fn split_index(shape: &[usize], axes: &[usize], o: &str, r: &str) -> String {
 /// differs between lanes: on lavapipe that made a 16M-element sum 2x
 /// slower (a probe of both forms: 16 vs 8 ms). The same elements in the
 /// same order either way.
-fn strided_loop(var: &str, start: &str, step: usize, len: usize, body: &str) -> String {
+/// The loop takes the kernel's whole loop budget (`bounded_loop`).
+fn strided_loop(
+    var: &str,
+    start: &str,
+    (step, len): (usize, usize),
+    budget: Option<usize>,
+    body: &str,
+) -> String {
     let full = len / step;
-    let mut code = format!(
-        "{{\n    let {var}0 = {start};\n    \
-         for (var j = 0u; j < {full}u; j = j + 1u) {{\n    let {var} = {var}0 + j * {step}u;\n{body}    }}\n"
-    );
+    let mut code = format!("{{\n    let {var}0 = {start};\n");
+    code.push_str(&bounded_loop(
+        ("j", "0u", &format!("{full}u"), "1u"),
+        full,
+        budget,
+        &format!("    let {var} = {var}0 + j * {step}u;\n{body}"),
+    ));
     if !len.is_multiple_of(step) {
         let _ = write!(
             code,
@@ -152,7 +162,13 @@ fn sum_by_fours(
          {lp}\
          let result: {result_ty} = (acc.x + acc.y) + (acc.z + acc.w);\n{st}}}\n",
         head = kernel_main(WORKGROUP_SIZE as usize, true, total, ""),
-        lp = strided_loop("r4", &format!("gi % {parts}u"), parts, reduced / 4, &load),
+        lp = strided_loop(
+            "r4",
+            &format!("gi % {parts}u"),
+            (parts, reduced / 4),
+            g.context().target.loop_budget(1),
+            &load
+        ),
     )
 }
 
@@ -191,6 +207,7 @@ pub(super) fn reduce(
             vectorizable: vectorizable(&key.nodes, x, g.stored, false),
         },
         g.context().precedent(root),
+        g.context().target.loop_budget(1),
     );
     if strategy == ReduceStrategy::SumByFours {
         let main = sum_by_fours(g, key, root, axes, parts, outputs);
@@ -243,7 +260,13 @@ pub(super) fn reduce(
              {lp}\
              let result: {result_ty} = {result_expr};\n{st}}}\n",
             head = kernel_main(WORKGROUP_SIZE as usize, true, total, ""),
-            lp = strided_loop(var, &format!("gi % {parts}u"), parts, steps, &load),
+            lp = strided_loop(
+                var,
+                &format!("gi % {parts}u"),
+                (parts, steps),
+                g.context().target.loop_budget(1),
+                &load
+            ),
         );
         return (main, total.div_ceil(WORKGROUP_SIZE as usize), strategy);
     }
@@ -280,8 +303,8 @@ pub(super) fn reduce(
         lp = strided_loop(
             var,
             &format!("gi % {parts}u + lid * {parts}u"),
-            WORKGROUP_SIZE as usize * parts,
-            steps,
+            (WORKGROUP_SIZE as usize * parts, steps),
+            g.context().target.loop_budget(1),
             &load
         ),
     );

@@ -236,6 +236,7 @@ pub(crate) fn render_body(body: &[Inst], origins: Option<&[String]>, out: &mut S
             Inst::Loop {
                 counter,
                 count,
+                unroll: 1,
                 body,
             } => {
                 let _ = writeln!(
@@ -243,6 +244,26 @@ pub(crate) fn render_body(body: &[Inst], origins: Option<&[String]>, out: &mut S
                     "    for (var {counter} = 0u; {counter} < {count}u; {counter} = {counter} + 1u) {{"
                 );
                 render_body(body, origins, out);
+                writeln!(out, "    }}")
+            }
+            Inst::Loop {
+                counter,
+                count,
+                unroll,
+                body,
+            } => {
+                let _ = writeln!(
+                    out,
+                    "    for (var {counter}_run = 0u; {counter}_run < {count}u; {counter}_run = {counter}_run + {unroll}u) {{"
+                );
+                for u in 0..*unroll {
+                    let _ = writeln!(
+                        out,
+                        "    {{ let {counter} = {counter}_run + {u}u; if ({counter} < {count}u) {{"
+                    );
+                    render_body(body, origins, out);
+                    let _ = writeln!(out, "    }} }}");
+                }
                 writeln!(out, "    }}")
             }
             Inst::Check { check, node } => {

@@ -6,7 +6,7 @@ use std::fmt::Write;
 
 use super::emit::Gen;
 use super::exprs::{nan_extremum, softmax_guard};
-use super::wgsl::{WORKGROUP_SIZE, kernel_main, vectorizable};
+use super::wgsl::{WORKGROUP_SIZE, bounded_loop, kernel_main, vectorizable};
 use crate::dtype::DType;
 use crate::graph::GraphKey;
 use crate::kernel::ir::{Expr, Ty};
@@ -30,7 +30,8 @@ pub(super) fn softmax(
     let rows = numel(&shape) / len.max(1);
     let vectorizable = vectorizable(&key.nodes, x, g.stored, false);
     let precedent = g.context().precedent(root);
-    let strategy = choose_softmax((len, rows, inner), vectorizable, precedent);
+    let budget = g.context().target.loop_budget(1);
+    let strategy = choose_softmax((len, rows, inner), vectorizable, precedent, budget);
     match strategy {
         SoftmaxStrategy::RowPerInvocationVec4 => {
             let (main, groups, vec_out) =
@@ -97,6 +98,18 @@ fn softmax_per_workgroup(
         store_outputs(g, key, (root, outputs), i, &result);
     });
     let half = WORKGROUP_SIZE / 2;
+    // Three passes over the row, each within its share of the budget.
+    let budget = g.context().target.loop_budget(3);
+    let len_u = format!("{len}u");
+    let stride = format!("{WORKGROUP_SIZE}u");
+    let row_loop = |body: &str| {
+        bounded_loop(
+            ("k", "lid", &len_u, &stride),
+            len.div_ceil(WORKGROUP_SIZE as usize),
+            budget,
+            body,
+        )
+    };
     let tree = |op: &str| {
         format!(
             "    red_v[lid] = {op};\n    workgroupBarrier();\n    \
@@ -113,15 +126,18 @@ fn softmax_per_workgroup(
         "\nvar<workgroup> red_v: array<f32, {WORKGROUP_SIZE}>;\n\
          {}\
          var m = bitcast<f32>(0xff800000u);\n\
-         for (var k = lid; k < {len}u; k = k + {WORKGROUP_SIZE}u) {{\n{max_loop}    }}\n\
+         {}\
          {}    m = red_v[0];\n    workgroupBarrier();\n\
          var s = 0.0;\n\
-         for (var k = lid; k < {len}u; k = k + {WORKGROUP_SIZE}u) {{\n{sum_loop}    }}\n\
+         {}\
          {}    s = red_v[0];\n\
-         for (var k = lid; k < {len}u; k = k + {WORKGROUP_SIZE}u) {{\n{write_loop}    }}\n}}\n",
+         {}}}\n",
         kernel_main(WORKGROUP_SIZE as usize, false, rows, ""),
+        row_loop(&max_loop),
         tree("m"),
-        tree("s")
+        row_loop(&sum_loop),
+        tree("s"),
+        row_loop(&write_loop),
     )
 }
 

@@ -13,6 +13,7 @@ use crate::graph::{GKind, GNode, GraphKey};
 use crate::kernel::ir::{Expr, Inst, reads_output_elsewhere};
 use crate::kernel::{Precedents, Strategy, choose_vec4};
 use crate::shape::numel;
+use std::fmt::Write as _;
 
 use super::emit::Gen;
 pub(crate) use super::source::{CodegenContext, KernelSource, Launch, TextureUse};
@@ -122,6 +123,47 @@ pub(crate) fn generate_kernel(
     cx: &CodegenContext,
 ) -> KernelSource {
     lower_kernel(key, outputs, numel, stored, aliases, cx).render()
+}
+
+/// A loop of the templates: `body` for `var = from, from + step, ..`
+/// while `var < to`, a loop of at most `trips` iterations that may take
+/// `budget` of the kernel's loop iterations (`Target::loop_budget`; lavapipe
+/// counts every loop's iterations against one limit per invocation).
+/// Where `trips` exceeds it, each iteration runs `unroll_for(trips, budget)`
+/// copies of `body`, each in a block of its own with `var` bound to its
+/// element and guarded by `var < to`.
+pub(crate) fn bounded_loop(
+    (var, from, to, step): (&str, &str, &str, &str),
+    trips: usize,
+    budget: Option<usize>,
+    body: &str,
+) -> String {
+    let unroll = unroll_for(trips, budget);
+    if unroll == 1 {
+        return format!(
+            "    for (var {var} = {from}; {var} < {to}; {var} = {var} + {step}) {{\n{body}    }}\n"
+        );
+    }
+    let mut code = format!(
+        "    for (var {var}_run = {from}; {var}_run < {to}; {var}_run = {var}_run + {step} * {unroll}u) {{\n"
+    );
+    for u in 0..unroll {
+        let _ = write!(
+            code,
+            "    {{ let {var} = {var}_run + {step} * {u}u; if ({var} < {to}) {{\n{body}    }} }}\n"
+        );
+    }
+    code.push_str("    }\n");
+    code
+}
+
+/// How many copies of a loop's body each iteration runs so that `trips`
+/// iterations fit `budget`: 1 where they do, else a power of two.
+pub(crate) fn unroll_for(trips: usize, budget: Option<usize>) -> usize {
+    match budget {
+        Some(budget) if trips > budget => trips.div_ceil(budget).next_power_of_two(),
+        _ => 1,
+    }
 }
 
 /// The opening of a kernel's `main`, through its early return: workgroups

@@ -260,10 +260,14 @@ pub(crate) enum Inst {
     },
     /// `body` where `cond` holds.
     If { cond: Expr, body: Vec<Inst> },
-    /// `body` for `counter` in `0..count`.
+    /// `body` for `counter` in `0..count`, `unroll` copies of it an
+    /// iteration (each bound to its own `counter`, guarded by
+    /// `counter < count`): a loop longer than the kernel's loop budget
+    /// (`Target::loop_budget`) runs fewer iterations.
     Loop {
         counter: Var,
         count: usize,
+        unroll: usize,
         body: Vec<Inst>,
     },
     /// Anomaly mode: flags `node` in the kernel's `checks` buffer when
@@ -500,9 +504,10 @@ pub(crate) fn print_body(body: &[Inst], depth: usize, out: &mut String) {
             Inst::Loop {
                 counter,
                 count,
+                unroll,
                 body,
             } => {
-                let _ = writeln!(out, "{pad}for {counter} in 0..{count} {{");
+                let _ = writeln!(out, "{pad}for {counter} in 0..{count} unroll {unroll} {{");
                 print_body(body, depth + 1, out);
                 writeln!(out, "{pad}}}")
             }
@@ -578,6 +583,7 @@ mod tests {
         let nested = Inst::Loop {
             counter: var(2),
             count: 3,
+            unroll: 1,
             body: vec![at(Expr::Var(var(2)))],
         };
         assert!(reads_output_elsewhere(&[nested], &own));

@@ -131,15 +131,29 @@ pub(crate) struct ReduceShape {
 }
 
 /// The strategy for a reduction of `shape`: its precedent's where that
-/// is valid for `shape`.
-pub(crate) fn choose_reduce(shape: ReduceShape, precedent: Option<Strategy>) -> ReduceStrategy {
+/// is valid for `shape`, in a kernel whose loops may run `loop_budget`
+/// iterations (`Target::loop_budget`).
+pub(crate) fn choose_reduce(
+    shape: ReduceShape,
+    precedent: Option<Strategy>,
+    loop_budget: Option<usize>,
+) -> ReduceStrategy {
     match precedent {
-        Some(Strategy::Reduce(ReduceStrategy::SumByFours)) if by_fours(shape) => {
-            ReduceStrategy::SumByFours
-        }
-        Some(Strategy::Reduce(ReduceStrategy::SumByFours)) | None => reduce_for(shape),
-        Some(Strategy::Reduce(kept)) => kept,
-        Some(_) => reduce_for(shape),
+        Some(Strategy::Reduce(kept)) if reduce_valid(kept, shape, loop_budget) => kept,
+        _ => reduce_for(shape),
+    }
+}
+
+/// Whether `strategy` computes a reduction of `shape` right: sums by
+/// fours need their layout, and one invocation per output loops over its
+/// whole chunk, which must fit the kernel's loop budget (a workgroup
+/// tree's loop is unrolled where it would not).
+fn reduce_valid(strategy: ReduceStrategy, shape: ReduceShape, loop_budget: Option<usize>) -> bool {
+    let chunk = shape.reduced.div_ceil(shape.parts).max(1);
+    match strategy {
+        ReduceStrategy::SumByFours => by_fours(shape),
+        ReduceStrategy::PerInvocation => loop_budget.is_none_or(|budget| chunk <= budget),
+        ReduceStrategy::WorkgroupTree => true,
     }
 }
 
@@ -182,32 +196,45 @@ pub(crate) enum SoftmaxStrategy {
 /// them, `inner` the stride between a row's elements; `vectorizable`:
 /// the input can be read four elements at a time. Its precedent's where
 /// that is valid.
+/// In a kernel whose loops may run `loop_budget` iterations, a row per
+/// invocation (two passes over the row) is valid only for rows that fit.
 pub(crate) fn choose_softmax(
     (len, rows, inner): (usize, usize, usize),
     vectorizable: bool,
     precedent: Option<Strategy>,
+    loop_budget: Option<usize>,
 ) -> SoftmaxStrategy {
     let by_vec4 = inner == 1 && len.is_multiple_of(4) && vectorizable;
+    let row_fits = loop_budget.is_none_or(|budget| 2 * len <= budget);
     match precedent {
-        Some(Strategy::Softmax(SoftmaxStrategy::RowPerInvocationVec4)) if by_vec4 => {
+        Some(Strategy::Softmax(SoftmaxStrategy::RowPerInvocationVec4)) if by_vec4 && row_fits => {
             SoftmaxStrategy::RowPerInvocationVec4
         }
         Some(Strategy::Softmax(SoftmaxStrategy::RowPerInvocation))
-        | Some(Strategy::Softmax(SoftmaxStrategy::RowPerInvocationVec4)) => {
+        | Some(Strategy::Softmax(SoftmaxStrategy::RowPerInvocationVec4))
+            if row_fits =>
+        {
             SoftmaxStrategy::RowPerInvocation
         }
         Some(Strategy::Softmax(SoftmaxStrategy::RowPerWorkgroup)) => {
             SoftmaxStrategy::RowPerWorkgroup
         }
-        _ => softmax_for(len, rows, inner, vectorizable),
+        _ => softmax_for(len, rows, inner, vectorizable, row_fits),
     }
 }
 
-/// The strategy for a softmax, by its sizes alone (see `choose_softmax`).
-fn softmax_for(len: usize, rows: usize, inner: usize, vectorizable: bool) -> SoftmaxStrategy {
+/// The strategy for a softmax, by its sizes alone (see `choose_softmax`);
+/// `row_fits`: a row per invocation fits the target's loop limit.
+fn softmax_for(
+    len: usize,
+    rows: usize,
+    inner: usize,
+    vectorizable: bool,
+    row_fits: bool,
+) -> SoftmaxStrategy {
     // Many rows, or rows too short to keep a workgroup busy (a
     // classifier's 10 logits): one invocation per row.
-    if rows >= 1024 || len <= 256 {
+    if row_fits && (rows >= 1024 || len <= 256) {
         if inner == 1 && len.is_multiple_of(4) && vectorizable {
             SoftmaxStrategy::RowPerInvocationVec4
         } else {
@@ -221,6 +248,11 @@ fn softmax_for(len: usize, rows: usize, inner: usize, vectorizable: bool) -> Sof
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A kernel's loop budget on lavapipe (`Target::loop_budget(1)`).
+    const LIMIT: Option<usize> = Some(
+        crate::kernel::target::LAVAPIPE_LOOP_LIMIT - crate::kernel::target::FIXED_LOOP_ITERATIONS,
+    );
 
     fn sum(reduced: usize, parts: usize) -> ReduceShape {
         ReduceShape {
@@ -237,17 +269,17 @@ mod tests {
     fn reductions_by_size_and_layout() {
         // W2's first stage: 16M elements in 131,072 parts of 128.
         assert_eq!(
-            choose_reduce(sum(1 << 24, 1 << 17), None),
+            choose_reduce(sum(1 << 24, 1 << 17), None, LIMIT),
             ReduceStrategy::SumByFours
         );
         // Its second stage: 131,072 partial sums, one output.
         assert_eq!(
-            choose_reduce(sum(1 << 17, 1), None),
+            choose_reduce(sum(1 << 17, 1), None, LIMIT),
             ReduceStrategy::WorkgroupTree
         );
         // A row sum of 100: one invocation per row.
         assert_eq!(
-            choose_reduce(sum(100, 1), None),
+            choose_reduce(sum(100, 1), None, LIMIT),
             ReduceStrategy::PerInvocation
         );
         // A split max, or a strided split sum, is not read by fours.
@@ -255,37 +287,67 @@ mod tests {
             op: ReduceOp::Max,
             ..sum(1 << 20, 8192)
         };
-        assert_eq!(choose_reduce(max, None), ReduceStrategy::PerInvocation);
+        assert_eq!(
+            choose_reduce(max, None, LIMIT),
+            ReduceStrategy::PerInvocation
+        );
         let strided = ReduceShape {
             trailing: false,
             ..sum(1 << 20, 8192)
         };
-        assert_eq!(choose_reduce(strided, None), ReduceStrategy::PerInvocation);
+        assert_eq!(
+            choose_reduce(strided, None, LIMIT),
+            ReduceStrategy::PerInvocation
+        );
+    }
+
+    #[test]
+    fn rows_past_the_loop_limit_take_a_workgroup() {
+        use SoftmaxStrategy::*;
+        let softmax = |p| Some(Strategy::Softmax(p));
+        // 2,048 rows of 70,000 (or 40,000: two passes of it): a row per
+        // invocation would stop early.
+        assert_eq!(
+            choose_softmax((40_000, 2048, 1), true, None, LIMIT),
+            RowPerWorkgroup
+        );
+        assert_eq!(
+            choose_softmax((70_000, 2048, 1), true, None, LIMIT),
+            RowPerWorkgroup
+        );
+        assert_eq!(
+            choose_softmax((70_000, 263, 1), true, softmax(RowPerInvocation), LIMIT),
+            RowPerWorkgroup
+        );
+        assert_eq!(
+            choose_softmax((70_000, 263, 1), true, softmax(RowPerInvocation), None),
+            RowPerInvocation
+        );
     }
 
     #[test]
     fn softmax_by_rows() {
         // W3: 4,096 rows of 1,024.
         assert_eq!(
-            choose_softmax((1024, 4096, 1), true, None),
+            choose_softmax((1024, 4096, 1), true, None, LIMIT),
             SoftmaxStrategy::RowPerInvocationVec4
         );
         // Ten logits, 64 rows; 37 columns.
         assert_eq!(
-            choose_softmax((10, 64, 1), true, None),
+            choose_softmax((10, 64, 1), true, None, LIMIT),
             SoftmaxStrategy::RowPerInvocation
         );
         assert_eq!(
-            choose_softmax((37, 5000, 1), true, None),
+            choose_softmax((37, 5000, 1), true, None, LIMIT),
             SoftmaxStrategy::RowPerInvocation
         );
         // Few long rows; a softmax along a leading axis.
         assert_eq!(
-            choose_softmax((4096, 8, 1), true, None),
+            choose_softmax((4096, 8, 1), true, None, LIMIT),
             SoftmaxStrategy::RowPerWorkgroup
         );
         assert_eq!(
-            choose_softmax((512, 2048, 3), true, None),
+            choose_softmax((512, 2048, 3), true, None, LIMIT),
             SoftmaxStrategy::RowPerInvocation
         );
     }
@@ -296,37 +358,55 @@ mod tests {
         let reduce = |p| Some(Strategy::Reduce(p));
         // A loss summed over a batch of 64 (640 elements, a workgroup
         // tree), then of 17 (170 elements): the tree is kept.
-        assert_eq!(choose_reduce(sum(170, 1), None), PerInvocation);
+        assert_eq!(choose_reduce(sum(170, 1), None, LIMIT), PerInvocation);
         assert_eq!(
-            choose_reduce(sum(170, 1), reduce(WorkgroupTree)),
+            choose_reduce(sum(170, 1), reduce(WorkgroupTree), LIMIT),
             WorkgroupTree
         );
         assert_eq!(
-            choose_reduce(sum(1 << 20, 1), reduce(PerInvocation)),
+            choose_reduce(sum(1 << 15, 1), reduce(PerInvocation), LIMIT),
+            PerInvocation
+        );
+        // Past the kernel's loop budget, one invocation per output would
+        // stop early (lavapipe: 65,535 iterations): a tree instead, and
+        // kept where nothing cuts loops short.
+        assert_eq!(
+            choose_reduce(sum(70_000, 1), reduce(PerInvocation), LIMIT),
+            WorkgroupTree
+        );
+        assert_eq!(
+            choose_reduce(sum(60_000 * 4, 4), reduce(PerInvocation), LIMIT),
+            PerInvocation
+        );
+        assert_eq!(
+            choose_reduce(sum(1 << 20, 1), reduce(PerInvocation), None),
             PerInvocation
         );
         // Sums by fours need a multiple of four elements.
-        assert_eq!(choose_reduce(sum(4096, 32), reduce(SumByFours)), SumByFours);
         assert_eq!(
-            choose_reduce(sum(4094, 32), reduce(SumByFours)),
+            choose_reduce(sum(4096, 32), reduce(SumByFours), LIMIT),
+            SumByFours
+        );
+        assert_eq!(
+            choose_reduce(sum(4094, 32), reduce(SumByFours), LIMIT),
             PerInvocation
         );
         // Another kind of precedent (the site's graph changed) is ignored.
         let other = Some(Strategy::RowNorm);
-        assert_eq!(choose_reduce(sum(170, 1), other), PerInvocation);
+        assert_eq!(choose_reduce(sum(170, 1), other, LIMIT), PerInvocation);
 
         use SoftmaxStrategy::*;
         let softmax = |p| Some(Strategy::Softmax(p));
         assert_eq!(
-            choose_softmax((10, 17, 1), true, softmax(RowPerWorkgroup)),
+            choose_softmax((10, 17, 1), true, softmax(RowPerWorkgroup), LIMIT),
             RowPerWorkgroup
         );
         assert_eq!(
-            choose_softmax((12, 17, 1), true, softmax(RowPerInvocationVec4)),
+            choose_softmax((12, 17, 1), true, softmax(RowPerInvocationVec4), LIMIT),
             RowPerInvocationVec4
         );
         assert_eq!(
-            choose_softmax((10, 17, 1), true, softmax(RowPerInvocationVec4)),
+            choose_softmax((10, 17, 1), true, softmax(RowPerInvocationVec4), LIMIT),
             RowPerInvocation
         );
 

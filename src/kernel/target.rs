@@ -19,7 +19,22 @@ pub(crate) struct Target {
     /// Whether kernels may store `f16` (wgpu's `SHADER_F16`); without it
     /// an f16 graph is an [`crate::Error::Unsupported`].
     pub shader_f16: bool,
+    /// The most loop iterations one invocation may run, where the driver
+    /// cuts loops short: lavapipe (gallivm's loop limiter, one counter
+    /// per shader that every loop's back-edge decrements) leaves all
+    /// loops after 65,535 iterations in all, silently. Lowering keeps
+    /// every kernel within it (`loop_budget`): strategies whose loops
+    /// would run longer are not chosen, and loops with no alternative are
+    /// unrolled until they fit (`codegen::wgsl::bounded_loop`).
+    pub loop_limit: Option<usize>,
 }
+
+/// Loop iterations kept aside from `Target::loop_limit` for a kernel's
+/// short loops of fixed length (workgroup trees, head-dim and tile loops).
+pub(crate) const FIXED_LOOP_ITERATIONS: usize = 1024;
+
+/// Lavapipe's loop limit (`LP_MAX_TGSI_LOOP_ITERATIONS` in Mesa's gallivm).
+pub(crate) const LAVAPIPE_LOOP_LIMIT: usize = 65_535;
 
 /// Which matmul kernel to generate.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -86,7 +101,17 @@ impl Target {
             max_storage_buffers: limits.max_storage_buffers_per_shader_stage as usize,
             matmul,
             shader_f16: features.contains(wgpu::Features::SHADER_F16),
+            // Every CPU adapter wgpu finds on Linux is Mesa's (lavapipe or
+            // llvmpipe through gallivm); others loop as long as asked.
+            loop_limit: cpu.then_some(LAVAPIPE_LOOP_LIMIT),
         }
+    }
+
+    /// The iterations each of `loops` long loops of one kernel may run so
+    /// that together they stay within the loop limit (`None`: no limit).
+    pub fn loop_budget(&self, loops: usize) -> Option<usize> {
+        self.loop_limit
+            .map(|limit| (limit.saturating_sub(FIXED_LOOP_ITERATIONS) / loops.max(1)).max(1))
     }
 
     /// The adapter feature a value of `dtype` needs and this target lacks:
@@ -109,6 +134,7 @@ impl Target {
                 max_layers: 2048,
             }),
             shader_f16: true,
+            loop_limit: Some(LAVAPIPE_LOOP_LIMIT),
         }
     }
 }

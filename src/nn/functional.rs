@@ -142,6 +142,19 @@ pub fn embedding(ids: &Tensor, weight: &Tensor) -> Tensor {
     weight.index_select(0, &flat).reshape(shape)
 }
 
+/// Whether the fused attention kernel's loops fit the device's loop
+/// budget: a query row loops over every key, and per key over the head
+/// dims of the query and value (lavapipe counts them all against one
+/// limit per invocation); otherwise the three-kernel form runs.
+fn fused_attention_loops_fit(q: &Tensor, k: &Tensor, v: &Tensor) -> bool {
+    let keys = k.shape()[k.rank() - 2];
+    let (e, ev) = (q.shape()[q.rank() - 1], v.shape()[v.rank() - 1]);
+    let iterations = keys * (1 + e + ev) + ev;
+    q.device()
+        .loop_budget(1)
+        .is_none_or(|budget| iterations <= budget)
+}
+
 /// Attention `softmax(q k^T * scale + mask) v` over `q` `[..., L, E]`,
 /// `k` `[..., S, E]` and `v` `[..., S, Ev]` (leading dims broadcast), with
 /// `scale = 1/sqrt(E)` (PyTorch's `scaled_dot_product_attention`, without
@@ -188,7 +201,8 @@ pub fn scaled_dot_product_attention(
     let sizes_fit = q.numel() > 0
         && k.numel() > 0
         && v.numel() > 0
-        && v.shape()[rv - 1] <= FUSED_ATTENTION_MAX_EV;
+        && v.shape()[rv - 1] <= FUSED_ATTENTION_MAX_EV
+        && fused_attention_loops_fit(q, k, v);
     if q.device().config().fused_attention && attn_mask.is_none() && same_batch && sizes_fit {
         return q.attention_fused(k, v, scale, is_causal);
     }

@@ -287,6 +287,16 @@ impl Device {
         self.inner.fusion.load(Ordering::Relaxed)
     }
 
+    /// The loop iterations each of `loops` long loops of one kernel may
+    /// run on this device (`Target::loop_budget`; `None`: no limit, as on
+    /// the CPU reference).
+    pub(crate) fn loop_budget(&self, loops: usize) -> Option<usize> {
+        match &self.inner.backend {
+            Backend::Gpu(_, target) => target.loop_budget(loops),
+            Backend::Cpu => None,
+        }
+    }
+
     /// The seed and counter for `count` fresh random numbers.
     pub(crate) fn next_rng(&self, count: usize) -> [u32; 3] {
         let mut rng = self.inner.rng.lock().unwrap_or_else(|e| e.into_inner());

@@ -22,7 +22,7 @@ use super::render::render_body;
 
 mod movement;
 use super::source::{CodegenContext, KernelSource, Launch};
-use super::wgsl::UNIFORM_PARAMS_BYTES;
+use super::wgsl::{UNIFORM_PARAMS_BYTES, unroll_for};
 
 /// Stack left before a recursive walk over the graph grows it, and by how
 /// much it grows (see `Gen::value`).
@@ -534,6 +534,18 @@ impl<'a> Gen<'a> {
     /// template generates beside its own, such as packing kernels).
     pub fn context(&self) -> CodegenContext<'a> {
         self.cx
+    }
+
+    /// `body` for `counter` in `0..count`, unrolled where `count` passes
+    /// the kernel's loop budget (lavapipe leaves all loops of an
+    /// invocation after 65,535 iterations in all, silently).
+    pub(super) fn counted_loop(&mut self, counter: Var, count: usize, body: Vec<Inst>) -> Inst {
+        Inst::Loop {
+            counter,
+            count,
+            unroll: unroll_for(count, self.cx.target.loop_budget(1)),
+            body,
+        }
     }
 
     /// Bytes one storage binding covers (`Target::binding_part_bytes`).

@@ -217,13 +217,10 @@ impl Gen<'_> {
                 body: vec![Inst::Accumulate { var: acc, value: v }],
             });
         });
+        let scan = self.counted_loop(counter, src_shape[axis], body);
         self.body.push(Inst::If {
             cond: Expr::all(inside),
-            body: vec![Inst::Loop {
-                counter,
-                count: src_shape[axis],
-                body,
-            }],
+            body: vec![scan],
         });
         Expr::Var(acc)
     }
