@@ -78,3 +78,26 @@ fn past_the_largest_buffer_is_an_error() {
         Ok(v) => panic!("expected Error::TooLarge, got {} elements", v.len()),
     }
 }
+
+/// A strided view of a stored buffer just past one binding (128 MiB on
+/// lavapipe), read back: the copy's output holds its few elements alone,
+/// though the view reaches the input's last binding part. Before, the
+/// output was bound in the input's parts (an invalid bind group), and
+/// the error surfaced again at the next, unrelated read.
+#[test]
+fn a_strided_view_of_a_buffer_past_the_binding_limit_reads_back() {
+    let Some(dev) = gpu() else { return };
+    let n = 33_554_436; // 128 MiB + 16 bytes
+    let host: Vec<f32> = (0..n).map(|i| (i % 1000) as f32 * 0.001).collect();
+    let x = Tensor::from_vec(host.clone(), [n], &dev).unwrap();
+    let tail = x.slice(0, n - 8, n, 2).to_vec::<f32>().unwrap();
+    let want: Vec<f32> = (n - 8..n).step_by(2).map(|i| host[i]).collect();
+    assert_eq!(tail, want, "the last elements, two apart");
+    let spread = x.slice(0, 1, n, 4097).to_vec::<f32>().unwrap();
+    let want: Vec<f32> = (1..n).step_by(4097).map(|i| host[i]).collect();
+    assert_eq!(spread, want, "every 4,097th element");
+    // The device is clean afterwards: an unrelated read works.
+    let y = Tensor::from_vec(vec![1.0f32, 2.0, 3.0], [3], &dev).unwrap();
+    assert_eq!((&y * 2.0).to_vec::<f32>().unwrap(), [2.0, 4.0, 6.0]);
+    dev.wait().unwrap();
+}

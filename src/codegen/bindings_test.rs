@@ -166,6 +166,15 @@ fn declared_bindings_are_the_binding_list_for_every_template() {
     };
     let y = (&x * 2.0 + &x.t().reshape([64, 128])).exp();
     check(&[&y, &x.sum_all()], &tiny, "buffers in parts");
+    // A strided view of a stored buffer, copied out, reads the buffer's
+    // last part but writes its four elements alone: one output part.
+    let big = Tensor::from_vec(vec![0.5f32; 4096], [4096], &dev).expect("big");
+    let tail = big.slice(0, 4088, 4096, 2);
+    let kernels = kernels_of(&[&tail], &tiny);
+    assert_eq!(kernels.len(), 1);
+    assert_eq!(kernels[0].read_parts, [16]);
+    assert_eq!(kernels[0].write_parts, [1]);
+    check(&[&tail], &tiny, "strided view copied out");
     // Anomaly mode: each kernel that checks binds the flags last (after
     // the lane matmul's textures too).
     for (t, what) in &cases {

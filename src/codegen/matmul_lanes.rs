@@ -215,7 +215,10 @@ pub(super) fn matmul_lanes(
     // Textures are bound after the buffers: params, reads, then writes.
     let base = g.uses_params() as usize
         + g.read_parts().iter().sum::<usize>()
-        + outputs.iter().map(|&o| g.parts_of(o, false)).sum::<usize>();
+        + outputs
+            .iter()
+            .map(|&o| g.write_parts_of(o, false))
+            .sum::<usize>();
     let LaneRegisters {
         decl,
         fetch_a,

@@ -152,7 +152,10 @@ impl<'a> Gen<'a> {
             uses_params: self.uses_params(),
             uniform_params: self.uniform_params_bytes(),
             read_parts: self.read_parts(),
-            write_parts: writes.iter().map(|&o| self.parts_of(o, vec_out)).collect(),
+            write_parts: writes
+                .iter()
+                .map(|&o| self.write_parts_of(o, vec_out))
+                .collect(),
             reads: self.reads(),
             writes,
             groups: launch.groups,
@@ -217,7 +220,11 @@ impl<'a> Gen<'a> {
                 (DType::BF16, "out") => "atomic<u32>".to_string(),
                 _ => storage_type(dtype, vec),
             };
-            for name in part_names(&format!("{prefix}{k}"), self.parts_of(n, vec)) {
+            let parts = match prefix {
+                "out" => self.write_parts_of(n, vec),
+                _ => self.parts_of(n, vec),
+            };
+            for name in part_names(&format!("{prefix}{k}"), parts) {
                 let _ = writeln!(
                     src,
                     "@group(0) @binding({binding}) var<storage, {access}> {name}: array<{ty}>;"
@@ -260,16 +267,31 @@ impl<'a> Gen<'a> {
         }
     }
 
-    /// Bindings node `n` needs: its buffer in parts of
+    /// Bindings a read of node `n` needs: its buffer, up to the furthest
+    /// element its layout reaches, in parts of
     /// `Target::binding_part_bytes` (one, unless it is larger than that).
     pub fn parts_of(&self, n: usize, vec: bool) -> usize {
+        self.parts_for(n, self.extent(n), vec)
+    }
+
+    /// Bindings a write of node `n` needs: the buffer a kernel writes
+    /// holds its elements alone, whatever layout the node was read with
+    /// (a strided view of a stored input, copied out, reaches far past
+    /// its own few elements).
+    pub fn write_parts_of(&self, n: usize, vec: bool) -> usize {
+        self.parts_for(n, numel(&self.nodes[n].shape), vec)
+    }
+
+    /// Parts of `Target::binding_part_bytes` that `elements` of node `n`
+    /// take (`vec`: counted in groups of four).
+    fn parts_for(&self, n: usize, elements: usize, vec: bool) -> usize {
         let size = self.nodes[n].dtype.size_in_bytes();
-        let bytes = if vec {
-            self.extent(n).div_ceil(4) * 4 * size
+        let elements = if vec {
+            elements.div_ceil(4) * 4
         } else {
-            self.extent(n) * size
+            elements
         };
-        bytes.div_ceil(self.part_bytes()).max(1)
+        (elements * size).div_ceil(self.part_bytes()).max(1)
     }
 
     /// Bindings per read, in binding order.
@@ -339,7 +361,7 @@ impl<'a> Gen<'a> {
             part: None,
             half: half(self.nodes[o].dtype),
         };
-        match self.parts_of(o, vec) {
+        match self.write_parts_of(o, vec) {
             1 => Inst::Store {
                 buffer,
                 index: idx.clone(),

@@ -137,11 +137,18 @@ fn resources_of(
     };
     // Part j covers bytes [j * part, (j + 1) * part) of the buffer (clipped
     // to its size), never more than one storage binding may hold.
-    let part_of = |b: &Arc<GpuBuffer>, j: usize| {
+    // A part past the buffer's end is a code generation bug: an error
+    // here, before wgpu would make an invalid bind group.
+    let part_of = |b: &Arc<GpuBuffer>, (node, j): (usize, usize)| {
         let (part, size) = (part_bytes as u64, b.buffer().size());
         let offset = j as u64 * part;
-        let len = std::num::NonZeroU64::new((size - offset).min(part));
-        BoundResource::Buffer(b.buffer().clone(), offset, len)
+        let rest = size.checked_sub(offset).filter(|&rest| rest > 0).ok_or_else(|| {
+            error(format!(
+                "node {node}: binding part {j} starts at byte {offset}, past its {size}-byte buffer"
+            ))
+        })?;
+        let len = std::num::NonZeroU64::new(rest.min(part));
+        Ok(BoundResource::Buffer(b.buffer().clone(), offset, len))
     };
     for binding in source.bindings() {
         resources.push(match binding {
@@ -156,11 +163,12 @@ fn resources_of(
             }
             Binding::Read { node, part } => {
                 let b = buffers[node].as_ref().or(written[node].as_ref());
-                part_of(b.ok_or_else(|| missing(node))?, part)
+                part_of(b.ok_or_else(|| missing(node))?, (node, part))?
             }
-            Binding::Write { node, part } => {
-                part_of(written[node].as_ref().ok_or_else(|| missing(node))?, part)
-            }
+            Binding::Write { node, part } => part_of(
+                written[node].as_ref().ok_or_else(|| missing(node))?,
+                (node, part),
+            )?,
             Binding::Texture { slot, .. } => BoundResource::Texture(scratch[slot].clone()),
             Binding::Checks => whole(checks, "anomaly checks")?,
             Binding::Sizes => whole(sizes, "dynamic sizes")?,

@@ -42,6 +42,11 @@ pub(crate) fn run_graph(
         }
     }
     let encode_start = std::time::Instant::now();
+    // Validation errors of this run's bind groups and commands are caught
+    // here, and an invalid command buffer is never submitted: submitted,
+    // its error would surface later (from the submission thread) and be
+    // reported by the next, unrelated run.
+    let scope = ctx.device.push_error_scope(wgpu::ErrorFilter::Validation);
     let mut run = Run::start(ctx, target, pool, graph, &exe)?;
     let mut encoder = ctx
         .device
@@ -77,7 +82,14 @@ pub(crate) fn run_graph(
     let timestamps = queries
         .as_ref()
         .map(|q| resolve_timestamps(ctx, &mut encoder, q, exe.kernels.len()));
-    ctx.submit(encoder.finish());
+    let commands = encoder.finish();
+    if let Some(e) = pollster::block_on(scope.pop()) {
+        return Err(Error::Device {
+            during: format!("graph {:016x}", graph.hash),
+            message: e.to_string(),
+        });
+    }
+    ctx.submit(commands);
     metrics.record("encode_submit", encode_start.elapsed());
     if let Some(staging) = timestamps {
         run.record_profile(&staging)?;
