@@ -150,3 +150,36 @@ fn a_reduced_dimension_growing_past_the_loop_limit_stays_right() {
         dev.mark_step().unwrap();
     }
 }
+
+/// Both graphs below record their output on this line.
+fn squash(x: &Tensor) -> Tensor {
+    x.sigmoid()
+}
+
+/// Two graphs whose outputs are recorded on one source line (inside a
+/// helper), read in turn over five sizes: each keeps its own record of
+/// the site, so each compiles at its first two sizes and then reuses its
+/// kernels generic over the size, as two graphs on two lines do. Before,
+/// the graphs replaced each other's record: 10 compiles, none reused.
+#[test]
+fn two_graphs_with_outputs_on_one_line_keep_their_own_generic_kernels() {
+    let Some(dev) = common::gpu() else { return };
+    let sigmoid = |v: f64| 1.0 / (1.0 + (-v).exp());
+    for n in [5usize, 6, 7, 8, 9] {
+        let host: Vec<f32> = (0..n).map(|i| i as f32 / 4.0 - 1.0).collect();
+        let x = Tensor::from_vec(host.clone(), [n], &dev).unwrap();
+        let a = squash(&x);
+        let got_a = a.to_vec::<f32>().unwrap(); // graph A: x -> sigmoid
+        let got_b = squash(&(&a * 2.0)).to_vec::<f32>().unwrap(); // graph B
+        let want_a: Vec<f32> = host.iter().map(|&v| sigmoid(v as f64) as f32).collect();
+        let want_b: Vec<f32> = host
+            .iter()
+            .map(|&v| sigmoid(2.0 * sigmoid(v as f64)) as f32)
+            .collect();
+        common::assert_close(&got_a, &want_a, 1e-6, 1e-6, "sigmoid(x)");
+        common::assert_close(&got_b, &want_b, 1e-6, 1e-6, "sigmoid(2 sigmoid(x))");
+    }
+    let m = dev.metrics();
+    assert_eq!(m.counter("graphs_compiled"), 4, "{m}");
+    assert_eq!(m.counter("graphs_specialized"), 6, "{m}");
+}

@@ -64,6 +64,26 @@ impl GraphKey {
     }
 }
 
+impl GraphKey {
+    /// A hash of the graph's structure without its sizes: equal for one
+    /// trace at any sizes (shapes, layouts and op parameters left out;
+    /// ranks, dtypes, edges and the kind of each op kept). It only picks
+    /// which of a trace site's records a new graph is compared with, so a
+    /// collision costs a kernel compiled concrete, never a wrong value.
+    pub fn size_free_hash(&self) -> u64 {
+        let mut h = FxHasher::default();
+        (self.fused, self.checked, &self.outputs, &self.donatable).hash(&mut h);
+        for n in &self.nodes {
+            (n.dtype, &n.inputs, n.shape.len()).hash(&mut h);
+            match &n.kind {
+                GKind::Input { layout, .. } => (0u8, layout.strides.len()).hash(&mut h),
+                GKind::Op { op, .. } => (1u8, std::mem::discriminant(op)).hash(&mut h),
+            }
+        }
+        h.finish()
+    }
+}
+
 /// Nodes of the last collected graph (a capacity hint for the next).
 static LAST_GRAPH_NODES: AtomicUsize = AtomicUsize::new(0);
 

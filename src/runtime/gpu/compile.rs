@@ -186,11 +186,12 @@ pub(super) fn plan_donations(
 pub(crate) struct GpuCaches {
     executables: LruCache<u64, Vec<(GraphKey, Arc<Executable>)>>,
     pipelines: LruCache<String, Arc<wgpu::ComputePipeline>>,
-    /// The last graph compiled for each set of output source locations, to
-    /// tell a recompilation (same trace site, new structure) from a new
-    /// graph, and to say what changed;
-    /// and how often that site recompiled.
-    by_site: LruCache<Vec<String>, SiteRecord>,
+    /// The graphs last compiled for each set of output source locations
+    /// (one per structure without sizes), to tell a recompilation (same
+    /// trace site, new structure) from a new graph, to say what changed,
+    /// and to make kernels generic over sizes; and how often that site
+    /// recompiled.
+    by_site: LruCache<Vec<String>, Site>,
     /// Recompiles allowed per site before a compile fails with
     /// `Error::RecompileBudget` (`Device::set_recompile_budget`).
     pub recompile_budget: Option<usize>,
@@ -248,7 +249,10 @@ pub(super) fn executable(
     // Another size of a site compiled before keeps its strategies (each
     // one checked valid for its kernel's sizes: a site whose graph
     // changed may see its nodes' old strategies, never wrong values).
-    let before = caches.by_site.peek(&site.site);
+    let before = caches
+        .by_site
+        .peek(&site.site)
+        .and_then(|s| s.before(site.structure));
     let cx = CodegenContext {
         target,
         origins: origins.as_deref(),
@@ -350,12 +354,36 @@ pub(super) fn executable(
     Ok((exe, compiles))
 }
 
-/// The last graph compiled for a trace site (the source lines of the
-/// graph's outputs).
-pub(crate) struct SiteRecord {
-    pub key: GraphKey,
+/// A trace site (the source lines of a graph's outputs): the graphs
+/// compiled for it, newest first, one per structure without sizes
+/// (`GraphKey::size_free_hash`). Graphs whose outputs are recorded on one
+/// line (in a helper function) but differ in structure each keep their
+/// own record, so each is compared with its own last sizes.
+pub(crate) struct Site {
     /// Recompiles of the site so far.
     count: usize,
+    records: Vec<SiteRecord>,
+}
+
+/// Structures a site remembers.
+const RECORDS_PER_SITE: usize = 8;
+
+impl Site {
+    /// The record a graph of `structure` is compared with: the one of its
+    /// structure, else the newest (a step whose structure changed).
+    fn before(&self, structure: u64) -> Option<&SiteRecord> {
+        self.records
+            .iter()
+            .find(|r| r.structure == structure)
+            .or(self.records.first())
+    }
+}
+
+/// A graph compiled for a trace site.
+pub(crate) struct SiteRecord {
+    pub key: GraphKey,
+    /// Its `GraphKey::size_free_hash`.
+    structure: u64,
     /// Per kernel, per dispatch (its packing kernels, then itself): the
     /// text lowered for the site's last sizes, and which of its literals
     /// are dynamic (see `generalize`).
@@ -368,6 +396,8 @@ pub(crate) struct SiteRecord {
 /// compiled.
 struct SiteNote {
     site: Vec<String>,
+    /// The graph's `GraphKey::size_free_hash`.
+    structure: u64,
     /// Recompiles of the site before this graph.
     previous: usize,
     /// The warning to give, for a recompile after warm-up.
@@ -390,9 +420,11 @@ fn note_miss(caches: &mut GpuCaches, graph: &Graph) -> SiteNote {
         .iter()
         .map(|&o| graph.locations[o].to_string())
         .collect();
-    let Some(SiteRecord {
-        key: before, count, ..
-    }) = caches.by_site.get(&site)
+    let structure = graph.key.size_free_hash();
+    let Some((before, count)) = caches
+        .by_site
+        .get(&site)
+        .and_then(|s| Some((&s.before(structure)?.key, s.count)))
     else {
         log::debug!(
             "graph {:016x}: cache miss, new graph of {} nodes with outputs at {site:?}",
@@ -401,12 +433,13 @@ fn note_miss(caches: &mut GpuCaches, graph: &Graph) -> SiteNote {
         );
         return SiteNote {
             site,
+            structure,
             previous: 0,
             warning: None,
             over_budget: None,
         };
     };
-    let previous = *count;
+    let previous = count;
     let explained = graph.key.explain_recompile(before);
     if explained.warm_up {
         log::debug!(
@@ -416,6 +449,7 @@ fn note_miss(caches: &mut GpuCaches, graph: &Graph) -> SiteNote {
         );
         return SiteNote {
             site,
+            structure,
             previous,
             warning: None,
             over_budget: None,
@@ -449,6 +483,7 @@ fn note_miss(caches: &mut GpuCaches, graph: &Graph) -> SiteNote {
         });
     SiteNote {
         site,
+        structure,
         previous,
         warning: Some(warning),
         over_budget,
@@ -472,11 +507,25 @@ fn record_site(
     }
     let record = SiteRecord {
         key: graph.key.clone(),
-        count,
+        structure: note.structure,
         kernels,
         precedents,
     };
-    caches.by_site.put(note.site, record);
+    match caches.by_site.get_mut(&note.site) {
+        Some(site) => {
+            site.count = count;
+            site.records.retain(|r| r.structure != note.structure);
+            site.records.insert(0, record);
+            site.records.truncate(RECORDS_PER_SITE);
+        }
+        None => {
+            let site = Site {
+                count,
+                records: vec![record],
+            };
+            caches.by_site.put(note.site, site);
+        }
+    }
 }
 
 /// The strategy of each kernel, keyed by its root or its first output.
