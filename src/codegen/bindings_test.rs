@@ -13,7 +13,7 @@ use crate::{Device, DeviceConfig, Tensor};
 
 /// Every kernel (and packing kernel) of the graph computing `outputs`, as
 /// the runtime would generate them.
-fn kernels_of(outputs: &[&Tensor], target: &Target) -> Vec<KernelSource> {
+pub(super) fn kernels_of(outputs: &[&Tensor], target: &Target) -> Vec<KernelSource> {
     kernels_checked(outputs, target, false)
 }
 
@@ -146,6 +146,10 @@ fn declared_bindings_are_the_binding_list_for_every_template() {
         (x.softmax(-1), "softmax vec4"),
         (odd.log_softmax(0), "softmax over a strided axis"),
         ((x.matmul(&w.t()) + 1.0).relu(), "matmul with epilogue"),
+        (
+            crate::nn::functional::layer_norm(&x, &[128], None, None, 1e-5),
+            "row normalisation",
+        ),
     ];
     for (t, what) in &cases {
         check(&[t], &lavapipe, what);
@@ -172,8 +176,8 @@ fn declared_bindings_are_the_binding_list_for_every_template() {
     let tail = big.slice(0, 4088, 4096, 2);
     let kernels = kernels_of(&[&tail], &tiny);
     assert_eq!(kernels.len(), 1);
-    assert_eq!(kernels[0].read_parts, [16]);
-    assert_eq!(kernels[0].write_parts, [1]);
+    assert_eq!(kernels[0].parts(false), [16]);
+    assert_eq!(kernels[0].parts(true), [1]);
     check(&[&tail], &tiny, "strided view copied out");
     // Anomaly mode: each kernel that checks binds the flags last (after
     // the lane matmul's textures too).
@@ -184,7 +188,9 @@ fn declared_bindings_are_the_binding_list_for_every_template() {
     check_mode(&[&x.index_select(0, &index)], &lavapipe, "gather", true);
     let checked = kernels_checked(&[&(&x * 2.0).log()], &lavapipe, true);
     assert!(
-        checked.iter().all(|k| k.checks),
+        checked
+            .iter()
+            .all(|k| k.bindings().any(|b| b == Binding::Checks)),
         "every kernel checks its log"
     );
 }

@@ -212,13 +212,6 @@ pub(super) fn matmul_lanes(
     let (m, n) = (geo.d.m, geo.d.n);
     let s = adapter.subgroup;
     let st = stores(g, key, (root, outputs), "idx", "result");
-    // Textures are bound after the buffers: params, reads, then writes.
-    let base = g.uses_params() as usize
-        + g.read_parts().iter().sum::<usize>()
-        + outputs
-            .iter()
-            .map(|&o| g.write_parts_of(o, false))
-            .sum::<usize>();
     let LaneRegisters {
         decl,
         fetch_a,
@@ -228,9 +221,7 @@ pub(super) fn matmul_lanes(
     let tiles_mn = tiles_m * tiles_n;
     let groups = batch * tiles_mn;
     let main = format!(
-        "\n@group(0) @binding({ta}) var ta: texture_2d_array<f32>;\n\
-         @group(0) @binding({tb}) var tb: texture_2d_array<f32>;\n\
-         {head}\
+        "\n{head}\
          // Whole workgroups left together above: every lane here takes part in the broadcasts.\n\
          let bi = gi / {tiles_mn}u;\n\
          let tm = (gi % {tiles_mn}u) / {tiles_n}u;\n\
@@ -264,8 +255,6 @@ pub(super) fn matmul_lanes(
             groups,
             ", @builtin(subgroup_invocation_id) sid: u32"
         ),
-        ta = base,
-        tb = base + 1,
         last_n4 = n4 - 1,
         bw = b.width,
         b_blocks = b.col_blocks,
@@ -283,6 +272,10 @@ pub(super) fn matmul_lanes(
         scratch: vec![size(&a), size(&b)],
     })
 }
+
+/// The names the lane matmul reads its packed operands by (scratch
+/// textures 0 and 1).
+pub(super) const LANE_OPERANDS: [&str; 2] = ["ta", "tb"];
 
 /// The statements of a lane matmul's register block (see `lane_registers`).
 struct LaneRegisters {
@@ -376,10 +369,8 @@ fn pack(
         "let texel",
     );
     body.push_str("    textureStore(dst, vec2<u32>(x, y), layer, texel);\n");
-    let binding = g.uses_params() as usize + g.read_parts().iter().sum::<usize>();
     let main = format!(
-        "@group(0) @binding({binding}) var dst: texture_storage_2d_array<rgba32float, write>;\n\
-         \n{head}    \
+        "\n{head}    \
          let x = gi % {width}u;\n    \
          let y = (gi / {width}u) % {height}u;\n    \
          let layer = gi / {plane}u;\n    \
@@ -395,7 +386,11 @@ fn pack(
     let launch = Launch {
         groups: texels.div_ceil(WORKGROUP_SIZE as usize),
         strategy: Strategy::Pack,
-        textures: vec![TextureUse { slot, write: true }],
+        textures: vec![TextureUse {
+            slot,
+            write: true,
+            name: "dst",
+        }],
     };
     g.source(&main, (Vec::new(), false), &[], launch)
 }

@@ -16,6 +16,8 @@ mod wgsl;
 
 #[cfg(test)]
 mod bindings_test;
+#[cfg(test)]
+mod golden_test;
 
 pub(crate) use roots::generate_root_kernel;
 pub(crate) use validate::validate_wgsl;

@@ -1,25 +1,26 @@
-//! Row normalisation (the core of layer norm) and its gradient: one
-//! invocation per row of the last axis, which reads the row three times
-//! (mean, centred second moment, write) forward and four times backward.
-//! Rows of a layer norm are short (the model width), so a row stays in
-//! cache and no workgroup barrier is needed (they are dear on CPU drivers).
-
-use std::fmt::Write;
+//! Row normalisation (the core of layer norm) and its gradient, built as
+//! IR: one invocation per row of the last axis, which reads the row three
+//! times (mean, centred second moment, write) forward and four times
+//! backward. Rows of a layer norm are short (the model width), so a row
+//! stays in cache and no workgroup barrier is needed (they are dear on
+//! CPU drivers).
 
 use super::emit::Gen;
 use super::roots::store_outputs;
-use super::wgsl::{WORKGROUP_SIZE, bounded_loop, kernel_main};
+use super::wgsl::{WORKGROUP_SIZE, unroll_for};
 use crate::dtype::DType;
 use crate::graph::GraphKey;
-use crate::kernel::ir::{Expr, Ty};
+use crate::graph::op::{BinaryOp, UnaryOp};
+use crate::kernel::Entry;
+use crate::kernel::ir::{Arith, Expr, Inst, Ty};
 use crate::shape::numel;
 
 /// What one pass does with (generator, element index, x there, gy there).
 type PassBody<'a> = dyn Fn(&mut Gen, &Expr, &Expr, Option<&Expr>) + 'a;
 
 /// The kernel of `Normalize` (or `NormalizeBackward` when `backward`) at
-/// `root`, whose `eps` is parameter word `eps_slot`. Returns the body and
-/// the workgroup count.
+/// `root`, whose `eps` is parameter word `eps_slot`: its entry, its body
+/// and its workgroup count.
 pub(super) fn normalize(
     g: &mut Gen,
     key: &GraphKey,
@@ -27,72 +28,154 @@ pub(super) fn normalize(
     eps_slot: usize,
     backward: bool,
     outputs: &[usize],
-) -> (String, usize) {
+) -> (Entry, Vec<Inst>, usize) {
     let inputs = key.nodes[root].inputs.clone();
     let x = inputs[0];
     let shape = &key.nodes[x].shape;
     let len = shape.last().copied().unwrap_or(1);
     let rows = numel(shape) / len.max(1);
-    let at = format!("gi * {len}u + k");
-    let eps = g.param(eps_slot, DType::F32);
-    // Each pass reads x (and gy) at element k of row gi, then runs `f`.
-    let pass = |g: &mut Gen, f: &PassBody<'_>| {
-        g.scoped(|g| {
-            let i = g.emit("i", Ty::U32, Expr::template(at.clone()));
-            let v = g.value(x, &i, false, false);
-            let gv = backward.then(|| g.value(inputs[1], &i, false, false));
-            f(g, &i, &v, gv.as_ref());
-        })
-    };
-    let sum = pass(g, &|g, _, v, _| {
-        let _ = writeln!(g, "        s = s + {v};");
-    });
-    let second = pass(g, &|g, _, v, _| {
-        let _ = writeln!(g, "        let d = {v} - mean;\n        q = q + d * d;");
-    });
     // Three passes over the row forward, four backward, each within its
     // share of the kernel's loop budget.
     let budget = g.context().target.loop_budget(if backward { 4 } else { 3 });
-    let len_u = format!("{len}u");
-    let row = |body: &str| bounded_loop(("k", "0u", &len_u, "1u"), len, budget, body);
-    let (row_sum, row_second) = (row(&sum), row(&second));
-    let stats = format!(
-        "    var s = 0.0;\n{row_sum}\
-         let mean = s / {len}.0;\n\
-         var q = 0.0;\n{row_second}\
-         let rstd = inverseSqrt(q / {len}.0 + {eps});\n"
-    );
-    let tail = if backward {
-        let grads = pass(g, &|g, _, v, gv| {
-            let gv = gv.expect("backward reads gy");
-            let _ = writeln!(
-                g,
-                "        sg = sg + {gv};\n        sgx = sgx + {gv} * (({v} - mean) * rstd);"
+    let unroll = unroll_for(len, budget);
+    // Each pass reads x (and gy) at element k of row gi, then runs `f`.
+    let pass = |g: &mut Gen, f: &PassBody<'_>| {
+        let counter = g.fresh("k");
+        let body = g.block(|g| {
+            let at = Expr::arith(
+                Arith::Add,
+                Expr::arith(Arith::Mul, Expr::Invocation, Expr::U32(len as u64)),
+                Expr::Var(counter),
             );
+            let i = g.emit("i", Ty::U32, at);
+            let v = g.value(x, &i, false, false);
+            let gv = backward.then(|| g.value(inputs[1], &i, false, false));
+            f(g, &i, &v, gv.as_ref());
         });
-        let write = pass(g, &|g, i, v, gv| {
-            let gv = gv.expect("backward reads gy");
-            let expr = format!("rstd * ({gv} - mg - (({v} - mean) * rstd) * mgx)");
-            let dx = g.emit("dx", Ty::F32, Expr::template(expr.clone()));
-            store_outputs(g, key, (root, outputs), i, &dx);
+        g.push(Inst::Loop {
+            counter,
+            count: len,
+            unroll,
+            body,
         });
-        let (row_grads, row_write) = (row(&grads), row(&write));
-        format!(
-            "    var sg = 0.0;\n    var sgx = 0.0;\n\
-         {row_grads}\
-             let mg = sg / {len}.0;\n    let mgx = sgx / {len}.0;\n\
-         {row_write}"
-        )
+    };
+    let len_f = Expr::Cast {
+        from: DType::U32,
+        to: DType::F32,
+        vec: false,
+        x: Box::new(Expr::U32(len as u64)),
+    };
+    let eps = g.param(eps_slot, DType::F32);
+    let stats = row_stats(g, &pass, &len_f, eps);
+    if backward {
+        write_gradient(g, &pass, &stats, &len_f, |g, i, dx| {
+            store_outputs(g, key, (root, outputs), i, dx)
+        });
     } else {
-        let write = pass(g, &|g, i, v, _| {
-            let y = g.emit("y", Ty::F32, Expr::template(format!("({v} - mean) * rstd")));
+        pass(g, &|g, i, v, _| {
+            let y = stats.normalised(g, v);
             store_outputs(g, key, (root, outputs), i, &y);
         });
-        row(&write)
+    }
+    let entry = Entry::Main {
+        workgroup_size: WORKGROUP_SIZE as usize,
+        per_invocation: true,
+        count: rows,
+        arrays: Vec::new(),
     };
-    let main = format!(
-        "\n{head}{stats}{tail}}}\n",
-        head = kernel_main(WORKGROUP_SIZE as usize, true, rows, ""),
-    );
-    (main, rows.div_ceil(WORKGROUP_SIZE as usize))
+    (
+        entry,
+        g.body().to_vec(),
+        rows.div_ceil(WORKGROUP_SIZE as usize),
+    )
+}
+
+/// Runs one pass over the row: `body` at each element.
+type Pass<'a> = dyn Fn(&mut Gen, &PassBody<'_>) + 'a;
+
+/// A row's mean and reciprocal standard deviation.
+struct RowStats {
+    mean: Expr,
+    rstd: Expr,
+}
+
+impl RowStats {
+    /// `(v - mean) * rstd`.
+    fn normalised(&self, g: &mut Gen, v: &Expr) -> Expr {
+        let d = g.emit(
+            "d",
+            Ty::F32,
+            f32_op(BinaryOp::Sub, v.clone(), self.mean.clone()),
+        );
+        g.emit("xh", Ty::F32, f32_op(BinaryOp::Mul, d, self.rstd.clone()))
+    }
+}
+
+/// The row's mean, then its centred second moment (two passes).
+fn row_stats(g: &mut Gen, pass: &Pass<'_>, len_f: &Expr, eps: Expr) -> RowStats {
+    let s = g.accumulator("s");
+    pass(g, &|g, _, v, _| g.accumulate(&s, v.clone()));
+    let mean = g.emit("mean", Ty::F32, f32_op(BinaryOp::Div, s, len_f.clone()));
+    let q = g.accumulator("q");
+    pass(g, &|g, _, v, _| {
+        let d = g.emit("d", Ty::F32, f32_op(BinaryOp::Sub, v.clone(), mean.clone()));
+        let dd = g.emit("dd", Ty::F32, f32_op(BinaryOp::Mul, d.clone(), d));
+        g.accumulate(&q, dd);
+    });
+    let var = g.emit("var", Ty::F32, f32_op(BinaryOp::Div, q, len_f.clone()));
+    let var_eps = g.emit("ve", Ty::F32, f32_op(BinaryOp::Add, var, eps));
+    let rstd = g.emit("rstd", Ty::F32, f32_unary(UnaryOp::Rsqrt, var_eps));
+    RowStats { mean, rstd }
+}
+
+/// The gradient with respect to x, `rstd * (gy - mean(gy) - xhat *
+/// mean(gy * xhat))`: a pass for the two means, a pass that writes it
+/// (`store` at each element).
+fn write_gradient(
+    g: &mut Gen,
+    pass: &Pass<'_>,
+    stats: &RowStats,
+    len_f: &Expr,
+    store: impl Fn(&mut Gen, &Expr, &Expr),
+) {
+    let (sg, sgx) = (g.accumulator("sg"), g.accumulator("sgx"));
+    pass(g, &|g, _, v, gv| {
+        let gv = gv.expect("backward reads gy");
+        g.accumulate(&sg, gv.clone());
+        let xh = stats.normalised(g, v);
+        let t = g.emit("t", Ty::F32, f32_op(BinaryOp::Mul, gv.clone(), xh));
+        g.accumulate(&sgx, t);
+    });
+    let mg = g.emit("mg", Ty::F32, f32_op(BinaryOp::Div, sg, len_f.clone()));
+    let mgx = g.emit("mgx", Ty::F32, f32_op(BinaryOp::Div, sgx, len_f.clone()));
+    pass(g, &|g, i, v, gv| {
+        let gv = gv.expect("backward reads gy");
+        let a = g.emit("a", Ty::F32, f32_op(BinaryOp::Sub, gv.clone(), mg.clone()));
+        let xh = stats.normalised(g, v);
+        let b = g.emit("b", Ty::F32, f32_op(BinaryOp::Mul, xh, mgx.clone()));
+        let c = g.emit("c", Ty::F32, f32_op(BinaryOp::Sub, a, b));
+        let dx = g.emit("dx", Ty::F32, f32_op(BinaryOp::Mul, stats.rstd.clone(), c));
+        store(g, i, &dx);
+    });
+}
+
+/// `a op b` on f32 values.
+fn f32_op(op: BinaryOp, a: Expr, b: Expr) -> Expr {
+    Expr::Binary {
+        op,
+        operand: DType::F32,
+        vec: false,
+        a: Box::new(a),
+        b: Box::new(b),
+    }
+}
+
+/// `op x` on an f32 value.
+fn f32_unary(op: UnaryOp, x: Expr) -> Expr {
+    Expr::Unary {
+        op,
+        dtype: DType::F32,
+        vec: false,
+        x: Box::new(x),
+    }
 }

@@ -5,9 +5,13 @@
 use std::fmt::{self, Write};
 
 use crate::dtype::DType;
-use crate::kernel::ir::{Buffer, Check, Expr, Inst, PartAccess, Ty};
+use crate::kernel::ir::{Buffer, Check, Expr, Inst, PartAccess, Ty, Var};
+use crate::kernel::{Binding, Declared, Entry, Kernel};
 
-use super::exprs::{binary_expr, cast_expr, is_nan, is_nonfinite, lit, unary_expr, value_type};
+use super::exprs::{
+    ERF_FUNCTIONS, HALF_FUNCTIONS, POW_FUNCTION, RNG_FUNCTIONS, binary_expr, cast_expr, is_nan,
+    is_nonfinite, lit, storage_type, unary_expr, value_type,
+};
 
 /// The WGSL type of a value.
 pub(crate) fn wgsl_type(ty: Ty) -> String {
@@ -45,6 +49,7 @@ impl fmt::Display for Expr {
         match self {
             Expr::Var(v) => write!(f, "{v}"),
             Expr::Template(t) => f.write_str(t),
+            Expr::Invocation => f.write_str("gi"),
             Expr::U32(v) => write!(f, "{v}u"),
             Expr::I32(v) => write!(f, "{v}i"),
             Expr::Param { word, dtype } => match dtype.compute() {
@@ -154,6 +159,134 @@ fn store_text(buffer: &Buffer, index: &str, value: &str) -> String {
     }
 }
 
+/// A whole kernel as a WGSL module: its bindings declared from
+/// `Kernel::bindings` alone (binding `i` is entry `i`), the helper
+/// functions it calls, its workgroup arrays and its entry point.
+/// `origins` (per graph node) annotates each line that computes or
+/// stores a node.
+pub(crate) fn kernel_wgsl(kernel: &Kernel, origins: Option<&[String]>) -> String {
+    let mut out = String::new();
+    if kernel.helpers.f16 {
+        out.push_str("enable f16;\n");
+    }
+    for (i, declared) in kernel.bindings.iter().enumerate() {
+        declare(i, declared, &mut out);
+    }
+    let helpers = kernel.helpers;
+    for (used, text) in [
+        (helpers.rng, RNG_FUNCTIONS),
+        (helpers.pow, POW_FUNCTION),
+        (helpers.erf, ERF_FUNCTIONS),
+        (helpers.halves, HALF_FUNCTIONS),
+    ] {
+        if used {
+            out.push_str(text);
+        }
+    }
+    match &kernel.entry {
+        Entry::Template => render_body(&kernel.body, origins, &mut out),
+        Entry::Main {
+            workgroup_size,
+            per_invocation,
+            count,
+            arrays,
+        } => {
+            out.push('\n');
+            for a in arrays {
+                let _ = writeln!(
+                    out,
+                    "var<workgroup> {}: array<{}, {}>;",
+                    a.name,
+                    wgsl_type(a.element),
+                    a.len
+                );
+            }
+            out.push_str(&entry_point(*workgroup_size, *per_invocation, *count));
+            render_body(&kernel.body, origins, &mut out);
+            out.push_str("}\n");
+        }
+    }
+    out
+}
+
+/// The declaration of binding `i`.
+fn declare(i: usize, declared: &Declared, out: &mut String) {
+    let Declared {
+        binding,
+        name,
+        element,
+    } = declared;
+    let _ = match binding {
+        Binding::Params {
+            uniform_bytes: Some(bytes),
+        } => writeln!(
+            out,
+            "@group(0) @binding({i}) var<uniform> {name}: array<vec4<u32>, {}>;\n\
+             fn param_word(i: u32) -> u32 {{ return {name}[i / 4u][i % 4u]; }}",
+            bytes / 16
+        ),
+        Binding::Params {
+            uniform_bytes: None,
+        } => writeln!(
+            out,
+            "@group(0) @binding({i}) var<storage, read> {name}: array<u32>;\n\
+             fn param_word(i: u32) -> u32 {{ return {name}[i]; }}"
+        ),
+        Binding::Read { .. } | Binding::Write { .. } => {
+            let access = if matches!(binding, Binding::Read { .. }) {
+                "read"
+            } else {
+                "read_write"
+            };
+            let ty = element.map_or_else(
+                || "u32".to_string(),
+                |t| match (t.dtype, access) {
+                    // bf16 outputs share words between neighbouring invocations.
+                    (DType::BF16, "read_write") => "atomic<u32>".to_string(),
+                    _ => storage_type(t.dtype, t.vec),
+                },
+            );
+            writeln!(
+                out,
+                "@group(0) @binding({i}) var<storage, {access}> {name}: array<{ty}>;"
+            )
+        }
+        Binding::Texture { write: true, .. } => writeln!(
+            out,
+            "@group(0) @binding({i}) var {name}: texture_storage_2d_array<rgba32float, write>;"
+        ),
+        Binding::Texture { write: false, .. } => writeln!(
+            out,
+            "@group(0) @binding({i}) var {name}: texture_2d_array<f32>;"
+        ),
+        Binding::Checks => writeln!(
+            out,
+            "@group(0) @binding({i}) var<storage, read_write> {name}: array<atomic<u32>, 2>;"
+        ),
+        Binding::Sizes => writeln!(
+            out,
+            "@group(0) @binding({i}) var<uniform> {name}: array<vec4<u32>, 1>;"
+        ),
+    };
+}
+
+/// The opening of an entry point through its early return (see
+/// `Entry::Main`).
+pub(crate) fn entry_point(size: usize, per_invocation: bool, count: usize) -> String {
+    let gi = if per_invocation {
+        format!("(wid.y * nwg.x + wid.x) * {size}u + lid")
+    } else {
+        "wid.y * nwg.x + wid.x".to_string()
+    };
+    format!(
+        "@compute @workgroup_size({size})\n\
+         fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>, \
+         @builtin(local_invocation_index) lid: u32) {{\n\
+         let gi = {gi};\n\
+         if (gi >= {count}u) {{ return; }}\n"
+    )
+}
+
 /// Prints `body` as WGSL statements, one a line; `origins` (per graph
 /// node) annotates each line that computes or stores a node.
 pub(crate) fn render_body(body: &[Inst], origins: Option<&[String]>, out: &mut String) {
@@ -236,35 +369,11 @@ pub(crate) fn render_body(body: &[Inst], origins: Option<&[String]>, out: &mut S
             Inst::Loop {
                 counter,
                 count,
-                unroll: 1,
-                body,
-            } => {
-                let _ = writeln!(
-                    out,
-                    "    for (var {counter} = 0u; {counter} < {count}u; {counter} = {counter} + 1u) {{"
-                );
-                render_body(body, origins, out);
-                writeln!(out, "    }}")
-            }
-            Inst::Loop {
-                counter,
-                count,
                 unroll,
                 body,
             } => {
-                let _ = writeln!(
-                    out,
-                    "    for (var {counter}_run = 0u; {counter}_run < {count}u; {counter}_run = {counter}_run + {unroll}u) {{"
-                );
-                for u in 0..*unroll {
-                    let _ = writeln!(
-                        out,
-                        "    {{ let {counter} = {counter}_run + {u}u; if ({counter} < {count}u) {{"
-                    );
-                    render_body(body, origins, out);
-                    let _ = writeln!(out, "    }} }}");
-                }
-                writeln!(out, "    }}")
+                render_loop((*counter, *count, *unroll), body, origins, out);
+                Ok(())
             }
             Inst::Check { check, node } => {
                 let code = u32::MAX - *node as u32;
@@ -281,6 +390,39 @@ pub(crate) fn render_body(body: &[Inst], origins: Option<&[String]>, out: &mut S
             }
         };
     }
+}
+
+/// `body` for `counter` in `0..count`, `unroll` copies an iteration,
+/// each in a block with its own `counter` guarded by `counter < count`
+/// (see `Inst::Loop`).
+fn render_loop(
+    (counter, count, unroll): (Var, usize, usize),
+    body: &[Inst],
+    origins: Option<&[String]>,
+    out: &mut String,
+) {
+    if unroll == 1 {
+        let _ = writeln!(
+            out,
+            "    for (var {counter} = 0u; {counter} < {count}u; {counter} = {counter} + 1u) {{"
+        );
+        render_body(body, origins, out);
+        out.push_str("    }\n");
+        return;
+    }
+    let _ = writeln!(
+        out,
+        "    for (var {counter}_run = 0u; {counter}_run < {count}u; {counter}_run = {counter}_run + {unroll}u) {{"
+    );
+    for u in 0..unroll {
+        let _ = writeln!(
+            out,
+            "    {{ let {counter} = {counter}_run + {u}u; if ({counter} < {count}u) {{"
+        );
+        render_body(body, origins, out);
+        out.push_str("    } }\n");
+    }
+    out.push_str("    }\n");
 }
 
 /// The WGSL condition under which `check` fails.
@@ -322,7 +464,7 @@ mod tests {
         let c = Var { prefix: "c", id: 2 };
         let e = Expr::arith(
             Arith::Mul,
-            Expr::arith(Arith::Rem, Expr::template("gi"), Expr::U32(3)),
+            Expr::arith(Arith::Rem, Expr::Invocation, Expr::U32(3)),
             Expr::Var(c),
         );
         assert_eq!(e.to_string(), "(gi % 3u) * c2");

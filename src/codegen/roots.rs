@@ -10,7 +10,7 @@
 use super::attention::attention;
 use super::emit::Gen;
 use super::matmul::{matmul, matmul_blocked};
-use super::matmul_lanes::matmul_lanes;
+use super::matmul_lanes::{LANE_OPERANDS, matmul_lanes};
 use super::norm::normalize;
 use super::reduce::reduce;
 use super::softmax::softmax;
@@ -18,7 +18,8 @@ use super::wgsl::{CodegenContext, KernelSource, Launch, TextureUse};
 use crate::dtype::DType;
 use crate::graph::GraphKey;
 use crate::graph::op::Op;
-use crate::kernel::ir::{Check, Expr};
+use crate::kernel::Entry;
+use crate::kernel::ir::{Check, Expr, Inst};
 use crate::kernel::{MatmulKernel, Strategy};
 
 /// Generates the kernel of `root` (a reduction, softmax or matmul). It
@@ -50,12 +51,12 @@ pub(crate) fn generate_root_kernel(
     let (main, groups, strategy) = match op {
         Op::Reduce { op, axes, parts } => {
             let (main, groups, s) = reduce(&mut g, key, root, *op, axes, *parts, &outputs);
-            (main, groups, Strategy::Reduce(s))
+            (RootBody::Text(main), groups, Strategy::Reduce(s))
         }
         Op::Softmax { axis, log } => {
             let (main, groups, vec, s) = softmax(&mut g, key, root, *axis, *log, &outputs);
             vec_out = vec;
-            (main, groups, Strategy::Softmax(s))
+            (RootBody::Text(main), groups, Strategy::Softmax(s))
         }
         Op::Matmul => {
             let lanes = match matmul_kernel {
@@ -69,17 +70,26 @@ pub(crate) fn generate_root_kernel(
                     packs = l.packs;
                     scratch = l.scratch;
                     let tile = Some(l.tile);
-                    (l.main, l.groups, Strategy::Matmul { kernel: kind, tile })
+                    let strategy = Strategy::Matmul { kernel: kind, tile };
+                    (RootBody::Text(l.main), l.groups, strategy)
                 }
                 (None, MatmulKernel::Tiled) => {
                     let (main, groups) = matmul(&mut g, key, root, &outputs);
                     let kernel = MatmulKernel::Tiled;
-                    (main, groups, Strategy::Matmul { kernel, tile: None })
+                    (
+                        RootBody::Text(main),
+                        groups,
+                        Strategy::Matmul { kernel, tile: None },
+                    )
                 }
                 (None, _) => {
                     let (main, groups) = matmul_blocked(&mut g, key, root, &outputs);
                     let kernel = MatmulKernel::Blocked;
-                    (main, groups, Strategy::Matmul { kernel, tile: None })
+                    (
+                        RootBody::Text(main),
+                        groups,
+                        Strategy::Matmul { kernel, tile: None },
+                    )
                 }
             }
         }
@@ -88,31 +98,47 @@ pub(crate) fn generate_root_kernel(
                 unreachable!("kernel roots are ops")
             };
             let backward = matches!(op, Op::NormalizeBackward);
-            let (main, groups) = normalize(&mut g, key, root, *param_base, backward, &outputs);
-            (main, groups, Strategy::RowNorm)
+            let (entry, body, groups) =
+                normalize(&mut g, key, root, *param_base, backward, &outputs);
+            (RootBody::Ir(entry, body), groups, Strategy::RowNorm)
         }
         Op::Attention { causal } => {
             let crate::graph::GKind::Op { param_base, .. } = &key.nodes[root].kind else {
                 unreachable!("kernel roots are ops")
             };
             let (main, groups) = attention(&mut g, key, root, *param_base, *causal, &outputs);
-            (main, groups, Strategy::Attention)
+            (RootBody::Text(main), groups, Strategy::Attention)
         }
         other => unreachable!("{} is not a kernel root", other.name()),
     };
     let textures = (0..scratch.len())
-        .map(|slot| TextureUse { slot, write: false })
+        .map(|slot| TextureUse {
+            slot,
+            write: false,
+            name: LANE_OPERANDS[slot],
+        })
         .collect();
     let launch = Launch {
         groups,
         strategy,
         textures,
     };
+    let source = match main {
+        RootBody::Text(main) => g.source(&main, (outputs, vec_out), &[], launch),
+        RootBody::Ir(entry, body) => g.kernel_source((outputs, vec_out), entry, body, &[], launch),
+    };
     KernelSource {
         scratch,
         packs,
-        ..g.source(&main, (outputs, vec_out), &[], launch)
+        ..source
     }
+}
+
+/// A root kernel as its template wrote it: WGSL text around IR blocks,
+/// or (the templates rebuilt as IR) an entry and a body.
+enum RootBody {
+    Text(String),
+    Ir(Entry, Vec<Inst>),
 }
 
 /// Lowers, into the current block, every output's value at `idx` (the

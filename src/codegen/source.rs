@@ -1,7 +1,7 @@
-//! Generated code for one kernel as a value: its WGSL text and what it
-//! binds, in binding order.
+//! Generated code for one kernel: the kernel value (`kernel::Kernel`),
+//! its WGSL text printed from it, and what the runtime needs besides.
 
-use crate::kernel::{Binding, Precedents, Strategy, Target};
+use crate::kernel::{Binding, Kernel, Precedents, Strategy, Target};
 
 /// What code generation is given besides the graph: the target, and
 /// (for dumps) a label per graph node, written as a comment on each line
@@ -52,28 +52,15 @@ pub(crate) struct KernelSource {
     /// The kernel IR it was printed from (`kernel::ir`), listed only when
     /// dumping (`CodegenContext::origins`), else empty.
     pub ir: String,
-    /// Whether binding 0 is the parameter buffer.
-    pub uses_params: bool,
-    /// `Some(bytes)`: the parameter buffer is bound as a uniform buffer of
-    /// that many bytes (its first words); `None`: as a storage buffer.
-    pub uniform_params: Option<u64>,
     /// Graph nodes read from memory, in binding order after `params`.
     pub reads: Vec<usize>,
     /// Graph nodes written, in binding order after the reads.
     pub writes: Vec<usize>,
-    /// Bindings per read and per write: a buffer larger than one storage
-    /// binding may hold is bound as consecutive parts of
-    /// `Target::binding_part_bytes` each (see `Gen::split_access`).
-    pub read_parts: Vec<usize>,
-    /// See `read_parts`.
-    pub write_parts: Vec<usize>,
     /// Workgroups to launch (the runtime spreads them over a 2-D grid; the
     /// kernel recombines the index).
     pub groups: usize,
     /// How the kernel computes its values.
     pub strategy: Strategy,
-    /// Scratch textures bound after the buffers, in this order.
-    pub textures: Vec<TextureUse>,
     /// `rgba32float` scratch texture arrays (width, height, layers) that
     /// this kernel and its `packs` share; the runtime creates them once
     /// per compiled graph.
@@ -81,12 +68,12 @@ pub(crate) struct KernelSource {
     /// Kernels dispatched right before this one, writing its scratch
     /// textures (a matmul's operand packing).
     pub packs: Vec<KernelSource>,
-    /// Anomaly mode: the kernel binds the run's `checks` flags last.
-    pub checks: bool,
     /// A kernel generic over sizes that change between steps: the values
     /// of its dynamic literals for this graph, bound last as a uniform
     /// `dyn_sizes` (see `runtime::gpu::generalize`).
     pub dyn_sizes: Option<Vec<u32>>,
+    /// The kernel as a value, which `wgsl` was printed from.
+    pub kernel: Kernel,
 }
 
 /// A scratch texture a kernel binds: entry `slot` of the owning kernel's
@@ -95,54 +82,49 @@ pub(crate) struct KernelSource {
 pub(crate) struct TextureUse {
     pub slot: usize,
     pub write: bool,
+    /// The name the kernel reads or writes it by.
+    pub name: &'static str,
 }
 
 impl KernelSource {
-    /// Everything the kernel binds, in binding order: the parameters
-    /// (when read), each read in its parts, each write in its parts, then
-    /// the scratch textures. The WGSL declares its bindings in this order
-    /// (`Gen::header`, the textures after it), and the runtime binds from
-    /// this list; a unit test holds the two together.
+    /// Everything the kernel binds, in binding order: the kernel's
+    /// bindings (`Kernel::bindings`, which the WGSL declares), then the
+    /// dynamic sizes of a kernel made generic over them. The runtime binds
+    /// from this list; a unit test holds it and the WGSL together.
     /// An iterator, not a list: the runtime walks it for every dispatch
     /// of every run.
     pub fn bindings(&self) -> impl Iterator<Item = Binding> + '_ {
-        let params = self.uses_params.then_some(Binding::Params {
-            uniform_bytes: self.uniform_params,
-        });
-        let reads = self
-            .reads
-            .iter()
-            .zip(&self.read_parts)
-            .flat_map(|(&node, &parts)| (0..parts).map(move |part| Binding::Read { node, part }));
-        let writes = self
-            .writes
-            .iter()
-            .zip(&self.write_parts)
-            .flat_map(|(&node, &parts)| (0..parts).map(move |part| Binding::Write { node, part }));
-        let textures = self.textures.iter().map(|t| Binding::Texture {
-            slot: t.slot,
-            write: t.write,
-        });
-        params
-            .into_iter()
-            .chain(reads)
-            .chain(writes)
-            .chain(textures)
-            .chain(self.checks.then_some(Binding::Checks))
+        self.kernel
+            .binding_list()
             .chain(self.dyn_sizes.as_ref().map(|_| Binding::Sizes))
     }
 
-    /// Marks the kernel as checking (anomaly mode) and declares its
-    /// `checks` binding after every other.
-    pub fn declare_checks(mut self, on: bool) -> KernelSource {
-        if on {
-            let binding = self.bindings().count();
-            self.wgsl.push_str(&format!(
-                "@group(0) @binding({binding}) var<storage, read_write> checks: array<atomic<u32>, 2>;\n"
-            ));
-            self.checks = true;
+    /// The parameter buffer's uniform size, if bound as a uniform.
+    #[cfg(test)]
+    pub fn uniform_params(&self) -> Option<u64> {
+        self.bindings().find_map(|b| match b {
+            Binding::Params { uniform_bytes } => uniform_bytes,
+            _ => None,
+        })
+    }
+
+    /// Bindings per read (`write`: per write), in binding order.
+    #[cfg(test)]
+    pub fn parts(&self, write: bool) -> Vec<usize> {
+        let mut parts: Vec<usize> = Vec::new();
+        for b in self.bindings() {
+            match (b, write) {
+                (Binding::Read { part, .. }, false) | (Binding::Write { part, .. }, true) => {
+                    if part == 0 {
+                        parts.push(1);
+                    } else if let Some(last) = parts.last_mut() {
+                        *last += 1;
+                    }
+                }
+                _ => {}
+            }
         }
-        self
+        parts
     }
 
     /// Storage and uniform bindings of this kernel alone (a buffer bound

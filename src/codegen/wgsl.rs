@@ -11,7 +11,7 @@
 use crate::graph::op::Op;
 use crate::graph::{GKind, GNode, GraphKey};
 use crate::kernel::ir::{Expr, Inst, reads_output_elsewhere};
-use crate::kernel::{Precedents, Strategy, choose_vec4};
+use crate::kernel::{Entry, Precedents, Strategy, choose_vec4};
 use crate::shape::numel;
 use std::fmt::Write as _;
 
@@ -64,7 +64,7 @@ pub(crate) fn lower_kernel<'a>(
     let vec = choose_vec4(can, precedent);
     let mut g = Gen::new(&key.nodes, stored, aliases, cx);
     g.set_checks(key.checked);
-    let gi = Expr::template("gi");
+    let gi = Expr::Invocation;
     let mut stores = Vec::new();
     for (k, &o) in outputs.iter().enumerate() {
         // An output that is itself stored (a strided view being made
@@ -85,7 +85,7 @@ impl ElementwiseKernel<'_> {
     /// Whether a donated input is read anywhere but at the invocation's
     /// own element (which would race with other invocations' writes).
     pub fn reads_donated_elsewhere(&self) -> bool {
-        reads_output_elsewhere(self.g.body(), &Expr::template("gi"))
+        reads_output_elsewhere(self.g.body(), &Expr::Invocation)
     }
 
     /// The kernel printed as WGSL, with what it binds.
@@ -98,18 +98,19 @@ impl ElementwiseKernel<'_> {
             vec,
         } = self;
         let invocations = if vec { numel / 4 } else { numel };
-        let main = format!(
-            "\n{}{}{}}}\n",
-            kernel_main(WORKGROUP_SIZE as usize, true, invocations, ""),
-            g.render(g.body()),
-            g.render(&stores)
-        );
+        let entry = Entry::Main {
+            workgroup_size: WORKGROUP_SIZE as usize,
+            per_invocation: true,
+            count: invocations,
+            arrays: Vec::new(),
+        };
+        let body = g.body().iter().chain(&stores).cloned().collect();
         let launch = Launch {
             groups: invocations.div_ceil(WORKGROUP_SIZE as usize),
             strategy: Strategy::Elementwise { vec4: vec },
             textures: Vec::new(),
         };
-        g.source(&main, (outputs, vec), &stores, launch)
+        g.kernel_source((outputs, vec), entry, body, &[], launch)
     }
 }
 
@@ -323,16 +324,16 @@ mod tests {
     #[test]
     fn parameters_are_a_uniform_buffer_up_to_64_kib() {
         let small = kernel_of(&scalar_chain(5));
-        assert_eq!(small.uniform_params, Some(32), "5 words: two vec4s");
+        assert_eq!(small.uniform_params(), Some(32), "5 words: two vec4s");
         assert!(
             small
                 .wgsl
                 .contains("var<uniform> params: array<vec4<u32>, 2>")
         );
         let most = kernel_of(&scalar_chain(16_384));
-        assert_eq!(most.uniform_params, Some(64 << 10));
+        assert_eq!(most.uniform_params(), Some(64 << 10));
         let past = kernel_of(&scalar_chain(16_385));
-        assert_eq!(past.uniform_params, None);
+        assert_eq!(past.uniform_params(), None);
         assert!(past.wgsl.contains("var<storage, read> params: array<u32>"));
     }
 
@@ -377,7 +378,7 @@ mod tests {
         let lowered = lower_kernel(&own, &[1], 4096, &stored, &[(0, 0)], &cx);
         assert!(!lowered.reads_donated_elsewhere());
         let source = lowered.render();
-        assert_eq!(source.write_parts, vec![16]);
+        assert_eq!(source.parts(true), vec![16]);
         assert!(source.wgsl.contains("out0_p15"), "{}", source.wgsl);
         // x + x.t(): also read at the transposed element.
         let transpose = Op::AsStrided(Layout {

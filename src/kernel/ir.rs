@@ -96,6 +96,9 @@ impl Arith {
 pub(crate) enum Expr {
     /// An SSA value defined earlier.
     Var(Var),
+    /// The invocation's index over the kernel's grid (`gi`; see
+    /// `program::Entry`).
+    Invocation,
     /// A variable or expression of the surrounding template (`gi`, a
     /// loop counter, a row's maximum).
     Template(String),
@@ -331,6 +334,7 @@ pub(crate) fn reads_output_elsewhere(body: &[Inst], own: &Expr) -> bool {
                 otherwise,
             } => in_expr(cond, own) || in_expr(then, own) || in_expr(otherwise, own),
             Expr::Var(_)
+            | Expr::Invocation
             | Expr::Template(_)
             | Expr::U32(_)
             | Expr::I32(_)
@@ -406,6 +410,7 @@ impl fmt::Display for IrExpr<'_> {
         match self.0 {
             Expr::Var(v) => write!(f, "{v}"),
             Expr::Template(t) => write!(f, "`{t}`"),
+            Expr::Invocation => f.write_str("gi"),
             Expr::U32(v) => write!(f, "{v}u"),
             Expr::I32(v) => write!(f, "{v}i"),
             Expr::Param { word, dtype } => write!(f, "param[{word}] as {dtype}"),
@@ -561,7 +566,7 @@ mod tests {
 
     #[test]
     fn a_load_from_an_output_elsewhere_than_the_own_element_is_found() {
-        let own = Expr::template("gi");
+        let own = Expr::Invocation;
         let out = Buffer {
             output: true,
             k: 0,
@@ -624,7 +629,7 @@ mod tests {
                     operand: DType::F32,
                     vec: true,
                     a: Box::new(Expr::Var(var(1))),
-                    b: Box::new(Expr::arith(Arith::Add, Expr::template("gi"), Expr::U32(1))),
+                    b: Box::new(Expr::arith(Arith::Add, Expr::Invocation, Expr::U32(1))),
                 },
                 node: Some(5),
             },
@@ -633,7 +638,7 @@ mod tests {
         print_body(&body, 0, &mut out);
         assert_eq!(
             out,
-            "v1: f32 = param[2] as f32  ; n4\nv2: f32x4 = Mul(v1, (`gi` + 1u))  ; n5\n"
+            "v1: f32 = param[2] as f32  ; n4\nv2: f32x4 = Mul(v1, (gi + 1u))  ; n5\n"
         );
     }
 }

@@ -9,7 +9,6 @@
 //! into the code. Printing is `render`'s job.
 
 use std::collections::HashMap;
-use std::fmt::Write;
 
 use crate::dtype::DType;
 use crate::graph::op::{BinaryOp, Op, UnaryOp};
@@ -17,11 +16,11 @@ use crate::graph::{GKind, GNode};
 use crate::kernel::ir::{Arith, Buffer, Check, Expr, Inst, PartAccess, Ty, Var, print_body};
 use crate::shape::{Layout, numel};
 
-use super::exprs::*;
 use super::render::render_body;
 
+mod assemble;
 mod movement;
-use super::source::{CodegenContext, KernelSource, Launch};
+use super::source::CodegenContext;
 use super::wgsl::{UNIFORM_PARAMS_BYTES, unroll_for};
 
 /// Stack left before a recursive walk over the graph grows it, and by how
@@ -131,123 +130,6 @@ impl<'a> Gen<'a> {
         }
     }
 
-    /// The kernel of what was lowered: the binding declarations of the
-    /// parameters, the reads and `writes` (stored four elements at a time
-    /// when `vec_out`), then `main`; with the reads and checks recorded
-    /// here. `extra`: instructions printed into `main` outside any block,
-    /// for the IR listing.
-    pub fn source(
-        &self,
-        main: &str,
-        (writes, vec_out): (Vec<usize>, bool),
-        extra: &[Inst],
-        launch: Launch,
-    ) -> KernelSource {
-        let out_types: Vec<(usize, bool)> = writes.iter().map(|&o| (o, vec_out)).collect();
-        let mut wgsl = self.header(&out_types);
-        wgsl.push_str(main);
-        KernelSource {
-            wgsl,
-            ir: self.ir_listing(extra),
-            uses_params: self.uses_params(),
-            uniform_params: self.uniform_params_bytes(),
-            read_parts: self.read_parts(),
-            write_parts: writes
-                .iter()
-                .map(|&o| self.write_parts_of(o, vec_out))
-                .collect(),
-            reads: self.reads(),
-            writes,
-            groups: launch.groups,
-            strategy: launch.strategy,
-            textures: launch.textures,
-            scratch: Vec::new(),
-            packs: Vec::new(),
-            checks: false,
-            dyn_sizes: None,
-        }
-        .declare_checks(self.uses_checks())
-    }
-
-    /// Binding declarations (params, reads, then `outputs` as
-    /// `(node, vec4)`) and the helper functions the body used.
-    pub fn header(&self, outputs: &[(usize, bool)]) -> String {
-        let mut src = String::new();
-        let dtypes = || {
-            self.reads
-                .iter()
-                .chain(outputs)
-                .map(|&(n, _)| self.nodes[n].dtype)
-        };
-        if dtypes().any(|d| d == DType::F16) {
-            src.push_str("enable f16;\n");
-        }
-        let mut binding = 0;
-        match (self.max_param, self.uniform_params_bytes()) {
-            (None, _) => {}
-            (Some(_), Some(bytes)) => {
-                let _ = writeln!(
-                    src,
-                    "@group(0) @binding({binding}) var<uniform> params: array<vec4<u32>, {}>;\n\
-                     fn param_word(i: u32) -> u32 {{ return params[i / 4u][i % 4u]; }}",
-                    bytes / 16
-                );
-                binding += 1;
-            }
-            (Some(_), None) => {
-                let _ = writeln!(
-                    src,
-                    "@group(0) @binding({binding}) var<storage, read> params: array<u32>;\n\
-                     fn param_word(i: u32) -> u32 {{ return params[i]; }}"
-                );
-                binding += 1;
-            }
-        }
-        // Reads, then writes, each buffer in its parts.
-        let reads = self
-            .reads
-            .iter()
-            .enumerate()
-            .map(|(k, &n)| ("in", "read", k, n));
-        let writes = outputs
-            .iter()
-            .enumerate()
-            .map(|(k, &n)| ("out", "read_write", k, n));
-        for (prefix, access, k, (n, vec)) in reads.chain(writes) {
-            let dtype = self.nodes[n].dtype;
-            // bf16 outputs share words between neighbouring invocations.
-            let ty = match (dtype, prefix) {
-                (DType::BF16, "out") => "atomic<u32>".to_string(),
-                _ => storage_type(dtype, vec),
-            };
-            let parts = match prefix {
-                "out" => self.write_parts_of(n, vec),
-                _ => self.parts_of(n, vec),
-            };
-            for name in part_names(&format!("{prefix}{k}"), parts) {
-                let _ = writeln!(
-                    src,
-                    "@group(0) @binding({binding}) var<storage, {access}> {name}: array<{ty}>;"
-                );
-                binding += 1;
-            }
-        }
-        if self.uses_rng {
-            src.push_str(RNG_FUNCTIONS);
-        }
-        if self.uses_pow {
-            src.push_str(POW_FUNCTION);
-        }
-        if self.uses_erf {
-            src.push_str(ERF_FUNCTIONS);
-        }
-        // Rounding, and bf16's word halves (f16 loads and stores convert).
-        if self.uses_half || dtypes().any(|d| d == DType::BF16) {
-            src.push_str(HALF_FUNCTIONS);
-        }
-        src
-    }
-
     /// Elements of node `n`'s buffer that kernels may touch: an input's
     /// furthest element under its layout, else its element count.
     fn extent(&self, n: usize) -> usize {
@@ -294,14 +176,6 @@ impl<'a> Gen<'a> {
         (elements * size).div_ceil(self.part_bytes()).max(1)
     }
 
-    /// Bindings per read, in binding order.
-    pub fn read_parts(&self) -> Vec<usize> {
-        self.reads
-            .iter()
-            .map(|&(r, rvec)| self.parts_of(r, rvec))
-            .collect()
-    }
-
     /// Reads element `pos` of node `n` from input or output binding `k`:
     /// a load, or over several parts a variable set by an `if` chain over
     /// the parts.
@@ -317,7 +191,7 @@ impl<'a> Gen<'a> {
         // variable (the invocation's own `gi`) is used as it is, so the
         // donation check still sees a read at the own element.
         let q = match pos {
-            Expr::Var(_) | Expr::Template(_) | Expr::U32(_) => pos,
+            Expr::Var(_) | Expr::Invocation | Expr::Template(_) | Expr::U32(_) => pos,
             computed => self.emit("q", Ty::U32, computed),
         };
         let var = self.fresh("s");
@@ -441,6 +315,34 @@ impl<'a> Gen<'a> {
         std::mem::replace(&mut self.body, saved_body)
     }
 
+    /// The instructions `f` lowers, as a block of their own (a loop's
+    /// body): values memoised inside are forgotten afterwards.
+    pub fn block(&mut self, f: impl FnOnce(&mut Self)) -> Vec<Inst> {
+        self.scoped_insts(f)
+    }
+
+    /// A mutable f32 accumulator starting at zero, declared here.
+    pub fn accumulator(&mut self, prefix: &'static str) -> Expr {
+        let var = self.fresh(prefix);
+        self.body.push(Inst::Declare {
+            var,
+            ty: Ty::F32,
+            init: Some(Expr::Construct {
+                ty: Ty::F32,
+                x: Box::new(Expr::U32(0)),
+            }),
+        });
+        Expr::Var(var)
+    }
+
+    /// `acc = acc + value`, for an accumulator from `accumulator`.
+    pub fn accumulate(&mut self, acc: &Expr, value: Expr) {
+        let Expr::Var(var) = acc else {
+            unreachable!("accumulators are variables")
+        };
+        self.body.push(Inst::Accumulate { var: *var, value });
+    }
+
     /// Like `scoped_insts`, for a template that places the block in its
     /// own text: the block printed as WGSL (its IR is kept for dumps).
     pub fn scoped(&mut self, f: impl FnOnce(&mut Self)) -> String {
@@ -457,13 +359,6 @@ impl<'a> Gen<'a> {
     /// The top-level body lowered so far.
     pub fn body(&self) -> &[Inst] {
         &self.body
-    }
-
-    /// The top-level body as WGSL.
-    pub fn render(&self, body: &[Inst]) -> String {
-        let mut text = String::new();
-        render_body(body, self.cx.origins, &mut text);
-        text
     }
 
     /// Whether the kernel is generated for a dump (`LAZYWGPU_DUMP`): only
@@ -508,10 +403,6 @@ impl<'a> Gen<'a> {
     /// Graph nodes read from bindings, in binding order.
     pub fn reads(&self) -> Vec<usize> {
         self.reads.iter().map(|&(r, _)| r).collect()
-    }
-
-    pub fn uses_params(&self) -> bool {
-        self.max_param.is_some()
     }
 
     /// Bytes of the parameter buffer bound as a uniform buffer: the words

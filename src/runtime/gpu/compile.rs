@@ -7,14 +7,15 @@ use std::sync::{Arc, Mutex};
 
 use lru::LruCache;
 
-use super::dynamic::{KernelTexts, generalize_kernels, probe_texts};
+use super::dynamic::{generalize_kernels, probe_texts};
+use super::sites::{Site, note_miss, record_site};
 use crate::codegen::{
     CodegenContext, KernelSource, generate_kernel, generate_root_kernel, lower_kernel,
     validate_wgsl,
 };
 use crate::error::{Error, Result};
 use crate::graph::op::Op;
-use crate::graph::{GKind, Graph, GraphKey, Recompile};
+use crate::graph::{GKind, Graph, GraphKey};
 use crate::kernel::{Precedents, Target};
 use crate::metrics::Metrics;
 use crate::schedule::{
@@ -191,7 +192,7 @@ pub(crate) struct GpuCaches {
     /// trace site, new structure) from a new graph, to say what changed,
     /// and to make kernels generic over sizes; and how often that site
     /// recompiled.
-    by_site: LruCache<Vec<String>, Site>,
+    pub(super) by_site: LruCache<Vec<String>, Site>,
     /// Recompiles allowed per site before a compile fails with
     /// `Error::RecompileBudget` (`Device::set_recompile_budget`).
     pub recompile_budget: Option<usize>,
@@ -352,180 +353,6 @@ pub(super) fn executable(
         }
     }
     Ok((exe, compiles))
-}
-
-/// A trace site (the source lines of a graph's outputs): the graphs
-/// compiled for it, newest first, one per structure without sizes
-/// (`GraphKey::size_free_hash`). Graphs whose outputs are recorded on one
-/// line (in a helper function) but differ in structure each keep their
-/// own record, so each is compared with its own last sizes.
-pub(crate) struct Site {
-    /// Recompiles of the site so far.
-    count: usize,
-    records: Vec<SiteRecord>,
-}
-
-/// Structures a site remembers.
-const RECORDS_PER_SITE: usize = 8;
-
-impl Site {
-    /// The record a graph of `structure` is compared with: the one of its
-    /// structure, else the newest (a step whose structure changed).
-    fn before(&self, structure: u64) -> Option<&SiteRecord> {
-        self.records
-            .iter()
-            .find(|r| r.structure == structure)
-            .or(self.records.first())
-    }
-}
-
-/// A graph compiled for a trace site.
-pub(crate) struct SiteRecord {
-    pub key: GraphKey,
-    /// Its `GraphKey::size_free_hash`.
-    structure: u64,
-    /// Per kernel, per dispatch (its packing kernels, then itself): the
-    /// text lowered for the site's last sizes, and which of its literals
-    /// are dynamic (see `generalize`).
-    pub kernels: KernelTexts,
-    /// The strategies its kernels chose.
-    precedents: Precedents,
-}
-
-/// What a cache miss is to its trace site, recorded once the graph
-/// compiled.
-struct SiteNote {
-    site: Vec<String>,
-    /// The graph's `GraphKey::size_free_hash`.
-    structure: u64,
-    /// Recompiles of the site before this graph.
-    previous: usize,
-    /// The warning to give, for a recompile after warm-up.
-    warning: Option<String>,
-    /// The error to give instead, past the recompile budget, if the graph
-    /// needs a kernel compiled.
-    over_budget: Option<Error>,
-}
-
-/// Tells a recompilation (the same output source lines as a graph
-/// compiled before, another structure) from a new graph. A recompilation
-/// past the device's recompile budget for its site is an
-/// `Error::RecompileBudget`; otherwise it is warned about once the graph
-/// compiled (`record_site`), with what changed and the source line of the
-/// node that did.
-fn note_miss(caches: &mut GpuCaches, graph: &Graph) -> SiteNote {
-    let site: Vec<String> = graph
-        .key
-        .outputs
-        .iter()
-        .map(|&o| graph.locations[o].to_string())
-        .collect();
-    let structure = graph.key.size_free_hash();
-    let Some((before, count)) = caches
-        .by_site
-        .get(&site)
-        .and_then(|s| Some((&s.before(structure)?.key, s.count)))
-    else {
-        log::debug!(
-            "graph {:016x}: cache miss, new graph of {} nodes with outputs at {site:?}",
-            graph.hash,
-            graph.key.nodes.len()
-        );
-        return SiteNote {
-            site,
-            structure,
-            previous: 0,
-            warning: None,
-            over_budget: None,
-        };
-    };
-    let previous = count;
-    let explained = graph.key.explain_recompile(before);
-    if explained.warm_up {
-        log::debug!(
-            "graph {:016x}: compile of the graph of outputs at {site:?}, not counted: {}",
-            graph.hash,
-            explained.change
-        );
-        return SiteNote {
-            site,
-            structure,
-            previous,
-            warning: None,
-            over_budget: None,
-        };
-    }
-    let count = previous + 1;
-    let Recompile { node, change, .. } = explained;
-    let location = node.map_or_else(
-        || "(no single node)".to_string(),
-        |n| graph.locations[n].to_string(),
-    );
-    let mut lines: Vec<&str> = Vec::new();
-    for line in &site {
-        if !lines.contains(&line.as_str()) {
-            lines.push(line);
-        }
-    }
-    let lines = lines.join(", ");
-    let warning = format!(
-        "recompiling the graph of outputs recorded at {lines} (recompile {count} of this site): {change}, recorded at {location}"
-    );
-    let over_budget = caches
-        .recompile_budget
-        .filter(|&b| count > b)
-        .map(|budget| Error::RecompileBudget {
-            site: lines,
-            count,
-            budget,
-            change,
-            location,
-        });
-    SiteNote {
-        site,
-        structure,
-        previous,
-        warning: Some(warning),
-        over_budget,
-    }
-}
-
-/// Records a compiled graph as its site's last, counting and warning
-/// about a recompile (`compiled`: it needed a kernel compiled; a graph
-/// whose kernels were all found, generic over its sizes, is no recompile).
-fn record_site(
-    caches: &mut GpuCaches,
-    metrics: &Metrics,
-    graph: &Graph,
-    (note, kernels, precedents, compiled): (SiteNote, KernelTexts, Precedents, bool),
-) {
-    let mut count = note.previous;
-    if let (Some(warning), true) = (note.warning, compiled) {
-        metrics.add("recompiles", 1);
-        metrics.warn(warning);
-        count += 1;
-    }
-    let record = SiteRecord {
-        key: graph.key.clone(),
-        structure: note.structure,
-        kernels,
-        precedents,
-    };
-    match caches.by_site.get_mut(&note.site) {
-        Some(site) => {
-            site.count = count;
-            site.records.retain(|r| r.structure != note.structure);
-            site.records.insert(0, record);
-            site.records.truncate(RECORDS_PER_SITE);
-        }
-        None => {
-            let site = Site {
-                count,
-                records: vec![record],
-            };
-            caches.by_site.put(note.site, site);
-        }
-    }
 }
 
 /// The strategy of each kernel, keyed by its root or its first output.

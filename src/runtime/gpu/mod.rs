@@ -9,6 +9,7 @@ mod disk_cache;
 mod dynamic;
 mod execute;
 mod generalize;
+mod sites;
 
 pub(crate) use compile::GpuCaches;
 pub(crate) use context::GpuContext;

@@ -1,0 +1,140 @@
+//! Assembling a lowered kernel into its value (`kernel::Kernel`): what
+//! it binds, named, in binding order; the helper functions its body
+//! calls; and the WGSL printed from it.
+
+use crate::dtype::DType;
+use crate::kernel::ir::{Inst, Ty};
+use crate::kernel::{Binding, Declared, Entry, Helpers, Kernel};
+
+use super::super::render::kernel_wgsl;
+use super::super::source::{KernelSource, Launch, TextureUse};
+use super::{Gen, part_names};
+
+impl Gen<'_> {
+    /// The kernel of what was lowered: the parameters, the reads and
+    /// `writes` (stored four elements at a time when `vec_out`) bound in
+    /// their parts, `launch`'s textures, the anomaly flags where checked;
+    /// `main` the template's text (entry point included). `extra`:
+    /// instructions printed into `main` outside any block, for the IR
+    /// listing.
+    pub fn source(
+        &self,
+        main: &str,
+        (writes, vec_out): (Vec<usize>, bool),
+        extra: &[Inst],
+        launch: Launch,
+    ) -> KernelSource {
+        let body = vec![Inst::Template(main.to_string())];
+        self.kernel_source((writes, vec_out), Entry::Template, body, extra, launch)
+    }
+
+    /// `source` for a kernel built as IR: launched as `entry`, `body` its
+    /// statements.
+    pub fn kernel_source(
+        &self,
+        (writes, vec_out): (Vec<usize>, bool),
+        entry: Entry,
+        body: Vec<Inst>,
+        extra: &[Inst],
+        launch: Launch,
+    ) -> KernelSource {
+        let out_types: Vec<(usize, bool)> = writes.iter().map(|&o| (o, vec_out)).collect();
+        let kernel = Kernel {
+            bindings: self.declared(&out_types, &launch.textures),
+            helpers: self.helpers(&out_types),
+            entry,
+            body,
+        };
+        let ir = match kernel.entry {
+            Entry::Template => self.ir_listing(extra),
+            Entry::Main { .. } if self.cx.origins.is_some() => kernel.to_string(),
+            Entry::Main { .. } => String::new(),
+        };
+        KernelSource {
+            wgsl: kernel_wgsl(&kernel, self.cx.origins),
+            ir,
+            reads: self.reads(),
+            writes,
+            groups: launch.groups,
+            strategy: launch.strategy,
+            scratch: Vec::new(),
+            packs: Vec::new(),
+            dyn_sizes: None,
+            kernel,
+        }
+    }
+
+    /// What the kernel binds, in binding order, named: the parameters
+    /// (when read), each read in its parts, each of `outputs` (as
+    /// `(node, vec4)`) in its parts, `textures`, the anomaly flags.
+    fn declared(&self, outputs: &[(usize, bool)], textures: &[TextureUse]) -> Vec<Declared> {
+        let mut declared = Vec::new();
+        if self.max_param.is_some() {
+            declared.push(Declared {
+                binding: Binding::Params {
+                    uniform_bytes: self.uniform_params_bytes(),
+                },
+                name: "params".to_string(),
+                element: None,
+            });
+        }
+        let reads = self.reads.iter().enumerate().map(|(k, &(n, vec))| {
+            let parts = self.parts_of(n, vec);
+            (format!("in{k}"), n, vec, parts, false)
+        });
+        let writes = outputs.iter().enumerate().map(|(k, &(n, vec))| {
+            let parts = self.write_parts_of(n, vec);
+            (format!("out{k}"), n, vec, parts, true)
+        });
+        for (name, node, vec, parts, write) in reads.chain(writes).collect::<Vec<_>>() {
+            for (part, name) in part_names(&name, parts).into_iter().enumerate() {
+                declared.push(Declared {
+                    binding: if write {
+                        Binding::Write { node, part }
+                    } else {
+                        Binding::Read { node, part }
+                    },
+                    name,
+                    element: Some(Ty::of(self.nodes[node].dtype, vec)),
+                });
+            }
+        }
+        for t in textures {
+            declared.push(Declared {
+                binding: Binding::Texture {
+                    slot: t.slot,
+                    write: t.write,
+                },
+                name: t.name.to_string(),
+                element: None,
+            });
+        }
+        if self.uses_checks() {
+            declared.push(Declared {
+                binding: Binding::Checks,
+                name: "checks".to_string(),
+                element: None,
+            });
+        }
+        declared
+    }
+
+    /// The helper functions the lowered body calls, and whether it binds
+    /// `f16` buffers (reads, or `outputs` as `(node, vec4)`).
+    fn helpers(&self, outputs: &[(usize, bool)]) -> Helpers {
+        let mut dtypes = self
+            .reads
+            .iter()
+            .chain(outputs)
+            .map(|&(n, _)| self.nodes[n].dtype);
+        let bf16 = dtypes.clone().any(|d| d == DType::BF16);
+        Helpers {
+            rng: self.uses_rng,
+            pow: self.uses_pow,
+            erf: self.uses_erf,
+            // Rounding, and bf16's word halves (f16 loads and stores convert).
+            halves: self.uses_half || bf16,
+            f16: dtypes.any(|d| d == DType::F16),
+        }
+    }
+}

@@ -1,0 +1,71 @@
+//! One golden kernel per template built as IR, in both printers: the
+//! WGSL printer and the IR listing (`Kernel`'s `Display`), generated for
+//! a hand-written `Target` without an adapter. The files live in
+//! `src/codegen/golden/`; `LAZYWGPU_BLESS=1 cargo test --lib golden`
+//! rewrites them after an intended change (review the diff).
+
+use std::path::PathBuf;
+
+use super::KernelSource;
+use super::bindings_test::kernels_of;
+use crate::kernel::{Strategy, Target};
+use crate::nn::functional::layer_norm;
+use crate::{Device, DeviceConfig, Tensor};
+
+/// Compares `text` with golden file `name`, or writes it when blessing.
+fn golden(name: &str, text: &str) {
+    let path = PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+        .join("src/codegen/golden")
+        .join(name);
+    if std::env::var("LAZYWGPU_BLESS").is_ok_and(|v| v == "1") {
+        std::fs::create_dir_all(path.parent().expect("a folder")).expect("golden folder");
+        std::fs::write(&path, text).expect("golden file written");
+        return;
+    }
+    let want = std::fs::read_to_string(&path)
+        .unwrap_or_else(|e| panic!("{}: {e} (LAZYWGPU_BLESS=1 writes it)", path.display()));
+    assert!(
+        text == want,
+        "{name} differs from its golden file (LAZYWGPU_BLESS=1 rewrites it):\n{text}"
+    );
+}
+
+/// Both printings of `kernel`, checked against `name.wgsl` and
+/// `name.ir.txt`.
+fn golden_kernel(name: &str, kernel: &KernelSource) {
+    golden(&format!("{name}.wgsl"), &kernel.wgsl);
+    golden(&format!("{name}.ir.txt"), &kernel.kernel.to_string());
+}
+
+/// The one kernel of `t` with strategy `strategy`.
+fn kernel_with(t: &Tensor, strategy: Strategy) -> KernelSource {
+    let mut found: Vec<KernelSource> = kernels_of(&[t], &Target::lavapipe())
+        .into_iter()
+        .filter(|k| k.strategy == strategy)
+        .collect();
+    assert_eq!(found.len(), 1, "one {strategy:?} kernel");
+    found.remove(0)
+}
+
+#[test]
+fn golden_kernels_in_both_printers() {
+    let dev = Device::cpu_with(DeviceConfig::default());
+    let x = Tensor::from_vec(vec![0.5f32; 4 * 24], [4, 24], &dev).expect("x");
+    let w = Tensor::from_vec(vec![2.0f32; 24], [24], &dev).expect("w");
+    // Layer norm with its weight in the epilogue.
+    let y = layer_norm(&x, &[24], Some(&w), None, 1e-5);
+    golden_kernel("row_norm", &kernel_with(&y, Strategy::RowNorm));
+    // Its gradient with respect to x.
+    let xg = x.detach();
+    xg.requires_grad_(true);
+    let loss = layer_norm(&xg, &[24], None, None, 1e-5).sum_all();
+    loss.backward();
+    let gx = xg.grad().expect("a gradient");
+    golden_kernel("row_norm_backward", &kernel_with(&gx, Strategy::RowNorm));
+    // An elementwise kernel, four elements an invocation.
+    let e = (&x * 3.0).exp();
+    golden_kernel(
+        "elementwise_vec4",
+        &kernel_with(&e, Strategy::Elementwise { vec4: true }),
+    );
+}

@@ -1,0 +1,126 @@
+//! A kernel as one value: what it binds (each binding with the name its
+//! body reads it by), how it is launched, its workgroup arrays, the helper
+//! functions its expressions need, and its body as IR. Lowering
+//! (`codegen`) builds it; printers take it whole and decide nothing: the
+//! WGSL printer (`codegen::render::kernel_wgsl`) and the IR listing
+//! (`Kernel`'s `Display`) that dumps and tests read.
+
+use std::fmt;
+
+use super::binding::Binding;
+use super::ir::{Inst, Ty, print_body};
+
+/// One kernel.
+#[derive(Clone, Debug, PartialEq)]
+pub(crate) struct Kernel {
+    /// Everything bound, in binding order from binding 0: the one list
+    /// the printers declare and the runtime binds.
+    pub bindings: Vec<Declared>,
+    /// Helper functions the body's expressions call.
+    pub helpers: Helpers,
+    /// How it is launched.
+    pub entry: Entry,
+    /// The statements of its entry point.
+    pub body: Vec<Inst>,
+}
+
+/// A binding and the name the body reads it by.
+#[derive(Clone, Debug, PartialEq)]
+pub(crate) struct Declared {
+    /// What the runtime binds there.
+    pub binding: Binding,
+    /// The identifier the body uses (`in0`, `out1_p2`, `ta`).
+    pub name: String,
+    /// A storage buffer's element type (a `bf16` one is words shared with
+    /// neighbours); `None` for the other kinds of binding.
+    pub element: Option<Ty>,
+}
+
+/// How a kernel is launched.
+#[derive(Clone, Debug, PartialEq)]
+pub(crate) enum Entry {
+    /// The body is a template's own text, entry point and workgroup
+    /// arrays included (the templates not yet built as IR).
+    Template,
+    /// `workgroup_size` invocations a workgroup over a grid of workgroups
+    /// (split over y past 65,535 at dispatch); `gi` is the invocation's
+    /// index, or the workgroup's unless `per_invocation`, and invocations
+    /// at `gi >= count` return at once.
+    Main {
+        workgroup_size: usize,
+        per_invocation: bool,
+        count: usize,
+        /// Arrays in workgroup memory.
+        arrays: Vec<WorkgroupArray>,
+    },
+}
+
+/// An array in workgroup memory.
+#[derive(Clone, Debug, PartialEq)]
+pub(crate) struct WorkgroupArray {
+    pub name: String,
+    pub element: Ty,
+    pub len: usize,
+}
+
+/// The helper functions a kernel's expressions call (random numbers,
+/// `pow` and `erf` with PyTorch's special cases, 16-bit rounding), and
+/// whether it stores `f16` (WGSL's `enable f16`).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub(crate) struct Helpers {
+    pub rng: bool,
+    pub pow: bool,
+    pub erf: bool,
+    pub halves: bool,
+    pub f16: bool,
+}
+
+impl Kernel {
+    /// What the kernel binds, in binding order.
+    pub fn binding_list(&self) -> impl Iterator<Item = Binding> + '_ {
+        self.bindings.iter().map(|d| d.binding)
+    }
+}
+
+impl fmt::Display for Kernel {
+    /// The kernel as IR: its bindings, launch and body.
+    fn fmt(&self, f: &mut fmt::Formatter) -> fmt::Result {
+        for (i, d) in self.bindings.iter().enumerate() {
+            let element = d
+                .element
+                .map(|t| format!(": {}{}", t.dtype, if t.vec { "x4" } else { "" }))
+                .unwrap_or_default();
+            writeln!(
+                f,
+                "binding {i} {}{element} = {}",
+                d.name,
+                d.binding.describe()
+            )?;
+        }
+        match &self.entry {
+            Entry::Template => writeln!(f, "entry: template text")?,
+            Entry::Main {
+                workgroup_size,
+                per_invocation,
+                count,
+                arrays,
+            } => {
+                let unit = if *per_invocation {
+                    "invocations"
+                } else {
+                    "workgroups"
+                };
+                writeln!(
+                    f,
+                    "entry: workgroups of {workgroup_size}, gi in 0..{count} indexes {unit}"
+                )?;
+                for a in arrays {
+                    writeln!(f, "workgroup {}: [{}; {}]", a.name, a.element.dtype, a.len)?;
+                }
+            }
+        }
+        let mut body = String::new();
+        print_body(&self.body, 0, &mut body);
+        f.write_str(&body)
+    }
+}
