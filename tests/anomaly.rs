@@ -70,7 +70,7 @@ fn an_out_of_range_index_select_is_named_with_its_line() {
             let err = (&picked * 2.0)
                 .to_vec::<f32>()
                 .expect_err("anomaly mode catches the index");
-            let Error::IndexOutOfRange { location, .. } = &err else {
+            let Error::IndexOutOfRange { op, location, .. } = &err else {
                 panic!("{}: wanted IndexOutOfRange, got {err}", dev.name());
             };
             assert!(
@@ -78,6 +78,8 @@ fn an_out_of_range_index_select_is_named_with_its_line() {
                 "{}: {err}",
                 dev.name()
             );
+            // The op the user called, not the gather it records.
+            assert_eq!(*op, "index_select", "{}: {err}", dev.name());
         }
         // In range: no error.
         let index = Tensor::from_vec(vec![2i32, 0], [2], &dev).unwrap();
@@ -85,6 +87,35 @@ fn an_out_of_range_index_select_is_named_with_its_line() {
             t.index_select(0, &index).to_vec::<f32>().unwrap(),
             [3.0, 1.0]
         );
+    }
+}
+
+/// A NaN made inside a composite op (`layer_norm` over rows of zeros
+/// with eps 0: 0 * inf, in the normalisation it records) is named by the
+/// op the user called; were the forward values finite, its gradient's
+/// nodes would carry the same name.
+#[test]
+fn a_nan_inside_a_composite_op_is_named_by_it() {
+    for dev in common::devices() {
+        dev.set_checks(true);
+        let x = Tensor::from_vec(vec![0.0f32; 8], [2, 4], &dev).unwrap();
+        x.requires_grad_(true);
+        let y = lazywgpu::nn::functional::layer_norm(&x, &[4], None, None, 0.0);
+        let loss = y.sum_all();
+        let err = match loss.to_vec::<f32>() {
+            Err(e) => e,
+            Ok(_) => {
+                loss.backward();
+                x.grad()
+                    .expect("a gradient")
+                    .to_vec::<f32>()
+                    .expect_err("anomaly mode catches the NaN")
+            }
+        };
+        let Error::NonFinite { op, .. } = &err else {
+            panic!("{}: wanted NonFinite, got {err}", dev.name());
+        };
+        assert_eq!(*op, "layer_norm", "{}: {err}", dev.name());
     }
 }
 

@@ -123,7 +123,8 @@ pub(crate) fn record(
     }
     let edges = inputs.iter().map(|t| edge_of(t)).collect();
     let f = Arc::new(GradFn {
-        name,
+        // A composite op's nodes carry its name (`graph::record_as`).
+        name: out.node().user_op.unwrap_or(name),
         out_dtype: out.dtype(),
         location: Location::caller(),
         edges,
@@ -199,8 +200,10 @@ pub(crate) fn run_backward(root: &Tensor, seed: Tensor, retain_graph: bool) {
                     f.name, f.location
                 );
             };
-            // The gradient's nodes carry the forward op's source line.
+            // The gradient's nodes carry the forward op's source line and
+            // name.
             let _attributed = crate::graph::attribute_to(f.location);
+            let _named = crate::graph::record_as(f.name);
             let g = if g.dtype() == f.out_dtype {
                 g
             } else {

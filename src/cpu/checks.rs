@@ -29,7 +29,7 @@ pub(super) fn check(graph: &Graph, i: usize, value: &Arr, inputs: &[&Arr]) -> Re
             });
             match produced {
                 Some(j) => Err(Error::NonFinite {
-                    op: op.name(),
+                    op: graph.op_label(i),
                     location: location(),
                     what: format!("{} at element {j} from finite inputs", out[j]),
                 }),
@@ -39,7 +39,7 @@ pub(super) fn check(graph: &Graph, i: usize, value: &Arr, inputs: &[&Arr]) -> Re
         _ if op.is_kernel_root() && node.dtype == DType::F32 => {
             match value.to_f64().iter().position(|v| v.is_nan()) {
                 Some(j) => Err(Error::NonFinite {
-                    op: op.name(),
+                    op: graph.op_label(i),
                     location: location(),
                     what: format!("NaN at element {j}"),
                 }),
@@ -51,7 +51,7 @@ pub(super) fn check(graph: &Graph, i: usize, value: &Arr, inputs: &[&Arr]) -> Re
             let index = inputs[1].to_f64();
             match index.iter().position(|&k| k < 0.0 || k >= size as f64) {
                 Some(j) => Err(Error::IndexOutOfRange {
-                    op: op.name(),
+                    op: graph.op_label(i),
                     location: location(),
                     detail: format!("index {} at element {j}, axis of length {size}", index[j]),
                 }),

@@ -99,6 +99,9 @@ pub(crate) struct Graph {
     pub output_nodes: Vec<Arc<Node>>,
     /// Source location of each graph node.
     pub locations: Vec<&'static Location<'static>>,
+    /// The op the user called, for nodes a composite op recorded
+    /// (`Node::user_op`).
+    pub user_ops: Vec<Option<&'static str>>,
 }
 
 impl Graph {
@@ -112,6 +115,7 @@ impl Graph {
             params: self.params.clone(),
             output_nodes: Vec::new(),
             locations: self.locations.clone(),
+            user_ops: self.user_ops.clone(),
         }
     }
 
@@ -127,7 +131,17 @@ impl Graph {
             params: self.params.clone(),
             output_nodes: Vec::new(),
             locations: origin.iter().map(|&o| self.locations[o]).collect(),
+            user_ops: origin.iter().map(|&o| self.user_ops[o]).collect(),
         }
+    }
+
+    /// The name of the op node `i` computes, as the user called it: a
+    /// composite op's name for the nodes it recorded, else the op's own.
+    pub fn op_label(&self, i: usize) -> &'static str {
+        self.user_ops[i].unwrap_or(match &self.key.nodes[i].kind {
+            GKind::Input { .. } => "input",
+            GKind::Op { op, .. } => op.name(),
+        })
     }
 
     /// Collects the graph that computes `outputs`, unchecked.
@@ -178,6 +192,7 @@ impl Graph {
             params: c.params,
             output_nodes,
             locations: c.locations,
+            user_ops: c.user_ops,
         }
     }
 }
@@ -189,6 +204,7 @@ struct Collector {
     index_of: FxHashMap<u64, usize>,
     nodes: Vec<GNode>,
     locations: Vec<&'static std::panic::Location<'static>>,
+    user_ops: Vec<Option<&'static str>>,
     inputs: Vec<Storage>,
     params: Vec<u32>,
     /// For donation: a handle on every collected node (by graph index)
@@ -207,6 +223,7 @@ impl Collector {
             index_of: FxHashMap::with_capacity_and_hasher(hint, Default::default()),
             nodes: Vec::with_capacity(hint),
             locations: Vec::with_capacity(hint),
+            user_ops: Vec::with_capacity(hint),
             inputs: Vec::new(),
             params: Vec::new(),
             handles: Vec::with_capacity(hint),
@@ -270,6 +287,7 @@ impl Collector {
             inputs,
         });
         self.locations.push(node.location);
+        self.user_ops.push(node.user_op);
         self.handles.push(node);
         self.internal_refs.push(0);
     }

@@ -10,5 +10,5 @@ pub mod semantics;
 
 pub(crate) use collect::{GKind, GNode, Graph, GraphKey};
 pub(crate) use explain::Recompile;
-pub(crate) use node::{Node, NodeState, attribute_to};
+pub(crate) use node::{Node, NodeState, attribute_to, record_as};
 pub(crate) use probe::probe_key;

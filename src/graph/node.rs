@@ -21,6 +21,9 @@ pub(crate) struct Node {
     pub dtype: DType,
     /// Where the user's code recorded this node (for errors and dumps).
     pub location: &'static Location<'static>,
+    /// The op the user called, where it recorded this node as part of
+    /// another (`index_select` records a gather; see `record_as`).
+    pub user_op: Option<&'static str>,
     state: Mutex<NodeState>,
 }
 
@@ -49,6 +52,34 @@ thread_local! {
     /// errors name the user's line.
     static SOURCE_OVERRIDE: std::cell::Cell<Option<&'static Location<'static>>> =
         const { std::cell::Cell::new(None) };
+}
+
+thread_local! {
+    /// While a composite op (or the backward rule of an op) records its
+    /// nodes: the name of the op the user called, so that warnings, dumps
+    /// and anomaly errors name it rather than the primitive recorded.
+    static OP_OVERRIDE: std::cell::Cell<Option<&'static str>> =
+        const { std::cell::Cell::new(None) };
+}
+
+/// Names `op` as the user-facing op of every node made on this thread
+/// until the returned guard is dropped; an op already named by an outer
+/// call keeps its name (the op the user called is the outermost).
+pub(crate) fn record_as(op: &'static str) -> OpGuard {
+    OpGuard(OP_OVERRIDE.with(|s| {
+        let before = s.get();
+        s.set(before.or(Some(op)));
+        before
+    }))
+}
+
+/// Restores the previous op name when dropped.
+pub(crate) struct OpGuard(Option<&'static str>);
+
+impl Drop for OpGuard {
+    fn drop(&mut self) {
+        OP_OVERRIDE.with(|s| s.set(self.0));
+    }
 }
 
 /// Records `location` on every node made on this thread until the
@@ -102,6 +133,7 @@ impl Node {
             shape,
             dtype,
             location,
+            user_op: OP_OVERRIDE.with(|s| s.get()),
             state: Mutex::new(state),
         })
     }

@@ -47,6 +47,7 @@ pub fn nll_loss(log_probs: &Tensor, target: &Tensor) -> Tensor {
 /// `nll_loss(log_softmax(logits, 1), target)`.
 #[track_caller]
 pub fn cross_entropy(logits: &Tensor, target: &Tensor) -> Tensor {
+    let _op = crate::graph::record_as("cross_entropy");
     nll_loss(&logits.log_softmax(-1), target)
 }
 
@@ -85,6 +86,7 @@ pub fn layer_norm(
     bias: Option<&Tensor>,
     eps: f32,
 ) -> Tensor {
+    let _op = crate::graph::record_as("layer_norm");
     let loc = Location::caller();
     let k = normalized_shape.len();
     let fits = k <= x.rank() && x.shape()[x.rank() - k..] == *normalized_shape;
@@ -126,6 +128,7 @@ pub fn layer_norm(
 /// rows that were picked (repeated ids accumulate).
 #[track_caller]
 pub fn embedding(ids: &Tensor, weight: &Tensor) -> Tensor {
+    let _op = crate::graph::record_as("embedding");
     let loc = Location::caller();
     if weight.rank() != 2 || !matches!(ids.dtype(), DType::I32 | DType::U32) {
         panic!(
@@ -177,6 +180,7 @@ pub fn scaled_dot_product_attention(
     attn_mask: Option<&Tensor>,
     is_causal: bool,
 ) -> Tensor {
+    let _op = crate::graph::record_as("scaled_dot_product_attention");
     let loc = Location::caller();
     let ok = q.rank() >= 2
         && k.rank() >= 2

@@ -230,6 +230,7 @@ impl Tensor {
     /// The entries `index` (1-D `i32`) of dim `axis`.
     #[track_caller]
     pub fn index_select(&self, axis: isize, index: &Tensor) -> Tensor {
+        let _op = crate::graph::record_as("index_select");
         let loc = Location::caller();
         let ax = resolve_axis("index_select", axis, self.rank());
         // PyTorch takes a 0-dim index as a 1-D one of one element, and a
@@ -328,6 +329,7 @@ impl Tensor {
     /// `num_classes`, `f32` ones where it equals the value.
     #[track_caller]
     pub fn one_hot(&self, num_classes: usize) -> Tensor {
+        let _op = crate::graph::record_as("one_hot");
         let classes = Tensor::arange(0, num_classes as i32, 1, self.device());
         self.cast(DType::I32)
             .unsqueeze(-1)
@@ -416,6 +418,7 @@ impl Tensor {
         padding: (usize, usize),
         dilation: (usize, usize),
     ) -> Tensor {
+        let _op = crate::graph::record_as("conv2d");
         let loc = Location::caller();
         if weight.rank() != 4 || self.rank() != 4 || weight.shape()[1] != self.shape()[1] {
             panic!(
@@ -466,6 +469,7 @@ impl Tensor {
         stride: (usize, usize),
         padding: (usize, usize),
     ) -> Tensor {
+        let _op = crate::graph::record_as("max_pool2d");
         self.pool(true, kernel, stride, padding)
     }
 
@@ -478,6 +482,7 @@ impl Tensor {
         stride: (usize, usize),
         padding: (usize, usize),
     ) -> Tensor {
+        let _op = crate::graph::record_as("avg_pool2d");
         self.pool(false, kernel, stride, padding)
     }
 

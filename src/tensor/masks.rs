@@ -32,6 +32,7 @@ impl Tensor {
     /// `diagonal` 0 is the main diagonal, positive values go above it).
     #[track_caller]
     pub fn tril(&self, diagonal: isize) -> Tensor {
+        let _op = crate::graph::record_as("tril");
         let keep = self.lower_triangle_mask("tril", diagonal);
         keep.where_cond(self, self.zeros_scalar())
     }
@@ -40,6 +41,7 @@ impl Tensor {
     /// `col - row >= diagonal` are kept, the rest are 0 (PyTorch's `triu`).
     #[track_caller]
     pub fn triu(&self, diagonal: isize) -> Tensor {
+        let _op = crate::graph::record_as("triu");
         let below = self.lower_triangle_mask("triu", diagonal - 1);
         below.where_cond(self.zeros_scalar(), self)
     }

@@ -15,6 +15,7 @@ impl Tensor {
     /// meant for short axes such as a vocabulary or a sequence.
     #[track_caller]
     pub fn cumsum(&self, axis: isize) -> Tensor {
+        let _op = crate::graph::record_as("cumsum");
         let dtype = if self.dtype() == DType::F32 {
             DType::F32
         } else {
@@ -46,6 +47,7 @@ impl Tensor {
     /// `u * total`, `u` uniform in `[0, 1)`, so zero weights are never drawn.
     #[track_caller]
     pub fn multinomial(&self) -> Tensor {
+        let _op = crate::graph::record_as("multinomial");
         if self.rank() == 0 || self.shape()[self.rank() - 1] == 0 {
             panic!(
                 "multinomial: needs weights along a non-empty last dim, got shape {:?} ({}) at {}",

@@ -377,13 +377,8 @@ fn node_labels(graph: &Graph) -> Vec<String> {
         .nodes
         .iter()
         .zip(&graph.locations)
-        .map(|(n, loc)| {
-            let op = match &n.kind {
-                GKind::Input { .. } => "input",
-                GKind::Op { op, .. } => op.name(),
-            };
-            format!("{op} {loc}")
-        })
+        .enumerate()
+        .map(|(i, (_, loc))| format!("{} {loc}", graph.op_label(i)))
         .collect()
 }
 

@@ -176,6 +176,11 @@ impl<'a> Run<'a> {
         self.graph.locations[self.exe.origin[n]]
     }
 
+    /// The op node `n` computes, as the user called it (`Graph::op_label`).
+    fn op_label(&self, n: usize) -> &'static str {
+        self.graph.op_label(self.exe.origin[n])
+    }
+
     fn error(&self, message: String) -> Error {
         Error::Device {
             during: format!("graph {:016x}", self.graph.hash),
@@ -252,13 +257,7 @@ impl<'a> Run<'a> {
         let nodes = &self.exe.key.nodes;
         for &w in &k.source.writes {
             if self.written[w].is_none() {
-                let what = || {
-                    format!(
-                        "output of {} at {}",
-                        op_name(&nodes[w].kind),
-                        self.location(w)
-                    )
-                };
+                let what = || format!("output of {} at {}", self.op_label(w), self.location(w));
                 let words = nodes[w].dtype.words(numel(&nodes[w].shape));
                 self.written[w] = Some(self.ctx.alloc(self.pool, words, what)?);
             }
@@ -319,7 +318,7 @@ impl<'a> Run<'a> {
             let label = match k.source.writes.first() {
                 Some(&w) => format!(
                     "{} {:?} ({} outputs) @ {}",
-                    op_name(&nodes[w].kind),
+                    self.op_label(w),
                     nodes[w].shape,
                     k.source.writes.len(),
                     self.location(w)
@@ -347,7 +346,7 @@ impl<'a> Run<'a> {
             (Some(v), Some(i)) => v.min(i),
             (Some(n), None) | (None, Some(n)) => n,
         };
-        let op = op_name(&self.exe.key.nodes[node].kind);
+        let op = self.op_label(node);
         let location = self.location(node).to_string();
         Err(if index == Some(node) {
             Error::IndexOutOfRange {
@@ -408,11 +407,4 @@ fn resolve_timestamps(
     encoder.resolve_query_set(queries, 0..2 * kernels as u32, &resolved, 0);
     encoder.copy_buffer_to_buffer(&resolved, 0, &staging, 0, Some(bytes));
     staging
-}
-
-fn op_name(kind: &GKind) -> &'static str {
-    match kind {
-        GKind::Input { .. } => "input",
-        GKind::Op { op, .. } => op.name(),
-    }
 }
