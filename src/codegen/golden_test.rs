@@ -8,7 +8,7 @@ use std::path::PathBuf;
 
 use super::KernelSource;
 use super::bindings_test::kernels_of;
-use crate::kernel::{Strategy, Target};
+use crate::kernel::{SoftmaxStrategy, Strategy, Target};
 use crate::nn::functional::layer_norm;
 use crate::{Device, DeviceConfig, Tensor};
 
@@ -62,6 +62,15 @@ fn golden_kernels_in_both_printers() {
     loss.backward();
     let gx = xg.grad().expect("a gradient");
     golden_kernel("row_norm_backward", &kernel_with(&gx, Strategy::RowNorm));
+    // A log-softmax over a strided axis, a row an invocation.
+    let odd = Tensor::from_vec(vec![0.25f32; 7 * 9], [7, 9], &dev).expect("odd");
+    golden_kernel(
+        "softmax_per_row",
+        &kernel_with(
+            &odd.log_softmax(0),
+            Strategy::Softmax(SoftmaxStrategy::RowPerInvocation),
+        ),
+    );
     // An elementwise kernel, four elements an invocation.
     let e = (&x * 3.0).exp();
     golden_kernel(

@@ -160,7 +160,7 @@ fn write_gradient(
 }
 
 /// `a op b` on f32 values.
-fn f32_op(op: BinaryOp, a: Expr, b: Expr) -> Expr {
+pub(super) fn f32_op(op: BinaryOp, a: Expr, b: Expr) -> Expr {
     Expr::Binary {
         op,
         operand: DType::F32,
@@ -171,7 +171,7 @@ fn f32_op(op: BinaryOp, a: Expr, b: Expr) -> Expr {
 }
 
 /// `op x` on an f32 value.
-fn f32_unary(op: UnaryOp, x: Expr) -> Expr {
+pub(super) fn f32_unary(op: UnaryOp, x: Expr) -> Expr {
     Expr::Unary {
         op,
         dtype: DType::F32,

@@ -109,6 +109,9 @@ impl fmt::Display for Expr {
                 write!(f, "{} {} {}", Operand(a), op.symbol(), Operand(b))
             }
             Expr::ClampIndex { k, top } => write!(f, "u32(clamp({k}, 0i, {top}i))"),
+            Expr::F32(bits) => f.write_str(&f32_literal(*bits)),
+            Expr::IsNonFinite { x, vec } => f.write_str(&is_nonfinite(&x.to_string(), *vec)),
+            Expr::Not(x) => write!(f, "!{}", Operand(x)),
             Expr::Rng {
                 normal,
                 key,
@@ -122,6 +125,18 @@ impl fmt::Display for Expr {
                 )
             }
         }
+    }
+}
+
+/// An f32 literal: Rust's shortest round-trip spelling (always with a
+/// point or an exponent, a WGSL float literal), or the bits of a NaN or
+/// an infinity.
+fn f32_literal(bits: u32) -> String {
+    let v = f32::from_bits(bits);
+    if v.is_finite() {
+        format!("{v:?}")
+    } else {
+        format!("bitcast<f32>({bits:#010x}u)")
     }
 }
 
@@ -312,6 +327,7 @@ pub(crate) fn render_body(body: &[Inst], origins: Option<&[String]>, out: &mut S
                 None => writeln!(out, "    var {var}: {};", wgsl_type(*ty)),
             },
             Inst::Accumulate { var, value } => writeln!(out, "    {var} = {var} + {value};"),
+            Inst::Assign { var, value } => writeln!(out, "    {var} = {value};"),
             Inst::Parts {
                 buffer,
                 parts,

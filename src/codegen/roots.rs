@@ -56,7 +56,7 @@ pub(crate) fn generate_root_kernel(
         Op::Softmax { axis, log } => {
             let (main, groups, vec, s) = softmax(&mut g, key, root, *axis, *log, &outputs);
             vec_out = vec;
-            (RootBody::Text(main), groups, Strategy::Softmax(s))
+            (main, groups, Strategy::Softmax(s))
         }
         Op::Matmul => {
             let lanes = match matmul_kernel {
@@ -136,7 +136,7 @@ pub(crate) fn generate_root_kernel(
 
 /// A root kernel as its template wrote it: WGSL text around IR blocks,
 /// or (the templates rebuilt as IR) an entry and a body.
-enum RootBody {
+pub(super) enum RootBody {
     Text(String),
     Ir(Entry, Vec<Inst>),
 }

@@ -6,14 +6,17 @@ use std::fmt::Write;
 
 use super::emit::Gen;
 use super::exprs::{nan_extremum, softmax_guard};
-use super::wgsl::{WORKGROUP_SIZE, bounded_loop, kernel_main, vectorizable};
+use super::wgsl::{WORKGROUP_SIZE, bounded_loop, kernel_main, unroll_for, vectorizable};
 use crate::dtype::DType;
 use crate::graph::GraphKey;
-use crate::kernel::ir::{Expr, Ty};
+use crate::graph::op::{BinaryOp, UnaryOp};
+use crate::kernel::Entry;
+use crate::kernel::ir::{Arith, Expr, Inst, Ty, Var};
 use crate::kernel::{SoftmaxStrategy, choose_softmax};
 use crate::shape::numel;
 
-use super::roots::{store_outputs, store_outputs_by};
+use super::norm::{f32_op, f32_unary};
+use super::roots::{RootBody, store_outputs, store_outputs_by};
 
 pub(super) fn softmax(
     g: &mut Gen,
@@ -22,7 +25,7 @@ pub(super) fn softmax(
     axis: usize,
     log: bool,
     outputs: &[usize],
-) -> (String, usize, bool, SoftmaxStrategy) {
+) -> (RootBody, usize, bool, SoftmaxStrategy) {
     let x = key.nodes[root].inputs[0];
     let shape = key.nodes[x].shape.clone();
     let len = shape[axis];
@@ -36,17 +39,18 @@ pub(super) fn softmax(
         SoftmaxStrategy::RowPerInvocationVec4 => {
             let (main, groups, vec_out) =
                 softmax_per_thread_vec4(g, key, root, x, (len, rows), log, outputs);
-            return (main, groups, vec_out, strategy);
+            return (RootBody::Text(main), groups, vec_out, strategy);
         }
         SoftmaxStrategy::RowPerInvocation => {
-            let (main, groups) =
-                softmax_per_thread(g, key, root, x, (len, inner, rows), log, outputs);
-            return (main, groups, false, strategy);
+            let (entry, body) =
+                softmax_per_thread(g, key, (root, x), (len, inner, rows), log, outputs);
+            let groups = rows.div_ceil(WORKGROUP_SIZE as usize);
+            return (RootBody::Ir(entry, body), groups, false, strategy);
         }
         SoftmaxStrategy::RowPerWorkgroup => {}
     }
     let main = softmax_per_workgroup(g, key, root, x, (len, inner, rows), log, outputs);
-    (main, rows, false, strategy)
+    (RootBody::Text(main), rows, false, strategy)
 }
 
 /// Element `k` of row `gi` of rows of `len` elements `inner` apart.
@@ -221,54 +225,99 @@ fn softmax_per_thread_vec4(
     (main, rows.div_ceil(WORKGROUP_SIZE as usize), whole_vec4)
 }
 
-/// Softmax with one invocation per row, for many rows: no workgroup
-/// barriers (dear on CPU drivers such as lavapipe), and an online max/sum
-/// pass (the running sum is rescaled when the max grows), so the row is
-/// read twice instead of three times.
+/// Element `k` of row `gi` of rows of `len` elements `inner` apart:
+/// `((gi / inner) * len + k) * inner + gi % inner`.
+fn row_element_at(len: usize, inner: usize, k: Var) -> Expr {
+    let row = Expr::arith(Arith::Div, Expr::Invocation, Expr::U32(inner as u64));
+    let start = Expr::arith(Arith::Mul, row, Expr::U32(len as u64));
+    let along = Expr::arith(Arith::Add, start, Expr::Var(k));
+    let offset = Expr::arith(Arith::Rem, Expr::Invocation, Expr::U32(inner as u64));
+    Expr::arith(
+        Arith::Add,
+        Expr::arith(Arith::Mul, along, Expr::U32(inner as u64)),
+        offset,
+    )
+}
+
+/// Whether a row whose maximum is `m` and whose sum of exponentials is
+/// `s` has NaN for its outputs, as in PyTorch: `m` not finite (a NaN or
+/// +inf in the row) or `s` not positive (a row of -inf).
+fn row_is_bad(m: &Expr, s: &Expr) -> Expr {
+    let nonfinite = Expr::IsNonFinite {
+        x: Box::new(m.clone()),
+        vec: false,
+    };
+    let positive = Expr::arith(Arith::Lt, Expr::F32(0.0f32.to_bits()), s.clone());
+    Expr::arith(Arith::Or, nonfinite, Expr::Not(Box::new(positive)))
+}
+
+/// Softmax with one invocation per row, for many rows, built as IR: no
+/// workgroup barriers (dear on CPU drivers such as lavapipe), and an
+/// online max/sum pass (the running sum is rescaled when the max grows),
+/// so the row is read twice instead of three times.
 fn softmax_per_thread(
     g: &mut Gen,
     key: &GraphKey,
-    root: usize,
-    x: usize,
+    (root, x): (usize, usize),
     (len, inner, rows): (usize, usize, usize),
     log: bool,
     outputs: &[usize],
-) -> (String, usize) {
-    let at = row_element(len, inner);
-    let stats = g.scoped(|g| {
-        let i = g.emit("i", Ty::U32, Expr::template(at.clone()));
-        let v = g.value(x, &i, false, false);
-        let _ = writeln!(
-            g,
-            "        let mn = {};\n        s = s * exp(m - mn) + exp({v} - mn);\n        m = mn;",
-            nan_extremum("max", "m", &v.to_string(), false)
-        );
-    });
-    let write = g.scoped(|g| {
-        let i = g.emit("i", Ty::U32, Expr::template(at.clone()));
-        let v = g.value(x, &i, false, false);
-        let expr = if log {
-            format!("({v} - m) - ls")
-        } else {
-            format!("exp({v} - m) * rs")
-        };
-        let result = g.emit(
-            "y",
+) -> (Entry, Vec<Inst>) {
+    // Two passes over the row (the strategy is chosen only where they fit).
+    let unroll = unroll_for(len, g.context().target.loop_budget(2));
+    let row_loop = |g: &mut Gen, f: &dyn Fn(&mut Gen, &Expr, &Expr)| {
+        let counter = g.fresh("k");
+        let body = g.block(|g| {
+            let i = g.emit("i", Ty::U32, row_element_at(len, inner, counter));
+            let v = g.value(x, &i, false, false);
+            f(g, &i, &v);
+        });
+        g.push(Inst::Loop {
+            counter,
+            count: len,
+            unroll,
+            body,
+        });
+    };
+    // The running max starts at the lowest finite value, so that
+    // exp(m - mn) is never NaN.
+    let m = g.variable("m", Expr::F32(f32::MIN.to_bits()));
+    let s = g.variable("s", Expr::F32(0.0f32.to_bits()));
+    row_loop(g, &|g, _, v| {
+        let mn = g.emit(
+            "mn",
             Ty::F32,
-            Expr::template(softmax_guard(&expr, "m", "s", false)),
+            f32_op(BinaryOp::Maximum, m.clone(), v.clone()),
         );
-        store_outputs(g, key, (root, outputs), &i, &result);
+        let dm = g.emit("dm", Ty::F32, f32_op(BinaryOp::Sub, m.clone(), mn.clone()));
+        let corr = g.emit("corr", Ty::F32, f32_unary(UnaryOp::Exp, dm));
+        let dv = g.emit("dv", Ty::F32, f32_op(BinaryOp::Sub, v.clone(), mn.clone()));
+        let p = g.emit("p", Ty::F32, f32_unary(UnaryOp::Exp, dv));
+        let scaled = g.emit("sc", Ty::F32, f32_op(BinaryOp::Mul, s.clone(), corr));
+        g.assign(&s, f32_op(BinaryOp::Add, scaled, p));
+        g.assign(&m, mn);
     });
-    let main = format!(
-        "\n{head}\
-         // Starts at the lowest finite value so that exp(m - mn) is never nan.\n\
-         var m = -3.4028235e38;\n\
-         var s = 0.0;\n\
-         for (var k = 0u; k < {len}u; k = k + 1u) {{\n{stats}    }}\n\
-         let ls = log(s);\n\
-         let rs = 1.0 / s;\n\
-         for (var k = 0u; k < {len}u; k = k + 1u) {{\n{write}    }}\n}}\n",
-        head = kernel_main(WORKGROUP_SIZE as usize, true, rows, ""),
-    );
-    (main, rows.div_ceil(WORKGROUP_SIZE as usize))
+    let ls = g.emit("ls", Ty::F32, f32_unary(UnaryOp::Log, s.clone()));
+    let one = Expr::F32(1.0f32.to_bits());
+    let rs = g.emit("rs", Ty::F32, f32_op(BinaryOp::Div, one, s.clone()));
+    let bad = g.emit("bad", Ty::BOOL, row_is_bad(&m, &s));
+    row_loop(g, &|g, i, v| {
+        let d = g.emit("d", Ty::F32, f32_op(BinaryOp::Sub, v.clone(), m.clone()));
+        let y = if log {
+            g.emit("y", Ty::F32, f32_op(BinaryOp::Sub, d, ls.clone()))
+        } else {
+            let e = g.emit("e", Ty::F32, f32_unary(UnaryOp::Exp, d));
+            g.emit("y", Ty::F32, f32_op(BinaryOp::Mul, e, rs.clone()))
+        };
+        let nan = Expr::F32(f32::NAN.to_bits());
+        let r = g.emit("r", Ty::F32, Expr::select(bad.clone(), nan, y));
+        store_outputs(g, key, (root, outputs), i, &r);
+    });
+    let entry = Entry::Main {
+        workgroup_size: WORKGROUP_SIZE as usize,
+        per_invocation: true,
+        count: rows,
+        arrays: Vec::new(),
+    };
+    (entry, g.body().to_vec())
 }

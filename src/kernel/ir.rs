@@ -72,6 +72,7 @@ pub(crate) enum Arith {
     Ge,
     Eq,
     And,
+    Or,
 }
 
 impl Arith {
@@ -87,6 +88,7 @@ impl Arith {
             Arith::Ge => ">=",
             Arith::Eq => "==",
             Arith::And => "&&",
+            Arith::Or => "||",
         }
     }
 }
@@ -104,6 +106,13 @@ pub(crate) enum Expr {
     Template(String),
     /// A `u32` literal.
     U32(u64),
+    /// An `f32` literal, as its bits (NaN and infinities included).
+    F32(u32),
+    /// Whether an f32 value (`vec`: each of four) is NaN or infinite,
+    /// tested on its bits (WGSL lets compilers assume floats are finite).
+    IsNonFinite { x: Box<Expr>, vec: bool },
+    /// Logical negation of a condition.
+    Not(Box<Expr>),
     /// An `i32` literal.
     I32(i64),
     /// Runtime parameter word `word`, reinterpreted as `dtype`.
@@ -244,6 +253,8 @@ pub(crate) enum Inst {
     },
     /// `var = var + value`.
     Accumulate { var: Var, value: Expr },
+    /// `var = value`, for a variable from `Declare`.
+    Assign { var: Var, value: Expr },
     /// Element `index` of a buffer bound in `parts` parts of
     /// `per_part` elements each (`buffer.part` unset): the part holding it
     /// is chosen at run time.
@@ -324,6 +335,8 @@ pub(crate) fn reads_output_elsewhere(body: &[Inst], own: &Expr) -> bool {
             | Expr::Round { x, .. }
             | Expr::Construct { x, .. }
             | Expr::ClampIndex { k: x, .. }
+            | Expr::IsNonFinite { x, .. }
+            | Expr::Not(x)
             | Expr::Rng { offset: x, .. } => in_expr(x, own),
             Expr::Binary { a, b, .. } | Expr::Arith { a, b, .. } => {
                 in_expr(a, own) || in_expr(b, own)
@@ -337,13 +350,16 @@ pub(crate) fn reads_output_elsewhere(body: &[Inst], own: &Expr) -> bool {
             | Expr::Invocation
             | Expr::Template(_)
             | Expr::U32(_)
+            | Expr::F32(_)
             | Expr::I32(_)
             | Expr::Param { .. }
             | Expr::ParamWord(_) => false,
         }
     }
     body.iter().any(|inst| match inst {
-        Inst::Let { value, .. } | Inst::Accumulate { value, .. } => in_expr(value, own),
+        Inst::Let { value, .. } | Inst::Accumulate { value, .. } | Inst::Assign { value, .. } => {
+            in_expr(value, own)
+        }
         Inst::Declare { init, .. } => init.as_ref().is_some_and(|e| in_expr(e, own)),
         Inst::Parts {
             buffer,
@@ -430,6 +446,9 @@ impl fmt::Display for IrExpr<'_> {
             Expr::Construct { ty, x } => write!(f, "{ty}({})", e(x)),
             Expr::Arith { op, a, b } => write!(f, "({} {} {})", e(a), op.symbol(), e(b)),
             Expr::ClampIndex { k, top } => write!(f, "clamp_index({}, {top})", e(k)),
+            Expr::F32(bits) => write!(f, "{:?}f", f32::from_bits(*bits)),
+            Expr::IsNonFinite { x, .. } => write!(f, "nonfinite({})", e(x)),
+            Expr::Not(x) => write!(f, "!{}", e(x)),
             Expr::Rng {
                 normal,
                 key,
@@ -446,6 +465,15 @@ impl fmt::Display for IrExpr<'_> {
             }
         }
     }
+}
+
+/// `header`, `body` one level deeper, then the closing brace.
+fn nested(header: &str, body: &[Inst], depth: usize, out: &mut String) -> fmt::Result {
+    use std::fmt::Write;
+    let pad = "  ".repeat(depth);
+    writeln!(out, "{pad}{header}")?;
+    print_body(body, depth + 1, out);
+    writeln!(out, "{pad}}}")
 }
 
 /// Prints a body in the IR notation, one instruction a line, nested
@@ -471,6 +499,7 @@ pub(crate) fn print_body(body: &[Inst], depth: usize, out: &mut String) {
             Inst::Accumulate { var, value } => {
                 writeln!(out, "{pad}{var} += {}", IrExpr(value))
             }
+            Inst::Assign { var, value } => writeln!(out, "{pad}{var} = {}", IrExpr(value)),
             Inst::Parts {
                 buffer,
                 parts,
@@ -501,21 +530,18 @@ pub(crate) fn print_body(body: &[Inst], depth: usize, out: &mut String) {
                 IrExpr(index),
                 IrExpr(value)
             ),
-            Inst::If { cond, body } => {
-                let _ = writeln!(out, "{pad}if {} {{", IrExpr(cond));
-                print_body(body, depth + 1, out);
-                writeln!(out, "{pad}}}")
-            }
+            Inst::If { cond, body } => nested(&format!("if {} {{", IrExpr(cond)), body, depth, out),
             Inst::Loop {
                 counter,
                 count,
                 unroll,
                 body,
-            } => {
-                let _ = writeln!(out, "{pad}for {counter} in 0..{count} unroll {unroll} {{");
-                print_body(body, depth + 1, out);
-                writeln!(out, "{pad}}}")
-            }
+            } => nested(
+                &format!("for {counter} in 0..{count} unroll {unroll} {{"),
+                body,
+                depth,
+                out,
+            ),
             Inst::Check { check, node } => {
                 let what = match check {
                     Check::NonFinite { value, .. } => format!("finite {}", IrExpr(value)),

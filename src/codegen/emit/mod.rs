@@ -335,6 +335,25 @@ impl<'a> Gen<'a> {
         Expr::Var(var)
     }
 
+    /// A mutable f32 variable set to `init`, declared here.
+    pub fn variable(&mut self, prefix: &'static str, init: Expr) -> Expr {
+        let var = self.fresh(prefix);
+        self.body.push(Inst::Declare {
+            var,
+            ty: Ty::F32,
+            init: Some(init),
+        });
+        Expr::Var(var)
+    }
+
+    /// `var = value`, for a variable from `variable` or `accumulator`.
+    pub fn assign(&mut self, var: &Expr, value: Expr) {
+        let Expr::Var(var) = var else {
+            unreachable!("only variables are assigned")
+        };
+        self.body.push(Inst::Assign { var: *var, value });
+    }
+
     /// `acc = acc + value`, for an accumulator from `accumulator`.
     pub fn accumulate(&mut self, acc: &Expr, value: Expr) {
         let Expr::Var(var) = acc else {
