@@ -557,9 +557,12 @@ impl Drop for DeviceInner {
 }
 
 impl Default for Device {
-    /// The GPU if an adapter exists, else the CPU reference with a logged
-    /// warning. `LAZYWGPU_DEVICE=gpu|cpu|auto` overrides; with `gpu` a
-    /// missing adapter is a panic, since the user demanded one.
+    /// The GPU if an adapter exists, else the CPU reference backend, saying
+    /// so in one line on standard error (once per process: a program that
+    /// makes many devices should not repeat it). `LAZYWGPU_DEVICE=gpu|cpu|auto`
+    /// overrides; with `gpu` a missing adapter is a panic, since the user
+    /// demanded one, and with `cpu` (as with [`Device::cpu`]) nothing is
+    /// printed, since nothing was chosen for the user.
     fn default() -> Device {
         let choice = std::env::var("LAZYWGPU_DEVICE")
             .unwrap_or_default()
@@ -573,7 +576,17 @@ impl Default for Device {
             _ => match Device::gpu() {
                 Ok(dev) => dev,
                 Err(e) => {
-                    log::warn!("lazywgpu: no GPU ({e}); using the CPU reference backend");
+                    // Standard error, not the log: a logger is often not
+                    // set up (or filters warnings out), and a program that
+                    // silently runs 10-100x slower than its author expects
+                    // should say why.
+                    static SAID: std::sync::Once = std::sync::Once::new();
+                    SAID.call_once(|| {
+                        eprintln!(
+                            "lazywgpu: no GPU adapter ({e}); using the CPU reference backend \
+                             (LAZYWGPU_DEVICE=cpu chooses it without this line)"
+                        );
+                    });
                     Device::cpu()
                 }
             },
