@@ -583,7 +583,7 @@ impl Default for Device {
                     static SAID: std::sync::Once = std::sync::Once::new();
                     SAID.call_once(|| {
                         eprintln!(
-                            "lazywgpu: no GPU adapter ({e}); using the CPU reference backend \
+                            "lazywgpu: {e}; using the CPU reference backend instead \
                              (LAZYWGPU_DEVICE=cpu chooses it without this line)"
                         );
                     });
