@@ -321,6 +321,11 @@ impl Device {
             Graph::collect_with(nodes, self.fusion(), self.checks())
         });
         self.inner.guards.note_graph(&graph, &self.inner.metrics);
+        // The size of the work each step hands the compiler, counted so that
+        // a test can bound it without timing it (`tests/graph_scale.rs`).
+        self.inner
+            .metrics
+            .add("graph_nodes", graph.key.nodes.len() as u64);
         // Verification copies the inputs first: an output may take over an
         // input's buffer (donation).
         let verify_inputs = match &self.inner.backend {
