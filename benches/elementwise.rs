@@ -1,6 +1,7 @@
 //! W1 (elementwise chain on 4,194,304 f32) fused vs one kernel per op, and
-//! W6 (host cost per traced op), as defined in DESIGN.md. Each W1 iteration
-//! ends with a device wait so asynchronous work is counted.
+//! W6 (host cost per traced op), as defined in PERFORMANCE.md ("The
+//! workloads and their targets"). Each W1 iteration ends with a device
+//! wait so asynchronous work is counted.
 
 use criterion::{Criterion, criterion_group, criterion_main};
 use lazywgpu::{Device, Tensor};

@@ -1,5 +1,5 @@
 //! W2 (sum of 16,777,216 f32, read back), W3 (row softmax 4096 x 1024) and
-//! W4 (matmul 1024^3) of DESIGN.md, beside the same-run baselines: a
+//! W4 (matmul 1024^3) (see PERFORMANCE.md), beside the same-run baselines: a
 //! hand-written vec4 copy kernel's bandwidth on the same adapter, and
 //! ndarray's own CPU matmul. The ratios are printed after criterion's
 //! figures.

@@ -1,8 +1,8 @@
-//! W5 of DESIGN.md: one training step of the 784-128-10 MLP (ReLU, batch
-//! 64, cross-entropy, SGD lr 0.01; forward, backward and update traced
-//! into one graph), input generated once on the device. Each iteration
-//! ends with a device wait so asynchronous work is counted. The same step
-//! in plain ndarray is the CPU yardstick beside it.
+//! W5 of the comparison suite (PERFORMANCE.md): one training step of the
+//! 784-128-10 MLP (ReLU, batch 64, cross-entropy, SGD lr 0.01; forward,
+//! backward and update traced into one graph), input generated once on the
+//! device. Each iteration ends with a device wait so asynchronous work is
+//! counted. The same step in plain ndarray is the CPU yardstick beside it.
 
 #[path = "support/ndarray_mlp.rs"]
 mod ndarray_mlp;

@@ -13,10 +13,22 @@
 //! tools/allreduce-bench.sh     # both, and the table
 //! ```
 
+#[path = "support/cli.rs"]
+mod cli;
+
 use std::time::Instant;
 
+use clap::Parser;
+use lazywgpu::Tensor;
 use lazywgpu::distributed::{self, ReduceOp};
-use lazywgpu::{Device, Tensor};
+
+/// All-reduce time per buffer size on host data and on device tensors, as
+/// rank 0 of an MPI job sees it (run under mpirun).
+#[derive(Parser, Debug)]
+struct Args {
+    #[command(flatten)]
+    device: cli::DeviceArg,
+}
 
 const ITERS: usize = 50;
 const WARMUP: usize = 5;
@@ -43,8 +55,9 @@ fn median_us<T>(
 }
 
 fn main() -> Result<(), Box<dyn std::error::Error>> {
+    let args: Args = cli::parse();
     let group = distributed::init()?;
-    let dev = Device::default();
+    let dev = args.device.open()?;
     let rank = group.rank();
     if rank == 0 {
         println!("# {} ranks, device {}", group.world_size(), dev.name());

@@ -1,12 +1,16 @@
-//! The comparison suite: workloads W1–W7 (W7: one training step of the
-//! baby GPT of `examples/gpt.rs`) in one process, on
+//! The comparison suite: workloads W1–W7 (defined in `PERFORMANCE.md`:
+//! W1 an elementwise chain on 4M f32, W2 a 16M-element sum, W3 a softmax
+//! of 4096 x 1024, W4 a 1024^3 matmul, W5 one MLP training step, W6 the
+//! host cost per traced op, W7 one training step of the baby GPT of
+//! `examples/gpt.rs`) in one process, on
 //! lazywgpu's GPU device (fused, and with fusion off), on its CPU reference
 //! backend, in plain ndarray, and beside the adapter's physical limit (a
 //! hand-written vec4 copy kernel's bandwidth, an empty dispatch's round
 //! trip). Medians after warm-up, every run ending in a device wait or a
 //! readback; the fused runs and the limits they are divided by alternate
-//! in rounds, so that a ratio is not a drift of the machine's speed. Prints a markdown table, writes it to `compare.md` and a bar
-//! chart of the speeds relative to each row's baseline to `compare.svg`.
+//! in rounds, so that a ratio is not a drift of the machine's speed. Prints a markdown table, writes it to
+//! `compare.md` and a bar chart of the speeds relative to each row's
+//! baseline to `compare.svg`, in `target/lazywgpu-out/` (or `--out DIR`).
 //!
 //! ```sh
 //! cargo run --release --example compare
@@ -21,13 +25,18 @@
 
 #[path = "../benches/support/baseline.rs"]
 mod baseline;
+#[path = "support/cli.rs"]
+mod cli;
 #[path = "../benches/support/ndarray_mlp.rs"]
 mod ndarray_mlp;
 
 use std::fmt::Write as _;
+use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
 use baseline::median_of;
+use clap::Parser;
+use cli::OutDir;
 
 use lazywgpu::nn::{self, Module, functional as F};
 use lazywgpu::optim::{Optimizer, Sgd};
@@ -316,9 +325,10 @@ fn figure(row: usize, d: Duration) -> String {
     }
 }
 
-fn parse_peer(path: &str) -> Result<(String, [Cell; 7]), String> {
-    let text = std::fs::read_to_string(path).map_err(|e| format!("{path}: {e}"))?;
-    let v: serde_json::Value = serde_json::from_str(&text).map_err(|e| format!("{path}: {e}"))?;
+fn parse_peer(path: &Path) -> Result<(String, [Cell; 7]), String> {
+    let shown = path.display();
+    let text = std::fs::read_to_string(path).map_err(|e| format!("{shown}: {e}"))?;
+    let v: serde_json::Value = serde_json::from_str(&text).map_err(|e| format!("{shown}: {e}"))?;
     let name = v["name"].as_str().unwrap_or("peer").to_string();
     let keys = [
         "w1_ms",
@@ -342,7 +352,7 @@ fn parse_peer(path: &str) -> Result<(String, [Cell; 7]), String> {
     Ok((name, cells))
 }
 
-fn chart(rows: &[Row], path: &str, peer: &str) -> Result<(), Box<dyn std::error::Error>> {
+fn chart(rows: &[Row], path: &Path, peer: &str) -> Result<(), Box<dyn std::error::Error>> {
     let root = SVGBackend::new(path, (960, 520)).into_drawing_area();
     root.fill(&WHITE)?;
     let series: [(&str, RGBColor); 5] = [
@@ -407,22 +417,33 @@ fn chart(rows: &[Row], path: &str, peer: &str) -> Result<(), Box<dyn std::error:
     Ok(())
 }
 
+/// The comparison suite: W1–W7 on lazywgpu's GPU device (fused and with
+/// fusion off), its CPU backend, plain ndarray and the adapter's limits;
+/// a markdown table and a bar chart.
+#[derive(Parser, Debug)]
+struct Args {
+    /// Fewer runs per figure (5 instead of 11)
+    #[arg(long)]
+    quick: bool,
+    /// Add the peer's column from the JSON medians written by the opt-in
+    /// burn runner (benches/burn-peer)
+    #[arg(long, value_name = "FILE")]
+    peer: Option<PathBuf>,
+    /// Also write the figures as JSON to FILE
+    #[arg(long, value_name = "FILE")]
+    json: Option<PathBuf>,
+    #[command(flatten)]
+    out: OutDir,
+}
+
 fn main() -> Result<(), Box<dyn std::error::Error>> {
-    env_logger::init();
-    let args: Vec<String> = std::env::args().collect();
-    let runs = if args.iter().any(|a| a == "--quick") {
-        5
-    } else {
-        11
-    };
-    let peer = match args.iter().position(|a| a == "--peer") {
-        Some(i) => Some(parse_peer(args.get(i + 1).ok_or("--peer needs a file")?)?),
+    let args: Args = cli::parse();
+    let runs = if args.quick { 5 } else { 11 };
+    let peer = match &args.peer {
+        Some(path) => Some(parse_peer(path)?),
         None => None,
     };
-    let json_path = match args.iter().position(|a| a == "--json") {
-        Some(i) => Some(args.get(i + 1).ok_or("--json needs a file")?.clone()),
-        None => None,
-    };
+    let out_dir = args.out.dir()?;
     let gpu = Device::gpu();
     let cpu = Device::cpu();
     let machine = match &gpu {
@@ -579,12 +600,13 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         );
     }
     println!("{md}");
-    std::fs::write("compare.md", &md)?;
-    chart(&rows, "compare.svg", &peer_name)?;
-    eprintln!("wrote compare.md and compare.svg");
-    if let Some(path) = json_path {
-        std::fs::write(&path, json(&rows, &machine, runs, &peer_name))?;
-        eprintln!("wrote {path}");
+    let (md_path, svg_path) = (out_dir.join("compare.md"), out_dir.join("compare.svg"));
+    std::fs::write(&md_path, &md)?;
+    chart(&rows, &svg_path, &peer_name)?;
+    eprintln!("wrote {} and {}", md_path.display(), svg_path.display());
+    if let Some(path) = &args.json {
+        std::fs::write(path, json(&rows, &machine, runs, &peer_name))?;
+        eprintln!("wrote {}", path.display());
     }
     Ok(())
 }

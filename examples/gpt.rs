@@ -11,35 +11,25 @@
 //!   mpirun -np 2 --bind-to none target/release/examples/gpt --iters 200 --data-parallel  # two ranks
 //! ```
 //!
-//! Options: `--iters N` (2000), `--log-interval N` (iterations between
-//! loss reads; each read prints `iter N loss L`), `--eval-interval N`
-//! (250), `--init FILE.safetensors` (start from these weights instead of
-//! the random init), `--resume FILE` (a checkpoint from `--save`),
-//! `--save FILE` (gpt-checkpoint.safetensors), `--plot FILE`
-//! (gpt-loss.svg), `--device gpu|cpu`, `--seed N` (init seed, 1337),
-//! `--sample-len N` (200), `--temperature F` (0.8; 0 takes the argmax),
-//! `--dtype f32|f16|bf16` (mixed precision: the loss under autocast to
-//! that dtype on f32 weights, f16 with dynamic loss scaling),
-//! `--data-parallel` (under `mpirun`, built with the feature `mpi`: each
-//! rank trains on 12 sequences of every global batch of `12 x ranks`,
-//! gradients averaged across ranks; each rank reports its steps/s and
-//! all-reduce time per step), `--bucket-kb N` (gradient bucket size, 1024).
+//! `--help` lists the options. The checkpoint and the loss curves go to
+//! `target/lazywgpu-out/` (or `--out DIR`, or `--save FILE` and `--plot
+//! FILE`).
 
-#[path = "support/dtype_arg.rs"]
-mod dtype_arg;
+#[path = "support/cli.rs"]
+mod cli;
 #[path = "support/plot.rs"]
 mod plot;
 #[path = "support/ranks.rs"]
 mod ranks;
 
-use dtype_arg::autocast_dtype;
-
+use cli::{DataParallelArgs, DeviceArg, OutDir, Precision, at_least_one};
 use plot::{Curve, line_chart};
 
 use std::collections::HashMap;
 use std::path::PathBuf;
 use std::time::Instant;
 
+use clap::Parser;
 use indicatif::{ProgressBar, ProgressStyle};
 use lazywgpu::amp::{AutocastGuard, GradScaler};
 use lazywgpu::data::{CharDataset, Split, SplitMix64};
@@ -53,73 +43,62 @@ const BATCH: usize = 12;
 const BLOCK: usize = 64;
 const VAL_BATCHES: usize = 20;
 
+/// nanoGPT's "baby GPT" (4 layers, 4 heads, width 128, context 64)
+/// trained on the Shakespeare shipped in examples/data with nanoGPT's
+/// recipe (AdamW with warm-up and cosine decay, clipping at 1.0), then
+/// characters sampled from it.
+#[derive(Parser, Debug)]
+#[command(after_help = "Examples:
+  cargo run --release --example gpt                          # 2,000 iterations
+  cargo run --release --example gpt -- --iters 200 --log-interval 1
+  cargo run --release --example gpt -- --device cpu          # the CPU reference backend
+  cargo build --release --features mpi --example gpt &&
+    mpirun -np 2 --bind-to none target/release/examples/gpt --iters 200 --data-parallel")]
 struct Args {
+    /// Training iterations
+    #[arg(long, value_name = "N", default_value_t = 2000)]
     iters: usize,
+    /// Iterations between loss reads; each read waits for the device and
+    /// prints `iter N loss L`
+    #[arg(long, value_name = "N", default_value_t = 10, value_parser = at_least_one())]
     log_interval: usize,
+    /// Iterations between validation losses
+    #[arg(long, value_name = "N", default_value_t = 250, value_parser = at_least_one())]
     eval_interval: usize,
+    /// Start from these weights (safetensors) instead of the random init
+    #[arg(long, value_name = "FILE")]
     init: Option<PathBuf>,
+    /// Go on from a checkpoint written by an earlier run (--save)
+    #[arg(long, value_name = "FILE")]
     resume: Option<PathBuf>,
-    save: PathBuf,
-    plot: PathBuf,
-    device: String,
+    /// The checkpoint written at the end: parameters, AdamW's moments, the
+    /// iteration and the sampler's state [default:
+    /// gpt-checkpoint.safetensors in the output directory]
+    #[arg(long, value_name = "FILE")]
+    save: Option<PathBuf>,
+    /// The loss curves, SVG [default: gpt-loss.svg in the output
+    /// directory]
+    #[arg(long, value_name = "FILE")]
+    plot: Option<PathBuf>,
+    /// Seed of the initial weights
+    #[arg(long, default_value_t = 1337)]
     seed: u64,
+    /// Characters sampled at the end
+    #[arg(long, value_name = "N", default_value_t = 200)]
     sample_len: usize,
+    /// Sampling temperature; 0 takes the most likely character
+    #[arg(long, default_value_t = 0.8)]
     temperature: f32,
-    /// Autocast dtype of the forward pass (`None`: all f32).
-    dtype: Option<DType>,
-    /// Train as one rank of an MPI job.
-    data_parallel: bool,
-    bucket_kb: usize,
-}
-
-fn parse_args() -> Result<Args, String> {
-    let mut a = Args {
-        iters: 2000,
-        log_interval: 10,
-        eval_interval: 250,
-        init: None,
-        resume: None,
-        save: PathBuf::from("gpt-checkpoint.safetensors"),
-        plot: PathBuf::from("gpt-loss.svg"),
-        device: "gpu".into(),
-        seed: 1337,
-        sample_len: 200,
-        temperature: 0.8,
-        dtype: None,
-        data_parallel: false,
-        bucket_kb: 1024,
-    };
-    let mut it = std::env::args().skip(1);
-    while let Some(flag) = it.next() {
-        let mut value = || it.next().ok_or(format!("{flag} needs a value"));
-        let num = |v: String| v.parse::<f64>().map_err(|e| format!("{flag}: {e}"));
-        match flag.as_str() {
-            "--iters" => a.iters = num(value()?)? as usize,
-            "--log-interval" => a.log_interval = (num(value()?)? as usize).max(1),
-            "--eval-interval" => a.eval_interval = (num(value()?)? as usize).max(1),
-            "--init" => a.init = Some(PathBuf::from(value()?)),
-            "--resume" => a.resume = Some(PathBuf::from(value()?)),
-            "--save" => a.save = PathBuf::from(value()?),
-            "--plot" => a.plot = PathBuf::from(value()?),
-            "--device" => a.device = value()?,
-            "--seed" => a.seed = num(value()?)? as u64,
-            "--sample-len" => a.sample_len = num(value()?)? as usize,
-            "--temperature" => a.temperature = num(value()?)? as f32,
-            "--dtype" => a.dtype = autocast_dtype(&value()?)?,
-            "--data-parallel" => a.data_parallel = true,
-            "--bucket-kb" => a.bucket_kb = (num(value()?)? as usize).max(1),
-            "-h" | "--help" => {
-                let doc = include_str!("gpt.rs").lines().take(27);
-                println!("{}", doc.collect::<Vec<_>>().join("\n"));
-                std::process::exit(0);
-            }
-            other => return Err(format!("unknown option {other} (try --help)")),
-        }
-    }
-    if a.device != "gpu" && a.device != "cpu" {
-        return Err(format!("--device must be gpu or cpu, got {}", a.device));
-    }
-    Ok(a)
+    /// Mixed precision: the loss under autocast to this dtype on f32
+    /// weights (f16 with dynamic loss scaling)
+    #[arg(long, value_enum, default_value_t = Precision::F32)]
+    dtype: Precision,
+    #[command(flatten)]
+    device: DeviceArg,
+    #[command(flatten)]
+    out: OutDir,
+    #[command(flatten)]
+    parallel: DataParallelArgs,
 }
 
 /// Mean loss over the fixed validation batches.
@@ -168,13 +147,9 @@ fn generate(
 }
 
 fn main() -> Result<(), Box<dyn std::error::Error>> {
-    env_logger::init();
-    let args = parse_args()?;
-    let dev = if args.device == "cpu" {
-        Device::cpu()
-    } else {
-        Device::default()
-    };
+    let args: Args = cli::parse();
+    let dtype = args.dtype.autocast();
+    let dev = args.device.open()?;
     dev.manual_seed(args.seed);
     let path = PathBuf::from(env!("CARGO_MANIFEST_DIR"))
         .join("examples/data/shakespeare-char/input.txt.gz");
@@ -183,7 +158,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     if let Some(init) = &args.init {
         nn::load_safetensors(&model, init)?;
     }
-    let (group, rank, ranks) = ranks::join(args.data_parallel)?;
+    let (group, rank, ranks) = args.parallel.join()?;
     println!(
         "lazywgpu GPT on {}: {} parameters, {} characters ({} distinct), {} iterations",
         dev.name(),
@@ -219,7 +194,8 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     // Rank 0's parameters go to every rank.
     let mut ddp = match group {
         Some(g) => {
-            let ddp = DataParallel::with_bucket_bytes(g, params.clone(), args.bucket_kb << 10)?;
+            let ddp =
+                DataParallel::with_bucket_bytes(g, params.clone(), args.parallel.bucket_bytes())?;
             println!(
                 "rank {rank} of {ranks}: {BATCH} sequences of each global batch of {}, gradient buckets {:?} elements",
                 BATCH * ranks,
@@ -231,7 +207,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     };
     let mut sync = SyncStats::default();
     // f16's range needs loss scaling; bf16 has f32's.
-    let mut scaler = (args.dtype == Some(DType::F16)).then(GradScaler::new);
+    let mut scaler = (dtype == Some(DType::F16)).then(GradScaler::new);
     let (mut train_curve, mut val_curve) = (Vec::new(), Vec::new());
     let bar = if rank == 0 {
         ProgressBar::new(args.iters as u64)
@@ -262,7 +238,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         let mine = &offsets[rank * BATCH..(rank + 1) * BATCH];
         let (x, y) = data.batch(Split::Train, mine, BLOCK, &dev)?;
         let loss = {
-            let _amp = AutocastGuard::new(args.dtype);
+            let _amp = AutocastGuard::new(dtype);
             model.loss(&x, &y)
         };
         ranks::backward(&loss, scaler.as_ref(), ddp.as_mut(), &mut sync)?;
@@ -329,8 +305,11 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         ("iter".to_string(), end.to_string()),
         ("rng".to_string(), rng.state.to_string()),
     ]);
-    nn::save_checkpoint(&args.save, &model, &opt, &meta)?;
-    println!("checkpoint written to {}", args.save.display());
+    let save_path = args
+        .out
+        .file_or(args.save.as_deref(), "gpt-checkpoint.safetensors")?;
+    nn::save_checkpoint(&save_path, &model, &opt, &meta)?;
+    println!("checkpoint written to {}", save_path.display());
     let curves = [
         Curve {
             label: "train",
@@ -343,13 +322,14 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
             color: RED,
         },
     ];
+    let plot_path = args.out.file_or(args.plot.as_deref(), "gpt-loss.svg")?;
     line_chart(
-        &args.plot,
+        &plot_path,
         &format!("lazywgpu baby GPT on {}", dev.name()),
         ("iteration", "cross-entropy"),
         &curves,
     )?;
-    println!("loss curves written to {}", args.plot.display());
+    println!("loss curves written to {}", plot_path.display());
     println!(
         "--- {} characters sampled at temperature {} ---",
         args.sample_len, args.temperature

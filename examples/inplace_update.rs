@@ -5,16 +5,32 @@
 //! `cargo run --release --example inplace_update -- [elements] [steps]`
 //! (default 25,000,000 elements, 1,000 steps).
 
+#[path = "support/cli.rs"]
+mod cli;
+
 use std::time::Instant;
 
-use lazywgpu::{Device, Tensor};
+use clap::Parser;
+use lazywgpu::Tensor;
+
+/// `w -= 0.01 * g` in a loop, printing device memory as it goes: after
+/// warm-up the update writes into `w`'s own buffer (donation).
+#[derive(Parser, Debug)]
+struct Args {
+    /// Elements of `w` and `g` (f32 each)
+    #[arg(default_value_t = 25_000_000)]
+    elements: usize,
+    /// Updates
+    #[arg(default_value_t = 1000, value_parser = cli::at_least_one())]
+    steps: usize,
+    #[command(flatten)]
+    device: cli::DeviceArg,
+}
 
 fn main() -> lazywgpu::Result<()> {
-    env_logger::init();
-    let mut args = std::env::args().skip(1).map(|a| a.parse::<usize>());
-    let n = args.next().and_then(Result::ok).unwrap_or(25_000_000);
-    let steps = args.next().and_then(Result::ok).unwrap_or(1000);
-    let dev = Device::default();
+    let args: Args = cli::parse();
+    let (n, steps) = (args.elements, args.steps);
+    let dev = args.device.open()?;
     println!(
         "device: {}; w and g of {n} f32 ({} MB each); {steps} steps",
         dev.name(),

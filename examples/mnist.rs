@@ -11,36 +11,23 @@
 //!   mpirun -np 2 --bind-to none target/release/examples/mnist --model mlp --data-parallel  # two ranks
 //! ```
 //!
-//! Options: `--model cnn|mlp`, `--epochs N`, `--batch-size N`, `--lr F`,
-//! `--gamma F`, `--log-interval N` (batches between loss reads),
-//! `--data DIR`, `--seed N`, `--max-batches N` (per epoch, for a quick
-//! look), `--plot FILE` (loss curve, SVG), `--save FILE` (safetensors),
-//! `--no-shuffle` (batches in file order instead of a new seeded order
-//! each epoch, as the tutorial's `shuffle=True`), `--train-size N` (the
-//! first N training digits), `--keep-last` (train on the last, shorter
-//! batch too, as PyTorch's `drop_last=False`; a new batch size compiles
-//! another graph), `--dtype f32|f16|bf16` (mixed precision: the forward
-//! pass under autocast to that dtype on f32 weights, f16 with dynamic
-//! loss scaling), `--data-parallel` (under `mpirun`, built with the
-//! feature `mpi`: each rank trains on `--batch-size` digits of every
-//! global batch of `batch-size x ranks`, gradients averaged across ranks;
-//! each rank reports its steps/s and all-reduce time per step),
-//! `--bucket-kb N` (gradient bucket size for `--data-parallel`, 1024).
+//! `--help` lists the options. The loss curve goes to
+//! `target/lazywgpu-out/mnist-loss.svg` (or `--out DIR`, or `--plot FILE`).
 
-#[path = "support/dtype_arg.rs"]
-mod dtype_arg;
+#[path = "support/cli.rs"]
+mod cli;
 #[path = "support/plot.rs"]
 mod plot;
 #[path = "support/ranks.rs"]
 mod ranks;
 
-use dtype_arg::autocast_dtype;
-
+use cli::{DataParallelArgs, DeviceArg, OutDir, Precision, at_least_one};
 use plot::{Curve, line_chart};
 
 use std::path::PathBuf;
 use std::time::Instant;
 
+use clap::{Parser, ValueEnum};
 use indicatif::{ProgressBar, ProgressStyle};
 use lazywgpu::amp::{AutocastGuard, GradScaler};
 use lazywgpu::data::{Mnist, shuffled_batches};
@@ -50,93 +37,113 @@ use lazywgpu::optim::{Adadelta, Optimizer, StepLr};
 use lazywgpu::{DType, Device, Tensor, no_grad};
 use plotters::style::BLUE;
 
-struct Args {
-    model: String,
-    epochs: usize,
-    batch_size: usize,
-    lr: f32,
-    gamma: f32,
-    log_interval: usize,
-    data: PathBuf,
-    seed: u64,
-    max_batches: usize,
-    plot: PathBuf,
-    save: Option<PathBuf>,
-    shuffle: bool,
-    train_size: usize,
-    keep_last: bool,
-    /// Autocast dtype of the forward pass (`None`: all f32).
-    dtype: Option<DType>,
-    /// Train as one rank of an MPI job.
-    data_parallel: bool,
-    bucket_kb: usize,
+/// The network trained.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
+enum Model {
+    /// PyTorch's MNIST example CNN (two convolutions, max-pool, dropout,
+    /// two linear layers)
+    Cnn,
+    /// 784-128-10 with ReLU
+    Mlp,
 }
 
-fn parse_args() -> Result<Args, String> {
-    let mut a = Args {
-        model: "cnn".into(),
-        epochs: 0,
-        batch_size: 64,
-        lr: 1.0,
-        gamma: 0.7,
-        log_interval: 10,
-        data: PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("examples/data/mnist-10k"),
-        seed: 0,
-        max_batches: usize::MAX,
-        plot: PathBuf::from("mnist-loss.svg"),
-        save: None,
-        shuffle: true,
-        train_size: usize::MAX,
-        keep_last: false,
-        dtype: None,
-        data_parallel: false,
-        bucket_kb: 1024,
-    };
-    let mut it = std::env::args().skip(1);
-    while let Some(flag) = it.next() {
-        let mut value = || it.next().ok_or(format!("{flag} needs a value"));
-        let num = |v: String| v.parse::<f64>().map_err(|e| format!("{flag}: {e}"));
-        match flag.as_str() {
-            "--model" => a.model = value()?,
-            "--epochs" => a.epochs = num(value()?)? as usize,
-            "--batch-size" => a.batch_size = num(value()?)? as usize,
-            "--lr" => a.lr = num(value()?)? as f32,
-            "--gamma" => a.gamma = num(value()?)? as f32,
-            "--log-interval" => a.log_interval = (num(value()?)? as usize).max(1),
-            "--data" => a.data = PathBuf::from(value()?),
-            "--seed" => a.seed = num(value()?)? as u64,
-            "--max-batches" => a.max_batches = num(value()?)? as usize,
-            "--plot" => a.plot = PathBuf::from(value()?),
-            "--save" => a.save = Some(PathBuf::from(value()?)),
-            "--no-shuffle" => a.shuffle = false,
-            "--train-size" => a.train_size = num(value()?)? as usize,
-            "--keep-last" => a.keep_last = true,
-            "--dtype" => a.dtype = autocast_dtype(&value()?)?,
-            "--data-parallel" => a.data_parallel = true,
-            "--bucket-kb" => a.bucket_kb = (num(value()?)? as usize).max(1),
-            "-h" | "--help" => {
-                println!(
-                    "{}",
-                    include_str!("mnist.rs")
-                        .lines()
-                        .take(32)
-                        .collect::<Vec<_>>()
-                        .join("\n")
-                );
-                std::process::exit(0);
-            }
-            other => return Err(format!("unknown option {other} (try --help)")),
+/// MNIST as PyTorch's lazy-tensor tutorial trains it: forward, backward
+/// and the optimiser's step traced into one graph per batch, run by
+/// `mark_step()`; test accuracy per epoch, the metrics report and a loss
+/// curve.
+#[derive(Parser, Debug)]
+#[command(after_help = "Examples:
+  cargo run --release --example mnist                      # CNN on the shipped digits
+  cargo run --release --example mnist -- --model mlp       # 784-128-10 MLP
+  cargo run --release --example mnist -- --data ~/mnist    # the full 60,000/10,000 files
+  cargo run --release --example mnist -- --device cpu      # the CPU reference backend
+  cargo build --release --features mpi --example mnist &&
+    mpirun -np 2 --bind-to none target/release/examples/mnist --model mlp --data-parallel")]
+struct Args {
+    /// The network
+    #[arg(long, value_enum, default_value_t = Model::Cnn)]
+    model: Model,
+    /// Epochs [default: 1 for the CNN, 3 for the MLP]
+    #[arg(long, value_name = "N", value_parser = at_least_one())]
+    epochs: Option<usize>,
+    /// Digits per batch (per rank with --data-parallel)
+    #[arg(long, value_name = "N", default_value_t = 64, value_parser = at_least_one())]
+    batch_size: usize,
+    /// Adadelta's learning rate
+    #[arg(long, default_value_t = 1.0)]
+    lr: f32,
+    /// StepLR's factor per epoch
+    #[arg(long, default_value_t = 0.7)]
+    gamma: f32,
+    /// Batches between loss reads (each read waits for the device)
+    #[arg(long, value_name = "N", default_value_t = 10, value_parser = at_least_one())]
+    log_interval: usize,
+    /// Directory of MNIST's IDX files, gzipped or not (the full
+    /// 60,000/10,000 files work) [default: the 8,000/2,000 digits in
+    /// examples/data/mnist-10k]
+    #[arg(long, value_name = "DIR")]
+    data: Option<PathBuf>,
+    /// Seed of the initial weights, dropout and the batch order
+    #[arg(long, default_value_t = 0)]
+    seed: u64,
+    /// Batches per epoch at most, for a quick look [default: all]
+    #[arg(long, value_name = "N")]
+    max_batches: Option<usize>,
+    /// The loss curve, SVG [default: mnist-loss.svg in the output
+    /// directory]
+    #[arg(long, value_name = "FILE")]
+    plot: Option<PathBuf>,
+    /// Save the trained parameters (safetensors)
+    #[arg(long, value_name = "FILE")]
+    save: Option<PathBuf>,
+    /// Batches in file order instead of a new seeded order each epoch
+    /// (the tutorial's shuffle=True)
+    #[arg(long)]
+    no_shuffle: bool,
+    /// Train on the first N training digits only
+    #[arg(long, value_name = "N")]
+    train_size: Option<usize>,
+    /// Train on the last, shorter batch too (PyTorch's drop_last=False; a
+    /// new batch size compiles another graph)
+    #[arg(long)]
+    keep_last: bool,
+    /// Mixed precision: the forward pass under autocast to this dtype on
+    /// f32 weights (f16 with dynamic loss scaling)
+    #[arg(long, value_enum, default_value_t = Precision::F32)]
+    dtype: Precision,
+    #[command(flatten)]
+    device: DeviceArg,
+    #[command(flatten)]
+    out: OutDir,
+    #[command(flatten)]
+    parallel: DataParallelArgs,
+}
+
+impl Model {
+    fn name(self) -> &'static str {
+        match self {
+            Model::Cnn => "cnn",
+            Model::Mlp => "mlp",
         }
     }
-    if a.model != "cnn" && a.model != "mlp" {
-        return Err(format!("--model must be cnn or mlp, got {}", a.model));
+}
+
+impl Args {
+    fn epochs(&self) -> usize {
+        // One epoch of the CNN (95 % on the shipped digits) takes one to
+        // three minutes on a 2-core machine with lavapipe; the MLP is much
+        // faster.
+        self.epochs.unwrap_or(match self.model {
+            Model::Cnn => 1,
+            Model::Mlp => 3,
+        })
     }
-    if a.epochs == 0 {
-        // One epoch of the CNN (95 % on the shipped digits) takes about two
-        // minutes on a 2-core machine with lavapipe; the MLP is much faster.
-        a.epochs = if a.model == "cnn" { 1 } else { 3 };
+
+    fn data_dir(&self) -> PathBuf {
+        self.data.clone().unwrap_or_else(|| {
+            PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("examples/data/mnist-10k")
+        })
     }
-    Ok(a)
 }
 
 /// PyTorch's MNIST example network (without its final log_softmax).
@@ -209,32 +216,32 @@ fn evaluate(
 }
 
 fn main() -> Result<(), Box<dyn std::error::Error>> {
-    env_logger::init();
-    let args = parse_args()?;
-    let data = Mnist::load(&args.data)?;
-    let dev = Device::default();
+    let args: Args = cli::parse();
+    let data_dir = args.data_dir();
+    let data = Mnist::load(&data_dir)?;
+    let dev = args.device.open()?;
     dev.manual_seed(args.seed);
-    let (group, rank, ranks) = ranks::join(args.data_parallel)?;
+    let (group, rank, ranks) = args.parallel.join()?;
+    let (epochs, dtype) = (args.epochs(), args.dtype.autocast());
     if rank == 0 {
         println!(
             "lazywgpu MNIST: {} model on {}, {} train / {} test digits from {}",
-            args.model,
+            args.model.name(),
             dev.name(),
             data.train_labels.shape[0],
             data.test_labels.shape[0],
-            args.data.display()
+            data_dir.display()
         );
     }
-    let model = if args.model == "cnn" {
-        cnn(&dev)
-    } else {
-        mlp(&dev)
+    let model = match args.model {
+        Model::Cnn => cnn(&dev),
+        Model::Mlp => mlp(&dev),
     };
     // Rank 0's initial parameters go to every rank; dropout then draws
     // differently on each.
     let mut ddp = match group {
         Some(g) => {
-            let bytes = args.bucket_kb << 10;
+            let bytes = args.parallel.bucket_bytes();
             let ddp = DataParallel::with_bucket_bytes(g, model.parameters(), bytes)?;
             dev.manual_seed(args.seed + rank as u64);
             println!(
@@ -252,19 +259,19 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     let mut opt = Adadelta::new(model.parameters(), args.lr);
     let mut sched = StepLr::new(&opt, 1, args.gamma);
     // f16's range needs loss scaling; bf16 has f32's.
-    let mut scaler = (args.dtype == Some(DType::F16)).then(GradScaler::new);
+    let mut scaler = (dtype == Some(DType::F16)).then(GradScaler::new);
 
-    let n_train = data.train_labels.shape[0].min(args.train_size);
+    let n_train = data.train_labels.shape[0].min(args.train_size.unwrap_or(usize::MAX));
     let per_epoch = if args.keep_last {
         n_train.div_ceil(global_batch)
     } else {
         n_train / global_batch
     };
-    let batches = per_epoch.min(args.max_batches);
+    let batches = per_epoch.min(args.max_batches.unwrap_or(usize::MAX));
     let mut losses: Vec<(f64, f64)> = Vec::new();
     let mut step_rates = Vec::new();
     let started = Instant::now();
-    for epoch in 1..=args.epochs {
+    for epoch in 1..=epochs {
         let mut sync = SyncStats::default();
         let bar = if rank == 0 {
             ProgressBar::new(batches as u64)
@@ -280,7 +287,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         bar.set_prefix(epoch.to_string());
         let t0 = Instant::now();
         // A new order each epoch (seeded), as PyTorch's shuffle=True.
-        let order = if args.shuffle {
+        let order = if !args.no_shuffle {
             shuffled_batches(
                 n_train,
                 global_batch,
@@ -301,7 +308,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
             };
             let (x, y) = Mnist::batch_at(&data.train_images, &data.train_labels, indices, &dev)?;
             opt.zero_grad();
-            let logp = forward(&model, &x, args.dtype).log_softmax(1);
+            let logp = forward(&model, &x, dtype).log_softmax(1);
             let loss = F::nll_loss(&logp, &y);
             ranks::backward(&loss, scaler.as_ref(), ddp.as_mut(), &mut sync)?;
             match &mut scaler {
@@ -336,7 +343,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         }
         // Every rank holds the same parameters: rank 0 evaluates.
         if rank == 0 {
-            let (test_loss, acc) = evaluate(&model, &data, args.dtype, &dev)?;
+            let (test_loss, acc) = evaluate(&model, &data, dtype, &dev)?;
             println!(
                 "epoch {epoch}: test loss {test_loss:.4}, accuracy {:.2} %, {:.1} train steps/s, lr {}",
                 acc * 100.0,
@@ -351,7 +358,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     }
     println!(
         "trained {} epochs in {:.1} s ({:.1} steps/s after the first epoch)",
-        args.epochs,
+        epochs,
         started.elapsed().as_secs_f64(),
         if step_rates.len() > 1 {
             step_rates[1..].iter().sum::<f64>() / (step_rates.len() - 1) as f64
@@ -376,13 +383,14 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         points: &losses,
         color: BLUE,
     };
+    let plot_path = args.out.file_or(args.plot.as_deref(), "mnist-loss.svg")?;
     line_chart(
-        &args.plot,
-        &format!("lazywgpu MNIST {} on {}", args.model, dev.name()),
+        &plot_path,
+        &format!("lazywgpu MNIST {} on {}", args.model.name(), dev.name()),
         ("epoch", "training loss (nll)"),
         &[curve],
     )?;
-    println!("loss curve written to {}", args.plot.display());
+    println!("loss curve written to {}", plot_path.display());
     if let Some(path) = &args.save {
         nn::save_safetensors(&model, path)?;
         println!("parameters saved to {}", path.display());

@@ -1,14 +1,27 @@
 //! Asynchronous steps, measured: a loop whose host tracing and device time
 //! are similar, run with `mark_step()` alone (the host traces step k+1
 //! while the device runs step k) and with a wait after every step. Also
-//! W6 of DESIGN.md (host cost per traced op) and the host cost of a
-//! cache-hit step beside its device time.
+//! W6 of the comparison suite (the host cost per traced op: 1,000 ops on
+//! one element, see `PERFORMANCE.md`) and the host cost of a cache-hit
+//! step beside its device time.
 //!
 //! `cargo run --release --example overlap`
 
+#[path = "support/cli.rs"]
+mod cli;
+
 use std::time::{Duration, Instant};
 
-use lazywgpu::{Device, Tensor};
+use clap::Parser;
+use lazywgpu::Tensor;
+
+/// Times steps run asynchronously (`mark_step` alone) against steps that
+/// wait each time, and the host's cost per traced op.
+#[derive(Parser, Debug)]
+struct Args {
+    #[command(flatten)]
+    device: cli::DeviceArg,
+}
 
 /// Ops traced per step.
 const OPS: usize = 200;
@@ -28,8 +41,8 @@ fn median(mut v: Vec<Duration>) -> Duration {
 }
 
 fn main() -> lazywgpu::Result<()> {
-    env_logger::init();
-    let dev = Device::default();
+    let args: Args = cli::parse();
+    let dev = args.device.open()?;
     println!("device: {}", dev.name());
 
     // Size the tensor so one step's device time is close to its host time.

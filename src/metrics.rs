@@ -25,6 +25,7 @@ const TIMER_SAMPLES: usize = 1024;
 /// Counters every device reports, even while zero.
 pub const STANDARD_COUNTERS: &[&str] = &[
     "graphs_executed",
+    "graph_nodes",
     "graph_cache_hits",
     "graph_cache_misses",
     "graphs_compiled",
@@ -199,7 +200,9 @@ pub struct TimerStats {
 ///
 /// Counters include the memory gauges `bytes_live` (bytes in buffers that
 /// tensors or running graphs hold), `bytes_pooled` (idle buffers kept for
-/// reuse) and `peak_bytes_live`.
+/// reuse) and `peak_bytes_live`, and `graph_nodes`, the nodes of every
+/// graph collected (a step's work as the compiler sees it, counted on both
+/// backends).
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct MetricsSnapshot {
     counters: BTreeMap<String, u64>,

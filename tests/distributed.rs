@@ -6,7 +6,8 @@
 
 mod common;
 
-use std::time::{Duration, Instant};
+use std::sync::Barrier;
+use std::time::Duration;
 
 use common::parity::{self, Model};
 use lazywgpu::distributed::{DataParallel, ProcessGroup, ReduceOp};
@@ -124,7 +125,9 @@ fn broadcast_copies_the_root_value_of_any_dtype_and_view() {
 
 #[test]
 fn a_rank_that_leaves_or_calls_another_collective_fails_the_others_instead_of_hanging() {
-    let start = Instant::now();
+    // A timeout far past the test's work: rank 0 must learn that rank 1
+    // left from the group itself, not from its clock (a timeout's error
+    // would not name the rank that left).
     let results = on_ranks(2, |rank, g| {
         g.set_timeout(Duration::from_secs(60));
         if rank == 1 {
@@ -151,18 +154,23 @@ fn a_rank_that_leaves_or_calls_another_collective_fails_the_others_instead_of_ha
         );
     }
 
-    // A rank that never calls: the other times out.
+    // A rank that never calls: the other times out. Rank 1 stays in the
+    // group until rank 0 has its error (not for a fixed time, which a
+    // slow machine could outlast before rank 0 even calls).
+    let rank_0_has_failed = Barrier::new(2);
     let results = on_ranks(2, |rank, g| {
         g.set_timeout(Duration::from_millis(300));
         if rank == 1 {
-            std::thread::sleep(Duration::from_millis(600));
+            rank_0_has_failed.wait();
+            drop(g);
             return None;
         }
-        Some(g.barrier().unwrap_err())
+        let err = g.barrier().unwrap_err();
+        rank_0_has_failed.wait();
+        Some(err)
     });
     let err = results[0].as_ref().unwrap();
     assert!(err.to_string().contains("timed out"), "{err}");
-    assert!(start.elapsed() < Duration::from_secs(30));
 }
 
 fn parity_on(model: Model, devices: [Device; 2]) {

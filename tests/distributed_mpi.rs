@@ -1,8 +1,10 @@
 //! Data parallelism across processes under MPI (feature `mpi`): each test
 //! starts `mpirun -np 2` on this test binary, which runs one of the
 //! `rank_*` functions below on both ranks (they are `#[ignore]`d so that a
-//! plain run does not start them outside MPI). Every job has a time limit:
-//! a hang fails the test instead of stalling CI.
+//! plain run does not start them outside MPI). Every job has a time limit
+//! far past what it takes (minutes for seconds of work): a hang fails the
+//! test instead of stalling CI, and no outcome depends on the machine's
+//! speed.
 //!
 //! `.ci/run` runs this file with `cargo test --release --features mpi
 //! --test distributed_mpi`; it needs `mpirun` (Debian's `openmpi-bin`).
@@ -21,7 +23,6 @@ use lazywgpu::{Device, Tensor};
 struct Job {
     success: bool,
     output: String,
-    took: Duration,
 }
 
 /// Runs `rank_fn` (a test of this binary) on two ranks under `mpirun`,
@@ -88,7 +89,6 @@ fn mpirun(rank_fn: &str, env: &[(&str, &str)], limit: Duration) -> Job {
         out_reader.join().unwrap_or_default(),
         err_reader.join().unwrap_or_default()
     );
-    let took = start.elapsed();
     assert!(
         status.is_some(),
         "{rank_fn}: the job was still running after {limit:?} (a hang); output:\n{output}"
@@ -96,7 +96,6 @@ fn mpirun(rank_fn: &str, env: &[(&str, &str)], limit: Duration) -> Job {
     Job {
         success: status.is_some_and(|s| s.success()),
         output,
-        took,
     }
 }
 
@@ -153,14 +152,14 @@ fn a_rank_that_panics_ends_the_job_with_its_error() {
 #[test]
 fn a_killed_rank_ends_the_job() {
     // The collective timeout is the backstop; mpirun notices the death
-    // first.
+    // first. The output says which ended the job (no bound on how long it
+    // took: the job's limit is the hang guard).
     let job = mpirun(
         "rank_1_is_killed",
         &[("LAZYWGPU_COLLECTIVE_TIMEOUT", "30")],
         Duration::from_secs(120),
     );
     assert!(!job.success, "the job succeeded:\n{}", job.output);
-    assert!(job.took < Duration::from_secs(90), "took {:?}", job.took);
     assert!(
         job.output.contains("signal 9") || job.output.contains("did not complete within"),
         "{}",

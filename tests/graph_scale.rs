@@ -1,39 +1,116 @@
-//! Graphs where values are reused compile in time linear in their size.
+//! Graphs where values are reused compile in work linear in their size.
 //!
 //! Every pass over a graph (collection, keying, scheduling, vectorisation
 //! checks, code generation, autograd) must visit each node a bounded
 //! number of times: a walk that follows every path is exponential in the
-//! depth of the reuse. Values are checked against f64 loops in the test;
-//! times are printed and bounded loosely (seconds, not the milliseconds
-//! they take), so that an exponential walk fails and machine noise does
-//! not.
+//! depth of the reuse. Values are checked against f64 loops, and the work
+//! is counted, never timed (a time bound fails on a slow machine): the
+//! nodes of the graphs collected (`graph_nodes`, both backends), and on the
+//! GPU the kernels compiled and the lines of WGSL generated, read from
+//! `LAZYWGPU_DUMP`'s files. Each is bounded by a small multiple of the ops
+//! recorded (measured at about a third of the bound or less), so growth
+//! faster than linear that still finishes fails here on any machine. A
+//! walk along every path does not finish at these depths (2^30 to 2^40
+//! paths; the window writes below once emitted a kernel exponential in
+//! the windows and ran out of memory at 12): the test then runs until
+//! stopped, which `cargo test` reports after 60 s, instead of failing a
+//! time bound that a slow machine also fails.
 
 #![allow(clippy::needless_borrows_for_generic_args)]
 
 mod common;
 
-use std::time::Instant;
+use std::path::{Path, PathBuf};
 
-use common::{assert_close, devices};
-use lazywgpu::Tensor;
+use common::assert_close;
+use lazywgpu::{Device, DeviceConfig, Tensor};
 
-/// A time that only an exponential walk reaches on any machine.
-const TOO_SLOW_S: f64 = 5.0;
+/// Graph nodes allowed per op recorded: an op is a node or a few (an
+/// in-place write through a view is a scatter into its base, a gradient
+/// a few nodes per forward op), never a number that grows with depth.
+const NODES_PER_OP: u64 = 8;
+
+/// Lines of WGSL allowed per op recorded (a kernel's header, bindings and
+/// loop skeleton, then about one line per node it computes; 68 measured
+/// where 40 sums each read through the chain of earlier window writes).
+const WGSL_LINES_PER_OP: u64 = 200;
+
+/// Kernels allowed per op recorded.
+const KERNELS_PER_OP: u64 = 2;
+
+/// The CPU reference device and, where there is an adapter (see
+/// `common::gpu`), a GPU device that writes what it compiles into a fresh
+/// directory named after `test`, to count the WGSL.
+fn counted_devices(test: &str) -> Vec<(Device, Option<PathBuf>)> {
+    let mut devs = vec![(Device::cpu(), None)];
+    if common::gpu().is_some() {
+        let dir = Path::new(env!("CARGO_TARGET_TMPDIR"))
+            .join("graph_scale")
+            .join(test);
+        // A dump left by an earlier run would be counted too.
+        if dir.exists() {
+            std::fs::remove_dir_all(&dir).expect("remove the last run's dump");
+        }
+        let config = DeviceConfig {
+            dump_dir: Some(dir.clone()),
+            ..DeviceConfig::from_env()
+        };
+        let dev = Device::gpu_with(config).expect("a GPU device on the adapter common::gpu found");
+        devs.push((dev, Some(dir)));
+    }
+    devs
+}
+
+/// Asserts that the work `dev` did since its creation (and `dump`'s WGSL)
+/// stays within the per-op bounds for `ops` recorded ops.
+#[track_caller]
+fn assert_linear_work(dev: &Device, dump: Option<&Path>, ops: u64, what: &str) {
+    let metrics = dev.metrics();
+    let nodes = metrics.counter("graph_nodes");
+    let kernels = metrics.counter("kernels_compiled");
+    let wgsl_lines: u64 = dump.map_or(0, |dir| {
+        std::fs::read_dir(dir)
+            .expect("the dump directory")
+            .map(|entry| entry.expect("a dump entry").path())
+            .filter(|path| path.extension().is_some_and(|e| e == "wgsl"))
+            .map(|path| {
+                let text = std::fs::read_to_string(&path).expect("a dumped kernel");
+                text.lines().count() as u64
+            })
+            .sum()
+    });
+    eprintln!(
+        "{what} on {dev:?}: {ops} ops recorded, {nodes} graph nodes, {kernels} kernels, {wgsl_lines} lines of WGSL"
+    );
+    assert!(nodes > 0, "{what}: no graph was collected");
+    assert!(
+        nodes <= NODES_PER_OP * ops,
+        "{what} on {dev:?}: {nodes} graph nodes for {ops} ops"
+    );
+    assert!(
+        kernels <= KERNELS_PER_OP * ops,
+        "{what} on {dev:?}: {kernels} kernels for {ops} ops"
+    );
+    if dump.is_some() {
+        assert!(wgsl_lines > 0, "{what} on {dev:?}: no kernel was dumped");
+        assert!(
+            wgsl_lines <= WGSL_LINES_PER_OP * ops,
+            "{what} on {dev:?}: {wgsl_lines} lines of WGSL for {ops} ops"
+        );
+    }
+}
 
 /// `y = y * y + y`, 40 times, from a value small enough to stay finite.
 #[test]
 fn a_chain_that_reuses_every_value_compiles_at_once() {
-    for dev in devices() {
+    for (dev, dump) in counted_devices("reuse_chain") {
         let x0 = [-0.5f32, -0.25, 0.001, -0.9];
         let x = Tensor::from_vec(x0.to_vec(), [4], &dev).unwrap();
-        let start = Instant::now();
         let mut y = x.clone();
         for _ in 0..40 {
             y = &y * &y + &y;
         }
         let got = y.to_vec::<f32>().unwrap();
-        let secs = start.elapsed().as_secs_f64();
-        eprintln!("depth-40 reuse chain on {dev:?}: {secs:.3} s");
         let want: Vec<f32> = x0
             .iter()
             .map(|&v| {
@@ -46,7 +123,7 @@ fn a_chain_that_reuses_every_value_compiles_at_once() {
             })
             .collect();
         assert_close(&got, &want, 1e-5, 1e-6, "y = y * y + y, depth 40");
-        assert!(secs < TOO_SLOW_S, "depth-40 chain took {secs:.1} s");
+        assert_linear_work(&dev, dump.as_deref(), 80, "depth-40 reuse chain");
     }
 }
 
@@ -116,8 +193,7 @@ fn a_random_dag_of_300_nodes_compiles_at_once() {
             .collect();
         want.push(v);
     }
-    for dev in devices() {
-        let start = Instant::now();
+    for (dev, dump) in counted_devices("random_dag") {
         let mut vals: Vec<Tensor> = inputs
             .iter()
             .map(|v| Tensor::from_vec(v.clone(), [len], &dev).unwrap())
@@ -137,8 +213,8 @@ fn a_random_dag_of_300_nodes_compiles_at_once() {
         let want_last: Vec<f32> = want.last().unwrap().iter().map(|&v| v as f32).collect();
         assert_close(&last, &want_last, 1e-4, 1e-5, "last DAG node");
         dev.mark_step().unwrap();
-        let secs = start.elapsed().as_secs_f64();
-        eprintln!("random 300-node DAG on {dev:?}: {secs:.3} s");
+        // Up to three ops per DAG node (add, tanh; the sum's scalar).
+        assert_linear_work(&dev, dump.as_deref(), 3 * 300, "random 300-node DAG");
         for (i, (t, w)) in vals.iter().zip(&want).enumerate() {
             let w: Vec<f32> = w.iter().map(|&v| v as f32).collect();
             assert_close(
@@ -149,7 +225,6 @@ fn a_random_dag_of_300_nodes_compiles_at_once() {
                 &format!("DAG node {i} on {dev:?}"),
             );
         }
-        assert!(secs < TOO_SLOW_S, "the DAG took {secs:.1} s");
     }
 }
 
@@ -158,19 +233,16 @@ fn a_random_dag_of_300_nodes_compiles_at_once() {
 /// rule in f64.
 #[test]
 fn the_gradient_of_a_reuse_chain_is_computed_at_once() {
-    for dev in devices() {
+    for (dev, dump) in counted_devices("reuse_chain_gradient") {
         let x0 = [-0.5f32, -0.25, 0.01];
         let x = Tensor::from_vec(x0.to_vec(), [3], &dev).unwrap();
         x.requires_grad_(true);
-        let start = Instant::now();
         let mut y = x.clone();
         for _ in 0..30 {
             y = &y * &y + &y;
         }
         y.sum_all().backward();
         let grad = x.grad().expect("x has a gradient").to_vec::<f32>().unwrap();
-        let secs = start.elapsed().as_secs_f64();
-        eprintln!("gradient of the depth-30 chain on {dev:?}: {secs:.3} s");
         let want: Vec<f32> = x0
             .iter()
             .map(|&v| {
@@ -183,21 +255,21 @@ fn the_gradient_of_a_reuse_chain_is_computed_at_once() {
             })
             .collect();
         assert_close(&grad, &want, 1e-3, 1e-5, "d/dx of the reuse chain");
-        assert!(secs < TOO_SLOW_S, "the gradient took {secs:.1} s");
+        // 60 forward ops and the sum.
+        assert_linear_work(&dev, dump.as_deref(), 61, "gradient of the depth-30 chain");
     }
 }
 
 /// 40 windows of 5 elements of one buffer, each written in place in turn
 /// (`w = w * 0.5 + c`); with `sums`, `c` is 0.001 times the sum of every
 /// window up to this one (as written so far), else `0.01 * k`. Checked
-/// against the same updates in f64; returns the seconds it took.
-fn window_writes(dev: &lazywgpu::Device, sums: bool) -> f64 {
+/// against the same updates in f64; returns the ops recorded.
+fn window_writes(dev: &Device, sums: bool) -> u64 {
     let (windows, len) = (40, 5);
     let init: Vec<f32> = (0..windows * len)
         .map(|i| (i % 7) as f32 * 0.25 - 0.5)
         .collect();
     let flat = Tensor::from_vec(init.clone(), [windows * len], dev).unwrap();
-    let start = Instant::now();
     let views: Vec<Tensor> = (0..windows).map(|k| flat.narrow(0, k * len, len)).collect();
     for (k, v) in views.iter().enumerate() {
         if sums {
@@ -209,7 +281,6 @@ fn window_writes(dev: &lazywgpu::Device, sums: bool) -> f64 {
         }
     }
     let got = flat.to_vec::<f32>().unwrap();
-    let secs = start.elapsed().as_secs_f64();
     let mut want: Vec<f64> = init.iter().map(|&v| v as f64).collect();
     for k in 0..windows {
         let c = if sums {
@@ -229,7 +300,9 @@ fn window_writes(dev: &lazywgpu::Device, sums: bool) -> f64 {
         1e-6,
         &format!("window writes (sums: {sums}) on {dev:?}"),
     );
-    secs
+    // Per window: the view and two in-place ops, and with sums the
+    // earlier windows' view, their sum and its scaling.
+    windows as u64 * if sums { 6 } else { 3 }
 }
 
 /// One in-place op through each of 40 windows of one buffer: each write
@@ -240,13 +313,9 @@ fn window_writes(dev: &lazywgpu::Device, sums: bool) -> f64 {
 /// ran out of memory).
 #[test]
 fn in_place_ops_through_many_windows_of_one_buffer_compile_at_once() {
-    for dev in devices() {
-        let secs = window_writes(&dev, false);
-        eprintln!("40 in-place window writes on {dev:?}: {secs:.3} s");
-        assert!(
-            secs < TOO_SLOW_S,
-            "40 window writes took {secs:.1} s on {dev:?}"
-        );
+    for (dev, dump) in counted_devices("window_writes") {
+        let ops = window_writes(&dev, false);
+        assert_linear_work(&dev, dump.as_deref(), ops, "40 in-place window writes");
     }
 }
 
@@ -257,8 +326,14 @@ fn in_place_ops_through_many_windows_of_one_buffer_compile_at_once() {
 /// ("kernel needs 33 storage buffers") before.
 #[test]
 fn window_writes_that_read_every_earlier_window_split_their_kernels() {
-    for dev in devices() {
-        window_writes(&dev, true);
+    for (dev, dump) in counted_devices("window_writes_with_sums") {
+        let ops = window_writes(&dev, true);
+        assert_linear_work(
+            &dev,
+            dump.as_deref(),
+            ops,
+            "40 window writes reading earlier sums",
+        );
     }
 }
 
@@ -268,7 +343,7 @@ fn window_writes_that_read_every_earlier_window_split_their_kernels() {
 #[test]
 fn a_value_that_reads_more_reductions_than_a_kernel_may_bind_is_split() {
     let parts = 40;
-    for dev in devices() {
+    for dev in common::devices() {
         let data: Vec<Vec<f32>> = (0..parts)
             .map(|k| {
                 (0..7)

@@ -2,7 +2,7 @@
 # Runs the comparison suite (W1–W7, `examples/compare.rs`) on the machine
 # it is started on and prints its markdown table, headed by the adapter's
 # name; the figures also go to a JSON file (`$JSON`, default
-# compare-<date>-<time>.json).
+# target/lazywgpu-out/compare-<date>-<time>.json).
 #
 # Usage, from the repository root:
 #   tools/gpu-bench.sh [--quick]
@@ -34,7 +34,8 @@ if [ ! -x "$bin" ]; then
   cargo build --release --example compare
 fi
 adapter_tag=$(date +%Y%m%d-%H%M%S)
-json="${JSON:-compare-${adapter_tag}.json}"
+json="${JSON:-target/lazywgpu-out/compare-${adapter_tag}.json}"
+mkdir -p "$(dirname "$json")"
 # The table goes to stdout (with the adapter's name in its heading line);
 # progress goes to stderr.
 "$bin" "$@" --json "$json"

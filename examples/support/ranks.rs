@@ -1,21 +1,10 @@
-//! `--data-parallel` for the examples: this process's place in an MPI job,
-//! and the backward pass with the gradients averaged over ranks.
+//! `--data-parallel` for the examples: the backward pass with the
+//! gradients averaged over ranks (joining the MPI job is
+//! `cli::DataParallelArgs::join`).
 
 use lazywgpu::Tensor;
 use lazywgpu::amp::GradScaler;
-use lazywgpu::distributed::{self, DataParallel, ProcessGroup, SyncStats};
-
-/// The MPI group when `data_parallel` is set (the process must run under
-/// `mpirun` and the example be built with `--features mpi`), with this
-/// process's rank and the number of ranks; `(None, 0, 1)` otherwise.
-pub fn join(data_parallel: bool) -> lazywgpu::Result<(Option<ProcessGroup>, usize, usize)> {
-    if !data_parallel {
-        return Ok((None, 0, 1));
-    }
-    let group = distributed::init()?;
-    let (rank, ranks) = (group.rank(), group.world_size());
-    Ok((Some(group), rank, ranks))
-}
+use lazywgpu::distributed::{DataParallel, SyncStats};
 
 /// `loss.backward()` (of the scaled loss with an f16 `scaler`), then, with
 /// `ddp`, the gradients replaced by their mean over ranks (its figures

@@ -11,6 +11,36 @@
 //! `f32`. Softmax, log-softmax, layer norm and `logsumexp` of a 16-bit
 //! value run in `f32` inside the scope (PyTorch's "float32 list"), and
 //! an op mixing 16-bit and `f32` operands promotes to `f32`.
+//!
+//! ```
+//! use lazywgpu::amp::{GradScaler, autocast};
+//! use lazywgpu::nn::{self, Module, functional as F};
+//! use lazywgpu::optim::{Optimizer, Sgd};
+//! use lazywgpu::{DType, Device, Tensor};
+//! # fn main() -> lazywgpu::Result<()> {
+//! let dev = Device::cpu();
+//! let model = nn::Linear::new(16, 4, &dev);
+//! let x = Tensor::randn([8, 16], &dev);
+//! let labels = Tensor::from_vec(vec![0i32, 1, 2, 3, 0, 1, 2, 3], [8], &dev)?;
+//! let mut opt = Sgd::new(model.parameters(), 0.1);
+//! let mut scaler = GradScaler::new(); // f16 only: bf16 has f32's range
+//!
+//! let w = Tensor::randn([16, 4], &dev);
+//! assert_eq!(autocast(DType::F16, || x.matmul(&w)).dtype(), DType::F16);
+//! // The layer's product runs in f16; adding its f32 bias promotes to f32.
+//! let logits = autocast(DType::F16, || model.forward(&x));
+//! assert_eq!(logits.dtype(), DType::F32);
+//! let loss = F::cross_entropy(&logits, &labels);
+//! assert_eq!(loss.dtype(), DType::F32);
+//! scaler.scale(&loss).backward();
+//! scaler.step(&mut opt)?; // skipped, and the scale halved, if a gradient overflowed
+//! scaler.update();
+//! opt.zero_grad();
+//! dev.mark_step()?;
+//! assert_eq!(model.parameters()[0].dtype(), DType::F32); // master weights stay f32
+//! assert_eq!(scaler.skipped_steps(), 0);
+//! # Ok(()) }
+//! ```
 
 mod scaler;
 

@@ -11,11 +11,11 @@ use crate::tensor::Tensor;
 /// each skipped step, doubled after `growth_interval` good steps in a
 /// row. PyTorch's `torch.amp.GradScaler`, with its defaults.
 ///
-/// ```no_run
+/// ```
 /// # use lazywgpu::{Device, Tensor, DType, amp::{autocast, GradScaler}};
 /// # use lazywgpu::nn::{self, Module, functional as F};
 /// # use lazywgpu::optim::{Optimizer, Sgd};
-/// # let dev = Device::gpu().unwrap();
+/// # let dev = Device::cpu();
 /// # let model = nn::Linear::new(784, 10, &dev);
 /// # let (x, y) = (Tensor::randn([64, 784], &dev), Tensor::zeros([64], &dev).cast(DType::I32));
 /// let mut opt = Sgd::new(model.parameters(), 0.1);

@@ -1,20 +1,47 @@
 //! Neural-network building blocks: the [`Module`] trait, layers with
 //! PyTorch's default initialisations, [`Sequential`], functional losses and
 //! activations ([`functional`]), and saving/loading parameters in the
-//! safetensors format.
+//! safetensors format, alone ([`save_safetensors`]) or with an
+//! optimiser's state and metadata ([`save_checkpoint`]).
 //!
-//! ```no_run
-//! use lazywgpu::nn::{self, Module};
-//! use lazywgpu::{Device, Tensor};
-//! # fn main() -> lazywgpu::Result<()> {
-//! let dev = Device::default();
+//! A layer is a [`Module`] (a function of one tensor); a model whose
+//! `forward` takes more (nanoGPT's [`Gpt`] takes ids and targets) lists its
+//! parameters through [`Parameters`], and its dotted names
+//! (`blocks.0.attn.qkv.weight`) follow its structure.
+//!
+//! ```
+//! use lazywgpu::nn::{self, Module, Parameters, functional as F};
+//! use lazywgpu::{DType, Device, Tensor};
+//! # fn main() -> Result<(), Box<dyn std::error::Error>> {
+//! let dev = Device::cpu();
+//! dev.manual_seed(0); // the initial weights
 //! let model = nn::Sequential::new()
-//!     .add(nn::Linear::new(784, 128, &dev))
+//!     .add(nn::Linear::new(4, 8, &dev))
 //!     .add(nn::ReLU)
-//!     .add(nn::Linear::new(128, 10, &dev));
-//! let x = Tensor::rand([64, 784], &dev);
-//! let logits = model.forward(&x);
-//! println!("{} parameters", model.parameters().len());
+//!     .add(nn::Linear::new(8, 3, &dev));
+//! let names: Vec<String> = model.named_params().into_iter().map(|(n, _)| n).collect();
+//! assert_eq!(names, ["0.weight", "0.bias", "2.weight", "2.bias"]);
+//! assert_eq!(model.num_params(), 4 * 8 + 8 + 8 * 3 + 3);
+//!
+//! let x = Tensor::randn([5, 4], &dev);
+//! let labels = Tensor::from_vec(vec![0i32, 2, 1, 1, 0], [5], &dev)?;
+//! let loss = F::cross_entropy(&model.forward(&x), &labels);
+//! loss.backward(); // gradients are lazy too
+//! let first = &model.parameters()[0];
+//! assert_eq!(first.grad().expect("a gradient").shape(), &[8, 4]);
+//!
+//! // Parameters under their names, in the safetensors format.
+//! let path = std::env::temp_dir().join("lazywgpu-doc-nn.safetensors");
+//! nn::save_safetensors(&model, &path)?;
+//! let again = nn::Sequential::new()
+//!     .add(nn::Linear::new(4, 8, &dev))
+//!     .add(nn::ReLU)
+//!     .add(nn::Linear::new(8, 3, &dev));
+//! nn::load_safetensors(&again, &path)?;
+//! let (a, b) = (model.forward(&x), again.forward(&x));
+//! assert_eq!(a.to_vec::<f32>()?, b.to_vec::<f32>()?);
+//! # std::fs::remove_file(&path)?;
+//! # let _ = DType::F32;
 //! # Ok(()) }
 //! ```
 

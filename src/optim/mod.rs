@@ -6,6 +6,36 @@
 //! (donation): no parameter is copied. Hyper-parameters (the learning rate,
 //! bias corrections) enter the graph as scalar runtime parameters, so a
 //! schedule that changes them never recompiles anything.
+//!
+//! ```
+//! use lazywgpu::nn::{self, Module, functional as F};
+//! use lazywgpu::optim::{Adam, Optimizer, Scheduler, WarmupCosine, clip_grad_norm_};
+//! use lazywgpu::{Device, Tensor};
+//! # fn main() -> lazywgpu::Result<()> {
+//! let dev = Device::cpu();
+//! dev.manual_seed(0);
+//! // Fit y = 3x - 1 with one linear layer.
+//! let model = nn::Linear::new(1, 1, &dev);
+//! let x = Tensor::from_vec(vec![-1.0f32, 0.0, 1.0, 2.0], [4, 1], &dev)?;
+//! let y = &x * 3.0 - 1.0;
+//! let mut opt = Adam::new(model.parameters(), 0.1);
+//! let schedule = WarmupCosine { warmup: 10, total: 300, min_lr: 0.01 };
+//! let mut sched = Scheduler::new(&mut opt, schedule);
+//! let mut losses = Vec::new();
+//! for _ in 0..300 {
+//!     let loss = F::mse_loss(&model.forward(&x), &y);
+//!     loss.backward();
+//!     clip_grad_norm_(&model.parameters(), 10.0); // no readback: stays on the device
+//!     opt.step();      // in place, under no_grad
+//!     opt.zero_grad();
+//!     sched.step(&mut opt); // a new learning rate compiles nothing
+//!     dev.mark_step()?;     // forward, backward and update: one graph
+//!     losses.push(loss);
+//! }
+//! let (first, last) = (losses[0].item::<f32>()?, losses[299].item::<f32>()?);
+//! assert!(last < 1e-3 && last < first, "{first} -> {last}");
+//! # Ok(()) }
+//! ```
 
 mod adadelta;
 mod adam;

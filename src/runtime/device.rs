@@ -331,6 +331,11 @@ impl Device {
             Graph::collect_with(nodes, self.fusion(), self.checks())
         });
         self.inner.guards.note_graph(&graph, &self.inner.metrics);
+        // The size of the work each step hands the compiler, counted so that
+        // a test can bound it without timing it (`tests/graph_scale.rs`).
+        self.inner
+            .metrics
+            .add("graph_nodes", graph.key.nodes.len() as u64);
         // Verification copies the inputs first: an output may take over an
         // input's buffer (donation).
         let verify_inputs = match &self.inner.backend {
@@ -567,9 +572,12 @@ impl Drop for DeviceInner {
 }
 
 impl Default for Device {
-    /// The GPU if an adapter exists, else the CPU reference with a logged
-    /// warning. `LAZYWGPU_DEVICE=gpu|cpu|auto` overrides; with `gpu` a
-    /// missing adapter is a panic, since the user demanded one.
+    /// The GPU if an adapter exists, else the CPU reference backend, saying
+    /// so in one line on standard error (once per process: a program that
+    /// makes many devices should not repeat it). `LAZYWGPU_DEVICE=gpu|cpu|auto`
+    /// overrides; with `gpu` a missing adapter is a panic, since the user
+    /// demanded one, and with `cpu` (as with [`Device::cpu`]) nothing is
+    /// printed, since nothing was chosen for the user.
     fn default() -> Device {
         let choice = std::env::var("LAZYWGPU_DEVICE")
             .unwrap_or_default()
@@ -583,7 +591,17 @@ impl Default for Device {
             _ => match Device::gpu() {
                 Ok(dev) => dev,
                 Err(e) => {
-                    log::warn!("lazywgpu: no GPU ({e}); using the CPU reference backend");
+                    // Standard error, not the log: a logger is often not
+                    // set up (or filters warnings out), and a program that
+                    // silently runs 10-100x slower than its author expects
+                    // should say why.
+                    static SAID: std::sync::Once = std::sync::Once::new();
+                    SAID.call_once(|| {
+                        eprintln!(
+                            "lazywgpu: {e}; using the CPU reference backend instead \
+                             (LAZYWGPU_DEVICE=cpu chooses it without this line)"
+                        );
+                    });
                     Device::cpu()
                 }
             },

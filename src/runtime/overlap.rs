@@ -109,10 +109,14 @@ mod tests {
             ms("step_device"),
             ms("step_hidden"),
         );
+        // A sleep lasts at least as long as asked and longer on a busy
+        // machine: the checks hold for any overshoot (host is the 25 ms
+        // sleep and more, blocked the 5 ms one and more).
         assert!(wall >= 30.0, "{wall}");
-        assert!((host - (wall - 5.0)).abs() < 1.0, "{host} {wall}");
+        assert!(host >= 25.0 && host <= wall - 5.0 + 1e-6, "{host} {wall}");
         assert_eq!(device, 30.0);
-        assert!((hidden - (host + device - wall)).abs() < 1e-6, "{hidden}");
+        let overlap = (host + device - wall).max(0.0);
+        assert!((hidden - overlap).abs() < 1e-6, "{hidden} {overlap}");
         assert!(hidden <= host.min(device));
     }
 }

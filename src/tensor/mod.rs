@@ -54,6 +54,36 @@ use crate::shape::numel;
 /// base are the same memory, and a `&mut` requirement would forbid the
 /// aliasing that PyTorch programs rely on. For an independent copy, use
 /// [`Tensor::deep_clone`].
+///
+/// ```
+/// use lazywgpu::{DType, Device, Tensor};
+/// # fn main() -> lazywgpu::Result<()> {
+/// let dev = Device::cpu(); // or Device::default(): the GPU where there is one
+/// let x = Tensor::from_vec(vec![1.0f32, 2.0, 3.0, 4.0, 5.0, 6.0], [2, 3], &dev)?;
+/// let bias = Tensor::from_vec(vec![10.0f32, 20.0, 30.0], [3], &dev)?;
+/// // Broadcasting as in NumPy and PyTorch; nothing runs until a read.
+/// let y = (&x + &bias).relu();
+/// assert_eq!(y.sum([1], false).to_vec::<f32>()?, vec![66.0, 75.0]);
+/// assert_eq!(x.matmul(&x.t()).shape(), &[2, 2]);
+///
+/// // A view aliases its base: writing through it changes `x`.
+/// let second_row = x.select(0, 1);
+/// second_row.mul_(10.0);
+/// assert_eq!(x.to_vec::<f32>()?, vec![1.0, 2.0, 3.0, 40.0, 50.0, 60.0]);
+///
+/// // `clone` is a second handle on the same tensor, `deep_clone` a copy.
+/// let handle = x.clone();
+/// let copy = x.deep_clone();
+/// x.fill_(0.0f32);
+/// assert_eq!(handle.max_all().item::<f32>()?, 0.0);
+/// assert_eq!(copy.max_all().item::<f32>()?, 60.0);
+///
+/// // Integer tensors are i32 (PyTorch's int64 has no WGSL type).
+/// let ids = Tensor::arange(0, 3, 1, &dev);
+/// assert_eq!(ids.dtype(), DType::I32);
+/// assert_eq!(ids.cast(DType::F32).mean_all().item::<f32>()?, 1.0);
+/// # Ok(()) }
+/// ```
 #[derive(Clone)]
 pub struct Tensor {
     pub(crate) h: Arc<Handle>,
