@@ -8,7 +8,7 @@ use std::path::PathBuf;
 
 use super::KernelSource;
 use super::bindings_test::kernels_of;
-use crate::kernel::{SoftmaxStrategy, Strategy, Target};
+use crate::kernel::{ReduceStrategy, SoftmaxStrategy, Strategy, Target};
 use crate::nn::functional::layer_norm;
 use crate::{Device, DeviceConfig, Tensor};
 
@@ -70,6 +70,16 @@ fn golden_kernels_in_both_printers() {
             &odd.log_softmax(0),
             Strategy::Softmax(SoftmaxStrategy::RowPerInvocation),
         ),
+    );
+    // Row sums and a first-NaN argmax, an output an invocation.
+    let per_invocation = Strategy::Reduce(ReduceStrategy::PerInvocation);
+    golden_kernel(
+        "reduce_sum",
+        &kernel_with(&x.sum([1], false), per_invocation),
+    );
+    golden_kernel(
+        "reduce_argmax",
+        &kernel_with(&x.argmax(0, false), per_invocation),
     );
     // An elementwise kernel, four elements an invocation.
     let e = (&x * 3.0).exp();

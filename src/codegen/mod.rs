@@ -7,6 +7,7 @@ mod matmul;
 mod matmul_lanes;
 mod norm;
 mod reduce;
+mod reduce_ir;
 mod render;
 mod roots;
 mod softmax;

@@ -1,5 +1,6 @@
-//! Reduction kernels: one invocation per output, a workgroup tree per
-//! output, or the vec4 first stage of a split sum (see `ReduceStrategy`).
+//! Reduction kernels: a workgroup tree per output, or the vec4 first
+//! stage of a split sum (see `ReduceStrategy`); one invocation per output
+//! is built as IR (`reduce_ir`).
 
 use std::fmt::Write;
 
@@ -13,7 +14,8 @@ use crate::kernel::ir::{Expr, Ty};
 use crate::kernel::{ReduceShape, ReduceStrategy, choose_reduce};
 use crate::shape::{contiguous_strides, numel};
 
-use super::roots::stores;
+use super::reduce_ir::{Reduction, reduce_per_invocation};
+use super::roots::{RootBody, stores};
 
 fn identity(op: ReduceOp, dtype: DType) -> String {
     match (op, dtype.compute()) {
@@ -180,7 +182,7 @@ pub(super) fn reduce(
     axes: &[usize],
     parts: usize,
     outputs: &[usize],
-) -> (String, usize, ReduceStrategy) {
+) -> (RootBody, usize, ReduceStrategy) {
     let x = key.nodes[root].inputs[0];
     let in_shape = key.nodes[x].shape.clone();
     let in_dtype = key.nodes[x].dtype;
@@ -209,9 +211,21 @@ pub(super) fn reduce(
         g.context().precedent(root),
         g.context().target.loop_budget(1),
     );
+    let groups = total.div_ceil(WORKGROUP_SIZE as usize);
     if strategy == ReduceStrategy::SumByFours {
         let main = sum_by_fours(g, key, root, axes, parts, outputs);
-        return (main, total.div_ceil(WORKGROUP_SIZE as usize), strategy);
+        return (RootBody::Text(main), groups, strategy);
+    }
+    if strategy == ReduceStrategy::PerInvocation {
+        let red = Reduction {
+            root,
+            op,
+            axes,
+            parts,
+            outputs,
+        };
+        let (entry, body) = reduce_per_invocation(g, key, &red);
+        return (RootBody::Ir(entry, body), groups, strategy);
     }
     let index = split_index(&in_shape, axes, "o", "r");
     let element = g.scoped(|g| {
@@ -248,28 +262,8 @@ pub(super) fn reduce(
         "acc".to_string()
     };
     let result_ty = value_type(key.nodes[root].dtype, false);
-    // Many short reductions: one invocation per output. Long ones: a
-    // workgroup per output, threads striding the chunk, then a tree.
-    if strategy == ReduceStrategy::PerInvocation {
-        let st = stores(g, key, (root, outputs), "gi", "result");
-        let main = format!(
-            "\n{head}\
-             let o = gi / {parts}u;\n\
-             var acc: {vt} = {id};\n\
-             var best: u32 = 0xffffffffu;\n\
-             {lp}\
-             let result: {result_ty} = {result_expr};\n{st}}}\n",
-            head = kernel_main(WORKGROUP_SIZE as usize, true, total, ""),
-            lp = strided_loop(
-                var,
-                &format!("gi % {parts}u"),
-                (parts, steps),
-                g.context().target.loop_budget(1),
-                &load
-            ),
-        );
-        return (main, total.div_ceil(WORKGROUP_SIZE as usize), strategy);
-    }
+    // Long reductions: a workgroup per output, threads striding the
+    // chunk, then a tree.
     let st = stores(g, key, (root, outputs), "gi", "result");
     let merge = combine(
         op,
@@ -308,5 +302,5 @@ pub(super) fn reduce(
             &load
         ),
     );
-    (main, total, strategy)
+    (RootBody::Text(main), total, strategy)
 }

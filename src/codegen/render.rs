@@ -111,6 +111,7 @@ impl fmt::Display for Expr {
             Expr::ClampIndex { k, top } => write!(f, "u32(clamp({k}, 0i, {top}i))"),
             Expr::F32(bits) => f.write_str(&f32_literal(*bits)),
             Expr::IsNonFinite { x, vec } => f.write_str(&is_nonfinite(&x.to_string(), *vec)),
+            Expr::IsNan { x, vec } => f.write_str(&is_nan(&x.to_string(), *vec)),
             Expr::Not(x) => write!(f, "!{}", Operand(x)),
             Expr::Rng {
                 normal,

@@ -51,7 +51,7 @@ pub(crate) fn generate_root_kernel(
     let (main, groups, strategy) = match op {
         Op::Reduce { op, axes, parts } => {
             let (main, groups, s) = reduce(&mut g, key, root, *op, axes, *parts, &outputs);
-            (RootBody::Text(main), groups, Strategy::Reduce(s))
+            (main, groups, Strategy::Reduce(s))
         }
         Op::Softmax { axis, log } => {
             let (main, groups, vec, s) = softmax(&mut g, key, root, *axis, *log, &outputs);

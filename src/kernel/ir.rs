@@ -111,6 +111,9 @@ pub(crate) enum Expr {
     /// Whether an f32 value (`vec`: each of four) is NaN or infinite,
     /// tested on its bits (WGSL lets compilers assume floats are finite).
     IsNonFinite { x: Box<Expr>, vec: bool },
+    /// Whether an f32 value (`vec`: each of four) is NaN, tested on its
+    /// bits.
+    IsNan { x: Box<Expr>, vec: bool },
     /// Logical negation of a condition.
     Not(Box<Expr>),
     /// An `i32` literal.
@@ -336,6 +339,7 @@ pub(crate) fn reads_output_elsewhere(body: &[Inst], own: &Expr) -> bool {
             | Expr::Construct { x, .. }
             | Expr::ClampIndex { k: x, .. }
             | Expr::IsNonFinite { x, .. }
+            | Expr::IsNan { x, .. }
             | Expr::Not(x)
             | Expr::Rng { offset: x, .. } => in_expr(x, own),
             Expr::Binary { a, b, .. } | Expr::Arith { a, b, .. } => {
@@ -448,6 +452,7 @@ impl fmt::Display for IrExpr<'_> {
             Expr::ClampIndex { k, top } => write!(f, "clamp_index({}, {top})", e(k)),
             Expr::F32(bits) => write!(f, "{:?}f", f32::from_bits(*bits)),
             Expr::IsNonFinite { x, .. } => write!(f, "nonfinite({})", e(x)),
+            Expr::IsNan { x, .. } => write!(f, "nan({})", e(x)),
             Expr::Not(x) => write!(f, "!{}", e(x)),
             Expr::Rng {
                 normal,

@@ -337,10 +337,15 @@ impl<'a> Gen<'a> {
 
     /// A mutable f32 variable set to `init`, declared here.
     pub fn variable(&mut self, prefix: &'static str, init: Expr) -> Expr {
+        self.variable_of(prefix, Ty::F32, init)
+    }
+
+    /// A mutable variable of `ty` set to `init`, declared here.
+    pub fn variable_of(&mut self, prefix: &'static str, ty: Ty, init: Expr) -> Expr {
         let var = self.fresh(prefix);
         self.body.push(Inst::Declare {
             var,
-            ty: Ty::F32,
+            ty,
             init: Some(init),
         });
         Expr::Var(var)

@@ -1,0 +1,24 @@
+@group(0) @binding(0) var<storage, read> in0: array<f32>;
+@group(0) @binding(1) var<storage, read_write> out0: array<i32>;
+
+@compute @workgroup_size(256)
+fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>, @builtin(local_invocation_index) lid: u32) {
+let gi = (wid.y * nwg.x + wid.x) * 256u + lid;
+if (gi >= 24u) { return; }
+    let o1: u32 = gi / 1u;
+    let r02: u32 = gi % 1u;
+    var acc3: f32 = bitcast<f32>(0xff800000u);
+    var best4: u32 = 4294967295u;
+    for (var j5 = 0u; j5 < 4u; j5 = j5 + 1u) {
+    let rr6: u32 = r02 + (j5 * 1u);
+    let i7: u32 = (o1 * 1u) + (rr6 * 24u);
+    let v8: f32 = in0[i7];
+    let h9: bool = (((bitcast<u32>(v8) & 0x7fffffffu) > 0x7f800000u) && (!((bitcast<u32>(acc3) & 0x7fffffffu) > 0x7f800000u) || (rr6 < best4))) || (!((bitcast<u32>(acc3) & 0x7fffffffu) > 0x7f800000u) && ((acc3 < v8) || ((v8 == acc3) && (rr6 < best4))));
+    if (h9) {
+    acc3 = v8;
+    best4 = rr6;
+    }
+    }
+    let result10: i32 = i32(best4);
+    out0[gi] = result10;
+}

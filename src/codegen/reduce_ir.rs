@@ -1,0 +1,278 @@
+//! The reduction with one invocation per output (`ReduceStrategy::
+//! PerInvocation`), built as IR: the combine step of each reduce op from
+//! its semantics (NaN wins, ties go to the first index, as in PyTorch),
+//! its identity as a literal, and the loop over the output's elements
+//! (`Inst::Loop`, within the kernel's loop budget).
+
+use super::emit::Gen;
+use super::roots::store_outputs;
+use super::wgsl::{WORKGROUP_SIZE, unroll_for};
+use crate::dtype::DType;
+use crate::graph::GraphKey;
+use crate::graph::op::{BinaryOp, ReduceOp};
+use crate::kernel::Entry;
+use crate::kernel::ir::{Arith, Expr, Inst, Ty};
+use crate::shape::contiguous_strides;
+
+/// The facts of one reduction kernel.
+pub(super) struct Reduction<'a> {
+    pub root: usize,
+    pub op: ReduceOp,
+    pub axes: &'a [usize],
+    /// Parts of a split reduction's first stage (1: not split).
+    pub parts: usize,
+    pub outputs: &'a [usize],
+}
+
+/// Invocation `gi` reduces part `gi % parts` of output `gi / parts`: the
+/// elements (split reductions: groups of four) `r = gi % parts + j *
+/// parts`, then stores the result and its epilogue. Returns the entry and
+/// body.
+pub(super) fn reduce_per_invocation(
+    g: &mut Gen,
+    key: &GraphKey,
+    red: &Reduction<'_>,
+) -> (Entry, Vec<Inst>) {
+    let x = key.nodes[red.root].inputs[0];
+    let in_shape = key.nodes[x].shape.clone();
+    let dtype = key.nodes[x].dtype.compute();
+    let reduced: usize = red.axes.iter().map(|&d| in_shape[d]).product();
+    let outer: usize = (0..in_shape.len())
+        .filter(|d| !red.axes.contains(d))
+        .map(|d| in_shape[d])
+        .product();
+    let parts = red.parts;
+    let (step, len) = if parts > 1 {
+        (parts, reduced.div_ceil(4))
+    } else {
+        (1, reduced)
+    };
+    let o = g.emit("o", Ty::U32, arith(Arith::Div, Expr::Invocation, parts));
+    let first = g.emit("r0", Ty::U32, arith(Arith::Rem, Expr::Invocation, parts));
+    let acc = g.variable_of("acc", Ty::scalar(dtype), identity(red.op, dtype));
+    let best = g.variable_of("best", Ty::U32, Expr::U32(u32::MAX as u64));
+    let cx = Combine {
+        op: red.op,
+        dtype,
+        acc: &acc,
+        best: &best,
+    };
+    // One step: element `r` (or the four of group `r`) of the output.
+    let unit = |g: &mut Gen, r: Expr| {
+        if parts == 1 {
+            element(g, (x, &in_shape, red.axes), (&o, r), &cx);
+            return;
+        }
+        for q in 0..4 {
+            let at = Expr::arith(Arith::Add, arith(Arith::Mul, r.clone(), 4), Expr::U32(q));
+            let at = g.emit("r", Ty::U32, at);
+            let body = g.block(|g| element(g, (x, &in_shape, red.axes), (&o, at.clone()), &cx));
+            if reduced.is_multiple_of(4) {
+                body.into_iter().for_each(|i| g.push(i));
+            } else {
+                let inside = arith(Arith::Lt, at.clone(), reduced);
+                g.push(Inst::If { cond: inside, body });
+            }
+        }
+    };
+    strided(g, (&first, step, len), &unit);
+    let root_ty = Ty::scalar(key.nodes[red.root].dtype.compute());
+    let result = if red.op.is_arg() {
+        Expr::Construct {
+            ty: Ty::scalar(DType::I32),
+            x: Box::new(best),
+        }
+    } else {
+        acc
+    };
+    let result = g.emit("result", root_ty, result);
+    store_outputs(g, key, (red.root, red.outputs), &Expr::Invocation, &result);
+    let entry = Entry::Main {
+        workgroup_size: WORKGROUP_SIZE as usize,
+        per_invocation: true,
+        count: outer * parts,
+        arrays: Vec::new(),
+    };
+    (entry, g.body().to_vec())
+}
+
+/// `unit` at `r = first + j * step` for every `r < len`: a loop over the
+/// whole steps (its count the same in every invocation, which lavapipe
+/// runs faster than a bound that differs between lanes), then the one
+/// step past them that some invocations take.
+fn strided(g: &mut Gen, (first, step, len): (&Expr, usize, usize), unit: &dyn Fn(&mut Gen, Expr)) {
+    let full = len / step;
+    let counter = g.fresh("j");
+    let body = g.block(|g| {
+        let along = arith(Arith::Mul, Expr::Var(counter), step);
+        let r = g.emit("rr", Ty::U32, Expr::arith(Arith::Add, first.clone(), along));
+        unit(g, r);
+    });
+    let unroll = unroll_for(full, g.context().target.loop_budget(1));
+    g.push(Inst::Loop {
+        counter,
+        count: full,
+        unroll,
+        body,
+    });
+    if !len.is_multiple_of(step) {
+        let r = Expr::arith(Arith::Add, first.clone(), Expr::U32((full * step) as u64));
+        let r = g.emit("rr", Ty::U32, r);
+        let tail = g.block(|g| unit(g, r.clone()));
+        g.push(Inst::If {
+            cond: arith(Arith::Lt, r, len),
+            body: tail,
+        });
+    }
+}
+
+/// `a op n` for a `u32` literal `n`.
+fn arith(op: Arith, a: Expr, n: usize) -> Expr {
+    Expr::arith(op, a, Expr::U32(n as u64))
+}
+
+/// Reads element `r` of output `o` (the input `x` of `shape`, reduced
+/// over `axes`) and combines it.
+fn element(
+    g: &mut Gen,
+    (x, shape, axes): (usize, &[usize], &[usize]),
+    (o, r): (&Expr, Expr),
+    cx: &Combine<'_>,
+) {
+    let i = g.emit("i", Ty::U32, split_index(shape, axes, o, &r));
+    let v = g.value(x, &i, false, false);
+    cx.combine(g, &v, &r);
+}
+
+/// The input index of element `r` of output `o`: the kept dims' coordinates
+/// from `o`, the reduced dims' (`axes`) from `r`, both row-major.
+fn split_index(shape: &[usize], axes: &[usize], o: &Expr, r: &Expr) -> Expr {
+    let strides = contiguous_strides(shape);
+    let mut terms = Vec::new();
+    let mut add = |dims: Vec<usize>, var: &Expr| {
+        let mut inner = 1usize;
+        let total: usize = dims.iter().map(|&d| shape[d]).product();
+        for &d in dims.iter().rev() {
+            let size = shape[d];
+            if size > 1 {
+                let coord = if inner == 1 && size == total {
+                    var.clone()
+                } else if inner * size >= total {
+                    arith(Arith::Div, var.clone(), inner)
+                } else if inner == 1 {
+                    arith(Arith::Rem, var.clone(), size)
+                } else {
+                    arith(Arith::Rem, arith(Arith::Div, var.clone(), inner), size)
+                };
+                terms.push(arith(Arith::Mul, coord, strides[d]));
+            }
+            inner *= size;
+        }
+    };
+    add((0..shape.len()).filter(|d| !axes.contains(d)).collect(), o);
+    add(axes.to_vec(), r);
+    Expr::sum(terms)
+}
+
+/// The identity of `op` on values of `dtype` (a compute dtype).
+fn identity(op: ReduceOp, dtype: DType) -> Expr {
+    match (op, dtype) {
+        (op, DType::F32) => Expr::F32((op.identity() as f32).to_bits()),
+        (ReduceOp::Sum, DType::I32) => Expr::I32(0),
+        (ReduceOp::Prod, DType::I32) => Expr::I32(1),
+        (ReduceOp::Sum, _) => Expr::U32(0),
+        (ReduceOp::Prod, _) => Expr::U32(1),
+        // The lowest i32, as its bits (its literal does not parse).
+        (ReduceOp::Max | ReduceOp::ArgMax, DType::I32) => Expr::Construct {
+            ty: Ty::scalar(DType::I32),
+            x: Box::new(Expr::U32(0x8000_0000)),
+        },
+        (ReduceOp::Max | ReduceOp::ArgMax, _) => Expr::U32(0),
+        (ReduceOp::Min | ReduceOp::ArgMin, DType::I32) => Expr::I32(i32::MAX as i64),
+        (ReduceOp::Min | ReduceOp::ArgMin, _) => Expr::U32(u32::MAX as u64),
+    }
+}
+
+/// The running value (`acc`) and, for arg ops, its index (`best`) of a
+/// reduction `op` over values of `dtype`.
+struct Combine<'a> {
+    op: ReduceOp,
+    dtype: DType,
+    acc: &'a Expr,
+    best: &'a Expr,
+}
+
+impl Combine<'_> {
+    /// Combines element `v` (index `r`): NaN wins on floats (`amax` and
+    /// `amin` are NaN where any element is; the arg ops return the first
+    /// NaN's index), ties go to the smaller index.
+    fn combine(&self, g: &mut Gen, v: &Expr, r: &Expr) {
+        let (acc, dtype) = (self.acc, self.dtype);
+        let binary = |op: BinaryOp| Expr::Binary {
+            op,
+            operand: dtype,
+            vec: false,
+            a: Box::new(acc.clone()),
+            b: Box::new(v.clone()),
+        };
+        match self.op {
+            ReduceOp::Sum => g.accumulate(acc, v.clone()),
+            ReduceOp::Prod => g.assign(acc, binary(BinaryOp::Mul)),
+            ReduceOp::Max => g.assign(acc, binary(BinaryOp::Maximum)),
+            ReduceOp::Min => g.assign(acc, binary(BinaryOp::Minimum)),
+            ReduceOp::ArgMax | ReduceOp::ArgMin => {
+                let better = if self.op == ReduceOp::ArgMax {
+                    Expr::arith(Arith::Lt, acc.clone(), v.clone())
+                } else {
+                    Expr::arith(Arith::Lt, v.clone(), acc.clone())
+                };
+                let earlier = Expr::arith(Arith::Lt, r.clone(), self.best.clone());
+                let tie = Expr::arith(
+                    Arith::And,
+                    Expr::arith(Arith::Eq, v.clone(), acc.clone()),
+                    earlier.clone(),
+                );
+                let plain = Expr::arith(Arith::Or, better, tie);
+                let cond = if dtype == DType::F32 {
+                    let nan = |e: &Expr| Expr::IsNan {
+                        x: Box::new(e.clone()),
+                        vec: false,
+                    };
+                    let acc_real = Expr::Not(Box::new(nan(acc)));
+                    let first_nan = Expr::arith(
+                        Arith::And,
+                        nan(v),
+                        Expr::arith(Arith::Or, acc_real.clone(), earlier),
+                    );
+                    Expr::arith(
+                        Arith::Or,
+                        first_nan,
+                        Expr::arith(Arith::And, acc_real, plain),
+                    )
+                } else {
+                    plain
+                };
+                let cond = g.emit("h", Ty::BOOL, cond);
+                let Expr::Var(acc_var) = acc else {
+                    unreachable!("accumulators are variables")
+                };
+                let Expr::Var(best_var) = self.best else {
+                    unreachable!("accumulators are variables")
+                };
+                g.push(Inst::If {
+                    cond,
+                    body: vec![
+                        Inst::Assign {
+                            var: *acc_var,
+                            value: v.clone(),
+                        },
+                        Inst::Assign {
+                            var: *best_var,
+                            value: r.clone(),
+                        },
+                    ],
+                });
+            }
+        }
+    }
+}
