@@ -30,7 +30,10 @@ fn program(x: &Tensor) -> Vec<Tensor> {
 
 /// The program's outputs in f64, from the rows of `x` (`ROWS` rows of `n`).
 fn oracle(x: &[f32], n: usize) -> Vec<Vec<f64>> {
-    let rows: Vec<Vec<f64>> = x.chunks(n).map(|r| r.iter().map(|&v| v as f64).collect()).collect();
+    let rows: Vec<Vec<f64>> = x
+        .chunks(n)
+        .map(|r| r.iter().map(|&v| v as f64).collect())
+        .collect();
     let mut out = vec![Vec::new(); 9];
     for r in &rows {
         let sum: f64 = r.iter().sum();
@@ -56,10 +59,19 @@ fn oracle(x: &[f32], n: usize) -> Vec<Vec<f64>> {
 fn a_program_at_changing_sizes_agrees_with_f64_loops() {
     let Some(dev) = common::gpu() else { return };
     let names = [
-        "sum", "mean", "max", "argmin", "logsumexp", "softmax", "log_softmax", "layer_norm",
+        "sum",
+        "mean",
+        "max",
+        "argmin",
+        "logsumexp",
+        "softmax",
+        "log_softmax",
+        "layer_norm",
         "sum over the strided axis",
     ];
-    for n in [1usize, 2, 7, 13, 64, 257, 1031, 4099, 21_851, 65_537, 70_001, 5] {
+    for n in [
+        1usize, 2, 7, 13, 64, 257, 1031, 4099, 21_851, 65_537, 70_001, 5,
+    ] {
         let host = common::data(ROWS * n, n as u64);
         let x = Tensor::from_vec(host.clone(), [ROWS, n], &dev).unwrap();
         let outs = program(&x);
