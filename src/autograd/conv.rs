@@ -77,6 +77,49 @@ fn pad_or_crop(t: &Tensor, d: usize, before: isize, after: isize) -> Tensor {
     cropped.pad(&pads, 0.0f32)
 }
 
+/// The gradient of `conv2d` with respect to its input as a transposed
+/// convolution: spread `g` by the stride, pad by dilation*(k-1) -
+/// padding, convolve with the flipped, channel-swapped kernel `ws`. Its
+/// matmul has C rows, so it is the better choice once C fills a tile,
+/// and it needs no C*KH*KW columns in memory. `(h, w)`: the input's size.
+fn input_grad_by_transposed_conv(
+    g: &Tensor,
+    ws: &Tensor,
+    (h, w): (usize, usize),
+    win: Window,
+) -> Tensor {
+    let (n, oc, oh, ow) = (g.shape()[0], g.shape()[1], g.shape()[2], g.shape()[3]);
+    let (kh, kw) = (ws.shape()[2], ws.shape()[3]);
+    let spread = if win.stride == (1, 1) {
+        g.clone()
+    } else {
+        let z = Tensor::zeros(
+            [
+                n,
+                oc,
+                (oh - 1) * win.stride.0 + 1,
+                (ow - 1) * win.stride.1 + 1,
+            ],
+            g.device(),
+        );
+        z.slice(2, 0, usize::MAX, win.stride.0)
+            .slice(3, 0, usize::MAX, win.stride.1)
+            .copy_(g);
+        z
+    };
+    let lead_h = (win.dilation.0 * (kh - 1)) as isize - win.padding.0 as isize;
+    let lead_w = (win.dilation.1 * (kw - 1)) as isize - win.padding.1 as isize;
+    let tail_h = h as isize + win.dilation.0 as isize * (kh as isize - 1)
+        - lead_h
+        - spread.shape()[2] as isize;
+    let tail_w = w as isize + win.dilation.1 as isize * (kw as isize - 1)
+        - lead_w
+        - spread.shape()[3] as isize;
+    let padded = pad_or_crop(&pad_or_crop(&spread, 2, lead_h, tail_h), 3, lead_w, tail_w);
+    let flipped = ws.transpose(0, 1).flip([2, 3]);
+    padded.conv2d(&flipped, None, (1, 1), (0, 0), win.dilation)
+}
+
 /// Gradients of `conv2d(x, weight, bias)`.
 pub(crate) fn conv2d(
     x: &Tensor,
@@ -113,39 +156,7 @@ pub(crate) fn conv2d(
                     .permute([0, 1, 4, 5, 2, 3]);
                 return col2im(&contrib, h, w, win);
             }
-            // Transposed convolution: spread g by the stride, pad by
-            // dilation*(k-1) - padding, convolve with the flipped,
-            // channel-swapped kernel. Its matmul has C rows, so it is the
-            // better choice once C fills a tile, and it needs no C*KH*KW
-            // columns in memory.
-            let spread = if win.stride == (1, 1) {
-                g.clone()
-            } else {
-                let z = Tensor::zeros(
-                    [
-                        n,
-                        oc,
-                        (oh - 1) * win.stride.0 + 1,
-                        (ow - 1) * win.stride.1 + 1,
-                    ],
-                    g.device(),
-                );
-                z.slice(2, 0, usize::MAX, win.stride.0)
-                    .slice(3, 0, usize::MAX, win.stride.1)
-                    .copy_(g);
-                z
-            };
-            let lead_h = (win.dilation.0 * (kh - 1)) as isize - win.padding.0 as isize;
-            let lead_w = (win.dilation.1 * (kw - 1)) as isize - win.padding.1 as isize;
-            let tail_h = h as isize + win.dilation.0 as isize * (kh as isize - 1)
-                - lead_h
-                - spread.shape()[2] as isize;
-            let tail_w = w as isize + win.dilation.1 as isize * (kw as isize - 1)
-                - lead_w
-                - spread.shape()[3] as isize;
-            let padded = pad_or_crop(&pad_or_crop(&spread, 2, lead_h, tail_h), 3, lead_w, tail_w);
-            let flipped = ws.transpose(0, 1).flip([2, 3]);
-            padded.conv2d(&flipped, None, (1, 1), (0, 0), win.dilation)
+            input_grad_by_transposed_conv(g, &ws, (h, w), win)
         });
         let gw = nw.then(|| {
             let (cols, _, _) = xs.windows("conv2d", win, 0.0);

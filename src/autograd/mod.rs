@@ -153,6 +153,51 @@ fn accumulate(acc: Option<Tensor>, g: Tensor) -> Tensor {
     }
 }
 
+/// How many edges point at each grad function reached from `root_fn`,
+/// by its address.
+fn consumer_counts(root_fn: &Arc<GradFn>) -> HashMap<usize, usize> {
+    let key = |f: &Arc<GradFn>| Arc::as_ptr(f) as usize;
+    let mut pending: HashMap<usize, usize> = HashMap::new();
+    let mut stack = vec![root_fn.clone()];
+    while let Some(f) = stack.pop() {
+        for e in f.edges.iter().flatten() {
+            if let Edge::Fn(p) = e {
+                let count = pending.entry(key(p)).or_insert(0);
+                *count += 1;
+                if *count == 1 {
+                    stack.push(p.clone()); // first edge into it: visit once
+                }
+            }
+        }
+    }
+    pending
+}
+
+/// Runs `f`'s backward rule on its output's gradient `g` (cast to the
+/// output's dtype), freeing it unless `retain_graph`; the gradient's
+/// nodes carry the forward op's source line and name.
+fn apply(f: &GradFn, g: Tensor, retain_graph: bool) -> Vec<Option<Tensor>> {
+    let mut slot = f.backward.lock().unwrap_or_else(|e| e.into_inner());
+    let Some(closure) = slot.as_ref() else {
+        panic!(
+            "backward: the graph through {} (recorded at {}) was already freed by an earlier backward(); call backward_retain_graph() the first time to run it twice",
+            f.name, f.location
+        );
+    };
+    let _attributed = crate::graph::attribute_to(f.location);
+    let _named = crate::graph::record_as(f.name);
+    let g = if g.dtype() == f.out_dtype {
+        g
+    } else {
+        g.cast(f.out_dtype)
+    };
+    let out = closure(&g);
+    if !retain_graph {
+        *slot = None;
+    }
+    out
+}
+
 /// Runs backward from `root` with `seed` as its gradient.
 #[track_caller]
 pub(crate) fn run_backward(root: &Tensor, seed: Tensor, retain_graph: bool) {
@@ -169,21 +214,8 @@ pub(crate) fn run_backward(root: &Tensor, seed: Tensor, retain_graph: bool) {
         }
         Some(Edge::Fn(f)) => f,
     };
-    // Dependency counts: how many edges point at each grad function.
     let key = |f: &Arc<GradFn>| Arc::as_ptr(f) as usize;
-    let mut pending: HashMap<usize, usize> = HashMap::new();
-    let mut stack = vec![root_fn.clone()];
-    while let Some(f) = stack.pop() {
-        for e in f.edges.iter().flatten() {
-            if let Edge::Fn(p) = e {
-                let count = pending.entry(key(p)).or_insert(0);
-                *count += 1;
-                if *count == 1 {
-                    stack.push(p.clone()); // first edge into it: visit once
-                }
-            }
-        }
-    }
+    let mut pending = consumer_counts(&root_fn);
     // Kahn's order: a function runs once every consumer has sent its part.
     let mut grads: HashMap<usize, Tensor> = HashMap::new();
     grads.insert(key(&root_fn), seed);
@@ -192,29 +224,7 @@ pub(crate) fn run_backward(root: &Tensor, seed: Tensor, retain_graph: bool) {
         let Some(g) = grads.remove(&key(&f)) else {
             continue;
         };
-        let input_grads = {
-            let mut slot = f.backward.lock().unwrap_or_else(|e| e.into_inner());
-            let Some(closure) = slot.as_ref() else {
-                panic!(
-                    "backward: the graph through {} (recorded at {}) was already freed by an earlier backward(); call backward_retain_graph() the first time to run it twice",
-                    f.name, f.location
-                );
-            };
-            // The gradient's nodes carry the forward op's source line and
-            // name.
-            let _attributed = crate::graph::attribute_to(f.location);
-            let _named = crate::graph::record_as(f.name);
-            let g = if g.dtype() == f.out_dtype {
-                g
-            } else {
-                g.cast(f.out_dtype)
-            };
-            let out = closure(&g);
-            if !retain_graph {
-                *slot = None;
-            }
-            out
-        };
+        let input_grads = apply(&f, g, retain_graph);
         assert_eq!(
             input_grads.len(),
             f.edges.len(),

@@ -12,9 +12,9 @@ use crate::graph::GraphKey;
 use crate::graph::op::ReduceOp;
 use crate::kernel::ir::{Expr, Ty};
 use crate::kernel::{ReduceShape, ReduceStrategy, choose_reduce};
-use crate::shape::{contiguous_strides, numel};
+use crate::shape::numel;
 
-use super::reduce_ir::{Reduction, reduce_per_invocation};
+use super::reduce_ir::{Reduction, reduce_per_invocation, split_index};
 use super::roots::{RootBody, stores};
 
 fn identity(op: ReduceOp, dtype: DType) -> String {
@@ -55,40 +55,6 @@ fn combine(op: ReduceOp, dtype: DType, acc: &str, best: &str, v: &str, r: &str) 
         ReduceOp::Min => format!("{acc} = min({acc}, {v});"),
         ReduceOp::ArgMax => arg(">"),
         ReduceOp::ArgMin => arg("<"),
-    }
-}
-
-/// The position in `shape` (row-major) of the element whose kept dims come
-/// from `o` and whose reduced dims (`axes`) come from `r`.
-fn split_index(shape: &[usize], axes: &[usize], o: &str, r: &str) -> String {
-    let strides = contiguous_strides(shape);
-    let mut terms = Vec::new();
-    let mut add = |dims: Vec<usize>, var: &str| {
-        let mut inner = 1usize;
-        let total: usize = dims.iter().map(|&d| shape[d]).product();
-        for &d in dims.iter().rev() {
-            let size = shape[d];
-            if size > 1 {
-                let coord = if inner == 1 && size == total {
-                    var.to_string()
-                } else if inner * size >= total {
-                    format!("({var} / {inner}u)")
-                } else if inner == 1 {
-                    format!("({var} % {size}u)")
-                } else {
-                    format!("(({var} / {inner}u) % {size}u)")
-                };
-                terms.push(format!("{coord} * {}u", strides[d]));
-            }
-            inner *= size;
-        }
-    };
-    add((0..shape.len()).filter(|d| !axes.contains(d)).collect(), o);
-    add(axes.to_vec(), r);
-    if terms.is_empty() {
-        "0u".into()
-    } else {
-        terms.join(" + ")
     }
 }
 
@@ -227,9 +193,10 @@ pub(super) fn reduce(
         let (entry, body) = reduce_per_invocation(g, key, &red);
         return (RootBody::Ir(entry, body), groups, strategy);
     }
-    let index = split_index(&in_shape, axes, "o", "r");
+    let (o, r) = (Expr::template("o"), Expr::template("r"));
+    let index = split_index(&in_shape, axes, &o, &r);
     let element = g.scoped(|g| {
-        let i = g.emit("i", Ty::U32, Expr::template(index.clone()));
+        let i = g.emit("i", Ty::U32, index.clone());
         let v = g.value(x, &i, false, false);
         let _ = writeln!(
             g,

@@ -146,7 +146,7 @@ fn element(
 
 /// The input index of element `r` of output `o`: the kept dims' coordinates
 /// from `o`, the reduced dims' (`axes`) from `r`, both row-major.
-fn split_index(shape: &[usize], axes: &[usize], o: &Expr, r: &Expr) -> Expr {
+pub(super) fn split_index(shape: &[usize], axes: &[usize], o: &Expr, r: &Expr) -> Expr {
     let strides = contiguous_strides(shape);
     let mut terms = Vec::new();
     let mut add = |dims: Vec<usize>, var: &Expr| {

@@ -217,7 +217,7 @@ pub(crate) fn kernel_wgsl(kernel: &Kernel, origins: Option<&[String]>) -> String
                     a.len
                 );
             }
-            out.push_str(&entry_point(*workgroup_size, *per_invocation, *count));
+            out.push_str(&entry_point(*workgroup_size, *per_invocation, *count, ""));
             render_body(&kernel.body, origins, &mut out);
             out.push_str("}\n");
         }
@@ -287,8 +287,17 @@ fn declare(i: usize, declared: &Declared, out: &mut String) {
 }
 
 /// The opening of an entry point through its early return (see
-/// `Entry::Main`).
-pub(crate) fn entry_point(size: usize, per_invocation: bool, count: usize) -> String {
+/// `Entry::Main`): workgroups of `size` invocations, `gi` the index of the
+/// invocation (or, unless `per_invocation`, of the workgroup) over a grid
+/// split over y past 65,535 workgroups, a return once `gi` reaches
+/// `count`. `builtins` adds parameters after `lid` (", @builtin(..) name:
+/// type"; the templates' subgroup ids).
+pub(crate) fn entry_point(
+    size: usize,
+    per_invocation: bool,
+    count: usize,
+    builtins: &str,
+) -> String {
     let gi = if per_invocation {
         format!("(wid.y * nwg.x + wid.x) * {size}u + lid")
     } else {
@@ -297,7 +306,7 @@ pub(crate) fn entry_point(size: usize, per_invocation: bool, count: usize) -> St
     format!(
         "@compute @workgroup_size({size})\n\
          fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>, \
-         @builtin(local_invocation_index) lid: u32) {{\n\
+         @builtin(local_invocation_index) lid: u32{builtins}) {{\n\
          let gi = {gi};\n\
          if (gi >= {count}u) {{ return; }}\n"
     )

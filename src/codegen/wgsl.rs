@@ -167,30 +167,9 @@ pub(crate) fn unroll_for(trips: usize, budget: Option<usize>) -> usize {
     }
 }
 
-/// The opening of a kernel's `main`, through its early return: workgroups
-/// of `size` invocations, `gi` the index of the invocation (or, unless
-/// `per_invocation`, of the workgroup) over a grid that is split over y
-/// past 65,535 workgroups, and a return once `gi` reaches `count`.
-/// `builtins` adds parameters after `lid` (", @builtin(..) name: type").
-pub(crate) fn kernel_main(
-    size: usize,
-    per_invocation: bool,
-    count: usize,
-    builtins: &str,
-) -> String {
-    let gi = if per_invocation {
-        format!("(wid.y * nwg.x + wid.x) * {size}u + lid")
-    } else {
-        "wid.y * nwg.x + wid.x".to_string()
-    };
-    format!(
-        "@compute @workgroup_size({size})\n\
-         fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>, \
-         @builtin(local_invocation_index) lid: u32{builtins}) {{\n\
-         let gi = {gi};\n\
-         if (gi >= {count}u) {{ return; }}\n"
-    )
-}
+/// The opening of a template's `main`: the printer's entry point (see
+/// `render::entry_point`), for the templates still written as text.
+pub(crate) use super::render::entry_point as kernel_main;
 
 /// Whether node `n`'s value can be computed four elements at a time with
 /// every read at the output's own position (or a single splatted value).

@@ -45,55 +45,56 @@ pub(crate) struct Pending {
     pub params: Vec<u32>,
 }
 
-thread_local! {
-    /// While a backward rule runs: the source line of the forward op it
-    /// differentiates, recorded on the gradient's nodes instead of the
-    /// rule's own line, so that recompile explanations, dumps and anomaly
-    /// errors name the user's line.
-    static SOURCE_OVERRIDE: std::cell::Cell<Option<&'static Location<'static>>> =
-        const { std::cell::Cell::new(None) };
+/// What the nodes made on a thread are attributed to, besides their own
+/// op and line: while a backward rule runs, the source line of the
+/// forward op it differentiates (so that recompile explanations, dumps
+/// and anomaly errors name the user's line, not the rule's); while a
+/// composite op (or the backward rule of an op) records its nodes, the
+/// name of the op the user called (so they name it, not the primitive
+/// recorded).
+#[derive(Clone, Copy, Default)]
+struct Attribution {
+    location: Option<&'static Location<'static>>,
+    op: Option<&'static str>,
 }
 
 thread_local! {
-    /// While a composite op (or the backward rule of an op) records its
-    /// nodes: the name of the op the user called, so that warnings, dumps
-    /// and anomaly errors name it rather than the primitive recorded.
-    static OP_OVERRIDE: std::cell::Cell<Option<&'static str>> =
-        const { std::cell::Cell::new(None) };
+    /// The thread's attribution (one cell: every node made reads it).
+    static ATTRIBUTION: std::cell::Cell<Attribution> =
+        const { std::cell::Cell::new(Attribution { location: None, op: None }) };
+}
+
+/// Changes the thread's attribution with `change` until the returned
+/// guard is dropped.
+fn attribute(change: impl FnOnce(&mut Attribution)) -> AttributionGuard {
+    AttributionGuard(ATTRIBUTION.with(|cell| {
+        let before = cell.get();
+        let mut now = before;
+        change(&mut now);
+        cell.set(now);
+        before
+    }))
 }
 
 /// Names `op` as the user-facing op of every node made on this thread
 /// until the returned guard is dropped; an op already named by an outer
 /// call keeps its name (the op the user called is the outermost).
-pub(crate) fn record_as(op: &'static str) -> OpGuard {
-    OpGuard(OP_OVERRIDE.with(|s| {
-        let before = s.get();
-        s.set(before.or(Some(op)));
-        before
-    }))
-}
-
-/// Restores the previous op name when dropped.
-pub(crate) struct OpGuard(Option<&'static str>);
-
-impl Drop for OpGuard {
-    fn drop(&mut self) {
-        OP_OVERRIDE.with(|s| s.set(self.0));
-    }
+pub(crate) fn record_as(op: &'static str) -> AttributionGuard {
+    attribute(|a| a.op = a.op.or(Some(op)))
 }
 
 /// Records `location` on every node made on this thread until the
-/// returned guard is dropped (see `SOURCE_OVERRIDE`).
-pub(crate) fn attribute_to(location: &'static Location<'static>) -> SourceGuard {
-    SourceGuard(SOURCE_OVERRIDE.with(|s| s.replace(Some(location))))
+/// returned guard is dropped (see `Attribution`).
+pub(crate) fn attribute_to(location: &'static Location<'static>) -> AttributionGuard {
+    attribute(|a| a.location = Some(location))
 }
 
 /// Restores the previous attribution when dropped.
-pub(crate) struct SourceGuard(Option<&'static Location<'static>>);
+pub(crate) struct AttributionGuard(Attribution);
 
-impl Drop for SourceGuard {
+impl Drop for AttributionGuard {
     fn drop(&mut self) {
-        SOURCE_OVERRIDE.with(|s| s.set(self.0));
+        ATTRIBUTION.with(|cell| cell.set(self.0));
     }
 }
 
@@ -127,13 +128,13 @@ impl Node {
         dtype: DType,
         location: &'static Location<'static>,
     ) -> Arc<Node> {
-        let location = SOURCE_OVERRIDE.with(|s| s.get()).unwrap_or(location);
+        let attribution = ATTRIBUTION.with(|cell| cell.get());
         Arc::new(Node {
             id: NEXT_NODE_ID.fetch_add(1, Ordering::Relaxed),
             shape,
             dtype,
-            location,
-            user_op: OP_OVERRIDE.with(|s| s.get()),
+            location: attribution.location.unwrap_or(location),
+            user_op: attribution.op,
             state: Mutex::new(state),
         })
     }

@@ -62,10 +62,7 @@ fn literals(text: &str) -> Vec<Literal> {
         }
         let start = i;
         if bytes[i] == b'0' && bytes.get(i + 1).is_some_and(|&b| b == b'x' || b == b'X') {
-            i += 2;
-            while i < bytes.len() && (bytes[i].is_ascii_hexdigit()) {
-                i += 1;
-            }
+            i = digits_end(bytes, i + 2, u8::is_ascii_hexdigit);
             if bytes.get(i).is_some_and(|&b| b == b'u' || b == b'i') {
                 i += 1;
             }
@@ -76,30 +73,8 @@ fn literals(text: &str) -> Vec<Literal> {
             });
             continue;
         }
-        while i < bytes.len() && bytes[i].is_ascii_digit() {
-            i += 1;
-        }
-        let mut float = false;
-        if bytes.get(i) == Some(&b'.') && bytes.get(i + 1).is_some_and(u8::is_ascii_digit) {
-            float = true;
-            i += 1;
-            while i < bytes.len() && bytes[i].is_ascii_digit() {
-                i += 1;
-            }
-        }
-        if bytes.get(i).is_some_and(|&b| b == b'e' || b == b'E') {
-            let mut j = i + 1;
-            if bytes.get(j).is_some_and(|&b| b == b'+' || b == b'-') {
-                j += 1;
-            }
-            if bytes.get(j).is_some_and(u8::is_ascii_digit) {
-                float = true;
-                i = j;
-                while i < bytes.len() && bytes[i].is_ascii_digit() {
-                    i += 1;
-                }
-            }
-        }
+        let (end, float) = decimal_end(bytes, i);
+        i = end;
         let kind = match bytes.get(i) {
             Some(b'u') if !float => {
                 i += 1;
@@ -130,6 +105,36 @@ fn literals(text: &str) -> Vec<Literal> {
         });
     }
     out
+}
+
+/// The end of the run of bytes from `i` that `digit` accepts.
+fn digits_end(bytes: &[u8], mut i: usize, digit: fn(&u8) -> bool) -> usize {
+    while bytes.get(i).is_some_and(digit) {
+        i += 1;
+    }
+    i
+}
+
+/// The end of the decimal number starting at `i` (before any suffix), and
+/// whether it has a fraction or an exponent (a float).
+fn decimal_end(bytes: &[u8], i: usize) -> (usize, bool) {
+    let mut i = digits_end(bytes, i, u8::is_ascii_digit);
+    let mut float = false;
+    if bytes.get(i) == Some(&b'.') && bytes.get(i + 1).is_some_and(u8::is_ascii_digit) {
+        float = true;
+        i = digits_end(bytes, i + 1, u8::is_ascii_digit);
+    }
+    if bytes.get(i).is_some_and(|&b| b == b'e' || b == b'E') {
+        let mut j = i + 1;
+        if bytes.get(j).is_some_and(|&b| b == b'+' || b == b'-') {
+            j += 1;
+        }
+        if bytes.get(j).is_some_and(u8::is_ascii_digit) {
+            float = true;
+            i = digits_end(bytes, j, u8::is_ascii_digit);
+        }
+    }
+    (i, float)
 }
 
 /// The 32-bit pattern of a literal's value, as its kernel reads it.
