@@ -79,17 +79,19 @@ fn pad_or_crop(t: &Tensor, d: usize, before: isize, after: isize) -> Tensor {
 
 /// The gradient of `conv2d` with respect to its input as a transposed
 /// convolution: spread `g` by the stride, pad by dilation*(k-1) -
-/// padding, convolve with the flipped, channel-swapped kernel `ws`. Its
-/// matmul has C rows, so it is the better choice once C fills a tile,
-/// and it needs no C*KH*KW columns in memory. `(h, w)`: the input's size.
+/// padding, convolve with the flipped, channel-swapped kernel `ws` (in
+/// the same groups). Its matmul has C rows, so it is the better choice
+/// once C fills a tile, and it needs no C*KH*KW columns in memory.
+/// `(h, w)`: the input's size.
 fn input_grad_by_transposed_conv(
     g: &Tensor,
     ws: &Tensor,
     (h, w): (usize, usize),
     win: Window,
+    groups: usize,
 ) -> Tensor {
     let (n, oc, oh, ow) = (g.shape()[0], g.shape()[1], g.shape()[2], g.shape()[3]);
-    let (kh, kw) = (ws.shape()[2], ws.shape()[3]);
+    let (cg, kh, kw) = (ws.shape()[1], ws.shape()[2], ws.shape()[3]);
     let spread = if win.stride == (1, 1) {
         g.clone()
     } else {
@@ -116,16 +118,26 @@ fn input_grad_by_transposed_conv(
         - lead_w
         - spread.shape()[3] as isize;
     let padded = pad_or_crop(&pad_or_crop(&spread, 2, lead_h, tail_h), 3, lead_w, tail_w);
-    let flipped = ws.transpose(0, 1).flip([2, 3]);
-    padded.conv2d(&flipped, None, (1, 1), (0, 0), win.dilation)
+    // Group g's kernel [OC/G, C/G, KH, KW] becomes [C/G, OC/G, KH, KW]:
+    // the groups stacked give a grouped weight over OC input channels.
+    let swapped = if groups == 1 {
+        ws.transpose(0, 1)
+    } else {
+        ws.reshape([groups, oc / groups, cg, kh, kw])
+            .transpose(1, 2)
+            .reshape([groups * cg, oc / groups, kh, kw])
+    };
+    let flipped = swapped.flip([2, 3]);
+    padded.conv2d_groups(&flipped, None, (1, 1), (0, 0), win.dilation, groups)
 }
 
-/// Gradients of `conv2d(x, weight, bias)`.
+/// Gradients of `conv2d(x, weight, bias)` in `groups` groups.
 pub(crate) fn conv2d(
     x: &Tensor,
     weight: &Tensor,
     bias: Option<&Tensor>,
     win: Window,
+    groups: usize,
     out: &Tensor,
 ) {
     let mut inputs = vec![x, weight];
@@ -141,33 +153,42 @@ pub(crate) fn conv2d(
         let (n, c, h, w) = (xs.shape()[0], xs.shape()[1], xs.shape()[2], xs.shape()[3]);
         let (oc, kh, kw) = (ws.shape()[0], ws.shape()[2], ws.shape()[3]);
         let (oh, ow) = (g.shape()[2], g.shape()[3]);
+        let (l, k) = (oh * ow, (c / groups) * kh * kw);
+        // The weight and the output gradient with the groups as a batch
+        // dim ([G, OC/G, K] and [N, G, OC/G, L]); without groups, plain.
+        let (wg, gg) = if groups == 1 {
+            (ws.reshape([oc, k]), g.reshape([n, oc, l]))
+        } else {
+            (
+                ws.reshape([groups, oc / groups, k]),
+                g.reshape([n, groups, oc / groups, l]),
+            )
+        };
         let gx = nx.then(|| {
-            let l = oh * ow;
             let cols_bytes = n * c * kh * kw * l * 4;
             if c < 64 && cols_bytes <= COL2IM_MAX_BYTES {
                 // The columns' gradient W^T @ g (a matmul whose rows are
                 // C*KH*KW, which fills the 64-row tiles), then col2im.
-                let dcols = ws
-                    .reshape([oc, c * kh * kw])
-                    .t()
-                    .matmul(&g.reshape([n, oc, l]));
+                let dcols = wg.transpose(-1, -2).matmul(&gg);
                 let contrib = dcols
                     .reshape([n, c, kh, kw, oh, ow])
                     .permute([0, 1, 4, 5, 2, 3]);
                 return col2im(&contrib, h, w, win);
             }
-            input_grad_by_transposed_conv(g, &ws, (h, w), win)
+            input_grad_by_transposed_conv(g, &ws, (h, w), win, groups)
         });
         let gw = nw.then(|| {
             let (cols, _, _) = xs.windows("conv2d", win, 0.0);
-            // [N, C, OH, OW, KH, KW] -> [N, OH*OW, C*KH*KW]
-            let cols = cols
-                .permute([0, 2, 3, 1, 4, 5])
-                .reshape([n, oh * ow, c * kh * kw]);
-            g.reshape([n, oc, oh * ow])
-                .matmul(&cols)
-                .sum([0], false)
-                .reshape([oc, c, kh, kw])
+            let gw = if groups == 1 {
+                // [N, C, OH, OW, KH, KW] -> [N, OH*OW, C*KH*KW]
+                let cols = cols.permute([0, 2, 3, 1, 4, 5]).reshape([n, l, k]);
+                gg.matmul(&cols)
+            } else {
+                // [N, C, OH, OW, KH, KW] -> [N, G, C/G*KH*KW, OH*OW], read transposed
+                let cols = cols.permute([0, 1, 4, 5, 2, 3]).reshape([n, groups, k, l]);
+                gg.matmul(&cols.transpose(-1, -2))
+            };
+            gw.sum([0], false).reshape([oc, c / groups, kh, kw])
         });
         let mut grads = vec![gx, gw];
         if has_bias {

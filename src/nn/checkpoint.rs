@@ -7,14 +7,14 @@ use std::collections::HashMap;
 use std::path::Path;
 
 use super::Parameters;
-use super::serialize::{TensorFile, load_params, write_entries};
+use super::serialize::{TensorFile, load_params, state, write_entries};
 use crate::error::Result;
 use crate::optim::Optimizer;
 
 /// Prefix of the optimiser's entries in a checkpoint.
 const OPTIM_PREFIX: &str = "optim.";
 
-/// Writes `model`'s parameters (under their names), `opt`'s state (under
+/// Writes `model`'s parameters and buffers (under their names), `opt`'s state (under
 /// `optim.<name>`) and `metadata` to `path`.
 pub fn save_checkpoint(
     path: impl AsRef<Path>,
@@ -22,7 +22,7 @@ pub fn save_checkpoint(
     opt: &dyn Optimizer,
     metadata: &HashMap<String, String>,
 ) -> Result<()> {
-    let mut entries = model.named_params();
+    let mut entries = state(model);
     entries.extend(
         opt.state()
             .into_iter()

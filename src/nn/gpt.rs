@@ -3,12 +3,12 @@
 //! a GELU MLP, a final LayerNorm, and an output head tied to the token
 //! embedding. No biases, no dropout.
 
+use super::Module;
 use super::functional::cross_entropy;
 use super::init::normal_param;
 use super::layers::Linear;
 use super::params::{ParamVisitor, Parameters};
 use super::transformer::{CausalSelfAttention, Embedding, LayerNorm};
-use super::{Module, prefixed};
 use crate::optim::{AdamW, ParamGroup, Scheduler, WarmupCosine};
 use crate::runtime::device::Device;
 use crate::tensor::Tensor;
@@ -56,11 +56,9 @@ impl Module for Mlp {
         self.proj.forward(&self.fc.forward(x).gelu())
     }
 
-    fn named_parameters(&self) -> Vec<(String, Tensor)> {
-        prefixed([
-            ("fc".to_string(), &self.fc as &dyn Module),
-            ("proj".to_string(), &self.proj),
-        ])
+    fn visit(&self, v: &mut ParamVisitor) {
+        v.module("fc", &self.fc);
+        v.module("proj", &self.proj);
     }
 }
 

@@ -3,8 +3,8 @@
 use std::panic::Location;
 use std::sync::atomic::{AtomicBool, Ordering};
 
-use super::Module;
 use super::init::{bias_uniform, kaiming_uniform};
+use super::{Module, ParamVisitor};
 use crate::runtime::device::Device;
 use crate::tensor::Tensor;
 
@@ -55,18 +55,17 @@ impl Module for Linear {
         }
     }
 
-    fn named_parameters(&self) -> Vec<(String, Tensor)> {
-        let mut v = vec![("weight".to_string(), self.weight.clone())];
+    fn visit(&self, v: &mut ParamVisitor) {
+        v.param("weight", &self.weight);
         if let Some(b) = &self.bias {
-            v.push(("bias".to_string(), b.clone()));
+            v.param("bias", b);
         }
-        v
     }
 }
 
-/// 2-D convolution over `[N, C, H, W]`, weight `[out, in, KH, KW]`.
+/// 2-D convolution over `[N, C, H, W]`, weight `[out, in / groups, KH, KW]`.
 pub struct Conv2d {
-    /// `[out_channels, in_channels, KH, KW]`.
+    /// `[out_channels, in_channels / groups, KH, KW]`.
     pub weight: Tensor,
     /// `[out_channels]`.
     pub bias: Option<Tensor>,
@@ -76,19 +75,54 @@ pub struct Conv2d {
     pub padding: (usize, usize),
     /// Spacing of kernel taps (rows, cols).
     pub dilation: (usize, usize),
+    /// Channel groups (1: every output channel sees every input channel;
+    /// `in_channels`: depthwise).
+    pub groups: usize,
 }
 
 impl Conv2d {
     /// A square-kernel convolution with stride 1, no padding, PyTorch's
     /// default initialisation (fan_in = in_channels * k * k).
     pub fn new(in_channels: usize, out_channels: usize, kernel: usize, dev: &Device) -> Conv2d {
-        let fan_in = in_channels * kernel * kernel;
+        Conv2d::grouped(in_channels, out_channels, kernel, 1, true, dev)
+    }
+
+    /// As [`Conv2d::new`] without a bias (PyTorch's `bias=False`, the
+    /// convolutions before a BatchNorm).
+    pub fn no_bias(in_channels: usize, out_channels: usize, kernel: usize, dev: &Device) -> Conv2d {
+        Conv2d::grouped(in_channels, out_channels, kernel, 1, false, dev)
+    }
+
+    /// A square-kernel convolution in `groups` channel groups (PyTorch's
+    /// `Conv2d(in, out, k, groups=groups, bias=bias)`; fan_in =
+    /// in_channels / groups * k * k). Panics unless both channel counts
+    /// divide by `groups`, as PyTorch raises.
+    #[track_caller]
+    pub fn grouped(
+        in_channels: usize,
+        out_channels: usize,
+        kernel: usize,
+        groups: usize,
+        bias: bool,
+        dev: &Device,
+    ) -> Conv2d {
+        if groups == 0
+            || !in_channels.is_multiple_of(groups)
+            || !out_channels.is_multiple_of(groups)
+        {
+            panic!(
+                "Conv2d: in_channels ({in_channels}) and out_channels ({out_channels}) must be divisible by groups ({groups}) at {}",
+                Location::caller()
+            );
+        }
+        let fan_in = in_channels / groups * kernel * kernel;
         Conv2d {
-            weight: kaiming_uniform(&[out_channels, in_channels, kernel, kernel], dev),
-            bias: Some(bias_uniform(out_channels, fan_in, dev)),
+            weight: kaiming_uniform(&[out_channels, in_channels / groups, kernel, kernel], dev),
+            bias: bias.then(|| bias_uniform(out_channels, fan_in, dev)),
             stride: (1, 1),
             padding: (0, 0),
             dilation: (1, 1),
+            groups,
         }
     }
 
@@ -114,21 +148,21 @@ impl Conv2d {
 impl Module for Conv2d {
     #[track_caller]
     fn forward(&self, x: &Tensor) -> Tensor {
-        x.conv2d(
+        x.conv2d_groups(
             &self.weight,
             self.bias.as_ref(),
             self.stride,
             self.padding,
             self.dilation,
+            self.groups,
         )
     }
 
-    fn named_parameters(&self) -> Vec<(String, Tensor)> {
-        let mut v = vec![("weight".to_string(), self.weight.clone())];
+    fn visit(&self, v: &mut ParamVisitor) {
+        v.param("weight", &self.weight);
         if let Some(b) = &self.bias {
-            v.push(("bias".to_string(), b.clone()));
+            v.param("bias", b);
         }
-        v
     }
 }
 
@@ -197,8 +231,8 @@ impl Module for Dropout {
         keep.where_cond(x * (1.0 / (1.0 - self.p)), 0.0f32)
     }
 
-    fn set_training(&self, training: bool) {
-        self.training.store(training, Ordering::Relaxed);
+    fn visit(&self, v: &mut ParamVisitor) {
+        v.training_flag(&self.training);
     }
 }
 

@@ -50,6 +50,8 @@ pub mod functional;
 pub mod gpt;
 mod init;
 mod layers;
+mod loss;
+mod norm;
 mod params;
 mod serialize;
 mod transformer;
@@ -58,50 +60,107 @@ pub use checkpoint::{load_checkpoint, save_checkpoint};
 pub use gpt::{Gpt, GptConfig};
 pub use init::{kaiming_uniform, normal_param};
 pub use layers::{Conv2d, Dropout, Flatten, Linear, MaxPool2d, ReLU};
+pub use norm::{BatchNorm, BatchNorm1d, BatchNorm2d, BatchNormOptions, GroupNorm};
 pub use params::{ParamVisitor, Parameters};
 pub use serialize::{load_safetensors, save_safetensors};
 pub use transformer::{CausalSelfAttention, Embedding, GELU, LayerNorm, SiLU};
 
 use crate::tensor::Tensor;
 
-/// A layer or model: a function of a tensor with parameters.
+/// A layer or model: a function of a tensor with parameters and buffers.
+///
+/// Implement [`forward`](Module::forward) and, for a module that holds
+/// tensors, training flags or other modules, [`visit`](Module::visit);
+/// everything else (names, state dict, `train()`/`eval()`) is derived
+/// from that one walk (see [`ParamVisitor`]).
+///
+/// ```
+/// use lazywgpu::nn::{self, Module, ParamVisitor};
+/// use lazywgpu::{Device, Tensor};
+///
+/// /// conv -> batch norm -> relu, named as PyTorch names it.
+/// struct ConvBn {
+///     conv1: nn::Conv2d,
+///     bn1: nn::BatchNorm2d,
+/// }
+///
+/// impl Module for ConvBn {
+///     fn forward(&self, x: &Tensor) -> Tensor {
+///         self.bn1.forward(&self.conv1.forward(x)).relu()
+///     }
+///     fn visit(&self, v: &mut ParamVisitor) {
+///         v.module("conv1", &self.conv1);
+///         v.module("bn1", &self.bn1);
+///     }
+/// }
+///
+/// let dev = Device::cpu();
+/// let m = ConvBn {
+///     conv1: nn::Conv2d::no_bias(3, 4, 3, &dev),
+///     bn1: nn::BatchNorm2d::new(4, &dev),
+/// };
+/// let names: Vec<String> = m.state_dict().into_iter().map(|(n, _)| n).collect();
+/// assert_eq!(
+///     names,
+///     ["conv1.weight", "bn1.weight", "bn1.bias", "bn1.running_mean",
+///      "bn1.running_var", "bn1.num_batches_tracked"]
+/// );
+/// m.eval(); // reaches bn1 without forwarding by hand
+/// assert!(!m.bn1.is_training());
+/// ```
 pub trait Module: Send + Sync {
     /// Records the forward pass on `x`.
     fn forward(&self, x: &Tensor) -> Tensor;
 
+    /// Shows the module's parameters ([`ParamVisitor::param`]), buffers
+    /// ([`ParamVisitor::buffer`]), training flag
+    /// ([`ParamVisitor::training_flag`]) and sub-modules
+    /// ([`ParamVisitor::module`]) to `v`, in a fixed order. The default
+    /// shows nothing (a function without state, like [`ReLU`]).
+    fn visit(&self, _v: &mut ParamVisitor) {}
+
     /// The parameters with their names (`"0.weight"`, `"0.bias"`, ... in a
-    /// [`Sequential`], as PyTorch's `state_dict` names them).
+    /// [`Sequential`], as PyTorch's `named_parameters` names them).
     fn named_parameters(&self) -> Vec<(String, Tensor)> {
-        Vec::new()
+        self.named_params()
     }
 
     /// The parameters, in [`Module::named_parameters`] order.
     fn parameters(&self) -> Vec<Tensor> {
-        self.named_parameters()
+        self.params()
+    }
+
+    /// The buffers (saved and loaded, never trained: BatchNorm's running
+    /// statistics) with their names (`"1.running_mean"`).
+    fn named_buffers(&self) -> Vec<(String, Tensor)> {
+        params::buffers_of(self)
+    }
+
+    /// Parameters and buffers under their names, in PyTorch's
+    /// `state_dict` order (each module's parameters, then its buffers,
+    /// then its children's). [`save_safetensors`] writes these.
+    fn state_dict(&self) -> Vec<(String, Tensor)> {
+        params::state_of(self)
             .into_iter()
-            .map(|(_, t)| t)
+            .map(|(n, t, _)| (n, t))
             .collect()
     }
 
-    /// Switches training behaviour (dropout) on or off; PyTorch's
-    /// `train()` / `eval()`.
-    fn set_training(&self, _training: bool) {}
-}
+    /// Switches training behaviour (dropout, batch statistics) on or off
+    /// in this module and every module below it.
+    fn set_training(&self, training: bool) {
+        params::set_training_of(self, training);
+    }
 
-/// The parameters of the sub-modules `layers` under `name.<theirs>`, in
-/// order (the naming of `named_parameters` for a module made of others).
-pub(crate) fn prefixed<'a>(
-    layers: impl IntoIterator<Item = (String, &'a dyn Module)>,
-) -> Vec<(String, Tensor)> {
-    layers
-        .into_iter()
-        .flat_map(|(prefix, layer)| {
-            layer
-                .named_parameters()
-                .into_iter()
-                .map(move |(n, t)| (format!("{prefix}.{n}"), t))
-        })
-        .collect()
+    /// Training mode everywhere below (PyTorch's `train()`).
+    fn train(&self) {
+        self.set_training(true);
+    }
+
+    /// Evaluation mode everywhere below (PyTorch's `eval()`).
+    fn eval(&self) {
+        self.set_training(false);
+    }
 }
 
 /// Modules applied one after another.
@@ -144,18 +203,9 @@ impl Module for Sequential {
         y
     }
 
-    fn named_parameters(&self) -> Vec<(String, Tensor)> {
-        prefixed(
-            self.layers
-                .iter()
-                .enumerate()
-                .map(|(i, l)| (i.to_string(), l.as_ref())),
-        )
-    }
-
-    fn set_training(&self, training: bool) {
-        for l in &self.layers {
-            l.set_training(training);
+    fn visit(&self, v: &mut ParamVisitor) {
+        for (i, layer) in self.layers.iter().enumerate() {
+            v.module(&i.to_string(), layer.as_ref());
         }
     }
 }

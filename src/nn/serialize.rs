@@ -8,6 +8,7 @@ use std::path::Path;
 use safetensors::tensor::{Dtype, Metadata, SafeTensors, View};
 
 use super::Parameters;
+use super::params::state_of;
 use crate::autograd::no_grad;
 use crate::dtype::{DType, Element};
 use crate::error::{Error, Result};
@@ -181,6 +182,21 @@ impl TensorFile {
             (Dtype::I32, None | Some(DType::I32)) => {
                 Tensor::from_vec(elements::<i32>(data), shape, dev)?
             }
+            (Dtype::I64, Some(DType::I32)) => {
+                // PyTorch's integers (a BatchNorm's `num_batches_tracked`)
+                // are i64; they load into an i32 while they fit.
+                let mut values = Vec::with_capacity(data.len() / 8);
+                for c in data.chunks_exact(8) {
+                    let wide = i64::from_le_bytes(c.try_into().expect("8-byte chunk"));
+                    let narrow = i32::try_from(wide).map_err(|_| {
+                        self.bad(format!(
+                            "{name}: i64 value {wide} in the file does not fit the model's i32"
+                        ))
+                    })?;
+                    values.push(narrow);
+                }
+                Tensor::from_vec(values, shape, dev)?
+            }
             (file_dt, model_dt) => {
                 return Err(self.bad(format!(
                     "{name}: dtype {file_dt:?} in the file, {model_dt:?} expected"
@@ -191,29 +207,36 @@ impl TensorFile {
     }
 }
 
-/// Writes `model`'s parameters to `path` under their
-/// [`Parameters::named_params`] names (reads them back from the device).
+/// Writes `model`'s parameters and buffers to `path` under their dotted
+/// names (PyTorch's `state_dict` names; reads them back from the device).
 pub fn save_safetensors(model: &(impl Parameters + ?Sized), path: impl AsRef<Path>) -> Result<()> {
-    write_entries(
-        "save_safetensors",
-        &model.named_params(),
-        None,
-        path.as_ref(),
-    )
+    write_entries("save_safetensors", &state(model), None, path.as_ref())
 }
 
-/// Reads `path` and copies each of `model`'s parameters from the entry of
-/// the same name, in place (the parameter handles, and an optimiser that
-/// holds them, stay valid). Every parameter must be present with its
-/// shape and dtype; extra entries in the file are ignored.
+/// Parameters and buffers of `model` under their names.
+pub(crate) fn state(model: &(impl Parameters + ?Sized)) -> Vec<(String, Tensor)> {
+    state_of(model)
+        .into_iter()
+        .map(|(n, t, _)| (n, t))
+        .collect()
+}
+
+/// Reads `path` and copies each of `model`'s parameters and buffers from
+/// the entry of the same name, in place (the parameter handles, and an
+/// optimiser that holds them, stay valid). Every parameter and buffer
+/// must be present with its shape and dtype (an i64 entry loads into an
+/// i32 buffer while its values fit); extra entries in the file are
+/// ignored. A state dict that PyTorch saved with
+/// `safetensors.torch.save_file(model.state_dict(), path)` loads into a
+/// model whose names follow PyTorch's.
 pub fn load_safetensors(model: &(impl Parameters + ?Sized), path: impl AsRef<Path>) -> Result<()> {
     let file = TensorFile::read("load_safetensors", path.as_ref())?;
     load_params(&file, model)
 }
 
-/// Copies each of `model`'s parameters from `file`, in place.
+/// Copies each of `model`'s parameters and buffers from `file`, in place.
 pub(crate) fn load_params(file: &TensorFile, model: &(impl Parameters + ?Sized)) -> Result<()> {
-    for (name, param) in model.named_params() {
+    for (name, param) in state(model) {
         let value = file.tensor(&name, Some(&param), param.device())?;
         no_grad(|| param.copy_(&value));
     }

@@ -6,7 +6,7 @@ use std::panic::Location;
 use super::functional::{embedding, layer_norm, scaled_dot_product_attention};
 use super::init::{constant_param, normal_param};
 use super::layers::Linear;
-use super::{Module, prefixed};
+use super::{Module, ParamVisitor};
 use crate::runtime::device::Device;
 use crate::tensor::Tensor;
 
@@ -36,8 +36,8 @@ impl Module for Embedding {
         embedding(ids, &self.weight)
     }
 
-    fn named_parameters(&self) -> Vec<(String, Tensor)> {
-        vec![("weight".to_string(), self.weight.clone())]
+    fn visit(&self, v: &mut ParamVisitor) {
+        v.param("weight", &self.weight);
     }
 }
 
@@ -96,12 +96,13 @@ impl Module for LayerNorm {
         )
     }
 
-    fn named_parameters(&self) -> Vec<(String, Tensor)> {
-        let named = |n: &str, t: &Option<Tensor>| t.clone().map(|t| (n.to_string(), t));
-        named("weight", &self.weight)
-            .into_iter()
-            .chain(named("bias", &self.bias))
-            .collect()
+    fn visit(&self, v: &mut ParamVisitor) {
+        if let Some(w) = &self.weight {
+            v.param("weight", w);
+        }
+        if let Some(b) = &self.bias {
+            v.param("bias", b);
+        }
     }
 }
 
@@ -190,10 +191,8 @@ impl Module for CausalSelfAttention {
         self.proj.forward(&y.transpose(1, 2).reshape([b, t, c]))
     }
 
-    fn named_parameters(&self) -> Vec<(String, Tensor)> {
-        prefixed([
-            ("qkv".to_string(), &self.qkv as &dyn Module),
-            ("proj".to_string(), &self.proj),
-        ])
+    fn visit(&self, v: &mut ParamVisitor) {
+        v.module("qkv", &self.qkv);
+        v.module("proj", &self.proj);
     }
 }

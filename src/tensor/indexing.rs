@@ -418,16 +418,44 @@ impl Tensor {
         padding: (usize, usize),
         dilation: (usize, usize),
     ) -> Tensor {
+        self.conv2d_groups(weight, bias, stride, padding, dilation, 1)
+    }
+
+    /// 2-D convolution in `groups` groups (PyTorch's `F.conv2d(..., groups)`):
+    /// the input's `C` channels and the weight's `OC` output channels split
+    /// into `groups` equal parts, part `g` of the output convolving part
+    /// `g` of the input. `weight` is `[OC, C / groups, KH, KW]`;
+    /// `groups == C` is a depthwise convolution. One batched matmul over
+    /// the groups, reading the input's windows in place.
+    #[track_caller]
+    pub fn conv2d_groups(
+        &self,
+        weight: &Tensor,
+        bias: Option<&Tensor>,
+        stride: (usize, usize),
+        padding: (usize, usize),
+        dilation: (usize, usize),
+        groups: usize,
+    ) -> Tensor {
         let _op = crate::graph::record_as("conv2d");
         let loc = Location::caller();
-        if weight.rank() != 4 || self.rank() != 4 || weight.shape()[1] != self.shape()[1] {
+        let fits = weight.rank() == 4
+            && self.rank() == 4
+            && groups > 0
+            && self.shape()[1].is_multiple_of(groups)
+            && weight.shape()[0].is_multiple_of(groups)
+            && weight.shape()[1] * groups == self.shape()[1]
+            && bias.is_none_or(|b| b.shape() == [weight.shape()[0]]);
+        if !fits {
             panic!(
-                "conv2d: input {:?} and weight {:?} do not match (expected weight [OC, C, KH, KW]) at {loc}",
+                "conv2d: input {:?} and weight {:?} (bias {:?}) do not match for groups = {groups} \
+                 (expected weight [OC, C / groups, KH, KW], both channel counts divisible by groups, bias [OC]) at {loc}",
                 self.shape(),
-                weight.shape()
+                weight.shape(),
+                bias.map(Tensor::shape),
             );
         }
-        let (oc, c, kh, kw) = (
+        let (oc, cg, kh, kw) = (
             weight.shape()[0],
             weight.shape()[1],
             weight.shape()[2],
@@ -444,20 +472,25 @@ impl Tensor {
         let guard = NoGradGuard::new();
         let (win, oh, ow) = self.windows("conv2d", geometry, 0.0);
         let n = self.shape()[0];
-        // [N, C, OH, OW, KH, KW] -> [N, C, KH, KW, OH, OW] -> [N, C*KH*KW, OH*OW]
-        let cols = win
-            .permute([0, 1, 4, 5, 2, 3])
-            .reshape([n, c * kh * kw, oh * ow]);
-        let out = weight
-            .reshape([oc, c * kh * kw])
-            .matmul(&cols)
-            .reshape([n, oc, oh, ow]);
+        let k = cg * kh * kw;
+        // [N, C, OH, OW, KH, KW] -> [N, C, KH, KW, OH, OW] -> [N, (G,) C/G*KH*KW, OH*OW]
+        let cols = win.permute([0, 1, 4, 5, 2, 3]);
+        let out = if groups == 1 {
+            weight
+                .reshape([oc, k])
+                .matmul(&cols.reshape([n, k, oh * ow]))
+        } else {
+            weight
+                .reshape([groups, oc / groups, k])
+                .matmul(&cols.reshape([n, groups, k, oh * ow]))
+        }
+        .reshape([n, oc, oh, ow]);
         let out = match bias {
             Some(b) => out + b.reshape([oc, 1, 1]),
             None => out,
         };
         drop(guard);
-        conv::conv2d(self, weight, bias, geometry, &out);
+        conv::conv2d(self, weight, bias, geometry, groups, &out);
         out
     }
 
