@@ -134,4 +134,4 @@ pub use half;
 pub use metrics::{MetricsSnapshot, TimerStats};
 pub use runtime::device::{Device, mark_step};
 pub use runtime::guards::LiveTensorGroup;
-pub use tensor::{IntoDims, IntoOperand, IntoShape, Operand, Tensor};
+pub use tensor::{InterpolateMode, IntoDims, IntoOperand, IntoShape, Operand, Tensor};

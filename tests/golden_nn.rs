@@ -10,7 +10,7 @@ mod common;
 use common::devices;
 use lazywgpu::nn::functional::{self as F, CrossEntropyOptions, Reduction};
 use lazywgpu::nn::{BatchNorm, BatchNormOptions, GroupNorm, Module};
-use lazywgpu::{DType, Device, Tensor};
+use lazywgpu::{DType, Device, InterpolateMode, Tensor};
 use serde_json::Value;
 
 const GOLDEN: &str = include_str!("golden/nn.json");
@@ -145,6 +145,40 @@ fn run(kind: &str, args: &Value, x: &[Tensor]) -> Vec<Tensor> {
             pair(&args["dilation"]),
             args["groups"].as_u64().expect("groups") as usize,
         )),
+        "conv_transpose2d" => one(x[0].conv_transpose2d(
+            &x[1],
+            x.get(2),
+            pair(&args["stride"]),
+            pair(&args["padding"]),
+            pair(&args["output_padding"]),
+            args["groups"].as_u64().expect("groups") as usize,
+            pair(&args["dilation"]),
+        )),
+        "conv1d" => {
+            let n = |k: &str| args[k].as_u64().expect("an integer") as usize;
+            one(x[0].conv1d(
+                &x[1],
+                x.get(2),
+                n("stride"),
+                n("padding"),
+                n("dilation"),
+                n("groups"),
+            ))
+        }
+        "interpolate" => {
+            let mode = match args["mode"].as_str().expect("mode") {
+                "nearest" => InterpolateMode::Nearest,
+                _ => InterpolateMode::Bilinear,
+            };
+            let size = (!args["size"].is_null()).then(|| pair(&args["size"]));
+            let scale = (!args["scale"].is_null()).then(|| {
+                let s = &args["scale"];
+                (s[0].as_f64().expect("scale"), s[1].as_f64().expect("scale"))
+            });
+            let align = args["align_corners"].as_bool().expect("align_corners");
+            one(x[0].interpolate(size, scale, mode, align))
+        }
+        "adaptive_avg_pool2d" => one(x[0].adaptive_avg_pool2d(pair(&args["output"]))),
         "cross_entropy" => {
             let options = CrossEntropyOptions {
                 weight: x.get(2),

@@ -77,6 +77,20 @@ def run(kind, args, x):
         b = x[2] if len(x) > 2 else None
         return [F.conv2d(x[0], x[1], b, tuple(args["stride"]), tuple(args["padding"]),
                          tuple(args["dilation"]), args["groups"])]
+    if kind == "conv_transpose2d":
+        b = x[2] if len(x) > 2 else None
+        return [F.conv_transpose2d(x[0], x[1], b, tuple(args["stride"]), tuple(args["padding"]),
+                                   tuple(args["output_padding"]), args["groups"], tuple(args["dilation"]))]
+    if kind == "conv1d":
+        b = x[2] if len(x) > 2 else None
+        return [F.conv1d(x[0], x[1], b, args["stride"], args["padding"], args["dilation"], args["groups"])]
+    if kind == "interpolate":
+        size = tuple(args["size"]) if args["size"] else None
+        scale = tuple(args["scale"]) if args["scale"] else None
+        align = args["align_corners"] if args["mode"] == "bilinear" else None
+        return [F.interpolate(x[0], size=size, scale_factor=scale, mode=args["mode"], align_corners=align)]
+    if kind == "adaptive_avg_pool2d":
+        return [F.adaptive_avg_pool2d(x[0], tuple(args["output"]))]
     if kind == "cross_entropy":
         w = x[2] if len(x) > 2 else None
         return [F.cross_entropy(x[0], x[1].long(), weight=w, ignore_index=args["ignore_index"],
@@ -175,6 +189,42 @@ for name, xs, ws, groups, stride, padding, dilation, bias in [
     add(name, "conv2d", {"groups": groups, "stride": list(stride), "padding": list(padding),
                          "dilation": list(dilation)}, inputs)
 
+# --- Transposed and 1-D convolutions ---
+for name, xs, ws, groups, stride, padding, out_pad, dilation, bias in [
+    ("convt_plain", (2, 3, 4, 5), (3, 2, 3, 3), 1, (1, 1), (0, 0), (0, 0), (1, 1), True),
+    ("convt_stride2", (1, 4, 3, 4), (4, 3, 4, 4), 1, (2, 2), (1, 1), (0, 0), (1, 1), True),
+    ("convt_out_pad", (2, 2, 3, 3), (2, 5, 3, 2), 1, (2, 3), (1, 0), (1, 2), (1, 1), False),
+    ("convt_groups", (1, 4, 4, 3), (4, 3, 3, 3), 2, (2, 1), (0, 1), (1, 0), (1, 2), True),
+    ("convt_big_padding", (1, 2, 5, 5), (2, 2, 2, 2), 1, (1, 1), (1, 1), (0, 0), (1, 1), True),
+]:
+    inputs = [randn(*xs), randn(*ws) * 0.3]
+    if bias:
+        inputs.append(randn(ws[1] * groups))
+    add(name, "conv_transpose2d", {"groups": groups, "stride": list(stride), "padding": list(padding),
+                                   "output_padding": list(out_pad), "dilation": list(dilation)}, inputs)
+for name, xs, ws, groups, stride, padding, dilation in [
+    ("conv1d_plain", (2, 3, 9), (4, 3, 3), 1, 1, 1, 1),
+    ("conv1d_grouped_strided", (1, 4, 11), (6, 2, 2), 2, 2, 0, 3),
+]:
+    add(name, "conv1d", {"groups": groups, "stride": stride, "padding": padding, "dilation": dilation},
+        [randn(*xs), randn(*ws) * 0.3, randn(ws[0])])
+
+# --- Resizing and adaptive pooling ---
+for name, xs, mode, size, scale, align in [
+    ("nearest_x2", (1, 2, 3, 4), "nearest", None, (2.0, 2.0), False),
+    ("nearest_size_down", (2, 1, 7, 5), "nearest", (3, 4), None, False),
+    ("nearest_odd_scale", (1, 1, 5, 6), "nearest", None, (1.5, 0.75), False),
+    ("bilinear_x2", (1, 2, 3, 4), "bilinear", None, (2.0, 2.0), False),
+    ("bilinear_align", (2, 1, 4, 3), "bilinear", (7, 5), None, True),
+    ("bilinear_down", (1, 1, 8, 6), "bilinear", (3, 4), None, False),
+    ("bilinear_align_to_one", (1, 1, 4, 3), "bilinear", (1, 2), None, True),
+]:
+    add(name, "interpolate", {"mode": mode, "size": size and list(size), "scale": scale and list(scale),
+                              "align_corners": align}, [randn(*xs)])
+for name, xs, out in [("adaptive_global", (2, 3, 5, 7), (1, 1)), ("adaptive_even", (1, 2, 6, 4), (3, 2)),
+                      ("adaptive_uneven", (2, 2, 7, 5), (3, 4)), ("adaptive_grow", (1, 1, 2, 3), (4, 5))]:
+    add(name, "adaptive_avg_pool2d", {"output": list(out)}, [randn(*xs)])
+
 # --- Losses ---
 def ce_case(name, logits, target, weight=None, ignore=-100, reduction="mean", smoothing=0.0):
     inputs = [logits, target.to(torch.int32)]
@@ -229,3 +279,82 @@ add("kl_log_target", "kl_div", {"reduction": "batchmean", "log_target": True},
 with open(OUT, "w") as f:
     json.dump({"torch": torch.__version__, "cases": cases}, f)
 print(f"wrote {len(cases)} cases to {OUT}")
+
+
+# --- A ResNet-shaped state dict, saved as safetensors by PyTorch's names ---
+def write_safetensors(path, tensors):
+    """The safetensors format by hand (no numpy, no safetensors package):
+    u64 header size, JSON header, little-endian data."""
+    import struct
+    header, blobs, offset = {}, [], 0
+    for name, t in tensors.items():
+        t = t.detach().contiguous()
+        if t.dtype == torch.int64:
+            data = struct.pack(f"<{t.numel()}q", *t.flatten().tolist())
+            dtype = "I64"
+        else:
+            data = struct.pack(f"<{t.numel()}f", *t.float().flatten().tolist())
+            dtype = "F32"
+        header[name] = {"dtype": dtype, "shape": list(t.shape), "data_offsets": [offset, offset + len(data)]}
+        blobs.append(data)
+        offset += len(data)
+    head = json.dumps(header, separators=(",", ":")).encode()
+    head += b" " * (-len(head) % 8)
+    with open(path, "wb") as f:
+        f.write(struct.pack("<Q", len(head)))
+        f.write(head)
+        for b in blobs:
+            f.write(b)
+
+
+class BasicBlock(nn.Module):
+    """torchvision's BasicBlock, narrowed."""
+
+    def __init__(self, cin, cout, stride):
+        super().__init__()
+        self.conv1 = nn.Conv2d(cin, cout, 3, stride, 1, bias=False)
+        self.bn1 = nn.BatchNorm2d(cout)
+        self.conv2 = nn.Conv2d(cout, cout, 3, 1, 1, bias=False)
+        self.bn2 = nn.BatchNorm2d(cout)
+        self.downsample = None
+        if stride != 1 or cin != cout:
+            self.downsample = nn.Sequential(nn.Conv2d(cin, cout, 1, stride, bias=False), nn.BatchNorm2d(cout))
+
+    def forward(self, x):
+        y = F.relu(self.bn1(self.conv1(x)))
+        y = self.bn2(self.conv2(y))
+        return F.relu(y + (x if self.downsample is None else self.downsample(x)))
+
+
+class TinyResNet(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.conv1 = nn.Conv2d(3, 4, 3, 1, 1, bias=False)
+        self.bn1 = nn.BatchNorm2d(4)
+        self.layer1 = nn.Sequential(BasicBlock(4, 4, 1), BasicBlock(4, 8, 2))
+        self.avgpool = nn.AdaptiveAvgPool2d(1)
+        self.fc = nn.Linear(8, 5)
+
+    def forward(self, x):
+        x = F.relu(self.bn1(self.conv1(x)))
+        return self.fc(torch.flatten(self.avgpool(self.layer1(x)), 1))
+
+
+net = TinyResNet()
+for _ in range(3):  # moves the running statistics; num_batches_tracked = 3
+    net(torch.randn(4, 3, 8, 8))
+GOLDEN_DIR = os.path.join(os.path.dirname(__file__), "..", "tests", "golden")
+write_safetensors(os.path.join(GOLDEN_DIR, "tiny_resnet.safetensors"), dict(net.state_dict()))
+x = torch.randn(2, 3, 8, 8)
+with torch.no_grad():
+    net.eval()
+    eval_out = net(x)
+    net.train()
+    train_out = net(x)
+with open(os.path.join(GOLDEN_DIR, "tiny_resnet.json"), "w") as f:
+    json.dump({"torch": torch.__version__, "names": list(net.state_dict().keys()), "x": enc(x),
+               "eval": enc(eval_out), "train": enc(train_out),
+               "bn1_running_mean_after": enc(net.bn1.running_mean),
+               "block2_bn2_running_var_after": enc(net.layer1[1].bn2.running_var),
+               "num_batches_tracked_after": int(net.bn1.num_batches_tracked)}, f)
+print("wrote tiny_resnet.safetensors and tiny_resnet.json")

@@ -59,7 +59,7 @@ fn col2im(contrib: &Tensor, h: usize, w: usize, win: Window) -> Tensor {
 }
 
 /// Pads (positive) or crops (negative) dim `d` of `t` at both ends.
-fn pad_or_crop(t: &Tensor, d: usize, before: isize, after: isize) -> Tensor {
+pub(crate) fn pad_or_crop(t: &Tensor, d: usize, before: isize, after: isize) -> Tensor {
     let size = t.shape()[d] as isize;
     let start = (-before).max(0) as usize;
     let end = (size + after.min(0)) as usize;

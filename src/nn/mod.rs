@@ -48,7 +48,7 @@
 mod checkpoint;
 pub mod functional;
 pub mod gpt;
-mod init;
+pub mod init;
 mod layers;
 mod loss;
 mod norm;
@@ -59,7 +59,10 @@ mod transformer;
 pub use checkpoint::{load_checkpoint, save_checkpoint};
 pub use gpt::{Gpt, GptConfig};
 pub use init::{kaiming_uniform, normal_param};
-pub use layers::{Conv2d, Dropout, Flatten, Linear, MaxPool2d, ReLU};
+pub use layers::{
+    AdaptiveAvgPool2d, AvgPool2d, Conv1d, Conv2d, ConvTranspose2d, Dropout, Flatten, Linear,
+    MaxPool2d, ReLU, Upsample,
+};
 pub use norm::{BatchNorm, BatchNorm1d, BatchNorm2d, BatchNormOptions, GroupNorm};
 pub use params::{ParamVisitor, Parameters};
 pub use serialize::{load_safetensors, save_safetensors};

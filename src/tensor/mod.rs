@@ -17,6 +17,7 @@ mod overloads;
 mod readback;
 mod reduce;
 mod sampling;
+mod spatial;
 
 use std::panic::Location;
 use std::sync::atomic::AtomicBool;
@@ -27,6 +28,7 @@ pub use dims::{IntoDims, IntoShape};
 pub(crate) use elementwise::convert_scalar;
 pub use elementwise::{IntoOperand, Operand};
 pub(crate) use live::LiveTensors;
+pub use spatial::InterpolateMode;
 
 use crate::autograd::GradState;
 use crate::dtype::DType;
