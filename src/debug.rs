@@ -166,8 +166,8 @@ pub(crate) fn compare(graph: &Graph, gpu: &[Vec<u32>], cpu: &[Vec<u32>]) -> Resu
                     dtype.float_from_bits(g) as f64,
                     dtype.float_from_bits(c) as f64,
                 ),
-                DType::I32 => (g as i32 as f64, c as i32 as f64),
-                DType::U32 | DType::Bool => (g as f64, c as f64),
+                DType::I32 | DType::I64 => (g as i32 as f64, c as i32 as f64),
+                DType::U32 | DType::U8 | DType::Bool => (g as f64, c as f64),
             };
             if (g.is_nan() && c.is_nan()) || g == c {
                 continue;

@@ -21,6 +21,15 @@ pub enum DType {
     I32,
     /// 32-bit unsigned integer.
     U32,
+    /// 64-bit signed integer (PyTorch's default integer: labels, indices).
+    /// Stored and computed as 32 bits: values must fit in `i32`, which is
+    /// checked where they enter (`from_vec`, scalars, safetensors), and
+    /// arithmetic wraps at 32 bits, not 64.
+    I64,
+    /// 8-bit unsigned integer (image pixels). Stored one to a 32-bit word
+    /// on a GPU; arithmetic wraps modulo 256 as PyTorch's does, and casts
+    /// into `u8` saturate to `[0, 255]`.
+    U8,
     /// Boolean (stored as a 32-bit 0 or 1).
     Bool,
     /// 16-bit IEEE float (binary16): 10 mantissa bits, largest finite
@@ -33,7 +42,8 @@ pub enum DType {
 }
 
 impl DType {
-    /// Bytes per element in device memory.
+    /// Bytes per element in device memory (4 for `I64` and `U8`, which
+    /// are stored in 32-bit words).
     pub const fn size_in_bytes(self) -> usize {
         match self {
             DType::F16 | DType::BF16 => 2,
@@ -52,9 +62,24 @@ impl DType {
         matches!(self, DType::F16 | DType::BF16)
     }
 
-    /// The dtype kernels compute this one in: `F32` for every float.
+    /// The dtype kernels compute this one in: `F32` for every float,
+    /// `I32` for `I64`, `U32` for `U8`.
     pub(crate) const fn compute(self) -> DType {
-        if self.is_float() { DType::F32 } else { self }
+        match self.storage() {
+            d if d.is_float() => DType::F32,
+            d => d,
+        }
+    }
+
+    /// The dtype the compiler and the backends see for this one: `I64`
+    /// is an `I32` and `U8` a `U32` below the front end (they differ only
+    /// in the range checks and wrapping the front end applies).
+    pub(crate) const fn storage(self) -> DType {
+        match self {
+            DType::I64 => DType::I32,
+            DType::U8 => DType::U32,
+            d => d,
+        }
     }
 
     /// Elements one 32-bit word of a GPU buffer holds (2 or 1).
@@ -119,15 +144,15 @@ impl DType {
 
     /// Whether this is an integer type (not bool).
     pub const fn is_int(self) -> bool {
-        matches!(self, DType::I32 | DType::U32)
+        matches!(self, DType::I32 | DType::U32 | DType::I64 | DType::U8)
     }
 
     /// The WGSL type used for a value of this dtype in registers.
     pub(crate) const fn wgsl_value_type(self) -> &'static str {
         match self {
             DType::F32 | DType::F16 | DType::BF16 => "f32",
-            DType::I32 => "i32",
-            DType::U32 => "u32",
+            DType::I32 | DType::I64 => "i32",
+            DType::U32 | DType::U8 => "u32",
             DType::Bool => "bool",
         }
     }
@@ -138,8 +163,8 @@ impl DType {
         match self {
             DType::F32 => "f32",
             DType::F16 => "f16",
-            DType::I32 => "i32",
-            DType::U32 | DType::Bool | DType::BF16 => "u32",
+            DType::I32 | DType::I64 => "i32",
+            DType::U32 | DType::U8 | DType::Bool | DType::BF16 => "u32",
         }
     }
 
@@ -147,7 +172,7 @@ impl DType {
     pub(crate) const fn category(self) -> u8 {
         match self {
             DType::Bool => 0,
-            DType::I32 | DType::U32 => 1,
+            DType::I32 | DType::U32 | DType::I64 | DType::U8 => 1,
             DType::F32 | DType::F16 | DType::BF16 => 2,
         }
     }
@@ -157,7 +182,7 @@ impl std::str::FromStr for DType {
     type Err = String;
 
     /// A dtype by the name [`fmt::Display`] prints (`f32`, `f16`, `bf16`,
-    /// `i32`, `u32`, `bool`).
+    /// `i32`, `u32`, `i64`, `u8`, `bool`).
     fn from_str(name: &str) -> Result<DType, String> {
         [
             DType::F32,
@@ -165,11 +190,13 @@ impl std::str::FromStr for DType {
             DType::BF16,
             DType::I32,
             DType::U32,
+            DType::I64,
+            DType::U8,
             DType::Bool,
         ]
         .into_iter()
         .find(|d| d.to_string() == name)
-        .ok_or_else(|| format!("no dtype {name:?} (f32, f16, bf16, i32, u32 or bool)"))
+        .ok_or_else(|| format!("no dtype {name:?} (f32, f16, bf16, i32, u32, i64, u8 or bool)"))
     }
 }
 
@@ -179,6 +206,8 @@ impl fmt::Display for DType {
             DType::F32 => "f32",
             DType::I32 => "i32",
             DType::U32 => "u32",
+            DType::I64 => "i64",
+            DType::U8 => "u8",
             DType::Bool => "bool",
             DType::F16 => "f16",
             DType::BF16 => "bf16",
@@ -198,6 +227,11 @@ pub trait Element: Copy + Send + Sync + fmt::Debug + PartialEq + 'static {
     fn to_bits(self) -> u32;
     /// The value from its 32-bit device representation.
     fn from_bits(bits: u32) -> Self;
+    /// Whether the value survives its 32-bit representation (an `i64`
+    /// must fit in `i32`; every other type always does).
+    fn fits(self) -> bool {
+        true
+    }
 }
 
 impl Element for f32 {
@@ -227,6 +261,29 @@ impl Element for u32 {
     }
     fn from_bits(bits: u32) -> Self {
         bits
+    }
+}
+
+impl Element for i64 {
+    const DTYPE: DType = DType::I64;
+    fn to_bits(self) -> u32 {
+        self as i32 as u32
+    }
+    fn from_bits(bits: u32) -> Self {
+        bits as i32 as i64
+    }
+    fn fits(self) -> bool {
+        i32::try_from(self).is_ok()
+    }
+}
+
+impl Element for u8 {
+    const DTYPE: DType = DType::U8;
+    fn to_bits(self) -> u32 {
+        self as u32
+    }
+    fn from_bits(bits: u32) -> Self {
+        bits as u8
     }
 }
 
@@ -272,6 +329,11 @@ pub(crate) fn promote(a: DType, b: DType) -> Option<DType> {
         std::cmp::Ordering::Greater => Some(a),
         std::cmp::Ordering::Less => Some(b),
         std::cmp::Ordering::Equal if a.is_float() => Some(DType::F32),
+        // Integers: i64 takes any other, u8 gives way to any other;
+        // i32 with u32 has no common type.
+        std::cmp::Ordering::Equal if a == DType::I64 || b == DType::I64 => Some(DType::I64),
+        std::cmp::Ordering::Equal if a == DType::U8 => Some(b),
+        std::cmp::Ordering::Equal if b == DType::U8 => Some(a),
         std::cmp::Ordering::Equal => None,
     }
 }

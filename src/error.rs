@@ -26,6 +26,21 @@ pub enum Error {
         /// The number of elements given.
         got: usize,
     },
+    /// Host data holds a value its dtype cannot store (an `i64` outside
+    /// the `i32` range that `I64` tensors are stored in).
+    #[error(
+        "{op}: element {index} ({value}) does not fit {dtype}, which is stored in 32 bits (i32's range)"
+    )]
+    OutOfRange {
+        /// The constructor that received the data.
+        op: &'static str,
+        /// The dtype of the data.
+        dtype: DType,
+        /// The element's position in the data.
+        index: usize,
+        /// The element, printed.
+        value: String,
+    },
     /// A readback asked for a different element type than the tensor holds.
     #[error("{op}: tensor holds {actual}, asked for {requested}")]
     DTypeMismatch {

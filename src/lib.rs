@@ -37,7 +37,8 @@
 //!   pools, views that alias their base, in-place ops, readback, and
 //!   autograd ([`Tensor::backward`], [`no_grad`]). dtypes are [`DType`]s:
 //!   `f32`, `f16`, `bf16` (host values from the re-exported [`half`]),
-//!   `i32`, `u32`, `bool`.
+//!   `i32`, `u32`, `i64` (stored in 32 bits: values must fit `i32`),
+//!   `u8`, `bool`.
 //! - [`nn`]: layers with PyTorch's initialisations (up to nanoGPT's
 //!   [`nn::Gpt`]), the [`nn::Module`] and [`nn::Parameters`] traits, losses
 //!   and activations in [`nn::functional`], safetensors files and

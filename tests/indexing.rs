@@ -59,7 +59,12 @@ fn build(dev: &Device, which: usize, shape: &[usize], transposed: bool, seed: u6
             let i = Tensor::from_vec(idx(len, len), [len], dev).unwrap();
             x.index_add(last, &i, &x.cos())
         }
-        8 => x.gt(0.0).cast(DType::I32).one_hot(3).sum([-1], false),
+        8 => x
+            .gt(0.0)
+            .cast(DType::I32)
+            .one_hot(3)
+            .sum([-1], false)
+            .cast(DType::F32),
         _ => x.masked_fill(&x.lt(-1.0), -7.0f32),
     }
 }

@@ -149,7 +149,7 @@ def torch_run(op, args, x):
     if op == "index_add":
         return x[0].index_add(args["axis"], x[1].long(), x[2])
     if op == "one_hot":
-        return F.one_hot(x[0].long(), args["num_classes"]).float()
+        return F.one_hot(x[0].long(), args["num_classes"])
     if op == "masked_fill":
         return x[0].masked_fill(x[1], args["value"])
     if op == "conv2d":
@@ -320,7 +320,7 @@ aidx = torch.tensor([1, 4, 1], dtype=torch.int32)
 asrc = rnd(3, 3)
 case("index_add_axis1", "index_add", [base, aidx, asrc], base.index_add(1, aidx.long(), asrc), axis=1)
 labels = torch.tensor([3, 0, 1, 3], dtype=torch.int32)
-case("one_hot", "one_hot", [labels], F.one_hot(labels.long(), 5).float(), num_classes=5)
+case("one_hot", "one_hot", [labels], F.one_hot(labels.long(), 5), num_classes=5)
 mask = p2 > 0.5
 case("masked_fill", "masked_fill", [p2, mask], p2.masked_fill(mask, 9.0), value=9.0)
 img = rnd(2, 3, 9, 8)

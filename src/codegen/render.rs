@@ -59,6 +59,7 @@ impl fmt::Display for Expr {
                 DType::I32 => write!(f, "bitcast<i32>(param_word({word}u))"),
                 DType::U32 => write!(f, "param_word({word}u)"),
                 DType::Bool => write!(f, "(param_word({word}u) != 0u)"),
+                DType::I64 | DType::U8 => unreachable!("not a compute dtype"),
             },
             Expr::ParamWord(word) => write!(f, "param_word({word}u)"),
             Expr::Load { buffer, index } => f.write_str(&load_text(buffer, &index.to_string())),

@@ -56,6 +56,7 @@ impl Arr {
             DType::I32 => Arr::I32(build(shape, bits.into_iter().map(|b| b as i32).collect())),
             DType::U32 => Arr::U32(build(shape, bits)),
             DType::Bool => Arr::Bool(build(shape, bits.into_iter().map(|b| b != 0).collect())),
+            DType::I64 | DType::U8 => unreachable!("I32 and U32 below the front end"),
         }
     }
 
@@ -418,6 +419,8 @@ fn cast(x: &Arr, to: DType) -> Arr {
         (Arr::Bool(a), DType::I32) => Arr::I32(a.mapv(|v| v as i32)),
         (Arr::Bool(a), DType::U32) => Arr::U32(a.mapv(|v| v as u32)),
         (Arr::Bool(a), DType::Bool) => Arr::Bool(a.clone()),
-        (_, DType::F16 | DType::BF16) => unreachable!("computed in f32"),
+        (_, DType::F16 | DType::BF16 | DType::I64 | DType::U8) => {
+            unreachable!("not a compute dtype")
+        }
     }
 }

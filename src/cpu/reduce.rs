@@ -170,6 +170,7 @@ pub(crate) fn to_bits(values: &[f64], dtype: DType) -> Vec<u32> {
             DType::I32 => (v as i64) as i32 as u32,
             DType::U32 => (v as i64) as u32,
             DType::Bool => (v != 0.0) as u32,
+            DType::I64 | DType::U8 => unreachable!("I32 and U32 below the front end"),
         })
         .collect()
 }

@@ -283,7 +283,8 @@ impl Collector {
         self.nodes.push(GNode {
             kind,
             shape: node.shape.clone(),
-            dtype: node.dtype,
+            // I64 and U8 are I32 and U32 below the front end.
+            dtype: node.dtype.storage(),
             inputs,
         });
         self.locations.push(node.location);

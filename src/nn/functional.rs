@@ -103,7 +103,7 @@ pub fn layer_norm(
 pub fn embedding(ids: &Tensor, weight: &Tensor) -> Tensor {
     let _op = crate::graph::record_as("embedding");
     let loc = Location::caller();
-    if weight.rank() != 2 || !matches!(ids.dtype(), DType::I32 | DType::U32) {
+    if weight.rank() != 2 || !ids.dtype().is_int() {
         panic!(
             "embedding: expects integer ids and a [num_embeddings, dim] weight, got ids {:?} ({}) and weight {:?} ({}) at {loc}",
             ids.shape(),

@@ -88,9 +88,8 @@ pub fn nll_loss_with(log_probs: &Tensor, target: &Tensor, options: &CrossEntropy
         log_probs.shape().get(1).copied().unwrap_or(0)
     };
     let weight_ok = options.weight.is_none_or(|w| w.shape() == [c]);
-    let target_ok = matches!(target.dtype(), DType::I32 | DType::U32)
-        && rank_ok
-        && target.shape() == target_shape(log_probs).as_slice();
+    let target_ok =
+        target.dtype().is_int() && rank_ok && target.shape() == target_shape(log_probs).as_slice();
     if !(rank_ok && weight_ok && target_ok) || options.reduction == Reduction::BatchMean {
         panic!(
             "nll_loss: expects float input [N, C, d1, ...] (or [C]), integer target [N, d1, ...], \

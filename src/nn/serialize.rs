@@ -44,6 +44,8 @@ fn host_copy(t: &Tensor) -> Result<HostTensor> {
         DType::BF16 => (Dtype::BF16, bytes_of(&t.to_vec::<half::bf16>()?)),
         DType::I32 => (Dtype::I32, bytes_of(&t.to_vec::<i32>()?)),
         DType::U32 => (Dtype::U32, bytes_of(&t.to_vec::<u32>()?)),
+        DType::I64 => (Dtype::I64, bytes_of(&t.to_vec::<i64>()?)),
+        DType::U8 => (Dtype::U8, t.to_vec::<u8>()?),
         DType::Bool => (
             Dtype::BOOL,
             t.to_vec::<bool>()?.into_iter().map(u8::from).collect(),
@@ -129,6 +131,25 @@ impl TensorFile {
         })
     }
 
+    /// The little-endian i64 values of entry `name`'s `data`, each checked
+    /// to fit in the 32 bits an `I64` tensor is stored in.
+    fn wide_ints(&self, name: &str, data: &[u8]) -> Result<Vec<i64>> {
+        data.chunks_exact(8)
+            .map(|c| {
+                let mut word = [0u8; 8];
+                word.copy_from_slice(c);
+                let v = i64::from_le_bytes(word);
+                if i32::try_from(v).is_ok() {
+                    Ok(v)
+                } else {
+                    Err(self.bad(format!(
+                        "{name}: i64 value {v} in the file is outside the i32 range that i64 tensors are stored in"
+                    )))
+                }
+            })
+            .collect()
+    }
+
     fn bad(&self, message: String) -> Error {
         Error::Format {
             op: self.op,
@@ -182,19 +203,19 @@ impl TensorFile {
             (Dtype::I32, None | Some(DType::I32)) => {
                 Tensor::from_vec(elements::<i32>(data), shape, dev)?
             }
+            (Dtype::U8, None | Some(DType::U8)) => Tensor::from_vec(data.to_vec(), shape, dev)?,
+            (Dtype::I64, None | Some(DType::I64)) => {
+                let values = self.wide_ints(name, data)?;
+                Tensor::from_vec(values, shape, dev)?
+            }
             (Dtype::I64, Some(DType::I32)) => {
                 // PyTorch's integers (a BatchNorm's `num_batches_tracked`)
                 // are i64; they load into an i32 while they fit.
-                let mut values = Vec::with_capacity(data.len() / 8);
-                for c in data.chunks_exact(8) {
-                    let wide = i64::from_le_bytes(c.try_into().expect("8-byte chunk"));
-                    let narrow = i32::try_from(wide).map_err(|_| {
-                        self.bad(format!(
-                            "{name}: i64 value {wide} in the file does not fit the model's i32"
-                        ))
-                    })?;
-                    values.push(narrow);
-                }
+                let values: Vec<i32> = self
+                    .wide_ints(name, data)?
+                    .into_iter()
+                    .map(|v| v as i32)
+                    .collect();
                 Tensor::from_vec(values, shape, dev)?
             }
             (file_dt, model_dt) => {

@@ -62,6 +62,7 @@ impl Tensor {
         dev: &Device,
     ) -> Result<Tensor> {
         let shape = shape.into_shape();
+        check_fits(&data, "from_vec")?;
         Tensor::from_bits(
             data.into_iter().map(T::to_bits).collect(),
             shape,
@@ -79,6 +80,7 @@ impl Tensor {
         dev: &Device,
     ) -> Result<Tensor> {
         let shape = shape.into_shape();
+        check_fits(data, "from_slice")?;
         Tensor::from_bits(
             data.iter().map(|v| v.to_bits()).collect(),
             shape,
@@ -236,5 +238,19 @@ impl Tensor {
             Location::caller(),
         );
         Tensor::from_node(node, dev)
+    }
+}
+
+/// An error naming the first element of `data` that its 32-bit storage
+/// cannot hold (an `i64` outside `i32`'s range).
+fn check_fits<T: Element>(data: &[T], op: &'static str) -> Result<()> {
+    match data.iter().position(|v| !v.fits()) {
+        None => Ok(()),
+        Some(index) => Err(crate::error::Error::OutOfRange {
+            op,
+            dtype: T::DTYPE,
+            index,
+            value: format!("{:?}", data[index]),
+        }),
     }
 }

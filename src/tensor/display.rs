@@ -24,6 +24,12 @@ impl fmt::Display for Tensor {
             DType::U32 => self
                 .to_vec::<u32>()
                 .map(|v| v.iter().map(u32::to_string).collect()),
+            DType::I64 => self
+                .to_vec::<i64>()
+                .map(|v| v.iter().map(i64::to_string).collect()),
+            DType::U8 => self
+                .to_vec::<u8>()
+                .map(|v| v.iter().map(u8::to_string).collect()),
             DType::Bool => self
                 .to_vec::<bool>()
                 .map(|v| v.iter().map(bool::to_string).collect()),

@@ -42,33 +42,44 @@ impl IntoOperand for &Tensor {
 macro_rules! scalar_operand {
     ($($t:ty),*) => {$(
         impl IntoOperand for $t {
+            #[track_caller]
             fn into_operand(self) -> Operand {
+                if !Element::fits(self) {
+                    panic!(
+                        "scalar {self:?} of dtype {} does not fit the 32 bits it is stored in at {}",
+                        <$t as Element>::DTYPE,
+                        Location::caller()
+                    );
+                }
                 Operand::Scalar(<$t as Element>::DTYPE, Element::to_bits(self))
             }
         }
     )*};
 }
-scalar_operand!(f32, i32, u32, bool);
+scalar_operand!(f32, i32, u32, bool, i64, u8);
 
 /// Converts a scalar's bits from one dtype to another on the host. A float
 /// scalar's bits are an f32 pattern whatever its float dtype (kernels
 /// compute 16-bit floats in f32).
 pub(crate) fn convert_scalar(bits: u32, from: DType, to: DType) -> u32 {
+    let to_u8 = to == DType::U8 && from != DType::U8;
     let (from, to) = (from.compute(), to.compute());
     let as_f64 = match from {
         DType::F32 => f32::from_bits(bits) as f64,
         DType::I32 => bits as i32 as f64,
         DType::U32 => bits as f64,
         DType::Bool => (bits != 0) as u32 as f64,
-        DType::F16 | DType::BF16 => unreachable!("computed in f32"),
+        DType::F16 | DType::BF16 | DType::I64 | DType::U8 => unreachable!("not a compute dtype"),
     };
     match to {
+        // Into u8: saturated, as the cast op does (NaN gives 0).
+        _ if to_u8 => as_f64.clamp(0.0, 255.0) as u32,
         _ if to == from => bits,
         DType::F32 => (as_f64 as f32).to_bits(),
         DType::I32 => as_f64 as i32 as u32,
         DType::U32 => as_f64 as u32,
         DType::Bool => (as_f64 != 0.0) as u32,
-        DType::F16 | DType::BF16 => unreachable!("computed in f32"),
+        DType::F16 | DType::BF16 | DType::I64 | DType::U8 => unreachable!("not a compute dtype"),
     }
 }
 
@@ -81,14 +92,47 @@ pub(crate) fn cast_node(
     if node.dtype == dtype {
         return node.clone();
     }
+    let source = if dtype == DType::U8 && !matches!(node.dtype, DType::Bool | DType::U8) {
+        saturate_u8(node, loc)
+    } else {
+        node.clone()
+    };
+    // The op converts to the storage dtype (I64 is I32 below the front
+    // end); the node keeps the front end's dtype.
     Node::pending(
-        Op::Cast(dtype),
-        vec![node.clone()],
+        Op::Cast(dtype.storage()),
+        vec![source],
         Vec::new(),
         node.shape.clone(),
         dtype,
         loc,
     )
+}
+
+/// `node` clamped into `[0, 255]` in its own dtype (NaN stays NaN and
+/// becomes 0 in the cast), so a cast into `u8` saturates.
+fn saturate_u8(node: &Arc<Node>, loc: &'static Location<'static>) -> Arc<Node> {
+    let bound = |op: BinaryOp, x: Arc<Node>, v: f64| {
+        let bits = match node.dtype.compute() {
+            DType::F32 => (v as f32).to_bits(),
+            _ => v as i32 as u32,
+        };
+        let s = expand_node(&scalar_node(bits, node.dtype, loc), &node.shape, loc);
+        Node::pending(
+            Op::Binary(op),
+            vec![x, s],
+            Vec::new(),
+            node.shape.clone(),
+            node.dtype,
+            loc,
+        )
+    };
+    let low = if node.dtype.compute() == DType::U32 {
+        node.clone()
+    } else {
+        bound(BinaryOp::Maximum, node.clone(), 0.0)
+    };
+    bound(BinaryOp::Minimum, low, 255.0)
 }
 
 impl Tensor {
@@ -121,9 +165,46 @@ impl Tensor {
     /// Records `self op rhs` with broadcasting and PyTorch's type promotion.
     #[track_caller]
     pub(crate) fn binary(&self, rhs: Operand, op: BinaryOp) -> Tensor {
+        if self.wraps_as_u8(&rhs, op) {
+            return self.binary_u8(rhs, op);
+        }
         let out = Tensor::from_node(self.binary_node(&rhs, op), self.device());
         rules::binary(op, self, &rhs, &out);
         out
+    }
+
+    /// Whether `self op rhs` is `u8` arithmetic that can leave `[0, 255]`
+    /// (and so wraps modulo 256, as PyTorch's does).
+    fn wraps_as_u8(&self, rhs: &Operand, op: BinaryOp) -> bool {
+        let result = match rhs {
+            Operand::Tensor(t) => promote(self.dtype(), t.dtype()),
+            Operand::Scalar(sd, _) if sd.category() <= self.dtype().category() => {
+                Some(self.dtype())
+            }
+            Operand::Scalar(..) => None,
+        };
+        result == Some(DType::U8)
+            && matches!(
+                op,
+                BinaryOp::Add | BinaryOp::Sub | BinaryOp::Mul | BinaryOp::Pow
+            )
+    }
+
+    /// `u8` arithmetic: computed in `i32` (exact for sums, differences
+    /// and products of bytes), then reduced modulo 256 as
+    /// `r - floor(r / 256) * 256` (exact in f32 below 2^24).
+    #[track_caller]
+    fn binary_u8(&self, rhs: Operand, op: BinaryOp) -> Tensor {
+        let wide = |t: &Tensor| t.cast(DType::I32);
+        let rhs = match rhs {
+            Operand::Tensor(t) => Operand::Tensor(wide(&t)),
+            Operand::Scalar(sd, bits) => {
+                Operand::Scalar(DType::I32, convert_scalar(bits, sd, DType::I32))
+            }
+        };
+        let r = wide(self).binary(rhs, op);
+        let quotient = (r.cast(DType::F32) / 256.0f32).floor().cast(DType::I32);
+        (&r - &(quotient * 256i32)).cast(DType::U8)
     }
 
     /// The node of `self op rhs`, without a handle (in-place ops bind it to

@@ -197,9 +197,12 @@ impl Tensor {
                 .gather(0, &index.reshape([1]))
                 .reshape(SCALAR);
         }
+        if index.dtype() == DType::I64 {
+            return self.gather(axis, &index.cast(DType::I32));
+        }
         if index.dtype() != DType::I32 || index.rank() != self.rank() {
             panic!(
-                "gather: index must be i32 of rank {}, got {:?} ({}) at {loc}",
+                "gather: index must be i32 or i64 of rank {}, got {:?} ({}) at {loc}",
                 self.rank(),
                 index.shape(),
                 index.dtype()
@@ -246,9 +249,12 @@ impl Tensor {
                 picked
             };
         }
+        if index.dtype() == DType::I64 {
+            return self.index_select(axis, &index.cast(DType::I32));
+        }
         if index.dtype() != DType::I32 || index.rank() != 1 {
             panic!(
-                "index_select: index must be 1-D i32, got {:?} ({}) at {loc}",
+                "index_select: index must be 1-D i32 or i64, got {:?} ({}) at {loc}",
                 index.shape(),
                 index.dtype()
             );
@@ -276,10 +282,13 @@ impl Tensor {
                 .scatter_add(0, &one(index), &one(src))
                 .reshape(SCALAR);
         }
+        if index.dtype() == DType::I64 {
+            return self.scatter_add(axis, &index.cast(DType::I32), src);
+        }
         if index.dtype() != DType::I32 || index.shape() != src.shape() || src.rank() != self.rank()
         {
             panic!(
-                "scatter_add: index ({:?}, {}) must be i32 shaped like src {:?} of rank {} at {loc}",
+                "scatter_add: index ({:?}, {}) must be i32 or i64 shaped like src {:?} of rank {} at {loc}",
                 index.shape(),
                 index.dtype(),
                 src.shape(),
@@ -326,7 +335,8 @@ impl Tensor {
     }
 
     /// One-hot encoding of an integer tensor: a new last dim of
-    /// `num_classes`, `f32` ones where it equals the value.
+    /// `num_classes`, `i64` ones where it equals the value (PyTorch's
+    /// dtype; multiplying by a float tensor promotes to float).
     #[track_caller]
     pub fn one_hot(&self, num_classes: usize) -> Tensor {
         let _op = crate::graph::record_as("one_hot");
@@ -334,7 +344,7 @@ impl Tensor {
         self.cast(DType::I32)
             .unsqueeze(-1)
             .eq(&classes)
-            .cast(DType::F32)
+            .cast(DType::I64)
     }
 
     /// `value` where `mask` is true, `self` elsewhere (`mask` broadcasts).

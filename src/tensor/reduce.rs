@@ -99,6 +99,11 @@ impl Tensor {
         if x.dtype == DType::Bool {
             x = cast_node(&x, DType::I32, loc);
         }
+        // Bytes sum and multiply into i64, as PyTorch's do (a u8 result
+        // would wrap at 256).
+        if x.dtype == DType::U8 && matches!(op, ReduceOp::Sum | ReduceOp::Prod) {
+            x = cast_node(&x, DType::I64, loc);
+        }
         let dtype = if op.is_arg() { DType::I32 } else { x.dtype };
         let node = if numel(&x.shape) == 0 {
             // No elements: the identity everywhere (0 for sums, 1 for
