@@ -45,8 +45,10 @@
 //!   checkpoints with optimiser state.
 //! - [`optim`]: SGD, Adam, AdamW with parameter groups, Adadelta; gradient
 //!   clipping ([`optim::clip_grad_norm_`]); learning-rate schedules
-//!   ([`optim::StepLr`], [`optim::Scheduler`] with warm-up, cosine and
-//!   custom schedules).
+//!   ([`optim::StepLr`], [`optim::ReduceLrOnPlateau`],
+//!   [`optim::Scheduler`] with warm-up, cosine, multi-step, one-cycle
+//!   with momentum cycling, and custom schedules); an exponential moving
+//!   average of the weights ([`optim::Ema`]).
 //! - [`amp`]: [`amp::autocast`] and [`amp::GradScaler`], mixed precision
 //!   as PyTorch's `torch.autocast` and `GradScaler`.
 //! - [`data`]: MNIST's IDX files, character-level text datasets, seeded

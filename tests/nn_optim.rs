@@ -6,7 +6,10 @@ mod common;
 
 use common::devices;
 use lazywgpu::nn::{self, Module, functional as F};
-use lazywgpu::optim::{Adadelta, Adam, AdamW, Optimizer, Sgd, StepLr};
+use lazywgpu::optim::{
+    Adadelta, Adam, AdamW, Ema, OneCycleLr, Optimizer, ParamGroup, ReduceLrOnPlateau, Scheduler,
+    Sgd, StepLr,
+};
 use lazywgpu::{Device, Tensor};
 
 /// Gradient of `sum(w * c)^2`-like quadratics is easy to write down; the
@@ -220,6 +223,18 @@ fn pytorch_spellings_name_the_same_types() {
     let mut s: lazywgpu::optim::StepLR = lazywgpu::optim::StepLR::new(&opt, 1, 0.5);
     s.step(&mut opt);
     assert_eq!(opt.lr(), 0.25);
+    let multi: lazywgpu::optim::MultiStepLR = lazywgpu::optim::MultiStepLR::new(vec![1], 0.5);
+    let mut m = Scheduler::new(&mut opt, multi);
+    m.step(&mut opt);
+    assert_eq!(opt.lr(), 0.125);
+    let cycle: lazywgpu::optim::OneCycleLR = lazywgpu::optim::OneCycleLR::new(1.0, 10);
+    Scheduler::new(&mut opt, cycle);
+    assert!((opt.lr() - 1.0 / 25.0).abs() < 1e-8, "{}", opt.lr());
+    let mut plateau: lazywgpu::optim::ReduceLROnPlateau =
+        lazywgpu::optim::ReduceLROnPlateau::new().patience(0);
+    plateau.step(&mut opt, 1.0);
+    plateau.step(&mut opt, 2.0);
+    assert!((opt.lr() - 1.0 / 250.0).abs() < 1e-9, "{}", opt.lr());
 }
 
 /// Builds an optimiser over the given parameters.
@@ -287,5 +302,249 @@ fn sgd_momentum_and_adadelta_state_survive_a_checkpoint() {
         let all = mlp_losses(make, 8, None);
         let resumed = mlp_losses(make, 8, Some(4));
         assert_eq!(resumed, all, "{name}: resumed losses differ");
+    }
+}
+
+/// A small model trained for 8 steps with `opt`'s momentum cycled by a
+/// OneCycleLr and an Ema whose decay changes every step: after step 2
+/// (SGD's momentum buffers exist from step 1 on) nothing compiles, as the
+/// momentum, the rate and the decay are runtime parameters.
+fn cycling_compiles_nothing_on(dev: &Device, make: &MakeOptimizer, what: &str) {
+    dev.manual_seed(5);
+    let model = nn::Linear::new(4, 3, dev);
+    let x = Tensor::from_vec(common::data(8 * 4, 1), [8, 4], dev).unwrap();
+    let y = Tensor::from_vec(common::data(8 * 3, 2), [8, 3], dev).unwrap();
+    let mut opt = make(model.parameters());
+    let mut sched = Scheduler::new(opt.as_mut(), OneCycleLr::new(0.05, 8));
+    let mut ema = Ema::new(&model.parameters(), 0.9);
+    let (mut compiled_after_2, mut momenta) = (0, Vec::new());
+    for step in 0..8 {
+        opt.zero_grad();
+        F::mse_loss(&model.forward(&x), &y).backward();
+        opt.step();
+        ema.set_decay(0.9 + 0.01 * step as f32);
+        ema.update(&model.parameters());
+        sched.step(opt.as_mut());
+        dev.mark_step().unwrap();
+        momenta.push(opt.group_momentum(0).unwrap());
+        let compiled = dev.metrics().counter("graphs_compiled");
+        if step == 2 {
+            compiled_after_2 = compiled;
+        } else if step > 2 {
+            assert_eq!(
+                compiled, compiled_after_2,
+                "{what}: step {step} compiled a graph"
+            );
+        }
+    }
+    assert!(compiled_after_2 > 0, "{what}: the counter counts");
+    momenta.dedup();
+    assert_eq!(
+        momenta.len(),
+        8,
+        "{what}: the momentum changes every step: {momenta:?}"
+    );
+    for p in ema.shadow().iter().chain(&model.parameters()) {
+        let v: Vec<f32> = p.to_vec().unwrap();
+        assert!(v.iter().all(|e| e.is_finite()), "{what}: {v:?}");
+    }
+}
+
+#[test]
+fn momentum_cycling_and_ema_decay_compile_nothing() {
+    let Some(dev) = common::gpu() else { return };
+    let makers: [(&str, &MakeOptimizer); 3] = [
+        ("sgd", &|p| Box::new(Sgd::new(p, 0.1).momentum(0.9))),
+        ("sgd nesterov", &|p| {
+            Box::new(Sgd::new(p, 0.1).momentum(0.9).nesterov(true))
+        }),
+        ("adamw", &|p| Box::new(AdamW::new(p, 0.1))),
+    ];
+    for (what, make) in makers {
+        cycling_compiles_nothing_on(&dev, make, what);
+    }
+}
+
+#[test]
+fn groups_keep_their_own_momentum_and_set_momentum_sets_every_group() {
+    let dev = Device::cpu();
+    let (a, b) = (Tensor::zeros([2], &dev), Tensor::zeros([3], &dev));
+    let groups = || {
+        vec![
+            ParamGroup::new(vec![a.clone()]).momentum(0.5),
+            ParamGroup::new(vec![b.clone()]).lr(0.01),
+        ]
+    };
+    let mut sgd = Sgd::with_groups(groups(), 0.1).momentum(0.9);
+    assert_eq!(sgd.group_momentum(0), Some(0.5));
+    assert_eq!(sgd.group_momentum(1), Some(0.9));
+    assert_eq!((sgd.group_lr(0), sgd.group_lr(1)), (0.1, 0.01));
+    sgd.set_momentum(0.8);
+    assert_eq!(
+        (sgd.group_momentum(0), sgd.group_momentum(1)),
+        (Some(0.8), Some(0.8))
+    );
+    // Adam's momentum is beta1.
+    let mut adam = Adam::with_groups(groups(), 0.1).betas(0.7, 0.99);
+    assert_eq!(adam.group_momentum(0), Some(0.5));
+    assert_eq!(adam.group_momentum(1), Some(0.7));
+    adam.set_group_momentum(1, 0.85);
+    assert_eq!(adam.group_momentum(1), Some(0.85));
+    assert_eq!(Adadelta::new(vec![a.clone()], 1.0).group_momentum(0), None);
+}
+
+#[test]
+fn momentum_buffers_of_groups_are_numbered_across_groups() {
+    let dev = Device::cpu();
+    let a = Tensor::from_vec(vec![1.0f32, 2.0], [2], &dev).unwrap();
+    let b = Tensor::from_vec(vec![3.0f32], [1], &dev).unwrap();
+    let c = Tensor::from_vec(vec![4.0f32, 5.0], [2], &dev).unwrap();
+    for p in [&a, &b, &c] {
+        p.requires_grad_(true);
+    }
+    let groups = vec![
+        ParamGroup::new(vec![a.clone()]),
+        ParamGroup::new(vec![b.clone(), c.clone()]).momentum(0.0),
+    ];
+    let mut opt = Sgd::with_groups(groups, 0.1).momentum(0.9);
+    ((&a * &a).sum_all() + (&b * &b).sum_all() + (&c * &c).sum_all()).backward();
+    opt.step();
+    // Only the first group has momentum: one buffer, of parameter 0.
+    let names: Vec<String> = opt.state().into_iter().map(|(n, _)| n).collect();
+    assert_eq!(names, ["momentum_buffer.0"]);
+    opt.set_group_momentum(1, 0.5);
+    opt.step();
+    let names: Vec<String> = opt.state().into_iter().map(|(n, _)| n).collect();
+    assert_eq!(
+        names,
+        [
+            "momentum_buffer.0",
+            "momentum_buffer.1",
+            "momentum_buffer.2"
+        ]
+    );
+    assert_eq!(opt.params().len(), 3);
+}
+
+thread_local! {
+    /// Where the last panic of this thread was raised, while one is
+    /// expected (the hook stays quiet for it).
+    static EXPECTED: std::cell::RefCell<Option<String>> = const { std::cell::RefCell::new(None) };
+}
+
+/// The message of the panic `f` raises, and the file it names as the
+/// panic's place (the caller's, for `#[track_caller]` functions).
+fn panic_message(f: impl FnOnce()) -> (String, String) {
+    static HOOK: std::sync::Once = std::sync::Once::new();
+    HOOK.call_once(|| {
+        let default = std::panic::take_hook();
+        std::panic::set_hook(Box::new(move |info| {
+            let place = info.location().map(|l| l.file().to_string());
+            let quiet = EXPECTED.with(|e| e.borrow().is_some());
+            if quiet {
+                EXPECTED.with(|e| *e.borrow_mut() = place);
+            } else {
+                default(info);
+            }
+        }));
+    });
+    EXPECTED.with(|e| *e.borrow_mut() = Some(String::new()));
+    let payload = std::panic::catch_unwind(std::panic::AssertUnwindSafe(f)).expect_err("a panic");
+    let place = EXPECTED.with(|e| e.borrow_mut().take()).unwrap_or_default();
+    let message = payload
+        .downcast_ref::<String>()
+        .cloned()
+        .or_else(|| payload.downcast_ref::<&str>().map(|s| s.to_string()))
+        .unwrap_or_default();
+    (message, place)
+}
+
+#[test]
+fn misuse_panics_name_the_operation_and_the_values() {
+    let cases: Vec<((String, String), &str)> = vec![
+        (
+            panic_message(|| {
+                Adadelta::new(vec![Tensor::zeros([2], &Device::cpu())], 1.0).set_momentum(0.9)
+            }),
+            "set_group_momentum: lazywgpu::optim::adadelta::Adadelta has no momentum",
+        ),
+        (
+            panic_message(|| {
+                let mut opt = Adadelta::new(vec![Tensor::zeros([2], &Device::cpu())], 1.0);
+                Scheduler::new(&mut opt, OneCycleLr::new(0.1, 10));
+            }),
+            "has no momentum or beta1",
+        ),
+        (
+            panic_message(|| {
+                let mut opt = Sgd::new(vec![Tensor::zeros([2], &Device::cpu())], 1.0);
+                let mut s = Scheduler::new(&mut opt, OneCycleLr::new(0.1, 2));
+                for _ in 0..3 {
+                    s.step(&mut opt);
+                }
+            }),
+            "OneCycleLr: stepped 3 times, past total_steps 2",
+        ),
+        (
+            panic_message(|| {
+                OneCycleLr::new(0.1, 0);
+            }),
+            "total_steps must be positive",
+        ),
+        (
+            panic_message(|| {
+                OneCycleLr::new(0.1, 10).pct_start(1.5);
+            }),
+            "pct_start: 1.5 is not between 0 and 1",
+        ),
+        (
+            panic_message(|| {
+                // Phase 0 ends at step 0: PyTorch divides by zero.
+                let mut opt = Sgd::new(vec![Tensor::zeros([2], &Device::cpu())], 1.0);
+                Scheduler::new(&mut opt, OneCycleLr::new(0.1, 2).pct_start(0.5));
+            }),
+            "phase 0 is empty at step 0",
+        ),
+        (
+            panic_message(|| {
+                ReduceLrOnPlateau::new().factor(1.0);
+            }),
+            "factor: 1 must be below 1",
+        ),
+        (
+            panic_message(|| {
+                Ema::new(&[Tensor::zeros([2], &Device::cpu())], 1.5);
+            }),
+            "Ema::new: decay 1.5 is not between 0 and 1",
+        ),
+        (
+            panic_message(|| {
+                let mut ema = Ema::new(&[Tensor::zeros([2], &Device::cpu())], 0.9);
+                ema.update(&[Tensor::zeros([3], &Device::cpu())]);
+            }),
+            "Ema::update: tensor 0 has shape [3], its average [2]",
+        ),
+        (
+            panic_message(|| {
+                Ema::new(
+                    &[Tensor::zeros([2], &Device::cpu()).cast(lazywgpu::DType::I32)],
+                    0.9,
+                );
+            }),
+            "Ema::new: tensor 0 has dtype i32",
+        ),
+        (
+            panic_message(|| {
+                Sgd::new(vec![Tensor::zeros([2], &Device::cpu())], 1.0).set_group_lr(2, 0.1);
+            }),
+            "set_group_lr: group 2 of an optimiser with 1 groups",
+        ),
+    ];
+    for ((message, place), want) in cases {
+        assert!(message.contains(want), "{message:?} does not say {want:?}");
+        assert!(
+            place.ends_with("nn_optim.rs"),
+            "{message:?} is placed in {place}, not in the caller"
+        );
     }
 }

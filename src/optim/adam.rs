@@ -1,7 +1,9 @@
 //! Adam and AdamW, with PyTorch's bias-corrected update and parameter
 //! groups.
 
-use super::{Optimizer, ParamGroup, l2_decayed, restore_into, state_entry};
+use super::{
+    Optimizer, ParamGroup, l2_decayed, nth_group, nth_group_mut, restore_into, state_entry,
+};
 use crate::autograd::NoGradGuard;
 use crate::error::Result;
 use crate::tensor::Tensor;
@@ -11,6 +13,10 @@ struct Group {
     params: Vec<Tensor>,
     lr: f32,
     weight_decay: f32,
+    /// The group's beta1 (its momentum, what `OneCycleLr` cycles).
+    beta1: f32,
+    /// Whether the group brought its own beta1 (`betas` leaves it alone).
+    own_beta1: bool,
     m: Vec<Tensor>,
     v: Vec<Tensor>,
 }
@@ -20,7 +26,7 @@ struct Moments {
     groups: Vec<Group>,
     /// Every group's parameters, in group order (for `Optimizer::params`).
     all_params: Vec<Tensor>,
-    betas: (f32, f32),
+    beta2: f32,
     eps: f32,
     step: i32,
 }
@@ -40,6 +46,8 @@ impl Moments {
                     .collect(),
                 lr: g.lr.unwrap_or(lr),
                 weight_decay: g.weight_decay.unwrap_or(weight_decay),
+                beta1: g.momentum.unwrap_or(0.9),
+                own_beta1: g.momentum.is_some(),
                 params: g.params,
             })
             .collect();
@@ -47,7 +55,7 @@ impl Moments {
         Moments {
             groups,
             all_params,
-            betas: (0.9, 0.999),
+            beta2: 0.999,
             eps: 1e-8,
             step: 0,
         }
@@ -60,16 +68,26 @@ impl Moments {
         }
     }
 
+    /// Sets the beta1 of the groups without their own, and beta2.
+    fn set_betas(&mut self, beta1: f32, beta2: f32) {
+        for g in self.groups.iter_mut().filter(|g| !g.own_beta1) {
+            g.beta1 = beta1;
+        }
+        self.beta2 = beta2;
+    }
+
     /// One update; `decoupled` is AdamW's weight decay (applied to the
     /// parameter) rather than Adam's (added to the gradient).
     fn update(&mut self, decoupled: bool) {
         let _guard = NoGradGuard::new();
         self.step += 1;
-        let (b1, b2) = self.betas;
-        let bc1 = 1.0 - b1.powi(self.step);
+        let b2 = self.beta2;
         let bc2 = 1.0 - b2.powi(self.step);
         for group in &self.groups {
-            let (lr, wd) = (group.lr, group.weight_decay);
+            let (lr, wd, b1) = (group.lr, group.weight_decay, group.beta1);
+            // With the group's current beta1, as PyTorch: a cycled beta1
+            // changes only scalar runtime parameters, so no recompilation.
+            let bc1 = 1.0 - b1.powi(self.step);
             for ((p, m), v) in group.params.iter().zip(&group.m).zip(&group.v) {
                 let Some(g) = p.grad() else { continue };
                 if wd != 0.0 && decoupled {
@@ -116,8 +134,10 @@ macro_rules! moment_optimizer {
     ($name:ident, $decoupled:expr, $decay_doc:literal) => {
         impl $name {
             /// Sets `(beta1, beta2)` (builder style).
+            /// `beta1` is the default of the groups without their own
+            /// momentum ([`ParamGroup::momentum`]).
             pub fn betas(mut self, beta1: f32, beta2: f32) -> $name {
-                self.0.betas = (beta1, beta2);
+                self.0.set_betas(beta1, beta2);
                 self
             }
 
@@ -154,11 +174,25 @@ macro_rules! moment_optimizer {
             fn group_count(&self) -> usize {
                 self.0.groups.len()
             }
+            #[track_caller]
             fn group_lr(&self, group: usize) -> f32 {
-                self.0.groups[group].lr
+                nth_group(&self.0.groups, group, "group_lr").lr
             }
+            #[track_caller]
             fn set_group_lr(&mut self, group: usize, lr: f32) {
-                self.0.groups[group].lr = lr;
+                nth_group_mut(&mut self.0.groups, group, "set_group_lr").lr = lr;
+            }
+            /// The group's beta1.
+            #[track_caller]
+            fn group_momentum(&self, group: usize) -> Option<f32> {
+                Some(nth_group(&self.0.groups, group, "group_momentum").beta1)
+            }
+            /// Sets the group's beta1 (PyTorch's `OneCycleLR` cycles
+            /// `betas[0]`); the bias correction uses the current beta1,
+            /// as in PyTorch.
+            #[track_caller]
+            fn set_group_momentum(&mut self, group: usize, momentum: f32) {
+                nth_group_mut(&mut self.0.groups, group, "set_group_momentum").beta1 = momentum;
             }
             fn state(&self) -> Vec<(String, Tensor)> {
                 self.0.state()
@@ -179,8 +213,8 @@ impl Adam {
         Adam::with_groups(vec![ParamGroup::new(params)], lr)
     }
 
-    /// Adam over parameter groups; groups without their own learning rate
-    /// or weight decay take `lr` and 0.
+    /// Adam over parameter groups; groups without their own learning
+    /// rate, weight decay or momentum (beta1) take `lr`, 0 and 0.9.
     pub fn with_groups(groups: Vec<ParamGroup>, lr: f32) -> Adam {
         Adam(Moments::new(groups, lr, 0.0))
     }
@@ -198,8 +232,8 @@ impl AdamW {
         AdamW::with_groups(vec![ParamGroup::new(params)], lr)
     }
 
-    /// AdamW over parameter groups; groups without their own learning rate
-    /// or weight decay take `lr` and 0.01.
+    /// AdamW over parameter groups; groups without their own learning
+    /// rate, weight decay or momentum (beta1) take `lr`, 0.01 and 0.9.
     pub fn with_groups(groups: Vec<ParamGroup>, lr: f32) -> AdamW {
         AdamW(Moments::new(groups, lr, 0.01))
     }

@@ -1,5 +1,6 @@
-//! Parameter groups: parameters that share a learning rate and a weight
-//! decay (PyTorch's `param_groups`), e.g. decay on matrices only.
+//! Parameter groups: parameters that share a learning rate, a weight
+//! decay and a momentum (PyTorch's `param_groups`), e.g. decay on
+//! matrices only.
 
 use crate::tensor::Tensor;
 
@@ -13,6 +14,12 @@ pub struct ParamGroup {
     pub lr: Option<f32>,
     /// This group's weight decay, if not the optimiser's.
     pub weight_decay: Option<f32>,
+    /// This group's momentum, if not the optimiser's: SGD's momentum
+    /// factor, Adam's and AdamW's beta1 (what [`Optimizer::set_momentum`]
+    /// sets).
+    ///
+    /// [`Optimizer::set_momentum`]: super::Optimizer::set_momentum
+    pub momentum: Option<f32>,
 }
 
 impl ParamGroup {
@@ -22,6 +29,7 @@ impl ParamGroup {
             params,
             lr: None,
             weight_decay: None,
+            momentum: None,
         }
     }
 
@@ -34,6 +42,13 @@ impl ParamGroup {
     /// Sets this group's weight decay (builder style).
     pub fn weight_decay(mut self, weight_decay: f32) -> ParamGroup {
         self.weight_decay = Some(weight_decay);
+        self
+    }
+
+    /// Sets this group's momentum: SGD's momentum factor, Adam's and
+    /// AdamW's beta1 (builder style).
+    pub fn momentum(mut self, momentum: f32) -> ParamGroup {
+        self.momentum = Some(momentum);
         self
     }
 

@@ -1,11 +1,25 @@
-//! Optimisers and learning-rate schedules.
+//! Optimisers, learning-rate schedules and weight averaging.
+//!
+//! - Optimisers ([`Optimizer`]): [`Sgd`] (momentum, dampening, Nesterov,
+//!   weight decay), [`Adam`], [`AdamW`], each over [`ParamGroup`]s with
+//!   their own learning rate, weight decay and momentum; [`Adadelta`].
+//! - Gradient clipping: [`clip_grad_norm_`].
+//! - Schedules applied by a [`Scheduler`] after each step ([`Schedule`]):
+//!   [`LinearWarmup`], [`CosineAnnealing`], [`WarmupCosine`], [`LambdaLr`],
+//!   [`MultiStepLr`], and [`OneCycleLr`], which also cycles the momentum
+//!   ([`Optimizer::set_momentum`]: SGD's momentum, Adam's beta1).
+//!   [`StepLr`] and [`ReduceLrOnPlateau`] (which takes the metric) step
+//!   the optimiser themselves. PyTorch's spellings are aliases: [`SGD`],
+//!   [`StepLR`], [`MultiStepLR`], [`OneCycleLR`], [`ReduceLROnPlateau`].
+//! - [`Ema`]: an exponential moving average of the weights, on the device.
 //!
 //! Every update is written in place on the parameter handles under
 //! `no_grad`, so a training loop's graph does not grow from step to step and
 //! the executor reuses each parameter's buffer for its new value
 //! (donation): no parameter is copied. Hyper-parameters (the learning rate,
-//! bias corrections) enter the graph as scalar runtime parameters, so a
-//! schedule that changes them never recompiles anything.
+//! the momentum, bias corrections, an average's decay) enter the graph as
+//! scalar runtime parameters, so a schedule that changes them never
+//! recompiles anything.
 //!
 //! ```
 //! use lazywgpu::nn::{self, Module, functional as F};
@@ -40,15 +54,23 @@
 mod adadelta;
 mod adam;
 mod clip;
+mod ema;
 mod group;
+mod one_cycle;
+mod plateau;
 mod schedule;
 mod sgd;
 
 pub use adadelta::Adadelta;
 pub use adam::{Adam, AdamW};
 pub use clip::clip_grad_norm_;
+pub use ema::Ema;
 pub use group::ParamGroup;
-pub use schedule::{CosineAnnealing, LambdaLr, LinearWarmup, Schedule, Scheduler, WarmupCosine};
+pub use one_cycle::{AnnealStrategy, OneCycleLr};
+pub use plateau::{PlateauMode, ReduceLrOnPlateau, ThresholdMode};
+pub use schedule::{
+    CosineAnnealing, LambdaLr, LinearWarmup, MultiStepLr, Schedule, Scheduler, WarmupCosine,
+};
 pub use sgd::Sgd;
 
 /// PyTorch's spelling of [`Sgd`].
@@ -58,6 +80,18 @@ pub type SGD = Sgd;
 /// PyTorch's spelling of [`StepLr`].
 #[allow(clippy::upper_case_acronyms)]
 pub type StepLR = StepLr;
+
+/// PyTorch's spelling of [`MultiStepLr`].
+#[allow(clippy::upper_case_acronyms)]
+pub type MultiStepLR = MultiStepLr;
+
+/// PyTorch's spelling of [`OneCycleLr`].
+#[allow(clippy::upper_case_acronyms)]
+pub type OneCycleLR = OneCycleLr;
+
+/// PyTorch's spelling of [`ReduceLrOnPlateau`].
+#[allow(clippy::upper_case_acronyms)]
+pub type ReduceLROnPlateau = ReduceLrOnPlateau;
 
 use crate::error::Result;
 use crate::tensor::Tensor;
@@ -69,6 +103,28 @@ pub(crate) fn l2_decayed(g: Tensor, p: &Tensor, weight_decay: f32) -> Tensor {
         g
     } else {
         g + p * weight_decay
+    }
+}
+
+/// Group `group` of an optimiser's `groups`, or a panic naming the
+/// operation `op` and the number of groups.
+#[track_caller]
+pub(crate) fn nth_group<'a, T>(groups: &'a [T], group: usize, op: &str) -> &'a T {
+    let count = groups.len();
+    // A `match`, not `unwrap_or_else`: a closure would hide the caller.
+    match groups.get(group) {
+        Some(g) => g,
+        None => panic!("{op}: group {group} of an optimiser with {count} groups"),
+    }
+}
+
+/// [`nth_group`], to write.
+#[track_caller]
+pub(crate) fn nth_group_mut<'a, T>(groups: &'a mut [T], group: usize, op: &str) -> &'a mut T {
+    let count = groups.len();
+    match groups.get_mut(group) {
+        Some(g) => g,
+        None => panic!("{op}: group {group} of an optimiser with {count} groups"),
     }
 }
 
@@ -133,6 +189,43 @@ pub trait Optimizer {
     fn set_group_lr(&mut self, group: usize, lr: f32) {
         let _ = group;
         self.set_lr(lr);
+    }
+
+    /// The momentum of group `group`: SGD's momentum factor, Adam's and
+    /// AdamW's beta1; `None` (the default) for optimisers without one,
+    /// such as Adadelta.
+    fn group_momentum(&self, group: usize) -> Option<f32> {
+        let _ = group;
+        None
+    }
+
+    /// Sets the momentum of group `group` (what
+    /// [`Optimizer::group_momentum`] reads). It is a runtime parameter of
+    /// the update, like the learning rate, so changing it every step
+    /// compiles nothing.
+    ///
+    /// # Panics
+    ///
+    /// If the optimiser has no momentum (the default implementation), or
+    /// `group` is not one of its groups.
+    #[track_caller]
+    fn set_group_momentum(&mut self, group: usize, momentum: f32) {
+        panic!(
+            "set_group_momentum: {} has no momentum or beta1 to set (group {group}, momentum {momentum})",
+            std::any::type_name::<Self>()
+        );
+    }
+
+    /// Sets every group's momentum: SGD's momentum factor, Adam's and
+    /// AdamW's beta1, as PyTorch's `OneCycleLR` cycles `momentum` or
+    /// `betas[0]`. No recompilation (see
+    /// [`Optimizer::set_group_momentum`], which panics for optimisers
+    /// without a momentum).
+    #[track_caller]
+    fn set_momentum(&mut self, momentum: f32) {
+        for g in 0..self.group_count() {
+            self.set_group_momentum(g, momentum);
+        }
     }
 
     /// The optimiser's state (step count, moment estimates) as named

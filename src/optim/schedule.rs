@@ -1,7 +1,8 @@
 //! Learning-rate schedules: a [`Schedule`] says the rate at each step as
-//! a function of a group's base rate; a [`Scheduler`] applies one to every
-//! group of an optimiser. Rates are runtime parameters of the update
-//! kernels, so changing them never recompiles anything.
+//! a function of a group's base rate (and, for [`OneCycleLr`](super::OneCycleLr), the
+//! momentum); a [`Scheduler`] applies one to every group of an optimiser.
+//! Rates and momenta are runtime parameters of the update kernels, so
+//! changing them never recompiles anything.
 
 use super::Optimizer;
 
@@ -10,6 +11,13 @@ use super::Optimizer;
 pub trait Schedule {
     /// The rate for `step`, for a group whose base rate is `base_lr`.
     fn lr(&self, base_lr: f32, step: usize) -> f32;
+
+    /// The momentum for `step` (SGD's momentum factor, Adam's beta1), or
+    /// `None`, the default: the schedule leaves the momentum alone.
+    fn momentum(&self, step: usize) -> Option<f32> {
+        let _ = step;
+        None
+    }
 }
 
 /// Linear warm-up over `steps` steps, nanoGPT's form: `base * (step + 1) /
@@ -80,6 +88,33 @@ impl Schedule for WarmupCosine {
     }
 }
 
+/// The base rate times `gamma` once for each milestone reached
+/// (PyTorch's `MultiStepLR`, in its closed form): `base * gamma^n` with
+/// `n` the number of milestones `<= step`, a milestone listed twice
+/// counting twice, as in PyTorch. Milestones need not be sorted.
+#[derive(Clone, Debug)]
+pub struct MultiStepLr {
+    /// The steps (usually epochs) at which the rate decays.
+    pub milestones: Vec<usize>,
+    /// The factor of each decay.
+    pub gamma: f32,
+}
+
+impl MultiStepLr {
+    /// Decays by `gamma` at each of `milestones`.
+    pub fn new(milestones: Vec<usize>, gamma: f32) -> MultiStepLr {
+        MultiStepLr { milestones, gamma }
+    }
+}
+
+impl Schedule for MultiStepLr {
+    /// Computed in f64, as Python does.
+    fn lr(&self, base_lr: f32, step: usize) -> f32 {
+        let reached = self.milestones.iter().filter(|&&m| m <= step).count();
+        (base_lr as f64 * (self.gamma as f64).powi(reached as i32)) as f32
+    }
+}
+
 /// `base * f(step)` for any function `f` (PyTorch's `LambdaLR`).
 pub struct LambdaLr<F: Fn(usize) -> f32>(pub F);
 
@@ -90,8 +125,9 @@ impl<F: Fn(usize) -> f32> Schedule for LambdaLr<F> {
 }
 
 /// Applies a [`Schedule`] to every parameter group of an optimiser, from
-/// the groups' rates when it was made. Call [`Scheduler::step`] after each
-/// optimiser step, as in PyTorch.
+/// the groups' rates when it was made, and its momentum (if it has one)
+/// to every group. Call [`Scheduler::step`] after each optimiser step, as
+/// in PyTorch.
 pub struct Scheduler<S: Schedule> {
     schedule: S,
     base_lrs: Vec<f32>,
@@ -100,7 +136,13 @@ pub struct Scheduler<S: Schedule> {
 
 impl<S: Schedule> Scheduler<S> {
     /// Takes `opt`'s current rates as the base rates and sets the rates
-    /// of step 0.
+    /// (and momentum) of step 0.
+    ///
+    /// # Panics
+    ///
+    /// If the schedule sets a momentum and `opt` has none (see
+    /// [`Optimizer::set_group_momentum`]), or the schedule panics at step 0.
+    #[track_caller]
     pub fn new(opt: &mut dyn Optimizer, schedule: S) -> Scheduler<S> {
         let base_lrs = (0..opt.group_count()).map(|g| opt.group_lr(g)).collect();
         let s = Scheduler {
@@ -112,13 +154,16 @@ impl<S: Schedule> Scheduler<S> {
         s
     }
 
-    /// Advances to the next step and sets its rates.
+    /// Advances to the next step and sets its rates (and momentum).
+    #[track_caller]
     pub fn step(&mut self, opt: &mut dyn Optimizer) {
         self.step += 1;
         self.apply(opt);
     }
 
-    /// Jumps to `step` (resuming a run) and sets its rates.
+    /// Jumps to `step` (resuming a run) and sets its rates (and
+    /// momentum).
+    #[track_caller]
     pub fn set_step(&mut self, opt: &mut dyn Optimizer, step: usize) {
         self.step = step;
         self.apply(opt);
@@ -136,9 +181,24 @@ impl<S: Schedule> Scheduler<S> {
             .map_or(0.0, |&b| self.schedule.lr(b, self.step))
     }
 
+    /// The momentum the schedule sets at the current step, if it sets one.
+    pub fn momentum(&self) -> Option<f32> {
+        self.schedule.momentum(self.step)
+    }
+
+    /// The schedule.
+    pub fn schedule(&self) -> &S {
+        &self.schedule
+    }
+
+    #[track_caller]
     fn apply(&self, opt: &mut dyn Optimizer) {
+        let momentum = self.schedule.momentum(self.step);
         for (g, &base) in self.base_lrs.iter().enumerate() {
             opt.set_group_lr(g, self.schedule.lr(base, self.step));
+            if let Some(m) = momentum {
+                opt.set_group_momentum(g, m);
+            }
         }
     }
 }

@@ -1,41 +1,78 @@
 //! Stochastic gradient descent with momentum, dampening, Nesterov and
-//! weight decay, with PyTorch's update rule.
+//! weight decay, with PyTorch's update rule and parameter groups.
 
-use super::{Optimizer, l2_decayed, state_entry};
+use super::{Optimizer, ParamGroup, l2_decayed, nth_group, nth_group_mut, state_entry};
 use crate::autograd::NoGradGuard;
 use crate::error::Result;
 use crate::tensor::Tensor;
 
-/// SGD: `p -= lr * d`, where `d` is the gradient (plus `weight_decay * p`),
-/// or its momentum buffer `b = momentum * b + (1 - dampening) * d`.
-pub struct Sgd {
+/// One group's hyper-parameters and momentum buffers.
+struct Group {
     params: Vec<Tensor>,
     lr: f32,
     momentum: f32,
-    dampening: f32,
     weight_decay: f32,
-    nesterov: bool,
+    /// Whether the group brought its own momentum / weight decay: the
+    /// builders set the default of the groups that did not.
+    own_momentum: bool,
+    own_weight_decay: bool,
+    /// One per parameter, made at its first update with momentum.
     buffers: Vec<Option<Tensor>>,
+}
+
+impl Group {
+    fn new(g: ParamGroup, lr: f32) -> Group {
+        let n = g.params.len();
+        Group {
+            lr: g.lr.unwrap_or(lr),
+            momentum: g.momentum.unwrap_or(0.0),
+            weight_decay: g.weight_decay.unwrap_or(0.0),
+            own_momentum: g.momentum.is_some(),
+            own_weight_decay: g.weight_decay.is_some(),
+            params: g.params,
+            buffers: vec![None; n],
+        }
+    }
+}
+
+/// SGD: `p -= lr * d`, where `d` is the gradient (plus `weight_decay * p`),
+/// or its momentum buffer `b = momentum * b + (1 - dampening) * d`
+/// (`d + momentum * b` with Nesterov). Each [`ParamGroup`] may have its
+/// own learning rate, weight decay and momentum.
+pub struct Sgd {
+    groups: Vec<Group>,
+    /// Every group's parameters, in group order (for `Optimizer::params`).
+    all_params: Vec<Tensor>,
+    dampening: f32,
+    nesterov: bool,
 }
 
 impl Sgd {
     /// Plain SGD with learning rate `lr`.
     pub fn new(params: Vec<Tensor>, lr: f32) -> Sgd {
-        let n = params.len();
+        Sgd::with_groups(vec![ParamGroup::new(params)], lr)
+    }
+
+    /// SGD over parameter groups; groups without their own learning rate,
+    /// weight decay or momentum take `lr`, and the builders' values (0
+    /// until set).
+    pub fn with_groups(groups: Vec<ParamGroup>, lr: f32) -> Sgd {
+        let groups: Vec<Group> = groups.into_iter().map(|g| Group::new(g, lr)).collect();
+        let all_params = groups.iter().flat_map(|g| g.params.clone()).collect();
         Sgd {
-            params,
-            lr,
-            momentum: 0.0,
+            groups,
+            all_params,
             dampening: 0.0,
-            weight_decay: 0.0,
             nesterov: false,
-            buffers: vec![None; n],
         }
     }
 
-    /// Sets the momentum factor (builder style).
+    /// Sets the momentum factor of the groups without their own (builder
+    /// style).
     pub fn momentum(mut self, momentum: f32) -> Sgd {
-        self.momentum = momentum;
+        for g in self.groups.iter_mut().filter(|g| !g.own_momentum) {
+            g.momentum = momentum;
+        }
         self
     }
 
@@ -45,9 +82,12 @@ impl Sgd {
         self
     }
 
-    /// Sets the L2 weight decay (builder style).
+    /// Sets the L2 weight decay of the groups without their own (builder
+    /// style).
     pub fn weight_decay(mut self, weight_decay: f32) -> Sgd {
-        self.weight_decay = weight_decay;
+        for g in self.groups.iter_mut().filter(|g| !g.own_weight_decay) {
+            g.weight_decay = weight_decay;
+        }
         self
     }
 
@@ -56,36 +96,66 @@ impl Sgd {
         self.nesterov = on;
         self
     }
+
+    /// Every momentum buffer slot, in parameter order across the groups.
+    fn buffers(&self) -> impl Iterator<Item = &Option<Tensor>> {
+        self.groups.iter().flat_map(|g| g.buffers.iter())
+    }
+}
+
+/// The hyper-parameters that one parameter's update reads.
+#[derive(Clone, Copy)]
+struct Settings {
+    momentum: f32,
+    dampening: f32,
+    weight_decay: f32,
+    nesterov: bool,
+}
+
+/// The step direction of parameter `p` with gradient `g`, moving its
+/// momentum buffer. The momentum and the dampening are scalar runtime
+/// parameters: a new momentum each step compiles nothing.
+fn direction(s: Settings, p: &Tensor, g: Tensor, buf: &mut Option<Tensor>) -> Tensor {
+    let d = l2_decayed(g, p, s.weight_decay);
+    if s.momentum == 0.0 {
+        return d;
+    }
+    let b = match buf {
+        // PyTorch starts the buffer at the first direction, undamped.
+        None => buf.insert(d.deep_clone()),
+        Some(b) => {
+            b.mul_(s.momentum).add_(&d * (1.0 - s.dampening));
+            b
+        }
+    };
+    if s.nesterov {
+        d + &*b * s.momentum
+    } else {
+        b.clone()
+    }
 }
 
 impl Optimizer for Sgd {
     fn step(&mut self) {
         let _guard = NoGradGuard::new();
-        for (p, buf) in self.params.iter().zip(&mut self.buffers) {
-            let Some(g) = p.grad() else { continue };
-            let mut d = l2_decayed(g, p, self.weight_decay);
-            if self.momentum != 0.0 {
-                let b = match buf {
-                    None => buf.insert(d.deep_clone()),
-                    Some(b) => {
-                        b.mul_(self.momentum).add_(&d * (1.0 - self.dampening));
-                        b
-                    }
-                };
-                d = if self.nesterov {
-                    d + &*b * self.momentum
-                } else {
-                    b.clone()
-                };
+        for group in &mut self.groups {
+            let settings = Settings {
+                momentum: group.momentum,
+                dampening: self.dampening,
+                weight_decay: group.weight_decay,
+                nesterov: self.nesterov,
+            };
+            for (p, buf) in group.params.iter().zip(&mut group.buffers) {
+                let Some(g) = p.grad() else { continue };
+                p.sub_(direction(settings, p, g, buf) * group.lr);
             }
-            p.sub_(d * self.lr);
         }
     }
 
-    /// The momentum buffers that exist, as `momentum_buffer.{k}`.
+    /// The momentum buffers that exist, as `momentum_buffer.{k}` for the
+    /// k-th parameter overall.
     fn state(&self) -> Vec<(String, Tensor)> {
-        self.buffers
-            .iter()
+        self.buffers()
             .enumerate()
             .filter_map(|(k, b)| {
                 b.as_ref()
@@ -95,7 +165,11 @@ impl Optimizer for Sgd {
     }
 
     fn load_state(&mut self, state: &[(String, Tensor)]) -> Result<()> {
-        for (k, (buf, p)) in self.buffers.iter_mut().zip(&self.params).enumerate() {
+        let slots = self
+            .groups
+            .iter_mut()
+            .flat_map(|g| g.buffers.iter_mut().zip(&g.params));
+        for (k, (buf, p)) in slots.enumerate() {
             let name = format!("momentum_buffer.{k}");
             *buf = match state_entry(state, &name) {
                 Ok(src) if src.shape() == p.shape() => Some(src.deep_clone()),
@@ -114,14 +188,42 @@ impl Optimizer for Sgd {
     }
 
     fn params(&self) -> &[Tensor] {
-        &self.params
+        &self.all_params
     }
 
     fn lr(&self) -> f32 {
-        self.lr
+        self.groups.first().map_or(0.0, |g| g.lr)
     }
 
     fn set_lr(&mut self, lr: f32) {
-        self.lr = lr;
+        for g in &mut self.groups {
+            g.lr = lr;
+        }
+    }
+
+    fn group_count(&self) -> usize {
+        self.groups.len()
+    }
+
+    #[track_caller]
+    fn group_lr(&self, group: usize) -> f32 {
+        nth_group(&self.groups, group, "group_lr").lr
+    }
+
+    #[track_caller]
+    fn set_group_lr(&mut self, group: usize, lr: f32) {
+        nth_group_mut(&mut self.groups, group, "set_group_lr").lr = lr;
+    }
+
+    #[track_caller]
+    fn group_momentum(&self, group: usize) -> Option<f32> {
+        Some(nth_group(&self.groups, group, "group_momentum").momentum)
+    }
+
+    /// Sets the group's momentum factor; from 0 to non-zero starts its
+    /// momentum buffers at the next step, as in PyTorch.
+    #[track_caller]
+    fn set_group_momentum(&mut self, group: usize, momentum: f32) {
+        nth_group_mut(&mut self.groups, group, "set_group_momentum").momentum = momentum;
     }
 }
