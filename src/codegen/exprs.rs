@@ -176,7 +176,8 @@ pub(super) const HALF_FUNCTIONS: &str = include_str!("../../shaders/halves.wgsl"
 /// The error function, which WGSL lacks (`erf_f32`, `erf_f32x4`).
 pub(super) const ERF_FUNCTIONS: &str = include_str!("../../shaders/erf.wgsl");
 
-/// Counter-based random numbers: a hash of (seed, counter), so any element
-/// can be generated independently, in any kernel, and identically by the CPU
-/// reference (`cpu::rng`).
+/// Counter-based random numbers: Philox4x32-10 of (seed, 64-bit position),
+/// so any element can be generated independently, in any kernel, and
+/// identically by the CPU reference (`cpu::rng`, which documents the
+/// scheme).
 pub(super) const RNG_FUNCTIONS: &str = include_str!("../../shaders/rng.wgsl");

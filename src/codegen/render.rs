@@ -61,7 +61,6 @@ impl fmt::Display for Expr {
                 DType::Bool => write!(f, "(param_word({word}u) != 0u)"),
                 DType::I64 | DType::U8 => unreachable!("not a compute dtype"),
             },
-            Expr::ParamWord(word) => write!(f, "param_word({word}u)"),
             Expr::Load { buffer, index } => f.write_str(&load_text(buffer, &index.to_string())),
             Expr::NonZero { x, vec } => write!(f, "({x} != {})", lit(DType::U32, 0, *vec)),
             Expr::FromBool { x, vec } => write!(
@@ -116,14 +115,19 @@ impl fmt::Display for Expr {
             Expr::Not(x) => write!(f, "!{}", Operand(x)),
             Expr::Rng {
                 normal,
-                key,
-                offset,
+                params,
+                index,
             } => {
                 let name = if *normal { "rng_normal" } else { "rng_uniform" };
+                // Seed low and high, offset low and high (`cpu::rng`).
+                let p = *params;
                 write!(
                     f,
-                    "{name}(param_word({}u), param_word({}u), {offset})",
-                    key[0], key[1]
+                    "{name}(param_word({p}u), param_word({}u), param_word({}u), \
+                     param_word({}u), {index})",
+                    p + 1,
+                    p + 2,
+                    p + 3
                 )
             }
         }

@@ -193,7 +193,7 @@ fn eval(op: &Op, dtype: DType, shape: &[usize], p: &[u32], inputs: &[&Arr]) -> A
             Arr::from_bits(dtype, shape, bits)
         }
         Op::Rand { normal } => {
-            let bits = rng::stream([p[0], p[1], p[2]], n, *normal)
+            let bits = rng::stream([p[0], p[1], p[2], p[3]], n, *normal)
                 .map(f32::to_bits)
                 .collect();
             Arr::from_bits(dtype, shape, bits)

@@ -120,8 +120,6 @@ pub(crate) enum Expr {
     I32(i64),
     /// Runtime parameter word `word`, reinterpreted as `dtype`.
     Param { word: usize, dtype: DType },
-    /// Runtime parameter word `word` as a raw `u32`.
-    ParamWord(usize),
     /// Element `index` of a binding, as stored (booleans as `u32`).
     Load { buffer: Buffer, index: Box<Expr> },
     /// A stored boolean (`u32`, `vec` of four) read as `bool`.
@@ -173,11 +171,13 @@ pub(crate) enum Expr {
     },
     /// An `i32` index clamped into `0..=top`, as a `u32` position.
     ClampIndex { k: Box<Expr>, top: i64 },
-    /// Counter-based random number for element `offset` of a stream.
+    /// Counter-based random number (`cpu::rng`'s scheme) for element
+    /// `index` of a draw whose seed (two words) and 64-bit offset (two
+    /// words, low first) are runtime parameters from word `params` on.
     Rng {
         normal: bool,
-        key: [usize; 2],
-        offset: Box<Expr>,
+        params: usize,
+        index: Box<Expr>,
     },
 }
 
@@ -341,7 +341,7 @@ pub(crate) fn reads_output_elsewhere(body: &[Inst], own: &Expr) -> bool {
             | Expr::IsNonFinite { x, .. }
             | Expr::IsNan { x, .. }
             | Expr::Not(x)
-            | Expr::Rng { offset: x, .. } => in_expr(x, own),
+            | Expr::Rng { index: x, .. } => in_expr(x, own),
             Expr::Binary { a, b, .. } | Expr::Arith { a, b, .. } => {
                 in_expr(a, own) || in_expr(b, own)
             }
@@ -356,8 +356,7 @@ pub(crate) fn reads_output_elsewhere(body: &[Inst], own: &Expr) -> bool {
             | Expr::U32(_)
             | Expr::F32(_)
             | Expr::I32(_)
-            | Expr::Param { .. }
-            | Expr::ParamWord(_) => false,
+            | Expr::Param { .. } => false,
         }
     }
     body.iter().any(|inst| match inst {
@@ -434,7 +433,6 @@ impl fmt::Display for IrExpr<'_> {
             Expr::U32(v) => write!(f, "{v}u"),
             Expr::I32(v) => write!(f, "{v}i"),
             Expr::Param { word, dtype } => write!(f, "param[{word}] as {dtype}"),
-            Expr::ParamWord(word) => write!(f, "param[{word}]"),
             Expr::Load { buffer, index } => write!(f, "load {buffer}[{}]", e(index)),
             Expr::NonZero { x, .. } => write!(f, "nonzero({})", e(x)),
             Expr::FromBool { x, .. } => write!(f, "from_bool({})", e(x)),
@@ -456,16 +454,15 @@ impl fmt::Display for IrExpr<'_> {
             Expr::Not(x) => write!(f, "!{}", e(x)),
             Expr::Rng {
                 normal,
-                key,
-                offset,
+                params,
+                index,
             } => {
                 let kind = if *normal { "normal" } else { "uniform" };
                 write!(
                     f,
-                    "rng_{kind}(param[{}], param[{}], {})",
-                    key[0],
-                    key[1],
-                    e(offset)
+                    "rng_{kind}(param[{params}..{}], {})",
+                    params + 4,
+                    e(index)
                 )
             }
         }

@@ -59,8 +59,11 @@ pub(crate) enum Backend {
     Cpu,
 }
 
+/// The device's generator (`cpu::rng`'s scheme).
 struct RngState {
+    /// The Philox key.
     seed: u64,
+    /// The stream position of the next draw.
     counter: u64,
 }
 
@@ -227,6 +230,15 @@ impl Device {
         *rng = RngState { seed, counter: 0 };
     }
 
+    /// Moves the generator to position `counter` of its seed's stream (the
+    /// next `rand`/`randn` starts there): for tests of the stream past
+    /// 2^32 numbers, without drawing 2^32 numbers first.
+    #[doc(hidden)]
+    pub fn set_rng_counter(&self, counter: u64) {
+        let mut rng = self.inner.rng.lock().unwrap_or_else(|e| e.into_inner());
+        rng.counter = counter;
+    }
+
     /// Turns fusion on or off for graphs compiled from now on (off: one
     /// kernel per computing op, as `LAZYWGPU_NO_FUSION=1` does).
     pub fn set_fusion(&self, on: bool) {
@@ -297,12 +309,20 @@ impl Device {
         }
     }
 
-    /// The seed and counter for `count` fresh random numbers.
-    pub(crate) fn next_rng(&self, count: usize) -> [u32; 3] {
+    /// The runtime parameters of `count` fresh random numbers,
+    /// `[seed_lo, seed_hi, offset_lo, offset_hi]` (`cpu::rng`'s scheme): the
+    /// whole 64-bit counter, so that the stream does not repeat after 2^32
+    /// numbers.
+    pub(crate) fn next_rng(&self, count: usize) -> [u32; 4] {
         let mut rng = self.inner.rng.lock().unwrap_or_else(|e| e.into_inner());
         let counter = rng.counter;
         rng.counter = rng.counter.wrapping_add(count as u64);
-        [rng.seed as u32, (rng.seed >> 32) as u32, counter as u32]
+        [
+            rng.seed as u32,
+            (rng.seed >> 32) as u32,
+            counter as u32,
+            (counter >> 32) as u32,
+        ]
     }
 
     /// The pending values the program still holds (bases only).

@@ -584,14 +584,14 @@ impl<'a> Gen<'a> {
             }
             Op::Rand { normal } => {
                 self.uses_rng = true;
-                for slot in base..base + 3 {
+                // Seed and 64-bit offset: four words (`Device::next_rng`).
+                for slot in base..base + 4 {
                     self.note_param(slot);
                 }
-                let offset = Expr::arith(Arith::Add, Expr::ParamWord(base + 2), idx.clone());
                 let value = Expr::Rng {
                     normal,
-                    key: [base, base + 1],
-                    offset: boxed(offset),
+                    params: base,
+                    index: boxed(idx.clone()),
                 };
                 self.emit("v", ty, value)
             }
