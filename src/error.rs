@@ -162,6 +162,17 @@ pub enum Error {
         /// What was expected and what came.
         message: String,
     },
+    /// A dataset gave a batch that cannot be assembled (examples of
+    /// different shapes, pixels that do not fill their shape), or the
+    /// thread of a [`DataLoader`](crate::data::DataLoader) panicked or
+    /// ended early.
+    #[error("{op}: {message}")]
+    Data {
+        /// What was being done (`DataLoader`, `Dataset::get`).
+        op: &'static str,
+        /// What went wrong, naming the example where one is at fault.
+        message: String,
+    },
     /// Saved optimiser state does not fit the optimiser it is loaded into
     /// (a missing entry, a shape that differs).
     #[error("optimiser state: {0}")]

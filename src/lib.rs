@@ -51,8 +51,10 @@
 //!   average of the weights ([`optim::Ema`]).
 //! - [`amp`]: [`amp::autocast`] and [`amp::GradScaler`], mixed precision
 //!   as PyTorch's `torch.autocast` and `GradScaler`.
-//! - [`data`]: MNIST's IDX files, character-level text datasets, seeded
-//!   shuffling.
+//! - [`data`]: the [`data::Dataset`] trait (MNIST, CIFAR-10, your own),
+//!   [`data::DataLoader`] (batches uploaded on a background thread),
+//!   device-side augmentation from seeded draws ([`data::augment`]),
+//!   character-level text datasets, seeded shuffling.
 //! - [`distributed`]: data parallelism over the GPUs of one process or,
 //!   with the cargo feature `mpi`, over MPI processes and hosts.
 //! - [`metrics`]: the counters and timers behind [`Device::metrics`].

@@ -203,6 +203,12 @@ pub struct TimerStats {
 /// reuse) and `peak_bytes_live`, and `graph_nodes`, the nodes of every
 /// graph collected (a step's work as the compiler sees it, counted on both
 /// backends).
+///
+/// Once a [`DataLoader`](crate::data::DataLoader) has run on the device,
+/// the timers `data_wait` (the caller blocked waiting for a batch) and
+/// `data_load` (the loader's thread reading, assembling and uploading
+/// one) appear too: a `data_wait` total much smaller than `data_load`'s
+/// means the loading was hidden behind the steps.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct MetricsSnapshot {
     counters: BTreeMap<String, u64>,

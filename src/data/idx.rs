@@ -5,6 +5,7 @@
 use std::io::Read;
 use std::path::{Path, PathBuf};
 
+use super::dataset::{Dataset, Example, check_index};
 use crate::error::{Error, Result};
 use crate::runtime::device::Device;
 use crate::tensor::Tensor;
@@ -107,35 +108,49 @@ impl Mnist {
     /// without `.gz`), checking that images and labels agree.
     pub fn load(dir: impl AsRef<Path>) -> Result<Mnist> {
         let dir = dir.as_ref();
+        let train = Mnist::load_split(dir, true)?;
+        let test = Mnist::load_split(dir, false)?;
+        Ok(Mnist {
+            train_images: train.images,
+            train_labels: train.labels,
+            test_images: test.images,
+            test_labels: test.labels,
+        })
+    }
+
+    /// Reads one split from `dir`: the training files (`train`) or the
+    /// `t10k` test files, as [`Mnist::load`] names them.
+    pub fn load_split(dir: impl AsRef<Path>, train: bool) -> Result<MnistSplit> {
+        let dir = dir.as_ref();
         let find = |stem: &str| -> PathBuf {
             let gz = dir.join(format!("{stem}.gz"));
             if gz.exists() { gz } else { dir.join(stem) }
         };
-        let m = Mnist {
-            train_images: read_idx(find("train-images-idx3-ubyte"))?,
-            train_labels: read_idx(find("train-labels-idx1-ubyte"))?,
-            test_images: read_idx(find("t10k-images-idx3-ubyte"))?,
-            test_labels: read_idx(find("t10k-labels-idx1-ubyte"))?,
+        let prefix = if train { "train" } else { "t10k" };
+        let images = read_idx(find(&format!("{prefix}-images-idx3-ubyte")))?;
+        let labels = read_idx(find(&format!("{prefix}-labels-idx1-ubyte")))?;
+        MnistSplit::new(images, labels).map_err(|e| match e {
+            Error::Format { message, .. } => Error::Format {
+                op: "Mnist::load",
+                path: dir.display().to_string(),
+                message: format!("{prefix}: {message}"),
+            },
+            other => other,
+        })
+    }
+
+    /// The training split (`train`) or the test split, copied, as a
+    /// [`Dataset`].
+    pub fn split(&self, train: bool) -> MnistSplit {
+        let (images, labels) = if train {
+            (&self.train_images, &self.train_labels)
+        } else {
+            (&self.test_images, &self.test_labels)
         };
-        for (images, labels, which) in [
-            (&m.train_images, &m.train_labels, "train"),
-            (&m.test_images, &m.test_labels, "t10k"),
-        ] {
-            if images.shape.len() != 3
-                || labels.shape.len() != 1
-                || images.shape[0] != labels.shape[0]
-            {
-                return Err(Error::Format {
-                    op: "Mnist::load",
-                    path: dir.display().to_string(),
-                    message: format!(
-                        "{which}: images {:?} and labels {:?} do not pair up",
-                        images.shape, labels.shape
-                    ),
-                });
-            }
+        MnistSplit {
+            images: images.clone(),
+            labels: labels.clone(),
         }
-        Ok(m)
     }
 
     /// Images `start..start + n` as `f32` normalised as PyTorch's MNIST
@@ -198,6 +213,58 @@ impl Mnist {
             .iter()
             .map(|&l| l as i32)
             .collect()
+    }
+}
+
+/// One split of MNIST: images `[N, H, W]` and labels `[N]`, checked to
+/// pair up. As a [`Dataset`] each example is `[1, H, W]` bytes (scaled to
+/// `[0, 1]` when batched; PyTorch's MNIST example then normalises with
+/// mean 0.1307 and std 0.3081, as [`Mnist::normalized`] does) with its
+/// label.
+#[derive(Clone, Debug)]
+pub struct MnistSplit {
+    /// The images, `[N, H, W]`.
+    pub images: IdxArray,
+    /// The labels, `[N]`.
+    pub labels: IdxArray,
+}
+
+impl MnistSplit {
+    /// Pairs `images` (`[N, H, W]`) with `labels` (`[N]`), or says why
+    /// they do not pair up ([`Error::Format`]).
+    pub fn new(images: IdxArray, labels: IdxArray) -> Result<MnistSplit> {
+        if images.shape.len() != 3 || labels.shape.len() != 1 || images.shape[0] != labels.shape[0]
+        {
+            return Err(Error::Format {
+                op: "MnistSplit::new",
+                path: "(arrays in memory)".into(),
+                message: format!(
+                    "images {:?} and labels {:?} do not pair up",
+                    images.shape, labels.shape
+                ),
+            });
+        }
+        Ok(MnistSplit { images, labels })
+    }
+
+    /// Pixels per image.
+    fn per_image(&self) -> usize {
+        self.images.shape[1..].iter().product()
+    }
+}
+
+impl Dataset for MnistSplit {
+    fn len(&self) -> usize {
+        self.labels.shape[0]
+    }
+
+    #[track_caller]
+    fn get(&self, index: usize) -> Result<Example> {
+        check_index("MnistSplit::get", index, self.len());
+        let per = self.per_image();
+        let pixels = self.images.data[index * per..(index + 1) * per].to_vec();
+        let shape = [1, self.images.shape[1], self.images.shape[2]];
+        Ok(Example::u8(pixels, shape, self.labels.data[index] as i32))
     }
 }
 

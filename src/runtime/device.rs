@@ -202,6 +202,12 @@ impl Device {
         self.inner.metrics.snapshot()
     }
 
+    /// Adds a sample to timer `name` (for work timed outside the
+    /// runtime, such as a data loader's waits).
+    pub(crate) fn record_timer(&self, name: &'static str, elapsed: std::time::Duration) {
+        self.inner.metrics.record(name, elapsed);
+    }
+
     /// Sets every counter back to zero (and forgets kernel timings).
     pub fn reset_metrics(&self) {
         self.inner.metrics.reset();
