@@ -267,3 +267,43 @@ fn each_adapter_is_a_device_and_the_first_and_last_train_together() {
         [devices[0].clone(), again[again.len() - 1].clone()],
     );
 }
+
+#[test]
+fn batch_norm_buffers_follow_rank_0_at_each_synchronisation() {
+    use lazywgpu::nn::{self, Module};
+    // Each rank trains a BatchNorm on its own data: the running statistics
+    // differ after the forward, and equal rank 0's after the sync.
+    let results = on_ranks(2, |rank, group| {
+        let dev = Device::cpu();
+        dev.manual_seed(5);
+        let bn = nn::BatchNorm1d::new_1d(3, &dev);
+        let mut ddp = DataParallel::new(group, bn.parameters())
+            .and_then(|d| d.with_buffers(bn.buffers()))
+            .expect("wrap");
+        let x = Tensor::from_vec(
+            (0..12)
+                .map(|i| (i * (rank + 1)) as f32)
+                .collect::<Vec<f32>>(),
+            [4, 3],
+            &dev,
+        )
+        .expect("x");
+        bn.forward(&x).sum_all().backward();
+        let rm = bn.running_mean.as_ref().expect("running mean");
+        let before = rm.to_vec::<f32>().expect("read");
+        ddp.sync_gradients().expect("sync");
+        let after = rm.to_vec::<f32>().expect("read");
+        let count = bn.num_batches_tracked.as_ref().expect("count");
+        (before, after, count.item::<i32>().expect("read"))
+    });
+    assert_ne!(
+        results[0].0, results[1].0,
+        "each rank's own statistics first"
+    );
+    assert_eq!(
+        results[1].1, results[0].0,
+        "rank 1 takes rank 0's running mean"
+    );
+    assert_eq!(results[0].1, results[0].0, "rank 0 keeps its own");
+    assert_eq!((results[0].2, results[1].2), (1, 1));
+}

@@ -129,9 +129,17 @@ fn timeline(reduced: &[(Instant, Instant)]) -> (Duration, Duration) {
 /// then holds the gradient of the mean loss over the global batch (when
 /// each rank's loss is the mean over its equal shard), so identical
 /// optimisers keep identical parameters.
+///
+/// Buffers (BatchNorm's running statistics, registered with
+/// [`DataParallel::with_buffers`]) are not averaged: as PyTorch's DDP does
+/// by default (`broadcast_buffers=True`), rank 0's buffers are copied to
+/// every rank at each synchronisation, so evaluation on any rank uses the
+/// same statistics. Batch statistics in training stay per rank (there is
+/// no `SyncBatchNorm`).
 pub struct DataParallel {
     group: ProcessGroup,
     params: Vec<Tensor>,
+    buffers: Vec<Tensor>,
     buckets: Vec<Bucket>,
 }
 
@@ -177,10 +185,32 @@ impl DataParallel {
         let ddp = DataParallel {
             group,
             params,
+            buffers: Vec::new(),
             buckets,
         };
         ddp.broadcast_parameters()?;
         Ok(ddp)
+    }
+
+    /// Registers `buffers` (a module's [`named_buffers`](crate::nn::Module::named_buffers)),
+    /// copies rank 0's values to every rank now, and again at each
+    /// [`DataParallel::sync_gradients`] (builder style).
+    pub fn with_buffers(mut self, buffers: Vec<Tensor>) -> Result<DataParallel> {
+        self.buffers = buffers;
+        self.broadcast_buffers()?;
+        Ok(self)
+    }
+
+    /// Copies rank 0's buffers to every rank (one broadcast each: they
+    /// are small, and of several dtypes).
+    pub fn broadcast_buffers(&self) -> Result<()> {
+        if self.world_size() == 1 {
+            return Ok(());
+        }
+        for b in &self.buffers {
+            self.group.broadcast(b, 0)?;
+        }
+        Ok(())
     }
 
     /// The group the wrapper reduces over.
@@ -247,7 +277,7 @@ impl DataParallel {
     /// too). Runs the rest of this step's pending work on the device, one
     /// submission per bucket, overlapping each bucket's all-reduce with the
     /// work after it; returns once every bucket is reduced and its mean is
-    /// queued for upload.
+    /// queued for upload. Then rank 0's buffers are copied to every rank.
     pub fn sync_gradients(&mut self) -> Result<SyncStats> {
         let start = Instant::now();
         let dev = self.params[0].device().clone();
@@ -314,6 +344,7 @@ impl DataParallel {
             }
         }
         let (communication, hidden) = timeline(&timeline_points);
+        self.broadcast_buffers()?;
         Ok(SyncStats {
             buckets: self.buckets.len(),
             bytes: self.buckets.iter().map(|b| b.numel * 4).sum(),

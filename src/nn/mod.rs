@@ -139,6 +139,11 @@ pub trait Module: Send + Sync {
         params::buffers_of(self)
     }
 
+    /// The buffers, in [`Module::named_buffers`] order.
+    fn buffers(&self) -> Vec<Tensor> {
+        self.named_buffers().into_iter().map(|(_, t)| t).collect()
+    }
+
     /// Parameters and buffers under their names, in PyTorch's
     /// `state_dict` order (each module's parameters, then its buffers,
     /// then its children's). [`save_safetensors`] writes these.
