@@ -294,7 +294,7 @@ fn batch_norm_buffers_follow_rank_0_at_each_synchronisation() {
         ddp.sync_gradients().expect("sync");
         let after = rm.to_vec::<f32>().expect("read");
         let count = bn.num_batches_tracked.as_ref().expect("count");
-        (before, after, count.item::<i32>().expect("read"))
+        (before, after, count.item::<i64>().expect("read"))
     });
     assert_ne!(
         results[0].0, results[1].0,

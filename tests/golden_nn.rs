@@ -125,6 +125,21 @@ fn run(kind: &str, args: &Value, x: &[Tensor]) -> Vec<Tensor> {
     let one = |t: Tensor| vec![t];
     match kind {
         "batch_norm1d" | "batch_norm2d" => batch_norm(kind, args, x),
+        "batch_norm_fn" => {
+            // Copies: the function moves the running statistics in place.
+            let (rm, rv) = (x[3].deep_clone(), x[4].deep_clone());
+            let y = F::batch_norm(
+                &x[0],
+                Some(&rm),
+                Some(&rv),
+                Some(&x[1]),
+                Some(&x[2]),
+                args["training"].as_bool().expect("training"),
+                args["momentum"].as_f64().expect("momentum") as f32,
+                args["eps"].as_f64().expect("eps") as f32,
+            );
+            vec![y, rm, rv]
+        }
         "group_norm" => {
             let affine = args["affine"].as_bool().expect("affine");
             let groups = args["groups"].as_u64().expect("groups") as usize;

@@ -110,3 +110,37 @@ fn batch_norm_kernels_per_step() {
     assert!(eval <= 2, "eval: {eval} kernels");
     assert!(train > eval, "training adds the statistics' reductions");
 }
+
+#[test]
+fn batch_norm_on_bf16_input_keeps_f32_statistics() {
+    for dev in common::devices() {
+        // Values exact in bf16, so the f32 and bf16 layers see the same numbers.
+        let values: Vec<f32> = (0..2 * 3 * 4 * 4)
+            .map(|i| ((i * 7) % 23) as f32 * 0.125 - 1.0)
+            .collect();
+        let x = Tensor::from_vec(values, [2, 3, 4, 4], &dev).expect("x");
+        let (a, b) = (nn::BatchNorm2d::new(3, &dev), nn::BatchNorm2d::new(3, &dev));
+        let want = a.forward(&x).to_vec::<f32>().expect("f32");
+        let got = b.forward(&x.bfloat16());
+        assert_eq!(
+            got.dtype(),
+            lazywgpu::DType::BF16,
+            "the output keeps the input's dtype"
+        );
+        let got = got.float().to_vec::<f32>().expect("bf16");
+        common::assert_close(&got, &want, 1e-2, 1e-2, "bf16 batch norm");
+        let (ra, rb) = (
+            a.running_var.as_ref().expect("a"),
+            b.running_var.as_ref().expect("b"),
+        );
+        assert_eq!(
+            rb.dtype(),
+            lazywgpu::DType::F32,
+            "running statistics stay f32"
+        );
+        assert_eq!(
+            ra.to_vec::<f32>().expect("a"),
+            rb.to_vec::<f32>().expect("b")
+        );
+    }
+}

@@ -143,7 +143,7 @@ fn a_pytorch_state_dict_loads_by_name_and_gives_pytorchs_outputs() {
         assert_eq!(names, want, "state dict names and order follow PyTorch's");
         nn::load_safetensors(&net, STATE).expect("PyTorch's state dict loads");
         let count = &net.bn1.num_batches_tracked.as_ref().expect("tracked");
-        assert_eq!(count.item::<i32>().expect("read"), 3, "i64 counter loads");
+        assert_eq!(count.item::<i64>().expect("read"), 3, "i64 counter loads");
 
         let x = Tensor::from_vec(floats(&golden["x"]), shape(&golden["x"]), &dev).expect("x");
         net.eval();
@@ -183,7 +183,7 @@ fn a_pytorch_state_dict_loads_by_name_and_gives_pytorchs_outputs() {
             "layer1.1.bn2.running_var after a training step",
         );
         let after = golden["num_batches_tracked_after"].as_i64().expect("count");
-        assert_eq!(count.item::<i32>().expect("read") as i64, after);
+        assert_eq!(count.item::<i64>().expect("read"), after);
     }
 }
 
@@ -216,8 +216,8 @@ fn buffers_are_saved_and_loaded_but_never_parameters() {
     std::fs::remove_file(&path).ok();
     for ((n, a), (_, b)) in net.state_dict().iter().zip(again.state_dict().iter()) {
         if n.ends_with("num_batches_tracked") {
-            assert_eq!(a.item::<i32>().expect("read"), 1, "{n}: one batch counted");
-            assert_eq!(b.item::<i32>().expect("read"), 1, "{n}: loaded");
+            assert_eq!(a.item::<i64>().expect("read"), 1, "{n}: one batch counted");
+            assert_eq!(b.item::<i64>().expect("read"), 1, "{n}: loaded");
         } else {
             let (a, b) = (a.to_vec::<f32>(), b.to_vec::<f32>());
             assert_eq!(a.expect("read"), b.expect("read"), "{n}");

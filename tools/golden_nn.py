@@ -45,7 +45,7 @@ def enc(t):
 
 def run(kind, args, x):
     """PyTorch's version of tests/golden_nn.rs's `run`: the outputs."""
-    if kind.startswith("batch_norm"):
+    if kind in ("batch_norm1d", "batch_norm2d"):
         two_d = kind == "batch_norm2d"
         c = x[0].shape[1]
         bn = (nn.BatchNorm2d if two_d else nn.BatchNorm1d)(
@@ -70,6 +70,11 @@ def run(kind, args, x):
         if args["track"]:
             outs += [bn.running_mean, bn.running_var, bn.num_batches_tracked]
         return outs
+    if kind == "batch_norm_fn":
+        rm, rv = x[3].clone(), x[4].clone()
+        y = F.batch_norm(x[0], rm, rv, x[1], x[2], training=args["training"],
+                         momentum=args["momentum"], eps=args["eps"])
+        return [y, rm, rv]
     if kind == "group_norm":
         w, b = (x[1], x[2]) if args["affine"] else (None, None)
         return [F.group_norm(x[0], args["groups"], w, b, args["eps"])]
@@ -160,6 +165,11 @@ bn_case("bn1d_3d_no_stats", "batch_norm1d", (5, 3, 7), training=False, track=Fal
 bn_case("bn1d_odd", "batch_norm1d", (3, 5, 1), momentum=0.3, eps=1e-3)
 bn_case("bn2d_nan", "batch_norm2d", (2, 3, 3, 3), special=NAN)
 bn_case("bn2d_empty_eval", "batch_norm2d", (0, 3, 2, 2), training=False, running=True)
+
+for name, training in [("bn_fn_train", True), ("bn_fn_eval", False)]:
+    add(name, "batch_norm_fn", {"training": training, "momentum": 0.2, "eps": 1e-4},
+        [randn(3, 4, 5) * 2, randn(4), randn(4), randn(4) * 0.1, torch.rand(4) + 0.5],
+        constant=(3, 4))
 
 # --- GroupNorm ---
 for name, shape, g, affine in [("gn_3_of_6", (2, 6, 4, 5), 3, True), ("gn_1", (3, 4, 3), 1, True),

@@ -4,7 +4,9 @@
 use std::panic::Location;
 
 use crate::dtype::DType;
-use crate::tensor::{FUSED_ATTENTION_MAX_EV, Tensor};
+use crate::tensor::{FUSED_ATTENTION_MAX_EV, InterpolateMode, Tensor};
+
+pub use super::norm::{batch_norm, group_norm};
 
 pub use super::loss::{
     CrossEntropyOptions, Reduction, binary_cross_entropy_with_logits,
@@ -190,4 +192,105 @@ pub fn scaled_dot_product_attention(
         None => scores,
     };
     scores.softmax(-1).matmul(v)
+}
+
+/// 2-D convolution (PyTorch's `F.conv2d`): see [`Tensor::conv2d_groups`].
+#[track_caller]
+pub fn conv2d(
+    x: &Tensor,
+    weight: &Tensor,
+    bias: Option<&Tensor>,
+    stride: (usize, usize),
+    padding: (usize, usize),
+    dilation: (usize, usize),
+    groups: usize,
+) -> Tensor {
+    x.conv2d_groups(weight, bias, stride, padding, dilation, groups)
+}
+
+/// 1-D convolution (PyTorch's `F.conv1d`): see [`Tensor::conv1d`].
+#[track_caller]
+pub fn conv1d(
+    x: &Tensor,
+    weight: &Tensor,
+    bias: Option<&Tensor>,
+    stride: usize,
+    padding: usize,
+    dilation: usize,
+    groups: usize,
+) -> Tensor {
+    x.conv1d(weight, bias, stride, padding, dilation, groups)
+}
+
+/// Transposed 2-D convolution (PyTorch's `F.conv_transpose2d`, arguments
+/// in its order): see [`Tensor::conv_transpose2d`].
+#[allow(clippy::too_many_arguments)]
+#[track_caller]
+pub fn conv_transpose2d(
+    x: &Tensor,
+    weight: &Tensor,
+    bias: Option<&Tensor>,
+    stride: (usize, usize),
+    padding: (usize, usize),
+    output_padding: (usize, usize),
+    groups: usize,
+    dilation: (usize, usize),
+) -> Tensor {
+    x.conv_transpose2d(
+        weight,
+        bias,
+        stride,
+        padding,
+        output_padding,
+        groups,
+        dilation,
+    )
+}
+
+/// Max pooling (PyTorch's `F.max_pool2d`; padding counts as -inf).
+#[track_caller]
+pub fn max_pool2d(
+    x: &Tensor,
+    kernel: (usize, usize),
+    stride: (usize, usize),
+    padding: (usize, usize),
+) -> Tensor {
+    x.max_pool2d(kernel, stride, padding)
+}
+
+/// Average pooling (PyTorch's `F.avg_pool2d`, `count_include_pad=True`).
+#[track_caller]
+pub fn avg_pool2d(
+    x: &Tensor,
+    kernel: (usize, usize),
+    stride: (usize, usize),
+    padding: (usize, usize),
+) -> Tensor {
+    x.avg_pool2d(kernel, stride, padding)
+}
+
+/// Adaptive average pooling to `output` (PyTorch's
+/// `F.adaptive_avg_pool2d`): see [`Tensor::adaptive_avg_pool2d`].
+#[track_caller]
+pub fn adaptive_avg_pool2d(x: &Tensor, output: (usize, usize)) -> Tensor {
+    x.adaptive_avg_pool2d(output)
+}
+
+/// Resizing (PyTorch's `F.interpolate` for 4-D input): see
+/// [`Tensor::interpolate`].
+#[track_caller]
+pub fn interpolate(
+    x: &Tensor,
+    size: Option<(usize, usize)>,
+    scale_factor: Option<(f64, f64)>,
+    mode: InterpolateMode,
+    align_corners: bool,
+) -> Tensor {
+    x.interpolate(size, scale_factor, mode, align_corners)
+}
+
+/// One-hot encoding, `i64` (PyTorch's `F.one_hot`): see [`Tensor::one_hot`].
+#[track_caller]
+pub fn one_hot(x: &Tensor, num_classes: usize) -> Tensor {
+    x.one_hot(num_classes)
 }

@@ -70,8 +70,8 @@ pub struct BatchNorm {
     pub running_mean: Option<Tensor>,
     /// `[C]` f32, ones at init (`None` without `track_running_stats`).
     pub running_var: Option<Tensor>,
-    /// Training batches seen, a 0-dim i32 (PyTorch's is i64; it is saved
-    /// as i32 and a PyTorch i64 value loads into it while it fits).
+    /// Training batches seen, a 0-dim i64 as PyTorch's (stored in 32
+    /// bits like every i64).
     pub num_batches_tracked: Option<Tensor>,
     /// Weight of the batch in the running update; `None`: cumulative
     /// average over every batch seen.
@@ -151,7 +151,7 @@ impl BatchNorm {
             bias,
             running_mean: track.then(|| stored(&c, 0.0f32, dev)),
             running_var: track.then(|| stored(&c, 1.0f32, dev)),
-            num_batches_tracked: track.then(|| stored(&[], 0i32, dev)),
+            num_batches_tracked: track.then(|| stored(&[], 0i64, dev)),
             momentum: options.momentum,
             eps: options.eps,
             ranks: &[2, 3],
@@ -187,33 +187,6 @@ impl BatchNorm {
             );
         }
     }
-
-    /// Updates the running statistics from the batch's `mean` and biased
-    /// `var` (each `[C]`) over `n` values per channel.
-    fn update_running(&self, mean: &Tensor, var: &Tensor, n: usize) {
-        let (Some(rm), Some(rv), Some(count)) = (
-            &self.running_mean,
-            &self.running_var,
-            &self.num_batches_tracked,
-        ) else {
-            return;
-        };
-        no_grad(|| {
-            count.add_(1i32);
-            let unbiased = var * (n as f32 / (n.max(2) - 1) as f32);
-            match self.momentum {
-                Some(m) => {
-                    rm.copy_(rm * (1.0 - m) + mean * m);
-                    rv.copy_(rv * (1.0 - m) + unbiased * m);
-                }
-                None => {
-                    let factor = count.cast(DType::F32).recip();
-                    rm.copy_(rm + (mean - rm) * &factor);
-                    rv.copy_(rv + (unbiased - rv) * &factor);
-                }
-            }
-        });
-    }
 }
 
 impl Module for BatchNorm {
@@ -221,36 +194,28 @@ impl Module for BatchNorm {
     fn forward(&self, x: &Tensor) -> Tensor {
         self.check(x);
         let _op = crate::graph::record_as(self.name);
-        let rank = x.rank();
-        let c = self.num_features;
-        let n = x.numel().checked_div(c).unwrap_or(0);
-        let batch_stats = self.is_training() || self.running_mean.is_none();
-        if self.is_training() && n == 1 {
-            panic!(
-                "{}: expected more than 1 value per channel when training, got input size {:?} at {}",
-                self.name,
-                x.shape(),
-                Location::caller()
-            );
+        let training = self.is_training();
+        let count = self.num_batches_tracked.as_ref().filter(|_| training);
+        if let Some(count) = count {
+            no_grad(|| {
+                count.add_(1i64);
+            });
         }
-        let xf = x.cast(DType::F32);
-        let y = match (&self.running_mean, &self.running_var) {
-            (Some(rm), Some(rv)) if !batch_stats => {
-                (xf - per_channel(rm, rank)) * per_channel(&(rv + self.eps).rsqrt(), rank)
-            }
-            _ => {
-                let axes: Vec<isize> = std::iter::once(0).chain(2..rank as isize).collect();
-                let mean = xf.mean(axes.clone(), true);
-                let centred = &xf - &mean;
-                let var = (&centred * &centred).mean(axes, true);
-                let y = centred * (&var + self.eps).rsqrt();
-                if self.is_training() {
-                    self.update_running(&mean.detach().reshape([c]), &var.detach().reshape([c]), n);
-                }
-                y
-            }
+        let momentum = match (self.momentum, count) {
+            (None, Some(count)) => Momentum::Cumulative(count),
+            (m, _) => Momentum::Fixed(m.unwrap_or(0.0)),
         };
-        affine(y, self.weight.as_ref(), self.bias.as_ref()).cast(x.dtype())
+        let running = self.running_mean.as_ref().zip(self.running_var.as_ref());
+        normalize_batch(
+            self.name,
+            x,
+            running,
+            self.weight.as_ref(),
+            self.bias.as_ref(),
+            training || running.is_none(),
+            momentum,
+            self.eps,
+        )
     }
 
     fn visit(&self, v: &mut ParamVisitor) {
@@ -271,6 +236,169 @@ impl Module for BatchNorm {
         }
         v.training_flag(&self.training);
     }
+}
+
+/// How running statistics move toward a batch's.
+#[derive(Clone, Copy)]
+enum Momentum<'a> {
+    /// `running = (1 - m) running + m batch`.
+    Fixed(f32),
+    /// A cumulative average: the batch weighs `1 / count` (the batches
+    /// seen, this one included).
+    Cumulative(&'a Tensor),
+}
+
+/// Batch normalisation of `x` `[N, C, *]` over every dim but 1: by the
+/// batch's statistics when `batch_stats` (updating `running` in place,
+/// with the unbiased variance), else by `running`. `op` names the caller
+/// in errors. Statistics in f32 whatever `x`'s float dtype.
+#[allow(clippy::too_many_arguments)]
+#[track_caller]
+fn normalize_batch(
+    op: &str,
+    x: &Tensor,
+    running: Option<(&Tensor, &Tensor)>,
+    weight: Option<&Tensor>,
+    bias: Option<&Tensor>,
+    batch_stats: bool,
+    momentum: Momentum,
+    eps: f32,
+) -> Tensor {
+    let rank = x.rank();
+    let c = x.shape().get(1).copied().unwrap_or(0);
+    let n = x.numel().checked_div(c).unwrap_or(0);
+    if batch_stats && n == 1 {
+        panic!(
+            "{op}: expected more than 1 value per channel when training, got input size {:?} at {}",
+            x.shape(),
+            Location::caller()
+        );
+    }
+    let xf = x.cast(DType::F32);
+    let y = match running {
+        Some((rm, rv)) if !batch_stats => {
+            (xf - per_channel(rm, rank)) * per_channel(&(rv + eps).rsqrt(), rank)
+        }
+        _ => {
+            let axes: Vec<isize> = std::iter::once(0).chain(2..rank as isize).collect();
+            let mean = xf.mean(axes.clone(), true);
+            let centred = &xf - &mean;
+            let var = (&centred * &centred).mean(axes, true);
+            let y = centred * (&var + eps).rsqrt();
+            if let Some((rm, rv)) = running {
+                let (mean, var) = (mean.detach().reshape([c]), var.detach().reshape([c]));
+                update_running(rm, rv, &mean, &var, n, momentum);
+            }
+            y
+        }
+    };
+    affine(y, weight, bias).cast(x.dtype())
+}
+
+/// Moves `rm` and `rv` toward the batch's `mean` and biased `var` (each
+/// `[C]`, over `n` values per channel; the variance enters unbiased), in
+/// place and without gradient.
+fn update_running(
+    rm: &Tensor,
+    rv: &Tensor,
+    mean: &Tensor,
+    var: &Tensor,
+    n: usize,
+    momentum: Momentum,
+) {
+    no_grad(|| {
+        let unbiased = var * (n as f32 / (n.max(2) - 1) as f32);
+        match momentum {
+            Momentum::Fixed(m) => {
+                rm.copy_(rm * (1.0 - m) + mean * m);
+                rv.copy_(rv * (1.0 - m) + unbiased * m);
+            }
+            Momentum::Cumulative(count) => {
+                let factor = count.cast(DType::F32).recip();
+                rm.copy_(rm + (mean - rm) * &factor);
+                rv.copy_(rv + (unbiased - rv) * &factor);
+            }
+        }
+    });
+}
+
+/// Batch normalisation as a function (PyTorch's `F.batch_norm`): `x`
+/// `[N, C, *]` normalised per channel by the batch's mean and biased
+/// variance when `training` (then `running_mean` and `running_var`, if
+/// given, move toward them by `momentum`, in place, with the unbiased
+/// variance), or by the running statistics otherwise; then `weight` and
+/// `bias` per channel.
+///
+/// # Panics
+/// At the caller's line: outside training without running statistics,
+/// with one value per channel in training, or on a non-float input.
+#[allow(clippy::too_many_arguments)]
+#[track_caller]
+pub fn batch_norm(
+    x: &Tensor,
+    running_mean: Option<&Tensor>,
+    running_var: Option<&Tensor>,
+    weight: Option<&Tensor>,
+    bias: Option<&Tensor>,
+    training: bool,
+    momentum: f32,
+    eps: f32,
+) -> Tensor {
+    let _op = crate::graph::record_as("batch_norm");
+    let running = running_mean.zip(running_var);
+    if x.rank() < 2 || !x.dtype().is_float() || (!training && running.is_none()) {
+        panic!(
+            "batch_norm: expects float input [N, C, *] and, outside training, running statistics; \
+             got {:?} ({}), training {training}, running statistics given: {} at {}",
+            x.shape(),
+            x.dtype(),
+            running.is_some(),
+            Location::caller()
+        );
+    }
+    normalize_batch(
+        "batch_norm",
+        x,
+        running,
+        weight,
+        bias,
+        training,
+        Momentum::Fixed(momentum),
+        eps,
+    )
+}
+
+/// Group normalisation as a function (PyTorch's `F.group_norm`): the
+/// channels of `x` `[N, C, *]` in `num_groups` groups, each sample's group
+/// normalised by its mean and biased variance (one fused row kernel), then
+/// `weight` and `bias` `[C]`.
+#[track_caller]
+pub fn group_norm(
+    x: &Tensor,
+    num_groups: usize,
+    weight: Option<&Tensor>,
+    bias: Option<&Tensor>,
+    eps: f32,
+) -> Tensor {
+    let loc = Location::caller();
+    let c = x.shape().get(1).copied().unwrap_or(0);
+    if x.rank() < 2 || !x.dtype().is_float() || num_groups == 0 || !c.is_multiple_of(num_groups) {
+        panic!(
+            "group_norm: expected float input [N, C, *] with C divisible by num_groups = {num_groups}, got {:?} ({}) at {loc}",
+            x.shape(),
+            x.dtype()
+        );
+    }
+    let _op = crate::graph::record_as("group_norm");
+    let rows = x.shape()[0] * num_groups;
+    let len = x.numel().checked_div(rows).unwrap_or(0);
+    let shape: Vec<isize> = x.shape().iter().map(|&d| d as isize).collect();
+    let y = x
+        .cast(DType::F32)
+        .reshape([rows, len])
+        .normalize_rows(eps)
+        .reshape(shape);
+    affine(y, weight, bias).cast(x.dtype())
 }
 
 /// Group normalisation (PyTorch's `GroupNorm`): the channels of
@@ -331,26 +459,22 @@ impl GroupNorm {
 impl Module for GroupNorm {
     #[track_caller]
     fn forward(&self, x: &Tensor) -> Tensor {
-        let loc = Location::caller();
-        if x.rank() < 2 || x.shape()[1] != self.num_channels || !x.dtype().is_float() {
+        if x.rank() < 2 || x.shape()[1] != self.num_channels {
             panic!(
-                "GroupNorm: expected float input [N, {}, *], got {:?} ({}) at {loc}",
+                "GroupNorm: expected input [N, {}, *], got {:?} ({}) at {}",
                 self.num_channels,
                 x.shape(),
-                x.dtype()
+                x.dtype(),
+                Location::caller()
             );
         }
-        let _op = crate::graph::record_as("group_norm");
-        let n = x.shape()[0];
-        let rows = n * self.num_groups;
-        let len = x.numel().checked_div(rows).unwrap_or(0);
-        let shape: Vec<isize> = x.shape().iter().map(|&d| d as isize).collect();
-        let y = x
-            .cast(DType::F32)
-            .reshape([rows, len])
-            .normalize_rows(self.eps)
-            .reshape(shape);
-        affine(y, self.weight.as_ref(), self.bias.as_ref()).cast(x.dtype())
+        group_norm(
+            x,
+            self.num_groups,
+            self.weight.as_ref(),
+            self.bias.as_ref(),
+            self.eps,
+        )
     }
 
     fn visit(&self, v: &mut ParamVisitor) {
