@@ -197,3 +197,51 @@ fn u8_and_i64_go_through_safetensors() {
         assert_eq!(again.labels.to_vec::<i64>().expect("read"), labels);
     }
 }
+
+#[test]
+fn in_place_and_negation_of_bytes_wrap_and_comparisons_see_true_values() {
+    for dev in devices() {
+        let t = Tensor::from_vec(vec![250u8, 5, 0], [3], &dev).expect("t");
+        t.add_(10u8);
+        assert_eq!(
+            t.cast(DType::F32).to_vec::<f32>().expect("read"),
+            [4.0, 15.0, 10.0]
+        );
+        t.sub_(11u8);
+        assert_eq!(t.to_vec::<u8>().expect("read"), [249, 4, 255]);
+        assert_eq!(t.sum_all().item::<i64>().expect("sum"), 249 + 4 + 255);
+        let n = -&Tensor::from_vec(vec![1u8, 0, 200], [3], &dev).expect("n");
+        assert_eq!(n.dtype(), DType::U8);
+        assert_eq!(
+            n.cast(DType::I32).to_vec::<i32>().expect("read"),
+            [255, 0, 56]
+        );
+        let b = Tensor::from_vec(vec![0u8, 255], [2], &dev).expect("b");
+        assert_eq!(b.gt(-1).to_vec::<bool>().expect("gt"), [true, true]);
+        assert_eq!(b.eq(-1).to_vec::<bool>().expect("eq"), [false, false]);
+        assert_eq!(b.eq(256).to_vec::<bool>().expect("eq"), [false, false]);
+        assert_eq!(b.lt(300).to_vec::<bool>().expect("lt"), [true, true]);
+        assert_eq!(b.eq(255).to_vec::<bool>().expect("eq"), [false, true]);
+    }
+}
+
+#[test]
+fn every_way_in_refuses_an_i64_outside_i32() {
+    let dev = lazywgpu::Device::cpu();
+    let refuses = |f: &dyn Fn()| std::panic::catch_unwind(std::panic::AssertUnwindSafe(f)).is_err();
+    assert!(refuses(&|| {
+        Tensor::full([1], 1i64 << 33, &dev);
+    }));
+    assert!(refuses(&|| {
+        Tensor::scalar((1i64 << 32) + 7, &dev);
+    }));
+    assert!(refuses(&|| {
+        Tensor::zeros_dtype([1], DType::I64, &dev).fill_(1i64 << 32);
+    }));
+    assert_eq!(
+        Tensor::full([2], -(1i64 << 31), &dev)
+            .to_vec::<i64>()
+            .expect("read"),
+        [-(1i64 << 31); 2]
+    );
+}

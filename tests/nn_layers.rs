@@ -144,3 +144,51 @@ fn batch_norm_on_bf16_input_keeps_f32_statistics() {
         );
     }
 }
+
+#[test]
+fn spatial_ops_keep_half_dtypes() {
+    for dev in common::devices() {
+        let x = Tensor::from_vec(
+            (0..49).map(|i| i as f32 * 0.25).collect::<Vec<f32>>(),
+            [1, 1, 7, 7],
+            &dev,
+        )
+        .expect("x");
+        for dtype in [lazywgpu::DType::F16, lazywgpu::DType::BF16] {
+            let h = x.cast(dtype);
+            let pooled = h.adaptive_avg_pool2d((3, 3));
+            assert_eq!(pooled.dtype(), dtype);
+            let want = x.adaptive_avg_pool2d((3, 3)).to_vec::<f32>().expect("f32");
+            common::assert_close(
+                &pooled.float().to_vec::<f32>().expect("half"),
+                &want,
+                1e-2,
+                1e-2,
+                "pool",
+            );
+            let up = h.interpolate(
+                Some((9, 5)),
+                None,
+                lazywgpu::InterpolateMode::Bilinear,
+                true,
+            );
+            assert_eq!(up.dtype(), dtype);
+            let want = x
+                .interpolate(
+                    Some((9, 5)),
+                    None,
+                    lazywgpu::InterpolateMode::Bilinear,
+                    true,
+                )
+                .to_vec::<f32>()
+                .expect("f32");
+            common::assert_close(
+                &up.float().to_vec::<f32>().expect("half"),
+                &want,
+                1e-2,
+                5e-2,
+                "bilinear",
+            );
+        }
+    }
+}

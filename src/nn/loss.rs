@@ -78,6 +78,10 @@ fn target_shape(x: &Tensor) -> Vec<usize> {
 /// Negative log-likelihood of `log_probs` `[N, C, d1, ...]` at integer
 /// class indices `target` `[N, d1, ...]`, with PyTorch's options (the
 /// label smoothing of [`cross_entropy_with`] included).
+///
+/// A target outside `0..C` other than `ignore_index` matches no class
+/// and adds nothing but its weight's divisor share (PyTorch raises; the
+/// targets live on the device, where checking would cost a readback).
 #[track_caller]
 pub fn nll_loss_with(log_probs: &Tensor, target: &Tensor, options: &CrossEntropyOptions) -> Tensor {
     let loc = Location::caller();
@@ -223,6 +227,12 @@ pub fn binary_cross_entropy_with_logits_with(
     reduction: Reduction,
 ) -> Tensor {
     same_shape("binary_cross_entropy_with_logits", input, target);
+    if reduction == Reduction::BatchMean {
+        panic!(
+            "binary_cross_entropy_with_logits: reduction BatchMean is kl_div's only; use Mean, Sum or None at {}",
+            Location::caller()
+        );
+    }
     let _op = crate::graph::record_as("binary_cross_entropy_with_logits");
     let (x, y) = (input, target);
     // softplus(-x) = log(1 + e^-x) = max(-x, 0) + log(1 + e^-|x|).

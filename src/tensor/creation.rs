@@ -6,6 +6,7 @@ use std::panic::Location;
 
 use ndarray::{ArrayBase, Data, Dimension};
 
+use super::elementwise::checked_bits;
 use super::{IntoShape, Tensor};
 use crate::dtype::{DType, Element};
 use crate::error::{Error, Result};
@@ -146,7 +147,7 @@ impl Tensor {
     #[track_caller]
     pub fn scalar<T: Element>(value: T, dev: &Device) -> Tensor {
         Tensor::from_node(
-            scalar_node(value.to_bits(), T::DTYPE, Location::caller()),
+            scalar_node(checked_bits(value), T::DTYPE, Location::caller()),
             dev,
         )
     }
@@ -156,8 +157,11 @@ impl Tensor {
     pub fn full<T: Element>(shape: impl IntoShape, value: T, dev: &Device) -> Tensor {
         let shape = shape.into_shape();
         let loc = Location::caller();
-        let node =
-            super::movement::expand_node(&scalar_node(value.to_bits(), T::DTYPE, loc), &shape, loc);
+        let node = super::movement::expand_node(
+            &scalar_node(checked_bits(value), T::DTYPE, loc),
+            &shape,
+            loc,
+        );
         Tensor::from_node(node, dev)
     }
 

@@ -44,19 +44,26 @@ macro_rules! scalar_operand {
         impl IntoOperand for $t {
             #[track_caller]
             fn into_operand(self) -> Operand {
-                if !Element::fits(self) {
-                    panic!(
-                        "scalar {self:?} of dtype {} does not fit the 32 bits it is stored in at {}",
-                        <$t as Element>::DTYPE,
-                        Location::caller()
-                    );
-                }
-                Operand::Scalar(<$t as Element>::DTYPE, Element::to_bits(self))
+                Operand::Scalar(<$t as Element>::DTYPE, checked_bits(self))
             }
         }
     )*};
 }
 scalar_operand!(f32, i32, u32, bool, i64, u8);
+
+/// `value`'s 32-bit pattern; panics at the caller's line when the value
+/// does not survive it (an `i64` outside `i32`'s range).
+#[track_caller]
+pub(crate) fn checked_bits<T: Element>(value: T) -> u32 {
+    if !value.fits() {
+        panic!(
+            "scalar {value:?} of dtype {} does not fit the 32 bits it is stored in at {}",
+            T::DTYPE,
+            Location::caller()
+        );
+    }
+    value.to_bits()
+}
 
 /// Converts a scalar's bits from one dtype to another on the host. A float
 /// scalar's bits are an f32 pattern whatever its float dtype (kernels
@@ -109,6 +116,20 @@ pub(crate) fn cast_node(
     )
 }
 
+/// Whether a `u8` tensor (`dtype`) meets an integer scalar outside
+/// `0..=255`, which the tensor's dtype cannot hold.
+fn byte_against_wider_int(dtype: DType, rhs: &Operand) -> bool {
+    let &Operand::Scalar(sd, bits) = rhs else {
+        return false;
+    };
+    let value = match sd.compute() {
+        DType::I32 => bits as i32 as i64,
+        DType::U32 => bits as i64,
+        _ => return false,
+    };
+    dtype == DType::U8 && !(0..=255).contains(&value)
+}
+
 /// `node` clamped into `[0, 255]` in its own dtype (NaN stays NaN and
 /// becomes 0 in the cast), so a cast into `u8` saturates.
 fn saturate_u8(node: &Arc<Node>, loc: &'static Location<'static>) -> Arc<Node> {
@@ -138,6 +159,11 @@ fn saturate_u8(node: &Arc<Node>, loc: &'static Location<'static>) -> Arc<Node> {
 impl Tensor {
     #[track_caller]
     pub(super) fn unary(&self, op: UnaryOp) -> Tensor {
+        if op == UnaryOp::Neg && self.dtype() == DType::U8 {
+            // 0 - x, modulo 256 (as PyTorch's negation of bytes).
+            let zero = Tensor::zeros_dtype(self.shape().to_vec(), DType::U8, self.device());
+            return zero.binary(Operand::Tensor(self.clone()), BinaryOp::Sub);
+        }
         let loc = Location::caller();
         let mut x = self.node();
         if op.needs_float() && !x.dtype.is_float() {
@@ -175,7 +201,7 @@ impl Tensor {
 
     /// Whether `self op rhs` is `u8` arithmetic that can leave `[0, 255]`
     /// (and so wraps modulo 256, as PyTorch's does).
-    fn wraps_as_u8(&self, rhs: &Operand, op: BinaryOp) -> bool {
+    pub(super) fn wraps_as_u8(&self, rhs: &Operand, op: BinaryOp) -> bool {
         let result = match rhs {
             Operand::Tensor(t) => promote(self.dtype(), t.dtype()),
             Operand::Scalar(sd, _) if sd.category() <= self.dtype().category() => {
@@ -194,7 +220,7 @@ impl Tensor {
     /// and products of bytes), then reduced modulo 256 as
     /// `r - floor(r / 256) * 256` (exact in f32 below 2^24).
     #[track_caller]
-    fn binary_u8(&self, rhs: Operand, op: BinaryOp) -> Tensor {
+    pub(super) fn binary_u8(&self, rhs: Operand, op: BinaryOp) -> Tensor {
         let wide = |t: &Tensor| t.cast(DType::I32);
         let rhs = match rhs {
             Operand::Tensor(t) => Operand::Tensor(wide(&t)),
@@ -211,6 +237,11 @@ impl Tensor {
     /// `self`'s handle instead of registering a new one).
     #[track_caller]
     pub(crate) fn binary_node(&self, rhs: &Operand, op: BinaryOp) -> Arc<Node> {
+        if op.is_comparison() && byte_against_wider_int(self.dtype(), rhs) {
+            // A byte compared with an integer outside 0..=255: compared in
+            // i32, where both values are what they are.
+            return self.cast(DType::I32).binary_node(rhs, op);
+        }
         let loc = Location::caller();
         let a = self.node();
         let b = match rhs {

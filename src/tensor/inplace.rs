@@ -9,7 +9,7 @@ use std::panic::Location;
 use std::sync::Arc;
 
 use super::creation::scalar_node;
-use super::elementwise::cast_node;
+use super::elementwise::{cast_node, checked_bits};
 use super::movement::expand_node;
 use super::{IntoOperand, Operand, Tensor};
 use crate::dtype::Element;
@@ -47,7 +47,11 @@ impl Tensor {
     #[track_caller]
     fn binary_(&self, rhs: Operand, op: BinaryOp, name: &str) -> &Tensor {
         let rhs_requires_grad = matches!(&rhs, Operand::Tensor(t) if t.requires_grad());
-        let value = self.binary_node(&rhs, op);
+        let value = if self.wraps_as_u8(&rhs, op) {
+            self.binary_u8(rhs, op).node()
+        } else {
+            self.binary_node(&rhs, op)
+        };
         self.assign_node(value, name, rhs_requires_grad)
     }
 
@@ -110,7 +114,7 @@ impl Tensor {
     pub fn fill_<T: Element>(&self, value: T) -> &Tensor {
         let loc = Location::caller();
         let scalar = cast_node(
-            &scalar_node(value.to_bits(), T::DTYPE, loc),
+            &scalar_node(checked_bits(value), T::DTYPE, loc),
             self.dtype(),
             loc,
         );

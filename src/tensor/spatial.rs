@@ -134,6 +134,10 @@ impl Tensor {
         let loc = Location::caller();
         let fits = self.rank() == 4
             && weight.rank() == 4
+            && self.shape()[2..].iter().all(|&d| d > 0)
+            && weight.shape()[2..].iter().all(|&d| d > 0)
+            && dilation.0 > 0
+            && dilation.1 > 0
             && groups > 0
             && weight.shape()[0] == self.shape()[1]
             && self.shape()[1].is_multiple_of(groups)
@@ -143,9 +147,9 @@ impl Tensor {
             && output_padding.1 < stride.1.max(dilation.1);
         if !fits {
             panic!(
-                "conv_transpose2d: input {:?} and weight {:?} do not match (expected weight [C_in, C_out / groups, KH, KW] \
-                 with C_in divisible by groups = {groups}, output_padding {output_padding:?} smaller than stride {stride:?} \
-                 or dilation {dilation:?}) at {loc}",
+                "conv_transpose2d: input {:?} and weight {:?} do not match (expected a non-empty input [N, C_in, H, W], \
+                 weight [C_in, C_out / groups, KH, KW] with C_in divisible by groups = {groups}, positive stride {stride:?} \
+                 and dilation {dilation:?}, output_padding {output_padding:?} smaller than stride or dilation) at {loc}",
                 self.shape(),
                 weight.shape()
             );
@@ -234,8 +238,17 @@ impl Tensor {
             ),
             (None, None) => unreachable!("checked above"),
         };
-        let rows = self.resize_dim(2, out.0, scale.0, mode, align_corners);
+        if out.0 == 0 || out.1 == 0 {
+            panic!(
+                "interpolate: output size {out:?} (from size {size:?}, scale_factor {scale_factor:?}, input {:?}) must be positive at {loc}",
+                self.shape()
+            );
+        }
+        // Blended in f32 and rounded once, as PyTorch does for half types.
+        let x = self.cast(crate::DType::F32);
+        let rows = x.resize_dim(2, out.0, scale.0, mode, align_corners);
         rows.resize_dim(3, out.1, scale.1, mode, align_corners)
+            .cast(self.dtype())
     }
 
     /// Resizes dim `axis` to `output` positions (see [`Tensor::interpolate`]).
@@ -291,7 +304,10 @@ impl Tensor {
         let dev = self.device();
         let rows = bins(h, output.0, dev);
         let cols = bins(w, output.1, dev);
-        rows.matmul(self).matmul(&cols.t())
+        // In f32 whatever the input's float dtype (the bins are f32).
+        rows.matmul(&self.cast(crate::DType::F32))
+            .matmul(&cols.t())
+            .cast(self.dtype())
     }
 }
 
