@@ -77,11 +77,11 @@ struct Args {
     #[arg(long, value_name = "DIR")]
     data: Option<PathBuf>,
     /// Epochs (the one-cycle schedule spans all of them; one takes about
-    /// four minutes on a 2-core machine with lavapipe)
+    /// five to six minutes on a 2-core machine with lavapipe at batch 64)
     #[arg(long, value_name = "N", default_value_t = 1, value_parser = at_least_one())]
     epochs: usize,
     /// Images per training batch (the last, shorter batch is dropped)
-    #[arg(long, value_name = "N", default_value_t = 128, value_parser = at_least_one())]
+    #[arg(long, value_name = "N", default_value_t = 64, value_parser = at_least_one())]
     batch_size: usize,
     /// Channels of the first stage; the others double it (ResNet-18: 64)
     #[arg(long, value_name = "N", default_value_t = 8, value_parser = at_least_one())]
