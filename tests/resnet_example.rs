@@ -139,7 +139,7 @@ fn three_steps(dev: &Device) -> Vec<f32> {
         .iter()
         .find(|(n, _)| n == "layer2.0.downsample.1.num_batches_tracked")
         .expect("a nested buffer");
-    assert_eq!(tracked.1.item::<i32>().expect("count"), 3);
+    assert_eq!(tracked.1.item::<i64>().expect("count"), 3);
     let rm = state
         .iter()
         .find(|(n, _)| n == "bn1.running_mean")
