@@ -56,10 +56,7 @@ impl Module for Linear {
     }
 
     fn visit(&self, v: &mut ParamVisitor) {
-        v.param("weight", &self.weight);
-        if let Some(b) = &self.bias {
-            v.param("bias", b);
-        }
+        v.weight_and_bias(Some(&self.weight), self.bias.as_ref());
     }
 }
 
@@ -151,10 +148,7 @@ impl Module for Conv2d {
     }
 
     fn visit(&self, v: &mut ParamVisitor) {
-        v.param("weight", &self.weight);
-        if let Some(b) = &self.bias {
-            v.param("bias", b);
-        }
+        v.weight_and_bias(Some(&self.weight), self.bias.as_ref());
     }
 }
 
@@ -461,10 +455,7 @@ impl Module for Conv1d {
     }
 
     fn visit(&self, v: &mut ParamVisitor) {
-        v.param("weight", &self.weight);
-        if let Some(b) = &self.bias {
-            v.param("bias", b);
-        }
+        v.weight_and_bias(Some(&self.weight), self.bias.as_ref());
     }
 }
 
@@ -552,10 +543,7 @@ impl Module for ConvTranspose2d {
     }
 
     fn visit(&self, v: &mut ParamVisitor) {
-        v.param("weight", &self.weight);
-        if let Some(b) = &self.bias {
-            v.param("bias", b);
-        }
+        v.weight_and_bias(Some(&self.weight), self.bias.as_ref());
     }
 }
 

@@ -219,12 +219,7 @@ impl Module for BatchNorm {
     }
 
     fn visit(&self, v: &mut ParamVisitor) {
-        if let Some(w) = &self.weight {
-            v.param("weight", w);
-        }
-        if let Some(b) = &self.bias {
-            v.param("bias", b);
-        }
+        v.weight_and_bias(self.weight.as_ref(), self.bias.as_ref());
         for (name, t) in [
             ("running_mean", &self.running_mean),
             ("running_var", &self.running_var),
@@ -478,11 +473,6 @@ impl Module for GroupNorm {
     }
 
     fn visit(&self, v: &mut ParamVisitor) {
-        if let Some(w) = &self.weight {
-            v.param("weight", w);
-        }
-        if let Some(b) = &self.bias {
-            v.param("bias", b);
-        }
+        v.weight_and_bias(self.weight.as_ref(), self.bias.as_ref());
     }
 }

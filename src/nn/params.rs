@@ -87,6 +87,16 @@ impl ParamVisitor {
         self.record(name, t, Kind::Parameter);
     }
 
+    /// Records a layer's optional `weight` and `bias` under those names
+    /// (the pair most layers own).
+    pub fn weight_and_bias(&mut self, weight: Option<&Tensor>, bias: Option<&Tensor>) {
+        for (name, t) in [("weight", weight), ("bias", bias)] {
+            if let Some(t) = t {
+                self.param(name, t);
+            }
+        }
+    }
+
     /// Records buffer `name` of the module being visited: a tensor saved
     /// and loaded with the parameters but never trained (running
     /// statistics, counters).

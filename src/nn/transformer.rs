@@ -97,12 +97,7 @@ impl Module for LayerNorm {
     }
 
     fn visit(&self, v: &mut ParamVisitor) {
-        if let Some(w) = &self.weight {
-            v.param("weight", w);
-        }
-        if let Some(b) = &self.bias {
-            v.param("bias", b);
-        }
+        v.weight_and_bias(self.weight.as_ref(), self.bias.as_ref());
     }
 }
 
