@@ -82,6 +82,7 @@ pub(super) fn normalize(
         per_invocation: true,
         count: rows,
         arrays: Vec::new(),
+        subgroup_id: false,
     };
     (
         entry,

@@ -92,6 +92,7 @@ pub(super) fn reduce_per_invocation(
         per_invocation: true,
         count: outer * parts,
         arrays: Vec::new(),
+        subgroup_id: false,
     };
     (entry, g.body().to_vec())
 }

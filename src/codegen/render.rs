@@ -5,7 +5,7 @@
 use std::fmt::{self, Write};
 
 use crate::dtype::DType;
-use crate::kernel::ir::{Buffer, Check, Expr, Inst, PartAccess, Ty, Var};
+use crate::kernel::ir::{Buffer, Builtin, Check, Expr, Inst, PartAccess, Ty, Var};
 use crate::kernel::{Binding, Declared, Entry, Kernel};
 
 use super::exprs::{
@@ -50,6 +50,21 @@ impl fmt::Display for Expr {
             Expr::Var(v) => write!(f, "{v}"),
             Expr::Template(t) => f.write_str(t),
             Expr::Invocation => f.write_str("gi"),
+            Expr::Local => f.write_str("lid"),
+            Expr::SubgroupLane => f.write_str("sid"),
+            Expr::Index { base, index } => write!(f, "{}[{index}]", Operand(base)),
+            Expr::Call { f: func, args } => {
+                let args: Vec<String> = args.iter().map(|a| a.to_string()).collect();
+                match func {
+                    Builtin::Vec4 => write!(f, "vec4<f32>({})", args.join(", ")),
+                    Builtin::TextureLoad(t) => write!(
+                        f,
+                        "textureLoad({t}, vec2<u32>({}, {}), {}, 0)",
+                        args[0], args[1], args[2]
+                    ),
+                    _ => write!(f, "{}({})", func.name(), args.join(", ")),
+                }
+            }
             Expr::U32(v) => write!(f, "{v}u"),
             Expr::I32(v) => write!(f, "{v}i"),
             Expr::Param { word, dtype } => match dtype.compute() {
@@ -211,18 +226,24 @@ pub(crate) fn kernel_wgsl(kernel: &Kernel, origins: Option<&[String]>) -> String
             per_invocation,
             count,
             arrays,
+            subgroup_id,
         } => {
             out.push('\n');
             for a in arrays {
                 let _ = writeln!(
                     out,
                     "var<workgroup> {}: array<{}, {}>;",
-                    a.name,
+                    a.var,
                     wgsl_type(a.element),
                     a.len
                 );
             }
-            out.push_str(&entry_point(*workgroup_size, *per_invocation, *count, ""));
+            let builtins = if *subgroup_id {
+                ", @builtin(subgroup_invocation_id) sid: u32"
+            } else {
+                ""
+            };
+            out.push_str(&entry_point(*workgroup_size, *per_invocation, *count, builtins));
             render_body(&kernel.body, origins, &mut out);
             out.push_str("}\n");
         }
@@ -343,6 +364,24 @@ pub(crate) fn render_body(body: &[Inst], origins: Option<&[String]>, out: &mut S
             },
             Inst::Accumulate { var, value } => writeln!(out, "    {var} = {var} + {value};"),
             Inst::Assign { var, value } => writeln!(out, "    {var} = {value};"),
+            Inst::DeclareArray { var, element, len } => {
+                writeln!(out, "    var {var}: array<{}, {len}>;", wgsl_type(*element))
+            }
+            Inst::SetElement { var, index, value } => {
+                writeln!(out, "    {var}[{index}] = {value};")
+            }
+            Inst::Barrier => writeln!(out, "    workgroupBarrier();"),
+            Inst::Break => writeln!(out, "    break;"),
+            Inst::TextureStore {
+                texture,
+                x,
+                y,
+                layer,
+                value,
+            } => writeln!(
+                out,
+                "    textureStore({texture}, vec2<u32>({x}, {y}), {layer}, {value});"
+            ),
             Inst::Parts {
                 buffer,
                 parts,

@@ -318,6 +318,7 @@ fn softmax_per_thread(
         per_invocation: true,
         count: rows,
         arrays: Vec::new(),
+        subgroup_id: false,
     };
     (entry, g.body().to_vec())
 }

@@ -103,6 +103,7 @@ impl ElementwiseKernel<'_> {
             per_invocation: true,
             count: invocations,
             arrays: Vec::new(),
+            subgroup_id: false,
         };
         let body = g.body().iter().chain(&stores).cloned().collect();
         let launch = Launch {

@@ -101,6 +101,17 @@ pub(crate) enum Expr {
     /// The invocation's index over the kernel's grid (`gi`; see
     /// `program::Entry`).
     Invocation,
+    /// The invocation's index within its workgroup (`lid`).
+    Local,
+    /// The invocation's lane within its subgroup (`sid`; the entry must
+    /// ask for it, `Entry::Main::subgroup_id`).
+    SubgroupLane,
+    /// Element `index` of `base`: a lane of a `vec4`, an element of a
+    /// private or workgroup array (`Inst::DeclareArray`,
+    /// `program::WorkgroupArray`).
+    Index { base: Box<Expr>, index: Box<Expr> },
+    /// A built-in function applied to `args`.
+    Call { f: Builtin, args: Vec<Expr> },
     /// A variable or expression of the surrounding template (`gi`, a
     /// loop counter, a row's maximum).
     Template(String),
@@ -213,6 +224,19 @@ impl Expr {
             .unwrap_or_else(|| Expr::template("true"))
     }
 
+    /// Element `index` of `base`.
+    pub fn index(base: Expr, index: Expr) -> Expr {
+        Expr::Index {
+            base: Box::new(base),
+            index: Box::new(index),
+        }
+    }
+
+    /// `f(args)`.
+    pub fn call(f: Builtin, args: Vec<Expr>) -> Expr {
+        Expr::Call { f, args }
+    }
+
     /// The sum of `terms` (`0u` when empty).
     pub fn sum(terms: Vec<Expr>) -> Expr {
         terms
@@ -225,6 +249,32 @@ impl Expr {
 impl From<Var> for Expr {
     fn from(var: Var) -> Expr {
         Expr::Var(var)
+    }
+}
+
+/// The built-in functions kernels call beyond the graph's ops.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub(crate) enum Builtin {
+    /// The smaller of two `u32`s.
+    Min,
+    /// A `vec4<f32>` of four `f32`s.
+    Vec4,
+    /// `args[0]` as lane `args[1]` (a uniform `u32`) of the subgroup holds it.
+    SubgroupBroadcast,
+    /// The texel at column `args[0]`, row `args[1]`, layer `args[2]` of
+    /// the sampled texture array bound as `name` (a `vec4<f32>`).
+    TextureLoad(&'static str),
+}
+
+impl Builtin {
+    /// The IR's (and, but for `Vec4`, WGSL's) name of the function.
+    pub fn name(self) -> &'static str {
+        match self {
+            Builtin::Min => "min",
+            Builtin::Vec4 => "vec4",
+            Builtin::SubgroupBroadcast => "subgroupBroadcast",
+            Builtin::TextureLoad(_) => "textureLoad",
+        }
     }
 }
 
@@ -258,6 +308,25 @@ pub(crate) enum Inst {
     Accumulate { var: Var, value: Expr },
     /// `var = value`, for a variable from `Declare`.
     Assign { var: Var, value: Expr },
+    /// A private array of `len` elements of `element`, uninitialised.
+    DeclareArray { var: Var, element: Ty, len: usize },
+    /// `var[index] = value`, for a private or workgroup array.
+    SetElement { var: Var, index: Expr, value: Expr },
+    /// Waits until every invocation of the workgroup reaches it, and
+    /// makes their workgroup-memory writes visible (uniform control flow
+    /// only).
+    Barrier,
+    /// Leaves the innermost `Loop`.
+    Break,
+    /// Writes `value` (a `vec4<f32>`) at column `x`, row `y`, layer
+    /// `layer` of the storage texture array bound as `texture`.
+    TextureStore {
+        texture: &'static str,
+        x: Expr,
+        y: Expr,
+        layer: Expr,
+        value: Expr,
+    },
     /// Element `index` of a buffer bound in `parts` parts of
     /// `per_part` elements each (`buffer.part` unset): the part holding it
     /// is chosen at run time.
@@ -342,9 +411,12 @@ pub(crate) fn reads_output_elsewhere(body: &[Inst], own: &Expr) -> bool {
             | Expr::IsNan { x, .. }
             | Expr::Not(x)
             | Expr::Rng { index: x, .. } => in_expr(x, own),
-            Expr::Binary { a, b, .. } | Expr::Arith { a, b, .. } => {
-                in_expr(a, own) || in_expr(b, own)
-            }
+            Expr::Binary { a, b, .. }
+            | Expr::Arith { a, b, .. }
+            | Expr::Index {
+                base: a, index: b, ..
+            } => in_expr(a, own) || in_expr(b, own),
+            Expr::Call { args, .. } => args.iter().any(|a| in_expr(a, own)),
             Expr::Select {
                 cond,
                 then,
@@ -352,6 +424,8 @@ pub(crate) fn reads_output_elsewhere(body: &[Inst], own: &Expr) -> bool {
             } => in_expr(cond, own) || in_expr(then, own) || in_expr(otherwise, own),
             Expr::Var(_)
             | Expr::Invocation
+            | Expr::Local
+            | Expr::SubgroupLane
             | Expr::Template(_)
             | Expr::U32(_)
             | Expr::F32(_)
@@ -379,7 +453,15 @@ pub(crate) fn reads_output_elsewhere(body: &[Inst], own: &Expr) -> bool {
         Inst::Store { index, value, .. } => in_expr(index, own) || in_expr(value, own),
         Inst::If { cond, body } => in_expr(cond, own) || reads_output_elsewhere(body, own),
         Inst::Loop { body, .. } => reads_output_elsewhere(body, own),
-        Inst::Check { .. } | Inst::Template(_) => false,
+        Inst::SetElement { index, value, .. } => in_expr(index, own) || in_expr(value, own),
+        Inst::TextureStore {
+            x, y, layer, value, ..
+        } => [x, y, layer, value].iter().any(|e| in_expr(e, own)),
+        Inst::Check { .. }
+        | Inst::Template(_)
+        | Inst::DeclareArray { .. }
+        | Inst::Barrier
+        | Inst::Break => false,
     })
 }
 
@@ -430,6 +512,16 @@ impl fmt::Display for IrExpr<'_> {
             Expr::Var(v) => write!(f, "{v}"),
             Expr::Template(t) => write!(f, "`{t}`"),
             Expr::Invocation => f.write_str("gi"),
+            Expr::Local => f.write_str("lid"),
+            Expr::SubgroupLane => f.write_str("sid"),
+            Expr::Index { base, index } => write!(f, "{}[{}]", e(base), e(index)),
+            Expr::Call { f: func, args } => {
+                let args: Vec<String> = args.iter().map(e).collect();
+                match func {
+                    Builtin::TextureLoad(t) => write!(f, "textureLoad({t}, {})", args.join(", ")),
+                    _ => write!(f, "{}({})", func.name(), args.join(", ")),
+                }
+            }
             Expr::U32(v) => write!(f, "{v}u"),
             Expr::I32(v) => write!(f, "{v}i"),
             Expr::Param { word, dtype } => write!(f, "param[{word}] as {dtype}"),
@@ -502,6 +594,28 @@ pub(crate) fn print_body(body: &[Inst], depth: usize, out: &mut String) {
                 writeln!(out, "{pad}{var} += {}", IrExpr(value))
             }
             Inst::Assign { var, value } => writeln!(out, "{pad}{var} = {}", IrExpr(value)),
+            Inst::DeclareArray { var, element, len } => {
+                writeln!(out, "{pad}var {var}: [{element}; {len}]")
+            }
+            Inst::SetElement { var, index, value } => {
+                writeln!(out, "{pad}{var}[{}] = {}", IrExpr(index), IrExpr(value))
+            }
+            Inst::Barrier => writeln!(out, "{pad}barrier"),
+            Inst::Break => writeln!(out, "{pad}break"),
+            Inst::TextureStore {
+                texture,
+                x,
+                y,
+                layer,
+                value,
+            } => writeln!(
+                out,
+                "{pad}texture_store {texture}[{}, {}, {}] = {}",
+                IrExpr(x),
+                IrExpr(y),
+                IrExpr(layer),
+                IrExpr(value)
+            ),
             Inst::Parts {
                 buffer,
                 parts,

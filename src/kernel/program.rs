@@ -8,7 +8,7 @@
 use std::fmt;
 
 use super::binding::Binding;
-use super::ir::{Inst, Ty, print_body};
+use super::ir::{Inst, Ty, Var, print_body};
 
 /// One kernel.
 #[derive(Clone, Debug, PartialEq)]
@@ -52,13 +52,16 @@ pub(crate) enum Entry {
         count: usize,
         /// Arrays in workgroup memory.
         arrays: Vec<WorkgroupArray>,
+        /// Whether the body reads its subgroup lane (`Expr::SubgroupLane`).
+        subgroup_id: bool,
     },
 }
 
 /// An array in workgroup memory.
 #[derive(Clone, Debug, PartialEq)]
 pub(crate) struct WorkgroupArray {
-    pub name: String,
+    /// The variable the body indexes it by.
+    pub var: Var,
     pub element: Ty,
     pub len: usize,
 }
@@ -104,6 +107,7 @@ impl fmt::Display for Kernel {
                 per_invocation,
                 count,
                 arrays,
+                subgroup_id: _,
             } => {
                 let unit = if *per_invocation {
                     "invocations"
@@ -115,7 +119,7 @@ impl fmt::Display for Kernel {
                     "entry: workgroups of {workgroup_size}, gi in 0..{count} indexes {unit}"
                 )?;
                 for a in arrays {
-                    writeln!(f, "workgroup {}: [{}; {}]", a.name, a.element.dtype, a.len)?;
+                    writeln!(f, "workgroup {}: [{}; {}]", a.var, a.element, a.len)?;
                 }
             }
         }
