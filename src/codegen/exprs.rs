@@ -98,23 +98,6 @@ pub(crate) fn is_nonfinite(a: &str, vec: bool) -> String {
     }
 }
 
-/// A softmax output `y` of a row whose maximum is `m` and whose sum of
-/// exponentials is `s`: NaN where `m` is not finite (a NaN or +inf in the
-/// row) or `s` is not positive (a row of -inf), as in PyTorch, whatever a
-/// driver's `exp` makes of NaN or a compiler of `x / x`. `vec`: `y` is a
-/// `vec4<f32>` (`m` and `s` stay scalars).
-pub(crate) fn softmax_guard(y: &str, m: &str, s: &str, vec: bool) -> String {
-    let nan = if vec {
-        "vec4<f32>(bitcast<f32>(0x7fc00000u))"
-    } else {
-        "bitcast<f32>(0x7fc00000u)"
-    };
-    format!(
-        "select({y}, {nan}, {} || !({s} > 0.0))",
-        is_nonfinite(m, false)
-    )
-}
-
 /// `max` or `min` of two f32 values that is NaN when either is (PyTorch's
 /// `maximum`, `minimum`, `amax` and `amin`); WGSL leaves NaN unspecified.
 pub(crate) fn nan_extremum(f: &str, a: &str, c: &str, vec: bool) -> String {

@@ -71,6 +71,23 @@ fn golden_kernels_in_both_printers() {
             Strategy::Softmax(SoftmaxStrategy::RowPerInvocation),
         ),
     );
+    // A softmax over rows of 24 read as vec4s, and a log-softmax over
+    // rows of 300, a workgroup a row.
+    golden_kernel(
+        "softmax_vec4",
+        &kernel_with(
+            &x.softmax(1),
+            Strategy::Softmax(SoftmaxStrategy::RowPerInvocationVec4),
+        ),
+    );
+    let wide = Tensor::from_vec(vec![0.5f32; 2 * 300], [2, 300], &dev).expect("wide");
+    golden_kernel(
+        "softmax_per_workgroup",
+        &kernel_with(
+            &wide.log_softmax(1),
+            Strategy::Softmax(SoftmaxStrategy::RowPerWorkgroup),
+        ),
+    );
     // Row sums and a first-NaN argmax, an output an invocation.
     let per_invocation = Strategy::Reduce(ReduceStrategy::PerInvocation);
     golden_kernel(
@@ -80,6 +97,24 @@ fn golden_kernels_in_both_printers() {
     golden_kernel(
         "reduce_argmax",
         &kernel_with(&x.argmax(0, false), per_invocation),
+    );
+    // A first-NaN argmax over rows of 300, a workgroup tree an output.
+    let long = Tensor::from_vec(vec![1.0f32; 2 * 300], [2, 300], &dev).expect("long");
+    golden_kernel(
+        "reduce_argmax_tree",
+        &kernel_with(
+            &long.argmax(1, false),
+            Strategy::Reduce(ReduceStrategy::WorkgroupTree),
+        ),
+    );
+    // The first stage of a split sum of 2^17 elements, read four at a time.
+    let flat = Tensor::from_vec(vec![1.0f32; 1 << 17], [1 << 17], &dev).expect("flat");
+    golden_kernel(
+        "reduce_sum_by_fours",
+        &kernel_with(
+            &flat.sum([0], false),
+            Strategy::Reduce(ReduceStrategy::SumByFours),
+        ),
     );
     // An elementwise kernel, four elements an invocation.
     let e = (&x * 3.0).exp();

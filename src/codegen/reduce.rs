@@ -1,95 +1,69 @@
-//! Reduction kernels: a workgroup tree per output, or the vec4 first
-//! stage of a split sum (see `ReduceStrategy`); one invocation per output
-//! is built as IR (`reduce_ir`).
-
-use std::fmt::Write;
+//! Reduction kernels, built as IR: the strategy (`choose_reduce`) picks
+//! one invocation per output (`reduce_ir::reduce_per_invocation`), a
+//! workgroup tree per output, or the vec4 first stage of a split sum.
 
 use super::emit::Gen;
-use super::exprs::{is_nan, nan_extremum, value_type};
-use super::wgsl::{WORKGROUP_SIZE, bounded_loop, kernel_main, vectorizable};
+use super::wgsl::{WORKGROUP_SIZE, vectorizable};
 use crate::dtype::DType;
 use crate::graph::GraphKey;
-use crate::graph::op::ReduceOp;
-use crate::kernel::ir::{Expr, Ty};
-use crate::kernel::{ReduceShape, ReduceStrategy, choose_reduce};
+use crate::graph::op::{BinaryOp, ReduceOp};
+use crate::kernel::ir::{Arith, Expr, Inst, Ty, Var};
+use crate::kernel::{Entry, ReduceShape, ReduceStrategy, WorkgroupArray, choose_reduce};
 use crate::shape::numel;
 
-use super::reduce_ir::{Reduction, reduce_per_invocation, split_index};
-use super::roots::{RootBody, stores};
+use super::reduce_ir::{
+    Combine, Reduction, identity, reduce_per_invocation, reduce_unit, strided, uarith,
+};
+use super::roots::store_outputs;
 
-fn identity(op: ReduceOp, dtype: DType) -> String {
-    match (op, dtype.compute()) {
-        (ReduceOp::Sum, d) => format!("{}(0)", d.wgsl_value_type()),
-        (ReduceOp::Prod, d) => format!("{}(1)", d.wgsl_value_type()),
-        // Floats start from the table's identity (infinities by their bits).
-        (op, DType::F32) => format!("bitcast<f32>({:#010x}u)", (op.identity() as f32).to_bits()),
-        (ReduceOp::Max | ReduceOp::ArgMax, DType::I32) => "bitcast<i32>(0x80000000u)".into(),
-        (ReduceOp::Max | ReduceOp::ArgMax, _) => "0u".into(),
-        (ReduceOp::Min | ReduceOp::ArgMin, DType::I32) => "bitcast<i32>(0x7fffffffu)".into(),
-        (ReduceOp::Min | ReduceOp::ArgMin, _) => "0xffffffffu".into(),
-    }
-}
-
-/// `acc = combine(acc, v)`; for arg ops also the index (`best`, `r`), ties
-/// going to the smaller index (PyTorch returns the first extremum). On
-/// f32, NaN wins as in PyTorch: `amax`/`amin` are NaN where any element
-/// is, and the arg ops return the index of the first NaN.
-fn combine(op: ReduceOp, dtype: DType, acc: &str, best: &str, v: &str, r: &str) -> String {
-    let float = dtype.is_float();
-    let arg = |cmp: &str| {
-        let plain = format!("{v} {cmp} {acc} || ({v} == {acc} && {r} < {best})");
-        let cond = if float {
-            let (v_nan, acc_nan) = (is_nan(v, false), is_nan(acc, false));
-            format!("({v_nan} && (!{acc_nan} || {r} < {best})) || (!{acc_nan} && ({plain}))")
-        } else {
-            plain
-        };
-        format!("if ({cond}) {{ {acc} = {v}; {best} = {r}; }}")
+/// The kernel of reduction `red`: its entry, body and workgroup count,
+/// and the strategy it was built with.
+pub(super) fn reduce(
+    g: &mut Gen,
+    key: &GraphKey,
+    red: &Reduction<'_>,
+) -> (Entry, Vec<Inst>, usize, ReduceStrategy) {
+    let x = key.nodes[red.root].inputs[0];
+    let in_shape = &key.nodes[x].shape;
+    let reduced: usize = red.axes.iter().map(|&d| in_shape[d]).product();
+    let outer: usize = (0..in_shape.len())
+        .filter(|d| !red.axes.contains(d))
+        .map(|d| in_shape[d])
+        .product();
+    let total = outer * red.parts;
+    let rank = in_shape.len();
+    let strategy = choose_reduce(
+        ReduceShape {
+            op: red.op,
+            dtype: key.nodes[x].dtype,
+            reduced,
+            parts: red.parts,
+            trailing: red
+                .axes
+                .iter()
+                .enumerate()
+                .all(|(i, &d)| d == rank - red.axes.len() + i),
+            vectorizable: vectorizable(&key.nodes, x, g.stored, false),
+        },
+        g.context().precedent(red.root),
+        g.context().target.loop_budget(1),
+    );
+    let groups = total.div_ceil(WORKGROUP_SIZE as usize);
+    let (entry, body, groups) = match strategy {
+        ReduceStrategy::SumByFours => {
+            let (entry, body) = sum_by_fours(g, key, red);
+            (entry, body, groups)
+        }
+        ReduceStrategy::PerInvocation => {
+            let (entry, body) = reduce_per_invocation(g, key, red);
+            (entry, body, groups)
+        }
+        ReduceStrategy::WorkgroupTree => {
+            let (entry, body) = workgroup_tree(g, key, red, total);
+            (entry, body, total)
+        }
     };
-    match op {
-        ReduceOp::Sum => format!("{acc} = {acc} + {v};"),
-        ReduceOp::Prod => format!("{acc} = {acc} * {v};"),
-        ReduceOp::Max if float => format!("{acc} = {};", nan_extremum("max", acc, v, false)),
-        ReduceOp::Min if float => format!("{acc} = {};", nan_extremum("min", acc, v, false)),
-        ReduceOp::Max => format!("{acc} = max({acc}, {v});"),
-        ReduceOp::Min => format!("{acc} = min({acc}, {v});"),
-        ReduceOp::ArgMax => arg(">"),
-        ReduceOp::ArgMin => arg("<"),
-    }
-}
-
-/// A loop running `body` for `var = start, start + step, ..` while `var < len`,
-/// for a `start` in `[0, step)` that differs between lanes. Written as
-/// `len / step` iterations every lane runs (a loop count the compiler
-/// sees is uniform) plus one guarded tail, instead of a loop whose bound
-/// differs between lanes: on lavapipe that made a 16M-element sum 2x
-/// slower (a probe of both forms: 16 vs 8 ms). The same elements in the
-/// same order either way.
-/// The loop takes the kernel's whole loop budget (`bounded_loop`).
-fn strided_loop(
-    var: &str,
-    start: &str,
-    (step, len): (usize, usize),
-    budget: Option<usize>,
-    body: &str,
-) -> String {
-    let full = len / step;
-    let mut code = format!("{{\n    let {var}0 = {start};\n");
-    code.push_str(&bounded_loop(
-        ("j", "0u", &format!("{full}u"), "1u"),
-        full,
-        budget,
-        &format!("    let {var} = {var}0 + j * {step}u;\n{body}"),
-    ));
-    if !len.is_multiple_of(step) {
-        let _ = write!(
-            code,
-            "    let {var} = {var}0 + {}u;\n    if ({var} < {len}u) {{\n{body}    }}\n",
-            full * step
-        );
-    }
-    code.push_str("    }\n");
-    code
+    (entry, body, groups, strategy)
 }
 
 /// The first stage of a split sum (see `Op::Reduce`: part `p` takes the
@@ -98,176 +72,167 @@ fn strided_loop(
 /// is a loop over the SIMD lanes, a probe of 16M f32 read in 8 ms this way
 /// against 18 ms one element at a time (`ReduceStrategy::SumByFours`, see
 /// `choose_reduce` for where it applies).
-fn sum_by_fours(
-    g: &mut Gen,
-    key: &GraphKey,
-    root: usize,
-    axes: &[usize],
-    parts: usize,
-    outputs: &[usize],
-) -> String {
-    let x = key.nodes[root].inputs[0];
+fn sum_by_fours(g: &mut Gen, key: &GraphKey, red: &Reduction<'_>) -> (Entry, Vec<Inst>) {
+    let x = key.nodes[red.root].inputs[0];
     let in_shape = &key.nodes[x].shape;
-    let reduced: usize = axes.iter().map(|&d| in_shape[d]).product();
-    let dtype = key.nodes[x].dtype;
-    let total = numel(&key.nodes[root].shape);
-    let load = g.scoped(|g| {
-        let i = g.emit(
-            "i",
-            Ty::U32,
-            Expr::template(format!("o * {}u + r4", reduced / 4)),
-        );
+    let reduced: usize = red.axes.iter().map(|&d| in_shape[d]).product();
+    let dtype = key.nodes[x].dtype.compute();
+    let parts = red.parts;
+    let total = numel(&key.nodes[red.root].shape);
+    let o = g.emit("o", Ty::U32, uarith(Arith::Div, Expr::Invocation, parts));
+    let first = g.emit("r0", Ty::U32, uarith(Arith::Rem, Expr::Invocation, parts));
+    let vec_ty = Ty::of(dtype, true);
+    let zero = Expr::Construct {
+        ty: vec_ty,
+        x: Box::new(identity(ReduceOp::Sum, dtype)),
+    };
+    let acc = g.variable_of("acc", vec_ty, zero);
+    let groups_per_output = reduced / 4;
+    strided(g, (&first, parts, groups_per_output), &|g, r4| {
+        let at = uarith(Arith::Mul, o.clone(), groups_per_output);
+        let i = g.emit("i", Ty::U32, Expr::arith(Arith::Add, at, r4));
         let v = g.value(x, &i, false, true);
-        let _ = writeln!(g, "        acc = acc + {v};");
+        g.accumulate(&acc, v);
     });
-    let st = stores(g, key, (root, outputs), "gi", "result");
-    let vt = value_type(dtype, true);
-    let result_ty = value_type(key.nodes[root].dtype, false);
-    format!(
-        "\n{head}\
-         let o = gi / {parts}u;\n\
-         var acc = {vt}();\n\
-         {lp}\
-         let result: {result_ty} = (acc.x + acc.y) + (acc.z + acc.w);\n{st}}}\n",
-        head = kernel_main(WORKGROUP_SIZE as usize, true, total, ""),
-        lp = strided_loop(
-            "r4",
-            &format!("gi % {parts}u"),
-            (parts, reduced / 4),
-            g.context().target.loop_budget(1),
-            &load
-        ),
-    )
+    let add = |a: Expr, b: Expr| Expr::Binary {
+        op: BinaryOp::Add,
+        operand: dtype,
+        vec: false,
+        a: Box::new(a),
+        b: Box::new(b),
+    };
+    let lane = |q: u64| Expr::index(acc.clone(), Expr::U32(q));
+    let sum = add(add(lane(0), lane(1)), add(lane(2), lane(3)));
+    let result = g.emit(
+        "result",
+        Ty::scalar(key.nodes[red.root].dtype.compute()),
+        sum,
+    );
+    store_outputs(g, key, (red.root, red.outputs), &Expr::Invocation, &result);
+    let entry = Entry::Main {
+        workgroup_size: WORKGROUP_SIZE as usize,
+        per_invocation: true,
+        count: total,
+        arrays: Vec::new(),
+        subgroup_id: false,
+    };
+    (entry, g.body().to_vec())
 }
 
-pub(super) fn reduce(
+/// Long reductions: a workgroup per output (`gi` indexes workgroups),
+/// its invocations striding the output's elements, then a tree in
+/// workgroup memory: `log2(WORKGROUP_SIZE)` halvings, each a combine by
+/// the lower half and a barrier (written out, not a loop: the tree is the
+/// same at every size).
+fn workgroup_tree(
     g: &mut Gen,
     key: &GraphKey,
-    root: usize,
-    op: ReduceOp,
-    axes: &[usize],
-    parts: usize,
-    outputs: &[usize],
-) -> (RootBody, usize, ReduceStrategy) {
-    let x = key.nodes[root].inputs[0];
+    red: &Reduction<'_>,
+    total: usize,
+) -> (Entry, Vec<Inst>) {
+    let x = key.nodes[red.root].inputs[0];
     let in_shape = key.nodes[x].shape.clone();
-    let in_dtype = key.nodes[x].dtype;
-    let vt = in_dtype.wgsl_value_type();
-    let reduced: usize = axes.iter().map(|&d| in_shape[d]).product();
-    let outer: usize = (0..in_shape.len())
-        .filter(|d| !axes.contains(d))
-        .map(|d| in_shape[d])
-        .product();
-    let total = outer * parts;
-    let arg = op.is_arg();
-    let id = identity(op, in_dtype);
-    let rank = in_shape.len();
-    let strategy = choose_reduce(
-        ReduceShape {
-            op,
-            dtype: in_dtype,
-            reduced,
-            parts,
-            trailing: axes
-                .iter()
-                .enumerate()
-                .all(|(i, &d)| d == rank - axes.len() + i),
-            vectorizable: vectorizable(&key.nodes, x, g.stored, false),
-        },
-        g.context().precedent(root),
-        g.context().target.loop_budget(1),
-    );
-    let groups = total.div_ceil(WORKGROUP_SIZE as usize);
-    if strategy == ReduceStrategy::SumByFours {
-        let main = sum_by_fours(g, key, root, axes, parts, outputs);
-        return (RootBody::Text(main), groups, strategy);
-    }
-    if strategy == ReduceStrategy::PerInvocation {
-        let red = Reduction {
-            root,
-            op,
-            axes,
-            parts,
-            outputs,
-        };
-        let (entry, body) = reduce_per_invocation(g, key, &red);
-        return (RootBody::Ir(entry, body), groups, strategy);
-    }
-    let (o, r) = (Expr::template("o"), Expr::template("r"));
-    let index = split_index(&in_shape, axes, &o, &r);
-    let element = g.scoped(|g| {
-        let i = g.emit("i", Ty::U32, index.clone());
-        let v = g.value(x, &i, false, false);
-        let _ = writeln!(
-            g,
-            "        {}",
-            combine(op, in_dtype, "acc", "best", &v.to_string(), "r")
-        );
+    let dtype = key.nodes[x].dtype.compute();
+    let reduced: usize = red.axes.iter().map(|&d| in_shape[d]).product();
+    let (parts, wg) = (red.parts, WORKGROUP_SIZE as usize);
+    let arg = red.op.is_arg();
+    let o = g.emit("o", Ty::U32, uarith(Arith::Div, Expr::Invocation, parts));
+    let part = uarith(Arith::Rem, Expr::Invocation, parts);
+    let lane = uarith(Arith::Mul, Expr::Local, parts);
+    let first = g.emit("r0", Ty::U32, Expr::arith(Arith::Add, part, lane));
+    let acc = g.variable_of("acc", Ty::scalar(dtype), identity(red.op, dtype));
+    let best = g.variable_of("best", Ty::U32, Expr::U32(u32::MAX as u64));
+    let cx = Combine {
+        op: red.op,
+        dtype,
+        acc: &acc,
+        best: &best,
+    };
+    // Split reductions step over groups of four elements, plain ones over
+    // elements.
+    let steps = if parts > 1 {
+        reduced.div_ceil(4)
+    } else {
+        reduced
+    };
+    strided(g, (&first, wg * parts, steps), &|g, r| {
+        reduce_unit(g, (x, &in_shape, red.axes), (&o, r), parts, &cx)
     });
-    // Split reductions step over groups of four elements (`r4`); plain
-    // ones over elements (`r`).
-    let (var, steps, load) = if parts > 1 {
-        let mut load = String::new();
-        for q in 0..4 {
-            let guard = if reduced.is_multiple_of(4) {
-                String::new()
+    let values = g.fresh("red_v");
+    let indices = g.fresh("red_i");
+    // The index array only for the arg ops.
+    let mut arrays = vec![WorkgroupArray {
+        var: values,
+        element: Ty::scalar(dtype),
+        len: wg,
+    }];
+    g.push(set(values, Expr::Local, acc.clone()));
+    if arg {
+        arrays.push(WorkgroupArray {
+            var: indices,
+            element: Ty::U32,
+            len: wg,
+        });
+        g.push(set(indices, Expr::Local, best.clone()));
+    }
+    g.push(Inst::Barrier);
+    let mut half = wg / 2;
+    while half > 0 {
+        let merge = g.block(|g| {
+            let other = uarith(Arith::Add, Expr::Local, half);
+            let at = |var, i: Expr| Expr::index(Expr::Var(var), i);
+            g.assign(&acc, at(values, Expr::Local));
+            if arg {
+                g.assign(&best, at(indices, Expr::Local));
+            }
+            let theirs = g.emit("w", Ty::scalar(dtype), at(values, other.clone()));
+            let their_index = if arg {
+                g.emit("wi", Ty::U32, at(indices, other))
             } else {
-                format!("if (r < {reduced}u) ")
+                Expr::U32(0)
             };
-            let _ = writeln!(
-                load,
-                "    {{ let r = r4 * 4u + {q}u; {guard}{{\n{element}    }} }}"
-            );
-        }
-        ("r4", reduced.div_ceil(4), load)
-    } else {
-        ("r", reduced, element)
+            cx.combine(g, &theirs, &their_index);
+            g.push(set(values, Expr::Local, acc.clone()));
+            if arg {
+                g.push(set(indices, Expr::Local, best.clone()));
+            }
+        });
+        g.push(Inst::If {
+            cond: uarith(Arith::Lt, Expr::Local, half),
+            body: merge,
+        });
+        g.push(Inst::Barrier);
+        half /= 2;
+    }
+    let finish = g.block(|g| {
+        let result = if arg {
+            let first_best = Expr::index(Expr::Var(indices), Expr::U32(0));
+            Expr::Construct {
+                ty: Ty::scalar(DType::I32),
+                x: Box::new(first_best),
+            }
+        } else {
+            Expr::index(Expr::Var(values), Expr::U32(0))
+        };
+        let root_ty = Ty::scalar(key.nodes[red.root].dtype.compute());
+        let result = g.emit("result", root_ty, result);
+        store_outputs(g, key, (red.root, red.outputs), &Expr::Invocation, &result);
+    });
+    g.push(Inst::If {
+        cond: Expr::arith(Arith::Eq, Expr::Local, Expr::U32(0)),
+        body: finish,
+    });
+    let entry = Entry::Main {
+        workgroup_size: wg,
+        per_invocation: false,
+        count: total,
+        arrays,
+        subgroup_id: false,
     };
-    let result_expr = if arg {
-        "i32(best)".to_string()
-    } else {
-        "acc".to_string()
-    };
-    let result_ty = value_type(key.nodes[root].dtype, false);
-    // Long reductions: a workgroup per output, threads striding the
-    // chunk, then a tree.
-    let st = stores(g, key, (root, outputs), "gi", "result");
-    let merge = combine(
-        op,
-        in_dtype,
-        "red_v[lid]",
-        "red_i[lid]",
-        "red_v[lid + s]",
-        "red_i[lid + s]",
-    );
-    let main = format!(
-        "\nvar<workgroup> red_v: array<{vt}, {WORKGROUP_SIZE}>;\n\
-         var<workgroup> red_i: array<u32, {WORKGROUP_SIZE}>;\n\
-         {head}\
-         let o = gi / {parts}u;\n\
-         var acc: {vt} = {id};\n\
-         var best: u32 = 0xffffffffu;\n\
-         {lp}\
-         red_v[lid] = acc;\n\
-         red_i[lid] = best;\n\
-         workgroupBarrier();\n\
-         for (var s = {half}u; s > 0u; s = s >> 1u) {{\n\
-             if (lid < s) {{ {merge} }}\n\
-             workgroupBarrier();\n\
-         }}\n\
-         if (lid == 0u) {{\n\
-             acc = red_v[0];\n\
-             best = red_i[0];\n\
-             let result: {result_ty} = {result_expr};\n{st}    }}\n}}\n",
-        half = WORKGROUP_SIZE / 2,
-        head = kernel_main(WORKGROUP_SIZE as usize, false, total, ""),
-        lp = strided_loop(
-            var,
-            &format!("gi % {parts}u + lid * {parts}u"),
-            (WORKGROUP_SIZE as usize * parts, steps),
-            g.context().target.loop_budget(1),
-            &load
-        ),
-    );
-    (RootBody::Text(main), total, strategy)
+    (entry, g.body().to_vec())
+}
+
+/// `var[index] = value`.
+fn set(var: Var, index: Expr, value: Expr) -> Inst {
+    Inst::SetElement { var, index, value }
 }

@@ -47,8 +47,8 @@ pub(super) fn reduce_per_invocation(
     } else {
         (1, reduced)
     };
-    let o = g.emit("o", Ty::U32, arith(Arith::Div, Expr::Invocation, parts));
-    let first = g.emit("r0", Ty::U32, arith(Arith::Rem, Expr::Invocation, parts));
+    let o = g.emit("o", Ty::U32, uarith(Arith::Div, Expr::Invocation, parts));
+    let first = g.emit("r0", Ty::U32, uarith(Arith::Rem, Expr::Invocation, parts));
     let acc = g.variable_of("acc", Ty::scalar(dtype), identity(red.op, dtype));
     let best = g.variable_of("best", Ty::U32, Expr::U32(u32::MAX as u64));
     let cx = Combine {
@@ -57,25 +57,9 @@ pub(super) fn reduce_per_invocation(
         acc: &acc,
         best: &best,
     };
-    // One step: element `r` (or the four of group `r`) of the output.
-    let unit = |g: &mut Gen, r: Expr| {
-        if parts == 1 {
-            element(g, (x, &in_shape, red.axes), (&o, r), &cx);
-            return;
-        }
-        for q in 0..4 {
-            let at = Expr::arith(Arith::Add, arith(Arith::Mul, r.clone(), 4), Expr::U32(q));
-            let at = g.emit("r", Ty::U32, at);
-            let body = g.block(|g| element(g, (x, &in_shape, red.axes), (&o, at.clone()), &cx));
-            if reduced.is_multiple_of(4) {
-                body.into_iter().for_each(|i| g.push(i));
-            } else {
-                let inside = arith(Arith::Lt, at.clone(), reduced);
-                g.push(Inst::If { cond: inside, body });
-            }
-        }
-    };
-    strided(g, (&first, step, len), &unit);
+    strided(g, (&first, step, len), &|g, r| {
+        reduce_unit(g, (x, &in_shape, red.axes), (&o, r), parts, &cx)
+    });
     let root_ty = Ty::scalar(key.nodes[red.root].dtype.compute());
     let result = if red.op.is_arg() {
         Expr::Construct {
@@ -97,19 +81,58 @@ pub(super) fn reduce_per_invocation(
     (entry, g.body().to_vec())
 }
 
+/// One step of output `o`'s reduction: its element `r`, or (a split
+/// reduction's first stage, `parts > 1`) the four elements of group `r`,
+/// those past the reduced extent skipped.
+pub(super) fn reduce_unit(
+    g: &mut Gen,
+    (x, shape, axes): (usize, &[usize], &[usize]),
+    (o, r): (&Expr, Expr),
+    parts: usize,
+    cx: &Combine<'_>,
+) {
+    if parts == 1 {
+        element(g, (x, shape, axes), (o, r), cx);
+        return;
+    }
+    let reduced: usize = axes.iter().map(|&d| shape[d]).product();
+    for q in 0..4 {
+        let at = Expr::arith(Arith::Add, uarith(Arith::Mul, r.clone(), 4), Expr::U32(q));
+        let at = g.emit("r", Ty::U32, at);
+        let body = g.block(|g| element(g, (x, shape, axes), (o, at.clone()), cx));
+        if reduced.is_multiple_of(4) {
+            body.into_iter().for_each(|i| g.push(i));
+        } else {
+            let inside = uarith(Arith::Lt, at.clone(), reduced);
+            g.push(Inst::If { cond: inside, body });
+        }
+    }
+}
+
 /// `unit` at `r = first + j * step` for every `r < len`: a loop over the
 /// whole steps (its count the same in every invocation, which lavapipe
 /// runs faster than a bound that differs between lanes), then the one
 /// step past them that some invocations take.
-fn strided(g: &mut Gen, (first, step, len): (&Expr, usize, usize), unit: &dyn Fn(&mut Gen, Expr)) {
+pub(super) fn strided(g: &mut Gen, at: (&Expr, usize, usize), unit: &dyn Fn(&mut Gen, Expr)) {
+    strided_within(g, at, 1, unit)
+}
+
+/// `strided` in a kernel that runs `passes` such loops, each within its
+/// share of the loop budget.
+pub(super) fn strided_within(
+    g: &mut Gen,
+    (first, step, len): (&Expr, usize, usize),
+    passes: usize,
+    unit: &dyn Fn(&mut Gen, Expr),
+) {
     let full = len / step;
     let counter = g.fresh("j");
     let body = g.block(|g| {
-        let along = arith(Arith::Mul, Expr::Var(counter), step);
+        let along = uarith(Arith::Mul, Expr::Var(counter), step);
         let r = g.emit("rr", Ty::U32, Expr::arith(Arith::Add, first.clone(), along));
         unit(g, r);
     });
-    let unroll = unroll_for(full, g.context().target.loop_budget(1));
+    let unroll = unroll_for(full, g.context().target.loop_budget(passes));
     g.push(Inst::Loop {
         counter,
         count: full,
@@ -121,14 +144,14 @@ fn strided(g: &mut Gen, (first, step, len): (&Expr, usize, usize), unit: &dyn Fn
         let r = g.emit("rr", Ty::U32, r);
         let tail = g.block(|g| unit(g, r.clone()));
         g.push(Inst::If {
-            cond: arith(Arith::Lt, r, len),
+            cond: uarith(Arith::Lt, r, len),
             body: tail,
         });
     }
 }
 
 /// `a op n` for a `u32` literal `n`.
-fn arith(op: Arith, a: Expr, n: usize) -> Expr {
+pub(super) fn uarith(op: Arith, a: Expr, n: usize) -> Expr {
     Expr::arith(op, a, Expr::U32(n as u64))
 }
 
@@ -159,13 +182,13 @@ pub(super) fn split_index(shape: &[usize], axes: &[usize], o: &Expr, r: &Expr) -
                 let coord = if inner == 1 && size == total {
                     var.clone()
                 } else if inner * size >= total {
-                    arith(Arith::Div, var.clone(), inner)
+                    uarith(Arith::Div, var.clone(), inner)
                 } else if inner == 1 {
-                    arith(Arith::Rem, var.clone(), size)
+                    uarith(Arith::Rem, var.clone(), size)
                 } else {
-                    arith(Arith::Rem, arith(Arith::Div, var.clone(), inner), size)
+                    uarith(Arith::Rem, uarith(Arith::Div, var.clone(), inner), size)
                 };
-                terms.push(arith(Arith::Mul, coord, strides[d]));
+                terms.push(uarith(Arith::Mul, coord, strides[d]));
             }
             inner *= size;
         }
@@ -176,7 +199,7 @@ pub(super) fn split_index(shape: &[usize], axes: &[usize], o: &Expr, r: &Expr) -
 }
 
 /// The identity of `op` on values of `dtype` (a compute dtype).
-fn identity(op: ReduceOp, dtype: DType) -> Expr {
+pub(super) fn identity(op: ReduceOp, dtype: DType) -> Expr {
     match (op, dtype) {
         (op, DType::F32) => Expr::F32((op.identity() as f32).to_bits()),
         (ReduceOp::Sum, DType::I32) => Expr::I32(0),
@@ -196,18 +219,18 @@ fn identity(op: ReduceOp, dtype: DType) -> Expr {
 
 /// The running value (`acc`) and, for arg ops, its index (`best`) of a
 /// reduction `op` over values of `dtype`.
-struct Combine<'a> {
-    op: ReduceOp,
-    dtype: DType,
-    acc: &'a Expr,
-    best: &'a Expr,
+pub(super) struct Combine<'a> {
+    pub op: ReduceOp,
+    pub dtype: DType,
+    pub acc: &'a Expr,
+    pub best: &'a Expr,
 }
 
 impl Combine<'_> {
     /// Combines element `v` (index `r`): NaN wins on floats (`amax` and
     /// `amin` are NaN where any element is; the arg ops return the first
     /// NaN's index), ties go to the smaller index.
-    fn combine(&self, g: &mut Gen, v: &Expr, r: &Expr) {
+    pub fn combine(&self, g: &mut Gen, v: &Expr, r: &Expr) {
         let (acc, dtype) = (self.acc, self.dtype);
         let binary = |op: BinaryOp| Expr::Binary {
             op,

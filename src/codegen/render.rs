@@ -84,9 +84,14 @@ impl fmt::Display for Expr {
                 lit(DType::U32, 0, *vec),
                 lit(DType::U32, 1, *vec)
             ),
-            Expr::Unary { op, dtype, vec, x } => {
-                f.write_str(&unary_expr(*op, dtype.compute(), &x.to_string(), *vec))
-            }
+            // Operands that are expressions of their own are parenthesised:
+            // the op's spelling may be infix (`a + b`, `-a`).
+            Expr::Unary { op, dtype, vec, x } => f.write_str(&unary_expr(
+                *op,
+                dtype.compute(),
+                &Operand(x).to_string(),
+                *vec,
+            )),
             Expr::Binary {
                 op,
                 operand,
@@ -96,14 +101,14 @@ impl fmt::Display for Expr {
             } => f.write_str(&binary_expr(
                 *op,
                 operand.compute(),
-                &a.to_string(),
-                &b.to_string(),
+                &Operand(a).to_string(),
+                &Operand(b).to_string(),
                 *vec,
             )),
             Expr::Cast { from, to, vec, x } => f.write_str(&cast_expr(
                 from.compute(),
                 to.compute(),
-                &x.to_string(),
+                &Operand(x).to_string(),
                 *vec,
             )),
             Expr::Round { dtype, vec, x } => {
@@ -243,7 +248,12 @@ pub(crate) fn kernel_wgsl(kernel: &Kernel, origins: Option<&[String]>) -> String
             } else {
                 ""
             };
-            out.push_str(&entry_point(*workgroup_size, *per_invocation, *count, builtins));
+            out.push_str(&entry_point(
+                *workgroup_size,
+                *per_invocation,
+                *count,
+                builtins,
+            ));
             render_body(&kernel.body, origins, &mut out);
             out.push_str("}\n");
         }

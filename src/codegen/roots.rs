@@ -13,6 +13,7 @@ use super::matmul::{matmul, matmul_blocked};
 use super::matmul_lanes::{LANE_OPERANDS, matmul_lanes};
 use super::norm::normalize;
 use super::reduce::reduce;
+use super::reduce_ir::Reduction;
 use super::softmax::softmax;
 use super::wgsl::{CodegenContext, KernelSource, Launch, TextureUse};
 use crate::dtype::DType;
@@ -50,8 +51,15 @@ pub(crate) fn generate_root_kernel(
     let mut vec_out = false;
     let (main, groups, strategy) = match op {
         Op::Reduce { op, axes, parts } => {
-            let (main, groups, s) = reduce(&mut g, key, root, *op, axes, *parts, &outputs);
-            (main, groups, Strategy::Reduce(s))
+            let red = Reduction {
+                root,
+                op: *op,
+                axes,
+                parts: *parts,
+                outputs: &outputs,
+            };
+            let (entry, body, groups, s) = reduce(&mut g, key, &red);
+            (RootBody::Ir(entry, body), groups, Strategy::Reduce(s))
         }
         Op::Softmax { axis, log } => {
             let (main, groups, vec, s) = softmax(&mut g, key, root, *axis, *log, &outputs);

@@ -2,16 +2,14 @@
 //! or a row per workgroup (see `SoftmaxStrategy`), with PyTorch's NaN
 //! rules for rows holding NaN or infinities.
 
-use std::fmt::Write;
-
 use super::emit::Gen;
-use super::exprs::{nan_extremum, softmax_guard};
-use super::wgsl::{WORKGROUP_SIZE, bounded_loop, kernel_main, unroll_for, vectorizable};
+use super::reduce_ir::strided_within;
+use super::wgsl::{WORKGROUP_SIZE, unroll_for, vectorizable};
 use crate::dtype::DType;
 use crate::graph::GraphKey;
 use crate::graph::op::{BinaryOp, UnaryOp};
-use crate::kernel::Entry;
 use crate::kernel::ir::{Arith, Expr, Inst, Ty, Var};
+use crate::kernel::{Entry, WorkgroupArray};
 use crate::kernel::{SoftmaxStrategy, choose_softmax};
 use crate::shape::numel;
 
@@ -35,114 +33,123 @@ pub(super) fn softmax(
     let precedent = g.context().precedent(root);
     let budget = g.context().target.loop_budget(1);
     let strategy = choose_softmax((len, rows, inner), vectorizable, precedent, budget);
-    match strategy {
+    let groups = rows.div_ceil(WORKGROUP_SIZE as usize);
+    let ids = (root, x);
+    let (entry, body, groups, vec_out) = match strategy {
         SoftmaxStrategy::RowPerInvocationVec4 => {
-            let (main, groups, vec_out) =
-                softmax_per_thread_vec4(g, key, root, x, (len, rows), log, outputs);
-            return (RootBody::Text(main), groups, vec_out, strategy);
+            let (entry, body, vec_out) =
+                softmax_per_thread_vec4(g, key, ids, (len, rows), log, outputs);
+            (entry, body, groups, vec_out)
         }
         SoftmaxStrategy::RowPerInvocation => {
-            let (entry, body) =
-                softmax_per_thread(g, key, (root, x), (len, inner, rows), log, outputs);
-            let groups = rows.div_ceil(WORKGROUP_SIZE as usize);
-            return (RootBody::Ir(entry, body), groups, false, strategy);
+            let (entry, body) = softmax_per_thread(g, key, ids, (len, inner, rows), log, outputs);
+            (entry, body, groups, false)
         }
-        SoftmaxStrategy::RowPerWorkgroup => {}
-    }
-    let main = softmax_per_workgroup(g, key, root, x, (len, inner, rows), log, outputs);
-    (RootBody::Text(main), rows, false, strategy)
+        SoftmaxStrategy::RowPerWorkgroup => {
+            let (entry, body) =
+                softmax_per_workgroup(g, key, ids, (len, inner, rows), log, outputs);
+            (entry, body, rows, false)
+        }
+    };
+    (RootBody::Ir(entry, body), groups, vec_out, strategy)
 }
 
-/// Element `k` of row `gi` of rows of `len` elements `inner` apart.
-fn row_element(len: usize, inner: usize) -> String {
-    format!("((gi / {inner}u) * {len}u + k) * {inner}u + gi % {inner}u")
-}
-
-/// A workgroup per row: threads stride the row for its maximum, then the
-/// sum of exponentials (each combined by a tree in workgroup memory), then
-/// write the outputs.
+/// A workgroup per row (`gi` indexes workgroups): its invocations stride
+/// the row for its maximum, then for the sum of exponentials (each
+/// combined by a tree in workgroup memory), then write the outputs.
 fn softmax_per_workgroup(
     g: &mut Gen,
     key: &GraphKey,
-    root: usize,
-    x: usize,
+    (root, x): (usize, usize),
     (len, inner, rows): (usize, usize, usize),
     log: bool,
     outputs: &[usize],
-) -> String {
-    let at = row_element(len, inner);
-    let pass = |g: &mut Gen, tail: &dyn Fn(&mut Gen, &Expr, &Expr)| {
-        g.scoped(|g| {
-            let i = g.emit("i", Ty::U32, Expr::template(at.clone()));
+) -> (Entry, Vec<Inst>) {
+    let wg = WORKGROUP_SIZE as usize;
+    // Three passes over the row, each within its share of the budget.
+    let pass = |g: &mut Gen, f: &dyn Fn(&mut Gen, &Expr, &Expr)| {
+        strided_within(g, (&Expr::Local, wg, len), 3, &|g, k| {
+            let Expr::Var(k) = g.emit("k", Ty::U32, k) else {
+                unreachable!("emit binds a variable")
+            };
+            let i = g.emit("i", Ty::U32, row_element_at(len, inner, k));
             let v = g.value(x, &i, false, false);
-            tail(g, &i, &v);
+            f(g, &i, &v);
         })
     };
-    let max_loop = pass(g, &|g, _, v| {
-        let _ = writeln!(
-            g,
-            "        m = {};",
-            nan_extremum("max", "m", &v.to_string(), false)
-        );
+    let partial = g.fresh("red_v");
+    let m = g.variable("m", Expr::F32(f32::NEG_INFINITY.to_bits()));
+    pass(g, &|g, _, v| {
+        g.assign(&m, f32_op(BinaryOp::Maximum, m.clone(), v.clone()))
     });
-    let sum_loop = pass(g, &|g, _, v| {
-        let _ = writeln!(g, "        s = s + exp({v} - m);");
+    let m = workgroup_tree(g, partial, &m, BinaryOp::Maximum);
+    // The tree's result is read by all before the sum reuses the array.
+    g.push(Inst::Barrier);
+    let s = g.variable("s", Expr::F32(0.0f32.to_bits()));
+    pass(g, &|g, _, v| {
+        let d = g.emit("d", Ty::F32, f32_op(BinaryOp::Sub, v.clone(), m.clone()));
+        let e = g.emit("e", Ty::F32, f32_unary(UnaryOp::Exp, d));
+        g.accumulate(&s, e);
     });
-    let write_loop = pass(g, &|g, i, v| {
-        let expr = if log {
-            format!("({v} - m) - log(s)")
+    let s = workgroup_tree(g, partial, &s, BinaryOp::Add);
+    let bad = g.emit("bad", Ty::BOOL, row_is_bad(&m, &s));
+    let ls = g.emit("ls", Ty::F32, f32_unary(UnaryOp::Log, s.clone()));
+    pass(g, &|g, i, v| {
+        let d = g.emit("d", Ty::F32, f32_op(BinaryOp::Sub, v.clone(), m.clone()));
+        let y = if log {
+            f32_op(BinaryOp::Sub, d, ls.clone())
         } else {
-            format!("exp({v} - m) / s")
+            let e = g.emit("e", Ty::F32, f32_unary(UnaryOp::Exp, d));
+            f32_op(BinaryOp::Div, e, s.clone())
         };
-        let result = g.emit(
-            "y",
-            Ty::F32,
-            Expr::template(softmax_guard(&expr, "m", "s", false)),
-        );
-        store_outputs(g, key, (root, outputs), i, &result);
+        let y = g.emit("y", Ty::F32, y);
+        let nan = Expr::F32(f32::NAN.to_bits());
+        let r = g.emit("r", Ty::F32, Expr::select(bad.clone(), nan, y));
+        store_outputs(g, key, (root, outputs), i, &r);
     });
-    let half = WORKGROUP_SIZE / 2;
-    // Three passes over the row, each within its share of the budget.
-    let budget = g.context().target.loop_budget(3);
-    let len_u = format!("{len}u");
-    let stride = format!("{WORKGROUP_SIZE}u");
-    let row_loop = |body: &str| {
-        bounded_loop(
-            ("k", "lid", &len_u, &stride),
-            len.div_ceil(WORKGROUP_SIZE as usize),
-            budget,
-            body,
-        )
+    let entry = Entry::Main {
+        workgroup_size: wg,
+        per_invocation: false,
+        count: rows,
+        arrays: vec![WorkgroupArray {
+            var: partial,
+            element: Ty::F32,
+            len: wg,
+        }],
+        subgroup_id: false,
     };
-    let tree = |op: &str| {
-        format!(
-            "    red_v[lid] = {op};\n    workgroupBarrier();\n    \
-             for (var t = {half}u; t > 0u; t = t >> 1u) {{\n        \
-             if (lid < t) {{ red_v[lid] = {}; }}\n        workgroupBarrier();\n    }}\n",
-            if op == "m" {
-                nan_extremum("max", "red_v[lid]", "red_v[lid + t]", false)
-            } else {
-                "red_v[lid] + red_v[lid + t]".to_string()
-            }
-        )
+    (entry, g.body().to_vec())
+}
+
+/// Combines every invocation's `value` with `op` (f32, NaN-propagating
+/// for `Maximum`) by a tree in the workgroup array `partial`: halvings
+/// written out (the same at every size), each by the lower half, then a
+/// barrier. Returns the result, which every invocation reads.
+fn workgroup_tree(g: &mut Gen, partial: Var, value: &Expr, op: BinaryOp) -> Expr {
+    let at = |i: Expr| Expr::index(Expr::Var(partial), i);
+    let set = |index: Expr, value: Expr| Inst::SetElement {
+        var: partial,
+        index,
+        value,
     };
-    format!(
-        "\nvar<workgroup> red_v: array<f32, {WORKGROUP_SIZE}>;\n\
-         {}\
-         var m = bitcast<f32>(0xff800000u);\n\
-         {}\
-         {}    m = red_v[0];\n    workgroupBarrier();\n\
-         var s = 0.0;\n\
-         {}\
-         {}    s = red_v[0];\n\
-         {}}}\n",
-        kernel_main(WORKGROUP_SIZE as usize, false, rows, ""),
-        row_loop(&max_loop),
-        tree("m"),
-        row_loop(&sum_loop),
-        tree("s"),
-        row_loop(&write_loop),
-    )
+    g.push(set(Expr::Local, value.clone()));
+    g.push(Inst::Barrier);
+    let mut half = WORKGROUP_SIZE as u64 / 2;
+    while half > 0 {
+        let other = Expr::arith(Arith::Add, Expr::Local, Expr::U32(half));
+        let merge = g.block(|g| {
+            let mine = g.emit("a", Ty::F32, at(Expr::Local));
+            let theirs = g.emit("b", Ty::F32, at(other));
+            g.push(set(Expr::Local, f32_op(op, mine, theirs)));
+        });
+        g.push(Inst::If {
+            cond: Expr::arith(Arith::Lt, Expr::Local, Expr::U32(half)),
+            body: merge,
+        });
+        g.push(Inst::Barrier);
+        half /= 2;
+    }
+    g.emit("t", Ty::F32, at(Expr::U32(0)))
 }
 
 /// `softmax_per_thread` for rows along the last axis whose length is a
@@ -151,78 +158,125 @@ fn softmax_per_workgroup(
 /// is a loop over the SIMD lanes, so a quarter of them is most of the
 /// cost (4096x1024: 17-18 ms -> 8.6-9.4 ms, interleaved runs). Three
 /// passes (max, sum of exponentials, write) take two exponentials an
-/// element where the online pass took three. Returns whether the outputs
-/// are stored as `vec4`s.
+/// element where the online pass took three. Returns the entry, the body
+/// and whether the outputs are stored as `vec4`s.
 fn softmax_per_thread_vec4(
     g: &mut Gen,
     key: &GraphKey,
-    root: usize,
-    x: usize,
+    (root, x): (usize, usize),
     (len, rows): (usize, usize),
     log: bool,
     outputs: &[usize],
-) -> (String, usize, bool) {
+) -> (Entry, Vec<Inst>, bool) {
     let len4 = len / 4;
+    let v4 = Ty::of(DType::F32, true);
+    let unroll = unroll_for(len4, g.context().target.loop_budget(3));
     // Each pass reads group `k` of the row as `v` at vec4 index `i`.
     let pass = |g: &mut Gen, f: &dyn Fn(&mut Gen, &Expr, &Expr)| {
-        g.scoped(|g| {
-            let i = g.emit("i", Ty::U32, Expr::template(format!("gi * {len4}u + k")));
+        let counter = g.fresh("k");
+        let body = g.block(|g| {
+            let start = Expr::arith(Arith::Mul, Expr::Invocation, Expr::U32(len4 as u64));
+            let at = Expr::arith(Arith::Add, start, Expr::Var(counter));
+            let i = g.emit("i", Ty::U32, at);
             let v = g.value(x, &i, false, true);
             f(g, &i, &v);
-        })
+        });
+        g.push(Inst::Loop {
+            counter,
+            count: len4,
+            unroll,
+            body,
+        });
     };
-    let max_pass = pass(g, &|g, _, v| {
-        let _ = writeln!(
-            g,
-            "        m4 = {};",
-            nan_extremum("max", "m4", &v.to_string(), true)
-        );
+    let splat = |e: Expr| Expr::Construct {
+        ty: v4,
+        x: Box::new(e),
+    };
+    let m4 = g.variable_of("mx", v4, splat(Expr::F32(f32::NEG_INFINITY.to_bits())));
+    pass(g, &|g, _, v| {
+        g.assign(&m4, vec_op(BinaryOp::Maximum, m4.clone(), v.clone()))
     });
-    let sum_pass = pass(g, &|g, _, v| {
-        let _ = writeln!(g, "        s4 = s4 + exp({v} - vec4<f32>(m));");
+    let lane = |e: &Expr, q: u64| Expr::index(e.clone(), Expr::U32(q));
+    // NaN-propagating maxima repeat their operands: each pair is a value.
+    let low = g.emit(
+        "m",
+        Ty::F32,
+        f32_op(BinaryOp::Maximum, lane(&m4, 0), lane(&m4, 1)),
+    );
+    let high = g.emit(
+        "m",
+        Ty::F32,
+        f32_op(BinaryOp::Maximum, lane(&m4, 2), lane(&m4, 3)),
+    );
+    let m = g.emit("m", Ty::F32, f32_op(BinaryOp::Maximum, low, high));
+    let s4 = g.variable_of("sx", v4, splat(Expr::F32(0.0f32.to_bits())));
+    pass(g, &|g, _, v| {
+        let d = g.emit("d", v4, vec_op(BinaryOp::Sub, v.clone(), splat(m.clone())));
+        let e = g.emit("e", v4, vec_unary(UnaryOp::Exp, d));
+        g.accumulate(&s4, e);
     });
+    let add = |a: Expr, b: Expr| f32_op(BinaryOp::Add, a, b);
+    let s = add(
+        add(lane(&s4, 0), lane(&s4, 1)),
+        add(lane(&s4, 2), lane(&s4, 3)),
+    );
+    let s = g.emit("s", Ty::F32, s);
+    let ls = g.emit("ls", Ty::F32, f32_unary(UnaryOp::Log, s.clone()));
+    let one = Expr::F32(1.0f32.to_bits());
+    let rs = g.emit("rs", Ty::F32, f32_op(BinaryOp::Div, one, s.clone()));
+    let bad = g.emit("bad", Ty::BOOL, row_is_bad(&m, &s));
     let whole_vec4 = outputs == [root] && key.nodes[root].dtype == DType::F32;
-    let write_pass = pass(g, &|g, i, v| {
-        let expr = if log {
-            format!("({v} - vec4<f32>(m)) - vec4<f32>(ls)")
+    pass(g, &|g, i, v| {
+        let d = g.emit("d", v4, vec_op(BinaryOp::Sub, v.clone(), splat(m.clone())));
+        let y = if log {
+            vec_op(BinaryOp::Sub, d, splat(ls.clone()))
         } else {
-            format!("exp({v} - vec4<f32>(m)) * rs")
+            let e = g.emit("e", v4, vec_unary(UnaryOp::Exp, d));
+            vec_op(BinaryOp::Mul, e, splat(rs.clone()))
         };
-        let y = g.emit(
-            "y",
-            Ty::of(DType::F32, true),
-            Expr::template(softmax_guard(&expr, "m", "s", true)),
-        );
+        let y = g.emit("y", v4, y);
+        let nan = splat(Expr::F32(f32::NAN.to_bits()));
+        let y = g.emit("y", v4, Expr::select(bad.clone(), nan, y));
         if whole_vec4 {
             store_outputs_by(g, key, (root, outputs), (i, true), &y);
             return;
         }
         for q in 0..4 {
-            let idx = g.emit("idx", Ty::U32, Expr::template(format!("{i} * 4u + {q}u")));
-            let result = g.emit("r", Ty::F32, Expr::template(format!("{y}[{q}]")));
+            let at = Expr::arith(Arith::Mul, i.clone(), Expr::U32(4));
+            let idx = g.emit("idx", Ty::U32, Expr::arith(Arith::Add, at, Expr::U32(q)));
+            let result = g.emit("r", Ty::F32, lane(&y, q));
             store_outputs(g, key, (root, outputs), &idx, &result);
         }
     });
-    let main = format!(
-        "\n{head}\
-         var m4 = vec4<f32>(bitcast<f32>(0xff800000u));\n\
-         for (var k = 0u; k < {len4}u; k = k + 1u) {{\n{max_pass}    }}\n\
-         let m = {m};\n\
-         var s4 = vec4<f32>(0.0);\n\
-         for (var k = 0u; k < {len4}u; k = k + 1u) {{\n{sum_pass}    }}\n\
-         let s = (s4.x + s4.y) + (s4.z + s4.w);\n\
-         let ls = log(s);\n\
-         let rs = 1.0 / s;\n\
-         for (var k = 0u; k < {len4}u; k = k + 1u) {{\n{write_pass}    }}\n}}\n",
-        head = kernel_main(WORKGROUP_SIZE as usize, true, rows, ""),
-        m = nan_extremum(
-            "max",
-            &nan_extremum("max", "m4.x", "m4.y", false),
-            &nan_extremum("max", "m4.z", "m4.w", false),
-            false
-        ),
-    );
-    (main, rows.div_ceil(WORKGROUP_SIZE as usize), whole_vec4)
+    let entry = Entry::Main {
+        workgroup_size: WORKGROUP_SIZE as usize,
+        per_invocation: true,
+        count: rows,
+        arrays: Vec::new(),
+        subgroup_id: false,
+    };
+    (entry, g.body().to_vec(), whole_vec4)
+}
+
+/// `a op b` on `vec4<f32>` values.
+fn vec_op(op: BinaryOp, a: Expr, b: Expr) -> Expr {
+    Expr::Binary {
+        op,
+        operand: DType::F32,
+        vec: true,
+        a: Box::new(a),
+        b: Box::new(b),
+    }
+}
+
+/// `op x` on a `vec4<f32>` value.
+fn vec_unary(op: UnaryOp, x: Expr) -> Expr {
+    Expr::Unary {
+        op,
+        dtype: DType::F32,
+        vec: true,
+        x: Box::new(x),
+    }
 }
 
 /// Element `k` of row `gi` of rows of `len` elements `inner` apart:

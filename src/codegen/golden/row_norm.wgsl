@@ -14,7 +14,7 @@ if (gi >= 4u) { return; }
     let v4: f32 = in0[i3];
     s1 = s1 + v4;
     }
-    let mean5: f32 = s1 / f32(24u);
+    let mean5: f32 = s1 / (f32(24u));
     var q6: f32 = f32(0u);
     for (var k7 = 0u; k7 < 24u; k7 = k7 + 1u) {
     let i8: u32 = (gi * 24u) + k7;
@@ -23,7 +23,7 @@ if (gi >= 4u) { return; }
     let dd11: f32 = d10 * d10;
     q6 = q6 + dd11;
     }
-    let var12: f32 = q6 / f32(24u);
+    let var12: f32 = q6 / (f32(24u));
     let ve13: f32 = var12 + bitcast<f32>(param_word(0u));
     let rstd14: f32 = inverseSqrt(ve13);
     for (var k15 = 0u; k15 < 24u; k15 = k15 + 1u) {

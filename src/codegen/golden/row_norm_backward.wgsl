@@ -15,7 +15,7 @@ if (gi >= 4u) { return; }
     let v6: f32 = f32(bitcast<f32>(param_word(0u)));
     s1 = s1 + v4;
     }
-    let mean7: f32 = s1 / f32(24u);
+    let mean7: f32 = s1 / (f32(24u));
     var q8: f32 = f32(0u);
     for (var k9 = 0u; k9 < 24u; k9 = k9 + 1u) {
     let i10: u32 = (gi * 24u) + k9;
@@ -26,7 +26,7 @@ if (gi >= 4u) { return; }
     let dd15: f32 = d14 * d14;
     q8 = q8 + dd15;
     }
-    let var16: f32 = q8 / f32(24u);
+    let var16: f32 = q8 / (f32(24u));
     let ve17: f32 = var16 + bitcast<f32>(param_word(1u));
     let rstd18: f32 = inverseSqrt(ve17);
     var sg19: f32 = f32(0u);
@@ -42,8 +42,8 @@ if (gi >= 4u) { return; }
     let t28: f32 = v25 * xh27;
     sgx20 = sgx20 + t28;
     }
-    let mg29: f32 = sg19 / f32(24u);
-    let mgx30: f32 = sgx20 / f32(24u);
+    let mg29: f32 = sg19 / (f32(24u));
+    let mgx30: f32 = sgx20 / (f32(24u));
     for (var k31 = 0u; k31 < 24u; k31 = k31 + 1u) {
     let i32_: u32 = (gi * 24u) + k31;
     let v33: f32 = in0[i32_];
