@@ -1,20 +1,22 @@
 //! Fused attention: one invocation per query row computes its scores
 //! against every (unmasked) key, an online softmax (the running sum is
 //! rescaled when the running max grows) and the weighted sum of the value
-//! rows, so the `[L, S]` score matrix never goes through memory.
-
-use std::fmt::Write;
+//! rows, so the `[L, S]` score matrix never goes through memory. Built as
+//! IR; where its loops would pass the loop budget the graph keeps the
+//! three-kernel path instead, so its loops are never unrolled.
 
 use super::emit::Gen;
-use super::exprs::nan_extremum;
+use super::norm::{f32_op, f32_unary};
 use super::roots::store_outputs;
-use super::wgsl::{WORKGROUP_SIZE, kernel_main};
+use super::wgsl::WORKGROUP_SIZE;
 use crate::dtype::DType;
 use crate::graph::GraphKey;
-use crate::kernel::ir::{Expr, Ty};
+use crate::graph::op::{BinaryOp, UnaryOp};
+use crate::kernel::Entry;
+use crate::kernel::ir::{Arith, Expr, Inst, Ty, Var};
 
 /// The kernel of `Attention { causal }` at `root`, whose scale is
-/// parameter word `scale_slot`. Returns the body and the workgroup count.
+/// parameter word `scale_slot`: its entry, body and workgroup count.
 pub(super) fn attention(
     g: &mut Gen,
     key: &GraphKey,
@@ -22,7 +24,7 @@ pub(super) fn attention(
     scale_slot: usize,
     causal: bool,
     outputs: &[usize],
-) -> (String, usize) {
+) -> (Entry, Vec<Inst>, usize) {
     let inputs = key.nodes[root].inputs.clone();
     let (q, k, v) = (inputs[0], inputs[1], inputs[2]);
     let qs = &key.nodes[q].shape;
@@ -33,55 +35,101 @@ pub(super) fn attention(
     let rows: usize = qs[..r - 2].iter().product::<usize>() * l;
     let scale = g.param(scale_slot, DType::F32);
     // Row gi is query i = gi % L of batch b = gi / L.
-    let dot = g.scoped(|g| {
-        let qi = g.emit("qi", Ty::U32, Expr::template(format!("gi * {e}u + t")));
-        let ki = g.emit(
-            "ki",
-            Ty::U32,
-            Expr::template(format!("(b * {s_len}u + j) * {e}u + t")),
-        );
-        let qv = g.value(q, &qi, false, false);
-        let kv = g.value(k, &ki, false, false);
-        let _ = writeln!(g, "            d = d + {qv} * {kv};");
+    let b = g.emit("b", Ty::U32, u(Arith::Div, Expr::Invocation, l));
+    let i = g.emit("qrow", Ty::U32, u(Arith::Rem, Expr::Invocation, l));
+    let acc = g.fresh("acc");
+    g.push(Inst::DeclareArray {
+        var: acc,
+        element: Ty::F32,
+        len: ev,
     });
-    let accumulate = g.scoped(|g| {
-        let vi = g.emit(
-            "vi",
-            Ty::U32,
-            Expr::template(format!("(b * {s_len}u + j) * {ev}u + c")),
-        );
-        let vv = g.value(v, &vi, false, false);
-        let _ = writeln!(g, "            acc[c] = acc[c] * corr + p * {vv};");
+    // The lowest finite value, so that exp(m - mn) is never NaN.
+    let m = g.variable("m", Expr::F32(f32::MIN.to_bits()));
+    let s = g.variable("s", Expr::F32(0.0f32.to_bits()));
+    let j = g.fresh("j");
+    let key_row = g.block(|g| {
+        if causal {
+            // Keys after the query are masked: the loop ends there.
+            let past = Expr::arith(Arith::Lt, i.clone(), Expr::Var(j));
+            g.push(Inst::If {
+                cond: past,
+                body: vec![Inst::Break],
+            });
+        }
+        let row = u(Arith::Mul, b.clone(), s_len);
+        let key_at = g.emit("kr", Ty::U32, Expr::arith(Arith::Add, row, Expr::Var(j)));
+        let d = g.accumulator("d");
+        let t = g.fresh("t");
+        let dot = g.block(|g| {
+            let qi = u(Arith::Mul, Expr::Invocation, e);
+            let qi = g.emit("qi", Ty::U32, Expr::arith(Arith::Add, qi, Expr::Var(t)));
+            let ki = u(Arith::Mul, key_at.clone(), e);
+            let ki = g.emit("ki", Ty::U32, Expr::arith(Arith::Add, ki, Expr::Var(t)));
+            let qv = g.value(q, &qi, false, false);
+            let kv = g.value(k, &ki, false, false);
+            g.accumulate(&d, f32_op(BinaryOp::Mul, qv, kv));
+        });
+        g.push(plain_loop(t, e, dot));
+        let x = g.emit("x", Ty::F32, f32_op(BinaryOp::Mul, d, scale.clone()));
+        let mn = g.emit("mn", Ty::F32, f32_op(BinaryOp::Maximum, m.clone(), x.clone()));
+        let dm = f32_op(BinaryOp::Sub, m.clone(), mn.clone());
+        let corr = g.emit("corr", Ty::F32, f32_unary(UnaryOp::Exp, dm));
+        let dx = f32_op(BinaryOp::Sub, x, mn.clone());
+        let p = g.emit("p", Ty::F32, f32_unary(UnaryOp::Exp, dx));
+        let scaled = f32_op(BinaryOp::Mul, s.clone(), corr.clone());
+        g.assign(&s, f32_op(BinaryOp::Add, scaled, p.clone()));
+        let c = g.fresh("c");
+        let weigh = g.block(|g| {
+            let vi = u(Arith::Mul, key_at.clone(), ev);
+            let vi = g.emit("vi", Ty::U32, Expr::arith(Arith::Add, vi, Expr::Var(c)));
+            let vv = g.value(v, &vi, false, false);
+            let kept = f32_op(BinaryOp::Mul, element(acc, c), corr.clone());
+            let added = f32_op(BinaryOp::Mul, p.clone(), vv);
+            let value = f32_op(BinaryOp::Add, kept, added);
+            g.push(Inst::SetElement {
+                var: acc,
+                index: Expr::Var(c),
+                value,
+            });
+        });
+        g.push(plain_loop(c, ev, weigh));
+        g.assign(&m, mn);
     });
-    let write = g.scoped(|g| {
-        let idx = g.emit("idx", Ty::U32, Expr::template(format!("gi * {ev}u + c")));
-        let y = g.emit("y", Ty::F32, Expr::template("acc[c] / s"));
+    g.push(plain_loop(j, s_len, key_row));
+    let c = g.fresh("c");
+    let write = g.block(|g| {
+        let at = u(Arith::Mul, Expr::Invocation, ev);
+        let idx = g.emit("idx", Ty::U32, Expr::arith(Arith::Add, at, Expr::Var(c)));
+        let y = g.emit("y", Ty::F32, f32_op(BinaryOp::Div, element(acc, c), s.clone()));
         store_outputs(g, key, (root, outputs), &idx, &y);
     });
-    let keys = if causal {
-        format!("min(i + 1u, {s_len}u)")
-    } else {
-        format!("{s_len}u")
+    g.push(plain_loop(c, ev, write));
+    let entry = Entry::Main {
+        workgroup_size: WORKGROUP_SIZE as usize,
+        per_invocation: true,
+        count: rows,
+        arrays: Vec::new(),
+        subgroup_id: false,
     };
-    let main = format!(
-        "\n{head}\
-         let b = gi / {l}u;\n    let i = gi % {l}u;\n\
-         var acc: array<f32, {ev}>;\n\
-         // The lowest finite value, so that exp(m - mn) is never NaN.\n\
-         var m = -3.4028235e38;\n    var s = 0.0;\n\
-         for (var j = 0u; j < {keys}; j = j + 1u) {{\n\
-         var d = 0.0;\n\
-         for (var t = 0u; t < {e}u; t = t + 1u) {{\n{dot}        }}\n\
-         let x = d * {scale};\n\
-         let mn = {mx};\n\
-         let corr = exp(m - mn);\n\
-         let p = exp(x - mn);\n\
-         s = s * corr + p;\n\
-         for (var c = 0u; c < {ev}u; c = c + 1u) {{\n{accumulate}        }}\n\
-         m = mn;\n    }}\n\
-         for (var c = 0u; c < {ev}u; c = c + 1u) {{\n{write}    }}\n}}\n",
-        head = kernel_main(WORKGROUP_SIZE as usize, true, rows, ""),
-        mx = nan_extremum("max", "m", "x", false),
-    );
-    (main, rows.div_ceil(WORKGROUP_SIZE as usize))
+    (entry, g.body().to_vec(), rows.div_ceil(WORKGROUP_SIZE as usize))
+}
+
+/// `a op n` for a `u32` literal `n`.
+fn u(op: Arith, a: Expr, n: usize) -> Expr {
+    Expr::arith(op, a, Expr::U32(n as u64))
+}
+
+/// Element `c` of the private array `acc`.
+fn element(acc: Var, c: Var) -> Expr {
+    Expr::index(Expr::Var(acc), Expr::Var(c))
+}
+
+/// `body` for `counter` in `0..count`, never unrolled (see the module).
+fn plain_loop(counter: Var, count: usize, body: Vec<Inst>) -> Inst {
+    Inst::Loop {
+        counter,
+        count,
+        unroll: 1,
+        body,
+    }
 }

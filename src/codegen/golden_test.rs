@@ -116,6 +116,19 @@ fn golden_kernels_in_both_printers() {
             Strategy::Reduce(ReduceStrategy::SumByFours),
         ),
     );
+    // Causal fused attention, a query row an invocation.
+    let fused = Device::cpu_with(DeviceConfig {
+        fused_attention: true,
+        ..DeviceConfig::default()
+    });
+    let q = Tensor::from_vec(vec![0.5f32; 2 * 5 * 4], [2, 5, 4], &fused).expect("q");
+    golden_kernel(
+        "attention_causal",
+        &kernel_with(
+            &crate::nn::functional::scaled_dot_product_attention(&q, &q, &q, None, true),
+            Strategy::Attention,
+        ),
+    );
     // An elementwise kernel, four elements an invocation.
     let e = (&x * 3.0).exp();
     golden_kernel(

@@ -372,7 +372,9 @@ pub(crate) fn render_body(body: &[Inst], origins: Option<&[String]>, out: &mut S
                 Some(init) => writeln!(out, "    var {var}: {} = {init};", wgsl_type(*ty)),
                 None => writeln!(out, "    var {var}: {};", wgsl_type(*ty)),
             },
-            Inst::Accumulate { var, value } => writeln!(out, "    {var} = {var} + {value};"),
+            Inst::Accumulate { var, value } => {
+                writeln!(out, "    {var} = {var} + {};", Operand(value))
+            }
             Inst::Assign { var, value } => writeln!(out, "    {var} = {value};"),
             Inst::DeclareArray { var, element, len } => {
                 writeln!(out, "    var {var}: array<{}, {len}>;", wgsl_type(*element))

@@ -114,8 +114,9 @@ pub(crate) fn generate_root_kernel(
             let crate::graph::GKind::Op { param_base, .. } = &key.nodes[root].kind else {
                 unreachable!("kernel roots are ops")
             };
-            let (main, groups) = attention(&mut g, key, root, *param_base, *causal, &outputs);
-            (RootBody::Text(main), groups, Strategy::Attention)
+            let (entry, body, groups) =
+                attention(&mut g, key, root, *param_base, *causal, &outputs);
+            (RootBody::Ir(entry, body), groups, Strategy::Attention)
         }
         other => unreachable!("{} is not a kernel root", other.name()),
     };
