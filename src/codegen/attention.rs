@@ -71,7 +71,11 @@ pub(super) fn attention(
         });
         g.push(plain_loop(t, e, dot));
         let x = g.emit("x", Ty::F32, f32_op(BinaryOp::Mul, d, scale.clone()));
-        let mn = g.emit("mn", Ty::F32, f32_op(BinaryOp::Maximum, m.clone(), x.clone()));
+        let mn = g.emit(
+            "mn",
+            Ty::F32,
+            f32_op(BinaryOp::Maximum, m.clone(), x.clone()),
+        );
         let dm = f32_op(BinaryOp::Sub, m.clone(), mn.clone());
         let corr = g.emit("corr", Ty::F32, f32_unary(UnaryOp::Exp, dm));
         let dx = f32_op(BinaryOp::Sub, x, mn.clone());
@@ -100,7 +104,11 @@ pub(super) fn attention(
     let write = g.block(|g| {
         let at = u(Arith::Mul, Expr::Invocation, ev);
         let idx = g.emit("idx", Ty::U32, Expr::arith(Arith::Add, at, Expr::Var(c)));
-        let y = g.emit("y", Ty::F32, f32_op(BinaryOp::Div, element(acc, c), s.clone()));
+        let y = g.emit(
+            "y",
+            Ty::F32,
+            f32_op(BinaryOp::Div, element(acc, c), s.clone()),
+        );
         store_outputs(g, key, (root, outputs), &idx, &y);
     });
     g.push(plain_loop(c, ev, write));
@@ -111,7 +119,11 @@ pub(super) fn attention(
         arrays: Vec::new(),
         subgroup_id: false,
     };
-    (entry, g.body().to_vec(), rows.div_ceil(WORKGROUP_SIZE as usize))
+    (
+        entry,
+        g.body().to_vec(),
+        rows.div_ceil(WORKGROUP_SIZE as usize),
+    )
 }
 
 /// `a op n` for a `u32` literal `n`.

@@ -98,16 +98,6 @@ pub(crate) fn is_nonfinite(a: &str, vec: bool) -> String {
     }
 }
 
-/// `max` or `min` of two f32 values that is NaN when either is (PyTorch's
-/// `maximum`, `minimum`, `amax` and `amin`); WGSL leaves NaN unspecified.
-pub(crate) fn nan_extremum(f: &str, a: &str, c: &str, vec: bool) -> String {
-    format!(
-        "select(select({f}({a}, {c}), {c}, {}), {a}, {})",
-        is_nan(c, vec),
-        is_nan(a, vec)
-    )
-}
-
 /// `operand` is the operands' dtype (both share it).
 pub(super) fn binary_expr(b: BinaryOp, operand: DType, a: &str, c: &str, vec: bool) -> String {
     let float = operand == DType::F32;
@@ -120,8 +110,9 @@ pub(super) fn binary_expr(b: BinaryOp, operand: DType, a: &str, c: &str, vec: bo
             "vec4<f32>(pow_torch({a}.x, {c}.x), pow_torch({a}.y, {c}.y), pow_torch({a}.z, {c}.z), pow_torch({a}.w, {c}.w))"
         ),
         BinaryOp::Pow => format!("pow_torch({a}, {c})"),
-        BinaryOp::Maximum if float => nan_extremum("max", a, c, vec),
-        BinaryOp::Minimum if float => nan_extremum("min", a, c, vec),
+        BinaryOp::Maximum | BinaryOp::Minimum if float => {
+            unreachable!("legalised into selects (kernel::legalise)")
+        }
         BinaryOp::Maximum => format!("max({a}, {c})"),
         BinaryOp::Minimum => format!("min({a}, {c})"),
         BinaryOp::Eq => format!("{a} == {c}"),

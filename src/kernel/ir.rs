@@ -255,8 +255,10 @@ impl From<Var> for Expr {
 /// The built-in functions kernels call beyond the graph's ops.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub(crate) enum Builtin {
-    /// The smaller of two `u32`s.
+    /// The smaller of two numbers (NaN unspecified on floats).
     Min,
+    /// The larger of two numbers (NaN unspecified on floats).
+    Max,
     /// A `vec4<f32>` of four `f32`s.
     Vec4,
     /// `args[0]` as lane `args[1]` (a uniform `u32`) of the subgroup holds it.
@@ -271,6 +273,7 @@ impl Builtin {
     pub fn name(self) -> &'static str {
         match self {
             Builtin::Min => "min",
+            Builtin::Max => "max",
             Builtin::Vec4 => "vec4",
             Builtin::SubgroupBroadcast => "subgroupBroadcast",
             Builtin::TextureLoad(_) => "textureLoad",

@@ -4,11 +4,13 @@
 
 mod binding;
 pub(crate) mod ir;
+mod legalise;
 mod program;
 mod strategy;
 mod target;
 
 pub(crate) use binding::Binding;
+pub(crate) use legalise::legalise;
 pub(crate) use program::{Declared, Entry, Helpers, Kernel, WorkgroupArray};
 pub(crate) use strategy::{
     LaneTile, Precedents, ReduceShape, ReduceStrategy, SoftmaxStrategy, Strategy, WORKGROUP_SIZE,

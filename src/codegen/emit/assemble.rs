@@ -4,7 +4,7 @@
 
 use crate::dtype::DType;
 use crate::kernel::ir::{Inst, Ty};
-use crate::kernel::{Binding, Declared, Entry, Helpers, Kernel};
+use crate::kernel::{Binding, Declared, Entry, Helpers, Kernel, legalise};
 
 use super::super::render::kernel_wgsl;
 use super::super::source::{KernelSource, Launch, TextureUse};
@@ -43,7 +43,7 @@ impl Gen<'_> {
             bindings: self.declared(&out_types, &launch.textures),
             helpers: self.helpers(&out_types),
             entry,
-            body,
+            body: legalise(body),
         };
         let ir = match kernel.entry {
             Entry::Template => self.ir_listing(extra),

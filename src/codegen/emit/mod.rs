@@ -370,7 +370,7 @@ impl<'a> Gen<'a> {
     /// Like `scoped_insts`, for a template that places the block in its
     /// own text: the block printed as WGSL (its IR is kept for dumps).
     pub fn scoped(&mut self, f: impl FnOnce(&mut Self)) -> String {
-        let insts = self.scoped_insts(f);
+        let insts = crate::kernel::legalise(self.scoped_insts(f));
         if self.dumping() {
             self.ir_listing.push_str("block:\n");
             print_body(&insts, 1, &mut self.ir_listing);
