@@ -33,8 +33,13 @@ fn golden(name: &str, text: &str) {
 /// Both printings of `kernel`, checked against `name.wgsl` and
 /// `name.ir.txt`.
 fn golden_kernel(name: &str, kernel: &KernelSource) {
-    golden(&format!("{name}.wgsl"), &kernel.wgsl);
-    golden(&format!("{name}.ir.txt"), &kernel.kernel.to_string());
+    golden_kernel_text(name, &kernel.wgsl, &kernel.kernel.to_string());
+}
+
+/// Compares a kernel's WGSL and IR listing with golden files `name`.
+pub(super) fn golden_kernel_text(name: &str, wgsl: &str, ir: &str) {
+    golden(&format!("{name}.wgsl"), wgsl);
+    golden(&format!("{name}.ir.txt"), ir);
 }
 
 /// The one kernel of `t` with strategy `strategy`.

@@ -19,6 +19,8 @@ mod wgsl;
 mod bindings_test;
 #[cfg(test)]
 mod golden_test;
+#[cfg(test)]
+mod primitives_test;
 
 pub(crate) use roots::generate_root_kernel;
 pub(crate) use validate::validate_wgsl;

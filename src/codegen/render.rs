@@ -5,7 +5,7 @@
 use std::fmt::{self, Write};
 
 use crate::dtype::DType;
-use crate::kernel::ir::{Buffer, Builtin, Check, Expr, Inst, PartAccess, Ty, Var};
+use crate::kernel::ir::{Buffer, Builtin, Check, CoopMatrix, Expr, Inst, PartAccess, Ty, Var};
 use crate::kernel::{Binding, Declared, Entry, Kernel};
 
 use super::exprs::{
@@ -210,6 +210,9 @@ pub(crate) fn kernel_wgsl(kernel: &Kernel, origins: Option<&[String]>) -> String
     if kernel.helpers.f16 {
         out.push_str("enable f16;\n");
     }
+    if kernel.helpers.cooperative_matrix {
+        out.push_str("enable wgpu_cooperative_matrix;\n");
+    }
     for (i, declared) in kernel.bindings.iter().enumerate() {
         declare(i, declared, &mut out);
     }
@@ -383,6 +386,26 @@ pub(crate) fn render_body(body: &[Inst], origins: Option<&[String]>, out: &mut S
                 writeln!(out, "    {var}[{index}] = {value};")
             }
             Inst::Barrier => writeln!(out, "    workgroupBarrier();"),
+            Inst::CoopLoad { var, matrix, from } => writeln!(
+                out,
+                "    var {var} = coopLoad{}<{}>(&{}[{}], {});",
+                if from.row_major { "T" } else { "" },
+                coop_type(*matrix),
+                from.buffer,
+                from.offset,
+                from.stride
+            ),
+            Inst::CoopMultiplyAdd { acc, a, b } => {
+                writeln!(out, "    {acc} = coopMultiplyAdd({a}, {b}, {acc});")
+            }
+            Inst::CoopStore { var, to } => writeln!(
+                out,
+                "    coopStore{}({var}, &{}[{}], {});",
+                if to.row_major { "T" } else { "" },
+                to.buffer,
+                to.offset,
+                to.stride
+            ),
             Inst::Break => writeln!(out, "    break;"),
             Inst::TextureStore {
                 texture,
@@ -472,6 +495,16 @@ pub(crate) fn render_body(body: &[Inst], origins: Option<&[String]>, out: &mut S
             }
         };
     }
+}
+
+/// The WGSL type of a cooperative matrix (`coop_mat8x8<f32, A>`).
+fn coop_type(m: CoopMatrix) -> String {
+    format!(
+        "coop_mat{0}x{0}<{1}, {2:?}>",
+        m.size,
+        value_type(m.dtype, false),
+        m.role
+    )
 }
 
 /// `body` for `counter` in `0..count`, `unroll` copies an iteration,

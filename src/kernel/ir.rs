@@ -266,6 +266,16 @@ pub(crate) enum Builtin {
     /// The texel at column `args[0]`, row `args[1]`, layer `args[2]` of
     /// the sampled texture array bound as `name` (a `vec4<f32>`).
     TextureLoad(&'static str),
+    /// `args[0]` as lane `args[1]` (any `u32`) of the subgroup holds it.
+    SubgroupShuffle,
+    /// `args[0]` as the lane whose id is this lane's xor `args[1]` holds it
+    /// (the butterfly of a subgroup reduction).
+    SubgroupShuffleXor,
+    /// The sum of `args[0]` over the subgroup's active lanes.
+    SubgroupAdd,
+    /// The largest `args[0]` of the subgroup's active lanes (NaN
+    /// unspecified on floats, as `Max`).
+    SubgroupMax,
 }
 
 impl Builtin {
@@ -277,8 +287,42 @@ impl Builtin {
             Builtin::Vec4 => "vec4",
             Builtin::SubgroupBroadcast => "subgroupBroadcast",
             Builtin::TextureLoad(_) => "textureLoad",
+            Builtin::SubgroupShuffle => "subgroupShuffle",
+            Builtin::SubgroupShuffleXor => "subgroupShuffleXor",
+            Builtin::SubgroupAdd => "subgroupAdd",
+            Builtin::SubgroupMax => "subgroupMax",
         }
     }
+}
+
+/// A cooperative matrix: `size` x `size` elements of `dtype` (f32 or
+/// f16) spread over a subgroup, in the `role` it plays in a
+/// multiply-accumulate.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub(crate) struct CoopMatrix {
+    /// 8 or 16.
+    pub size: usize,
+    pub dtype: DType,
+    pub role: CoopRole,
+}
+
+/// The operand a cooperative matrix is: `C += A * B`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub(crate) enum CoopRole {
+    A,
+    B,
+    C,
+}
+
+/// Where a cooperative matrix is loaded from or stored to: element
+/// `offset` of `buffer` is its first, rows (or columns unless
+/// `row_major`) `stride` elements apart.
+#[derive(Clone, Debug, PartialEq)]
+pub(crate) struct CoopAccess {
+    pub buffer: Buffer,
+    pub offset: Expr,
+    pub stride: Expr,
+    pub row_major: bool,
 }
 
 /// What an `Inst::Parts` does at its element.
@@ -321,6 +365,16 @@ pub(crate) enum Inst {
     Barrier,
     /// Leaves the innermost `Loop`.
     Break,
+    /// A cooperative matrix variable loaded from `from`.
+    CoopLoad {
+        var: Var,
+        matrix: CoopMatrix,
+        from: CoopAccess,
+    },
+    /// `acc = a * b + acc` on cooperative matrices of roles A, B and C.
+    CoopMultiplyAdd { acc: Var, a: Var, b: Var },
+    /// Stores cooperative matrix `var` to `to`.
+    CoopStore { var: Var, to: CoopAccess },
     /// Writes `value` (a `vec4<f32>`) at column `x`, row `y`, layer
     /// `layer` of the storage texture array bound as `texture`.
     TextureStore {
@@ -460,9 +514,13 @@ pub(crate) fn reads_output_elsewhere(body: &[Inst], own: &Expr) -> bool {
         Inst::TextureStore {
             x, y, layer, value, ..
         } => [x, y, layer, value].iter().any(|e| in_expr(e, own)),
+        Inst::CoopLoad { from: access, .. } | Inst::CoopStore { to: access, .. } => {
+            access.buffer.output || in_expr(&access.offset, own) || in_expr(&access.stride, own)
+        }
         Inst::Check { .. }
         | Inst::Template(_)
         | Inst::DeclareArray { .. }
+        | Inst::CoopMultiplyAdd { .. }
         | Inst::Barrier
         | Inst::Break => false,
     })
@@ -502,6 +560,24 @@ impl fmt::Display for Buffer {
             Some(p) => write!(f, "{prefix}{}_p{p}", self.k),
             None => write!(f, "{prefix}{}", self.k),
         }
+    }
+}
+
+/// A cooperative matrix's place in the IR notation:
+/// `in0[offset; stride s, rows]`.
+struct CoopPlace<'a>(&'a CoopAccess);
+
+impl fmt::Display for CoopPlace<'_> {
+    fn fmt(&self, f: &mut fmt::Formatter) -> fmt::Result {
+        let a = self.0;
+        let major = if a.row_major { "rows" } else { "columns" };
+        write!(
+            f,
+            "{}[{}; stride {}, {major}]",
+            a.buffer,
+            IrExpr(&a.offset),
+            IrExpr(&a.stride)
+        )
     }
 }
 
@@ -604,6 +680,21 @@ pub(crate) fn print_body(body: &[Inst], depth: usize, out: &mut String) {
                 writeln!(out, "{pad}{var}[{}] = {}", IrExpr(index), IrExpr(value))
             }
             Inst::Barrier => writeln!(out, "{pad}barrier"),
+            Inst::CoopLoad { var, matrix, from } => writeln!(
+                out,
+                "{pad}var {var}: coop<{}x{}, {}, {:?}> = coop_load {}",
+                matrix.size,
+                matrix.size,
+                matrix.dtype,
+                matrix.role,
+                CoopPlace(from)
+            ),
+            Inst::CoopMultiplyAdd { acc, a, b } => {
+                writeln!(out, "{pad}{acc} = coop_mul_add({a}, {b}, {acc})")
+            }
+            Inst::CoopStore { var, to } => {
+                writeln!(out, "{pad}coop_store {} = {var}", CoopPlace(to))
+            }
             Inst::Break => writeln!(out, "{pad}break"),
             Inst::TextureStore {
                 texture,

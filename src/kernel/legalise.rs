@@ -55,7 +55,15 @@ fn legalise_inst(inst: &mut Inst) {
             Check::Nan { value, .. } => legalise_expr(value),
             Check::Index { index, .. } => legalise_expr(index),
         },
-        Inst::DeclareArray { .. } | Inst::Barrier | Inst::Break | Inst::Template(_) => {}
+        Inst::CoopLoad { from: access, .. } | Inst::CoopStore { to: access, .. } => {
+            legalise_expr(&mut access.offset);
+            legalise_expr(&mut access.stride);
+        }
+        Inst::DeclareArray { .. }
+        | Inst::CoopMultiplyAdd { .. }
+        | Inst::Barrier
+        | Inst::Break
+        | Inst::Template(_) => {}
     }
 }
 

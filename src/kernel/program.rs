@@ -76,6 +76,10 @@ pub(crate) struct Helpers {
     pub erf: bool,
     pub halves: bool,
     pub f16: bool,
+    /// Whether the body uses cooperative matrices (`Inst::Coop*`, WGSL's
+    /// `enable wgpu_cooperative_matrix`, native adapters with
+    /// `EXPERIMENTAL_COOPERATIVE_MATRIX` only).
+    pub cooperative_matrix: bool,
 }
 
 impl Kernel {
