@@ -243,7 +243,12 @@ pub(crate) fn kernel_wgsl(kernel: &Kernel, origins: Option<&[String]>) -> String
             } else {
                 ""
             };
-            out.push_str(&entry_point(*workgroup_size, *per_invocation, *count, builtins));
+            out.push_str(&entry_point(
+                *workgroup_size,
+                *per_invocation,
+                *count,
+                builtins,
+            ));
             render_body(&kernel.body, origins, &mut out);
             out.push_str("}\n");
         }

@@ -9,7 +9,7 @@ mod strategy;
 mod target;
 
 pub(crate) use binding::Binding;
-pub(crate) use program::{Declared, Entry, Helpers, Kernel};
+pub(crate) use program::{Declared, Entry, Helpers, Kernel, WorkgroupArray};
 pub(crate) use strategy::{
     LaneTile, Precedents, ReduceShape, ReduceStrategy, SoftmaxStrategy, Strategy, WORKGROUP_SIZE,
     choose_reduce, choose_softmax, choose_vec4,
