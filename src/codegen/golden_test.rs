@@ -8,7 +8,8 @@ use std::path::PathBuf;
 
 use super::KernelSource;
 use super::bindings_test::kernels_of;
-use crate::kernel::{ReduceStrategy, SoftmaxStrategy, Strategy, Target};
+use super::validate::validate_wgsl;
+use crate::kernel::{MatmulKernel, ReduceStrategy, SoftmaxStrategy, Strategy, Target};
 use crate::nn::functional::layer_norm;
 use crate::{Device, DeviceConfig, Tensor};
 
@@ -31,20 +32,30 @@ fn golden(name: &str, text: &str) {
 }
 
 /// Both printings of `kernel`, checked against `name.wgsl` and
-/// `name.ir.txt`.
+/// `name.ir.txt` (the WGSL valid for naga first).
 fn golden_kernel(name: &str, kernel: &KernelSource) {
     golden_kernel_text(name, &kernel.wgsl, &kernel.kernel.to_string());
 }
 
-/// Compares a kernel's WGSL and IR listing with golden files `name`.
+/// Checks that `wgsl` is valid for naga, then compares it and the IR
+/// listing with golden files `name`.
 pub(super) fn golden_kernel_text(name: &str, wgsl: &str, ir: &str) {
+    if let Err(e) = validate_wgsl(wgsl) {
+        panic!("{name} is not valid WGSL: {e}");
+    }
     golden(&format!("{name}.wgsl"), wgsl);
     golden(&format!("{name}.ir.txt"), ir);
 }
 
 /// The one kernel of `t` with strategy `strategy`.
 fn kernel_with(t: &Tensor, strategy: Strategy) -> KernelSource {
-    let mut found: Vec<KernelSource> = kernels_of(&[t], &Target::lavapipe())
+    kernel_on(t, strategy, &Target::lavapipe())
+}
+
+/// The one kernel of `t` with strategy `strategy`, generated for
+/// `target`.
+fn kernel_on(t: &Tensor, strategy: Strategy, target: &Target) -> KernelSource {
+    let mut found: Vec<KernelSource> = kernels_of(&[t], target)
         .into_iter()
         .filter(|k| k.strategy == strategy)
         .collect();
@@ -140,4 +151,70 @@ fn golden_kernels_in_both_printers() {
         "elementwise_vec4",
         &kernel_with(&e, Strategy::Elementwise { vec4: true }),
     );
+}
+
+/// The matmul kernels: a 5x24 by (transposed) 24x6 product with a bias
+/// and relu in its epilogue, by the 256-invocation and the 64-invocation
+/// tiled kernels, and by the lane kernel with its packing kernels (A's
+/// through a plain layout, B's through the transpose).
+#[test]
+fn golden_matmul_kernels() {
+    let dev = Device::cpu_with(DeviceConfig::default());
+    let a = Tensor::from_vec(vec![0.5f32; 5 * 24], [5, 24], &dev).expect("a");
+    let w = Tensor::from_vec(vec![0.25f32; 6 * 24], [6, 24], &dev).expect("w");
+    let y = (a.matmul(&w.t()) + 1.0).relu();
+    for (name, matmul) in [
+        ("matmul_tiled", MatmulKernel::Tiled),
+        ("matmul_blocked", MatmulKernel::Blocked),
+    ] {
+        let target = Target {
+            matmul,
+            ..Target::lavapipe()
+        };
+        let strategy = Strategy::Matmul {
+            kernel: matmul,
+            tile: None,
+        };
+        golden_kernel(name, &kernel_on(&y, strategy, &target));
+    }
+    let lavapipe = Target::lavapipe();
+    let kernels = kernels_of(&[&y], &lavapipe);
+    let [pack_a, pack_b, lanes] = &kernels[..] else {
+        panic!("two packing kernels and the lane matmul")
+    };
+    assert_eq!(pack_a.strategy, Strategy::Pack);
+    assert_eq!(pack_b.strategy, Strategy::Pack);
+    assert!(matches!(lanes.strategy, Strategy::Matmul { .. }));
+    golden_kernel("matmul_pack_a", pack_a);
+    golden_kernel("matmul_pack_b", pack_b);
+    golden_kernel("matmul_lanes", lanes);
+}
+
+/// Where K makes the K steps and their rows pass lavapipe's loop budget
+/// (70,000: 4,375 steps of 16 rows), the rows of each step are unrolled
+/// in pairs (a budget of 13 rows a step), in both tiled kernels.
+#[test]
+fn matmul_rows_of_a_k_step_unroll_past_the_loop_budget() {
+    let dev = Device::cpu_with(DeviceConfig::default());
+    let long = 70_000;
+    let a = Tensor::from_vec(vec![0.5f32; 3 * long], [3, long], &dev).expect("a");
+    let b = Tensor::from_vec(vec![0.5f32; long * 5], [long, 5], &dev).expect("b");
+    let y = a.matmul(&b);
+    for matmul in [MatmulKernel::Tiled, MatmulKernel::Blocked] {
+        let target = Target {
+            matmul,
+            ..Target::lavapipe()
+        };
+        let strategy = Strategy::Matmul {
+            kernel: matmul,
+            tile: None,
+        };
+        let kernel = kernel_on(&y, strategy, &target);
+        validate_wgsl(&kernel.wgsl).expect("valid WGSL");
+        assert!(
+            kernel.wgsl.contains("_run < 16u; ") && kernel.wgsl.contains("_run + 2u) {"),
+            "{matmul:?}: the rows of a K step in pairs:\n{}",
+            kernel.wgsl
+        );
+    }
 }

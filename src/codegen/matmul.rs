@@ -1,44 +1,119 @@
 //! Matmul kernels in workgroup memory (64x64 output tiles: 256
 //! invocations of 4x4, or 64 of 8x8) and the tile loads the lane matmul
-//! shares.
-
-use std::fmt::Write;
+//! shares, built as IR: the tiles are workgroup arrays, each K step a
+//! loop (unrolled where K passes the loop budget) between two barriers,
+//! the accumulators `vec4` variables stored through one loop over the
+//! invocation's outputs.
 
 use super::emit::Gen;
-use super::wgsl::{bounded_loop, kernel_main};
+use super::roots::store_outputs;
+use super::wgsl::unroll_for;
+use crate::dtype::DType;
 use crate::graph::GraphKey;
-use crate::kernel::ir::{Expr, Ty};
+use crate::graph::op::BinaryOp;
+use crate::kernel::ir::{Arith, Builtin, Expr, Inst, Ty, Var};
+use crate::kernel::{Entry, WorkgroupArray};
 
-use super::roots::stores;
+/// A `vec4<f32>`: a tile slot, a texel, an accumulator of four outputs.
+pub(super) const VEC4: Ty = Ty::of(DType::F32, true);
 
-/// Code loading four elements of `node` into the vec4 `slot` (a matmul
-/// tile's slot, or a texel the lane matmul packs): lane `q` at row-major
-/// index `index(q)` when `in_bounds(q)`, else 0, after the `prelude` that
-/// names the coordinates.
+/// The `u32` literal `n`.
+pub(super) fn lit(n: usize) -> Expr {
+    Expr::U32(n as u64)
+}
+
+/// `a + b`.
+pub(super) fn add(a: Expr, b: Expr) -> Expr {
+    Expr::arith(Arith::Add, a, b)
+}
+
+/// `a + n`, or `a` itself for `n == 0`.
+pub(super) fn plus(a: Expr, n: usize) -> Expr {
+    if n == 0 { a } else { add(a, lit(n)) }
+}
+
+/// `a * n`.
+pub(super) fn times(a: Expr, n: usize) -> Expr {
+    Expr::arith(Arith::Mul, a, lit(n))
+}
+
+/// `a / n`.
+pub(super) fn over(a: Expr, n: usize) -> Expr {
+    Expr::arith(Arith::Div, a, lit(n))
+}
+
+/// `a % n`.
+pub(super) fn modulo(a: Expr, n: usize) -> Expr {
+    Expr::arith(Arith::Rem, a, lit(n))
+}
+
+/// `a < n`.
+pub(super) fn below(a: Expr, n: usize) -> Expr {
+    Expr::arith(Arith::Lt, a, lit(n))
+}
+
+/// `a && b`.
+pub(super) fn both(a: Expr, b: Expr) -> Expr {
+    Expr::arith(Arith::And, a, b)
+}
+
+/// `vec4<f32>(0.0)`: an accumulator's start.
+pub(super) fn zero4() -> Expr {
+    Expr::Construct {
+        ty: VEC4,
+        x: Box::new(Expr::F32(0)),
+    }
+}
+
+/// `a * b` on `f32` values, four at a time when `vec`.
+pub(super) fn fmul(a: Expr, b: Expr, vec: bool) -> Expr {
+    f32_op(BinaryOp::Mul, a, b, vec)
+}
+
+/// `a + b` on `f32` values, four at a time when `vec`.
+pub(super) fn fadd(a: Expr, b: Expr, vec: bool) -> Expr {
+    f32_op(BinaryOp::Add, a, b, vec)
+}
+
+/// The graph's `op` on two `f32` values (`vec`: two `vec4`s).
+fn f32_op(op: BinaryOp, a: Expr, b: Expr, vec: bool) -> Expr {
+    Expr::Binary {
+        op,
+        operand: DType::F32,
+        vec,
+        a: Box::new(a),
+        b: Box::new(b),
+    }
+}
+
+/// Lane `q` of the `vec4` `v`, splatted to a `vec4` (to scale a row of
+/// B by one element of A).
+pub(super) fn splat_lane(v: &Expr, q: usize) -> Expr {
+    Expr::Construct {
+        ty: VEC4,
+        x: Box::new(Expr::index(v.clone(), lit(q))),
+    }
+}
+
+/// The `vec4` of four elements of `node` (a matmul tile's slot, or a
+/// texel the lane matmul packs): lane `q` at row-major index `index(q)`
+/// when `in_bounds(q)`, else 0. A lane out of bounds reads index 0, so
+/// that no load leaves the buffer.
 pub(super) fn tile_load(
     g: &mut Gen,
     node: usize,
-    prelude: &str,
-    in_bounds: impl Fn(usize) -> String,
-    index: impl Fn(usize) -> String,
-    slot: &str,
-) -> String {
-    g.scoped(|g| {
-        let _ = writeln!(g, "{prelude}");
-        let lanes: Vec<String> = (0..4)
-            .map(|q| {
-                let ok = g.emit("ok", Ty::BOOL, Expr::template(in_bounds(q)));
-                let i = g.emit(
-                    "i",
-                    Ty::U32,
-                    Expr::template(format!("select(0u, {}, {ok})", index(q))),
-                );
-                let v = g.value(node, &i, false, false);
-                format!("select(0.0, {v}, {ok})")
-            })
-            .collect();
-        let _ = writeln!(g, "    {slot} = vec4<f32>({});", lanes.join(", "));
-    })
+    in_bounds: impl Fn(usize) -> Expr,
+    index: impl Fn(usize) -> Expr,
+) -> Expr {
+    let lanes = (0..4)
+        .map(|q| {
+            let ok = g.emit("ok", Ty::BOOL, in_bounds(q));
+            let i = g.emit("i", Ty::U32, Expr::select(ok.clone(), index(q), lit(0)));
+            let v = g.value(node, &i, false, false);
+            Expr::select(ok, v, Expr::F32(0))
+        })
+        .collect();
+    Expr::call(Builtin::Vec4, lanes)
 }
 
 /// The operands and sizes of a matmul root, and its 64x64 output tiles.
@@ -55,6 +130,7 @@ pub(super) struct MatmulDims {
     pub groups: usize,
 }
 
+/// The operands, sizes and output tiles of matmul `root`.
 pub(super) fn matmul_dims(key: &GraphKey, root: usize) -> MatmulDims {
     let (a, b) = (key.nodes[root].inputs[0], key.nodes[root].inputs[1]);
     let a_shape = &key.nodes[a].shape;
@@ -75,39 +151,266 @@ pub(super) fn matmul_dims(key: &GraphKey, root: usize) -> MatmulDims {
     }
 }
 
-/// Code that stages one K step of both tiles in workgroup memory, by a
-/// workgroup of `threads` invocations (256 / `threads` slots each). Slot
-/// `q` of A holds rows 4(q / 16) .. +3 at column q % 16 of the step, slot
-/// `q` of B columns 4(q % 16) .. +3 at row q / 16; each is one vec4.
-fn tile_loads(g: &mut Gen, d: &MatmulDims, threads: usize) -> String {
-    let (m, k, n) = (d.m, d.k, d.n);
-    let mut loads = String::new();
-    for s in 0..(TILE_K * 16) / threads {
-        let load_a = tile_load(
-            g,
-            d.a,
-            &format!(
-                "    let q = lid + {}u;\n    let akk = q % {TILE_K}u;\n    let arow = tm * {TILE_M}u + (q / {TILE_K}u) * 4u;\n    let acol = k0 + akk;",
-                threads * s
-            ),
-            |q| format!("arow + {q}u < {m}u && acol < {k}u"),
-            |q| format!("bi * {}u + (arow + {q}u) * {k}u + acol", m * k),
-            &format!("ta[akk * 16u + q / {TILE_K}u]"),
-        );
-        let load_b = tile_load(
-            g,
-            d.b,
-            &format!(
-                "    let q = lid + {}u;\n    let bkk = q / 16u;\n    let brow = k0 + bkk;\n    let bcol = tn * {TILE_N}u + (q % 16u) * 4u;",
-                threads * s
-            ),
-            |q| format!("brow < {k}u && bcol + {q}u < {n}u"),
-            |q| format!("bi * {}u + brow * {n}u + bcol + {q}u", k * n),
-            "tb[bkk * 16u + q % 16u]",
-        );
-        loads.push_str(&format!("        {{\n{load_a}}}\n        {{\n{load_b}}}\n"));
+/// A workgroup's output tile: its batch entry `bi` and its tile row `tm`
+/// and column `tn` (values defined at the top of the body).
+pub(super) struct TileIds {
+    pub bi: Expr,
+    pub tm: Expr,
+    pub tn: Expr,
+}
+
+/// Defines the batch entry and output tile of workgroup `gi`, for
+/// `tiles_mn` tiles per entry in rows of `tiles_n`.
+pub(super) fn tile_ids(g: &mut Gen, tiles_mn: usize, tiles_n: usize) -> TileIds {
+    let bi = g.emit("bi", Ty::U32, over(Expr::Invocation, tiles_mn));
+    let in_entry = modulo(Expr::Invocation, tiles_mn);
+    let tm = g.emit("tm", Ty::U32, over(in_entry, tiles_n));
+    let tn = g.emit("tn", Ty::U32, modulo(Expr::Invocation, tiles_n));
+    TileIds { bi, tm, tn }
+}
+
+/// The workgroup arrays a tiled kernel stages its K steps in: A tile: 16
+/// columns of 16 four-row groups; B tile: 16 rows of 16 four-column
+/// groups.
+struct Tiles {
+    ta: Var,
+    tb: Var,
+}
+
+impl Tiles {
+    /// Fresh variables naming both tiles.
+    fn new(g: &mut Gen) -> Tiles {
+        Tiles {
+            ta: g.fresh("ta"),
+            tb: g.fresh("tb"),
+        }
     }
-    loads
+
+    /// Their declarations, for `Entry::Main::arrays`.
+    fn arrays(&self) -> Vec<WorkgroupArray> {
+        [self.ta, self.tb]
+            .into_iter()
+            .map(|var| WorkgroupArray {
+                var,
+                element: VEC4,
+                len: TILE_K * 16,
+            })
+            .collect()
+    }
+
+    /// Slot `slot` of the A tile.
+    fn a(&self, slot: Expr) -> Expr {
+        Expr::index(Expr::Var(self.ta), slot)
+    }
+
+    /// Slot `slot` of the B tile.
+    fn b(&self, slot: Expr) -> Expr {
+        Expr::index(Expr::Var(self.tb), slot)
+    }
+}
+
+/// Stages one K step (from column `k0` of A and row `k0` of B) of both
+/// tiles in workgroup memory, by a workgroup of `threads` invocations
+/// (256 / `threads` slots each). Slot `q` of A holds rows 4(q / 16) ..
+/// +3 at column q % 16 of the step, slot `q` of B columns 4(q % 16) ..
+/// +3 at row q / 16; each is one vec4.
+fn tile_loads(
+    g: &mut Gen,
+    (d, tiles, ids): (&MatmulDims, &Tiles, &TileIds),
+    k0: &Expr,
+    threads: usize,
+) {
+    for s in 0..(TILE_K * 16) / threads {
+        let q = g.emit("q", Ty::U32, plus(Expr::Local, threads * s));
+        stage_a(g, (d, tiles, ids), k0, &q);
+        stage_b(g, (d, tiles, ids), k0, &q);
+    }
+}
+
+/// Slot `q` of the A tile (see `tile_loads`): rows 4(q / 16) .. +3 of
+/// the output tile at column `k0 + q % 16`, zero past A.
+fn stage_a(g: &mut Gen, (d, tiles, ids): (&MatmulDims, &Tiles, &TileIds), k0: &Expr, q: &Expr) {
+    let (m, k) = (d.m, d.k);
+    let akk = g.emit("akk", Ty::U32, modulo(q.clone(), TILE_K));
+    let arow = times(over(q.clone(), TILE_K), 4);
+    let arow = g.emit("arow", Ty::U32, add(times(ids.tm.clone(), TILE_M), arow));
+    let acol = g.emit("acol", Ty::U32, add(k0.clone(), akk.clone()));
+    let value = tile_load(
+        g,
+        d.a,
+        |q| both(below(plus(arow.clone(), q), m), below(acol.clone(), k)),
+        |q| {
+            let row = times(plus(arow.clone(), q), k);
+            add(add(times(ids.bi.clone(), m * k), row), acol.clone())
+        },
+    );
+    let index = add(times(akk, 16), over(q.clone(), TILE_K));
+    let var = tiles.ta;
+    g.push(Inst::SetElement { var, index, value });
+}
+
+/// Slot `q` of the B tile (see `tile_loads`): columns 4(q % 16) .. +3
+/// of the output tile at row `k0 + q / 16`, zero past B.
+fn stage_b(g: &mut Gen, (d, tiles, ids): (&MatmulDims, &Tiles, &TileIds), k0: &Expr, q: &Expr) {
+    let (k, n) = (d.k, d.n);
+    let bkk = g.emit("bkk", Ty::U32, over(q.clone(), 16));
+    let brow = g.emit("brow", Ty::U32, add(k0.clone(), bkk.clone()));
+    let bcol = times(modulo(q.clone(), 16), 4);
+    let bcol = g.emit("bcol", Ty::U32, add(times(ids.tn.clone(), TILE_N), bcol));
+    let value = tile_load(
+        g,
+        d.b,
+        |q| both(below(brow.clone(), k), below(plus(bcol.clone(), q), n)),
+        |q| {
+            let row = add(times(ids.bi.clone(), k * n), times(brow.clone(), n));
+            plus(add(row, bcol.clone()), q)
+        },
+    );
+    let index = add(times(bkk, 16), modulo(q.clone(), 16));
+    let var = tiles.tb;
+    g.push(Inst::SetElement { var, index, value });
+}
+
+/// The loop over K in steps of `TILE_K`: each step stages both tiles
+/// (`tile_loads`), waits for the workgroup, runs `k_step` (`multiply`
+/// on its row `kk`) and waits again before the tiles are overwritten.
+fn k_loop(
+    g: &mut Gen,
+    (d, tiles, ids): (&MatmulDims, &Tiles, &TileIds),
+    threads: usize,
+    multiply: &dyn Fn(&mut Gen, &Expr),
+) {
+    let step = g.fresh("ks");
+    let body = g.block(|g| {
+        let k0 = g.emit("kfirst", Ty::U32, times(Expr::Var(step), TILE_K));
+        tile_loads(g, (d, tiles, ids), &k0, threads);
+        g.push(Inst::Barrier);
+        let rows = k_step(g, d.k, multiply);
+        g.push(rows);
+        g.push(Inst::Barrier);
+    });
+    g.push(Inst::Loop {
+        counter: step,
+        count: d.k.div_ceil(TILE_K),
+        unroll: 1,
+        body,
+    });
+}
+
+/// The loop over the `TILE_K` rows of a K step (`kk`), `body` each: the
+/// K steps and their rows are most of a matmul's loop iterations, so
+/// where `k` makes them pass the kernel's loop budget (lavapipe: 65,535
+/// for all loops of an invocation) the rows are unrolled.
+fn k_step(g: &mut Gen, k: usize, body: &dyn Fn(&mut Gen, &Expr)) -> Inst {
+    let steps = k.div_ceil(TILE_K).max(1);
+    let budget = g
+        .context()
+        .target
+        .loop_budget(1)
+        .map(|budget| (budget.saturating_sub(steps) / steps).max(1));
+    let counter = g.fresh("kk");
+    let body = g.block(|g| body(g, &Expr::Var(counter)));
+    Inst::Loop {
+        counter,
+        count: TILE_K,
+        unroll: unroll_for(TILE_K, budget),
+        body,
+    }
+}
+
+/// An invocation's block of outputs held in `vec4` accumulators:
+/// `rows` x `cols` elements from (`row0`, `col0`) of batch entry `bi`,
+/// `accs` row-major, `cols / 4` per row.
+pub(super) struct OutputBlock {
+    pub accs: Vec<Expr>,
+    pub rows: usize,
+    pub cols: usize,
+    pub row0: Expr,
+    pub col0: Expr,
+    pub bi: Expr,
+}
+
+/// Stores `block` and its epilogue, element by element where it lies in
+/// the `m` x `n` output: the accumulators gathered in a private array so
+/// that one loop (not a copy of the epilogue per output: the blocked
+/// kernel has 64) indexes them.
+pub(super) fn store_block(
+    g: &mut Gen,
+    key: &GraphKey,
+    (root, outputs): (usize, &[usize]),
+    block: &OutputBlock,
+    (m, n): (usize, usize),
+) {
+    let accs = g.fresh("accs");
+    let (element, len) = (VEC4, block.accs.len());
+    g.push(Inst::DeclareArray {
+        var: accs,
+        element,
+        len,
+    });
+    for (e, acc) in block.accs.iter().enumerate() {
+        let value = acc.clone();
+        g.push(Inst::SetElement {
+            var: accs,
+            index: lit(e),
+            value,
+        });
+    }
+    let per_row = block.cols / 4;
+    let (i, j) = (g.fresh("i"), g.fresh("j"));
+    let (ei, ej) = (Expr::Var(i), Expr::Var(j));
+    let inner = g.block(|g| {
+        let row = g.emit("row", Ty::U32, add(block.row0.clone(), ei.clone()));
+        let col = g.emit("col", Ty::U32, add(block.col0.clone(), ej.clone()));
+        let body = g.block(|g| {
+            let at = add(times(block.bi.clone(), m * n), times(row.clone(), n));
+            let idx = g.emit("idx", Ty::U32, add(at, col.clone()));
+            let (slot, lane) = if per_row == 1 {
+                (ei.clone(), ej.clone())
+            } else {
+                (
+                    add(times(ei.clone(), per_row), over(ej.clone(), 4)),
+                    modulo(ej.clone(), 4),
+                )
+            };
+            let acc = Expr::index(Expr::Var(accs), slot);
+            let result = g.emit("result", Ty::F32, Expr::index(acc, lane));
+            store_outputs(g, key, (root, outputs), &idx, &result);
+        });
+        let cond = both(below(row, m), below(col, n));
+        g.push(Inst::If { cond, body });
+    });
+    let cols = Inst::Loop {
+        counter: j,
+        count: block.cols,
+        unroll: 1,
+        body: inner,
+    };
+    g.push(Inst::Loop {
+        counter: i,
+        count: block.rows,
+        unroll: 1,
+        body: vec![cols],
+    });
+}
+
+/// `count` `vec4` accumulators starting at zero, declared here.
+pub(super) fn accumulators(g: &mut Gen, count: usize) -> Vec<Expr> {
+    (0..count)
+        .map(|_| g.variable_of("acc", VEC4, zero4()))
+        .collect()
+}
+
+/// The entry of a tiled kernel: `groups` workgroups of `threads`, one
+/// per output tile, with the two tiles in workgroup memory.
+fn tiled_entry(threads: usize, groups: usize, tiles: &Tiles) -> Entry {
+    Entry::Main {
+        workgroup_size: threads,
+        per_invocation: false,
+        count: groups,
+        arrays: tiles.arrays(),
+        subgroup_id: false,
+    }
 }
 
 /// A 64x64-tiled matmul with 64 invocations of 8x8 outputs each (the
@@ -125,80 +428,45 @@ pub(super) fn matmul_blocked(
     key: &GraphKey,
     root: usize,
     outputs: &[usize],
-) -> (String, usize) {
+) -> (Entry, Vec<Inst>, usize) {
     let d = matmul_dims(key, root);
-    let (m, k, n, tiles_n, tiles_mn, groups) = (d.m, d.k, d.n, d.tiles_n, d.tiles_mn, d.groups);
-    let loads = tile_loads(g, &d, 64);
-    let st = stores(g, key, (root, outputs), "idx", "result");
-    let mut inner = String::new();
-    let mut decl = String::new();
-    for i in 0..8 {
-        for h in 0..2 {
-            decl.push_str(&format!("    var c{i}_{h} = vec4<f32>(0.0);\n"));
-            let av = format!("a{}.{}", i / 4, ["x", "y", "z", "w"][i % 4]);
-            inner.push_str(&format!("            c{i}_{h} = c{i}_{h} + {av} * b{h};\n"));
+    let tiles = Tiles::new(g);
+    let ids = tile_ids(g, d.tiles_mn, d.tiles_n);
+    let ty = g.emit("ty", Ty::U32, over(Expr::Local, 8));
+    let tx = g.emit("tx", Ty::U32, modulo(Expr::Local, 8));
+    // c[2i + h]: row i of the invocation's 8, columns 4h .. 4h + 3.
+    let c = accumulators(g, 16);
+    let multiply = |g: &mut Gen, kk: &Expr| {
+        let row = times(kk.clone(), 16);
+        let slot = |g: &mut Gen, t: Expr, name| g.emit(name, VEC4, t);
+        let a0 = slot(g, tiles.a(add(row.clone(), times(ty.clone(), 2))), "a");
+        let a1 = tiles.a(plus(add(row.clone(), times(ty.clone(), 2)), 1));
+        let a1 = slot(g, a1, "a");
+        let b0 = slot(g, tiles.b(add(row.clone(), times(tx.clone(), 2))), "b");
+        let b1 = slot(g, tiles.b(plus(add(row, times(tx.clone(), 2)), 1)), "b");
+        let (a, b) = ([a0, a1], [b0, b1]);
+        for i in 0..8 {
+            for h in 0..2 {
+                let product = fmul(splat_lane(&a[i / 4], i % 4), b[h].clone(), true);
+                g.accumulate(&c[i * 2 + h], product);
+            }
         }
-    }
-    let mut gather = String::new();
-    for i in 0..8 {
-        gather.push_str(&format!("c{i}_0, c{i}_1, "));
-    }
-    let main = format!(
-        "\nvar<workgroup> ta: array<vec4<f32>, {slots}>;\n\
-         var<workgroup> tb: array<vec4<f32>, {slots}>;\n\
-         {head}\
-         let bi = gi / {tiles_mn}u;\n\
-         let tm = (gi % {tiles_mn}u) / {tiles_n}u;\n\
-         let tn = gi % {tiles_n}u;\n\
-         let ty = lid / 8u;\n\
-         let tx = lid % 8u;\n\
-         {decl}\
-         for (var k0 = 0u; k0 < {k}u; k0 = k0 + {TILE_K}u) {{\n\
-         {loads}\
-             workgroupBarrier();\n\
-         {k_step}\
-             workgroupBarrier();\n\
-         }}\n\
-         var accs = array<vec4<f32>, 16>({gather});\n\
-         for (var i = 0u; i < 8u; i = i + 1u) {{\n\
-             for (var j = 0u; j < 8u; j = j + 1u) {{\n\
-                 let row = tm * {TILE_M}u + ty * 8u + i;\n\
-                 let col = tn * {TILE_N}u + tx * 8u + j;\n\
-                 if (row < {m}u && col < {n}u) {{\n\
-                     let idx = bi * {mn}u + row * {n}u + col;\n\
-                     let result = accs[i * 2u + j / 4u][j % 4u];\n{st}                }}\n\
-             }}\n\
-         }}\n}}\n",
-        mn = m * n,
-        slots = TILE_K * 16,
-        k_step = k_step(
-            g,
-            k,
-            &format!(
-                "                 let a0 = ta[kk * 16u + ty * 2u];\n\
-                 let a1 = ta[kk * 16u + ty * 2u + 1u];\n\
-                 let b0 = tb[kk * 16u + tx * 2u];\n\
-                 let b1 = tb[kk * 16u + tx * 2u + 1u];\n{inner}"
-            )
-        ),
-        head = kernel_main(64, false, groups, ""),
-    );
-    (main, groups)
-}
-
-/// The loop over the `TILE_K` rows of a K step (`kk`), `body` each: the
-/// K steps and their rows are most of a matmul's loop iterations, so
-/// where `k` makes them pass the kernel's loop budget (lavapipe: 65,535
-/// for all loops of an invocation) the rows are unrolled.
-fn k_step(g: &Gen, k: usize, body: &str) -> String {
-    let steps = k.div_ceil(TILE_K).max(1);
-    let budget = g
-        .context()
-        .target
-        .loop_budget(1)
-        .map(|budget| (budget.saturating_sub(steps) / steps).max(1));
-    let tile_k = format!("{TILE_K}u");
-    bounded_loop(("kk", "0u", &tile_k, "1u"), TILE_K, budget, body)
+    };
+    k_loop(g, (&d, &tiles, &ids), 64, &multiply);
+    let block = OutputBlock {
+        accs: c,
+        rows: 8,
+        cols: 8,
+        row0: add(times(ids.tm.clone(), TILE_M), times(ty, 8)),
+        col0: add(times(ids.tn.clone(), TILE_N), times(tx, 8)),
+        bi: ids.bi.clone(),
+    };
+    store_block(g, key, (root, outputs), &block, (d.m, d.n));
+    (
+        tiled_entry(64, d.groups, &tiles),
+        g.body().to_vec(),
+        d.groups,
+    )
 }
 
 /// Output tile of a workgroup (rows, columns), and the K step.
@@ -206,58 +474,41 @@ const TILE_M: usize = 64;
 const TILE_N: usize = 64;
 const TILE_K: usize = 16;
 
+/// The 64x64-tiled matmul with 256 invocations of 4x4 outputs (real
+/// GPUs: measured on an H100). Returns the entry, body and workgroups.
 pub(super) fn matmul(
     g: &mut Gen,
     key: &GraphKey,
     root: usize,
     outputs: &[usize],
-) -> (String, usize) {
+) -> (Entry, Vec<Inst>, usize) {
     let d = matmul_dims(key, root);
-    let (m, k, n, tiles_n, tiles_mn, groups) = (d.m, d.k, d.n, d.tiles_n, d.tiles_mn, d.groups);
-    let loads = tile_loads(g, &d, 256);
-    let st = stores(g, key, (root, outputs), "idx", "result");
-    let main = format!(
-        "\n// A tile: 16 columns of 16 four-row groups; B tile: 16 rows of 16 four-column groups.\n\
-         var<workgroup> ta: array<vec4<f32>, 256>;\n\
-         var<workgroup> tb: array<vec4<f32>, 256>;\n\
-         {head}\
-         let bi = gi / {tiles_mn}u;\n\
-         let tm = (gi % {tiles_mn}u) / {tiles_n}u;\n\
-         let tn = gi % {tiles_n}u;\n\
-         let ty = lid / 16u;\n\
-         let tx = lid % 16u;\n\
-         var acc0 = vec4<f32>(0.0);\n\
-         var acc1 = vec4<f32>(0.0);\n\
-         var acc2 = vec4<f32>(0.0);\n\
-         var acc3 = vec4<f32>(0.0);\n\
-         for (var k0 = 0u; k0 < {k}u; k0 = k0 + {TILE_K}u) {{\n\
-         {loads}\
-             workgroupBarrier();\n\
-         {k_step}\
-             workgroupBarrier();\n\
-         }}\n\
-         var accs = array<vec4<f32>, 4>(acc0, acc1, acc2, acc3);\n\
-         for (var i = 0u; i < 4u; i = i + 1u) {{\n\
-             for (var j = 0u; j < 4u; j = j + 1u) {{\n\
-                 let row = tm * {TILE_M}u + ty * 4u + i;\n\
-                 let col = tn * {TILE_N}u + tx * 4u + j;\n\
-                 if (row < {m}u && col < {n}u) {{\n\
-                     let idx = bi * {mn}u + row * {n}u + col;\n\
-                     let result = accs[i][j];\n{st}                }}\n\
-             }}\n\
-         }}\n}}\n",
-        mn = m * n,
-        k_step = k_step(
-            g,
-            k,
-            "                 let av = ta[kk * 16u + ty];\n\
-                 let bv = tb[kk * 16u + tx];\n\
-                 acc0 = acc0 + av.x * bv;\n\
-                 acc1 = acc1 + av.y * bv;\n\
-                 acc2 = acc2 + av.z * bv;\n\
-                 acc3 = acc3 + av.w * bv;\n"
-        ),
-        head = kernel_main(256, false, groups, ""),
-    );
-    (main, groups)
+    let tiles = Tiles::new(g);
+    let ids = tile_ids(g, d.tiles_mn, d.tiles_n);
+    let ty = g.emit("ty", Ty::U32, over(Expr::Local, 16));
+    let tx = g.emit("tx", Ty::U32, modulo(Expr::Local, 16));
+    let acc = accumulators(g, 4);
+    let multiply = |g: &mut Gen, kk: &Expr| {
+        let row = times(kk.clone(), 16);
+        let av = g.emit("av", VEC4, tiles.a(add(row.clone(), ty.clone())));
+        let bv = g.emit("bv", VEC4, tiles.b(add(row, tx.clone())));
+        for (i, acc) in acc.iter().enumerate() {
+            g.accumulate(acc, fmul(splat_lane(&av, i), bv.clone(), true));
+        }
+    };
+    k_loop(g, (&d, &tiles, &ids), 256, &multiply);
+    let block = OutputBlock {
+        accs: acc,
+        rows: 4,
+        cols: 4,
+        row0: add(times(ids.tm.clone(), TILE_M), times(ty, 4)),
+        col0: add(times(ids.tn.clone(), TILE_N), times(tx, 4)),
+        bi: ids.bi.clone(),
+    };
+    store_block(g, key, (root, outputs), &block, (d.m, d.n));
+    (
+        tiled_entry(256, d.groups, &tiles),
+        g.body().to_vec(),
+        d.groups,
+    )
 }

@@ -26,14 +26,15 @@
 //! views, so a transposed weight costs nothing extra) into `rgba32float`
 //! textures, zero-padded to whole texels along K and N.
 
-use std::fmt::Write;
-
 use super::emit::Gen;
-use super::matmul::{MatmulDims, matmul_dims, tile_load};
-use super::roots::stores;
-use super::wgsl::{CodegenContext, KernelSource, Launch, TextureUse, WORKGROUP_SIZE, kernel_main};
+use super::matmul::{
+    MatmulDims, OutputBlock, TileIds, VEC4, accumulators, add, below, both, fadd, fmul, lit,
+    matmul_dims, modulo, over, plus, splat_lane, store_block, tile_ids, tile_load, times,
+};
+use super::wgsl::{CodegenContext, KernelSource, Launch, TextureUse, WORKGROUP_SIZE};
 use crate::graph::GraphKey;
-use crate::kernel::{LaneAdapter, LaneTile, Strategy};
+use crate::kernel::ir::{Builtin, Expr, Inst, Ty};
+use crate::kernel::{Entry, LaneAdapter, LaneTile, Strategy};
 
 /// Rows of the output a workgroup computes (at most): 32 `vec4`
 /// accumulators per lane measured faster than 8 or 16.
@@ -185,9 +186,9 @@ fn geometry(
     })
 }
 
-/// The lane matmul of `root` writing `outputs` (the root's value is
-/// `result` in their code), or `None` where its textures would pass the
-/// adapter's limits (the caller then uses another kernel).
+/// The lane matmul of `root` writing `outputs`, or `None` where its
+/// textures would pass the adapter's limits (the caller then uses
+/// another kernel).
 pub(super) fn matmul_lanes(
     g: &mut Gen,
     key: &GraphKey,
@@ -200,7 +201,6 @@ pub(super) fn matmul_lanes(
     let Geometry {
         batch,
         k4,
-        n4,
         rows,
         lanes,
         tiles_m,
@@ -209,63 +209,45 @@ pub(super) fn matmul_lanes(
         b,
         ..
     } = geo;
-    let (m, n) = (geo.d.m, geo.d.n);
     let s = adapter.subgroup;
-    let st = stores(g, key, (root, outputs), "idx", "result");
-    let LaneRegisters {
-        decl,
-        fetch_a,
-        inner,
-        gather,
-    } = lane_registers(rows, s, m, &a);
     let tiles_mn = tiles_m * tiles_n;
     let groups = batch * tiles_mn;
-    let main = format!(
-        "\n{head}\
-         // Whole workgroups left together above: every lane here takes part in the broadcasts.\n\
-         let bi = gi / {tiles_mn}u;\n\
-         let tm = (gi % {tiles_mn}u) / {tiles_n}u;\n\
-         let tn = gi % {tiles_n}u;\n\
-         let c4 = tn * {lanes}u + lid;\n\
-         let bc = min(c4, {last_n4}u);\n\
-         let bx = bc % {bw}u;\n\
-         let bl = bi * {b_blocks}u + bc / {bw}u;\n\
-         let i0 = tm * {rows}u;\n\
-         {decl}\
-         for (var k4 = 0u; k4 < {k4}u; k4 = k4 + 1u) {{\n\
-             let b0 = textureLoad(tb, vec2<u32>(bx, k4 * 4u), bl, 0);\n\
-             let b1 = textureLoad(tb, vec2<u32>(bx, k4 * 4u + 1u), bl, 0);\n\
-             let b2 = textureLoad(tb, vec2<u32>(bx, k4 * 4u + 2u), bl, 0);\n\
-             let b3 = textureLoad(tb, vec2<u32>(bx, k4 * 4u + 3u), bl, 0);\n\
-         {fetch_a}{inner}\
-         }}\n\
-         var accs = array<vec4<f32>, {rows}>({gather});\n\
-         for (var r = 0u; r < {rows}u; r = r + 1u) {{\n\
-             for (var q = 0u; q < 4u; q = q + 1u) {{\n\
-                 let row = i0 + r;\n\
-                 let col = c4 * 4u + q;\n\
-                 if (row < {m}u && col < {n}u) {{\n\
-                     let idx = bi * {mn}u + row * {n}u + col;\n\
-                     let result = accs[r][q];\n{st}                }}\n\
-             }}\n\
-         }}\n}}\n",
-        head = kernel_main(
-            lanes,
-            false,
-            groups,
-            ", @builtin(subgroup_invocation_id) sid: u32"
-        ),
-        last_n4 = n4 - 1,
-        bw = b.width,
-        b_blocks = b.col_blocks,
-        mn = m * n,
-        gather = gather.join(", "),
-    );
+    // Whole workgroups leave together at the entry's early return (`gi`
+    // indexes workgroups): every lane here takes part in the broadcasts.
+    let ids = tile_ids(g, tiles_mn, tiles_n);
+    let columns = lane_columns(g, &geo, &ids);
+    let i0 = g.emit("rfirst", Ty::U32, times(ids.tm.clone(), rows));
+    let regs = lane_registers(g, (rows, s, geo.d.m), &a, (&ids, &i0));
+    let k = g.fresh("kt");
+    let body = g.block(|g| lane_step(g, &regs, &columns, &Expr::Var(k)));
+    g.push(Inst::Loop {
+        counter: k,
+        count: k4,
+        unroll: 1,
+        body,
+    });
+    let block = OutputBlock {
+        accs: regs.accs,
+        rows,
+        cols: 4,
+        row0: i0,
+        col0: times(columns.c4, 4),
+        bi: ids.bi.clone(),
+    };
+    store_block(g, key, (root, outputs), &block, (geo.d.m, geo.d.n));
+    let entry = Entry::Main {
+        workgroup_size: lanes,
+        per_invocation: false,
+        count: groups,
+        arrays: Vec::new(),
+        subgroup_id: true,
+    };
     let cx = g.context();
     let packs = vec![pack(key, stored, &cx, &a, 0), pack(key, stored, &cx, &b, 1)];
     let size = |p: &Packing| (p.width as u32, p.height as u32, p.layers() as u32);
     Some(LaneMatmul {
-        main,
+        entry,
+        body: g.body().to_vec(),
         groups,
         tile: LaneTile { rows, lanes },
         packs,
@@ -273,72 +255,111 @@ pub(super) fn matmul_lanes(
     })
 }
 
+/// Where a lane's four output columns lie: texel column `c4` of the
+/// output, and B's texel column `bx` and layer `bl` holding them.
+struct LaneColumns {
+    c4: Expr,
+    bx: Expr,
+    bl: Expr,
+}
+
+/// Defines lane `lid`'s columns in output tile `ids`: texel `c4`, clamped
+/// to the last one for B's fetch (lanes past N compute and never store).
+fn lane_columns(g: &mut Gen, geo: &Geometry, ids: &TileIds) -> LaneColumns {
+    let c4 = add(times(ids.tn.clone(), geo.lanes), Expr::Local);
+    let c4 = g.emit("ctex", Ty::U32, c4);
+    let bc = Expr::call(Builtin::Min, vec![c4.clone(), lit(geo.n4 - 1)]);
+    let bc = g.emit("bc", Ty::U32, bc);
+    let bx = g.emit("bx", Ty::U32, modulo(bc.clone(), geo.b.width));
+    let bl = add(
+        times(ids.bi.clone(), geo.b.col_blocks),
+        over(bc, geo.b.width),
+    );
+    let bl = g.emit("bl", Ty::U32, bl);
+    LaneColumns { c4, bx, bl }
+}
+
 /// The names the lane matmul reads its packed operands by (scratch
 /// textures 0 and 1).
 pub(super) const LANE_OPERANDS: [&str; 2] = ["ta", "tb"];
 
-/// The statements of a lane matmul's register block (see `lane_registers`).
+/// A lane matmul's register block (see `lane_registers`).
 struct LaneRegisters {
-    /// Accumulators and the row, texel row and layer each lane fetches.
-    decl: String,
-    /// Per step of K: each lane's texel of A.
-    fetch_a: String,
-    /// Per step of K: each row's A broadcast from its lane, times B.
-    inner: String,
     /// The accumulators, in row order.
-    gather: Vec<String>,
+    accs: Vec<Expr>,
+    /// Per group `h` of `s` rows: the texel row and layer of A that each
+    /// lane fetches (its row `h * s + sid`).
+    fetch: Vec<(Expr, Expr)>,
+    /// Subgroup size.
+    s: usize,
 }
 
-/// The register block of a lane matmul of `rows` rows a workgroup, over
-/// subgroups of `s` lanes, for an `m`-row A packed as `a`.
-fn lane_registers(rows: usize, s: usize, m: usize, a: &Packing) -> LaneRegisters {
-    let mut decl = String::new();
-    let mut fetch_a = String::new();
-    let mut inner = String::new();
-    let mut gather = Vec::new();
-    for r in 0..rows {
-        let _ = writeln!(decl, "    var acc{r} = vec4<f32>(0.0);");
-        gather.push(format!("acc{r}"));
-    }
+/// Declares the register block of a lane matmul of `rows` rows a
+/// workgroup, over subgroups of `s` lanes, for an `m`-row A packed as
+/// `a`, from row `i0` of batch entry `ids.bi`.
+fn lane_registers(
+    g: &mut Gen,
+    (rows, s, m): (usize, usize, usize),
+    a: &Packing,
+    (ids, i0): (&TileIds, &Expr),
+) -> LaneRegisters {
+    let accs = accumulators(g, rows);
     // Lane `sid` fetches row i0 + h * S + sid of A (clamped: rows past M
     // are computed and never stored); its block and layer do not change
     // along K.
-    for h in 0..rows / s {
-        let _ = writeln!(
-            decl,
-            "    let ar{h} = min(i0 + {}u + sid, {}u);\n    \
-             let ay{h} = ar{h} % {ah}u;\n    \
-             let al{h} = bi * {}u + ar{h} / {ah}u;",
-            h * s,
-            m - 1,
-            a.row_blocks,
-            ah = a.height,
-        );
-        let _ = writeln!(
-            fetch_a,
-            "        let ah{h} = textureLoad(ta, vec2<u32>(k4, ay{h}), al{h}, 0);"
-        );
-    }
-    for r in 0..rows {
-        let _ = writeln!(
-            inner,
-            "        let a{r} = subgroupBroadcast(ah{}, {}u);\n        \
-             acc{r} = acc{r} + a{r}.x * b0 + a{r}.y * b1 + a{r}.z * b2 + a{r}.w * b3;",
-            r / s,
-            r % s
-        );
-    }
-    LaneRegisters {
-        decl,
-        fetch_a,
-        inner,
-        gather,
+    let fetch = (0..rows / s)
+        .map(|h| {
+            let row = add(plus(i0.clone(), h * s), Expr::SubgroupLane);
+            let ar = g.emit(
+                "ar",
+                Ty::U32,
+                Expr::call(Builtin::Min, vec![row, lit(m - 1)]),
+            );
+            let ay = g.emit("ay", Ty::U32, modulo(ar.clone(), a.height));
+            let al = add(times(ids.bi.clone(), a.row_blocks), over(ar, a.height));
+            (ay, g.emit("al", Ty::U32, al))
+        })
+        .collect();
+    LaneRegisters { accs, fetch, s }
+}
+
+/// One step of K (texel column `k4` of A, rows 4 `k4` .. +3 of B): four
+/// texels of B, each lane's texel of A per group of rows, and per row
+/// its A broadcast from its lane, times B, into the row's accumulator.
+fn lane_step(g: &mut Gen, regs: &LaneRegisters, columns: &LaneColumns, k4: &Expr) {
+    let rows_of_b: Vec<Expr> = (0..4)
+        .map(|q| {
+            let y = plus(times(k4.clone(), 4), q);
+            let args = vec![columns.bx.clone(), y, columns.bl.clone()];
+            g.emit("b", VEC4, Expr::call(Builtin::TextureLoad("tb"), args))
+        })
+        .collect();
+    let fetched: Vec<Expr> = regs
+        .fetch
+        .iter()
+        .map(|(ay, al)| {
+            let args = vec![k4.clone(), ay.clone(), al.clone()];
+            g.emit("ah", VEC4, Expr::call(Builtin::TextureLoad("ta"), args))
+        })
+        .collect();
+    for (r, acc) in regs.accs.iter().enumerate() {
+        let args = vec![fetched[r / regs.s].clone(), lit(r % regs.s)];
+        let a = g.emit("a", VEC4, Expr::call(Builtin::SubgroupBroadcast, args));
+        // acc + a.x * b0 + a.y * b1 + a.z * b2 + a.w * b3, in this order.
+        let sum = rows_of_b
+            .iter()
+            .enumerate()
+            .fold(acc.clone(), |sum, (q, b)| {
+                fadd(sum, fmul(splat_lane(&a, q), b.clone(), true), true)
+            });
+        g.assign(acc, sum);
     }
 }
 
-/// A lane matmul's code and the kernels it needs first.
+/// A lane matmul's kernel and the kernels it needs first.
 pub(super) struct LaneMatmul {
-    pub main: String,
+    pub entry: Entry,
+    pub body: Vec<Inst>,
     pub groups: usize,
     /// A workgroup's output tile.
     pub tile: LaneTile,
@@ -349,7 +370,8 @@ pub(super) struct LaneMatmul {
 }
 
 /// The kernel writing an operand into scratch texture `slot` as `p` says,
-/// zero past the matrix (partial texels and blocks).
+/// zero past the matrix (partial texels and blocks): an invocation a
+/// texel.
 fn pack(
     key: &GraphKey,
     stored: &dyn Fn(usize) -> bool,
@@ -360,29 +382,43 @@ fn pack(
     let mut g = Gen::new(&key.nodes, stored, &[], cx);
     let (rows, cols, width, height) = (p.rows, p.cols, p.width, p.height);
     let texels = width * height * p.layers();
-    let mut body = tile_load(
+    let x = g.emit("x", Ty::U32, modulo(Expr::Invocation, width));
+    let y = g.emit("y", Ty::U32, modulo(over(Expr::Invocation, width), height));
+    let layer = g.emit("layer", Ty::U32, over(Expr::Invocation, width * height));
+    let bi = g.emit(
+        "bi",
+        Ty::U32,
+        over(layer.clone(), p.row_blocks * p.col_blocks),
+    );
+    let row_block = modulo(over(layer.clone(), p.col_blocks), p.row_blocks);
+    let r = g.emit("r", Ty::U32, add(times(row_block, height), y.clone()));
+    let col_block = modulo(layer.clone(), p.col_blocks);
+    let c = times(add(times(col_block, width), x.clone()), 4);
+    let c = g.emit("c", Ty::U32, c);
+    let texel = tile_load(
         &mut g,
         p.node,
-        "",
-        |q| format!("r < {rows}u && c + {q}u < {cols}u"),
-        |q| format!("bi * {}u + r * {cols}u + c + {q}u", rows * cols),
-        "let texel",
+        |q| both(below(r.clone(), rows), below(plus(c.clone(), q), cols)),
+        |q| {
+            let at = add(times(bi.clone(), rows * cols), times(r.clone(), cols));
+            plus(add(at, c.clone()), q)
+        },
     );
-    body.push_str("    textureStore(dst, vec2<u32>(x, y), layer, texel);\n");
-    let main = format!(
-        "\n{head}    \
-         let x = gi % {width}u;\n    \
-         let y = (gi / {width}u) % {height}u;\n    \
-         let layer = gi / {plane}u;\n    \
-         let bi = layer / {blocks}u;\n    \
-         let r = ((layer / {col_blocks}u) % {row_blocks}u) * {height}u + y;\n    \
-         let c = ((layer % {col_blocks}u) * {width}u + x) * 4u;\n{body}}}\n",
-        head = kernel_main(WORKGROUP_SIZE as usize, true, texels, ""),
-        plane = width * height,
-        blocks = p.row_blocks * p.col_blocks,
-        col_blocks = p.col_blocks,
-        row_blocks = p.row_blocks,
-    );
+    let texel = g.emit("texel", VEC4, texel);
+    g.push(Inst::TextureStore {
+        texture: "dst",
+        x,
+        y,
+        layer,
+        value: texel,
+    });
+    let entry = Entry::Main {
+        workgroup_size: WORKGROUP_SIZE as usize,
+        per_invocation: true,
+        count: texels,
+        arrays: Vec::new(),
+        subgroup_id: false,
+    };
     let launch = Launch {
         groups: texels.div_ceil(WORKGROUP_SIZE as usize),
         strategy: Strategy::Pack,
@@ -392,5 +428,6 @@ fn pack(
             name: "dst",
         }],
     };
-    g.source(&main, (Vec::new(), false), &[], launch)
+    let body = g.body().to_vec();
+    g.kernel_source((Vec::new(), false), entry, body, &[], launch)
 }

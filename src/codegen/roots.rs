@@ -79,22 +79,22 @@ pub(crate) fn generate_root_kernel(
                     scratch = l.scratch;
                     let tile = Some(l.tile);
                     let strategy = Strategy::Matmul { kernel: kind, tile };
-                    (RootBody::Text(l.main), l.groups, strategy)
+                    (RootBody::Ir(l.entry, l.body), l.groups, strategy)
                 }
                 (None, MatmulKernel::Tiled) => {
-                    let (main, groups) = matmul(&mut g, key, root, &outputs);
+                    let (entry, body, groups) = matmul(&mut g, key, root, &outputs);
                     let kernel = MatmulKernel::Tiled;
                     (
-                        RootBody::Text(main),
+                        RootBody::Ir(entry, body),
                         groups,
                         Strategy::Matmul { kernel, tile: None },
                     )
                 }
                 (None, _) => {
-                    let (main, groups) = matmul_blocked(&mut g, key, root, &outputs);
+                    let (entry, body, groups) = matmul_blocked(&mut g, key, root, &outputs);
                     let kernel = MatmulKernel::Blocked;
                     (
-                        RootBody::Text(main),
+                        RootBody::Ir(entry, body),
                         groups,
                         Strategy::Matmul { kernel, tile: None },
                     )
