@@ -112,7 +112,7 @@ pub(super) fn attention(
         store_outputs(g, key, (root, outputs), &idx, &y);
     });
     g.push(plain_loop(c, ev, write));
-    let entry = Entry::Main {
+    let entry = Entry {
         workgroup_size: WORKGROUP_SIZE as usize,
         per_invocation: true,
         count: rows,

@@ -186,7 +186,7 @@ impl Tiles {
         }
     }
 
-    /// Their declarations, for `Entry::Main::arrays`.
+    /// Their declarations, for `Entry::arrays`.
     fn arrays(&self) -> Vec<WorkgroupArray> {
         [self.ta, self.tb]
             .into_iter()
@@ -404,7 +404,7 @@ pub(super) fn accumulators(g: &mut Gen, count: usize) -> Vec<Expr> {
 /// The entry of a tiled kernel: `groups` workgroups of `threads`, one
 /// per output tile, with the two tiles in workgroup memory.
 fn tiled_entry(threads: usize, groups: usize, tiles: &Tiles) -> Entry {
-    Entry::Main {
+    Entry {
         workgroup_size: threads,
         per_invocation: false,
         count: groups,

@@ -235,7 +235,7 @@ pub(super) fn matmul_lanes(
         bi: ids.bi.clone(),
     };
     store_block(g, key, (root, outputs), &block, (geo.d.m, geo.d.n));
-    let entry = Entry::Main {
+    let entry = Entry {
         workgroup_size: lanes,
         per_invocation: false,
         count: groups,
@@ -412,7 +412,7 @@ fn pack(
         layer,
         value: texel,
     });
-    let entry = Entry::Main {
+    let entry = Entry {
         workgroup_size: WORKGROUP_SIZE as usize,
         per_invocation: true,
         count: texels,
@@ -429,5 +429,5 @@ fn pack(
         }],
     };
     let body = g.body().to_vec();
-    g.kernel_source((Vec::new(), false), entry, body, &[], launch)
+    g.kernel_source((Vec::new(), false), entry, body, launch)
 }

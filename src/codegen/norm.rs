@@ -77,7 +77,7 @@ pub(super) fn normalize(
             store_outputs(g, key, (root, outputs), i, &y);
         });
     }
-    let entry = Entry::Main {
+    let entry = Entry {
         workgroup_size: WORKGROUP_SIZE as usize,
         per_invocation: true,
         count: rows,

@@ -113,7 +113,7 @@ fn coop_matmul() -> Kernel {
             cooperative_matrix: true,
             ..Helpers::default()
         },
-        entry: Entry::Main {
+        entry: Entry {
             workgroup_size: 8,
             per_invocation: false,
             count: (tiles * tiles) as usize,
@@ -170,7 +170,7 @@ fn subgroup_ops() -> Kernel {
     Kernel {
         bindings: two_in_one_out(),
         helpers: Helpers::default(),
-        entry: Entry::Main {
+        entry: Entry {
             workgroup_size: 64,
             per_invocation: true,
             count: 1000,

@@ -109,7 +109,7 @@ fn sum_by_fours(g: &mut Gen, key: &GraphKey, red: &Reduction<'_>) -> (Entry, Vec
         sum,
     );
     store_outputs(g, key, (red.root, red.outputs), &Expr::Invocation, &result);
-    let entry = Entry::Main {
+    let entry = Entry {
         workgroup_size: WORKGROUP_SIZE as usize,
         per_invocation: true,
         count: total,
@@ -222,7 +222,7 @@ fn workgroup_tree(
         cond: Expr::arith(Arith::Eq, Expr::Local, Expr::U32(0)),
         body: finish,
     });
-    let entry = Entry::Main {
+    let entry = Entry {
         workgroup_size: wg,
         per_invocation: false,
         count: total,

@@ -71,7 +71,7 @@ pub(super) fn reduce_per_invocation(
     };
     let result = g.emit("result", root_ty, result);
     store_outputs(g, key, (red.root, red.outputs), &Expr::Invocation, &result);
-    let entry = Entry::Main {
+    let entry = Entry {
         workgroup_size: WORKGROUP_SIZE as usize,
         per_invocation: true,
         count: outer * parts,

@@ -25,7 +25,6 @@ fn atomic(e: &Expr) -> bool {
         // Ops print as infix or prefix expressions (`a + b`, `-a`, a cast
         // to the same type as `a` itself).
         Expr::Arith { .. } | Expr::Unary { .. } | Expr::Binary { .. } | Expr::Cast { .. } => false,
-        Expr::Template(t) => !t.contains(' '),
         _ => true,
     }
 }
@@ -48,8 +47,8 @@ impl fmt::Display for Expr {
     fn fmt(&self, f: &mut fmt::Formatter) -> fmt::Result {
         match self {
             Expr::Var(v) => write!(f, "{v}"),
-            Expr::Template(t) => f.write_str(t),
             Expr::Invocation => f.write_str("gi"),
+            Expr::Bool(b) => write!(f, "{b}"),
             Expr::Local => f.write_str("lid"),
             Expr::SubgroupLane => f.write_str("sid"),
             Expr::Index { base, index } => write!(f, "{}[{index}]", Operand(base)),
@@ -227,40 +226,20 @@ pub(crate) fn kernel_wgsl(kernel: &Kernel, origins: Option<&[String]>) -> String
             out.push_str(text);
         }
     }
-    match &kernel.entry {
-        Entry::Template => render_body(&kernel.body, origins, &mut out),
-        Entry::Main {
-            workgroup_size,
-            per_invocation,
-            count,
-            arrays,
-            subgroup_id,
-        } => {
-            out.push('\n');
-            for a in arrays {
-                let _ = writeln!(
-                    out,
-                    "var<workgroup> {}: array<{}, {}>;",
-                    a.var,
-                    wgsl_type(a.element),
-                    a.len
-                );
-            }
-            let builtins = if *subgroup_id {
-                ", @builtin(subgroup_invocation_id) sid: u32"
-            } else {
-                ""
-            };
-            out.push_str(&entry_point(
-                *workgroup_size,
-                *per_invocation,
-                *count,
-                builtins,
-            ));
-            render_body(&kernel.body, origins, &mut out);
-            out.push_str("}\n");
-        }
+    let entry = &kernel.entry;
+    out.push('\n');
+    for a in &entry.arrays {
+        let _ = writeln!(
+            out,
+            "var<workgroup> {}: array<{}, {}>;",
+            a.var,
+            wgsl_type(a.element),
+            a.len
+        );
     }
+    out.push_str(&entry_point(entry));
+    render_body(&kernel.body, origins, &mut out);
+    out.push_str("}\n");
     out
 }
 
@@ -325,29 +304,29 @@ fn declare(i: usize, declared: &Declared, out: &mut String) {
     };
 }
 
-/// The opening of an entry point through its early return (see
-/// `Entry::Main`): workgroups of `size` invocations, `gi` the index of the
-/// invocation (or, unless `per_invocation`, of the workgroup) over a grid
-/// split over y past 65,535 workgroups, a return once `gi` reaches
-/// `count`. `builtins` adds parameters after `lid` (", @builtin(..) name:
-/// type"; the templates' subgroup ids).
-pub(crate) fn entry_point(
-    size: usize,
-    per_invocation: bool,
-    count: usize,
-    builtins: &str,
-) -> String {
-    let gi = if per_invocation {
+/// The opening of `entry`'s entry point through its early return:
+/// `gi` the index of the invocation (or, unless `per_invocation`, of the
+/// workgroup) over a grid split over y past 65,535 workgroups, a return
+/// once `gi` reaches `count`; the subgroup lane as `sid` where asked.
+fn entry_point(entry: &Entry) -> String {
+    let size = entry.workgroup_size;
+    let gi = if entry.per_invocation {
         format!("(wid.y * nwg.x + wid.x) * {size}u + lid")
     } else {
         "wid.y * nwg.x + wid.x".to_string()
+    };
+    let builtins = if entry.subgroup_id {
+        ", @builtin(subgroup_invocation_id) sid: u32"
+    } else {
+        ""
     };
     format!(
         "@compute @workgroup_size({size})\n\
          fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>, \
          @builtin(local_invocation_index) lid: u32{builtins}) {{\n\
          let gi = {gi};\n\
-         if (gi >= {count}u) {{ return; }}\n"
+         if (gi >= {}u) {{ return; }}\n",
+        entry.count
     )
 }
 
@@ -489,10 +468,6 @@ pub(crate) fn render_body(body: &[Inst], origins: Option<&[String]>, out: &mut S
                     check.slot()
                 )
             }
-            Inst::Template(text) => {
-                out.push_str(text);
-                Ok(())
-            }
         };
     }
 }
@@ -583,7 +558,8 @@ mod tests {
             Expr::Var(c),
         );
         assert_eq!(e.to_string(), "(gi % 3u) * c2");
-        let s = Expr::select(Expr::template("h1"), e, Expr::U32(0));
+        let h = Var { prefix: "h", id: 1 };
+        let s = Expr::select(Expr::Var(h), e, Expr::U32(0));
         assert_eq!(s.to_string(), "select(0u, (gi % 3u) * c2, h1)");
     }
 
@@ -598,14 +574,14 @@ mod tests {
             },
             parts: 3,
             per_part: 10,
-            index: Expr::template("q"),
+            index: Expr::Var(Var { prefix: "q", id: 0 }),
             access: PartAccess::Read(Var { prefix: "s", id: 4 }),
         }];
         let mut out = String::new();
         render_body(&body, None, &mut out);
         assert_eq!(
             out,
-            "    if (q < 10u) { s4 = in1_p0[q - 0u]; } else if (q < 20u) { s4 = in1_p1[q - 10u]; } else { s4 = in1_p2[q - 20u]; }\n"
+            "    if (q0 < 10u) { s4 = in1_p0[q0 - 0u]; } else if (q0 < 20u) { s4 = in1_p1[q0 - 10u]; } else { s4 = in1_p2[q0 - 20u]; }\n"
         );
     }
 }

@@ -59,7 +59,7 @@ pub(crate) fn generate_root_kernel(
                 outputs: &outputs,
             };
             let (entry, body, groups, s) = reduce(&mut g, key, &red);
-            (RootBody::Ir(entry, body), groups, Strategy::Reduce(s))
+            ((entry, body), groups, Strategy::Reduce(s))
         }
         Op::Softmax { axis, log } => {
             let (main, groups, vec, s) = softmax(&mut g, key, root, *axis, *log, &outputs);
@@ -79,13 +79,13 @@ pub(crate) fn generate_root_kernel(
                     scratch = l.scratch;
                     let tile = Some(l.tile);
                     let strategy = Strategy::Matmul { kernel: kind, tile };
-                    (RootBody::Ir(l.entry, l.body), l.groups, strategy)
+                    ((l.entry, l.body), l.groups, strategy)
                 }
                 (None, MatmulKernel::Tiled) => {
                     let (entry, body, groups) = matmul(&mut g, key, root, &outputs);
                     let kernel = MatmulKernel::Tiled;
                     (
-                        RootBody::Ir(entry, body),
+                        (entry, body),
                         groups,
                         Strategy::Matmul { kernel, tile: None },
                     )
@@ -94,7 +94,7 @@ pub(crate) fn generate_root_kernel(
                     let (entry, body, groups) = matmul_blocked(&mut g, key, root, &outputs);
                     let kernel = MatmulKernel::Blocked;
                     (
-                        RootBody::Ir(entry, body),
+                        (entry, body),
                         groups,
                         Strategy::Matmul { kernel, tile: None },
                     )
@@ -108,7 +108,7 @@ pub(crate) fn generate_root_kernel(
             let backward = matches!(op, Op::NormalizeBackward);
             let (entry, body, groups) =
                 normalize(&mut g, key, root, *param_base, backward, &outputs);
-            (RootBody::Ir(entry, body), groups, Strategy::RowNorm)
+            ((entry, body), groups, Strategy::RowNorm)
         }
         Op::Attention { causal } => {
             let crate::graph::GKind::Op { param_base, .. } = &key.nodes[root].kind else {
@@ -116,7 +116,7 @@ pub(crate) fn generate_root_kernel(
             };
             let (entry, body, groups) =
                 attention(&mut g, key, root, *param_base, *causal, &outputs);
-            (RootBody::Ir(entry, body), groups, Strategy::Attention)
+            ((entry, body), groups, Strategy::Attention)
         }
         other => unreachable!("{} is not a kernel root", other.name()),
     };
@@ -132,10 +132,8 @@ pub(crate) fn generate_root_kernel(
         strategy,
         textures,
     };
-    let source = match main {
-        RootBody::Text(main) => g.source(&main, (outputs, vec_out), &[], launch),
-        RootBody::Ir(entry, body) => g.kernel_source((outputs, vec_out), entry, body, &[], launch),
-    };
+    let (entry, body) = main;
+    let source = g.kernel_source((outputs, vec_out), entry, body, launch);
     KernelSource {
         scratch,
         packs,
@@ -143,12 +141,8 @@ pub(crate) fn generate_root_kernel(
     }
 }
 
-/// A root kernel as its template wrote it: WGSL text around IR blocks,
-/// or (the templates rebuilt as IR) an entry and a body.
-pub(super) enum RootBody {
-    Text(String),
-    Ir(Entry, Vec<Inst>),
-}
+/// A root kernel's entry and body.
+pub(super) type RootBody = (Entry, Vec<Inst>);
 
 /// Lowers, into the current block, every output's value at `idx` (the
 /// root's value there being `result`) and its store.
@@ -181,17 +175,4 @@ pub(super) fn store_outputs_by(
         let stmt = g.store(k, o, idx, v, vec);
         g.push(stmt);
     }
-}
-
-/// `store_outputs` at the template's variables `idx` and `result`, as a
-/// block of WGSL for the template to place.
-pub(super) fn stores(
-    g: &mut Gen,
-    key: &GraphKey,
-    (root, outputs): (usize, &[usize]),
-    idx: &str,
-    result: &str,
-) -> String {
-    let (idx, result) = (Expr::template(idx), Expr::template(result));
-    g.scoped(|g| store_outputs(g, key, (root, outputs), &idx, &result))
 }

@@ -51,7 +51,7 @@ pub(super) fn softmax(
             (entry, body, rows, false)
         }
     };
-    (RootBody::Ir(entry, body), groups, vec_out, strategy)
+    ((entry, body), groups, vec_out, strategy)
 }
 
 /// A workgroup per row (`gi` indexes workgroups): its invocations stride
@@ -107,7 +107,7 @@ fn softmax_per_workgroup(
         let r = g.emit("r", Ty::F32, Expr::select(bad.clone(), nan, y));
         store_outputs(g, key, (root, outputs), i, &r);
     });
-    let entry = Entry::Main {
+    let entry = Entry {
         workgroup_size: wg,
         per_invocation: false,
         count: rows,
@@ -248,7 +248,7 @@ fn softmax_per_thread_vec4(
             store_outputs(g, key, (root, outputs), &idx, &result);
         }
     });
-    let entry = Entry::Main {
+    let entry = Entry {
         workgroup_size: WORKGROUP_SIZE as usize,
         per_invocation: true,
         count: rows,
@@ -367,7 +367,7 @@ fn softmax_per_thread(
         let r = g.emit("r", Ty::F32, Expr::select(bad.clone(), nan, y));
         store_outputs(g, key, (root, outputs), i, &r);
     });
-    let entry = Entry::Main {
+    let entry = Entry {
         workgroup_size: WORKGROUP_SIZE as usize,
         per_invocation: true,
         count: rows,

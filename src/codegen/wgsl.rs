@@ -13,7 +13,6 @@ use crate::graph::{GKind, GNode, GraphKey};
 use crate::kernel::ir::{Expr, Inst, reads_output_elsewhere};
 use crate::kernel::{Entry, Precedents, Strategy, choose_vec4};
 use crate::shape::numel;
-use std::fmt::Write as _;
 
 use super::emit::Gen;
 pub(crate) use super::source::{CodegenContext, KernelSource, Launch, TextureUse};
@@ -98,7 +97,7 @@ impl ElementwiseKernel<'_> {
             vec,
         } = self;
         let invocations = if vec { numel / 4 } else { numel };
-        let entry = Entry::Main {
+        let entry = Entry {
             workgroup_size: WORKGROUP_SIZE as usize,
             per_invocation: true,
             count: invocations,
@@ -111,7 +110,7 @@ impl ElementwiseKernel<'_> {
             strategy: Strategy::Elementwise { vec4: vec },
             textures: Vec::new(),
         };
-        g.kernel_source((outputs, vec), entry, body, &[], launch)
+        g.kernel_source((outputs, vec), entry, body, launch)
     }
 }
 
@@ -127,38 +126,6 @@ pub(crate) fn generate_kernel(
     lower_kernel(key, outputs, numel, stored, aliases, cx).render()
 }
 
-/// A loop of the templates: `body` for `var = from, from + step, ..`
-/// while `var < to`, a loop of at most `trips` iterations that may take
-/// `budget` of the kernel's loop iterations (`Target::loop_budget`; lavapipe
-/// counts every loop's iterations against one limit per invocation).
-/// Where `trips` exceeds it, each iteration runs `unroll_for(trips, budget)`
-/// copies of `body`, each in a block of its own with `var` bound to its
-/// element and guarded by `var < to`.
-pub(crate) fn bounded_loop(
-    (var, from, to, step): (&str, &str, &str, &str),
-    trips: usize,
-    budget: Option<usize>,
-    body: &str,
-) -> String {
-    let unroll = unroll_for(trips, budget);
-    if unroll == 1 {
-        return format!(
-            "    for (var {var} = {from}; {var} < {to}; {var} = {var} + {step}) {{\n{body}    }}\n"
-        );
-    }
-    let mut code = format!(
-        "    for (var {var}_run = {from}; {var}_run < {to}; {var}_run = {var}_run + {step} * {unroll}u) {{\n"
-    );
-    for u in 0..unroll {
-        let _ = write!(
-            code,
-            "    {{ let {var} = {var}_run + {step} * {u}u; if ({var} < {to}) {{\n{body}    }} }}\n"
-        );
-    }
-    code.push_str("    }\n");
-    code
-}
-
 /// How many copies of a loop's body each iteration runs so that `trips`
 /// iterations fit `budget`: 1 where they do, else a power of two.
 pub(crate) fn unroll_for(trips: usize, budget: Option<usize>) -> usize {
@@ -167,10 +134,6 @@ pub(crate) fn unroll_for(trips: usize, budget: Option<usize>) -> usize {
         _ => 1,
     }
 }
-
-/// The opening of a template's `main`: the printer's entry point (see
-/// `render::entry_point`), for the templates still written as text.
-pub(crate) use super::render::entry_point as kernel_main;
 
 /// Whether node `n`'s value can be computed four elements at a time with
 /// every read at the output's own position (or a single splatted value).

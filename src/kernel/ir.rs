@@ -7,10 +7,8 @@
 //! `LAZYWGPU_DUMP` writes beside the WGSL, and donation is checked on it
 //! (`reads_output_elsewhere`).
 //!
-//! The loop skeletons of the reduction, softmax, normalisation, attention
-//! and matmul templates stay WGSL text (`Inst::Template`,
-//! `Expr::Template`): they are fixed per template, while everything fused
-//! into them is instructions.
+//! Every kernel is built as IR, its loops, barriers and workgroup memory
+//! included: no IR type holds WGSL text (identifiers aside).
 
 use std::fmt;
 
@@ -104,7 +102,7 @@ pub(crate) enum Expr {
     /// The invocation's index within its workgroup (`lid`).
     Local,
     /// The invocation's lane within its subgroup (`sid`; the entry must
-    /// ask for it, `Entry::Main::subgroup_id`).
+    /// ask for it, `Entry::subgroup_id`).
     SubgroupLane,
     /// Element `index` of `base`: a lane of a `vec4`, an element of a
     /// private or workgroup array (`Inst::DeclareArray`,
@@ -112,9 +110,8 @@ pub(crate) enum Expr {
     Index { base: Box<Expr>, index: Box<Expr> },
     /// A built-in function applied to `args`.
     Call { f: Builtin, args: Vec<Expr> },
-    /// A variable or expression of the surrounding template (`gi`, a
-    /// loop counter, a row's maximum).
-    Template(String),
+    /// A boolean literal.
+    Bool(bool),
     /// A `u32` literal.
     U32(u64),
     /// An `f32` literal, as its bits (NaN and infinities included).
@@ -193,11 +190,6 @@ pub(crate) enum Expr {
 }
 
 impl Expr {
-    /// A template's variable or expression.
-    pub fn template(text: impl Into<String>) -> Expr {
-        Expr::Template(text.into())
-    }
-
     /// `a op b`.
     pub fn arith(op: Arith, a: Expr, b: Expr) -> Expr {
         Expr::Arith {
@@ -221,7 +213,7 @@ impl Expr {
         conds
             .into_iter()
             .reduce(|a, b| Expr::arith(Arith::And, a, b))
-            .unwrap_or_else(|| Expr::template("true"))
+            .unwrap_or(Expr::Bool(true))
     }
 
     /// Element `index` of `base`.
@@ -267,14 +259,42 @@ pub(crate) enum Builtin {
     /// the sampled texture array bound as `name` (a `vec4<f32>`).
     TextureLoad(&'static str),
     /// `args[0]` as lane `args[1]` (any `u32`) of the subgroup holds it.
+    #[cfg_attr(
+        not(test),
+        expect(
+            dead_code,
+            reason = "built by the CPU-only primitives test; no lowering emits it on the adapters here yet"
+        )
+    )]
     SubgroupShuffle,
     /// `args[0]` as the lane whose id is this lane's xor `args[1]` holds it
     /// (the butterfly of a subgroup reduction).
+    #[cfg_attr(
+        not(test),
+        expect(
+            dead_code,
+            reason = "built by the CPU-only primitives test; no lowering emits it on the adapters here yet"
+        )
+    )]
     SubgroupShuffleXor,
     /// The sum of `args[0]` over the subgroup's active lanes.
+    #[cfg_attr(
+        not(test),
+        expect(
+            dead_code,
+            reason = "built by the CPU-only primitives test; no lowering emits it on the adapters here yet"
+        )
+    )]
     SubgroupAdd,
     /// The largest `args[0]` of the subgroup's active lanes (NaN
     /// unspecified on floats, as `Max`).
+    #[cfg_attr(
+        not(test),
+        expect(
+            dead_code,
+            reason = "built by the CPU-only primitives test; no lowering emits it on the adapters here yet"
+        )
+    )]
     SubgroupMax,
 }
 
@@ -308,6 +328,13 @@ pub(crate) struct CoopMatrix {
 
 /// The operand a cooperative matrix is: `C += A * B`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+#[cfg_attr(
+    not(test),
+    expect(
+        dead_code,
+        reason = "built by the CPU-only primitives test; no lowering emits it on the adapters here yet"
+    )
+)]
 pub(crate) enum CoopRole {
     A,
     B,
@@ -368,14 +395,35 @@ pub(crate) enum Inst {
     #[allow(dead_code)]
     Break,
     /// A cooperative matrix variable loaded from `from`.
+    #[cfg_attr(
+        not(test),
+        expect(
+            dead_code,
+            reason = "built by the CPU-only primitives test; no lowering emits it on the adapters here yet"
+        )
+    )]
     CoopLoad {
         var: Var,
         matrix: CoopMatrix,
         from: CoopAccess,
     },
     /// `acc = a * b + acc` on cooperative matrices of roles A, B and C.
+    #[cfg_attr(
+        not(test),
+        expect(
+            dead_code,
+            reason = "built by the CPU-only primitives test; no lowering emits it on the adapters here yet"
+        )
+    )]
     CoopMultiplyAdd { acc: Var, a: Var, b: Var },
     /// Stores cooperative matrix `var` to `to`.
+    #[cfg_attr(
+        not(test),
+        expect(
+            dead_code,
+            reason = "built by the CPU-only primitives test; no lowering emits it on the adapters here yet"
+        )
+    )]
     CoopStore { var: Var, to: CoopAccess },
     /// Writes `value` (a `vec4<f32>`) at column `x`, row `y`, layer
     /// `layer` of the storage texture array bound as `texture`.
@@ -418,8 +466,6 @@ pub(crate) enum Inst {
     /// Anomaly mode: flags `node` in the kernel's `checks` buffer when
     /// `check` fails.
     Check { check: Check, node: usize },
-    /// A statement of the surrounding template.
-    Template(String),
 }
 
 /// What anomaly mode checks of a value (see `Device::set_checks`).
@@ -485,7 +531,7 @@ pub(crate) fn reads_output_elsewhere(body: &[Inst], own: &Expr) -> bool {
             | Expr::Invocation
             | Expr::Local
             | Expr::SubgroupLane
-            | Expr::Template(_)
+            | Expr::Bool(_)
             | Expr::U32(_)
             | Expr::F32(_)
             | Expr::I32(_)
@@ -520,7 +566,6 @@ pub(crate) fn reads_output_elsewhere(body: &[Inst], own: &Expr) -> bool {
             access.buffer.output || in_expr(&access.offset, own) || in_expr(&access.stride, own)
         }
         Inst::Check { .. }
-        | Inst::Template(_)
         | Inst::DeclareArray { .. }
         | Inst::CoopMultiplyAdd { .. }
         | Inst::Barrier
@@ -591,7 +636,7 @@ impl fmt::Display for IrExpr<'_> {
         let e = |x: &Expr| IrExpr(x).to_string();
         match self.0 {
             Expr::Var(v) => write!(f, "{v}"),
-            Expr::Template(t) => write!(f, "`{t}`"),
+            Expr::Bool(b) => write!(f, "{b}"),
             Expr::Invocation => f.write_str("gi"),
             Expr::Local => f.write_str("lid"),
             Expr::SubgroupLane => f.write_str("sid"),
@@ -764,7 +809,6 @@ pub(crate) fn print_body(body: &[Inst], depth: usize, out: &mut String) {
                 };
                 writeln!(out, "{pad}check {what}  ; n{node}")
             }
-            Inst::Template(text) => writeln!(out, "{pad}template `{}`", text.trim()),
         };
     }
 }

@@ -59,11 +59,7 @@ fn legalise_inst(inst: &mut Inst) {
             legalise_expr(&mut access.offset);
             legalise_expr(&mut access.stride);
         }
-        Inst::DeclareArray { .. }
-        | Inst::CoopMultiplyAdd { .. }
-        | Inst::Barrier
-        | Inst::Break
-        | Inst::Template(_) => {}
+        Inst::DeclareArray { .. } | Inst::CoopMultiplyAdd { .. } | Inst::Barrier | Inst::Break => {}
     }
 }
 
@@ -121,7 +117,7 @@ fn children(e: &mut Expr) -> Vec<&mut Expr> {
         | Expr::Invocation
         | Expr::Local
         | Expr::SubgroupLane
-        | Expr::Template(_)
+        | Expr::Bool(_)
         | Expr::U32(_)
         | Expr::F32(_)
         | Expr::I32(_)

@@ -36,25 +36,19 @@ pub(crate) struct Declared {
     pub element: Option<Ty>,
 }
 
-/// How a kernel is launched.
+/// How a kernel is launched: `workgroup_size` invocations a workgroup
+/// over a grid of workgroups (split over y past 65,535 at dispatch); `gi`
+/// is the invocation's index, or the workgroup's unless `per_invocation`,
+/// and invocations at `gi >= count` return at once.
 #[derive(Clone, Debug, PartialEq)]
-pub(crate) enum Entry {
-    /// The body is a template's own text, entry point and workgroup
-    /// arrays included (the templates not yet built as IR).
-    Template,
-    /// `workgroup_size` invocations a workgroup over a grid of workgroups
-    /// (split over y past 65,535 at dispatch); `gi` is the invocation's
-    /// index, or the workgroup's unless `per_invocation`, and invocations
-    /// at `gi >= count` return at once.
-    Main {
-        workgroup_size: usize,
-        per_invocation: bool,
-        count: usize,
-        /// Arrays in workgroup memory.
-        arrays: Vec<WorkgroupArray>,
-        /// Whether the body reads its subgroup lane (`Expr::SubgroupLane`).
-        subgroup_id: bool,
-    },
+pub(crate) struct Entry {
+    pub workgroup_size: usize,
+    pub per_invocation: bool,
+    pub count: usize,
+    /// Arrays in workgroup memory.
+    pub arrays: Vec<WorkgroupArray>,
+    /// Whether the body reads its subgroup lane (`Expr::SubgroupLane`).
+    pub subgroup_id: bool,
 }
 
 /// An array in workgroup memory.
@@ -104,28 +98,24 @@ impl fmt::Display for Kernel {
                 d.binding.describe()
             )?;
         }
-        match &self.entry {
-            Entry::Template => writeln!(f, "entry: template text")?,
-            Entry::Main {
-                workgroup_size,
-                per_invocation,
-                count,
-                arrays,
-                subgroup_id: _,
-            } => {
-                let unit = if *per_invocation {
-                    "invocations"
-                } else {
-                    "workgroups"
-                };
-                writeln!(
-                    f,
-                    "entry: workgroups of {workgroup_size}, gi in 0..{count} indexes {unit}"
-                )?;
-                for a in arrays {
-                    writeln!(f, "workgroup {}: [{}; {}]", a.var, a.element, a.len)?;
-                }
-            }
+        let Entry {
+            workgroup_size,
+            per_invocation,
+            count,
+            arrays,
+            subgroup_id: _,
+        } = &self.entry;
+        let unit = if *per_invocation {
+            "invocations"
+        } else {
+            "workgroups"
+        };
+        writeln!(
+            f,
+            "entry: workgroups of {workgroup_size}, gi in 0..{count} indexes {unit}"
+        )?;
+        for a in arrays {
+            writeln!(f, "workgroup {}: [{}; {}]", a.var, a.element, a.len)?;
         }
         let mut body = String::new();
         print_body(&self.body, 0, &mut body);

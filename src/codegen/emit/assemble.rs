@@ -11,31 +11,15 @@ use super::super::source::{KernelSource, Launch, TextureUse};
 use super::{Gen, part_names};
 
 impl Gen<'_> {
-    /// The kernel of what was lowered: the parameters, the reads and
-    /// `writes` (stored four elements at a time when `vec_out`) bound in
-    /// their parts, `launch`'s textures, the anomaly flags where checked;
-    /// `main` the template's text (entry point included). `extra`:
-    /// instructions printed into `main` outside any block, for the IR
-    /// listing.
-    pub fn source(
-        &self,
-        main: &str,
-        (writes, vec_out): (Vec<usize>, bool),
-        extra: &[Inst],
-        launch: Launch,
-    ) -> KernelSource {
-        let body = vec![Inst::Template(main.to_string())];
-        self.kernel_source((writes, vec_out), Entry::Template, body, extra, launch)
-    }
-
-    /// `source` for a kernel built as IR: launched as `entry`, `body` its
-    /// statements.
+    /// The kernel of what was lowered, launched as `entry` with `body`
+    /// its statements: the parameters, the reads and `writes` (stored
+    /// four elements at a time when `vec_out`) bound in their parts,
+    /// `launch`'s textures, the anomaly flags where checked.
     pub fn kernel_source(
         &self,
         (writes, vec_out): (Vec<usize>, bool),
         entry: Entry,
         body: Vec<Inst>,
-        extra: &[Inst],
         launch: Launch,
     ) -> KernelSource {
         let out_types: Vec<(usize, bool)> = writes.iter().map(|&o| (o, vec_out)).collect();
@@ -45,10 +29,11 @@ impl Gen<'_> {
             entry,
             body: legalise(body),
         };
-        let ir = match kernel.entry {
-            Entry::Template => self.ir_listing(extra),
-            Entry::Main { .. } if self.cx.origins.is_some() => kernel.to_string(),
-            Entry::Main { .. } => String::new(),
+        // The IR listing only for dumps.
+        let ir = if self.cx.origins.is_some() {
+            kernel.to_string()
+        } else {
+            String::new()
         };
         KernelSource {
             wgsl: kernel_wgsl(&kernel, self.cx.origins),

@@ -13,10 +13,8 @@ use std::collections::HashMap;
 use crate::dtype::DType;
 use crate::graph::op::{BinaryOp, Op, UnaryOp};
 use crate::graph::{GKind, GNode};
-use crate::kernel::ir::{Arith, Buffer, Check, Expr, Inst, PartAccess, Ty, Var, print_body};
+use crate::kernel::ir::{Arith, Buffer, Check, Expr, Inst, PartAccess, Ty, Var};
 use crate::shape::{Layout, numel};
-
-use super::render::render_body;
 
 mod assemble;
 mod movement;
@@ -34,18 +32,6 @@ fn part_names(name: &str, parts: usize) -> Vec<String> {
         vec![name.to_string()]
     } else {
         (0..parts).map(|j| format!("{name}_p{j}")).collect()
-    }
-}
-
-/// A template's own WGSL, written with `write!(g, ..)`: appended to the
-/// body as template statements.
-impl std::fmt::Write for Gen<'_> {
-    fn write_str(&mut self, text: &str) -> std::fmt::Result {
-        match self.body.last_mut() {
-            Some(Inst::Template(last)) if !last.ends_with('\n') => last.push_str(text),
-            _ => self.body.push(Inst::Template(text.to_string())),
-        }
-        Ok(())
     }
 }
 
@@ -93,9 +79,6 @@ pub(crate) struct Gen<'a> {
     aliases: &'a [(usize, usize)],
     /// The target (binding part size) and node labels for annotations.
     cx: CodegenContext<'a>,
-    /// The IR of the blocks a template lowered and printed into its text
-    /// (`scoped`), for dumps.
-    ir_listing: String,
     /// Anomaly mode: values and indices are checked (`Inst::Check`).
     checks: bool,
     /// Whether a check was lowered (the kernel then binds `checks`).
@@ -124,7 +107,6 @@ impl<'a> Gen<'a> {
             uses_half: false,
             aliases,
             cx: *cx,
-            ir_listing: String::new(),
             checks: false,
             uses_checks: false,
         }
@@ -191,7 +173,7 @@ impl<'a> Gen<'a> {
         // variable (the invocation's own `gi`) is used as it is, so the
         // donation check still sees a read at the own element.
         let q = match pos {
-            Expr::Var(_) | Expr::Invocation | Expr::Template(_) | Expr::U32(_) => pos,
+            Expr::Var(_) | Expr::Invocation | Expr::U32(_) => pos,
             computed => self.emit("q", Ty::U32, computed),
         };
         let var = self.fresh("s");
@@ -367,41 +349,9 @@ impl<'a> Gen<'a> {
         self.body.push(Inst::Accumulate { var: *var, value });
     }
 
-    /// Like `scoped_insts`, for a template that places the block in its
-    /// own text: the block printed as WGSL (its IR is kept for dumps).
-    pub fn scoped(&mut self, f: impl FnOnce(&mut Self)) -> String {
-        let insts = crate::kernel::legalise(self.scoped_insts(f));
-        if self.dumping() {
-            self.ir_listing.push_str("block:\n");
-            print_body(&insts, 1, &mut self.ir_listing);
-        }
-        let mut text = String::new();
-        render_body(&insts, self.cx.origins, &mut text);
-        text
-    }
-
     /// The top-level body lowered so far.
     pub fn body(&self) -> &[Inst] {
         &self.body
-    }
-
-    /// Whether the kernel is generated for a dump (`LAZYWGPU_DUMP`): only
-    /// then are its lines annotated and its IR listed.
-    fn dumping(&self) -> bool {
-        self.cx.origins.is_some()
-    }
-
-    /// The kernel IR, for dumps (empty otherwise): the top-level body,
-    /// then each block a template placed in its text.
-    pub fn ir_listing(&self, extra: &[Inst]) -> String {
-        if !self.dumping() {
-            return String::new();
-        }
-        let mut out = String::from("body:\n");
-        print_body(&self.body, 1, &mut out);
-        print_body(extra, 1, &mut out);
-        out.push_str(&self.ir_listing);
-        out
     }
 
     /// Declares that node `n` at index `idx` is held in `value` (a kernel

@@ -282,7 +282,7 @@ impl Gen<'_> {
             .collect();
         dims.sort_by(|&a, &b| layout.strides[b].cmp(&layout.strides[a]));
         if numel(view_shape) == 0 {
-            return (Expr::template("false"), Expr::U32(0));
+            return (Expr::Bool(false), Expr::U32(0));
         }
         let off = Expr::U32(layout.offset as u64);
         let mut conds = vec![Expr::arith(Arith::Ge, idx.clone(), off.clone())];
