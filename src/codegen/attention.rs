@@ -115,7 +115,7 @@ pub(super) fn attention(
     let entry = Entry {
         workgroup_size: WORKGROUP_SIZE as usize,
         per_invocation: true,
-        count: rows,
+        count: Expr::count(rows),
         arrays: Vec::new(),
         subgroup_id: false,
     };
@@ -140,7 +140,7 @@ fn element(acc: Var, c: Var) -> Expr {
 fn plain_loop(counter: Var, count: usize, body: Vec<Inst>) -> Inst {
     Inst::Loop {
         counter,
-        count,
+        count: Expr::count(count),
         unroll: 1,
         body,
     }

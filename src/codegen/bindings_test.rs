@@ -98,7 +98,7 @@ fn expected(source: &KernelSource) -> Vec<(u32, String)> {
                 Binding::Texture { write: true, .. } => "texture w",
                 Binding::Texture { write: false, .. } => "texture",
                 Binding::Checks => "storage rw",
-                Binding::Sizes => "uniform",
+                Binding::Sizes { .. } => "uniform",
             };
             (i as u32, kind.to_string())
         })

@@ -291,7 +291,7 @@ fn k_loop(
     });
     g.push(Inst::Loop {
         counter: step,
-        count: d.k.div_ceil(TILE_K),
+        count: Expr::count(d.k.div_ceil(TILE_K)),
         unroll: 1,
         body,
     });
@@ -312,7 +312,7 @@ fn k_step(g: &mut Gen, k: usize, body: &dyn Fn(&mut Gen, &Expr)) -> Inst {
     let body = g.block(|g| body(g, &Expr::Var(counter)));
     Inst::Loop {
         counter,
-        count: TILE_K,
+        count: Expr::count(TILE_K),
         unroll: unroll_for(TILE_K, budget),
         body,
     }
@@ -382,13 +382,13 @@ pub(super) fn store_block(
     });
     let cols = Inst::Loop {
         counter: j,
-        count: block.cols,
+        count: Expr::count(block.cols),
         unroll: 1,
         body: inner,
     };
     g.push(Inst::Loop {
         counter: i,
-        count: block.rows,
+        count: Expr::count(block.rows),
         unroll: 1,
         body: vec![cols],
     });
@@ -407,7 +407,7 @@ fn tiled_entry(threads: usize, groups: usize, tiles: &Tiles) -> Entry {
     Entry {
         workgroup_size: threads,
         per_invocation: false,
-        count: groups,
+        count: Expr::count(groups),
         arrays: tiles.arrays(),
         subgroup_id: false,
     }

@@ -222,7 +222,7 @@ pub(super) fn matmul_lanes(
     let body = g.block(|g| lane_step(g, &regs, &columns, &Expr::Var(k)));
     g.push(Inst::Loop {
         counter: k,
-        count: k4,
+        count: Expr::count(k4),
         unroll: 1,
         body,
     });
@@ -238,7 +238,7 @@ pub(super) fn matmul_lanes(
     let entry = Entry {
         workgroup_size: lanes,
         per_invocation: false,
-        count: groups,
+        count: Expr::count(groups),
         arrays: Vec::new(),
         subgroup_id: true,
     };
@@ -415,7 +415,7 @@ fn pack(
     let entry = Entry {
         workgroup_size: WORKGROUP_SIZE as usize,
         per_invocation: true,
-        count: texels,
+        count: Expr::count(texels),
         arrays: Vec::new(),
         subgroup_id: false,
     };

@@ -22,6 +22,7 @@ mod golden_test;
 #[cfg(test)]
 mod primitives_test;
 
+pub(crate) use render::kernel_wgsl;
 pub(crate) use roots::generate_root_kernel;
 pub(crate) use validate::validate_wgsl;
 pub(crate) use wgsl::{CodegenContext, KernelSource, generate_kernel, lower_kernel};

@@ -54,7 +54,7 @@ pub(super) fn normalize(
         });
         g.push(Inst::Loop {
             counter,
-            count: len,
+            count: Expr::count(len),
             unroll,
             body,
         });
@@ -80,7 +80,7 @@ pub(super) fn normalize(
     let entry = Entry {
         workgroup_size: WORKGROUP_SIZE as usize,
         per_invocation: true,
-        count: rows,
+        count: Expr::count(rows),
         arrays: Vec::new(),
         subgroup_id: false,
     };

@@ -86,7 +86,7 @@ fn coop_matmul() -> Kernel {
         },
         Inst::Loop {
             counter: k,
-            count: tiles as usize,
+            count: Expr::count(tiles as usize),
             unroll: 1,
             body: vec![
                 Inst::CoopLoad {
@@ -116,7 +116,7 @@ fn coop_matmul() -> Kernel {
         entry: Entry {
             workgroup_size: 8,
             per_invocation: false,
-            count: (tiles * tiles) as usize,
+            count: Expr::count((tiles * tiles) as usize),
             arrays: Vec::new(),
             subgroup_id: false,
         },
@@ -173,7 +173,7 @@ fn subgroup_ops() -> Kernel {
         entry: Entry {
             workgroup_size: 64,
             per_invocation: true,
-            count: 1000,
+            count: Expr::count(1000),
             arrays: Vec::new(),
             subgroup_id: true,
         },

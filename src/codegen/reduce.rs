@@ -112,7 +112,7 @@ fn sum_by_fours(g: &mut Gen, key: &GraphKey, red: &Reduction<'_>) -> (Entry, Vec
     let entry = Entry {
         workgroup_size: WORKGROUP_SIZE as usize,
         per_invocation: true,
-        count: total,
+        count: Expr::count(total),
         arrays: Vec::new(),
         subgroup_id: false,
     };
@@ -225,7 +225,7 @@ fn workgroup_tree(
     let entry = Entry {
         workgroup_size: wg,
         per_invocation: false,
-        count: total,
+        count: Expr::count(total),
         arrays,
         subgroup_id: false,
     };

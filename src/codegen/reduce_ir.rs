@@ -74,7 +74,7 @@ pub(super) fn reduce_per_invocation(
     let entry = Entry {
         workgroup_size: WORKGROUP_SIZE as usize,
         per_invocation: true,
-        count: outer * parts,
+        count: Expr::count(outer * parts),
         arrays: Vec::new(),
         subgroup_id: false,
     };
@@ -135,7 +135,7 @@ pub(super) fn strided_within(
     let unroll = unroll_for(full, g.context().target.loop_budget(passes));
     g.push(Inst::Loop {
         counter,
-        count: full,
+        count: Expr::count(full),
         unroll,
         body,
     });

@@ -66,6 +66,13 @@ impl fmt::Display for Expr {
             }
             Expr::U32(v) => write!(f, "{v}u"),
             Expr::I32(v) => write!(f, "{v}i"),
+            Expr::Size { slot, dtype } => {
+                let word = format!("dyn_sizes[{}][{}]", slot / 4, slot % 4);
+                match dtype {
+                    DType::U32 => f.write_str(&word),
+                    d => write!(f, "bitcast<{}>({word})", value_type(*d, false)),
+                }
+            }
             Expr::Param { word, dtype } => match dtype.compute() {
                 DType::F32 | DType::F16 | DType::BF16 => {
                     write!(f, "bitcast<f32>(param_word({word}u))")
@@ -127,7 +134,7 @@ impl fmt::Display for Expr {
             Expr::Arith { op, a, b } => {
                 write!(f, "{} {} {}", Operand(a), op.symbol(), Operand(b))
             }
-            Expr::ClampIndex { k, top } => write!(f, "u32(clamp({k}, 0i, {top}i))"),
+            Expr::ClampIndex { k, top } => write!(f, "u32(clamp({k}, 0i, {top}))"),
             Expr::F32(bits) => f.write_str(&f32_literal(*bits)),
             Expr::IsNonFinite { x, vec } => f.write_str(&is_nonfinite(&x.to_string(), *vec)),
             Expr::IsNan { x, vec } => f.write_str(&is_nan(&x.to_string(), *vec)),
@@ -297,9 +304,9 @@ fn declare(i: usize, declared: &Declared, out: &mut String) {
             out,
             "@group(0) @binding({i}) var<storage, read_write> {name}: array<atomic<u32>, 2>;"
         ),
-        Binding::Sizes => writeln!(
+        Binding::Sizes { vec4s } => writeln!(
             out,
-            "@group(0) @binding({i}) var<uniform> {name}: array<vec4<u32>, 1>;"
+            "@group(0) @binding({i}) var<uniform> {name}: array<vec4<u32>, {vec4s}>;"
         ),
     };
 }
@@ -325,7 +332,7 @@ fn entry_point(entry: &Entry) -> String {
          fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>, \
          @builtin(local_invocation_index) lid: u32{builtins}) {{\n\
          let gi = {gi};\n\
-         if (gi >= {}u) {{ return; }}\n",
+         if (gi >= {}) {{ return; }}\n",
         entry.count
     )
 }
@@ -456,7 +463,7 @@ pub(crate) fn render_body(body: &[Inst], origins: Option<&[String]>, out: &mut S
                 unroll,
                 body,
             } => {
-                render_loop((*counter, *count, *unroll), body, origins, out);
+                render_loop((*counter, count, *unroll), body, origins, out);
                 Ok(())
             }
             Inst::Check { check, node } => {
@@ -486,7 +493,7 @@ fn coop_type(m: CoopMatrix) -> String {
 /// each in a block with its own `counter` guarded by `counter < count`
 /// (see `Inst::Loop`).
 fn render_loop(
-    (counter, count, unroll): (Var, usize, usize),
+    (counter, count, unroll): (Var, &Expr, usize),
     body: &[Inst],
     origins: Option<&[String]>,
     out: &mut String,
@@ -494,7 +501,7 @@ fn render_loop(
     if unroll == 1 {
         let _ = writeln!(
             out,
-            "    for (var {counter} = 0u; {counter} < {count}u; {counter} = {counter} + 1u) {{"
+            "    for (var {counter} = 0u; {counter} < {count}; {counter} = {counter} + 1u) {{"
         );
         render_body(body, origins, out);
         out.push_str("    }\n");
@@ -502,12 +509,12 @@ fn render_loop(
     }
     let _ = writeln!(
         out,
-        "    for (var {counter}_run = 0u; {counter}_run < {count}u; {counter}_run = {counter}_run + {unroll}u) {{"
+        "    for (var {counter}_run = 0u; {counter}_run < {count}; {counter}_run = {counter}_run + {unroll}u) {{"
     );
     for u in 0..unroll {
         let _ = writeln!(
             out,
-            "    {{ let {counter} = {counter}_run + {u}u; if ({counter} < {count}u) {{"
+            "    {{ let {counter} = {counter}_run + {u}u; if ({counter} < {count}) {{"
         );
         render_body(body, origins, out);
         out.push_str("    } }\n");
@@ -540,7 +547,7 @@ fn check_condition(check: &Check) -> String {
             let nan = is_nan(&value.to_string(), *vec);
             if *vec { format!("any({nan})") } else { nan }
         }
-        Check::Index { index, size } => format!("{index} < 0i || {index} >= {size}i"),
+        Check::Index { index, size } => format!("{index} < 0i || {index} >= {size}"),
     }
 }
 

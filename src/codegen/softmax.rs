@@ -110,7 +110,7 @@ fn softmax_per_workgroup(
     let entry = Entry {
         workgroup_size: wg,
         per_invocation: false,
-        count: rows,
+        count: Expr::count(rows),
         arrays: vec![WorkgroupArray {
             var: partial,
             element: Ty::F32,
@@ -183,7 +183,7 @@ fn softmax_per_thread_vec4(
         });
         g.push(Inst::Loop {
             counter,
-            count: len4,
+            count: Expr::count(len4),
             unroll,
             body,
         });
@@ -251,7 +251,7 @@ fn softmax_per_thread_vec4(
     let entry = Entry {
         workgroup_size: WORKGROUP_SIZE as usize,
         per_invocation: true,
-        count: rows,
+        count: Expr::count(rows),
         arrays: Vec::new(),
         subgroup_id: false,
     };
@@ -328,7 +328,7 @@ fn softmax_per_thread(
         });
         g.push(Inst::Loop {
             counter,
-            count: len,
+            count: Expr::count(len),
             unroll,
             body,
         });
@@ -370,7 +370,7 @@ fn softmax_per_thread(
     let entry = Entry {
         workgroup_size: WORKGROUP_SIZE as usize,
         per_invocation: true,
-        count: rows,
+        count: Expr::count(rows),
         arrays: Vec::new(),
         subgroup_id: false,
     };

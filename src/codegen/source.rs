@@ -70,7 +70,7 @@ pub(crate) struct KernelSource {
     pub packs: Vec<KernelSource>,
     /// A kernel generic over sizes that change between steps: the values
     /// of its dynamic literals for this graph, bound last as a uniform
-    /// `dyn_sizes` (see `runtime::gpu::generalize`).
+    /// `dyn_sizes` (see `kernel::generic`).
     pub dyn_sizes: Option<Vec<u32>>,
     /// The kernel as a value, which `wgsl` was printed from.
     pub kernel: Kernel,
@@ -88,15 +88,13 @@ pub(crate) struct TextureUse {
 
 impl KernelSource {
     /// Everything the kernel binds, in binding order: the kernel's
-    /// bindings (`Kernel::bindings`, which the WGSL declares), then the
-    /// dynamic sizes of a kernel made generic over them. The runtime binds
+    /// bindings (`Kernel::bindings`, which the WGSL declares; a kernel
+    /// made generic over its sizes binds them last). The runtime binds
     /// from this list; a unit test holds it and the WGSL together.
     /// An iterator, not a list: the runtime walks it for every dispatch
     /// of every run.
     pub fn bindings(&self) -> impl Iterator<Item = Binding> + '_ {
-        self.kernel
-            .binding_list()
-            .chain(self.dyn_sizes.as_ref().map(|_| Binding::Sizes))
+        self.kernel.binding_list()
     }
 
     /// The parameter buffer's uniform size, if bound as a uniform.

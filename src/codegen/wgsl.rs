@@ -100,7 +100,7 @@ impl ElementwiseKernel<'_> {
         let entry = Entry {
             workgroup_size: WORKGROUP_SIZE as usize,
             per_invocation: true,
-            count: invocations,
+            count: Expr::count(invocations),
             arrays: Vec::new(),
             subgroup_id: false,
         };

@@ -20,8 +20,9 @@ pub(crate) enum Binding {
     /// after every other but `Sizes`.
     Checks,
     /// A kernel generic over its sizes: its dynamic literals' values, a
-    /// uniform buffer of the executable's, always last.
-    Sizes,
+    /// uniform buffer of the executable's of `vec4s` words of four,
+    /// always last.
+    Sizes { vec4s: usize },
 }
 
 impl Binding {
@@ -45,7 +46,7 @@ impl Binding {
             Binding::Read { node, part: p } => format!("read n{node}{}", part(p)),
             Binding::Write { node, part: p } => format!("write n{node}{}", part(p)),
             Binding::Checks => "checks (anomaly flags)".to_string(),
-            Binding::Sizes => "dynamic sizes (uniform)".to_string(),
+            Binding::Sizes { .. } => "dynamic sizes (uniform)".to_string(),
             Binding::Texture { slot, write } => {
                 format!(
                     "texture {slot} ({})",

@@ -116,6 +116,11 @@ pub(crate) enum Expr {
     U32(u64),
     /// An `f32` literal, as its bits (NaN and infinities included).
     F32(u32),
+    /// Word `slot` of the kernel's dynamic sizes (`Binding::Sizes`), read
+    /// as `dtype` (`u32`, `i32` or `f32`): a literal of the concrete
+    /// kernel that differs between the sizes a kernel is generic over
+    /// (see `kernel::generic`).
+    Size { slot: usize, dtype: DType },
     /// Whether an f32 value (`vec`: each of four) is NaN or infinite,
     /// tested on its bits (WGSL lets compilers assume floats are finite).
     IsNonFinite { x: Box<Expr>, vec: bool },
@@ -177,8 +182,9 @@ pub(crate) enum Expr {
         a: Box<Expr>,
         b: Box<Expr>,
     },
-    /// An `i32` index clamped into `0..=top`, as a `u32` position.
-    ClampIndex { k: Box<Expr>, top: i64 },
+    /// An `i32` index clamped into `0..=top` (an `i32`), as a `u32`
+    /// position.
+    ClampIndex { k: Box<Expr>, top: Box<Expr> },
     /// Counter-based random number (`cpu::rng`'s scheme) for element
     /// `index` of a draw whose seed (two words) and 64-bit offset (two
     /// words, low first) are runtime parameters from word `params` on.
@@ -224,9 +230,52 @@ impl Expr {
         }
     }
 
+    /// A count or size known when the kernel is built, as a `u32`
+    /// literal.
+    pub fn count(n: usize) -> Expr {
+        Expr::U32(n as u64)
+    }
+
     /// `f(args)`.
     pub fn call(f: Builtin, args: Vec<Expr>) -> Expr {
         Expr::Call { f, args }
+    }
+
+    /// The expressions directly inside this one.
+    pub fn children_mut(&mut self) -> Vec<&mut Expr> {
+        match self {
+            Expr::IsNonFinite { x, .. }
+            | Expr::IsNan { x, .. }
+            | Expr::Not(x)
+            | Expr::NonZero { x, .. }
+            | Expr::FromBool { x, .. }
+            | Expr::Unary { x, .. }
+            | Expr::Round { x, .. }
+            | Expr::Cast { x, .. }
+            | Expr::Construct { x, .. }
+            | Expr::Rng { index: x, .. }
+            | Expr::Load { index: x, .. } => vec![&mut **x],
+            Expr::Binary { a, b, .. }
+            | Expr::Arith { a, b, .. }
+            | Expr::ClampIndex { k: a, top: b } => vec![&mut **a, &mut **b],
+            Expr::Index { base, index } => vec![&mut **base, &mut **index],
+            Expr::Select {
+                cond,
+                then,
+                otherwise,
+            } => vec![&mut **cond, &mut **then, &mut **otherwise],
+            Expr::Call { args, .. } => args.iter_mut().collect(),
+            Expr::Var(_)
+            | Expr::Invocation
+            | Expr::Local
+            | Expr::SubgroupLane
+            | Expr::Bool(_)
+            | Expr::U32(_)
+            | Expr::F32(_)
+            | Expr::I32(_)
+            | Expr::Size { .. }
+            | Expr::Param { .. } => Vec::new(),
+        }
     }
 
     /// The sum of `terms` (`0u` when empty).
@@ -459,13 +508,61 @@ pub(crate) enum Inst {
     /// (`Target::loop_budget`) runs fewer iterations.
     Loop {
         counter: Var,
-        count: usize,
+        /// A `u32` (a literal, or a size made dynamic).
+        count: Expr,
         unroll: usize,
         body: Vec<Inst>,
     },
     /// Anomaly mode: flags `node` in the kernel's `checks` buffer when
     /// `check` fails.
     Check { check: Check, node: usize },
+}
+
+impl Inst {
+    /// The expressions directly in this instruction (not those of the
+    /// bodies nested in it), in a fixed order.
+    pub fn exprs_mut(&mut self) -> Vec<&mut Expr> {
+        match self {
+            Inst::Let { value, .. }
+            | Inst::Accumulate { value, .. }
+            | Inst::Assign { value, .. } => vec![value],
+            Inst::Declare { init, .. } => init.iter_mut().collect(),
+            Inst::SetElement { index, value, .. } | Inst::Store { index, value, .. } => {
+                vec![index, value]
+            }
+            Inst::Parts { index, access, .. } => match access {
+                PartAccess::Write(value) => vec![index, value],
+                PartAccess::Read(_) => vec![index],
+            },
+            Inst::TextureStore {
+                x, y, layer, value, ..
+            } => vec![x, y, layer, value],
+            Inst::If { cond, .. } => vec![cond],
+            Inst::Loop { count, .. } => vec![count],
+            Inst::Check { check, .. } => match check {
+                Check::NonFinite { value, inputs, .. } => {
+                    std::iter::once(value).chain(inputs.iter_mut()).collect()
+                }
+                Check::Nan { value, .. } => vec![value],
+                Check::Index { index, size } => vec![index, size],
+            },
+            Inst::CoopLoad { from: access, .. } | Inst::CoopStore { to: access, .. } => {
+                vec![&mut access.offset, &mut access.stride]
+            }
+            Inst::DeclareArray { .. }
+            | Inst::CoopMultiplyAdd { .. }
+            | Inst::Barrier
+            | Inst::Break => Vec::new(),
+        }
+    }
+
+    /// The bodies nested in this instruction.
+    pub fn bodies_mut(&mut self) -> Vec<&mut Vec<Inst>> {
+        match self {
+            Inst::If { body, .. } | Inst::Loop { body, .. } => vec![body],
+            _ => Vec::new(),
+        }
+    }
 }
 
 /// What anomaly mode checks of a value (see `Device::set_checks`).
@@ -480,8 +577,8 @@ pub(crate) enum Check {
     },
     /// `value` (a kernel root's result) is NaN.
     Nan { value: Expr, vec: bool },
-    /// The `i32` index `index` lies outside `0..size`.
-    Index { index: Expr, size: usize },
+    /// The `i32` index `index` lies outside `0..size` (an `i32`).
+    Index { index: Expr, size: Expr },
 }
 
 impl Check {
@@ -511,13 +608,13 @@ pub(crate) fn reads_output_elsewhere(body: &[Inst], own: &Expr) -> bool {
             | Expr::Cast { x, .. }
             | Expr::Round { x, .. }
             | Expr::Construct { x, .. }
-            | Expr::ClampIndex { k: x, .. }
             | Expr::IsNonFinite { x, .. }
             | Expr::IsNan { x, .. }
             | Expr::Not(x)
             | Expr::Rng { index: x, .. } => in_expr(x, own),
             Expr::Binary { a, b, .. }
             | Expr::Arith { a, b, .. }
+            | Expr::ClampIndex { k: a, top: b }
             | Expr::Index {
                 base: a, index: b, ..
             } => in_expr(a, own) || in_expr(b, own),
@@ -535,6 +632,7 @@ pub(crate) fn reads_output_elsewhere(body: &[Inst], own: &Expr) -> bool {
             | Expr::U32(_)
             | Expr::F32(_)
             | Expr::I32(_)
+            | Expr::Size { .. }
             | Expr::Param { .. } => false,
         }
     }
@@ -650,6 +748,7 @@ impl fmt::Display for IrExpr<'_> {
             }
             Expr::U32(v) => write!(f, "{v}u"),
             Expr::I32(v) => write!(f, "{v}i"),
+            Expr::Size { slot, dtype } => write!(f, "size[{slot}] as {dtype}"),
             Expr::Param { word, dtype } => write!(f, "param[{word}] as {dtype}"),
             Expr::Load { buffer, index } => write!(f, "load {buffer}[{}]", e(index)),
             Expr::NonZero { x, .. } => write!(f, "nonzero({})", e(x)),
@@ -665,7 +764,7 @@ impl fmt::Display for IrExpr<'_> {
             } => write!(f, "select({} ? {} : {})", e(cond), e(then), e(otherwise)),
             Expr::Construct { ty, x } => write!(f, "{ty}({})", e(x)),
             Expr::Arith { op, a, b } => write!(f, "({} {} {})", e(a), op.symbol(), e(b)),
-            Expr::ClampIndex { k, top } => write!(f, "clamp_index({}, {top})", e(k)),
+            Expr::ClampIndex { k, top } => write!(f, "clamp_index({}, {})", e(k), e(top)),
             Expr::F32(bits) => write!(f, "{:?}f", f32::from_bits(*bits)),
             Expr::IsNonFinite { x, .. } => write!(f, "nonfinite({})", e(x)),
             Expr::IsNan { x, .. } => write!(f, "nan({})", e(x)),
@@ -794,7 +893,7 @@ pub(crate) fn print_body(body: &[Inst], depth: usize, out: &mut String) {
                 unroll,
                 body,
             } => nested(
-                &format!("for {counter} in 0..{count} unroll {unroll} {{"),
+                &format!("for {counter} in 0..{} unroll {unroll} {{", IrExpr(count)),
                 body,
                 depth,
                 out,
@@ -804,7 +903,7 @@ pub(crate) fn print_body(body: &[Inst], depth: usize, out: &mut String) {
                     Check::NonFinite { value, .. } => format!("finite {}", IrExpr(value)),
                     Check::Nan { value, .. } => format!("not nan {}", IrExpr(value)),
                     Check::Index { index, size } => {
-                        format!("{} in 0..{size}", IrExpr(index))
+                        format!("{} in 0..{}", IrExpr(index), IrExpr(size))
                     }
                 };
                 writeln!(out, "{pad}check {what}  ; n{node}")
@@ -869,7 +968,7 @@ mod tests {
         // Nested in a loop body, and an input read anywhere is fine.
         let nested = Inst::Loop {
             counter: var(2),
-            count: 3,
+            count: Expr::count(3),
             unroll: 1,
             body: vec![at(Expr::Var(var(2)))],
         };

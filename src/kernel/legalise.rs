@@ -7,7 +7,7 @@
 //! unspecified), so it becomes selects on `IsNan` around the built-in.
 //! The printers then never decide a NaN rule.
 
-use super::ir::{Builtin, Check, Expr, Inst, PartAccess};
+use super::ir::{Builtin, Expr, Inst};
 use crate::dtype::DType;
 use crate::graph::op::BinaryOp;
 
@@ -20,52 +20,15 @@ pub(crate) fn legalise(mut body: Vec<Inst>) -> Vec<Inst> {
 }
 
 fn legalise_inst(inst: &mut Inst) {
-    match inst {
-        Inst::Let { value, .. } | Inst::Accumulate { value, .. } | Inst::Assign { value, .. } => {
-            legalise_expr(value)
-        }
-        Inst::Declare { init, .. } => {
-            if let Some(init) = init {
-                legalise_expr(init)
-            }
-        }
-        Inst::SetElement { index, value, .. } | Inst::Store { index, value, .. } => {
-            legalise_expr(index);
-            legalise_expr(value);
-        }
-        Inst::Parts { index, access, .. } => {
-            legalise_expr(index);
-            if let PartAccess::Write(value) = access {
-                legalise_expr(value);
-            }
-        }
-        Inst::TextureStore {
-            x, y, layer, value, ..
-        } => [x, y, layer, value].into_iter().for_each(legalise_expr),
-        Inst::If { cond, body } => {
-            legalise_expr(cond);
-            body.iter_mut().for_each(legalise_inst);
-        }
-        Inst::Loop { body, .. } => body.iter_mut().for_each(legalise_inst),
-        Inst::Check { check, .. } => match check {
-            Check::NonFinite { value, inputs, .. } => {
-                legalise_expr(value);
-                inputs.iter_mut().for_each(legalise_expr);
-            }
-            Check::Nan { value, .. } => legalise_expr(value),
-            Check::Index { index, .. } => legalise_expr(index),
-        },
-        Inst::CoopLoad { from: access, .. } | Inst::CoopStore { to: access, .. } => {
-            legalise_expr(&mut access.offset);
-            legalise_expr(&mut access.stride);
-        }
-        Inst::DeclareArray { .. } | Inst::CoopMultiplyAdd { .. } | Inst::Barrier | Inst::Break => {}
+    inst.exprs_mut().into_iter().for_each(legalise_expr);
+    for body in inst.bodies_mut() {
+        body.iter_mut().for_each(legalise_inst);
     }
 }
 
 /// Rewrites `e` and everything in it, innermost first.
 fn legalise_expr(e: &mut Expr) {
-    children(e).into_iter().for_each(legalise_expr);
+    e.children_mut().into_iter().for_each(legalise_expr);
     if let Expr::Binary {
         op: op @ (BinaryOp::Maximum | BinaryOp::Minimum),
         operand,
@@ -87,41 +50,6 @@ fn legalise_expr(e: &mut Expr) {
         let plain = Expr::call(f, vec![(**a).clone(), (**b).clone()]);
         let b_or_plain = Expr::select(nan(b), (**b).clone(), plain);
         *e = Expr::select(nan(a), (**a).clone(), b_or_plain);
-    }
-}
-
-/// The expressions directly inside `e`.
-fn children(e: &mut Expr) -> Vec<&mut Expr> {
-    match e {
-        Expr::IsNonFinite { x, .. }
-        | Expr::IsNan { x, .. }
-        | Expr::Not(x)
-        | Expr::NonZero { x, .. }
-        | Expr::FromBool { x, .. }
-        | Expr::Unary { x, .. }
-        | Expr::Round { x, .. }
-        | Expr::Cast { x, .. }
-        | Expr::Construct { x, .. }
-        | Expr::ClampIndex { k: x, .. }
-        | Expr::Rng { index: x, .. }
-        | Expr::Load { index: x, .. } => vec![&mut **x],
-        Expr::Binary { a, b, .. } | Expr::Arith { a, b, .. } => vec![&mut **a, &mut **b],
-        Expr::Index { base, index } => vec![&mut **base, &mut **index],
-        Expr::Select {
-            cond,
-            then,
-            otherwise,
-        } => vec![&mut **cond, &mut **then, &mut **otherwise],
-        Expr::Call { args, .. } => args.iter_mut().collect(),
-        Expr::Var(_)
-        | Expr::Invocation
-        | Expr::Local
-        | Expr::SubgroupLane
-        | Expr::Bool(_)
-        | Expr::U32(_)
-        | Expr::F32(_)
-        | Expr::I32(_)
-        | Expr::Param { .. } => Vec::new(),
     }
 }
 

@@ -3,6 +3,7 @@
 //! (`ir`: SSA instructions that `codegen` prints).
 
 mod binding;
+pub(crate) mod generic;
 pub(crate) mod ir;
 mod legalise;
 mod program;

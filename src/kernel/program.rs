@@ -8,7 +8,7 @@
 use std::fmt;
 
 use super::binding::Binding;
-use super::ir::{Inst, Ty, Var, print_body};
+use super::ir::{Expr, Inst, IrExpr, Ty, Var, print_body};
 
 /// One kernel.
 #[derive(Clone, Debug, PartialEq)]
@@ -44,7 +44,8 @@ pub(crate) struct Declared {
 pub(crate) struct Entry {
     pub workgroup_size: usize,
     pub per_invocation: bool,
-    pub count: usize,
+    /// Invocations (or workgroups) that run: a `u32` expression.
+    pub count: Expr,
     /// Arrays in workgroup memory.
     pub arrays: Vec<WorkgroupArray>,
     /// Whether the body reads its subgroup lane (`Expr::SubgroupLane`).
@@ -112,7 +113,8 @@ impl fmt::Display for Kernel {
         };
         writeln!(
             f,
-            "entry: workgroups of {workgroup_size}, gi in 0..{count} indexes {unit}"
+            "entry: workgroups of {workgroup_size}, gi in 0..{} indexes {unit}",
+            IrExpr(count)
         )?;
         for a in arrays {
             writeln!(f, "workgroup {}: [{}; {}]", a.var, a.element, a.len)?;

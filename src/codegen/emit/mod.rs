@@ -429,7 +429,7 @@ impl<'a> Gen<'a> {
     pub(super) fn counted_loop(&mut self, counter: Var, count: usize, body: Vec<Inst>) -> Inst {
         Inst::Loop {
             counter,
-            count,
+            count: Expr::count(count),
             unroll: unroll_for(count, self.cx.target.loop_budget(1)),
             body,
         }

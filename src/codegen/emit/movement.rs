@@ -149,14 +149,14 @@ impl Gen<'_> {
         self.check(
             Check::Index {
                 index: k.clone(),
-                size,
+                size: Expr::I32(size as i64),
             },
             n,
         );
         let top = size.max(1) as i64 - 1;
         coords[axis] = Expr::ClampIndex {
             k: Box::new(k),
-            top,
+            top: Box::new(Expr::I32(top)),
         };
         let j = Self::ravel(&x_shape, coords);
         let j = self.emit("j", Ty::U32, j);
@@ -200,7 +200,7 @@ impl Gen<'_> {
             g.check(
                 Check::Index {
                     index: k.clone(),
-                    size,
+                    size: Expr::I32(size as i64),
                 },
                 n,
             );

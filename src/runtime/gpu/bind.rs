@@ -171,7 +171,7 @@ fn resources_of(
             )?,
             Binding::Texture { slot, .. } => BoundResource::Texture(scratch[slot].clone()),
             Binding::Checks => whole(checks, "anomaly checks")?,
-            Binding::Sizes => whole(sizes, "dynamic sizes")?,
+            Binding::Sizes { .. } => whole(sizes, "dynamic sizes")?,
         });
     }
     Ok(resources)

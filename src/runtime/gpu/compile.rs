@@ -272,7 +272,7 @@ pub(super) fn executable(
     let texts = generalize_kernels(
         before.map(|b| &b.kernels),
         &mut sources,
-        &|wgsl| pipelines.contains(wgsl),
+        (&|wgsl| pipelines.contains(wgsl), cx.origins),
         &mut |k, d| {
             let texts = probe.get_or_insert_with(|| {
                 let plain = CodegenContext {

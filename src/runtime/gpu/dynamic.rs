@@ -1,39 +1,42 @@
 //! Dynamic sizes, per compile: each kernel of a site compiled again with
-//! other sizes is made generic over the literals in which its text
-//! differs from the site's last one (`generalize`), and over those in
-//! which it differs from the same kernel at a third size, the probe
+//! other sizes is made generic over the literals in which its IR differs
+//! from the site's last one (`kernel::generic`), and over those in which
+//! it differs from the same kernel at a third size, the probe
 //! (`graph::probe`), where the two sizes alone leave one generic kernel
 //! still to compile.
 
 use std::panic::{AssertUnwindSafe, catch_unwind};
 
 use super::compile::{generate, plan_donations};
-use super::generalize::{Generic, generalize};
-use crate::codegen::{CodegenContext, KernelSource, validate_wgsl};
+use crate::codegen::{CodegenContext, KernelSource, kernel_wgsl, validate_wgsl};
 use crate::graph::{Graph, GraphKey, probe_key};
+use crate::kernel::Kernel;
+use crate::kernel::generic::{Generic, generalize};
 use crate::schedule::{Lowered, split_reductions};
 
-/// One dispatch's text lowered for a graph's own sizes, and which of its
-/// literals are dynamic (none: it stayed concrete).
-pub(crate) type DispatchText = (String, Vec<usize>);
+/// One dispatch's kernel lowered for a graph's own sizes, and which of
+/// its literals are dynamic (none: it stayed concrete).
+pub(crate) type DispatchText = (Kernel, Vec<usize>);
 
-/// Per kernel, per dispatch (its packing kernels, then itself): the texts
-/// a new size is compared with, the last first. A generic text stays
-/// behind a concrete one that replaced it (a batch of one, whose size-one
-/// dims are laid out otherwise): the next size may be generic again.
+/// Per kernel, per dispatch (its packing kernels, then itself): the
+/// kernels a new size is compared with, the last first. A generic kernel
+/// stays behind a concrete one that replaced it (a batch of one, whose
+/// size-one dims are laid out otherwise): the next size may be generic
+/// again.
 pub(crate) type KernelTexts = Vec<Vec<Vec<DispatchText>>>;
 
 /// Makes each kernel of a recompiled site generic over the literals in
-/// which it differs from the site's last graph (`before`: its key and
-/// texts), where the two differ in nothing else. A generic text not yet
-/// `compiled` is made generic over what differs from the probe's text as
-/// well (`probe(kernel, dispatch)`). Returns the texts to record for the
-/// site.
+/// which it differs from the site's last graph (`before`: its kernels),
+/// where the two differ in nothing else. A generic kernel whose WGSL
+/// (printed with `origins`, as the concrete one was) is not yet
+/// `compiled` is made generic over what differs from the probe's kernel
+/// as well (`probe(kernel, dispatch)`). Returns the kernels to record for
+/// the site.
 pub(super) fn generalize_kernels(
     before: Option<&KernelTexts>,
     sources: &mut [KernelSource],
-    compiled: &dyn Fn(&str) -> bool,
-    probe: &mut dyn FnMut(usize, usize) -> Option<String>,
+    (compiled, origins): (&dyn Fn(&str) -> bool, Option<&[String]>),
+    probe: &mut dyn FnMut(usize, usize) -> Option<Kernel>,
 ) -> KernelTexts {
     let mut record = Vec::with_capacity(sources.len());
     for (k, source) in sources.iter_mut().enumerate() {
@@ -45,44 +48,54 @@ pub(super) fn generalize_kernels(
         let mut texts = Vec::with_capacity(source.packs.len() + 1);
         for (d, pack) in source.packs.iter_mut().enumerate() {
             let last = previous.map_or(&[][..], |p| &p[d]);
-            texts.push(generalize_dispatch(pack, last, compiled, &mut || {
-                probe(k, d)
-            }));
+            texts.push(generalize_dispatch(
+                pack,
+                last,
+                (compiled, origins),
+                &mut || probe(k, d),
+            ));
         }
         let d = texts.len();
         let last = previous.map_or(&[][..], |p| &p[d]);
-        texts.push(generalize_dispatch(source, last, compiled, &mut || {
-            probe(k, d)
-        }));
+        texts.push(generalize_dispatch(
+            source,
+            last,
+            (compiled, origins),
+            &mut || probe(k, d),
+        ));
         record.push(texts);
     }
     record
 }
 
-/// Makes one dispatch generic against its texts for earlier sizes
-/// (`before`, the last first: a text and its dynamic literals), and
-/// against the probe's where that generic text is not `compiled` yet.
-/// Returns the texts to record: its concrete text and dynamic literals
-/// (none when it stays concrete), then a generic one it could not match.
+/// Makes one dispatch generic against its kernels for earlier sizes
+/// (`before`, the last first: a kernel and its dynamic literals), and
+/// against the probe's where that generic kernel is not `compiled` yet.
+/// Returns the kernels to record: its concrete kernel and dynamic
+/// literals (none when it stays concrete), then a generic one it could
+/// not match.
 fn generalize_dispatch(
     s: &mut KernelSource,
     before: &[DispatchText],
-    compiled: &dyn Fn(&str) -> bool,
-    probe: &mut dyn FnMut() -> Option<String>,
+    (compiled, origins): (&dyn Fn(&str) -> bool, Option<&[String]>),
+    probe: &mut dyn FnMut() -> Option<Kernel>,
 ) -> Vec<DispatchText> {
-    let concrete = s.wgsl.clone();
-    let bindings = s.bindings().count();
-    // A literal that WGSL needs constant (an array length) makes the
-    // generic text invalid: keep the concrete one. A text compiled before
-    // was valid then.
-    let valid = |g: &Generic| compiled(&g.text) || validate_wgsl(&g.text).is_ok();
+    let concrete = s.kernel.clone();
+    // A literal that WGSL needs constant (a subgroup broadcast's lane)
+    // makes the generic kernel invalid: keep the concrete one. A kernel
+    // compiled before was valid then.
+    let printed = |g: &Generic| kernel_wgsl(&g.kernel, origins);
+    let valid = |g: &Generic| {
+        let text = printed(g);
+        compiled(&text) || validate_wgsl(&text).is_ok()
+    };
     let two_sizes = before
         .iter()
-        .find_map(|(text, known)| generalize(text, &concrete, known, bindings).filter(valid));
+        .find_map(|(kernel, known)| generalize(kernel, &concrete, known).filter(valid));
     let generic = match two_sizes {
-        Some(g) if !compiled(&g.text) => {
+        Some(g) if !compiled(&printed(&g)) => {
             let three_sizes = probe()
-                .and_then(|p| generalize(&p, &concrete, &g.dynamic, bindings))
+                .and_then(|p| generalize(&p, &concrete, &g.dynamic))
                 .filter(valid);
             Some(three_sizes.unwrap_or(g))
         }
@@ -90,7 +103,11 @@ fn generalize_dispatch(
     };
     match generic {
         Some(g) => {
-            s.wgsl = g.text;
+            s.wgsl = printed(&g);
+            if !s.ir.is_empty() {
+                s.ir = g.kernel.to_string();
+            }
+            s.kernel = g.kernel;
             s.dyn_sizes = Some(g.values);
             vec![(concrete, g.dynamic)]
         }
@@ -105,15 +122,14 @@ fn generalize_dispatch(
     }
 }
 
-/// The texts of the probe's kernels (see `graph::probe`), per kernel, per
-/// dispatch; `None` when there is no probe or its code generation fails
+/// The probe's kernels (see `graph::probe`), per kernel, per dispatch; `None` when there is no probe or its code generation fails
 /// (sizes a user's graph relates otherwise than affinely: the probe is a
 /// guess, and a failed guess only leaves the two-size generic kernels).
 pub(super) fn probe_texts(
     traced: &Graph,
     before: &GraphKey,
     cx: &CodegenContext,
-) -> Option<Vec<Vec<String>>> {
+) -> Option<Vec<Vec<Kernel>>> {
     let key = probe_key(before, &traced.key)?;
     let identity: Vec<usize> = (0..key.nodes.len()).collect();
     let probe = traced.lowered(key, &identity);
@@ -124,7 +140,7 @@ pub(super) fn probe_texts(
         plan_donations(&graph, cx, &groups, &available, &mut sources);
         sources
             .iter()
-            .map(|s| s.dispatches().map(|d| d.wgsl.clone()).collect())
+            .map(|s| s.dispatches().map(|d| d.kernel.clone()).collect())
             .collect()
     }));
     if generated.is_err() {

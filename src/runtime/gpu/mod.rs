@@ -8,7 +8,6 @@ mod context;
 mod disk_cache;
 mod dynamic;
 mod execute;
-mod generalize;
 mod sites;
 
 pub(crate) use compile::GpuCaches;

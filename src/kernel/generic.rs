@@ -1,0 +1,250 @@
+//! Dynamic sizes on kernel values: one pipeline for a kernel whose sizes
+//! change between steps (a batch of 64, then 50, then 33). When a trace
+//! site compiles again with the same structure and other sizes, each
+//! kernel is lowered for the new sizes as usual and compared, as IR, with
+//! the site's last one: where the two differ only in literals (`u32`,
+//! `i32` and `f32` values: element counts, strides, loop counts, a mean's
+//! scale), those literals become reads of the kernel's dynamic sizes
+//! (`Expr::Size`, bound last as `Binding::Sizes`), which each executable
+//! fills with its own values, and the generic kernel is compiled once.
+//! Later sizes lower to the same generic kernel, so they find its
+//! pipeline and compile nothing. The first sizes of a site keep literal
+//! kernels (the static fast path: divisions by constants stay
+//! multiplications).
+//!
+//! Correctness does not rest on guessing which literals depend on a size:
+//! a generic kernel is used for new sizes only when their own kernel is
+//! the same value but for the generic's dynamic literals, and it is given
+//! exactly the values that kernel would have had inline. What is not an
+//! `Expr` literal (workgroup size, array lengths, binding parts, unrolls)
+//! is structure: where it differs, the kernel is not generic.
+
+use super::binding::Binding;
+use super::ir::{Expr, Inst};
+use super::program::{Declared, Kernel};
+use crate::dtype::DType;
+
+/// A kernel made generic over some of its literals.
+#[derive(Clone, Debug, PartialEq)]
+pub(crate) struct Generic {
+    /// The kernel, reading its dynamic literals from its sizes binding.
+    pub kernel: Kernel,
+    /// Which literals (by their order in the kernel, see `literals`) are
+    /// dynamic.
+    pub dynamic: Vec<usize>,
+    /// The values the concrete kernel gives them, in `dynamic`'s order,
+    /// as the 32-bit words the kernel reads.
+    pub values: Vec<u32>,
+}
+
+/// Makes `new` (a kernel lowered for the new sizes) generic against
+/// `before` (the same kernel lowered for the site's last sizes) and the
+/// literals already dynamic there (`known`): the literals that differ join
+/// them. `None` when the two differ in anything but literals, or nothing
+/// differs.
+pub(crate) fn generalize(before: &Kernel, new: &Kernel, known: &[usize]) -> Option<Generic> {
+    if skeleton(before) != skeleton(new) {
+        return None;
+    }
+    let (lb, ln) = (literals(before), literals(new));
+    let mut dynamic: Vec<usize> = known.iter().copied().filter(|&i| i < ln.len()).collect();
+    for (i, (a, b)) in lb.iter().zip(&ln).enumerate() {
+        if a != b && !dynamic.contains(&i) {
+            dynamic.push(i);
+        }
+    }
+    dynamic.sort_unstable();
+    if dynamic.is_empty() {
+        return None;
+    }
+    let values = dynamic
+        .iter()
+        .map(|&i| word(&ln[i]))
+        .collect::<Option<_>>()?;
+    let mut kernel = new.clone();
+    let mut at = 0;
+    for_each_literal(&mut kernel, &mut |e| {
+        if let Ok(slot) = dynamic.binary_search(&at) {
+            *e = Expr::Size {
+                slot,
+                dtype: literal_dtype(e),
+            };
+        }
+        at += 1;
+    });
+    kernel.bindings.push(Declared {
+        binding: Binding::Sizes {
+            vec4s: dynamic.len().div_ceil(4),
+        },
+        name: "dyn_sizes".to_string(),
+        element: None,
+    });
+    Some(Generic {
+        kernel,
+        dynamic,
+        values,
+    })
+}
+
+/// The kernel's literals, in the fixed order `for_each_literal` visits
+/// them.
+fn literals(kernel: &Kernel) -> Vec<Expr> {
+    let mut out = Vec::new();
+    let mut copy = kernel.clone();
+    for_each_literal(&mut copy, &mut |e| out.push(e.clone()));
+    out
+}
+
+/// The kernel with every literal's value erased (its type kept): what two
+/// kernels must share to be one generic kernel.
+fn skeleton(kernel: &Kernel) -> Kernel {
+    let mut copy = kernel.clone();
+    for_each_literal(&mut copy, &mut |e| {
+        *e = Expr::Size {
+            slot: 0,
+            dtype: literal_dtype(e),
+        }
+    });
+    copy
+}
+
+/// Calls `f` on each numeric literal of the kernel (the entry's count,
+/// then the body's expressions, outer before inner, in order).
+fn for_each_literal(kernel: &mut Kernel, f: &mut dyn FnMut(&mut Expr)) {
+    visit_expr(&mut kernel.entry.count, f);
+    visit_body(&mut kernel.body, f);
+}
+
+fn visit_body(body: &mut [Inst], f: &mut dyn FnMut(&mut Expr)) {
+    for inst in body {
+        for e in inst.exprs_mut() {
+            visit_expr(e, f);
+        }
+        for nested in inst.bodies_mut() {
+            visit_body(nested, f);
+        }
+    }
+}
+
+fn visit_expr(e: &mut Expr, f: &mut dyn FnMut(&mut Expr)) {
+    if matches!(e, Expr::U32(_) | Expr::I32(_) | Expr::F32(_)) {
+        f(e);
+        return;
+    }
+    for child in e.children_mut() {
+        visit_expr(child, f);
+    }
+}
+
+/// The dtype of a literal.
+fn literal_dtype(e: &Expr) -> DType {
+    match e {
+        Expr::I32(_) => DType::I32,
+        Expr::F32(_) => DType::F32,
+        _ => DType::U32,
+    }
+}
+
+/// A literal as the 32-bit word the kernel reads (`None` for a `u32` or
+/// `i32` value outside 32 bits).
+fn word(e: &Expr) -> Option<u32> {
+    match *e {
+        Expr::U32(v) => u32::try_from(v).ok(),
+        Expr::I32(v) => i32::try_from(v).ok().map(|v| v as u32),
+        Expr::F32(bits) => Some(bits),
+        _ => None,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::kernel::ir::{Arith, Buffer, Ty, Var};
+    use crate::kernel::program::{Entry, Helpers};
+
+    /// An elementwise kernel over `n` elements of rows of 784, scaled by
+    /// `scale`, plus an i32 literal and a bit pattern that never changes.
+    fn kernel(n: usize, scale: f32) -> Kernel {
+        let v = Var { prefix: "v", id: 1 };
+        let row = Expr::arith(Arith::Div, Expr::Invocation, Expr::U32(784));
+        let load = Expr::Load {
+            buffer: Buffer {
+                output: false,
+                k: 0,
+                part: None,
+                half: None,
+            },
+            index: Box::new(row),
+        };
+        let scaled = Expr::arith(Arith::Mul, load, Expr::F32(scale.to_bits()));
+        Kernel {
+            bindings: Vec::new(),
+            helpers: Helpers::default(),
+            entry: Entry {
+                workgroup_size: 256,
+                per_invocation: true,
+                count: Expr::count(n),
+                arrays: Vec::new(),
+                subgroup_id: false,
+            },
+            body: vec![
+                Inst::Let {
+                    var: v,
+                    ty: Ty::F32,
+                    value: scaled,
+                    node: None,
+                },
+                Inst::Let {
+                    var: v,
+                    ty: Ty::scalar(DType::I32),
+                    value: Expr::arith(Arith::Add, Expr::I32(3), Expr::I32(-1)),
+                    node: None,
+                },
+            ],
+        }
+    }
+
+    #[test]
+    fn literals_that_differ_become_reads_of_the_sizes_binding() {
+        // Batch 64 -> 50: the element count and the 1/64 scale change.
+        let (b64, b50) = (kernel(50_176, 1.0 / 64.0), kernel(39_200, 0.02));
+        let g = generalize(&b64, &b50, &[]).expect("same structure");
+        assert_eq!(g.dynamic, vec![0, 2]);
+        assert_eq!(g.values, vec![39_200, 0.02f32.to_bits()]);
+        assert_eq!(
+            g.kernel.entry.count,
+            Expr::Size {
+                slot: 0,
+                dtype: DType::U32
+            }
+        );
+        let listing = g.kernel.to_string();
+        assert!(
+            listing.contains("(gi / 784u)"),
+            "static sizes stay literals"
+        );
+        assert!(listing.contains("size[1] as f32"), "{listing}");
+        assert_eq!(
+            g.kernel.bindings.last().map(|d| d.binding),
+            Some(Binding::Sizes { vec4s: 1 })
+        );
+        // Batch 33 against 50, with the same literals known dynamic: the
+        // same generic kernel, other values.
+        let b33 = kernel(25_872, 1.0 / 33.0);
+        let g33 = generalize(&b50, &b33, &g.dynamic).expect("same structure");
+        assert_eq!(g33.kernel, g.kernel);
+        assert_eq!(g33.values[0], 25_872);
+    }
+
+    #[test]
+    fn another_structure_or_nothing_that_differs_is_not_generic() {
+        let b64 = kernel(50_176, 1.0 / 64.0);
+        let mut other = b64.clone();
+        other.entry.workgroup_size = 64;
+        assert_eq!(generalize(&b64, &other, &[]), None, "workgroup size");
+        let mut typed = b64.clone();
+        typed.entry.count = Expr::I32(50_176);
+        assert_eq!(generalize(&b64, &typed, &[]), None, "a literal's type");
+        assert_eq!(generalize(&b64, &b64, &[]), None, "nothing differs");
+    }
+}
