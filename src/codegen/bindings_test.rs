@@ -1,6 +1,6 @@
 //! The bindings a generated WGSL module declares (read back by naga, not
 //! from the text) are exactly `KernelSource::bindings()`, in order and in
-//! kind, for every kernel template: elementwise (vec4 and scalar, with and
+//! kind, for every kernel builder: elementwise (vec4 and scalar, with and
 //! without parameters), reductions (per invocation, workgroup tree, split),
 //! softmax, each matmul kernel with its packing kernels, and buffers bound
 //! in parts (a target with tiny bindings).
@@ -128,7 +128,7 @@ fn input(shape: &[usize], dev: &Device) -> Tensor {
 }
 
 #[test]
-fn declared_bindings_are_the_binding_list_for_every_template() {
+fn declared_bindings_are_the_binding_list_for_every_kernel_kind() {
     let dev = Device::cpu_with(DeviceConfig::default());
     let lavapipe = Target::lavapipe();
     let x = input(&[64, 128], &dev);

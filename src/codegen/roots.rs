@@ -1,11 +1,12 @@
 //! Kernels for ops that are not elementwise (reductions, softmax, matmul).
-//! Each template loops over its own iteration space and asks `Gen` for its
-//! operands' values at computed indices, so the elementwise work feeding it
-//! (its prologue, views included) is inlined; and it evaluates its
-//! epilogue (written nodes that only need the root's value at the same
-//! index) right where the result is in a register. This file dispatches
-//! on the root's op and stores the epilogue; the templates are in
-//! `reduce.rs`, `softmax.rs`, `norm.rs`, `matmul.rs` and `matmul_lanes.rs`.
+//! Each kernel builder loops over its own iteration space and asks `Gen`
+//! for its operands' values at computed indices, so the elementwise work
+//! feeding it (its prologue, views included) is inlined; and it evaluates
+//! its epilogue (written nodes that only need the root's value at the
+//! same index) right where the result is in a register. This file
+//! dispatches on the root's op and stores the epilogue; the builders are
+//! in `reduce.rs`, `softmax.rs`, `norm.rs`, `attention.rs`, `matmul.rs`
+//! and `matmul_lanes.rs`.
 
 use super::attention::attention;
 use super::emit::Gen;

@@ -36,7 +36,8 @@ impl<'a> CodegenContext<'a> {
     }
 }
 
-/// How a kernel is launched, as its template decided (see `Gen::source`).
+/// How a kernel is launched, as its builder decided (see
+/// `Gen::kernel_source`).
 pub(crate) struct Launch {
     /// Workgroups to launch.
     pub groups: usize,

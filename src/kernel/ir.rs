@@ -440,8 +440,6 @@ pub(crate) enum Inst {
     /// only).
     Barrier,
     /// Leaves the innermost `Loop`.
-    // No kernel built as IR breaks yet (the attention template will).
-    #[allow(dead_code)]
     Break,
     /// A cooperative matrix variable loaded from `from`.
     #[cfg_attr(

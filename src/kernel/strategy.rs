@@ -1,6 +1,6 @@
 //! How each kernel computes its values, as data: decided by pure
 //! functions of the shapes involved (testable without a device, printed
-//! in dumps), then carried out by the templates in `codegen/`.
+//! in dumps), then carried out by the kernel builders in `codegen/`.
 //!
 //! A compile of a trace site whose sizes changed (a batch of 50 after
 //! 64) is given the strategies the site's last compile chose

@@ -1,5 +1,5 @@
 //! `Gen`: lowering of fused graph nodes into the kernel IR
-//! (`kernel::ir`), shared by every kernel template. Each node's value at
+//! (`kernel::ir`), shared by every kernel builder. Each node's value at
 //! an index becomes one SSA `Let` (memoised by node and index), so shared
 //! subexpressions are computed once and a chain of a thousand ops is a
 //! thousand short instructions, not one deep expression. Movement ops
@@ -49,7 +49,7 @@ fn storage_dtype(dtype: DType) -> DType {
     }
 }
 
-/// Lowering shared by every kernel template: each node's value at an
+/// Lowering shared by every kernel builder: each node's value at an
 /// index becomes a `Let` in `body`, memoised per (node, index).
 pub(crate) struct Gen<'a> {
     nodes: &'a [GNode],
@@ -281,7 +281,7 @@ impl<'a> Gen<'a> {
         self.check(check, n);
     }
 
-    /// Appends a template's instruction.
+    /// Appends a kernel builder's instruction.
     pub fn push(&mut self, inst: Inst) {
         self.body.push(inst);
     }
@@ -418,7 +418,7 @@ impl<'a> Gen<'a> {
     }
 
     /// The context this generator was made with (for the kernels a
-    /// template generates beside its own, such as packing kernels).
+    /// builder generates beside its own, such as packing kernels).
     pub fn context(&self) -> CodegenContext<'a> {
         self.cx
     }
