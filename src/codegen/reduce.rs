@@ -12,7 +12,8 @@ use crate::kernel::{Entry, ReduceShape, ReduceStrategy, WorkgroupArray, choose_r
 use crate::shape::numel;
 
 use super::reduce_ir::{
-    Combine, Reduction, identity, reduce_per_invocation, reduce_unit, strided, uarith,
+    Combine, Reduction, identity, reduce_per_invocation, reduce_unit, strided, tree_halvings,
+    uarith,
 };
 use super::roots::store_outputs;
 
@@ -121,9 +122,7 @@ fn sum_by_fours(g: &mut Gen, key: &GraphKey, red: &Reduction<'_>) -> (Entry, Vec
 
 /// Long reductions: a workgroup per output (`gi` indexes workgroups),
 /// its invocations striding the output's elements, then a tree in
-/// workgroup memory: `log2(WORKGROUP_SIZE)` halvings, each a combine by
-/// the lower half and a barrier (written out, not a loop: the tree is the
-/// same at every size).
+/// workgroup memory (`tree_halvings`).
 fn workgroup_tree(
     g: &mut Gen,
     key: &GraphKey,
@@ -176,34 +175,24 @@ fn workgroup_tree(
         g.push(set(indices, Expr::Local, best.clone()));
     }
     g.push(Inst::Barrier);
-    let mut half = wg / 2;
-    while half > 0 {
-        let merge = g.block(|g| {
-            let other = uarith(Arith::Add, Expr::Local, half);
-            let at = |var, i: Expr| Expr::index(Expr::Var(var), i);
-            g.assign(&acc, at(values, Expr::Local));
-            if arg {
-                g.assign(&best, at(indices, Expr::Local));
-            }
-            let theirs = g.emit("w", Ty::scalar(dtype), at(values, other.clone()));
-            let their_index = if arg {
-                g.emit("wi", Ty::U32, at(indices, other))
-            } else {
-                Expr::U32(0)
-            };
-            cx.combine(g, &theirs, &their_index);
-            g.push(set(values, Expr::Local, acc.clone()));
-            if arg {
-                g.push(set(indices, Expr::Local, best.clone()));
-            }
-        });
-        g.push(Inst::If {
-            cond: uarith(Arith::Lt, Expr::Local, half),
-            body: merge,
-        });
-        g.push(Inst::Barrier);
-        half /= 2;
-    }
+    tree_halvings(g, wg, &|g, partner| {
+        let at = |var, i: Expr| Expr::index(Expr::Var(var), i);
+        g.assign(&acc, at(values, Expr::Local));
+        if arg {
+            g.assign(&best, at(indices, Expr::Local));
+        }
+        let theirs = g.emit("w", Ty::scalar(dtype), at(values, partner.clone()));
+        let their_index = if arg {
+            g.emit("wi", Ty::U32, at(indices, partner.clone()))
+        } else {
+            Expr::U32(0)
+        };
+        cx.combine(g, &theirs, &their_index);
+        g.push(set(values, Expr::Local, acc.clone()));
+        if arg {
+            g.push(set(indices, Expr::Local, best.clone()));
+        }
+    });
     let finish = g.block(|g| {
         let result = if arg {
             let first_best = Expr::index(Expr::Var(indices), Expr::U32(0));

@@ -3,7 +3,7 @@
 //! rules for rows holding NaN or infinities.
 
 use super::emit::Gen;
-use super::reduce_ir::strided_within;
+use super::reduce_ir::{strided_within, tree_halvings};
 use super::wgsl::{WORKGROUP_SIZE, unroll_for, vectorizable};
 use crate::dtype::DType;
 use crate::graph::GraphKey;
@@ -122,9 +122,8 @@ fn softmax_per_workgroup(
 }
 
 /// Combines every invocation's `value` with `op` (f32, NaN-propagating
-/// for `Maximum`) by a tree in the workgroup array `partial`: halvings
-/// written out (the same at every size), each by the lower half, then a
-/// barrier. Returns the result, which every invocation reads.
+/// for `Maximum`) by a tree in the workgroup array `partial`
+/// (`tree_halvings`). Returns the result, which every invocation reads.
 fn workgroup_tree(g: &mut Gen, partial: Var, value: &Expr, op: BinaryOp) -> Expr {
     let at = |i: Expr| Expr::index(Expr::Var(partial), i);
     let set = |index: Expr, value: Expr| Inst::SetElement {
@@ -134,21 +133,11 @@ fn workgroup_tree(g: &mut Gen, partial: Var, value: &Expr, op: BinaryOp) -> Expr
     };
     g.push(set(Expr::Local, value.clone()));
     g.push(Inst::Barrier);
-    let mut half = WORKGROUP_SIZE as u64 / 2;
-    while half > 0 {
-        let other = Expr::arith(Arith::Add, Expr::Local, Expr::U32(half));
-        let merge = g.block(|g| {
-            let mine = g.emit("a", Ty::F32, at(Expr::Local));
-            let theirs = g.emit("b", Ty::F32, at(other));
-            g.push(set(Expr::Local, f32_op(op, mine, theirs)));
-        });
-        g.push(Inst::If {
-            cond: Expr::arith(Arith::Lt, Expr::Local, Expr::U32(half)),
-            body: merge,
-        });
-        g.push(Inst::Barrier);
-        half /= 2;
-    }
+    tree_halvings(g, WORKGROUP_SIZE as usize, &|g, partner| {
+        let mine = g.emit("a", Ty::F32, at(Expr::Local));
+        let theirs = g.emit("b", Ty::F32, at(partner.clone()));
+        g.push(set(Expr::Local, f32_op(op, mine, theirs)));
+    });
     g.emit("t", Ty::F32, at(Expr::U32(0)))
 }
 

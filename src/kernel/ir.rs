@@ -71,6 +71,8 @@ pub(crate) enum Arith {
     Eq,
     And,
     Or,
+    /// `a >> b` on `u32`s.
+    Shr,
 }
 
 impl Arith {
@@ -87,6 +89,7 @@ impl Arith {
             Arith::Eq => "==",
             Arith::And => "&&",
             Arith::Or => "||",
+            Arith::Shr => ">>",
         }
     }
 }

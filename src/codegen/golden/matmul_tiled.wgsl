@@ -62,10 +62,10 @@ if (gi >= 1u) { return; }
     for (var kk49 = 0u; kk49 < 16u; kk49 = kk49 + 1u) {
     let av50: vec4<f32> = ta1[(kk49 * 16u) + ty6];
     let bv51: vec4<f32> = tb2[(kk49 * 16u) + tx7];
-    acc8 = acc8 + (vec4<f32>(av50[0u]) * bv51);
-    acc9 = acc9 + (vec4<f32>(av50[1u]) * bv51);
-    acc10 = acc10 + (vec4<f32>(av50[2u]) * bv51);
-    acc11 = acc11 + (vec4<f32>(av50[3u]) * bv51);
+    acc8 = acc8 + (av50[0u] * bv51);
+    acc9 = acc9 + (av50[1u] * bv51);
+    acc10 = acc10 + (av50[2u] * bv51);
+    acc11 = acc11 + (av50[3u] * bv51);
     }
     workgroupBarrier();
     }
