@@ -54,15 +54,24 @@ impl fmt::Display for Expr {
             Expr::Index { base, index } => write!(f, "{}[{index}]", Operand(base)),
             Expr::Call { f: func, args } => {
                 let args: Vec<String> = args.iter().map(|a| a.to_string()).collect();
-                match func {
-                    Builtin::Vec4 => write!(f, "vec4<f32>({})", args.join(", ")),
-                    Builtin::TextureLoad(t) => write!(
-                        f,
-                        "textureLoad({t}, vec2<u32>({}, {}), {}, 0)",
-                        args[0], args[1], args[2]
-                    ),
-                    _ => write!(f, "{}({})", func.name(), args.join(", ")),
-                }
+                let name = match func {
+                    Builtin::Min => "min",
+                    Builtin::Max => "max",
+                    Builtin::Vec4 => "vec4<f32>",
+                    Builtin::SubgroupBroadcast => "subgroupBroadcast",
+                    Builtin::SubgroupShuffle => "subgroupShuffle",
+                    Builtin::SubgroupShuffleXor => "subgroupShuffleXor",
+                    Builtin::SubgroupAdd => "subgroupAdd",
+                    Builtin::SubgroupMax => "subgroupMax",
+                    Builtin::TextureLoad(t) => {
+                        return write!(
+                            f,
+                            "textureLoad({t}, vec2<u32>({}, {}), {}, 0)",
+                            args[0], args[1], args[2]
+                        );
+                    }
+                };
+                write!(f, "{name}({})", args.join(", "))
             }
             Expr::U32(v) => write!(f, "{v}u"),
             Expr::I32(v) => write!(f, "{v}i"),

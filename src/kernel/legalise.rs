@@ -76,10 +76,10 @@ mod tests {
         };
         let body = legalise(vec![let_of(max(DType::F32)), let_of(max(DType::I32))]);
         let mut listing = String::new();
-        crate::kernel::ir::print_body(&body, 0, &mut listing);
+        crate::kernel::listing::print_body(&body, 0, &mut listing);
         assert_eq!(
             listing,
-            "v3: f32 = select(nan(v1) ? v1 : select(nan(v2) ? v2 : max(v1, v2)))\n\
+            "v3: f32 = (nan(v1) ? v1 : (nan(v2) ? v2 : max(v1, v2)))\n\
              v3: f32 = Maximum(v1, v2)\n"
         );
     }

@@ -6,6 +6,7 @@ mod binding;
 pub(crate) mod generic;
 pub(crate) mod ir;
 mod legalise;
+pub(crate) mod listing;
 mod program;
 mod strategy;
 mod target;

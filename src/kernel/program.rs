@@ -8,7 +8,8 @@
 use std::fmt;
 
 use super::binding::Binding;
-use super::ir::{Expr, Inst, IrExpr, Ty, Var, print_body};
+use super::ir::{Expr, Inst, Ty, Var};
+use super::listing::{IrExpr, print_body};
 
 /// One kernel.
 #[derive(Clone, Debug, PartialEq)]
