@@ -7,7 +7,7 @@ use std::sync::{Arc, Mutex};
 
 use lru::LruCache;
 
-use super::dynamic::{generalize_kernels, probe_texts};
+use super::dynamic::{Printing, generalize_kernels, probe_texts};
 use super::sites::{Site, note_miss, record_site};
 use crate::codegen::{
     CodegenContext, KernelSource, generate_kernel, generate_root_kernel, lower_kernel,
@@ -272,7 +272,10 @@ pub(super) fn executable(
     let texts = generalize_kernels(
         before.map(|b| &b.kernels),
         &mut sources,
-        (&|wgsl| pipelines.contains(wgsl), cx.origins),
+        Printing {
+            compiled: &|wgsl| pipelines.contains(wgsl),
+            origins: cx.origins,
+        },
         &mut |k, d| {
             let texts = probe.get_or_insert_with(|| {
                 let plain = CodegenContext {

@@ -25,6 +25,15 @@ pub(crate) type DispatchText = (Kernel, Vec<usize>);
 /// again.
 pub(crate) type KernelTexts = Vec<Vec<Vec<DispatchText>>>;
 
+/// How a generic kernel's WGSL is printed (with `origins`, as the
+/// concrete kernel's was) and looked up (`compiled`: whether a pipeline
+/// already has that text).
+#[derive(Clone, Copy)]
+pub(super) struct Printing<'a> {
+    pub compiled: &'a dyn Fn(&str) -> bool,
+    pub origins: Option<&'a [String]>,
+}
+
 /// Makes each kernel of a recompiled site generic over the literals in
 /// which it differs from the site's last graph (`before`: its kernels),
 /// where the two differ in nothing else. A generic kernel whose WGSL
@@ -35,7 +44,7 @@ pub(crate) type KernelTexts = Vec<Vec<Vec<DispatchText>>>;
 pub(super) fn generalize_kernels(
     before: Option<&KernelTexts>,
     sources: &mut [KernelSource],
-    (compiled, origins): (&dyn Fn(&str) -> bool, Option<&[String]>),
+    printing: Printing<'_>,
     probe: &mut dyn FnMut(usize, usize) -> Option<Kernel>,
 ) -> KernelTexts {
     let mut record = Vec::with_capacity(sources.len());
@@ -48,21 +57,15 @@ pub(super) fn generalize_kernels(
         let mut texts = Vec::with_capacity(source.packs.len() + 1);
         for (d, pack) in source.packs.iter_mut().enumerate() {
             let last = previous.map_or(&[][..], |p| &p[d]);
-            texts.push(generalize_dispatch(
-                pack,
-                last,
-                (compiled, origins),
-                &mut || probe(k, d),
-            ));
+            texts.push(generalize_dispatch(pack, last, printing, &mut || {
+                probe(k, d)
+            }));
         }
         let d = texts.len();
         let last = previous.map_or(&[][..], |p| &p[d]);
-        texts.push(generalize_dispatch(
-            source,
-            last,
-            (compiled, origins),
-            &mut || probe(k, d),
-        ));
+        texts.push(generalize_dispatch(source, last, printing, &mut || {
+            probe(k, d)
+        }));
         record.push(texts);
     }
     record
@@ -77,7 +80,7 @@ pub(super) fn generalize_kernels(
 fn generalize_dispatch(
     s: &mut KernelSource,
     before: &[DispatchText],
-    (compiled, origins): (&dyn Fn(&str) -> bool, Option<&[String]>),
+    Printing { compiled, origins }: Printing<'_>,
     probe: &mut dyn FnMut() -> Option<Kernel>,
 ) -> Vec<DispatchText> {
     let concrete = s.kernel.clone();
