@@ -31,6 +31,7 @@ pub const STANDARD_COUNTERS: &[&str] = &[
     "graphs_compiled",
     "graphs_specialized",
     "recompiles",
+    "kernels_lowered",
     "kernels_compiled",
     "pipeline_cache_hits",
     "kernel_launches",

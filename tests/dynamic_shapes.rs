@@ -70,6 +70,22 @@ fn the_issue_sequence_compiles_two_graphs() {
 }
 
 #[test]
+fn sizes_lower_their_kernels_and_a_cached_graph_lowers_none() {
+    // Every compiled graph lowers its kernels, also a size whose kernels
+    // were all found generic (sizes are not yet symbols bound without
+    // lowering); a graph found in the cache lowers nothing.
+    let Some(first) = train_checked(&[64]) else {
+        return;
+    };
+    let per_graph = first.counter("kernels_lowered");
+    assert!(per_graph > 0, "{first}");
+    let again = train_checked(&[64, 64]).expect("a GPU");
+    assert_eq!(again.counter("kernels_lowered"), per_graph, "{again}");
+    let other = train_checked(&[64, 50, 33]).expect("a GPU");
+    assert_eq!(other.counter("kernels_lowered"), 3 * per_graph, "{other}");
+}
+
+#[test]
 fn sizes_across_every_threshold_keep_the_first_strategies() {
     // A first size under the thresholds (17: 24-row tiles, one invocation
     // for the loss), then sizes past them (300: a bias gradient of 300

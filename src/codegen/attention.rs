@@ -58,18 +58,7 @@ pub(super) fn attention(
         }
         let row = u(Arith::Mul, b.clone(), s_len);
         let key_at = g.emit("kr", Ty::U32, Expr::arith(Arith::Add, row, Expr::Var(j)));
-        let d = g.accumulator("d");
-        let t = g.fresh("t");
-        let dot = g.block(|g| {
-            let qi = u(Arith::Mul, Expr::Invocation, e);
-            let qi = g.emit("qi", Ty::U32, Expr::arith(Arith::Add, qi, Expr::Var(t)));
-            let ki = u(Arith::Mul, key_at.clone(), e);
-            let ki = g.emit("ki", Ty::U32, Expr::arith(Arith::Add, ki, Expr::Var(t)));
-            let qv = g.value(q, &qi, false, false);
-            let kv = g.value(k, &ki, false, false);
-            g.accumulate(&d, f32_op(BinaryOp::Mul, qv, kv));
-        });
-        g.push(plain_loop(t, e, dot));
+        let d = dot_product(g, (q, k, e), &key_at);
         let x = g.emit("x", Ty::F32, f32_op(BinaryOp::Mul, d, scale.clone()));
         let mn = g.emit(
             "mn",
@@ -82,21 +71,7 @@ pub(super) fn attention(
         let p = g.emit("p", Ty::F32, f32_unary(UnaryOp::Exp, dx));
         let scaled = f32_op(BinaryOp::Mul, s.clone(), corr.clone());
         g.assign(&s, f32_op(BinaryOp::Add, scaled, p.clone()));
-        let c = g.fresh("c");
-        let weigh = g.block(|g| {
-            let vi = u(Arith::Mul, key_at.clone(), ev);
-            let vi = g.emit("vi", Ty::U32, Expr::arith(Arith::Add, vi, Expr::Var(c)));
-            let vv = g.value(v, &vi, false, false);
-            let kept = f32_op(BinaryOp::Mul, element(acc, c), corr.clone());
-            let added = f32_op(BinaryOp::Mul, p.clone(), vv);
-            let value = f32_op(BinaryOp::Add, kept, added);
-            g.push(Inst::SetElement {
-                var: acc,
-                index: Expr::Var(c),
-                value,
-            });
-        });
-        g.push(plain_loop(c, ev, weigh));
+        weigh_values(g, (v, ev, acc), &key_at, (&corr, &p));
         g.assign(&m, mn);
     });
     g.push(plain_loop(j, s_len, key_row));
@@ -124,6 +99,50 @@ pub(super) fn attention(
         g.body().to_vec(),
         rows.div_ceil(WORKGROUP_SIZE as usize),
     )
+}
+
+/// The score of the invocation's query row against key row `key_at`:
+/// the dot product of their `e` elements (`q` and `k` are the operands).
+fn dot_product(g: &mut Gen, (q, k, e): (usize, usize, usize), key_at: &Expr) -> Expr {
+    let d = g.accumulator("d");
+    let t = g.fresh("t");
+    let dot = g.block(|g| {
+        let qi = u(Arith::Mul, Expr::Invocation, e);
+        let qi = g.emit("qi", Ty::U32, Expr::arith(Arith::Add, qi, Expr::Var(t)));
+        let ki = u(Arith::Mul, key_at.clone(), e);
+        let ki = g.emit("ki", Ty::U32, Expr::arith(Arith::Add, ki, Expr::Var(t)));
+        let qv = g.value(q, &qi, false, false);
+        let kv = g.value(k, &ki, false, false);
+        g.accumulate(&d, f32_op(BinaryOp::Mul, qv, kv));
+    });
+    g.push(plain_loop(t, e, dot));
+    d
+}
+
+/// `acc = acc * corr + p * v[key_at]` over the `ev` elements of value row
+/// `key_at` (`v` the operand): the online softmax's rescale and this
+/// key's weight.
+fn weigh_values(
+    g: &mut Gen,
+    (v, ev, acc): (usize, usize, Var),
+    key_at: &Expr,
+    (corr, p): (&Expr, &Expr),
+) {
+    let c = g.fresh("c");
+    let weigh = g.block(|g| {
+        let vi = u(Arith::Mul, key_at.clone(), ev);
+        let vi = g.emit("vi", Ty::U32, Expr::arith(Arith::Add, vi, Expr::Var(c)));
+        let vv = g.value(v, &vi, false, false);
+        let kept = f32_op(BinaryOp::Mul, element(acc, c), corr.clone());
+        let added = f32_op(BinaryOp::Mul, p.clone(), vv);
+        let value = f32_op(BinaryOp::Add, kept, added);
+        g.push(Inst::SetElement {
+            var: acc,
+            index: Expr::Var(c),
+            value,
+        });
+    });
+    g.push(plain_loop(c, ev, weigh));
 }
 
 /// `a op n` for a `u32` literal `n`.

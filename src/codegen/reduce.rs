@@ -134,7 +134,6 @@ fn workgroup_tree(
     let dtype = key.nodes[x].dtype.compute();
     let reduced: usize = red.axes.iter().map(|&d| in_shape[d]).product();
     let (parts, wg) = (red.parts, WORKGROUP_SIZE as usize);
-    let arg = red.op.is_arg();
     let o = g.emit("o", Ty::U32, uarith(Arith::Div, Expr::Invocation, parts));
     let part = uarith(Arith::Rem, Expr::Invocation, parts);
     let lane = uarith(Arith::Mul, Expr::Local, parts);
@@ -157,6 +156,29 @@ fn workgroup_tree(
     strided(g, (&first, wg * parts, steps), &|g, r| {
         reduce_unit(g, (x, &in_shape, red.axes), (&o, r), parts, &cx)
     });
+    let arrays = combine_in_workgroup(g, key, red, &cx);
+    let entry = Entry {
+        workgroup_size: wg,
+        per_invocation: false,
+        count: Expr::count(total),
+        arrays,
+        subgroup_id: false,
+    };
+    (entry, g.body().to_vec())
+}
+
+/// Combines every invocation's running value (`cx.acc`, and `cx.best`
+/// for the arg ops) by a tree in workgroup memory (`tree_halvings`); the
+/// first invocation then stores the result and its epilogue at output
+/// `gi`. Returns the workgroup arrays it uses.
+fn combine_in_workgroup(
+    g: &mut Gen,
+    key: &GraphKey,
+    red: &Reduction<'_>,
+    cx: &Combine<'_>,
+) -> Vec<WorkgroupArray> {
+    let (acc, best, dtype, arg) = (cx.acc, cx.best, cx.dtype, red.op.is_arg());
+    let wg = WORKGROUP_SIZE as usize;
     let values = g.fresh("red_v");
     let indices = g.fresh("red_i");
     // The index array only for the arg ops.
@@ -177,9 +199,9 @@ fn workgroup_tree(
     g.push(Inst::Barrier);
     tree_halvings(g, wg, &|g, partner| {
         let at = |var, i: Expr| Expr::index(Expr::Var(var), i);
-        g.assign(&acc, at(values, Expr::Local));
+        g.assign(acc, at(values, Expr::Local));
         if arg {
-            g.assign(&best, at(indices, Expr::Local));
+            g.assign(best, at(indices, Expr::Local));
         }
         let theirs = g.emit("w", Ty::scalar(dtype), at(values, partner.clone()));
         let their_index = if arg {
@@ -211,14 +233,7 @@ fn workgroup_tree(
         cond: Expr::arith(Arith::Eq, Expr::Local, Expr::U32(0)),
         body: finish,
     });
-    let entry = Entry {
-        workgroup_size: wg,
-        per_invocation: false,
-        count: Expr::count(total),
-        arrays,
-        subgroup_id: false,
-    };
-    (entry, g.body().to_vec())
+    arrays
 }
 
 /// `var[index] = value`.

@@ -52,45 +52,20 @@ impl fmt::Display for Expr {
             Expr::Local => f.write_str("lid"),
             Expr::SubgroupLane => f.write_str("sid"),
             Expr::Index { base, index } => write!(f, "{}[{index}]", Operand(base)),
-            Expr::Call { f: func, args } => {
-                let args: Vec<String> = args.iter().map(|a| a.to_string()).collect();
-                let name = match func {
-                    Builtin::Min => "min",
-                    Builtin::Max => "max",
-                    Builtin::Vec4 => "vec4<f32>",
-                    Builtin::SubgroupBroadcast => "subgroupBroadcast",
-                    Builtin::SubgroupShuffle => "subgroupShuffle",
-                    Builtin::SubgroupShuffleXor => "subgroupShuffleXor",
-                    Builtin::SubgroupAdd => "subgroupAdd",
-                    Builtin::SubgroupMax => "subgroupMax",
-                    Builtin::TextureLoad(t) => {
-                        return write!(
-                            f,
-                            "textureLoad({t}, vec2<u32>({}, {}), {}, 0)",
-                            args[0], args[1], args[2]
-                        );
-                    }
-                };
-                write!(f, "{name}({})", args.join(", "))
-            }
+            Expr::Call { f: func, args } => f.write_str(&call_text(*func, args)),
             Expr::U32(v) => write!(f, "{v}u"),
             Expr::I32(v) => write!(f, "{v}i"),
             Expr::Size { slot, dtype } => {
                 let word = format!("dyn_sizes[{}][{}]", slot / 4, slot % 4);
-                match dtype {
-                    DType::U32 => f.write_str(&word),
-                    d => write!(f, "bitcast<{}>({word})", value_type(*d, false)),
+                f.write_str(&reinterpret(&word, *dtype))
+            }
+            Expr::Param { word, dtype } => {
+                let word = format!("param_word({word}u)");
+                match dtype.compute() {
+                    DType::Bool => write!(f, "({word} != 0u)"),
+                    d => f.write_str(&reinterpret(&word, d)),
                 }
             }
-            Expr::Param { word, dtype } => match dtype.compute() {
-                DType::F32 | DType::F16 | DType::BF16 => {
-                    write!(f, "bitcast<f32>(param_word({word}u))")
-                }
-                DType::I32 => write!(f, "bitcast<i32>(param_word({word}u))"),
-                DType::U32 => write!(f, "param_word({word}u)"),
-                DType::Bool => write!(f, "(param_word({word}u) != 0u)"),
-                DType::I64 | DType::U8 => unreachable!("not a compute dtype"),
-            },
             Expr::Load { buffer, index } => f.write_str(&load_text(buffer, &index.to_string())),
             Expr::NonZero { x, vec } => write!(f, "({x} != {})", lit(DType::U32, 0, *vec)),
             Expr::FromBool { x, vec } => write!(
@@ -167,6 +142,36 @@ impl fmt::Display for Expr {
             }
         }
     }
+}
+
+/// A `u32` word read as `dtype` (`u32`, `i32` or `f32`).
+fn reinterpret(word: &str, dtype: DType) -> String {
+    match dtype {
+        DType::U32 => word.to_string(),
+        d => format!("bitcast<{}>({word})", value_type(d, false)),
+    }
+}
+
+/// A built-in function applied to `args`.
+fn call_text(func: Builtin, args: &[Expr]) -> String {
+    let args: Vec<String> = args.iter().map(|a| a.to_string()).collect();
+    let name = match func {
+        Builtin::Min => "min",
+        Builtin::Max => "max",
+        Builtin::Vec4 => "vec4<f32>",
+        Builtin::SubgroupBroadcast => "subgroupBroadcast",
+        Builtin::SubgroupShuffle => "subgroupShuffle",
+        Builtin::SubgroupShuffleXor => "subgroupShuffleXor",
+        Builtin::SubgroupAdd => "subgroupAdd",
+        Builtin::SubgroupMax => "subgroupMax",
+        Builtin::TextureLoad(t) => {
+            return format!(
+                "textureLoad({t}, vec2<u32>({}, {}), {}, 0)",
+                args[0], args[1], args[2]
+            );
+        }
+    };
+    format!("{name}({})", args.join(", "))
 }
 
 /// An f32 literal: Rust's shortest round-trip spelling (always with a
@@ -349,69 +354,19 @@ fn entry_point(entry: &Entry) -> String {
 /// Prints `body` as WGSL statements, one a line; `origins` (per graph
 /// node) annotates each line that computes or stores a node.
 pub(crate) fn render_body(body: &[Inst], origins: Option<&[String]>, out: &mut String) {
-    let note = |node: Option<usize>| match (origins, node) {
-        (Some(origins), Some(n)) => format!("  // n{n} {}", origins[n]),
-        _ => String::new(),
-    };
     for inst in body {
-        let _ = match inst {
-            Inst::Let {
-                var,
-                ty,
-                value,
-                node,
-            } => writeln!(
-                out,
-                "    let {var}: {} = {value};{}",
-                wgsl_type(*ty),
-                note(*node)
-            ),
-            Inst::Declare { var, ty, init } => match init {
-                Some(init) => writeln!(out, "    var {var}: {} = {init};", wgsl_type(*ty)),
-                None => writeln!(out, "    var {var}: {};", wgsl_type(*ty)),
-            },
-            Inst::Accumulate { var, value } => {
-                writeln!(out, "    {var} = {var} + {};", Operand(value))
+        match inst {
+            Inst::If { cond, body } => {
+                let _ = writeln!(out, "    if ({cond}) {{");
+                render_body(body, origins, out);
+                out.push_str("    }\n");
             }
-            Inst::Assign { var, value } => writeln!(out, "    {var} = {value};"),
-            Inst::DeclareArray { var, element, len } => {
-                writeln!(out, "    var {var}: array<{}, {len}>;", wgsl_type(*element))
-            }
-            Inst::SetElement { var, index, value } => {
-                writeln!(out, "    {var}[{index}] = {value};")
-            }
-            Inst::Barrier => writeln!(out, "    workgroupBarrier();"),
-            Inst::CoopLoad { var, matrix, from } => writeln!(
-                out,
-                "    var {var} = coopLoad{}<{}>(&{}[{}], {});",
-                if from.row_major { "T" } else { "" },
-                coop_type(*matrix),
-                from.buffer,
-                from.offset,
-                from.stride
-            ),
-            Inst::CoopMultiplyAdd { acc, a, b } => {
-                writeln!(out, "    {acc} = coopMultiplyAdd({a}, {b}, {acc});")
-            }
-            Inst::CoopStore { var, to } => writeln!(
-                out,
-                "    coopStore{}({var}, &{}[{}], {});",
-                if to.row_major { "T" } else { "" },
-                to.buffer,
-                to.offset,
-                to.stride
-            ),
-            Inst::Break => writeln!(out, "    break;"),
-            Inst::TextureStore {
-                texture,
-                x,
-                y,
-                layer,
-                value,
-            } => writeln!(
-                out,
-                "    textureStore({texture}, vec2<u32>({x}, {y}), {layer}, {value});"
-            ),
+            Inst::Loop {
+                counter,
+                count,
+                unroll,
+                body,
+            } => render_loop((*counter, count, *unroll), body, origins, out),
             Inst::Parts {
                 buffer,
                 parts,
@@ -419,73 +374,140 @@ pub(crate) fn render_body(body: &[Inst], origins: Option<&[String]>, out: &mut S
                 index,
                 access,
             } => {
-                out.push_str("    ");
-                for j in 0..*parts {
-                    if j > 0 {
-                        out.push_str(" else ");
-                    }
-                    if j + 1 < *parts {
-                        let _ = write!(out, "if ({index} < {}u) ", (j + 1) * per_part);
-                    }
-                    let part = Buffer {
-                        part: Some(j),
-                        ..*buffer
-                    };
-                    let local = Expr::arith(
-                        crate::kernel::ir::Arith::Sub,
-                        index.clone(),
-                        Expr::U32((j * per_part) as u64),
-                    );
-                    let local = local.to_string();
-                    let _ = match access {
-                        PartAccess::Read(var) => {
-                            write!(out, "{{ {var} = {}; }}", load_text(&part, &local))
-                        }
-                        PartAccess::Write(value) => write!(
-                            out,
-                            "{{ {} }}",
-                            store_text(&part, &local, &value.to_string())
-                        ),
-                    };
-                }
-                writeln!(out)
+                render_parts((buffer, *parts, *per_part), index, access, out);
             }
-            Inst::Store {
-                buffer,
-                index,
-                value,
-                node,
-            } => writeln!(
+            other => {
+                let line = variable_statement(other, origins)
+                    .or_else(|| memory_statement(other, origins))
+                    .unwrap_or_default();
+                let _ = writeln!(out, "    {line}");
+            }
+        }
+    }
+}
+
+/// `  // n3 add src/a.rs:12:5` after a line that computes or stores node
+/// `node`, when dumping (`origins`).
+fn note(origins: Option<&[String]>, node: Option<usize>) -> String {
+    match (origins, node) {
+        (Some(origins), Some(n)) => format!("  // n{n} {}", origins[n]),
+        _ => String::new(),
+    }
+}
+
+/// A statement on private variables and arrays, or `None`.
+fn variable_statement(inst: &Inst, origins: Option<&[String]>) -> Option<String> {
+    Some(match inst {
+        Inst::Let {
+            var,
+            ty,
+            value,
+            node,
+        } => format!(
+            "let {var}: {} = {value};{}",
+            wgsl_type(*ty),
+            note(origins, *node)
+        ),
+        Inst::Declare { var, ty, init } => match init {
+            Some(init) => format!("var {var}: {} = {init};", wgsl_type(*ty)),
+            None => format!("var {var}: {};", wgsl_type(*ty)),
+        },
+        Inst::Accumulate { var, value } => format!("{var} = {var} + {};", Operand(value)),
+        Inst::Assign { var, value } => format!("{var} = {value};"),
+        Inst::DeclareArray { var, element, len } => {
+            format!("var {var}: array<{}, {len}>;", wgsl_type(*element))
+        }
+        Inst::SetElement { var, index, value } => format!("{var}[{index}] = {value};"),
+        Inst::Break => "break;".to_string(),
+        _ => return None,
+    })
+}
+
+/// A statement on memory, textures, cooperative matrices or the
+/// workgroup, or `None`.
+fn memory_statement(inst: &Inst, origins: Option<&[String]>) -> Option<String> {
+    Some(match inst {
+        Inst::Store {
+            buffer,
+            index,
+            value,
+            node,
+        } => format!(
+            "{}{}",
+            store_text(buffer, &index.to_string(), &value.to_string()),
+            note(origins, Some(*node))
+        ),
+        Inst::TextureStore {
+            texture,
+            x,
+            y,
+            layer,
+            value,
+        } => format!("textureStore({texture}, vec2<u32>({x}, {y}), {layer}, {value});"),
+        Inst::Barrier => "workgroupBarrier();".to_string(),
+        Inst::CoopLoad { var, matrix, from } => format!(
+            "var {var} = coopLoad{}<{}>(&{}[{}], {});",
+            if from.row_major { "T" } else { "" },
+            coop_type(*matrix),
+            from.buffer,
+            from.offset,
+            from.stride
+        ),
+        Inst::CoopMultiplyAdd { acc, a, b } => format!("{acc} = coopMultiplyAdd({a}, {b}, {acc});"),
+        Inst::CoopStore { var, to } => format!(
+            "coopStore{}({var}, &{}[{}], {});",
+            if to.row_major { "T" } else { "" },
+            to.buffer,
+            to.offset,
+            to.stride
+        ),
+        Inst::Check { check, node } => format!(
+            "if ({}) {{ atomicMax(&checks[{}], {}u); }}",
+            check_condition(check),
+            check.slot(),
+            u32::MAX - *node as u32
+        ),
+        _ => return None,
+    })
+}
+
+/// Element `index` of a buffer bound in `parts` parts of `per_part`
+/// elements: an `if` chain choosing the part at run time (see
+/// `Inst::Parts`).
+fn render_parts(
+    (buffer, parts, per_part): (&Buffer, usize, usize),
+    index: &Expr,
+    access: &PartAccess,
+    out: &mut String,
+) {
+    out.push_str("    ");
+    for j in 0..parts {
+        if j > 0 {
+            out.push_str(" else ");
+        }
+        if j + 1 < parts {
+            let _ = write!(out, "if ({index} < {}u) ", (j + 1) * per_part);
+        }
+        let part = Buffer {
+            part: Some(j),
+            ..*buffer
+        };
+        let local = Expr::arith(
+            crate::kernel::ir::Arith::Sub,
+            index.clone(),
+            Expr::U32((j * per_part) as u64),
+        );
+        let local = local.to_string();
+        let _ = match access {
+            PartAccess::Read(var) => write!(out, "{{ {var} = {}; }}", load_text(&part, &local)),
+            PartAccess::Write(value) => write!(
                 out,
-                "    {}{}",
-                store_text(buffer, &index.to_string(), &value.to_string()),
-                note(Some(*node))
+                "{{ {} }}",
+                store_text(&part, &local, &value.to_string())
             ),
-            Inst::If { cond, body } => {
-                let _ = writeln!(out, "    if ({cond}) {{");
-                render_body(body, origins, out);
-                writeln!(out, "    }}")
-            }
-            Inst::Loop {
-                counter,
-                count,
-                unroll,
-                body,
-            } => {
-                render_loop((*counter, count, *unroll), body, origins, out);
-                Ok(())
-            }
-            Inst::Check { check, node } => {
-                let code = u32::MAX - *node as u32;
-                writeln!(
-                    out,
-                    "    if ({}) {{ atomicMax(&checks[{}], {code}u); }}",
-                    check_condition(check),
-                    check.slot()
-                )
-            }
         };
     }
+    out.push('\n');
 }
 
 /// The WGSL type of a cooperative matrix (`coop_mat8x8<f32, A>`).

@@ -34,7 +34,6 @@ pub(crate) fn generate_root_kernel(
     stored: &dyn Fn(usize) -> bool,
     cx: &CodegenContext,
 ) -> KernelSource {
-    let matmul_kernel = cx.target.matmul;
     let mut outputs: Vec<usize> = Vec::new();
     if write_root {
         outputs.push(root);
@@ -68,39 +67,10 @@ pub(crate) fn generate_root_kernel(
             (main, groups, Strategy::Softmax(s))
         }
         Op::Matmul => {
-            let lanes = match matmul_kernel {
-                MatmulKernel::Lanes(adapter) => {
-                    matmul_lanes(&mut g, key, root, &outputs, stored, adapter)
-                }
-                _ => None,
-            };
-            match (lanes, matmul_kernel) {
-                (Some(l), kind) => {
-                    packs = l.packs;
-                    scratch = l.scratch;
-                    let tile = Some(l.tile);
-                    let strategy = Strategy::Matmul { kernel: kind, tile };
-                    ((l.entry, l.body), l.groups, strategy)
-                }
-                (None, MatmulKernel::Tiled) => {
-                    let (entry, body, groups) = matmul(&mut g, key, root, &outputs);
-                    let kernel = MatmulKernel::Tiled;
-                    (
-                        (entry, body),
-                        groups,
-                        Strategy::Matmul { kernel, tile: None },
-                    )
-                }
-                (None, _) => {
-                    let (entry, body, groups) = matmul_blocked(&mut g, key, root, &outputs);
-                    let kernel = MatmulKernel::Blocked;
-                    (
-                        (entry, body),
-                        groups,
-                        Strategy::Matmul { kernel, tile: None },
-                    )
-                }
-            }
+            let m = matmul_root(&mut g, key, (root, &outputs), stored);
+            packs = m.packs;
+            scratch = m.scratch;
+            ((m.entry, m.body), m.groups, m.strategy)
         }
         Op::Normalize | Op::NormalizeBackward => {
             let crate::graph::GKind::Op { param_base, .. } = &key.nodes[root].kind else {
@@ -140,6 +110,57 @@ pub(crate) fn generate_root_kernel(
         packs,
         ..source
     }
+}
+
+/// A matmul root's kernel: the lane kernel where the target has one and
+/// the operands fit its textures, else the tiled or the blocked kernel.
+fn matmul_root(
+    g: &mut Gen,
+    key: &GraphKey,
+    (root, outputs): (usize, &[usize]),
+    stored: &dyn Fn(usize) -> bool,
+) -> MatmulRoot {
+    let kind = g.context().target.matmul;
+    if let MatmulKernel::Lanes(adapter) = kind
+        && let Some(l) = matmul_lanes(g, key, root, outputs, stored, adapter)
+    {
+        return MatmulRoot {
+            entry: l.entry,
+            body: l.body,
+            groups: l.groups,
+            strategy: Strategy::Matmul {
+                kernel: kind,
+                tile: Some(l.tile),
+            },
+            packs: l.packs,
+            scratch: l.scratch,
+        };
+    }
+    let (kernel, (entry, body, groups)) = if kind == MatmulKernel::Tiled {
+        (MatmulKernel::Tiled, matmul(g, key, root, outputs))
+    } else {
+        (MatmulKernel::Blocked, matmul_blocked(g, key, root, outputs))
+    };
+    MatmulRoot {
+        entry,
+        body,
+        groups,
+        strategy: Strategy::Matmul { kernel, tile: None },
+        packs: Vec::new(),
+        scratch: Vec::new(),
+    }
+}
+
+/// A matmul root's kernel and what it needs dispatched first.
+struct MatmulRoot {
+    entry: Entry,
+    body: Vec<Inst>,
+    groups: usize,
+    strategy: Strategy,
+    /// The lane kernel's packing kernels.
+    packs: Vec<KernelSource>,
+    /// The lane kernel's scratch textures.
+    scratch: Vec<(u32, u32, u32)>,
 }
 
 /// A root kernel's entry and body.

@@ -112,90 +112,6 @@ pub(crate) fn print_body(body: &[Inst], depth: usize, out: &mut String) {
     let pad = "  ".repeat(depth);
     for inst in body {
         let _ = match inst {
-            Inst::Let {
-                var,
-                ty,
-                value,
-                node,
-            } => {
-                let node = node.map(|n| format!("  ; n{n}")).unwrap_or_default();
-                writeln!(out, "{pad}{var}: {ty} = {}{node}", IrExpr(value))
-            }
-            Inst::Declare { var, ty, init } => match init {
-                Some(init) => writeln!(out, "{pad}var {var}: {ty} = {}", IrExpr(init)),
-                None => writeln!(out, "{pad}var {var}: {ty}"),
-            },
-            Inst::Accumulate { var, value } => {
-                writeln!(out, "{pad}{var} += {}", IrExpr(value))
-            }
-            Inst::Assign { var, value } => writeln!(out, "{pad}{var} = {}", IrExpr(value)),
-            Inst::DeclareArray { var, element, len } => {
-                writeln!(out, "{pad}var {var}: [{element}; {len}]")
-            }
-            Inst::SetElement { var, index, value } => {
-                writeln!(out, "{pad}{var}[{}] = {}", IrExpr(index), IrExpr(value))
-            }
-            Inst::Barrier => writeln!(out, "{pad}barrier"),
-            Inst::CoopLoad { var, matrix, from } => writeln!(
-                out,
-                "{pad}var {var}: coop<{}x{}, {}, {:?}> = coop_load {}",
-                matrix.size,
-                matrix.size,
-                matrix.dtype,
-                matrix.role,
-                CoopPlace(from)
-            ),
-            Inst::CoopMultiplyAdd { acc, a, b } => {
-                writeln!(out, "{pad}{acc} = coop_mul_add({a}, {b}, {acc})")
-            }
-            Inst::CoopStore { var, to } => {
-                writeln!(out, "{pad}coop_store {} = {var}", CoopPlace(to))
-            }
-            Inst::Break => writeln!(out, "{pad}break"),
-            Inst::TextureStore {
-                texture,
-                x,
-                y,
-                layer,
-                value,
-            } => writeln!(
-                out,
-                "{pad}texture_store {texture}[{}, {}, {}] = {}",
-                IrExpr(x),
-                IrExpr(y),
-                IrExpr(layer),
-                IrExpr(value)
-            ),
-            Inst::Parts {
-                buffer,
-                parts,
-                index,
-                access,
-                ..
-            } => match access {
-                PartAccess::Read(var) => writeln!(
-                    out,
-                    "{pad}{var} = load {buffer}[{}] (in {parts} parts)",
-                    IrExpr(index)
-                ),
-                PartAccess::Write(value) => writeln!(
-                    out,
-                    "{pad}store {buffer}[{}] = {} (in {parts} parts)",
-                    IrExpr(index),
-                    IrExpr(value)
-                ),
-            },
-            Inst::Store {
-                buffer,
-                index,
-                value,
-                node,
-            } => writeln!(
-                out,
-                "{pad}store {buffer}[{}] = {}  ; n{node}",
-                IrExpr(index),
-                IrExpr(value)
-            ),
             Inst::If { cond, body } => nested(&format!("if {} {{", IrExpr(cond)), body, depth, out),
             Inst::Loop {
                 counter,
@@ -208,18 +124,111 @@ pub(crate) fn print_body(body: &[Inst], depth: usize, out: &mut String) {
                 depth,
                 out,
             ),
-            Inst::Check { check, node } => {
-                let what = match check {
-                    Check::NonFinite { value, .. } => format!("finite {}", IrExpr(value)),
-                    Check::Nan { value, .. } => format!("not nan {}", IrExpr(value)),
-                    Check::Index { index, size } => {
-                        format!("{} in 0..{}", IrExpr(index), IrExpr(size))
-                    }
-                };
-                writeln!(out, "{pad}check {what}  ; n{node}")
-            }
+            other => writeln!(
+                out,
+                "{pad}{}",
+                variable_line(other)
+                    .or_else(|| memory_line(other))
+                    .unwrap_or_default()
+            ),
         };
     }
+}
+
+/// An instruction on private variables and arrays, or `None`.
+fn variable_line(inst: &Inst) -> Option<String> {
+    Some(match inst {
+        Inst::Let {
+            var,
+            ty,
+            value,
+            node,
+        } => {
+            let node = node.map(|n| format!("  ; n{n}")).unwrap_or_default();
+            format!("{var}: {ty} = {}{node}", IrExpr(value))
+        }
+        Inst::Declare { var, ty, init } => match init {
+            Some(init) => format!("var {var}: {ty} = {}", IrExpr(init)),
+            None => format!("var {var}: {ty}"),
+        },
+        Inst::Accumulate { var, value } => format!("{var} += {}", IrExpr(value)),
+        Inst::Assign { var, value } => format!("{var} = {}", IrExpr(value)),
+        Inst::DeclareArray { var, element, len } => format!("var {var}: [{element}; {len}]"),
+        Inst::SetElement { var, index, value } => {
+            format!("{var}[{}] = {}", IrExpr(index), IrExpr(value))
+        }
+        Inst::Break => "break".to_string(),
+        Inst::Check { check, node } => {
+            let what = match check {
+                Check::NonFinite { value, .. } => format!("finite {}", IrExpr(value)),
+                Check::Nan { value, .. } => format!("not nan {}", IrExpr(value)),
+                Check::Index { index, size } => {
+                    format!("{} in 0..{}", IrExpr(index), IrExpr(size))
+                }
+            };
+            format!("check {what}  ; n{node}")
+        }
+        _ => return None,
+    })
+}
+
+/// An instruction on memory, textures, cooperative matrices or the
+/// workgroup, or `None`.
+fn memory_line(inst: &Inst) -> Option<String> {
+    Some(match inst {
+        Inst::Barrier => "barrier".to_string(),
+        Inst::CoopLoad { var, matrix, from } => format!(
+            "var {var}: coop<{}x{}, {}, {:?}> = coop_load {}",
+            matrix.size,
+            matrix.size,
+            matrix.dtype,
+            matrix.role,
+            CoopPlace(from)
+        ),
+        Inst::CoopMultiplyAdd { acc, a, b } => format!("{acc} = coop_mul_add({a}, {b}, {acc})"),
+        Inst::CoopStore { var, to } => format!("coop_store {} = {var}", CoopPlace(to)),
+        Inst::TextureStore {
+            texture,
+            x,
+            y,
+            layer,
+            value,
+        } => format!(
+            "texture_store {texture}[{}, {}, {}] = {}",
+            IrExpr(x),
+            IrExpr(y),
+            IrExpr(layer),
+            IrExpr(value)
+        ),
+        Inst::Parts {
+            buffer,
+            parts,
+            index,
+            access,
+            ..
+        } => match access {
+            PartAccess::Read(var) => format!(
+                "{var} = load {buffer}[{}] (in {parts} parts)",
+                IrExpr(index)
+            ),
+            PartAccess::Write(value) => format!(
+                "store {buffer}[{}] = {} (in {parts} parts)",
+                IrExpr(index),
+                IrExpr(value)
+            ),
+        },
+        Inst::Store {
+            buffer,
+            index,
+            value,
+            node,
+        } => format!(
+            "store {buffer}[{}] = {}  ; n{node}",
+            IrExpr(index),
+            IrExpr(value)
+        ),
+        _ => return None,
+    })
 }
 
 #[cfg(test)]

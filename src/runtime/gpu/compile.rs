@@ -7,8 +7,8 @@ use std::sync::{Arc, Mutex};
 
 use lru::LruCache;
 
-use super::dynamic::{Printing, generalize_kernels, probe_texts};
-use super::sites::{Site, note_miss, record_site};
+use super::dynamic::{KernelTexts, Printing, generalize_kernels, probe_texts};
+use super::sites::{Site, SiteRecord, note_miss, record_site};
 use crate::codegen::{
     CodegenContext, KernelSource, generate_kernel, generate_root_kernel, lower_kernel,
     validate_wgsl,
@@ -222,24 +222,12 @@ pub(super) fn executable(
     metrics: &Metrics,
     graph: &Graph,
 ) -> Result<(Arc<Executable>, bool)> {
-    if let Some(entries) = caches.executables.get(&graph.hash) {
-        if let Some((_, exe)) = entries.iter().find(|(k, _)| *k == graph.key) {
-            metrics.add("graph_cache_hits", 1);
-            return Ok((exe.clone(), false));
-        }
+    if let Some(exe) = cached(caches, graph) {
+        metrics.add("graph_cache_hits", 1);
+        return Ok((exe, false));
     }
     metrics.add("graph_cache_misses", 1);
-    for (i, node) in graph.key.nodes.iter().enumerate() {
-        if let Some(feature) = target.missing_feature(node.dtype) {
-            return Err(Error::Unsupported {
-                what: format!(
-                    "an {} value (recorded at {})",
-                    node.dtype, graph.locations[i]
-                ),
-                feature,
-            });
-        }
-    }
+    supported(target, graph)?;
     let compile_start = std::time::Instant::now();
     let mut site = note_miss(caches, graph);
     let traced = graph;
@@ -267,26 +255,7 @@ pub(super) fn executable(
     let donations = plan_donations(graph, &cx, &groups, &available, &mut sources);
     // Dynamic sizes: kernels generic over what changed since the site's
     // last graph; when every one is found compiled, nothing compiles.
-    let pipelines = &caches.pipelines;
-    let mut probe = None;
-    let texts = generalize_kernels(
-        before.map(|b| &b.kernels),
-        &mut sources,
-        Printing {
-            compiled: &|wgsl| pipelines.contains(wgsl),
-            origins: cx.origins,
-        },
-        &mut |k, d| {
-            let texts = probe.get_or_insert_with(|| {
-                let plain = CodegenContext {
-                    origins: None,
-                    ..cx
-                };
-                before.and_then(|b| probe_texts(traced, &b.key, &plain))
-            });
-            texts.as_ref()?.get(k)?.get(d).cloned()
-        },
-    );
+    let texts = make_generic(&caches.pipelines, (traced, before), &cx, &mut sources);
     let compiles = sources
         .iter()
         .flat_map(KernelSource::dispatches)
@@ -302,17 +271,19 @@ pub(super) fn executable(
             graph.hash
         );
     }
-    let mut kernels = Vec::with_capacity(sources.len());
-    for (k, source) in sources.into_iter().enumerate() {
-        kernels.push(compile_kernel(
-            (ctx, target),
-            caches,
-            metrics,
-            graph,
-            k,
-            source,
-        )?);
-    }
+    // Every dispatch of the graph was lowered to IR for these sizes, also
+    // where each then found a generic kernel compiled (sizes are not yet
+    // symbols the executable could bind without lowering).
+    let lowered = sources
+        .iter()
+        .map(|s| s.dispatches().count())
+        .sum::<usize>();
+    metrics.add("kernels_lowered", lowered as u64);
+    let kernels = sources
+        .into_iter()
+        .enumerate()
+        .map(|(k, source)| compile_kernel((ctx, target), caches, metrics, graph, k, source))
+        .collect::<Result<Vec<_>>>()?;
     metrics.add(
         if compiles {
             "graphs_compiled"
@@ -328,17 +299,7 @@ pub(super) fn executable(
         crate::debug::dump(dir, graph, &sources, origins);
     }
     let releases = plan_releases(&graph.key, &kernels);
-    // Anomaly mode: the flags the kernels set, cleared at each run.
-    let checks = graph.key.checked.then(|| {
-        ctx.device.create_buffer(&wgpu::BufferDescriptor {
-            label: Some("lazywgpu anomaly checks"),
-            size: 8,
-            usage: wgpu::BufferUsages::STORAGE
-                | wgpu::BufferUsages::COPY_SRC
-                | wgpu::BufferUsages::COPY_DST,
-            mapped_at_creation: false,
-        })
-    });
+    let checks = graph.key.checked.then(|| checks_buffer(ctx));
     let exe = Arc::new(Executable {
         key: graph.key.clone(),
         origin,
@@ -356,6 +317,72 @@ pub(super) fn executable(
         }
     }
     Ok((exe, compiles))
+}
+
+/// The executable compiled before for `graph`'s key, if any.
+fn cached(caches: &mut GpuCaches, graph: &Graph) -> Option<Arc<Executable>> {
+    let entries = caches.executables.get(&graph.hash)?;
+    let (_, exe) = entries.iter().find(|(k, _)| *k == graph.key)?;
+    Some(exe.clone())
+}
+
+/// An error naming the first value whose dtype the target cannot compute.
+fn supported(target: &Target, graph: &Graph) -> Result<()> {
+    for (i, node) in graph.key.nodes.iter().enumerate() {
+        if let Some(feature) = target.missing_feature(node.dtype) {
+            return Err(Error::Unsupported {
+                what: format!(
+                    "an {} value (recorded at {})",
+                    node.dtype, graph.locations[i]
+                ),
+                feature,
+            });
+        }
+    }
+    Ok(())
+}
+
+/// Makes the kernels of a recompiled site generic over its changing
+/// sizes (`generalize_kernels`), against its last graph (`before`) and,
+/// where needed, a probe of a third size made from `traced`. Returns the
+/// kernels to record for the site.
+fn make_generic(
+    pipelines: &LruCache<String, Arc<wgpu::ComputePipeline>>,
+    (traced, before): (&Graph, Option<&SiteRecord>),
+    cx: &CodegenContext,
+    sources: &mut [KernelSource],
+) -> KernelTexts {
+    let mut probe = None;
+    generalize_kernels(
+        before.map(|b| &b.kernels),
+        sources,
+        Printing {
+            compiled: &|wgsl| pipelines.contains(wgsl),
+            origins: cx.origins,
+        },
+        &mut |k, d| {
+            let texts = probe.get_or_insert_with(|| {
+                let plain = CodegenContext {
+                    origins: None,
+                    ..*cx
+                };
+                before.and_then(|b| probe_texts(traced, &b.key, &plain))
+            });
+            texts.as_ref()?.get(k)?.get(d).cloned()
+        },
+    )
+}
+
+/// Anomaly mode: the two flag words the kernels set, cleared at each run.
+fn checks_buffer(ctx: &GpuContext) -> wgpu::Buffer {
+    ctx.device.create_buffer(&wgpu::BufferDescriptor {
+        label: Some("lazywgpu anomaly checks"),
+        size: 8,
+        usage: wgpu::BufferUsages::STORAGE
+            | wgpu::BufferUsages::COPY_SRC
+            | wgpu::BufferUsages::COPY_DST,
+        mapped_at_creation: false,
+    })
 }
 
 /// The strategy of each kernel, keyed by its root or its first output.
