@@ -118,3 +118,33 @@ fn a_matmul_over_an_inner_dimension_longer_than_the_loop_limit() {
     let want = common::matmul_f64(&ah, &bh, (1, m, LONG, n));
     common::assert_close(&got, &want, 1e-4, 1e-2, "matmul over 70,000");
 }
+
+/// A matmul whose inner dimension passes what the blocked kernel's K
+/// steps can loop over (about a million: the lane kernel's textures
+/// stop at 16,384): it is split into chunks whose partial products are
+/// summed. A weight gradient of a convolution over a large batch has
+/// such a K.
+#[test]
+fn a_matmul_over_an_inner_dimension_of_over_a_million() {
+    let Some(dev) = common::gpu() else { return };
+    for (m, k, n) in [(2, 1_100_003, 3), (3, 1 << 20, 2)] {
+        let (ah, bh) = (common::data(m * k, 17), common::data(k * n, 19));
+        let a = Tensor::from_vec(ah.clone(), [m, k], &dev).unwrap();
+        let b = Tensor::from_vec(bh.clone(), [k, n], &dev).unwrap();
+        let got = a.matmul(&b).to_vec::<f32>().unwrap();
+        let want = common::matmul_f64(&ah, &bh, (1, m, k, n));
+        common::assert_close(&got, &want, 1e-3, 1e-1, &format!("matmul over K = {k}"));
+        // Through a transposed operand, as a weight gradient reads it.
+        let bt = Tensor::from_vec(bh.clone(), [n, k], &dev).unwrap();
+        let got = a.matmul(&bt.t()).to_vec::<f32>().unwrap();
+        let bt_h: Vec<f32> = (0..k * n).map(|i| bh[(i % n) * k + i / n]).collect();
+        let want = common::matmul_f64(&ah, &bt_h, (1, m, k, n));
+        common::assert_close(
+            &got,
+            &want,
+            1e-3,
+            1e-1,
+            &format!("matmul by a transpose, K = {k}"),
+        );
+    }
+}

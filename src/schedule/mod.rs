@@ -20,7 +20,9 @@ mod donation;
 mod split;
 
 pub(crate) use donation::reads_only_at_own_element;
-pub(crate) use split::{Lowered, split_reductions};
+#[cfg(test)]
+pub(crate) use split::split_reductions;
+pub(crate) use split::{Lowered, lower_for_gpu};
 
 use crate::graph::op::Op;
 use crate::graph::{GKind, GraphKey};

@@ -6,9 +6,9 @@
 //! it: the traced graph, its cache key and the CPU reference keep plain
 //! one-stage reductions.
 
-use crate::graph::op::{Op, ReduceOp};
+use crate::graph::op::{BinaryOp, Op, ReduceOp};
 use crate::graph::{GKind, GNode, GraphKey};
-use crate::shape::numel;
+use crate::shape::{Layout, contiguous_strides, numel};
 
 /// Reduced elements from which a reduction with few outputs is split.
 const SPLIT_THRESHOLD: usize = 1 << 16;
@@ -38,12 +38,9 @@ pub(crate) fn split_parts(op: ReduceOp, reduced: usize, outer: usize) -> Option<
 /// `parts`), the reduction of that dim, and a reshape back to the
 /// original node's shape. One pass; nodes keep their order.
 pub(crate) fn split_reductions(key: &GraphKey) -> Lowered {
-    let mut nodes: Vec<GNode> = Vec::with_capacity(key.nodes.len());
-    let mut origin: Vec<usize> = Vec::with_capacity(key.nodes.len());
-    // Index in the lowered graph of each traced node's value.
-    let mut new_index: Vec<usize> = Vec::with_capacity(key.nodes.len());
+    let mut lowering = Lowering::new(key);
     for (i, node) in key.nodes.iter().enumerate() {
-        let inputs: Vec<usize> = node.inputs.iter().map(|&j| new_index[j]).collect();
+        let inputs: Vec<usize> = node.inputs.iter().map(|&j| lowering.new_index[j]).collect();
         let split = match &node.kind {
             GKind::Op {
                 op: Op::Reduce { op, axes, parts: 1 },
@@ -57,12 +54,7 @@ pub(crate) fn split_reductions(key: &GraphKey) -> Lowered {
             _ => None,
         };
         let Some((op, axes, parts)) = split else {
-            nodes.push(GNode {
-                inputs,
-                ..node.clone()
-            });
-            origin.push(i);
-            new_index.push(nodes.len() - 1);
+            lowering.keep(i, node, inputs);
             continue;
         };
         let mut partial_shape = node.shape.clone();
@@ -70,42 +62,200 @@ pub(crate) fn split_reductions(key: &GraphKey) -> Lowered {
         let last = partial_shape.len() - 1;
         let mut total_shape = node.shape.clone();
         total_shape.push(1);
-        let reduce = |op, axes, parts| GKind::Op {
-            op: Op::Reduce { op, axes, parts },
-            param_base: 0,
+        let reduce = |op, axes, parts| Op::Reduce { op, axes, parts };
+        let dtype = node.dtype;
+        let partial = lowering.push(i, reduce(op, axes, parts), partial_shape, dtype, inputs);
+        let total = reduce(op, vec![last], 1);
+        let total = lowering.push(i, total, total_shape, dtype, vec![partial]);
+        let out = lowering.push(i, Op::Reshape, node.shape.clone(), dtype, vec![total]);
+        lowering.new_index.push(out);
+    }
+    lowering.finish(key)
+}
+
+/// Inner dimensions from which a matmul is split on adapters whose loops
+/// stop early (`Target::loop_limit`): the blocked kernel, which takes
+/// every K past the lane kernel's textures, loops over K in steps of 16,
+/// and past about a million the steps alone pass lavapipe's 65,535.
+const SPLIT_K_THRESHOLD: usize = 1 << 19;
+
+/// The inner dimension of each part of a split matmul (8,192 K steps).
+const SPLIT_K_CHUNK: usize = 1 << 17;
+
+/// `key` with every matmul over an inner dimension of at least
+/// `SPLIT_K_THRESHOLD` split along K, where the target's loops are
+/// limited (`loop_limit`): `P` chunks of `SPLIT_K_CHUNK` as one batched
+/// matmul over strided views of both operands (no copy), their partial
+/// products summed, plus a matmul of the remaining columns when K is not
+/// a whole number of chunks. Matmuls whose operands' batch dims differ
+/// are left whole. One pass; nodes keep their order.
+pub(crate) fn split_long_matmuls(key: &GraphKey, loop_limit: Option<usize>) -> Lowered {
+    let mut lowering = Lowering::new(key);
+    for (i, node) in key.nodes.iter().enumerate() {
+        let inputs: Vec<usize> = node.inputs.iter().map(|&j| lowering.new_index[j]).collect();
+        let split = loop_limit.is_some() && is_long_matmul(key, node);
+        if !split {
+            lowering.keep(i, node, inputs);
+            continue;
+        }
+        let a_shape = &key.nodes[node.inputs[0]].shape;
+        let b_shape = &key.nodes[node.inputs[1]].shape;
+        let r = a_shape.len();
+        let (m, k, n) = (a_shape[r - 2], a_shape[r - 1], b_shape[r - 1]);
+        let batch = &a_shape[..r - 2];
+        let (sa, sb) = (contiguous_strides(a_shape), contiguous_strides(b_shape));
+        let parts = k / SPLIT_K_CHUNK;
+        let rest = k % SPLIT_K_CHUNK;
+        let with_batch = |tail: &[usize]| [batch, tail].concat();
+        let batch_strides = |s: &[usize], tail: &[usize]| [&s[..r - 2], tail].concat();
+        let view = |offset, strides| Op::AsStrided(Layout { strides, offset });
+        let c = SPLIT_K_CHUNK;
+        // Chunk p of A's row: (.., p, i, j) -> A(.., i, p c + j); of B's
+        // column: (.., p, j, l) -> B(.., p c + j, l).
+        let a_chunks = lowering.push(
+            i,
+            view(0, batch_strides(&sa, &[c, k, 1])),
+            with_batch(&[parts, m, c]),
+            node.dtype,
+            vec![inputs[0]],
+        );
+        let b_chunks = lowering.push(
+            i,
+            view(0, batch_strides(&sb, &[c * n, n, 1])),
+            with_batch(&[parts, c, n]),
+            node.dtype,
+            vec![inputs[1]],
+        );
+        let dtype = node.dtype;
+        let partial = lowering.push(
+            i,
+            Op::Matmul,
+            with_batch(&[parts, m, n]),
+            dtype,
+            vec![a_chunks, b_chunks],
+        );
+        let sum = Op::Reduce {
+            op: ReduceOp::Sum,
+            axes: vec![r - 2],
+            parts: 1,
         };
-        nodes.push(GNode {
-            kind: reduce(op, axes, parts),
-            shape: partial_shape,
-            dtype: node.dtype,
+        let summed = lowering.push(i, sum, with_batch(&[1, m, n]), dtype, vec![partial]);
+        let mut out = lowering.push(i, Op::Reshape, node.shape.clone(), dtype, vec![summed]);
+        if rest > 0 {
+            let done = parts * c;
+            let a_rest = lowering.push(
+                i,
+                view(done, batch_strides(&sa, &[k, 1])),
+                with_batch(&[m, rest]),
+                dtype,
+                vec![inputs[0]],
+            );
+            let b_rest = lowering.push(
+                i,
+                view(done * n, batch_strides(&sb, &[n, 1])),
+                with_batch(&[rest, n]),
+                dtype,
+                vec![inputs[1]],
+            );
+            let last = lowering.push(
+                i,
+                Op::Matmul,
+                node.shape.clone(),
+                dtype,
+                vec![a_rest, b_rest],
+            );
+            let add = Op::Binary(BinaryOp::Add);
+            out = lowering.push(i, add, node.shape.clone(), dtype, vec![out, last]);
+        }
+        lowering.new_index.push(out);
+    }
+    lowering.finish(key)
+}
+
+/// Whether `node` is a matmul over at least `SPLIT_K_THRESHOLD` inner
+/// elements whose operands have the same batch dims.
+fn is_long_matmul(key: &GraphKey, node: &GNode) -> bool {
+    let GKind::Op { op: Op::Matmul, .. } = node.kind else {
+        return false;
+    };
+    let a_shape = &key.nodes[node.inputs[0]].shape;
+    let b_shape = &key.nodes[node.inputs[1]].shape;
+    let r = a_shape.len();
+    r >= 2
+        && b_shape.len() == r
+        && a_shape[..r - 2] == b_shape[..r - 2]
+        && a_shape[r - 1] >= SPLIT_K_THRESHOLD
+}
+
+/// A graph being lowered node by node: the nodes so far, the traced node
+/// each computes (part of), and where each traced node's value went.
+struct Lowering {
+    nodes: Vec<GNode>,
+    origin: Vec<usize>,
+    new_index: Vec<usize>,
+}
+
+impl Lowering {
+    fn new(key: &GraphKey) -> Lowering {
+        Lowering {
+            nodes: Vec::with_capacity(key.nodes.len()),
+            origin: Vec::with_capacity(key.nodes.len()),
+            new_index: Vec::with_capacity(key.nodes.len()),
+        }
+    }
+
+    /// Traced node `i` as it is, reading `inputs`.
+    fn keep(&mut self, i: usize, node: &GNode, inputs: Vec<usize>) {
+        self.nodes.push(GNode {
+            inputs,
+            ..node.clone()
+        });
+        self.origin.push(i);
+        self.new_index.push(self.nodes.len() - 1);
+    }
+
+    /// A new node computing part of traced node `i`; returns its index.
+    fn push(
+        &mut self,
+        i: usize,
+        op: Op,
+        shape: Vec<usize>,
+        dtype: crate::dtype::DType,
+        inputs: Vec<usize>,
+    ) -> usize {
+        self.nodes.push(GNode {
+            kind: GKind::Op { op, param_base: 0 },
+            shape,
+            dtype,
             inputs,
         });
-        nodes.push(GNode {
-            kind: reduce(op, vec![last], 1),
-            shape: total_shape,
-            dtype: node.dtype,
-            inputs: vec![nodes.len() - 1],
-        });
-        nodes.push(GNode {
-            kind: GKind::Op {
-                op: Op::Reshape,
-                param_base: 0,
-            },
-            shape: node.shape.clone(),
-            dtype: node.dtype,
-            inputs: vec![nodes.len() - 1],
-        });
-        origin.extend([i, i, i]);
-        new_index.push(nodes.len() - 1);
+        self.origin.push(i);
+        self.nodes.len() - 1
     }
+
+    fn finish(self, key: &GraphKey) -> Lowered {
+        Lowered {
+            key: GraphKey {
+                nodes: self.nodes,
+                outputs: key.outputs.iter().map(|&o| self.new_index[o]).collect(),
+                fused: key.fused,
+                checked: key.checked,
+                donatable: key.donatable.clone(),
+            },
+            origin: self.origin,
+        }
+    }
+}
+
+/// The graph lowered for a target: long matmuls split along K where
+/// loops are limited (`split_long_matmuls`), then long reductions split
+/// in two (`split_reductions`); `origin` maps to the traced graph.
+pub(crate) fn lower_for_gpu(key: &GraphKey, loop_limit: Option<usize>) -> Lowered {
+    let first = split_long_matmuls(key, loop_limit);
+    let second = split_reductions(&first.key);
+    let origin = second.origin.iter().map(|&o| first.origin[o]).collect();
     Lowered {
-        key: GraphKey {
-            nodes,
-            outputs: key.outputs.iter().map(|&o| new_index[o]).collect(),
-            fused: key.fused,
-            checked: key.checked,
-            donatable: key.donatable.clone(),
-        },
+        key: second.key,
         origin,
     }
 }

@@ -19,7 +19,7 @@ use crate::graph::{GKind, Graph, GraphKey};
 use crate::kernel::{Precedents, Target};
 use crate::metrics::Metrics;
 use crate::schedule::{
-    KernelGroup, KernelKind, Lowered, reads_only_at_own_element, schedule, split_reductions,
+    KernelGroup, KernelKind, Lowered, lower_for_gpu, reads_only_at_own_element, schedule,
 };
 use crate::shape::numel;
 
@@ -231,7 +231,7 @@ pub(super) fn executable(
     let compile_start = std::time::Instant::now();
     let mut site = note_miss(caches, graph);
     let traced = graph;
-    let Lowered { key, origin } = split_reductions(&traced.key);
+    let Lowered { key, origin } = lower_for_gpu(&traced.key, target.loop_limit);
     let graph = &traced.lowered(key, &origin);
     // Dumped kernels name the graph node and source line on each line.
     let origins = caches.dump_dir.as_ref().map(|_| node_labels(graph));

@@ -12,7 +12,7 @@ use crate::codegen::{CodegenContext, KernelSource, kernel_wgsl, validate_wgsl};
 use crate::graph::{Graph, GraphKey, probe_key};
 use crate::kernel::Kernel;
 use crate::kernel::generic::{Generic, generalize};
-use crate::schedule::{Lowered, split_reductions};
+use crate::schedule::{Lowered, lower_for_gpu};
 
 /// One dispatch's kernel lowered for a graph's own sizes, and which of
 /// its literals are dynamic (none: it stayed concrete).
@@ -137,7 +137,7 @@ pub(super) fn probe_texts(
     let identity: Vec<usize> = (0..key.nodes.len()).collect();
     let probe = traced.lowered(key, &identity);
     let generated = catch_unwind(AssertUnwindSafe(|| {
-        let Lowered { key, origin } = split_reductions(&probe.key);
+        let Lowered { key, origin } = lower_for_gpu(&probe.key, cx.target.loop_limit);
         let graph = probe.lowered(key, &origin);
         let (groups, available, mut sources) = generate(&graph, cx);
         plan_donations(&graph, cx, &groups, &available, &mut sources);
