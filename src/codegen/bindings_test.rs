@@ -18,7 +18,11 @@ pub(super) fn kernels_of(outputs: &[&Tensor], target: &Target) -> Vec<KernelSour
 }
 
 /// `kernels_of`, in anomaly mode when `checked`.
-fn kernels_checked(outputs: &[&Tensor], target: &Target, checked: bool) -> Vec<KernelSource> {
+pub(super) fn kernels_checked(
+    outputs: &[&Tensor],
+    target: &Target,
+    checked: bool,
+) -> Vec<KernelSource> {
     let nodes: Vec<_> = outputs.iter().map(|t| t.node()).collect();
     let graph = Graph::collect_with(&nodes, true, checked);
     let key = &split_reductions(&graph.key).key;

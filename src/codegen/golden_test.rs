@@ -7,7 +7,7 @@
 use std::path::PathBuf;
 
 use super::KernelSource;
-use super::bindings_test::kernels_of;
+use super::bindings_test::{kernels_checked, kernels_of};
 use super::validate::validate_wgsl;
 use crate::kernel::{MatmulKernel, ReduceStrategy, SoftmaxStrategy, Strategy, Target};
 use crate::nn::functional::layer_norm;
@@ -145,6 +145,13 @@ fn golden_kernels_in_both_printers() {
             Strategy::Attention,
         ),
     );
+    // The same chain in anomaly mode: its checks legalised into an `if`
+    // around an atomic maximum of the flags.
+    let checked = kernels_checked(&[&(&x * 3.0).exp().log()], &Target::lavapipe(), true);
+    let [kernel] = &checked[..] else {
+        panic!("one checked kernel, got {}", checked.len())
+    };
+    golden_kernel("elementwise_checked", kernel);
     // An elementwise kernel, four elements an invocation.
     let e = (&x * 3.0).exp();
     golden_kernel(

@@ -5,7 +5,7 @@
 use std::fmt::{self, Write};
 
 use crate::dtype::DType;
-use crate::kernel::ir::{Buffer, Builtin, Check, CoopMatrix, Expr, Inst, PartAccess, Ty, Var};
+use crate::kernel::ir::{Buffer, Builtin, CoopMatrix, Expr, Inst, PartAccess, Ty, Var};
 use crate::kernel::{Binding, Declared, Entry, Kernel};
 
 use super::exprs::{
@@ -158,6 +158,7 @@ fn call_text(func: Builtin, args: &[Expr]) -> String {
     let name = match func {
         Builtin::Min => "min",
         Builtin::Max => "max",
+        Builtin::Any => "any",
         Builtin::Vec4 => "vec4<f32>",
         Builtin::SubgroupBroadcast => "subgroupBroadcast",
         Builtin::SubgroupShuffle => "subgroupShuffle",
@@ -461,12 +462,12 @@ fn memory_statement(inst: &Inst, origins: Option<&[String]>) -> Option<String> {
             to.offset,
             to.stride
         ),
-        Inst::Check { check, node } => format!(
-            "if ({}) {{ atomicMax(&checks[{}], {}u); }}",
-            check_condition(check),
-            check.slot(),
-            u32::MAX - *node as u32
-        ),
+        Inst::AtomicMax {
+            array,
+            index,
+            value,
+        } => format!("atomicMax(&{array}[{index}], {value});"),
+        Inst::Check { .. } => unreachable!("checks are legalised (kernel::legalise)"),
         _ => return None,
     })
 }
@@ -551,35 +552,6 @@ fn render_loop(
         out.push_str("    } }\n");
     }
     out.push_str("    }\n");
-}
-
-/// The WGSL condition under which `check` fails.
-fn check_condition(check: &Check) -> String {
-    let nonfinite = |e: &Expr, vec: bool| is_nonfinite(&e.to_string(), vec);
-    match check {
-        Check::NonFinite { value, inputs, vec } => {
-            let produced = nonfinite(value, *vec);
-            // Lanes compare as vectors of bools: `&` and `|` keep them per
-            // lane.
-            let (and, or, not_any) = if *vec {
-                (" & ", " | ", "any")
-            } else {
-                (" && ", " || ", "")
-            };
-            let cond = if inputs.is_empty() {
-                produced
-            } else {
-                let seen: Vec<String> = inputs.iter().map(|i| nonfinite(i, *vec)).collect();
-                format!("{produced}{and}!({})", seen.join(or))
-            };
-            format!("{not_any}({cond})")
-        }
-        Check::Nan { value, vec } => {
-            let nan = is_nan(&value.to_string(), *vec);
-            if *vec { format!("any({nan})") } else { nan }
-        }
-        Check::Index { index, size } => format!("{index} < 0i || {index} >= {size}"),
-    }
 }
 
 #[cfg(test)]

@@ -73,6 +73,10 @@ pub(crate) enum Arith {
     Or,
     /// `a >> b` on `u32`s.
     Shr,
+    /// Lane by lane `a && b` on `vec4<bool>`s.
+    LaneAnd,
+    /// Lane by lane `a || b` on `vec4<bool>`s.
+    LaneOr,
 }
 
 impl Arith {
@@ -90,6 +94,8 @@ impl Arith {
             Arith::And => "&&",
             Arith::Or => "||",
             Arith::Shr => ">>",
+            Arith::LaneAnd => "&",
+            Arith::LaneOr => "|",
         }
     }
 }
@@ -303,6 +309,8 @@ pub(crate) enum Builtin {
     Min,
     /// The larger of two numbers (NaN unspecified on floats).
     Max,
+    /// Whether any lane of a `vec4<bool>` holds.
+    Any,
     /// A `vec4<f32>` of four `f32`s.
     Vec4,
     /// `args[0]` as lane `args[1]` (a uniform `u32`) of the subgroup holds it.
@@ -427,6 +435,13 @@ pub(crate) enum Inst {
     Barrier,
     /// Leaves the innermost `Loop`.
     Break,
+    /// `array[index] = max(array[index], value)`, atomically, on the
+    /// `u32` atomics bound as `array` (the anomaly flags, `checks`).
+    AtomicMax {
+        array: &'static str,
+        index: Expr,
+        value: Expr,
+    },
     /// A cooperative matrix variable loaded from `from`.
     #[cfg_attr(
         not(test),
@@ -522,6 +537,7 @@ impl Inst {
                 x, y, layer, value, ..
             } => vec![x, y, layer, value],
             Inst::If { cond, .. } => vec![cond],
+            Inst::AtomicMax { index, value, .. } => vec![index, value],
             Inst::Loop { count, .. } => vec![count],
             Inst::Check { check, .. } => match check {
                 Check::NonFinite { value, inputs, .. } => {
@@ -640,7 +656,9 @@ pub(crate) fn reads_output_elsewhere(body: &[Inst], own: &Expr) -> bool {
         Inst::Store { index, value, .. } => in_expr(index, own) || in_expr(value, own),
         Inst::If { cond, body } => in_expr(cond, own) || reads_output_elsewhere(body, own),
         Inst::Loop { body, .. } => reads_output_elsewhere(body, own),
-        Inst::SetElement { index, value, .. } => in_expr(index, own) || in_expr(value, own),
+        Inst::SetElement { index, value, .. } | Inst::AtomicMax { index, value, .. } => {
+            in_expr(index, own) || in_expr(value, own)
+        }
         Inst::TextureStore {
             x, y, layer, value, ..
         } => [x, y, layer, value].iter().any(|e| in_expr(e, own)),

@@ -5,9 +5,10 @@
 //! NaN wherever either operand is (f16 and bf16 too: they are computed
 //! in f32) (WGSL's `max`/`min` leave NaN
 //! unspecified), so it becomes selects on `IsNan` around the built-in.
-//! The printers then never decide a NaN rule.
+//! Anomaly checks become an `If` around an `AtomicMax` of the flags.
+//! The printers then never decide a NaN rule or how a check flags.
 
-use super::ir::{Builtin, Expr, Inst};
+use super::ir::{Arith, Builtin, Check, Expr, Inst};
 use crate::dtype::DType;
 use crate::graph::op::BinaryOp;
 
@@ -20,9 +21,69 @@ pub(crate) fn legalise(mut body: Vec<Inst>) -> Vec<Inst> {
 }
 
 fn legalise_inst(inst: &mut Inst) {
+    if let Inst::Check { check, node } = inst {
+        *inst = flag_if_failed(check, *node);
+    }
     inst.exprs_mut().into_iter().for_each(legalise_expr);
     for body in inst.bodies_mut() {
         body.iter_mut().for_each(legalise_inst);
+    }
+}
+
+/// An anomaly check as primitives: where `check` fails, the atomic
+/// maximum of its word of the `checks` flags and `u32::MAX - node` (the
+/// earliest node flagged wins: see `Check::slot`).
+fn flag_if_failed(check: &Check, node: usize) -> Inst {
+    let nonfinite = |e: &Expr, vec| Expr::IsNonFinite {
+        x: Box::new(e.clone()),
+        vec,
+    };
+    let any = |cond: Expr, vec: bool| {
+        if vec {
+            Expr::call(Builtin::Any, vec![cond])
+        } else {
+            cond
+        }
+    };
+    let cond = match check {
+        Check::NonFinite { value, inputs, vec } => {
+            // Lanes combine as vectors of bools, lane by lane.
+            let (and, or) = if *vec {
+                (Arith::LaneAnd, Arith::LaneOr)
+            } else {
+                (Arith::And, Arith::Or)
+            };
+            let produced = nonfinite(value, *vec);
+            let seen = inputs
+                .iter()
+                .map(|i| nonfinite(i, *vec))
+                .reduce(|a, b| Expr::arith(or, a, b));
+            let cond = match seen {
+                Some(seen) => Expr::arith(and, produced, Expr::Not(Box::new(seen))),
+                None => produced,
+            };
+            any(cond, *vec)
+        }
+        Check::Nan { value, vec } => any(
+            Expr::IsNan {
+                x: Box::new(value.clone()),
+                vec: *vec,
+            },
+            *vec,
+        ),
+        Check::Index { index, size } => Expr::arith(
+            Arith::Or,
+            Expr::arith(Arith::Lt, index.clone(), Expr::I32(0)),
+            Expr::arith(Arith::Ge, index.clone(), size.clone()),
+        ),
+    };
+    Inst::If {
+        cond,
+        body: vec![Inst::AtomicMax {
+            array: "checks",
+            index: Expr::count(check.slot()),
+            value: Expr::U32((u32::MAX - node as u32) as u64),
+        }],
     }
 }
 

@@ -44,6 +44,7 @@ impl fmt::Display for IrExpr<'_> {
                 let name = match func {
                     Builtin::Min => "min",
                     Builtin::Max => "max",
+                    Builtin::Any => "any",
                     Builtin::Vec4 => "vec4",
                     Builtin::SubgroupBroadcast => "subgroup_broadcast",
                     Builtin::SubgroupShuffle => "subgroup_shuffle",
@@ -177,6 +178,11 @@ fn variable_line(inst: &Inst) -> Option<String> {
 fn memory_line(inst: &Inst) -> Option<String> {
     Some(match inst {
         Inst::Barrier => "barrier".to_string(),
+        Inst::AtomicMax {
+            array,
+            index,
+            value,
+        } => format!("atomic_max {array}[{}] = {}", IrExpr(index), IrExpr(value)),
         Inst::CoopLoad { var, matrix, from } => format!(
             "var {var}: coop<{}x{}, {}, {:?}> = coop_load {}",
             matrix.size,
