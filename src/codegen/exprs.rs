@@ -117,9 +117,7 @@ pub(super) fn binary_expr(b: BinaryOp, operand: DType, a: &str, c: &str, vec: bo
         BinaryOp::Minimum => format!("min({a}, {c})"),
         BinaryOp::Eq => format!("{a} == {c}"),
         // NaN differs from everything, itself included.
-        BinaryOp::Ne if float => {
-            format!("(({a} != {c}) | {} | {})", is_nan(a, vec), is_nan(c, vec))
-        }
+        BinaryOp::Ne if float => unreachable!("legalised into selects (kernel::legalise)"),
         BinaryOp::Ne => format!("{a} != {c}"),
         BinaryOp::Lt => format!("{a} < {c}"),
         BinaryOp::Le => format!("{a} <= {c}"),

@@ -69,6 +69,9 @@ pub(crate) enum Arith {
     Lt,
     Ge,
     Eq,
+    /// `a != b` as the language compares (no NaN rule: see
+    /// `kernel::legalise`).
+    Ne,
     And,
     Or,
     /// `a >> b` on `u32`s.
@@ -91,6 +94,7 @@ impl Arith {
             Arith::Lt => "<",
             Arith::Ge => ">=",
             Arith::Eq => "==",
+            Arith::Ne => "!=",
             Arith::And => "&&",
             Arith::Or => "||",
             Arith::Shr => ">>",

@@ -87,9 +87,42 @@ fn flag_if_failed(check: &Check, node: usize) -> Inst {
     }
 }
 
+/// A float `a != b` with PyTorch's (and IEEE's) rule that NaN differs
+/// from everything, itself included, which WGSL lets a compiler assume
+/// away: `(a != b) | nan(a) | nan(b)` (lane by lane for `vec4`s), the
+/// comparison itself the plain `!=` (`Arith::Ne`). `None` for other
+/// expressions.
+fn nan_aware_ne(e: &Expr) -> Option<Expr> {
+    let Expr::Binary {
+        op: BinaryOp::Ne,
+        operand,
+        vec,
+        a,
+        b,
+    } = e
+    else {
+        return None;
+    };
+    if operand.compute() != DType::F32 {
+        return None;
+    }
+    let plain = Expr::arith(Arith::Ne, (**a).clone(), (**b).clone());
+    let nan = |x: &Expr| Expr::IsNan {
+        x: Box::new(x.clone()),
+        vec: *vec,
+    };
+    let or = if *vec { Arith::LaneOr } else { Arith::Or };
+    let either = Expr::arith(or, nan(a), nan(b));
+    Some(Expr::arith(or, plain, either))
+}
+
 /// Rewrites `e` and everything in it, innermost first.
 fn legalise_expr(e: &mut Expr) {
     e.children_mut().into_iter().for_each(legalise_expr);
+    if let Some(ne) = nan_aware_ne(e) {
+        *e = ne;
+        return;
+    }
     if let Expr::Binary {
         op: op @ (BinaryOp::Maximum | BinaryOp::Minimum),
         operand,
@@ -142,6 +175,32 @@ mod tests {
             listing,
             "v3: f32 = (nan(v1) ? v1 : (nan(v2) ? v2 : max(v1, v2)))\n\
              v3: f32 = Maximum(v1, v2)\n"
+        );
+    }
+
+    #[test]
+    fn a_float_not_equal_is_also_true_where_either_side_is_nan() {
+        let (a, b) = (Var { prefix: "v", id: 1 }, Var { prefix: "v", id: 2 });
+        let ne = |vec| Expr::Binary {
+            op: BinaryOp::Ne,
+            operand: DType::F32,
+            vec,
+            a: Box::new(Expr::Var(a)),
+            b: Box::new(Expr::Var(b)),
+        };
+        let let_of = |value| Inst::Let {
+            var: Var { prefix: "h", id: 3 },
+            ty: Ty::BOOL,
+            value,
+            node: None,
+        };
+        let body = legalise(vec![let_of(ne(false)), let_of(ne(true))]);
+        let mut listing = String::new();
+        crate::kernel::listing::print_body(&body, 0, &mut listing);
+        assert_eq!(
+            listing,
+            "h3: bool = ((v1 != v2) || (nan(v1) || nan(v2)))\n\
+             h3: bool = ((v1 != v2) | (nan(v1) | nan(v2)))\n"
         );
     }
 }
