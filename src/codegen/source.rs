@@ -74,7 +74,8 @@ pub(crate) struct KernelSource {
     /// `dyn_sizes` (see `kernel::generic`).
     pub dyn_sizes: Option<Vec<u32>>,
     /// The kernel as a value, which `wgsl` was printed from.
-    pub kernel: Kernel,
+    /// Shared: a site's record keeps it to compare the next sizes with.
+    pub kernel: std::sync::Arc<Kernel>,
 }
 
 /// A scratch texture a kernel binds: entry `slot` of the owning kernel's

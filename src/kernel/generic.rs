@@ -131,9 +131,7 @@ fn visit_expr(e: &mut Expr, f: &mut dyn FnMut(&mut Expr)) {
         f(e);
         return;
     }
-    for child in e.children_mut() {
-        visit_expr(child, f);
-    }
+    e.for_each_child_mut(&mut |child| visit_expr(child, f));
 }
 
 /// The dtype of a literal.

@@ -254,8 +254,10 @@ impl Expr {
         Expr::Call { f, args }
     }
 
-    /// The expressions directly inside this one.
-    pub fn children_mut(&mut self) -> Vec<&mut Expr> {
+    /// Calls `f` on each expression directly inside this one (no list is
+    /// made: lowering and legalisation walk every expression of every
+    /// kernel).
+    pub fn for_each_child_mut(&mut self, f: &mut dyn FnMut(&mut Expr)) {
         match self {
             Expr::IsNonFinite { x, .. }
             | Expr::IsNan { x, .. }
@@ -267,17 +269,26 @@ impl Expr {
             | Expr::Cast { x, .. }
             | Expr::Construct { x, .. }
             | Expr::Rng { index: x, .. }
-            | Expr::Load { index: x, .. } => vec![&mut **x],
+            | Expr::Load { index: x, .. } => f(x),
             Expr::Binary { a, b, .. }
             | Expr::Arith { a, b, .. }
-            | Expr::ClampIndex { k: a, top: b } => vec![&mut **a, &mut **b],
-            Expr::Index { base, index } => vec![&mut **base, &mut **index],
+            | Expr::ClampIndex { k: a, top: b }
+            | Expr::Index {
+                base: a, index: b, ..
+            } => {
+                f(a);
+                f(b);
+            }
             Expr::Select {
                 cond,
                 then,
                 otherwise,
-            } => vec![&mut **cond, &mut **then, &mut **otherwise],
-            Expr::Call { args, .. } => args.iter_mut().collect(),
+            } => {
+                f(cond);
+                f(then);
+                f(otherwise);
+            }
+            Expr::Call { args, .. } => args.iter_mut().for_each(f),
             Expr::Var(_)
             | Expr::Invocation
             | Expr::Local
@@ -287,7 +298,7 @@ impl Expr {
             | Expr::F32(_)
             | Expr::I32(_)
             | Expr::Size { .. }
-            | Expr::Param { .. } => Vec::new(),
+            | Expr::Param { .. } => {}
         }
     }
 

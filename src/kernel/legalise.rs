@@ -118,7 +118,7 @@ fn nan_aware_ne(e: &Expr) -> Option<Expr> {
 
 /// Rewrites `e` and everything in it, innermost first.
 fn legalise_expr(e: &mut Expr) {
-    e.children_mut().into_iter().for_each(legalise_expr);
+    e.for_each_child_mut(&mut legalise_expr);
     if let Some(ne) = nan_aware_ne(e) {
         *e = ne;
         return;

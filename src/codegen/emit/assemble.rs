@@ -45,7 +45,7 @@ impl Gen<'_> {
             scratch: Vec::new(),
             packs: Vec::new(),
             dyn_sizes: None,
-            kernel,
+            kernel: std::sync::Arc::new(kernel),
         }
     }
 

@@ -6,6 +6,7 @@
 //! still to compile.
 
 use std::panic::{AssertUnwindSafe, catch_unwind};
+use std::sync::Arc;
 
 use super::compile::{generate, plan_donations};
 use crate::codegen::{CodegenContext, KernelSource, kernel_wgsl, validate_wgsl};
@@ -16,7 +17,7 @@ use crate::schedule::{Lowered, lower_for_gpu};
 
 /// One dispatch's kernel lowered for a graph's own sizes, and which of
 /// its literals are dynamic (none: it stayed concrete).
-pub(crate) type DispatchText = (Kernel, Vec<usize>);
+pub(crate) type DispatchText = (Arc<Kernel>, Vec<usize>);
 
 /// Per kernel, per dispatch (its packing kernels, then itself): the
 /// kernels a new size is compared with, the last first. A generic kernel
@@ -45,7 +46,7 @@ pub(super) fn generalize_kernels(
     before: Option<&KernelTexts>,
     sources: &mut [KernelSource],
     printing: Printing<'_>,
-    probe: &mut dyn FnMut(usize, usize) -> Option<Kernel>,
+    probe: &mut dyn FnMut(usize, usize) -> Option<Arc<Kernel>>,
 ) -> KernelTexts {
     let mut record = Vec::with_capacity(sources.len());
     for (k, source) in sources.iter_mut().enumerate() {
@@ -81,7 +82,7 @@ fn generalize_dispatch(
     s: &mut KernelSource,
     before: &[DispatchText],
     Printing { compiled, origins }: Printing<'_>,
-    probe: &mut dyn FnMut() -> Option<Kernel>,
+    probe: &mut dyn FnMut() -> Option<Arc<Kernel>>,
 ) -> Vec<DispatchText> {
     let concrete = s.kernel.clone();
     // A literal that WGSL needs constant (a subgroup broadcast's lane)
@@ -110,7 +111,7 @@ fn generalize_dispatch(
             if !s.ir.is_empty() {
                 s.ir = g.kernel.to_string();
             }
-            s.kernel = g.kernel;
+            s.kernel = Arc::new(g.kernel);
             s.dyn_sizes = Some(g.values);
             vec![(concrete, g.dynamic)]
         }
@@ -132,7 +133,7 @@ pub(super) fn probe_texts(
     traced: &Graph,
     before: &GraphKey,
     cx: &CodegenContext,
-) -> Option<Vec<Vec<Kernel>>> {
+) -> Option<Vec<Vec<Arc<Kernel>>>> {
     let key = probe_key(before, &traced.key)?;
     let identity: Vec<usize> = (0..key.nodes.len()).collect();
     let probe = traced.lowered(key, &identity);
