@@ -77,13 +77,7 @@ pub(super) fn fadd(a: Expr, b: Expr, vec: bool) -> Expr {
 
 /// The graph's `op` on two `f32` values (`vec`: two `vec4`s).
 fn f32_op(op: BinaryOp, a: Expr, b: Expr, vec: bool) -> Expr {
-    Expr::Binary {
-        op,
-        operand: DType::F32,
-        vec,
-        a: Box::new(a),
-        b: Box::new(b),
-    }
+    Expr::f32_binary(op, a, b, vec)
 }
 
 /// Lane `q` of the `vec4` `v`, to scale a row of B by one element of A:

@@ -162,21 +162,10 @@ fn write_gradient(
 
 /// `a op b` on f32 values.
 pub(super) fn f32_op(op: BinaryOp, a: Expr, b: Expr) -> Expr {
-    Expr::Binary {
-        op,
-        operand: DType::F32,
-        vec: false,
-        a: Box::new(a),
-        b: Box::new(b),
-    }
+    Expr::f32_binary(op, a, b, false)
 }
 
 /// `op x` on an f32 value.
 pub(super) fn f32_unary(op: UnaryOp, x: Expr) -> Expr {
-    Expr::Unary {
-        op,
-        dtype: DType::F32,
-        vec: false,
-        x: Box::new(x),
-    }
+    Expr::f32_unary(op, x, false)
 }

@@ -249,23 +249,12 @@ fn softmax_per_thread_vec4(
 
 /// `a op b` on `vec4<f32>` values.
 fn vec_op(op: BinaryOp, a: Expr, b: Expr) -> Expr {
-    Expr::Binary {
-        op,
-        operand: DType::F32,
-        vec: true,
-        a: Box::new(a),
-        b: Box::new(b),
-    }
+    Expr::f32_binary(op, a, b, true)
 }
 
 /// `op x` on a `vec4<f32>` value.
 fn vec_unary(op: UnaryOp, x: Expr) -> Expr {
-    Expr::Unary {
-        op,
-        dtype: DType::F32,
-        vec: true,
-        x: Box::new(x),
-    }
+    Expr::f32_unary(op, x, true)
 }
 
 /// Element `k` of row `gi` of rows of `len` elements `inner` apart:

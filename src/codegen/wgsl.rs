@@ -10,7 +10,8 @@
 
 use crate::graph::op::Op;
 use crate::graph::{GKind, GNode, GraphKey};
-use crate::kernel::ir::{Expr, Inst, reads_output_elsewhere};
+use crate::kernel::ir::{Expr, Inst};
+use crate::kernel::reads_output_elsewhere;
 use crate::kernel::{Entry, Precedents, Strategy, choose_vec4};
 use crate::shape::numel;
 

@@ -5,7 +5,7 @@
 //! binding parts, stores. `codegen::render` prints it as WGSL and nothing
 //! else; the `Display` impls here print it as the kernel IR that
 //! `LAZYWGPU_DUMP` writes beside the WGSL, and donation is checked on it
-//! (`reads_output_elsewhere`).
+//! (`kernel::reads_output_elsewhere`).
 //!
 //! Every kernel is built as IR, its loops, barriers and workgroup memory
 //! included: no IR type holds WGSL text (identifiers aside).
@@ -233,6 +233,28 @@ impl Expr {
             .into_iter()
             .reduce(|a, b| Expr::arith(Arith::And, a, b))
             .unwrap_or(Expr::Bool(true))
+    }
+
+    /// The graph's `op` on two `f32` values (`vec`: `vec4`s; a scalar
+    /// operand of a `vec4` product multiplies every lane).
+    pub fn f32_binary(op: BinaryOp, a: Expr, b: Expr, vec: bool) -> Expr {
+        Expr::Binary {
+            op,
+            operand: DType::F32,
+            vec,
+            a: Box::new(a),
+            b: Box::new(b),
+        }
+    }
+
+    /// The graph's `op` on an `f32` value (`vec`: a `vec4`).
+    pub fn f32_unary(op: UnaryOp, x: Expr, vec: bool) -> Expr {
+        Expr::Unary {
+            op,
+            dtype: DType::F32,
+            vec,
+            x: Box::new(x),
+        }
     }
 
     /// Element `index` of `base`.
@@ -608,86 +630,6 @@ impl Check {
     }
 }
 
-/// Whether `body` reads a donated input from an output binding anywhere
-/// but at `own` (the invocation's own element), which would race with
-/// other invocations' writes: donation must then be undone.
-pub(crate) fn reads_output_elsewhere(body: &[Inst], own: &Expr) -> bool {
-    fn in_expr(e: &Expr, own: &Expr) -> bool {
-        match e {
-            Expr::Load { buffer, index } => {
-                (buffer.output && **index != *own) || in_expr(index, own)
-            }
-            Expr::NonZero { x, .. }
-            | Expr::FromBool { x, .. }
-            | Expr::Unary { x, .. }
-            | Expr::Cast { x, .. }
-            | Expr::Round { x, .. }
-            | Expr::Construct { x, .. }
-            | Expr::IsNonFinite { x, .. }
-            | Expr::IsNan { x, .. }
-            | Expr::Not(x)
-            | Expr::Rng { index: x, .. } => in_expr(x, own),
-            Expr::Binary { a, b, .. }
-            | Expr::Arith { a, b, .. }
-            | Expr::ClampIndex { k: a, top: b }
-            | Expr::Index {
-                base: a, index: b, ..
-            } => in_expr(a, own) || in_expr(b, own),
-            Expr::Call { args, .. } => args.iter().any(|a| in_expr(a, own)),
-            Expr::Select {
-                cond,
-                then,
-                otherwise,
-            } => in_expr(cond, own) || in_expr(then, own) || in_expr(otherwise, own),
-            Expr::Var(_)
-            | Expr::Invocation
-            | Expr::Local
-            | Expr::SubgroupLane
-            | Expr::Bool(_)
-            | Expr::U32(_)
-            | Expr::F32(_)
-            | Expr::I32(_)
-            | Expr::Size { .. }
-            | Expr::Param { .. } => false,
-        }
-    }
-    body.iter().any(|inst| match inst {
-        Inst::Let { value, .. } | Inst::Accumulate { value, .. } | Inst::Assign { value, .. } => {
-            in_expr(value, own)
-        }
-        Inst::Declare { init, .. } => init.as_ref().is_some_and(|e| in_expr(e, own)),
-        Inst::Parts {
-            buffer,
-            index,
-            access,
-            ..
-        } => {
-            in_expr(index, own)
-                || match access {
-                    PartAccess::Read(_) => buffer.output && index != own,
-                    PartAccess::Write(value) => in_expr(value, own),
-                }
-        }
-        Inst::Store { index, value, .. } => in_expr(index, own) || in_expr(value, own),
-        Inst::If { cond, body } => in_expr(cond, own) || reads_output_elsewhere(body, own),
-        Inst::Loop { body, .. } => reads_output_elsewhere(body, own),
-        Inst::SetElement { index, value, .. } | Inst::AtomicMax { index, value, .. } => {
-            in_expr(index, own) || in_expr(value, own)
-        }
-        Inst::TextureStore {
-            x, y, layer, value, ..
-        } => [x, y, layer, value].iter().any(|e| in_expr(e, own)),
-        Inst::CoopLoad { from: access, .. } | Inst::CoopStore { to: access, .. } => {
-            access.buffer.output || in_expr(&access.offset, own) || in_expr(&access.stride, own)
-        }
-        Inst::Check { .. }
-        | Inst::DeclareArray { .. }
-        | Inst::CoopMultiplyAdd { .. }
-        | Inst::Barrier
-        | Inst::Break => false,
-    })
-}
-
 // The IR notation (dumps): `v3: f32 = mul(v1, v2)  ; n7`.
 
 impl fmt::Display for Ty {
@@ -728,6 +670,7 @@ impl fmt::Display for Buffer {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::kernel::reads_output_elsewhere;
 
     fn var(id: usize) -> Var {
         Var { prefix: "v", id }

@@ -3,6 +3,7 @@
 //! (`ir`: SSA instructions that `codegen` prints).
 
 mod binding;
+mod donation;
 pub(crate) mod generic;
 pub(crate) mod ir;
 mod legalise;
@@ -12,6 +13,7 @@ mod strategy;
 mod target;
 
 pub(crate) use binding::Binding;
+pub(crate) use donation::reads_output_elsewhere;
 pub(crate) use legalise::legalise;
 pub(crate) use program::{Declared, Entry, Helpers, Kernel, WorkgroupArray};
 pub(crate) use strategy::{

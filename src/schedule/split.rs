@@ -142,34 +142,53 @@ pub(crate) fn split_long_matmuls(key: &GraphKey, loop_limit: Option<usize>) -> L
         let summed = lowering.push(i, sum, with_batch(&[1, m, n]), dtype, vec![partial]);
         let mut out = lowering.push(i, Op::Reshape, node.shape.clone(), dtype, vec![summed]);
         if rest > 0 {
-            let done = parts * c;
-            let a_rest = lowering.push(
-                i,
-                view(done, batch_strides(&sa, &[k, 1])),
-                with_batch(&[m, rest]),
-                dtype,
-                vec![inputs[0]],
-            );
-            let b_rest = lowering.push(
-                i,
-                view(done * n, batch_strides(&sb, &[n, 1])),
-                with_batch(&[rest, n]),
-                dtype,
-                vec![inputs[1]],
-            );
-            let last = lowering.push(
-                i,
-                Op::Matmul,
-                node.shape.clone(),
-                dtype,
-                vec![a_rest, b_rest],
-            );
+            let last =
+                remainder_matmul(&mut lowering, (i, node), (inputs[0], inputs[1]), parts * c);
             let add = Op::Binary(BinaryOp::Add);
             out = lowering.push(i, add, node.shape.clone(), dtype, vec![out, last]);
         }
         lowering.new_index.push(out);
     }
     lowering.finish(key)
+}
+
+/// The matmul of the columns of A and rows of B from `done` on (the
+/// inner dimension's remainder past the whole chunks) of traced matmul
+/// `node` (number `i`), over strided views of operands `a` and `b`.
+fn remainder_matmul(
+    lowering: &mut Lowering,
+    (i, node): (usize, &GNode),
+    (a, b): (usize, usize),
+    done: usize,
+) -> usize {
+    let a_shape = &lowering.nodes[a].shape.clone();
+    let b_shape = &lowering.nodes[b].shape.clone();
+    let r = a_shape.len();
+    let (m, k, n) = (a_shape[r - 2], a_shape[r - 1], b_shape[r - 1]);
+    let rest = k - done;
+    let (sa, sb) = (contiguous_strides(a_shape), contiguous_strides(b_shape));
+    let view = |offset, s: &[usize], tail: &[usize]| {
+        let strides = [&s[..r - 2], tail].concat();
+        Op::AsStrided(Layout { strides, offset })
+    };
+    let with_batch = |tail: &[usize]| [&a_shape[..r - 2], tail].concat();
+    let dtype = node.dtype;
+    let a_rest = lowering.push(
+        i,
+        view(done, &sa, &[k, 1]),
+        with_batch(&[m, rest]),
+        dtype,
+        vec![a],
+    );
+    let b_view = view(done * n, &sb, &[n, 1]);
+    let b_rest = lowering.push(i, b_view, with_batch(&[rest, n]), dtype, vec![b]);
+    lowering.push(
+        i,
+        Op::Matmul,
+        node.shape.clone(),
+        dtype,
+        vec![a_rest, b_rest],
+    )
 }
 
 /// Whether `node` is a matmul over at least `SPLIT_K_THRESHOLD` inner

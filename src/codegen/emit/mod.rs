@@ -599,7 +599,7 @@ impl<'a> Gen<'a> {
     /// single-element input is then loaded once and splatted). A donated
     /// input is read from the output binding it shares; whether that is
     /// only at the own element is checked on the IR
-    /// (`kernel::ir::reads_output_elsewhere`).
+    /// (`kernel::reads_output_elsewhere`).
     fn load(&mut self, n: usize, idx: &Expr, vec: bool) -> Expr {
         let node = &self.nodes[n];
         let (shape, dtype) = (node.shape.clone(), node.dtype);

@@ -179,6 +179,12 @@ pub(super) fn plan_donations(
             }
         }
     }
+    if !donations.is_empty() {
+        log::debug!(
+            "graph {:016x}: outputs take over donated inputs {donations:?}",
+            graph.hash
+        );
+    }
     donations
 }
 
@@ -265,19 +271,10 @@ pub(super) fn executable(
             return Err(e);
         }
     }
-    if !donations.is_empty() {
-        log::debug!(
-            "graph {:016x}: outputs take over donated inputs {donations:?}",
-            graph.hash
-        );
-    }
     // Every dispatch of the graph was lowered to IR for these sizes, also
     // where each then found a generic kernel compiled (sizes are not yet
     // symbols the executable could bind without lowering).
-    let lowered = sources
-        .iter()
-        .map(|s| s.dispatches().count())
-        .sum::<usize>();
+    let lowered = sources.iter().flat_map(KernelSource::dispatches).count();
     metrics.add("kernels_lowered", lowered as u64);
     let kernels = sources
         .into_iter()
@@ -308,15 +305,20 @@ pub(super) fn executable(
         releases,
         checks,
     });
+    remember(caches, traced, exe.clone());
+    Ok((exe, compiles))
+}
+
+/// Keeps `exe` as the executable of `traced`'s key.
+fn remember(caches: &mut GpuCaches, traced: &Graph, exe: Arc<Executable>) {
     match caches.executables.get_mut(&traced.hash) {
-        Some(entries) => entries.push((traced.key.clone(), exe.clone())),
+        Some(entries) => entries.push((traced.key.clone(), exe)),
         None => {
             caches
                 .executables
-                .put(traced.hash, vec![(traced.key.clone(), exe.clone())]);
+                .put(traced.hash, vec![(traced.key.clone(), exe)]);
         }
     }
-    Ok((exe, compiles))
 }
 
 /// The executable compiled before for `graph`'s key, if any.
