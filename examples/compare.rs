@@ -450,7 +450,11 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         Ok(d) => d.name(),
         Err(e) => format!("no GPU adapter ({e})"),
     };
+    let report = gpu.as_ref().ok().and_then(Device::adapter);
     eprintln!("measuring on {machine} ...");
+    if let Some(r) = &report {
+        eprintln!("{r}");
+    }
     let (fused, unfused, w5_fused, w5_unfused, limit, w5_host, w7) = match &gpu {
         Ok(dev) => {
             // The fused runs and the adapter's limits are measured in
@@ -605,7 +609,10 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     chart(&rows, &svg_path, &peer_name)?;
     eprintln!("wrote {} and {}", md_path.display(), svg_path.display());
     if let Some(path) = &args.json {
-        std::fs::write(path, json(&rows, &machine, runs, &peer_name))?;
+        std::fs::write(
+            path,
+            json(&rows, &machine, report.as_ref(), runs, &peer_name),
+        )?;
         eprintln!("wrote {}", path.display());
     }
     Ok(())
@@ -613,8 +620,15 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
 
 /// The table's figures as JSON: every time in seconds (`null` where not
 /// run), the adapter's name and the date, for scripts that collect runs
-/// from several machines (`tools/gpu-bench.sh`).
-fn json(rows: &[Row], machine: &str, runs: usize, peer: &str) -> String {
+/// from several machines (`tools/gpu-bench.sh`), with the adapter's
+/// driver, limits, subgroup sizes and features.
+fn json(
+    rows: &[Row],
+    machine: &str,
+    report: Option<&lazywgpu::AdapterReport>,
+    runs: usize,
+    peer: &str,
+) -> String {
     let s = |c: Cell| c.map(|d| d.as_secs_f64());
     let rows: Vec<serde_json::Value> = rows
         .iter()
@@ -639,6 +653,21 @@ fn json(rows: &[Row], machine: &str, runs: usize, peer: &str) -> String {
     let doc = serde_json::json!({
         "date": date(),
         "adapter": machine,
+        "adapter_facts": report.map(|r| serde_json::json!({
+            "name": r.name,
+            "backend": r.backend,
+            "device_type": r.device_type,
+            "driver": r.driver,
+            "vendor_device": [r.vendor_device.0, r.vendor_device.1],
+            "max_buffer_bytes": r.max_buffer_bytes,
+            "max_storage_binding_bytes": r.max_storage_binding_bytes,
+            "max_storage_buffers_per_stage": r.max_storage_buffers_per_stage,
+            "max_workgroups_per_dimension": r.max_workgroups_per_dimension,
+            "subgroup_sizes": [r.subgroup_sizes.0, r.subgroup_sizes.1],
+            "features": r.features,
+            "matmul_kernel": r.matmul_kernel,
+            "loop_limit": r.loop_limit,
+        })),
         "runs": runs,
         "peer": peer,
         "rows": rows,

@@ -137,6 +137,7 @@ pub use graph::semantics::NanResult;
 /// [`DType::F16`] and [`DType::BF16`] tensors.
 pub use half;
 pub use metrics::{MetricsSnapshot, TimerStats};
+pub use runtime::adapter::AdapterReport;
 pub use runtime::device::{Device, mark_step};
 pub use runtime::guards::LiveTensorGroup;
 pub use tensor::{InterpolateMode, IntoDims, IntoOperand, IntoShape, Operand, Tensor};

@@ -163,3 +163,31 @@ fn a_thousand_step_training_shaped_loop_keeps_memory_flat() {
         );
     }
 }
+
+/// The adapter report agrees with the device it describes: its name is
+/// the device's, its limits are ordered as wgpu guarantees, a buffer one
+/// element past its largest is refused by name, and the CPU backend has
+/// none.
+#[test]
+fn the_adapter_report_describes_the_device() {
+    assert!(lazywgpu::Device::cpu().adapter().is_none());
+    let Some(dev) = common::gpu() else { return };
+    let report = dev.adapter().expect("a GPU device has an adapter report");
+    assert!(dev.name().starts_with(&report.name), "{report}");
+    assert!(report.max_buffer_bytes >= report.max_storage_binding_bytes);
+    assert!(report.subgroup_sizes.0 <= report.subgroup_sizes.1);
+    assert!(report.max_workgroups_per_dimension >= 65_535);
+    let text = report.to_string();
+    assert!(text.contains(&report.matmul_kernel), "{text}");
+    let n = (report.max_buffer_bytes / 4 + 1) as usize;
+    match (Tensor::zeros([n], &dev) + 1.0).to_vec::<f32>() {
+        Err(Error::TooLarge { bytes, limit, .. }) => {
+            assert_eq!(limit, report.max_buffer_bytes);
+            assert!(bytes > limit);
+        }
+        other => panic!(
+            "{n} elements past the report's limit: {:?}",
+            other.map(|v| v.len())
+        ),
+    }
+}

@@ -140,3 +140,33 @@ fn fused_attention_matches_the_three_kernel_path() {
         }
     }
 }
+
+/// A row whose elements are all equal normalises to exact zeros, as in
+/// PyTorch (its Welford moments find such a row's mean exactly): the
+/// kernel's mean is taken about the row's first element, so neither the
+/// rounding of a sum of many `0.1`s nor a driver's reciprocal-and-FMA
+/// division (NVIDIA's Vulkan driver gave -1.4e-5 for rows of 3.0) can
+/// leave the mean an ulp off the elements. With `weight` and `bias`, the
+/// output is the bias exactly. Rows of several lengths and magnitudes.
+#[test]
+fn layer_norm_of_constant_rows_is_exactly_zero() {
+    for dev in common::devices() {
+        for &value in &[0.1f32, 3.0, -7.3, 1.0e4 + 0.3, 1.0e-3, 0.7] {
+            for &len in &[1usize, 5, 10, 33, 128, 1000] {
+                let x = Tensor::full([3, len], value, &dev);
+                let y = layer_norm(&x, &[len], None, None, 1e-5);
+                let got = y.to_vec::<f32>().unwrap();
+                let off: Vec<_> = got.iter().filter(|v| **v != 0.0).take(3).collect();
+                assert!(
+                    off.is_empty(),
+                    "{}: layer_norm of rows of {value} x {len}: {off:?} where 0",
+                    dev.name()
+                );
+                let bias = Tensor::full([len], 0.25f32, &dev);
+                let weight = Tensor::full([len], 3.0f32, &dev);
+                let z = layer_norm(&x, &[len], Some(&weight), Some(&bias), 1e-5);
+                assert!(z.to_vec::<f32>().unwrap().iter().all(|v| *v == 0.25));
+            }
+        }
+    }
+}

@@ -163,6 +163,15 @@ impl Device {
         }
     }
 
+    /// The adapter this device runs on, its limits and the kernels the
+    /// library chose for it (`None` on the CPU backend).
+    pub fn adapter(&self) -> Option<crate::AdapterReport> {
+        match &self.inner.backend {
+            Backend::Gpu(ctx, target) => Some(crate::AdapterReport::of(ctx, target)),
+            Backend::Cpu => None,
+        }
+    }
+
     /// Runs every pending tensor the program still holds, as one graph, and
     /// returns once the work is submitted (it does not wait for the device).
     ///

@@ -1,6 +1,7 @@
 //! Devices and execution: adapter choice, caches, encode/submit/readback on
 //! wgpu, and dispatch to the CPU reference.
 
+pub mod adapter;
 pub mod device;
 pub(crate) mod gpu;
 pub(crate) mod guards;

@@ -8,32 +8,36 @@ fn param_word(i: u32) -> u32 { return params[i / 4u][i % 4u]; }
 fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>, @builtin(local_invocation_index) lid: u32) {
 let gi = (wid.y * nwg.x + wid.x) * 256u + lid;
 if (gi >= 4u) { return; }
-    var s1: f32 = f32(0u);
-    for (var k2 = 0u; k2 < 24u; k2 = k2 + 1u) {
-    let i3: u32 = (gi * 24u) + k2;
-    let v4: f32 = in0[i3];
-    s1 = s1 + v4;
+    let i01: u32 = gi * 24u;
+    let v2: f32 = in0[i01];
+    var s3: f32 = f32(0u);
+    for (var k4 = 0u; k4 < 24u; k4 = k4 + 1u) {
+    let i5: u32 = (gi * 24u) + k4;
+    let v6: f32 = in0[i5];
+    let d7: f32 = v6 - v2;
+    s3 = s3 + d7;
     }
-    let mean5: f32 = s1 / (f32(24u));
-    var q6: f32 = f32(0u);
-    for (var k7 = 0u; k7 < 24u; k7 = k7 + 1u) {
-    let i8: u32 = (gi * 24u) + k7;
-    let v9: f32 = in0[i8];
-    let d10: f32 = v9 - mean5;
-    let dd11: f32 = d10 * d10;
-    q6 = q6 + dd11;
+    let ms8: f32 = s3 / (f32(24u));
+    let mean9: f32 = v2 + ms8;
+    var q10: f32 = f32(0u);
+    for (var k11 = 0u; k11 < 24u; k11 = k11 + 1u) {
+    let i12: u32 = (gi * 24u) + k11;
+    let v13: f32 = in0[i12];
+    let d14: f32 = v13 - mean9;
+    let dd15: f32 = d14 * d14;
+    q10 = q10 + dd15;
     }
-    let var12: f32 = q6 / (f32(24u));
-    let ve13: f32 = var12 + bitcast<f32>(param_word(0u));
-    let rstd14: f32 = inverseSqrt(ve13);
-    for (var k15 = 0u; k15 < 24u; k15 = k15 + 1u) {
-    let i16_: u32 = (gi * 24u) + k15;
-    let v17: f32 = in0[i16_];
-    let d18: f32 = v17 - mean5;
-    let xh19: f32 = d18 * rstd14;
-    let j20: u32 = i16_ % 24u;
-    let v21: f32 = in1[j20];
-    let v22: f32 = xh19 * v21;
-    out0[i16_] = v22;
+    let var16: f32 = q10 / (f32(24u));
+    let ve17: f32 = var16 + bitcast<f32>(param_word(0u));
+    let rstd18: f32 = inverseSqrt(ve17);
+    for (var k19 = 0u; k19 < 24u; k19 = k19 + 1u) {
+    let i20: u32 = (gi * 24u) + k19;
+    let v21: f32 = in0[i20];
+    let d22: f32 = v21 - mean9;
+    let xh23: f32 = d22 * rstd18;
+    let j24: u32 = i20 % 24u;
+    let v25: f32 = in1[j24];
+    let v26: f32 = xh23 * v25;
+    out0[i20] = v26;
     }
 }

@@ -1,0 +1,113 @@
+//! What a GPU device runs on, as plain data: the adapter's identity, the
+//! limits and features the library relies on, and the choices it made
+//! from them. Benchmarks record it beside their figures (a table measured
+//! on a GPU says which driver and limits gave it), and tests size their
+//! cases from it instead of assuming lavapipe's limits.
+
+use std::fmt;
+
+use super::gpu::GpuContext;
+use crate::kernel::{MatmulKernel, Target};
+
+/// A GPU device's adapter, limits and kernel choices (see
+/// [`crate::Device::adapter`]).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct AdapterReport {
+    /// The adapter's name (`NVIDIA H200`, `llvmpipe (LLVM 15.0.6, 256 bits)`).
+    pub name: String,
+    /// The wgpu backend (`Vulkan`, `Metal`, `Dx12`).
+    pub backend: String,
+    /// `DiscreteGpu`, `IntegratedGpu`, `Cpu`, ...
+    pub device_type: String,
+    /// The driver's name and version, as the adapter reports them.
+    pub driver: String,
+    /// PCI vendor and device ids.
+    pub vendor_device: (u32, u32),
+    /// The largest buffer the device may create, in bytes: a tensor or a
+    /// readback larger than this is an [`crate::Error::TooLarge`].
+    pub max_buffer_bytes: u64,
+    /// The largest storage binding, in bytes (larger buffers are bound in
+    /// parts of this size).
+    pub max_storage_binding_bytes: u64,
+    /// Storage buffers one kernel may bind.
+    pub max_storage_buffers_per_stage: u32,
+    /// Workgroups per dispatch dimension.
+    pub max_workgroups_per_dimension: u32,
+    /// The smallest and largest subgroup size the adapter reports.
+    pub subgroup_sizes: (u32, u32),
+    /// The optional wgpu features the device was created with.
+    pub features: Vec<String>,
+    /// The matmul kernel the library generates on this adapter.
+    pub matmul_kernel: String,
+    /// The loop-iteration limit lowering respects (`None`: no limit).
+    pub loop_limit: Option<usize>,
+}
+
+impl AdapterReport {
+    pub(crate) fn of(ctx: &GpuContext, target: &Target) -> AdapterReport {
+        let features = ctx
+            .features
+            .iter_names()
+            .map(|(name, _)| name.to_string())
+            .collect();
+        let matmul_kernel = match target.matmul {
+            MatmulKernel::Tiled => "tiled 4x4".to_string(),
+            MatmulKernel::Blocked => "blocked 8x8".to_string(),
+            MatmulKernel::Lanes(l) => format!("lanes (subgroup {})", l.subgroup),
+        };
+        let driver = [ctx.info.driver.as_str(), ctx.info.driver_info.as_str()]
+            .iter()
+            .filter(|s| !s.is_empty())
+            .copied()
+            .collect::<Vec<_>>()
+            .join(" ");
+        AdapterReport {
+            name: ctx.info.name.clone(),
+            backend: format!("{:?}", ctx.info.backend),
+            device_type: format!("{:?}", ctx.info.device_type),
+            driver,
+            vendor_device: (ctx.info.vendor, ctx.info.device),
+            max_buffer_bytes: ctx.limits.max_buffer_size,
+            max_storage_binding_bytes: ctx.limits.max_storage_buffer_binding_size,
+            max_storage_buffers_per_stage: ctx.limits.max_storage_buffers_per_shader_stage,
+            max_workgroups_per_dimension: ctx.limits.max_compute_workgroups_per_dimension,
+            subgroup_sizes: (ctx.info.subgroup_min_size, ctx.info.subgroup_max_size),
+            features,
+            matmul_kernel,
+            loop_limit: target.loop_limit,
+        }
+    }
+}
+
+impl fmt::Display for AdapterReport {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        writeln!(
+            f,
+            "{} ({}, {}), driver {}, ids {:04x}:{:04x}",
+            self.name,
+            self.backend,
+            self.device_type,
+            self.driver,
+            self.vendor_device.0,
+            self.vendor_device.1
+        )?;
+        writeln!(
+            f,
+            "largest buffer {} B, storage binding {} B, {} storage buffers a stage, {} workgroups a dimension",
+            self.max_buffer_bytes,
+            self.max_storage_binding_bytes,
+            self.max_storage_buffers_per_stage,
+            self.max_workgroups_per_dimension
+        )?;
+        writeln!(
+            f,
+            "subgroups {}..={}, matmul {}, loop limit {}",
+            self.subgroup_sizes.0,
+            self.subgroup_sizes.1,
+            self.matmul_kernel,
+            self.loop_limit
+                .map_or("none".to_string(), |l| l.to_string())
+        )?;
+        write!(f, "features: {}", self.features.join(", "))
+    }
+}
