@@ -27,6 +27,15 @@ pub struct DeviceConfig {
     /// The matmul kernel (`LAZYWGPU_MATMUL=tiled|blocked|lanes`); `None`:
     /// the one that measured fastest on the adapter's kind.
     pub matmul: Option<MatmulChoice>,
+    /// Kernel autotuning on the adapter (`LAZYWGPU_AUTOTUNE=off|fast|full`):
+    /// the first device made on an adapter times the matmul kernels it
+    /// can run and keeps the fastest, cached per adapter and driver in
+    /// the cache directory (`LAZYWGPU_CACHE_DIR`), so later runs read the
+    /// winner and time nothing. `None`: `fast` on GPUs, `off` on CPU
+    /// adapters such as lavapipe, whose built-in choice was measured by
+    /// hand. Ignored where `matmul` names a kernel. See
+    /// [`AdapterReport::tuning`](crate::AdapterReport::tuning).
+    pub autotune: Option<Autotune>,
     /// Run `scaled_dot_product_attention` without a mask tensor as one
     /// fused kernel (a query row per invocation, online softmax, scores
     /// never stored) instead of three (`LAZYWGPU_FUSED_ATTENTION=1`). Off
@@ -62,6 +71,19 @@ pub enum MatmulChoice {
     Lanes,
 }
 
+/// How much kernel autotuning a device does (see
+/// [`DeviceConfig::autotune`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Autotune {
+    /// The built-in choices; nothing is timed or read.
+    Off,
+    /// Three products (1024^3 and two training-step shapes), three timed
+    /// runs each per candidate.
+    Fast,
+    /// Six products, seven timed runs each.
+    Full,
+}
+
 impl Default for DeviceConfig {
     /// Fused, unverified, lazy, no dumps, the adapter's matmul kernel.
     fn default() -> DeviceConfig {
@@ -71,6 +93,7 @@ impl Default for DeviceConfig {
             eager: false,
             dump_dir: None,
             matmul: None,
+            autotune: None,
             fused_attention: false,
             recompile_budget: None,
             checks: false,
@@ -99,8 +122,9 @@ impl DeviceConfig {
     /// The defaults with the environment's switches applied:
     /// `LAZYWGPU_NO_FUSION`, `LAZYWGPU_VERIFY`, `LAZYWGPU_EAGER`,
     /// `LAZYWGPU_DUMP`, `LAZYWGPU_FUSED_ATTENTION`, `LAZYWGPU_CHECK`,
-    /// `LAZYWGPU_RECOMPILE_BUDGET` and `LAZYWGPU_MATMUL` (an unknown
-    /// kernel name is ignored with a logged warning).
+    /// `LAZYWGPU_RECOMPILE_BUDGET`, `LAZYWGPU_MATMUL` and
+    /// `LAZYWGPU_AUTOTUNE` (an unknown kernel name or mode is ignored with
+    /// a logged warning).
     pub fn from_env() -> DeviceConfig {
         let matmul = match std::env::var("LAZYWGPU_MATMUL").as_deref() {
             Ok("tiled") => Some(MatmulChoice::Tiled),
@@ -112,7 +136,18 @@ impl DeviceConfig {
                 None
             }
         };
+        let autotune = match std::env::var("LAZYWGPU_AUTOTUNE").as_deref() {
+            Ok("off") | Ok("0") => Some(Autotune::Off),
+            Ok("fast") | Ok("1") => Some(Autotune::Fast),
+            Ok("full") => Some(Autotune::Full),
+            Ok("") | Err(_) => None,
+            Ok(other) => {
+                log::warn!("LAZYWGPU_AUTOTUNE={other}: not off, fast or full; ignored");
+                None
+            }
+        };
         DeviceConfig {
+            autotune,
             fusion: !env_flag("LAZYWGPU_NO_FUSION"),
             verify: env_flag("LAZYWGPU_VERIFY"),
             eager: env_flag("LAZYWGPU_EAGER"),

@@ -126,9 +126,10 @@ mod runtime;
 mod schedule;
 pub mod shape;
 mod tensor;
+mod tune;
 
 pub use autograd::{NoGradGuard, is_grad_enabled, no_grad};
-pub use config::{DeviceConfig, MatmulChoice};
+pub use config::{Autotune, DeviceConfig, MatmulChoice};
 pub use dtype::{DType, Element};
 pub use error::{Error, Result};
 pub use graph::op::{BinaryOp, ReduceOp, UnaryOp};
@@ -141,3 +142,4 @@ pub use runtime::adapter::AdapterReport;
 pub use runtime::device::{Device, mark_step};
 pub use runtime::guards::LiveTensorGroup;
 pub use tensor::{InterpolateMode, IntoDims, IntoOperand, IntoShape, Operand, Tensor};
+pub use tune::{CandidateTiming, Tuning};

@@ -11,7 +11,7 @@ use crate::kernel::{MatmulKernel, Target};
 
 /// A GPU device's adapter, limits and kernel choices (see
 /// [`crate::Device::adapter`]).
-#[derive(Clone, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq)]
 pub struct AdapterReport {
     /// The adapter's name (`NVIDIA H200`, `llvmpipe (LLVM 15.0.6, 256 bits)`).
     pub name: String,
@@ -41,10 +41,17 @@ pub struct AdapterReport {
     pub matmul_kernel: String,
     /// The loop-iteration limit lowering respects (`None`: no limit).
     pub loop_limit: Option<usize>,
+    /// What autotuning chose and measured, where it ran or was read from
+    /// the tuning cache (see [`crate::DeviceConfig::autotune`]).
+    pub tuning: Option<crate::Tuning>,
 }
 
 impl AdapterReport {
-    pub(crate) fn of(ctx: &GpuContext, target: &Target) -> AdapterReport {
+    pub(crate) fn of(
+        ctx: &GpuContext,
+        target: &Target,
+        tuning: Option<crate::Tuning>,
+    ) -> AdapterReport {
         let features = ctx
             .features
             .iter_names()
@@ -75,6 +82,7 @@ impl AdapterReport {
             features,
             matmul_kernel,
             loop_limit: target.loop_limit,
+            tuning,
         }
     }
 }
@@ -108,6 +116,10 @@ impl fmt::Display for AdapterReport {
             self.loop_limit
                 .map_or("none".to_string(), |l| l.to_string())
         )?;
-        write!(f, "features: {}", self.features.join(", "))
+        write!(f, "features: {}", self.features.join(", "))?;
+        if let Some(t) = &self.tuning {
+            write!(f, "\ntuned {t}")?;
+        }
+        Ok(())
     }
 }

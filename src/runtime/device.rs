@@ -51,6 +51,8 @@ pub(crate) struct DeviceInner {
     /// Per-step host, device and hidden time (GPU devices).
     step_clock: StepClock,
     config: DeviceConfig,
+    /// What tuning chose for this device (GPU devices with tuning on).
+    pub tuning: Mutex<Option<crate::Tuning>>,
 }
 
 pub(crate) enum Backend {
@@ -91,6 +93,7 @@ impl Device {
                 guards: Guards::new(),
                 step_clock: StepClock::default(),
                 config,
+                tuning: Mutex::new(None),
             }),
         }
     }
@@ -110,10 +113,31 @@ impl Device {
         Ok(Device::on_context(GpuContext::shared()?, config))
     }
 
-    /// A device on `ctx`'s adapter, generating code for it.
-    fn on_context(ctx: Arc<GpuContext>, config: DeviceConfig) -> Device {
-        let target = Target::for_adapter(&ctx.info, &ctx.limits, ctx.features, config.matmul);
-        Device::with_backend(Backend::Gpu(ctx, target), config)
+    /// A device on `ctx`'s adapter, generating code for it, with the
+    /// matmul kernel the config names, else the tuned one (read from the
+    /// tuning cache or timed now; see [`DeviceConfig::autotune`]), else
+    /// the adapter's built-in choice.
+    pub(crate) fn on_context(ctx: Arc<GpuContext>, config: DeviceConfig) -> Device {
+        let started = std::time::Instant::now();
+        let tuning = crate::tune::matmul::tune(&ctx, &config);
+        let tuned = tuning
+            .as_ref()
+            .and_then(|t| crate::tune::matmul::parse(&t.winner));
+        let target = Target::for_adapter(
+            &ctx.info,
+            &ctx.limits,
+            ctx.features,
+            config.matmul.or(tuned),
+        );
+        let dev = Device::with_backend(Backend::Gpu(ctx, target), config);
+        if let Some(t) = &tuning {
+            dev.inner.metrics.record("autotune", started.elapsed());
+            log::info!("autotune {t}");
+        }
+        if let Ok(mut slot) = dev.inner.tuning.lock() {
+            *slot = tuning;
+        }
+        dev
     }
 
     /// One device per GPU adapter of the machine (each discrete or
@@ -167,7 +191,10 @@ impl Device {
     /// library chose for it (`None` on the CPU backend).
     pub fn adapter(&self) -> Option<crate::AdapterReport> {
         match &self.inner.backend {
-            Backend::Gpu(ctx, target) => Some(crate::AdapterReport::of(ctx, target)),
+            Backend::Gpu(ctx, target) => {
+                let tuning = self.inner.tuning.lock().ok().and_then(|t| t.clone());
+                Some(crate::AdapterReport::of(ctx, target, tuning))
+            }
             Backend::Cpu => None,
         }
     }

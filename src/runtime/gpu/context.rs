@@ -36,7 +36,7 @@ pub(crate) struct GpuContext {
     /// submission to complete and stamps the time on `clock` (completion
     /// callbacks only run at the next submit or poll, which would count
     /// idle time as busy).
-    completions: Option<std::sync::mpsc::Sender<(wgpu::SubmissionIndex, std::time::Instant)>>,
+    completions: Option<std::sync::mpsc::Sender<(Completion, std::time::Instant)>>,
     /// Compiled pipelines kept across processes, where the backend
     /// allows it (see `super::disk_cache`).
     pub pipeline_cache: Option<DiskPipelineCache>,
@@ -263,11 +263,16 @@ impl GpuContext {
             Some(s) => s.submit(cb),
             None => {
                 let submitted = std::time::Instant::now();
-                let index = self.queue.submit([cb]);
+                self.queue.submit([cb]);
                 if let Some(watcher) = &self.completions {
+                    let done = Arc::new(std::sync::atomic::AtomicBool::new(false));
+                    let flag = done.clone();
+                    self.queue.on_submitted_work_done(move || {
+                        flag.store(true, std::sync::atomic::Ordering::Release)
+                    });
                     // The thread lives as long as the context: a failed
                     // send only loses a timing.
-                    let _ = watcher.send((index, submitted));
+                    let _ = watcher.send((done, submitted));
                 }
             }
         }
@@ -350,9 +355,7 @@ impl GpuContext {
             staging.slice(..).map_async(wgpu::MapMode::Read, move |r| {
                 let _ = tx.send(r);
             });
-            self.device
-                .poll(wgpu::PollType::wait_indefinitely())
-                .map_err(|e| device_error(e.to_string()))
+            super::wait::until_idle(&self.device).map_err(|e| device_error(e.to_string()))
         })?;
         rx.await
             .map_err(|_| device_error("map callback dropped".into()))?
@@ -420,7 +423,7 @@ impl GpuContext {
         self.clock
             .blocked(|| {
                 self.flush();
-                self.device.poll(wgpu::PollType::wait_indefinitely())
+                super::wait::until_idle(&self.device)
             })
             .map_err(|e| Error::Device {
                 during: "wait".into(),
@@ -445,24 +448,23 @@ fn copy_mapped<T: bytemuck::Pod>(staging: &wgpu::Buffer, during: &str) -> Result
     Ok(out)
 }
 
+/// Set by a submission's completion callback.
+type Completion = Arc<std::sync::atomic::AtomicBool>;
+
 /// Starts the thread that waits for each submission sent to it to
 /// complete and records the device's busy time on `clock`.
 fn watch_completions(
     device: wgpu::Device,
     clock: Arc<DeviceClock>,
-) -> std::io::Result<std::sync::mpsc::Sender<(wgpu::SubmissionIndex, std::time::Instant)>> {
-    let (tx, rx) = std::sync::mpsc::channel::<(wgpu::SubmissionIndex, std::time::Instant)>();
+) -> std::io::Result<std::sync::mpsc::Sender<(Completion, std::time::Instant)>> {
+    let (tx, rx) = std::sync::mpsc::channel::<(Completion, std::time::Instant)>();
     std::thread::Builder::new()
         .name("lazywgpu-completions".into())
         .spawn(move || {
-            while let Ok((index, submitted)) = rx.recv() {
-                let wait = wgpu::PollType::Wait {
-                    submission_index: Some(index),
-                    timeout: None,
-                };
+            while let Ok((done, submitted)) = rx.recv() {
                 // A lost device is reported to the caller by its next
                 // wait; here it only ends the timing.
-                if device.poll(wait).is_err() {
+                if super::wait::until_set(&device, &done).is_err() {
                     break;
                 }
                 clock.work_done(submitted);

@@ -25,7 +25,7 @@ pub(crate) struct DiskPipelineCache {
 }
 
 /// The cache directory the environment asks for, if any.
-fn cache_dir() -> Option<PathBuf> {
+pub(crate) fn cache_dir() -> Option<PathBuf> {
     match std::env::var_os("LAZYWGPU_CACHE_DIR") {
         Some(dir) if dir == "off" || dir == "0" => None,
         Some(dir) if !dir.is_empty() => Some(PathBuf::from(dir)),

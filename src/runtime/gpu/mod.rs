@@ -5,10 +5,11 @@
 mod bind;
 mod compile;
 mod context;
-mod disk_cache;
+pub(crate) mod disk_cache;
 mod dynamic;
 mod execute;
 mod sites;
+mod wait;
 
 pub(crate) use compile::GpuCaches;
 pub(crate) use context::GpuContext;

@@ -1,0 +1,248 @@
+//! Tuning the matmul kernel of a GPU device: each kernel the adapter can
+//! run (tiled, blocked, the lane kernel) timed on shapes of the sizes
+//! training steps use, its values checked against an f64 product on
+//! sampled rows, and the fastest kept where it beats the adapter's
+//! built-in choice by more than the noise margin.
+
+use std::panic::AssertUnwindSafe;
+use std::sync::Arc;
+use std::time::Instant;
+
+use super::cache::{self, Record, TuneKey};
+use super::choice::{self, Timings};
+use super::{CandidateTiming, Tuning};
+use crate::config::{Autotune, DeviceConfig, MatmulChoice};
+use crate::kernel::{MatmulKernel, Target};
+use crate::runtime::gpu::GpuContext;
+use crate::{Device, Tensor};
+
+/// The products timed (m, k, n): a square one, a GPT-sized layer's
+/// activations times its weight (768 rows of 128 into 512), a weight
+/// gradient's long contraction; `full` adds larger and smaller ones.
+pub(crate) fn shapes(mode: Autotune) -> Vec<(usize, usize, usize)> {
+    let mut s = vec![(1024, 1024, 1024), (768, 128, 512), (128, 768, 512)];
+    if mode == Autotune::Full {
+        s.extend([(2048, 2048, 2048), (64, 784, 128), (4096, 512, 512)]);
+    }
+    s
+}
+
+/// Timed runs of each candidate on each shape after its warm-up run.
+fn runs(mode: Autotune) -> usize {
+    if mode == Autotune::Full { 7 } else { 3 }
+}
+
+/// The name a choice is stored and printed under.
+pub(crate) fn name(choice: MatmulChoice) -> &'static str {
+    match choice {
+        MatmulChoice::Tiled => "tiled",
+        MatmulChoice::Blocked => "blocked",
+        MatmulChoice::Lanes => "lanes",
+    }
+}
+
+/// The choice stored under `name`.
+pub(crate) fn parse(name: &str) -> Option<MatmulChoice> {
+    [
+        MatmulChoice::Tiled,
+        MatmulChoice::Blocked,
+        MatmulChoice::Lanes,
+    ]
+    .into_iter()
+    .find(|&c| self::name(c) == name)
+}
+
+/// The choice a generated kernel corresponds to.
+fn choice_of(kernel: MatmulKernel) -> MatmulChoice {
+    match kernel {
+        MatmulKernel::Tiled => MatmulChoice::Tiled,
+        MatmulKernel::Blocked => MatmulChoice::Blocked,
+        MatmulKernel::Lanes(_) => MatmulChoice::Lanes,
+    }
+}
+
+/// The kernels the adapter can run, its built-in choice first: asking
+/// for a kernel the adapter cannot run (the lane kernel without a fixed
+/// subgroup size) gives another, which is then not a candidate of its own.
+pub(crate) fn candidates(ctx: &GpuContext) -> Vec<MatmulChoice> {
+    let built = |c| choice_of(Target::for_adapter(&ctx.info, &ctx.limits, ctx.features, c).matmul);
+    let mut out = vec![built(None)];
+    for c in [
+        MatmulChoice::Tiled,
+        MatmulChoice::Blocked,
+        MatmulChoice::Lanes,
+    ] {
+        if built(Some(c)) == c && !out.contains(&c) {
+            out.push(c);
+        }
+    }
+    out
+}
+
+/// The tuning mode for `config` on `ctx`'s adapter: the config's, else
+/// `fast` on GPUs and `off` on CPU adapters (lavapipe's built-in choices
+/// were measured by hand, PERFORMANCE.md, and the test suite runs there).
+pub(crate) fn mode(ctx: &GpuContext, config: &DeviceConfig) -> Autotune {
+    config
+        .autotune
+        .unwrap_or(if ctx.info.device_type == wgpu::DeviceType::Cpu {
+            Autotune::Off
+        } else {
+            Autotune::Fast
+        })
+}
+
+/// The matmul kernel for a device made with `config` on `ctx`: read from
+/// the tuning cache, or timed now and cached; `None` where the config
+/// names a kernel or tuning is off.
+pub(crate) fn tune(ctx: &Arc<GpuContext>, config: &DeviceConfig) -> Option<Tuning> {
+    let mode = mode(ctx, config);
+    if config.matmul.is_some() || mode == Autotune::Off {
+        return None;
+    }
+    let cands = candidates(ctx);
+    let names: Vec<&str> = cands.iter().map(|&c| name(c)).collect();
+    let shapes = shapes(mode);
+    let shape_text = format!("{shapes:?} x{}", runs(mode));
+    let key = TuneKey::new("matmul", &cache::adapter_facts(ctx), &names, &shape_text);
+    let dir = crate::runtime::gpu::disk_cache::cache_dir();
+    if let Some(record) = dir.as_deref().and_then(|d| cache::read(d, &key, &names)) {
+        return Some(Tuning {
+            kind: "matmul".to_string(),
+            winner: record.winner,
+            builtin: names[0].to_string(),
+            timings: record.timings,
+            from_cache: true,
+            seconds: 0.0,
+        });
+    }
+    let start = Instant::now();
+    let mut timings: Timings = Vec::new();
+    let mut failures: Vec<Option<String>> = Vec::new();
+    for &c in &cands {
+        let dev = Device::on_context(
+            ctx.clone(),
+            DeviceConfig {
+                matmul: Some(c),
+                autotune: Some(Autotune::Off),
+                ..DeviceConfig::default()
+            },
+        );
+        let mut times = Vec::new();
+        let mut failure = None;
+        for &shape in &shapes {
+            match time_one(&dev, shape, runs(mode)) {
+                Ok(t) => times.push(Some(t)),
+                Err(why) => {
+                    failure.get_or_insert(why);
+                    times.push(None);
+                }
+            }
+        }
+        timings.push(times);
+        failures.push(failure);
+    }
+    let relative = choice::relative_times(&timings);
+    let winner = names[choice::winner(&relative)].to_string();
+    let record = Record {
+        winner,
+        timings: names
+            .iter()
+            .zip(relative.iter().zip(failures))
+            .map(|(n, (&r, f))| CandidateTiming {
+                name: n.to_string(),
+                relative: r,
+                failure: if r.is_none() {
+                    Some(f.unwrap_or_else(|| "the built-in choice failed".to_string()))
+                } else {
+                    None
+                },
+            })
+            .collect(),
+    };
+    if let Some(d) = &dir
+        && let Err(e) = cache::write(d, &key, &record)
+    {
+        log::warn!(
+            "autotune: could not write the winners to {}: {e}",
+            d.display()
+        );
+    }
+    Some(Tuning {
+        kind: "matmul".to_string(),
+        winner: record.winner,
+        builtin: names[0].to_string(),
+        timings: record.timings,
+        from_cache: false,
+        seconds: start.elapsed().as_secs_f64(),
+    })
+}
+
+/// A deterministic operand in [-1, 1) (no RNG of the device: the check
+/// below recomputes it on the host).
+fn operand(len: usize, seed: u64) -> Vec<f32> {
+    let mut state = seed;
+    (0..len)
+        .map(|_| {
+            state = state
+                .wrapping_mul(6_364_136_223_846_793_005)
+                .wrapping_add(1_442_695_040_888_963_407);
+            ((state >> 40) as f32 / (1u64 << 24) as f32) * 2.0 - 1.0
+        })
+        .collect()
+}
+
+/// The median seconds of an `m x k` by `k x n` product on `dev`, after a
+/// warm-up run whose values are checked against an f64 product on a few
+/// rows; `Err` names what failed (an error, a panic, a wrong value).
+fn time_one(dev: &Device, (m, k, n): (usize, usize, usize), runs: usize) -> Result<f64, String> {
+    let a_host = operand(m * k, 1);
+    let b_host = operand(k * n, 2);
+    let outcome = std::panic::catch_unwind(AssertUnwindSafe(|| -> crate::Result<f64> {
+        let a = Tensor::from_vec(a_host.clone(), [m, k], dev)?;
+        let b = Tensor::from_vec(b_host.clone(), [k, n], dev)?;
+        let got = a.matmul(&b).to_vec::<f32>()?;
+        check(&got, &a_host, &b_host, (m, k, n)).map_err(|message| crate::Error::Device {
+            during: "autotune check".to_string(),
+            message,
+        })?;
+        let mut times = Vec::with_capacity(runs);
+        for _ in 0..runs {
+            let t = Instant::now();
+            let c = a.matmul(&b);
+            dev.mark_step()?;
+            dev.wait()?;
+            times.push(t.elapsed().as_secs_f64());
+            drop(c);
+        }
+        times.sort_by(f64::total_cmp);
+        Ok(times[times.len() / 2])
+    }));
+    match outcome {
+        Ok(Ok(t)) => Ok(t),
+        Ok(Err(e)) => Err(format!("{m}x{k}x{n}: {e}")),
+        Err(_) => Err(format!("{m}x{k}x{n}: panicked")),
+    }
+}
+
+/// Checks eight spread rows of `got` against an f64 product.
+fn check(
+    got: &[f32],
+    a: &[f32],
+    b: &[f32],
+    (m, k, n): (usize, usize, usize),
+) -> Result<(), String> {
+    let tol = 1e-5 * k as f64 + 1e-5;
+    for r in (0..8).map(|i| i * m / 8) {
+        for j in 0..n {
+            let want: f64 = (0..k)
+                .map(|p| f64::from(a[r * k + p]) * f64::from(b[p * n + j]))
+                .sum();
+            let g = f64::from(got[r * n + j]);
+            if (g - want).abs() > tol || g.is_nan() {
+                return Err(format!("wrong value at [{r}, {j}]: {g} where {want}"));
+            }
+        }
+    }
+    Ok(())
+}

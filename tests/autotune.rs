@@ -1,0 +1,75 @@
+//! Autotuning on the adapter the tests run on: the first device with
+//! tuning on times the matmul candidates, writes the winner to the
+//! tuning cache and reports it; a second device reads it back without
+//! timing; the chosen kernel computes right. One test in its own binary:
+//! it points the cache directory at a fresh folder through the
+//! environment before any device exists.
+
+mod common;
+
+use lazywgpu::{Autotune, Device, DeviceConfig, Tensor};
+
+#[test]
+fn the_first_device_tunes_and_the_next_reads_the_winner() {
+    let dir = std::env::temp_dir().join(format!("lazywgpu-autotune-test-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    // SAFETY: the only test of this binary, run before any thread of the
+    // library exists; nothing else reads the environment concurrently.
+    unsafe { std::env::set_var("LAZYWGPU_CACHE_DIR", &dir) };
+    let Some(_) = common::gpu() else { return };
+    // On a GPU that first device tuned already (tuning defaults to on
+    // there): start from no winners.
+    for entry in std::fs::read_dir(&dir).into_iter().flatten().flatten() {
+        if entry.file_name().to_string_lossy().starts_with("autotune-") {
+            std::fs::remove_file(entry.path()).unwrap();
+        }
+    }
+    let config = DeviceConfig {
+        autotune: Some(Autotune::Fast),
+        ..DeviceConfig::default()
+    };
+    let first = Device::gpu_with(config.clone()).unwrap();
+    let report = first.adapter().unwrap();
+    let tuning = report.tuning.clone().expect("tuning ran");
+    assert!(!tuning.from_cache && tuning.seconds > 0.0, "{tuning}");
+    assert_eq!(tuning.timings[0].name, tuning.builtin);
+    assert_eq!(tuning.timings[0].relative, Some(1.0));
+    assert!(tuning.timings.iter().any(|t| t.name == tuning.winner));
+    assert!(report.matmul_kernel.starts_with(&tuning.winner), "{report}");
+    assert!(first.metrics().timer("autotune").is_some());
+    let files: Vec<_> = std::fs::read_dir(&dir)
+        .unwrap()
+        .filter_map(|e| e.ok())
+        .filter(|e| {
+            e.file_name()
+                .to_string_lossy()
+                .starts_with("autotune-matmul-")
+        })
+        .collect();
+    assert_eq!(files.len(), 1);
+
+    let second = Device::gpu_with(config).unwrap();
+    let again = second.adapter().unwrap().tuning.unwrap();
+    assert!(again.from_cache && again.seconds == 0.0, "{again}");
+    assert_eq!(again.winner, tuning.winner);
+    assert_eq!(again.timings, tuning.timings);
+
+    // Tuning off, or a kernel named, leaves the built-in or named kernel.
+    let off = Device::gpu_with(DeviceConfig {
+        autotune: Some(Autotune::Off),
+        ..DeviceConfig::default()
+    })
+    .unwrap();
+    assert!(off.adapter().unwrap().tuning.is_none());
+
+    // The tuned device's product against an f64 one.
+    let (m, k, n) = (37, 300, 45);
+    let a = common::data(m * k, 3);
+    let b = common::data(k * n, 4);
+    let want = common::matmul_f64(&a, &b, (1, m, k, n));
+    let at = Tensor::from_vec(a, [m, k], &second).unwrap();
+    let bt = Tensor::from_vec(b, [k, n], &second).unwrap();
+    let got = at.matmul(&bt).to_vec::<f32>().unwrap();
+    common::assert_close(&got, &want, 1e-4, 1e-4, "tuned matmul");
+    let _ = std::fs::remove_dir_all(&dir);
+}
