@@ -27,6 +27,8 @@
 mod baseline;
 #[path = "support/cli.rs"]
 mod cli;
+#[path = "support/mnist_cnn.rs"]
+mod mnist_cnn;
 #[path = "../benches/support/ndarray_mlp.rs"]
 mod ndarray_mlp;
 
@@ -39,7 +41,7 @@ use clap::Parser;
 use cli::OutDir;
 
 use lazywgpu::nn::{self, Module, functional as F};
-use lazywgpu::optim::{Optimizer, Sgd};
+use lazywgpu::optim::{Adadelta, Optimizer, Sgd};
 use lazywgpu::{DType, Device, Tensor};
 use ndarray::{Array1, Array2, Axis};
 use plotters::prelude::*;
@@ -256,6 +258,84 @@ struct W5 {
     hidden: Option<f64>,
 }
 
+/// One of the extra rows (GPU fused only): its name, median time and
+/// its own figure.
+struct Extra {
+    name: String,
+    time: Duration,
+    figure: String,
+}
+
+/// The extra rows: matmuls of 1024^3 in f16 and bf16 (and of 4096^3 in
+/// f32, f16 and bf16 when `big`), and one training step of PyTorch's MNIST
+/// example network (batch 64, cross-entropy, Adadelta lr 1.0, dropout on),
+/// timed in blocks of steps that end in a wait.
+fn run_extra(dev: &Device, runs: usize, big: bool) -> lazywgpu::Result<Vec<Extra>> {
+    let mut out = Vec::new();
+    let mut sizes = vec![(1024usize, DType::F16), (1024, DType::BF16)];
+    if big {
+        sizes.extend([(4096, DType::F32), (4096, DType::F16), (4096, DType::BF16)]);
+    }
+    for (n, dtype) in sizes {
+        dev.manual_seed(0);
+        let a = Tensor::randn([n, n], dev).cast(dtype);
+        let b = Tensor::randn([n, n], dev).cast(dtype);
+        dev.mark_step()?;
+        dev.wait()?;
+        let t = median_of(runs.min(5), || {
+            let c = a.matmul(&b);
+            dev.mark_step().expect("step");
+            dev.wait().expect("wait");
+            drop(c);
+        });
+        out.push(Extra {
+            name: format!("matmul {n}^3 {dtype}"),
+            time: t,
+            figure: format!(
+                "{:.1} GFLOP/s",
+                2.0 * (n as f64).powi(3) / t.as_secs_f64() / 1e9
+            ),
+        });
+    }
+    dev.manual_seed(0);
+    let model = mnist_cnn::cnn(dev);
+    let mut opt = Adadelta::new(model.parameters(), 1.0);
+    let x = Tensor::randn([64, 1, 28, 28], dev);
+    let y = (Tensor::rand([64], dev) * 10.0).floor().cast(DType::I32);
+    let mut step = || -> lazywgpu::Result<()> {
+        opt.zero_grad();
+        let loss = F::cross_entropy(&model.forward(&x), &y);
+        loss.backward();
+        opt.step();
+        dev.mark_step()
+    };
+    for _ in 0..3 {
+        step()?;
+    }
+    dev.wait()?;
+    let steps = if dev.adapter().is_some_and(|a| a.device_type == "Cpu") {
+        2
+    } else {
+        10
+    };
+    let mut blocks = Vec::new();
+    for _ in 0..3 {
+        let t = Instant::now();
+        for _ in 0..steps {
+            step()?;
+        }
+        dev.wait()?;
+        blocks.push(t.elapsed() / steps as u32);
+    }
+    let t = median(blocks);
+    out.push(Extra {
+        name: "MNIST CNN train step".to_string(),
+        time: t,
+        figure: format!("{:.1} steps/s", 1.0 / t.as_secs_f64()),
+    });
+    Ok(out)
+}
+
 fn ndarray_runs(runs: usize) -> [Duration; 6] {
     let x1 = Array1::from_shape_fn(W1_N, |i| (i % 1000) as f32 / 250.0 - 2.0);
     let x2 = Array1::from_shape_fn(W2_N, |i| (i % 997) as f32 / 997.0);
@@ -432,6 +512,10 @@ struct Args {
     /// Also write the figures as JSON to FILE
     #[arg(long, value_name = "FILE")]
     json: Option<PathBuf>,
+    /// Also time the 4096^3 matmuls on a CPU adapter (always on GPUs;
+    /// on lavapipe each takes seconds)
+    #[arg(long)]
+    big: bool,
     #[command(flatten)]
     out: OutDir,
 }
@@ -455,6 +539,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     if let Some(r) = &report {
         eprintln!("{r}");
     }
+    let mut extra = Vec::new();
     let (fused, unfused, w5_fused, w5_unfused, limit, w5_host, w7) = match &gpu {
         Ok(dev) => {
             // The fused runs and the adapter's limits are measured in
@@ -487,6 +572,9 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
             eprintln!("W7: GPT training steps ...");
             let w7 = run_w7(dev, 5, if runs > 5 { 5 } else { 3 })?;
             eprintln!("W7: {} graphs compiled after the warm-up", w7.1);
+            let on_gpu = dev.adapter().is_some_and(|a| a.device_type != "Cpu");
+            eprintln!("extra rows: half-precision matmuls, the MNIST CNN step ...");
+            extra = run_extra(dev, runs, args.big || on_gpu)?;
             dev.set_fusion(false);
             let unfused = run_lazy(dev, runs, false)?;
             let w5u = run_w5(dev, 10)?.step;
@@ -603,6 +691,12 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
             ratio
         );
     }
+    if !extra.is_empty() {
+        let _ = writeln!(md, "\n| extra row | lazywgpu GPU fused |\n| --- | --- |");
+        for e in &extra {
+            let _ = writeln!(md, "| {} | {} ({}) |", e.name, ms(e.time), e.figure);
+        }
+    }
     println!("{md}");
     let (md_path, svg_path) = (out_dir.join("compare.md"), out_dir.join("compare.svg"));
     std::fs::write(&md_path, &md)?;
@@ -611,7 +705,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     if let Some(path) = &args.json {
         std::fs::write(
             path,
-            json(&rows, &machine, report.as_ref(), runs, &peer_name),
+            json(&rows, &extra, &machine, report.as_ref(), runs, &peer_name),
         )?;
         eprintln!("wrote {}", path.display());
     }
@@ -624,6 +718,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
 /// driver, limits, subgroup sizes and features.
 fn json(
     rows: &[Row],
+    extra: &[Extra],
     machine: &str,
     report: Option<&lazywgpu::AdapterReport>,
     runs: usize,
@@ -671,6 +766,14 @@ fn json(
         "runs": runs,
         "peer": peer,
         "rows": rows,
+        "extra": extra
+            .iter()
+            .map(|e| serde_json::json!({
+                "name": e.name,
+                "fused_s": e.time.as_secs_f64(),
+                "figure": e.figure,
+            }))
+            .collect::<Vec<_>>(),
     });
     serde_json::to_string_pretty(&doc).unwrap_or_else(|e| format!("{{\"error\": \"{e}\"}}"))
 }

@@ -16,12 +16,15 @@
 
 #[path = "support/cli.rs"]
 mod cli;
+#[path = "support/mnist_cnn.rs"]
+mod mnist_cnn;
 #[path = "support/plot.rs"]
 mod plot;
 #[path = "support/ranks.rs"]
 mod ranks;
 
 use cli::{DataParallelArgs, DeviceArg, OutDir, Precision, at_least_one};
+use mnist_cnn::cnn;
 use plot::{Curve, line_chart};
 
 use std::path::PathBuf;
@@ -144,22 +147,6 @@ impl Args {
             PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("examples/data/mnist-10k")
         })
     }
-}
-
-/// PyTorch's MNIST example network (without its final log_softmax).
-fn cnn(dev: &Device) -> nn::Sequential {
-    nn::Sequential::new()
-        .add(nn::Conv2d::new(1, 32, 3, dev))
-        .add(nn::ReLU)
-        .add(nn::Conv2d::new(32, 64, 3, dev))
-        .add(nn::ReLU)
-        .add(nn::MaxPool2d::new(2))
-        .add(nn::Dropout::new(0.25))
-        .add(nn::Flatten)
-        .add(nn::Linear::new(9216, 128, dev))
-        .add(nn::ReLU)
-        .add(nn::Dropout::new(0.5))
-        .add(nn::Linear::new(128, 10, dev))
 }
 
 /// 784-128-10 with ReLU.
