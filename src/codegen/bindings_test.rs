@@ -7,7 +7,9 @@
 
 use super::{CodegenContext, KernelSource, generate_kernel, generate_root_kernel};
 use crate::graph::Graph;
-use crate::kernel::{Binding, MatmulKernel, ReduceStrategy, SoftmaxStrategy, Strategy, Target};
+use crate::kernel::{
+    Binding, MatmulKernel, ReduceSplit, ReduceStrategy, SoftmaxStrategy, Strategy, Target,
+};
 use crate::schedule::{KernelKind, schedule, split_reductions};
 use crate::{Device, DeviceConfig, Tensor};
 
@@ -25,7 +27,7 @@ pub(super) fn kernels_checked(
 ) -> Vec<KernelSource> {
     let nodes: Vec<_> = outputs.iter().map(|t| t.node()).collect();
     let graph = Graph::collect_with(&nodes, true, checked);
-    let key = &split_reductions(&graph.key).key;
+    let key = &split_reductions(&graph.key, ReduceSplit::CPU).key;
     let mut stored: Vec<bool> = key
         .nodes
         .iter()

@@ -20,6 +20,8 @@ mod bindings_test;
 #[cfg(test)]
 mod golden_test;
 #[cfg(test)]
+mod norm_test;
+#[cfg(test)]
 mod primitives_test;
 
 pub(crate) use render::kernel_wgsl;

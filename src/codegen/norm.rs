@@ -6,13 +6,14 @@
 //! CPU drivers).
 
 use super::emit::Gen;
+use super::reduce_ir::{strided_within, workgroup_tree};
 use super::roots::store_outputs;
 use super::wgsl::{WORKGROUP_SIZE, unroll_for};
 use crate::dtype::DType;
 use crate::graph::GraphKey;
 use crate::graph::op::{BinaryOp, UnaryOp};
-use crate::kernel::Entry;
 use crate::kernel::ir::{Arith, Expr, Inst, Ty};
+use crate::kernel::{Entry, WorkgroupArray};
 use crate::shape::numel;
 
 /// What one pass does with (generator, element index, x there, gy there).
@@ -20,7 +21,10 @@ type PassBody<'a> = dyn Fn(&mut Gen, &Expr, &Expr, Option<&Expr>) + 'a;
 
 /// The kernel of `Normalize` (or `NormalizeBackward` when `backward`) at
 /// `root`, whose `eps` is parameter word `eps_slot`: its entry, its body
-/// and its workgroup count.
+/// and its workgroup count. A row per invocation on CPU adapters; on GPUs
+/// (`Target::row_norm_per_workgroup`) a row per workgroup of
+/// `ROW_WORKGROUP`, whose invocations stride the row and combine their
+/// partial sums by a tree in workgroup memory.
 pub(super) fn normalize(
     g: &mut Gen,
     key: &GraphKey,
@@ -34,30 +38,52 @@ pub(super) fn normalize(
     let shape = &key.nodes[x].shape;
     let len = shape.last().copied().unwrap_or(1);
     let rows = numel(shape) / len.max(1);
+    let per_workgroup = g.context().target.row_norm_per_workgroup;
     // Three passes over the row forward, four backward, each within its
     // share of the kernel's loop budget.
-    let budget = g.context().target.loop_budget(if backward { 4 } else { 3 });
-    let unroll = unroll_for(len, budget);
-    // Each pass reads x (and gy) at element k of row gi, then runs `f`.
+    let passes = if backward { 4 } else { 3 };
+    let unroll = unroll_for(len, g.context().target.loop_budget(passes));
+    // Reads x (and gy) at element `k` of row gi, then runs `f`.
+    let at_element = |g: &mut Gen, k: Expr, f: &PassBody<'_>| {
+        let at = Expr::arith(
+            Arith::Add,
+            Expr::arith(Arith::Mul, Expr::Invocation, Expr::U32(len as u64)),
+            k,
+        );
+        let i = g.emit("i", Ty::U32, at);
+        let v = g.value(x, &i, false, false);
+        let gv = backward.then(|| g.value(inputs[1], &i, false, false));
+        f(g, &i, &v, gv.as_ref());
+    };
+    // Each pass visits the row's elements: all of them in one invocation,
+    // or every `ROW_WORKGROUP`th from the invocation's own.
     let pass = |g: &mut Gen, f: &PassBody<'_>| {
-        let counter = g.fresh("k");
-        let body = g.block(|g| {
-            let at = Expr::arith(
-                Arith::Add,
-                Expr::arith(Arith::Mul, Expr::Invocation, Expr::U32(len as u64)),
-                Expr::Var(counter),
-            );
-            let i = g.emit("i", Ty::U32, at);
-            let v = g.value(x, &i, false, false);
-            let gv = backward.then(|| g.value(inputs[1], &i, false, false));
-            f(g, &i, &v, gv.as_ref());
-        });
-        g.push(Inst::Loop {
-            counter,
-            count: Expr::count(len),
-            unroll,
-            body,
-        });
+        if per_workgroup {
+            strided_within(g, (&Expr::Local, ROW_WORKGROUP, len), passes, &|g, k| {
+                at_element(g, k, f)
+            });
+        } else {
+            let counter = g.fresh("k");
+            let body = g.block(|g| at_element(g, Expr::Var(counter), f));
+            g.push(Inst::Loop {
+                counter,
+                count: Expr::count(len),
+                unroll,
+                body,
+            });
+        }
+    };
+    // A pass's partial sum made the row's: as it is in one invocation, or
+    // by the workgroup's tree, then a barrier, so that every invocation
+    // has read the result before the next tree reuses the array.
+    let partial = g.fresh("row_part");
+    let total = |g: &mut Gen, part: Expr| -> Expr {
+        if !per_workgroup {
+            return part;
+        }
+        let t = workgroup_tree(g, partial, &part, BinaryOp::Add, ROW_WORKGROUP);
+        g.push(Inst::Barrier);
+        t
     };
     let len_f = Expr::Cast {
         from: DType::U32,
@@ -70,9 +96,9 @@ pub(super) fn normalize(
     let first = Expr::arith(Arith::Mul, Expr::Invocation, Expr::U32(len as u64));
     let first = g.emit("i0", Ty::U32, first);
     let shift = g.value(x, &first, false, false);
-    let stats = row_stats(g, &pass, &len_f, eps, shift);
+    let stats = row_stats(g, (&pass, &total), &len_f, eps, shift);
     if backward {
-        write_gradient(g, &pass, &stats, &len_f, |g, i, dx| {
+        write_gradient(g, (&pass, &total), &stats, &len_f, |g, i, dx| {
             store_outputs(g, key, (root, outputs), i, dx)
         });
     } else {
@@ -81,19 +107,39 @@ pub(super) fn normalize(
             store_outputs(g, key, (root, outputs), i, &y);
         });
     }
-    let entry = Entry {
-        workgroup_size: WORKGROUP_SIZE as usize,
-        per_invocation: true,
-        count: Expr::count(rows),
-        arrays: Vec::new(),
-        subgroup_id: false,
+    let (entry, groups) = if per_workgroup {
+        let array = WorkgroupArray {
+            var: partial,
+            element: Ty::F32,
+            len: ROW_WORKGROUP,
+        };
+        (row_entry(ROW_WORKGROUP, false, rows, vec![array]), rows)
+    } else {
+        let wg = WORKGROUP_SIZE as usize;
+        (row_entry(wg, true, rows, Vec::new()), rows.div_ceil(wg))
     };
-    (
-        entry,
-        g.body().to_vec(),
-        rows.div_ceil(WORKGROUP_SIZE as usize),
-    )
+    (entry, g.body().to_vec(), groups)
 }
+
+/// The entry of a row kernel over `rows` rows.
+fn row_entry(wg: usize, per_invocation: bool, rows: usize, arrays: Vec<WorkgroupArray>) -> Entry {
+    Entry {
+        workgroup_size: wg,
+        per_invocation,
+        count: Expr::count(rows),
+        arrays,
+        subgroup_id: false,
+    }
+}
+
+/// Invocations of a row's workgroup (GPUs): two of NVIDIA's warps of 32,
+/// one of AMD's waves of 64; rows of a model's width (128-4096) give each
+/// a few to a few dozen elements.
+const ROW_WORKGROUP: usize = 64;
+
+/// How the statistics see the row: a pass over its elements, and the
+/// combination of an invocation's partial sum into the row's.
+type RowAccess<'a> = (&'a Pass<'a>, &'a dyn Fn(&mut Gen, Expr) -> Expr);
 
 /// Runs one pass over the row: `body` at each element.
 type Pass<'a> = dyn Fn(&mut Gen, &PassBody<'_>) + 'a;
@@ -125,7 +171,13 @@ impl RowStats {
 /// fuses `v - s * (1 / len)` into one FMA, which left `3 - 15 / 5` at
 /// -4.5e-8 and a normalised constant row at -1.4e-5 where PyTorch has 0);
 /// the shift also keeps the sum small where a row sits far from zero.
-fn row_stats(g: &mut Gen, pass: &Pass<'_>, len_f: &Expr, eps: Expr, shift: Expr) -> RowStats {
+fn row_stats(
+    g: &mut Gen,
+    (pass, total): RowAccess<'_>,
+    len_f: &Expr,
+    eps: Expr,
+    shift: Expr,
+) -> RowStats {
     let s = g.accumulator("s");
     pass(g, &|g, _, v, _| {
         let d = g.emit(
@@ -135,6 +187,7 @@ fn row_stats(g: &mut Gen, pass: &Pass<'_>, len_f: &Expr, eps: Expr, shift: Expr)
         );
         g.accumulate(&s, d)
     });
+    let s = total(g, s);
     let ms = g.emit("ms", Ty::F32, f32_op(BinaryOp::Div, s, len_f.clone()));
     let mean = g.emit("mean", Ty::F32, f32_op(BinaryOp::Add, shift, ms));
     let q = g.accumulator("q");
@@ -143,6 +196,7 @@ fn row_stats(g: &mut Gen, pass: &Pass<'_>, len_f: &Expr, eps: Expr, shift: Expr)
         let dd = g.emit("dd", Ty::F32, f32_op(BinaryOp::Mul, d.clone(), d));
         g.accumulate(&q, dd);
     });
+    let q = total(g, q);
     let var = g.emit("var", Ty::F32, f32_op(BinaryOp::Div, q, len_f.clone()));
     let var_eps = g.emit("ve", Ty::F32, f32_op(BinaryOp::Add, var, eps));
     let rstd = g.emit("rstd", Ty::F32, f32_unary(UnaryOp::Rsqrt, var_eps));
@@ -154,7 +208,7 @@ fn row_stats(g: &mut Gen, pass: &Pass<'_>, len_f: &Expr, eps: Expr, shift: Expr)
 /// (`store` at each element).
 fn write_gradient(
     g: &mut Gen,
-    pass: &Pass<'_>,
+    (pass, total): RowAccess<'_>,
     stats: &RowStats,
     len_f: &Expr,
     store: impl Fn(&mut Gen, &Expr, &Expr),
@@ -167,6 +221,8 @@ fn write_gradient(
         let t = g.emit("t", Ty::F32, f32_op(BinaryOp::Mul, gv.clone(), xh));
         g.accumulate(&sgx, t);
     });
+    let sg = total(g, sg);
+    let sgx = total(g, sgx);
     let mg = g.emit("mg", Ty::F32, f32_op(BinaryOp::Div, sg, len_f.clone()));
     let mgx = g.emit("mgx", Ty::F32, f32_op(BinaryOp::Div, sgx, len_f.clone()));
     pass(g, &|g, i, v, gv| {

@@ -11,7 +11,7 @@ use crate::dtype::DType;
 use crate::graph::GraphKey;
 use crate::graph::op::{BinaryOp, ReduceOp};
 use crate::kernel::Entry;
-use crate::kernel::ir::{Arith, Expr, Inst, Ty};
+use crate::kernel::ir::{Arith, Expr, Inst, Ty, Var};
 use crate::shape::contiguous_strides;
 
 /// The facts of one reduction kernel.
@@ -177,6 +177,34 @@ pub(super) fn tree_halvings(g: &mut Gen, wg: usize, merge: &dyn Fn(&mut Gen, &Ex
         unroll: 1,
         body,
     });
+}
+
+/// Combines every invocation's `value` with `op` (f32, NaN-propagating
+/// for `Maximum`) by a tree in the workgroup array `partial`
+/// (`tree_halvings`) over a workgroup of `wg` invocations (a power of
+/// two, the array's length). Returns the result, which every invocation
+/// reads.
+pub(super) fn workgroup_tree(
+    g: &mut Gen,
+    partial: Var,
+    value: &Expr,
+    op: BinaryOp,
+    wg: usize,
+) -> Expr {
+    let at = |i: Expr| Expr::index(Expr::Var(partial), i);
+    let set = |index: Expr, value: Expr| Inst::SetElement {
+        var: partial,
+        index,
+        value,
+    };
+    g.push(set(Expr::Local, value.clone()));
+    g.push(Inst::Barrier);
+    tree_halvings(g, wg, &|g, partner| {
+        let mine = g.emit("a", Ty::F32, at(Expr::Local));
+        let theirs = g.emit("b", Ty::F32, at(partner.clone()));
+        g.push(set(Expr::Local, Expr::f32_binary(op, mine, theirs, false)));
+    });
+    g.emit("t", Ty::F32, at(Expr::U32(0)))
 }
 
 /// `a op n` for a `u32` literal `n`.

@@ -3,7 +3,7 @@
 //! rules for rows holding NaN or infinities.
 
 use super::emit::Gen;
-use super::reduce_ir::{strided_within, tree_halvings};
+use super::reduce_ir::{strided_within, workgroup_tree};
 use super::wgsl::{WORKGROUP_SIZE, unroll_for, vectorizable};
 use crate::dtype::DType;
 use crate::graph::GraphKey;
@@ -82,7 +82,7 @@ fn softmax_per_workgroup(
     pass(g, &|g, _, v| {
         g.assign(&m, f32_op(BinaryOp::Maximum, m.clone(), v.clone()))
     });
-    let m = workgroup_tree(g, partial, &m, BinaryOp::Maximum);
+    let m = workgroup_tree(g, partial, &m, BinaryOp::Maximum, wg);
     // The tree's result is read by all before the sum reuses the array.
     g.push(Inst::Barrier);
     let s = g.variable("s", Expr::F32(0.0f32.to_bits()));
@@ -91,7 +91,7 @@ fn softmax_per_workgroup(
         let e = g.emit("e", Ty::F32, f32_unary(UnaryOp::Exp, d));
         g.accumulate(&s, e);
     });
-    let s = workgroup_tree(g, partial, &s, BinaryOp::Add);
+    let s = workgroup_tree(g, partial, &s, BinaryOp::Add, wg);
     let bad = g.emit("bad", Ty::BOOL, row_is_bad(&m, &s));
     let ls = g.emit("ls", Ty::F32, f32_unary(UnaryOp::Log, s.clone()));
     pass(g, &|g, i, v| {
@@ -119,26 +119,6 @@ fn softmax_per_workgroup(
         subgroup_id: false,
     };
     (entry, g.body().to_vec())
-}
-
-/// Combines every invocation's `value` with `op` (f32, NaN-propagating
-/// for `Maximum`) by a tree in the workgroup array `partial`
-/// (`tree_halvings`). Returns the result, which every invocation reads.
-fn workgroup_tree(g: &mut Gen, partial: Var, value: &Expr, op: BinaryOp) -> Expr {
-    let at = |i: Expr| Expr::index(Expr::Var(partial), i);
-    let set = |index: Expr, value: Expr| Inst::SetElement {
-        var: partial,
-        index,
-        value,
-    };
-    g.push(set(Expr::Local, value.clone()));
-    g.push(Inst::Barrier);
-    tree_halvings(g, WORKGROUP_SIZE as usize, &|g, partner| {
-        let mine = g.emit("a", Ty::F32, at(Expr::Local));
-        let theirs = g.emit("b", Ty::F32, at(partner.clone()));
-        g.push(set(Expr::Local, f32_op(op, mine, theirs)));
-    });
-    g.emit("t", Ty::F32, at(Expr::U32(0)))
 }
 
 /// `softmax_per_thread` for rows along the last axis whose length is a

@@ -20,4 +20,4 @@ pub(crate) use strategy::{
     LaneTile, Precedents, ReduceShape, ReduceStrategy, SoftmaxStrategy, Strategy, WORKGROUP_SIZE,
     choose_reduce, choose_softmax, choose_vec4,
 };
-pub(crate) use target::{LaneAdapter, MatmulKernel, Target};
+pub(crate) use target::{LaneAdapter, MatmulKernel, ReduceSplit, Target};

@@ -27,6 +27,49 @@ pub(crate) struct Target {
     /// would run longer are not chosen, and loops with no alternative are
     /// unrolled until they fit (`codegen::wgsl::bounded_loop`).
     pub loop_limit: Option<usize>,
+    /// How long reductions into few results are split into stages.
+    pub reduce_split: ReduceSplit,
+    /// Whether a layer norm's row (forward and gradient) is a workgroup's
+    /// work rather than one invocation's: on GPUs, where a row per
+    /// invocation left 768 rows of 128 to 768 threads looping alone (0.48
+    /// ms forward, 0.38 ms backward on an H200, half the GPT step); not
+    /// on CPU adapters, where barriers are dear and one invocation a row
+    /// measured fastest.
+    pub row_norm_per_workgroup: bool,
+}
+
+/// When and how finely a long reduction into few results is split into
+/// stages of partial results (`schedule::split::split_reductions`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct ReduceSplit {
+    /// Reduced elements from which a reduction is split.
+    pub threshold: usize,
+    /// Elements each partial result of a first stage covers.
+    pub per_part: usize,
+    /// Stages a reduction may be split into: 2 keeps the second stage
+    /// whole however many parts it reduces; more split it again.
+    pub max_stages: usize,
+}
+
+impl ReduceSplit {
+    /// CPU adapters (measured on lavapipe, PERFORMANCE.md): from 65,536
+    /// elements, 128 a part, two stages.
+    pub const CPU: ReduceSplit = ReduceSplit {
+        threshold: 1 << 16,
+        per_part: 128,
+        max_stages: 2,
+    };
+    /// GPUs: from 4,096 elements, 32 a part, up to four stages. A
+    /// reduction left whole runs in one workgroup, a sliver of a GPU: on
+    /// an H200 the GPT step's gradient-norm sums over 8,192-49,152
+    /// elements took 0.58 ms each (a third of the step), and a second
+    /// stage over 131,072 partial sums kept the 16M sum at 0.4 of the
+    /// copy's bandwidth.
+    pub const GPU: ReduceSplit = ReduceSplit {
+        threshold: 1 << 12,
+        per_part: 32,
+        max_stages: 4,
+    };
 }
 
 /// Loop iterations kept aside from `Target::loop_limit` for a kernel's
@@ -104,6 +147,12 @@ impl Target {
             // Every CPU adapter wgpu finds on Linux is Mesa's (lavapipe or
             // llvmpipe through gallivm); others loop as long as asked.
             loop_limit: cpu.then_some(LAVAPIPE_LOOP_LIMIT),
+            reduce_split: if cpu {
+                ReduceSplit::CPU
+            } else {
+                ReduceSplit::GPU
+            },
+            row_norm_per_workgroup: !cpu,
         }
     }
 
@@ -135,6 +184,8 @@ impl Target {
             }),
             shader_f16: true,
             loop_limit: Some(LAVAPIPE_LOOP_LIMIT),
+            reduce_split: ReduceSplit::CPU,
+            row_norm_per_workgroup: false,
         }
     }
 }

@@ -113,6 +113,19 @@ impl Device {
         Ok(Device::on_context(GpuContext::shared()?, config))
     }
 
+    /// A device on the process's adapter generating code for `target`
+    /// instead of the adapter's own (tests of one target's lowering on
+    /// another adapter: a GPU's reduction stages on lavapipe); `None`
+    /// without an adapter.
+    #[cfg(test)]
+    pub(crate) fn gpu_for_target(target: Target) -> Option<Device> {
+        let ctx = GpuContext::shared().ok()?;
+        Some(Device::with_backend(
+            Backend::Gpu(ctx, target),
+            DeviceConfig::default(),
+        ))
+    }
+
     /// A device on `ctx`'s adapter, generating code for it, with the
     /// matmul kernel the config names, else the tuned one (read from the
     /// tuning cache or timed now; see [`DeviceConfig::autotune`]), else

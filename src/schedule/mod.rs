@@ -388,9 +388,12 @@ fn readers_outside_kernel(
 /// for the patterns the library promises, traced on the CPU device and
 /// scheduled without any GPU.
 #[cfg(test)]
+mod split_test;
+#[cfg(test)]
 mod tests {
     use super::*;
     use crate::graph::Graph;
+    use crate::kernel::ReduceSplit;
     use crate::{Device, DeviceConfig, Tensor};
 
     fn cpu() -> Device {
@@ -495,7 +498,7 @@ mod tests {
         // The traced graph (the cache key, the CPU reference): one stage.
         assert_eq!(schedule(&graph.key, 30).kernels.len(), 1);
         // Lowered for the GPU: partial sums, their sum, a reshape.
-        let lowered = split_reductions(&graph.key);
+        let lowered = split_reductions(&graph.key, ReduceSplit::CPU);
         assert_eq!(lowered.key.nodes.len(), graph.key.nodes.len() + 2);
         assert_eq!(lowered.origin.len(), lowered.key.nodes.len());
         let k = schedule(&lowered.key, 30).kernels;
@@ -513,6 +516,50 @@ mod tests {
     }
 
     #[test]
+    fn on_a_gpu_shorter_sums_split_and_long_ones_split_again() {
+        use crate::schedule::split::lower_for_gpu;
+        let dev = cpu();
+        let mut gpu = crate::kernel::Target::lavapipe();
+        gpu.loop_limit = None;
+        gpu.reduce_split = ReduceSplit::GPU;
+        let reductions = |key: &GraphKey| -> Vec<(usize, Vec<usize>)> {
+            key.nodes
+                .iter()
+                .filter_map(|n| match &n.kind {
+                    GKind::Op {
+                        op: Op::Reduce { parts, .. },
+                        ..
+                    } => Some((*parts, n.shape.clone())),
+                    _ => None,
+                })
+                .collect()
+        };
+        // 8,192 elements (a gradient's sum of squares): left whole on
+        // lavapipe, 256 parts of 32 on a GPU.
+        let small = Graph::collect(&[input(&[64, 128], &dev).sum_all().node()], true);
+        assert_eq!(
+            lower_for_gpu(&small.key, &crate::kernel::Target::lavapipe()).key,
+            small.key
+        );
+        let stages = reductions(&lower_for_gpu(&small.key, &gpu).key);
+        assert_eq!(stages, vec![(256, vec![1, 1, 256]), (1, vec![1, 1, 1])]);
+        // 16M: 131,072 parts, whose sum splits again into 4,096 of 32,
+        // then a last stage of 4,096 (four stages at most).
+        let big = Graph::collect(&[input(&[1 << 24], &dev).sum_all().node()], true);
+        let lowered = lower_for_gpu(&big.key, &gpu);
+        let parts: Vec<usize> = reductions(&lowered.key).iter().map(|r| r.0).collect();
+        assert_eq!(
+            parts,
+            vec![1 << 17, 1 << 12, 128, 1],
+            "{:?}",
+            reductions(&lowered.key)
+        );
+        assert_eq!(lowered.origin.len(), lowered.key.nodes.len());
+        let out = lowered.key.outputs[0];
+        assert_eq!(lowered.key.nodes[out].shape, Vec::<usize>::new());
+    }
+
+    #[test]
     fn short_or_wide_reductions_stay_one_stage() {
         let dev = cpu();
         let long_rows = input(&[128, 1 << 16], &dev).sum([1], false);
@@ -520,7 +567,7 @@ mod tests {
         let argmax = input(&[1 << 17], &dev).argmax(0, false);
         for t in [&long_rows, &short, &argmax] {
             let graph = Graph::collect(&[t.node()], true);
-            let lowered = split_reductions(&graph.key);
+            let lowered = split_reductions(&graph.key, ReduceSplit::CPU);
             assert_eq!(lowered.key, graph.key, "{:?}", t.shape());
         }
     }

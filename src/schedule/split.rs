@@ -8,10 +8,8 @@
 
 use crate::graph::op::{BinaryOp, Op, ReduceOp};
 use crate::graph::{GKind, GNode, GraphKey};
+use crate::kernel::{ReduceSplit, Target};
 use crate::shape::{Layout, contiguous_strides, numel};
-
-/// Reduced elements from which a reduction with few outputs is split.
-const SPLIT_THRESHOLD: usize = 1 << 16;
 
 /// Outputs up to which a long reduction is split (more outputs already
 /// spread over enough workgroups).
@@ -25,19 +23,25 @@ pub(crate) struct Lowered {
 }
 
 /// The parts a reduction of `reduced` elements into `outer` results is
-/// split into, or `None` to keep it in one stage. About 128 elements a
-/// part: the first stage then runs one invocation per part (no workgroup
-/// tree), neighbours reading neighbouring elements.
-pub(crate) fn split_parts(op: ReduceOp, reduced: usize, outer: usize) -> Option<usize> {
-    (reduced >= SPLIT_THRESHOLD && outer <= SPLIT_MAX_OUTPUTS && !op.is_arg())
-        .then(|| (reduced / 128).clamp(2, 1 << 17))
+/// split into under `policy`, or `None` to keep it in one stage: about
+/// `per_part` elements a part, so that the first stage runs one
+/// invocation per part (no workgroup tree), neighbours reading
+/// neighbouring elements.
+pub(crate) fn split_parts(
+    op: ReduceOp,
+    reduced: usize,
+    outer: usize,
+    policy: ReduceSplit,
+) -> Option<usize> {
+    (reduced >= policy.threshold && outer <= SPLIT_MAX_OUTPUTS && !op.is_arg())
+        .then(|| (reduced / policy.per_part).clamp(2, 1 << 17))
 }
 
 /// `key` with every long reduction split in two stages (see the module
 /// doc): the partial reduction (keepdim shape plus a trailing dim of
 /// `parts`), the reduction of that dim, and a reshape back to the
 /// original node's shape. One pass; nodes keep their order.
-pub(crate) fn split_reductions(key: &GraphKey) -> Lowered {
+pub(crate) fn split_reductions(key: &GraphKey, policy: ReduceSplit) -> Lowered {
     let mut lowering = Lowering::new(key);
     for (i, node) in key.nodes.iter().enumerate() {
         let inputs: Vec<usize> = node.inputs.iter().map(|&j| lowering.new_index[j]).collect();
@@ -49,7 +53,7 @@ pub(crate) fn split_reductions(key: &GraphKey) -> Lowered {
                 let in_shape = &key.nodes[node.inputs[0]].shape;
                 let reduced: usize = axes.iter().map(|&d| in_shape[d]).product();
                 let outer = numel(&node.shape);
-                split_parts(*op, reduced, outer).map(|parts| (*op, axes.clone(), parts))
+                split_parts(*op, reduced, outer, policy).map(|parts| (*op, axes.clone(), parts))
             }
             _ => None,
         };
@@ -266,15 +270,23 @@ impl Lowering {
     }
 }
 
-/// The graph lowered for a target: long matmuls split along K where
+/// The graph lowered for `target`: long matmuls split along K where
 /// loops are limited (`split_long_matmuls`), then long reductions split
-/// in two (`split_reductions`); `origin` maps to the traced graph.
-pub(crate) fn lower_for_gpu(key: &GraphKey, loop_limit: Option<usize>) -> Lowered {
-    let first = split_long_matmuls(key, loop_limit);
-    let second = split_reductions(&first.key);
-    let origin = second.origin.iter().map(|&o| first.origin[o]).collect();
-    Lowered {
-        key: second.key,
-        origin,
+/// into stages (`split_reductions`, again on the stages it made while a
+/// later stage is still long, up to the target's `max_stages`); `origin`
+/// maps to the traced graph. Each pass is linear in the graph.
+pub(crate) fn lower_for_gpu(key: &GraphKey, target: &Target) -> Lowered {
+    let mut lowered = split_long_matmuls(key, target.loop_limit);
+    for _ in 1..target.reduce_split.max_stages.max(2) {
+        let next = split_reductions(&lowered.key, target.reduce_split);
+        if next.key.nodes.len() == lowered.key.nodes.len() {
+            break;
+        }
+        let origin = next.origin.iter().map(|&o| lowered.origin[o]).collect();
+        lowered = Lowered {
+            key: next.key,
+            origin,
+        };
     }
+    lowered
 }

@@ -237,7 +237,7 @@ pub(super) fn executable(
     let compile_start = std::time::Instant::now();
     let mut site = note_miss(caches, graph);
     let traced = graph;
-    let Lowered { key, origin } = lower_for_gpu(&traced.key, target.loop_limit);
+    let Lowered { key, origin } = lower_for_gpu(&traced.key, target);
     let graph = &traced.lowered(key, &origin);
     // Dumped kernels name the graph node and source line on each line.
     let origins = caches.dump_dir.as_ref().map(|_| node_labels(graph));

@@ -138,7 +138,7 @@ pub(super) fn probe_texts(
     let identity: Vec<usize> = (0..key.nodes.len()).collect();
     let probe = traced.lowered(key, &identity);
     let generated = catch_unwind(AssertUnwindSafe(|| {
-        let Lowered { key, origin } = lower_for_gpu(&probe.key, cx.target.loop_limit);
+        let Lowered { key, origin } = lower_for_gpu(&probe.key, cx.target);
         let graph = probe.lowered(key, &origin);
         let (groups, available, mut sources) = generate(&graph, cx);
         plan_donations(&graph, cx, &groups, &available, &mut sources);

@@ -1,0 +1,95 @@
+//! The GPUs' layer norm (a row per workgroup, `Target::row_norm_per_workgroup`)
+//! run on the adapter the tests have (lavapipe in CI, whose own kernel is
+//! a row per invocation), forward and backward, against the CPU
+//! reference: rows shorter and longer than the workgroup, not a multiple
+//! of it, long rows, constant rows (exact zeros) and a NaN row.
+
+use crate::kernel::Target;
+use crate::nn::functional::layer_norm;
+use crate::{Device, Tensor};
+
+fn per_workgroup_device() -> Option<Device> {
+    let mut target = Target::lavapipe();
+    target.row_norm_per_workgroup = true;
+    let dev = Device::gpu_for_target(target);
+    if dev.is_none() && std::env::var_os("LAZYWGPU_REQUIRE_GPU").is_some() {
+        panic!("LAZYWGPU_REQUIRE_GPU is set but no adapter was found");
+    }
+    dev
+}
+
+fn data(n: usize, seed: u64) -> Vec<f32> {
+    let mut s = seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1;
+    (0..n)
+        .map(|_| {
+            s ^= s << 13;
+            s ^= s >> 7;
+            s ^= s << 17;
+            ((s >> 40) as f32 / (1u64 << 24) as f32) * 4.0 - 2.0
+        })
+        .collect()
+}
+
+/// Output, and the gradients of x, weight and bias for `sum(y * r)`.
+fn run(dev: &Device, (rows, len): (usize, usize), x: &[f32]) -> [Vec<f32>; 4] {
+    let t = |v: Vec<f32>, shape: Vec<usize>| {
+        let t = Tensor::from_vec(v, shape, dev).unwrap();
+        t.requires_grad_(true);
+        t
+    };
+    let xt = t(x.to_vec(), vec![rows, len]);
+    let w = t(data(len, 3), vec![len]);
+    let b = t(data(len, 4), vec![len]);
+    let r = Tensor::from_vec(data(rows * len, 5), [rows, len], dev).unwrap();
+    let y = layer_norm(&xt, &[len], Some(&w), Some(&b), 1e-5);
+    (&y * &r).sum_all().backward();
+    let read = |t: &Tensor| t.to_vec::<f32>().unwrap();
+    [
+        read(&y),
+        read(&xt.grad().unwrap()),
+        read(&w.grad().unwrap()),
+        read(&b.grad().unwrap()),
+    ]
+}
+
+#[test]
+fn a_row_per_workgroup_matches_the_cpu_reference() {
+    let Some(gpu) = per_workgroup_device() else {
+        return;
+    };
+    let cpu = Device::cpu();
+    for &(rows, len) in &[
+        (768usize, 128usize),
+        (5, 1000),
+        (3, 7),
+        (2, 64),
+        (4, 65),
+        (1, 70_001),
+    ] {
+        let mut x = data(rows * len, (rows * 31 + len) as u64);
+        if rows > 2 {
+            // A constant row and a row holding a NaN.
+            x[..len].fill(0.1);
+            x[2 * len + len / 2] = f32::NAN;
+        }
+        let got = run(&gpu, (rows, len), &x);
+        let want = run(&cpu, (rows, len), &x);
+        for (what, (g, w)) in ["y", "dx", "dweight", "dbias"]
+            .iter()
+            .zip(got.iter().zip(&want))
+        {
+            for (i, (a, b)) in g.iter().zip(w).enumerate() {
+                let ok = (a.is_nan() && b.is_nan()) || (a - b).abs() <= 2e-3 * (1.0 + b.abs());
+                assert!(ok, "{rows}x{len} {what}[{i}]: {a} where the CPU has {b}");
+            }
+        }
+        if rows > 2 {
+            let y = &got[0][..len];
+            let bias = data(len, 4);
+            assert!(
+                y.iter().zip(&bias).all(|(a, b)| a == b),
+                "a constant row is the bias exactly"
+            );
+        }
+    }
+}
