@@ -22,7 +22,7 @@ type PassBody<'a> = dyn Fn(&mut Gen, &Expr, &Expr, Option<&Expr>) + 'a;
 /// The kernel of `Normalize` (or `NormalizeBackward` when `backward`) at
 /// `root`, whose `eps` is parameter word `eps_slot`: its entry, its body
 /// and its workgroup count. A row per invocation on CPU adapters; on GPUs
-/// (`Target::row_norm_per_workgroup`) a row per workgroup of
+/// (`Target::rows_per_workgroup`) a row per workgroup of
 /// `ROW_WORKGROUP`, whose invocations stride the row and combine their
 /// partial sums by a tree in workgroup memory.
 pub(super) fn normalize(
@@ -38,7 +38,7 @@ pub(super) fn normalize(
     let shape = &key.nodes[x].shape;
     let len = shape.last().copied().unwrap_or(1);
     let rows = numel(shape) / len.max(1);
-    let per_workgroup = g.context().target.row_norm_per_workgroup;
+    let per_workgroup = g.context().target.rows_per_workgroup;
     // Three passes over the row forward, four backward, each within its
     // share of the kernel's loop budget.
     let passes = if backward { 4 } else { 3 };

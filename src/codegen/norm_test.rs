@@ -1,8 +1,9 @@
-//! The GPUs' layer norm (a row per workgroup, `Target::row_norm_per_workgroup`)
+//! The GPUs' layer norm (a row per workgroup, `Target::rows_per_workgroup`)
 //! run on the adapter the tests have (lavapipe in CI, whose own kernel is
 //! a row per invocation), forward and backward, against the CPU
 //! reference: rows shorter and longer than the workgroup, not a multiple
-//! of it, long rows, constant rows (exact zeros) and a NaN row.
+//! of it, long rows, constant rows (exact zeros) and a NaN row; and the
+//! GPUs' softmax rows per workgroup.
 
 use crate::kernel::Target;
 use crate::nn::functional::layer_norm;
@@ -10,7 +11,7 @@ use crate::{Device, Tensor};
 
 fn per_workgroup_device() -> Option<Device> {
     let mut target = Target::lavapipe();
-    target.row_norm_per_workgroup = true;
+    target.rows_per_workgroup = true;
     let dev = Device::gpu_for_target(target);
     if dev.is_none() && std::env::var_os("LAZYWGPU_REQUIRE_GPU").is_some() {
         panic!("LAZYWGPU_REQUIRE_GPU is set but no adapter was found");
@@ -90,6 +91,55 @@ fn a_row_per_workgroup_matches_the_cpu_reference() {
                 y.iter().zip(&bias).all(|(a, b)| a == b),
                 "a constant row is the bias exactly"
             );
+        }
+    }
+}
+
+/// The GPUs' softmax rule (a workgroup per row from `GPU_ROW_MIN`
+/// elements) on this adapter, softmax and log-softmax with their
+/// gradients, against the CPU reference; rows of -inf and with +inf give
+/// PyTorch's NaNs.
+#[test]
+fn softmax_rows_per_workgroup_match_the_cpu_reference() {
+    let Some(gpu) = per_workgroup_device() else {
+        return;
+    };
+    let cpu = Device::cpu();
+    for &(rows, len) in &[
+        (4096usize, 1024usize),
+        (3, 64),
+        (5, 1000),
+        (2, 70_001),
+        (7, 10),
+    ] {
+        let mut x = data(rows * len, (rows + len) as u64);
+        if rows > 2 {
+            x[..len].fill(f32::NEG_INFINITY);
+            x[len + 3] = f32::INFINITY;
+        }
+        let run = |dev: &Device| {
+            let xt = Tensor::from_vec(x.clone(), [rows, len], dev).unwrap();
+            xt.requires_grad_(true);
+            let r = Tensor::from_vec(data(rows * len, 9), [rows, len], dev).unwrap();
+            let s = xt.softmax(-1);
+            let l = xt.log_softmax(-1);
+            ((&s * &r).sum_all() + (&l * &r).sum_all()).backward();
+            [
+                s.to_vec::<f32>().unwrap(),
+                l.to_vec::<f32>().unwrap(),
+                xt.grad().unwrap().to_vec::<f32>().unwrap(),
+            ]
+        };
+        let (got, want) = (run(&gpu), run(&cpu));
+        for (what, (g, w)) in ["softmax", "log_softmax", "dx"]
+            .iter()
+            .zip(got.iter().zip(&want))
+        {
+            for (i, (a, b)) in g.iter().zip(w).enumerate() {
+                let ok =
+                    (a.is_nan() && b.is_nan()) || a == b || (a - b).abs() <= 1e-4 * (1.0 + b.abs());
+                assert!(ok, "{rows}x{len} {what}[{i}]: {a} where the CPU has {b}");
+            }
         }
     }
 }

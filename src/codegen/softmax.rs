@@ -10,7 +10,7 @@ use crate::graph::GraphKey;
 use crate::graph::op::{BinaryOp, UnaryOp};
 use crate::kernel::ir::{Arith, Expr, Inst, Ty, Var};
 use crate::kernel::{Entry, WorkgroupArray};
-use crate::kernel::{SoftmaxStrategy, choose_softmax};
+use crate::kernel::{GPU_ROW_MIN, SoftmaxStrategy, choose_softmax};
 use crate::shape::numel;
 
 use super::norm::{f32_op, f32_unary};
@@ -32,7 +32,11 @@ pub(super) fn softmax(
     let vectorizable = vectorizable(&key.nodes, x, g.stored, false);
     let precedent = g.context().precedent(root);
     let budget = g.context().target.loop_budget(1);
-    let strategy = choose_softmax((len, rows, inner), vectorizable, precedent, budget);
+    let strategy = if g.context().target.rows_per_workgroup && len >= GPU_ROW_MIN {
+        SoftmaxStrategy::RowPerWorkgroup
+    } else {
+        choose_softmax((len, rows, inner), vectorizable, precedent, budget)
+    };
     let groups = rows.div_ceil(WORKGROUP_SIZE as usize);
     let ids = (root, x);
     let (entry, body, groups, vec_out) = match strategy {

@@ -17,7 +17,7 @@ pub(crate) use donation::reads_output_elsewhere;
 pub(crate) use legalise::legalise;
 pub(crate) use program::{Declared, Entry, Helpers, Kernel, WorkgroupArray};
 pub(crate) use strategy::{
-    LaneTile, Precedents, ReduceShape, ReduceStrategy, SoftmaxStrategy, Strategy, WORKGROUP_SIZE,
-    choose_reduce, choose_softmax, choose_vec4,
+    GPU_ROW_MIN, LaneTile, Precedents, ReduceShape, ReduceStrategy, SoftmaxStrategy, Strategy,
+    WORKGROUP_SIZE, choose_reduce, choose_softmax, choose_vec4,
 };
 pub(crate) use target::{LaneAdapter, MatmulKernel, ReduceSplit, Target};

@@ -223,6 +223,11 @@ pub(crate) fn choose_softmax(
     }
 }
 
+/// Row length from which a softmax row on a GPU is a workgroup's work
+/// (`Target::rows_per_workgroup`): shorter rows (a classifier's logits)
+/// would leave most of a workgroup idle.
+pub(crate) const GPU_ROW_MIN: usize = 64;
+
 /// The strategy for a softmax, by its sizes alone (see `choose_softmax`);
 /// `row_fits`: a row per invocation fits the target's loop limit.
 fn softmax_for(

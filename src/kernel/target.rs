@@ -29,13 +29,14 @@ pub(crate) struct Target {
     pub loop_limit: Option<usize>,
     /// How long reductions into few results are split into stages.
     pub reduce_split: ReduceSplit,
-    /// Whether a layer norm's row (forward and gradient) is a workgroup's
-    /// work rather than one invocation's: on GPUs, where a row per
-    /// invocation left 768 rows of 128 to 768 threads looping alone (0.48
-    /// ms forward, 0.38 ms backward on an H200, half the GPT step); not
-    /// on CPU adapters, where barriers are dear and one invocation a row
-    /// measured fastest.
-    pub row_norm_per_workgroup: bool,
+    /// Whether row kernels (layer norm forward and gradient, softmax rows
+    /// of at least `strategy::GPU_ROW_MIN`) give each row a workgroup
+    /// rather than one invocation: on GPUs, where a row per invocation
+    /// left 768 layer-norm rows of 128 to 768 threads looping alone (0.48
+    /// ms forward, 0.38 ms backward on an H200, half the GPT step) and a
+    /// 4096 x 1024 softmax at 2.6x two copies' time; not on CPU adapters,
+    /// where barriers are dear and one invocation a row measured fastest.
+    pub rows_per_workgroup: bool,
 }
 
 /// When and how finely a long reduction into few results is split into
@@ -152,7 +153,7 @@ impl Target {
             } else {
                 ReduceSplit::GPU
             },
-            row_norm_per_workgroup: !cpu,
+            rows_per_workgroup: !cpu,
         }
     }
 
@@ -185,7 +186,7 @@ impl Target {
             shader_f16: true,
             loop_limit: Some(LAVAPIPE_LOOP_LIMIT),
             reduce_split: ReduceSplit::CPU,
-            row_norm_per_workgroup: false,
+            rows_per_workgroup: false,
         }
     }
 }
