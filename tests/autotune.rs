@@ -16,13 +16,17 @@ fn the_first_device_tunes_and_the_next_reads_the_winner() {
     // SAFETY: the only test of this binary, run before any thread of the
     // library exists; nothing else reads the environment concurrently.
     unsafe { std::env::set_var("LAZYWGPU_CACHE_DIR", &dir) };
-    let Some(_) = common::gpu() else { return };
-    // On a GPU that first device tuned already (tuning defaults to on
-    // there): start from no winners.
-    for entry in std::fs::read_dir(&dir).into_iter().flatten().flatten() {
-        if entry.file_name().to_string_lossy().starts_with("autotune-") {
-            std::fs::remove_file(entry.path()).unwrap();
-        }
+    // Whether there is an adapter, asked of a device that does not tune.
+    let off = DeviceConfig {
+        autotune: Some(Autotune::Off),
+        ..DeviceConfig::default()
+    };
+    if Device::gpu_with(off).is_err() {
+        assert!(
+            std::env::var_os("LAZYWGPU_REQUIRE_GPU").is_none(),
+            "LAZYWGPU_REQUIRE_GPU is set but there is no adapter"
+        );
+        return;
     }
     let config = DeviceConfig {
         autotune: Some(Autotune::Fast),

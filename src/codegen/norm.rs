@@ -1,9 +1,10 @@
 //! Row normalisation (the core of layer norm) and its gradient, built as
-//! IR: one invocation per row of the last axis, which reads the row three
-//! times (mean, centred second moment, write) forward and four times
-//! backward. Rows of a layer norm are short (the model width), so a row
-//! stays in cache and no workgroup barrier is needed (they are dear on
-//! CPU drivers).
+//! IR, reading the row three times (mean, centred second moment, write)
+//! forward and four times backward. On CPU adapters one invocation per
+//! row of the last axis: rows of a layer norm are short (the model
+//! width), so a row stays in cache and no workgroup barrier is needed
+//! (they are dear on CPU drivers). On GPUs a workgroup per row, whose
+//! partial sums meet in workgroup trees (`Target::rows_per_workgroup`).
 
 use super::emit::Gen;
 use super::reduce_ir::{strided_within, workgroup_tree};

@@ -69,9 +69,17 @@ fn a_row_per_workgroup_matches_the_cpu_reference() {
     ] {
         let mut x = data(rows * len, (rows * 31 + len) as u64);
         if rows > 2 {
-            // A constant row and a row holding a NaN.
+            // A constant row, a row holding a NaN, and where rows allow,
+            // a NaN and an infinity as the first element (the shift the
+            // moments are taken about) and a row with both infinities.
             x[..len].fill(0.1);
             x[2 * len + len / 2] = f32::NAN;
+            if rows > 4 && len > 1 {
+                x[3 * len] = f32::NAN;
+                x[4 * len] = f32::INFINITY;
+                x[len + 1] = f32::INFINITY;
+                x[len] = f32::NEG_INFINITY;
+            }
         }
         let got = run(&gpu, (rows, len), &x);
         let want = run(&cpu, (rows, len), &x);

@@ -404,11 +404,11 @@ fn readers_outside_kernel(
     readers
 }
 
+#[cfg(test)]
+mod split_test;
 /// Fusion decisions as pure functions of a graph: kernel counts and kinds
 /// for the patterns the library promises, traced on the CPU device and
 /// scheduled without any GPU.
-#[cfg(test)]
-mod split_test;
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -40,6 +40,11 @@ impl TuneKey {
         }
     }
 
+    /// The key as text.
+    pub fn described(&self) -> &str {
+        &self.described
+    }
+
     /// The file this key's record lives in under `dir`.
     pub fn path(&self, dir: &Path) -> PathBuf {
         dir.join(format!(
@@ -58,6 +63,12 @@ fn fnv1a(text: &str) -> u64 {
     })
 }
 
+/// The revision of the tuned kernels' code: raise it when a candidate's
+/// generated code changes, so that winners timed on the old code are
+/// timed again (the library version alone does not change between
+/// development builds).
+const KERNELS_REVISION: u32 = 1;
+
 /// The adapter's facts that a winner depends on: its identity and
 /// driver, the launch limits the candidates rely on (a winner must not
 /// outlive a limit it was valid under), and for CPU adapters the CPU and
@@ -65,7 +76,7 @@ fn fnv1a(text: &str) -> u64 {
 pub(crate) fn adapter_facts(ctx: &GpuContext) -> String {
     let (info, limits) = (&ctx.info, &ctx.limits);
     let mut facts = format!(
-        "adapter={} ({:?}, {:?}, {:04x}:{:04x}); driver={} {}; limits=buffer {} binding {} storage buffers {} workgroup storage {} invocations {} subgroups {}..{}; features={:?}",
+        "adapter={} ({:?}, {:?}, {:04x}:{:04x}); driver={} {}; kernels={KERNELS_REVISION}; limits=buffer {} binding {} storage buffers {} workgroup storage {} invocations {} subgroups {}..{} texture {} layers {}; features={:?}",
         info.name,
         info.backend,
         info.device_type,
@@ -80,6 +91,8 @@ pub(crate) fn adapter_facts(ctx: &GpuContext) -> String {
         limits.max_compute_invocations_per_workgroup,
         info.subgroup_min_size,
         info.subgroup_max_size,
+        limits.max_texture_dimension_2d,
+        limits.max_texture_array_layers,
         ctx.features,
     );
     if info.device_type == wgpu::DeviceType::Cpu {
@@ -172,8 +185,15 @@ fn render(key: &TuneKey, record: &Record) -> String {
 pub(crate) fn write(dir: &Path, key: &TuneKey, record: &Record) -> std::io::Result<()> {
     std::fs::create_dir_all(dir)?;
     let path = key.path(dir);
-    let tmp = path.with_extension(format!("tmp{}", std::process::id()));
-    let mut file = std::fs::File::create(&tmp)?;
+    // A name of this writer's own: processes by id, threads of one
+    // process by a counter, and `create_new` refuses a clash.
+    static WRITES: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+    let n = WRITES.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    let tmp = path.with_extension(format!("tmp{}-{n}", std::process::id()));
+    let mut file = std::fs::File::options()
+        .write(true)
+        .create_new(true)
+        .open(&tmp)?;
     file.write_all(render(key, record).as_bytes())?;
     file.sync_all()?;
     drop(file);
@@ -279,29 +299,40 @@ mod tests {
     #[test]
     fn concurrent_writers_leave_one_whole_file() {
         let d = dir("concurrent");
-        std::fs::create_dir_all(&d).unwrap();
-        let threads: Vec<_> = (0..8)
+        // Threads of one process writing the same key at once, each a
+        // record of its own: the file read back is always one of them,
+        // whole, and no temporary file is left.
+        let records: Vec<Record> = (0..8)
             .map(|i| {
+                let mut r = record();
+                r.timings[1].relative = Some(0.5 + i as f64 / 100.0);
+                r.timings.truncate(2 + i % 2);
+                r
+            })
+            .collect();
+        let threads: Vec<_> = records
+            .iter()
+            .cloned()
+            .map(|r| {
                 let d = d.clone();
                 std::thread::spawn(move || {
-                    let mut r = record();
-                    r.timings[1].relative = Some(0.5 + i as f64 / 100.0);
                     for _ in 0..20 {
-                        // Same process: the temporary names would clash,
-                        // so each thread writes under its own directory
-                        // name for the temporary and renames into `d`.
-                        let own = d.join(format!("t{i}"));
-                        write(&own, &key(), &r).unwrap();
-                        std::fs::rename(key().path(&own), key().path(&d)).unwrap();
+                        write(&d, &key(), &r).unwrap();
                     }
                 })
             })
             .collect();
+        for _ in 0..200 {
+            if let Some(back) = read(&d, &key(), &["tiled", "blocked"]) {
+                assert!(records.contains(&back), "{back:?}");
+            }
+        }
         for t in threads {
             t.join().unwrap();
         }
         let back = read(&d, &key(), &["tiled", "blocked"]).unwrap();
-        assert!(back.timings[1].relative.unwrap() < 0.6);
+        assert!(records.contains(&back), "{back:?}");
+        assert_eq!(std::fs::read_dir(&d).unwrap().count(), 1);
         let _ = std::fs::remove_dir_all(&d);
     }
 

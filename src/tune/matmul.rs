@@ -4,8 +4,9 @@
 //! sampled rows, and the fastest kept where it beats the adapter's
 //! built-in choice by more than the noise margin.
 
+use std::collections::HashMap;
 use std::panic::AssertUnwindSafe;
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 use std::time::Instant;
 
 use super::cache::{self, Record, TuneKey};
@@ -105,21 +106,50 @@ pub(crate) fn tune(ctx: &Arc<GpuContext>, config: &DeviceConfig) -> Option<Tunin
     let shapes = shapes(mode);
     let shape_text = format!("{shapes:?} x{}", runs(mode));
     let key = TuneKey::new("matmul", &cache::adapter_facts(ctx), &names, &shape_text);
-    let dir = crate::runtime::gpu::disk_cache::cache_dir();
-    if let Some(record) = dir.as_deref().and_then(|d| cache::read(d, &key, &names)) {
+    // One tuning per key and process, whatever the cache directory: two
+    // devices made at once wait for one timing instead of timing against
+    // each other (and without a writable cache, later devices reuse it).
+    let mut memo = TUNED.lock().unwrap_or_else(|e| e.into_inner());
+    let memo = memo.get_or_insert_with(HashMap::new);
+    if let Some(done) = memo.get(key.described()) {
         return Some(Tuning {
+            from_cache: true,
+            seconds: 0.0,
+            ..done.clone()
+        });
+    }
+    let tuning = tune_or_read(ctx, &key, &cands, (&shapes, runs(mode)));
+    memo.insert(key.described().to_string(), tuning.clone());
+    Some(tuning)
+}
+
+/// This process's tunings by key (see `tune`).
+static TUNED: Mutex<Option<HashMap<String, Tuning>>> = Mutex::new(None);
+
+/// The tuning for `key`: read from the cache directory, or timed now
+/// (each of `cands` on each of `shapes`, `runs` times) and written there.
+fn tune_or_read(
+    ctx: &Arc<GpuContext>,
+    key: &TuneKey,
+    cands: &[MatmulChoice],
+    (shapes, runs): (&[(usize, usize, usize)], usize),
+) -> Tuning {
+    let names: Vec<&str> = cands.iter().map(|&c| name(c)).collect();
+    let dir = crate::runtime::gpu::disk_cache::cache_dir();
+    if let Some(record) = dir.as_deref().and_then(|d| cache::read(d, key, &names)) {
+        return Tuning {
             kind: "matmul".to_string(),
             winner: record.winner,
             builtin: names[0].to_string(),
             timings: record.timings,
             from_cache: true,
             seconds: 0.0,
-        });
+        };
     }
     let start = Instant::now();
     let mut timings: Timings = Vec::new();
     let mut failures: Vec<Option<String>> = Vec::new();
-    for &c in &cands {
+    for &c in cands {
         let dev = Device::on_context(
             ctx.clone(),
             DeviceConfig {
@@ -130,8 +160,8 @@ pub(crate) fn tune(ctx: &Arc<GpuContext>, config: &DeviceConfig) -> Option<Tunin
         );
         let mut times = Vec::new();
         let mut failure = None;
-        for &shape in &shapes {
-            match time_one(&dev, shape, runs(mode)) {
+        for &shape in shapes {
+            match time_one(&dev, shape, runs) {
                 Ok(t) => times.push(Some(t)),
                 Err(why) => {
                     failure.get_or_insert(why);
@@ -161,21 +191,21 @@ pub(crate) fn tune(ctx: &Arc<GpuContext>, config: &DeviceConfig) -> Option<Tunin
             .collect(),
     };
     if let Some(d) = &dir
-        && let Err(e) = cache::write(d, &key, &record)
+        && let Err(e) = cache::write(d, key, &record)
     {
         log::warn!(
             "autotune: could not write the winners to {}: {e}",
             d.display()
         );
     }
-    Some(Tuning {
+    Tuning {
         kind: "matmul".to_string(),
         winner: record.winner,
         builtin: names[0].to_string(),
         timings: record.timings,
         from_cache: false,
         seconds: start.elapsed().as_secs_f64(),
-    })
+    }
 }
 
 /// A deterministic operand in [-1, 1) (no RNG of the device: the check

@@ -352,10 +352,15 @@ impl GpuContext {
         let (tx, rx) = futures::channel::oneshot::channel();
         self.clock.blocked(|| {
             self.flush();
+            // Waits for this mapping alone, not for work other threads
+            // submit meanwhile (an idle queue would wait for all of it).
+            let mapped = Arc::new(std::sync::atomic::AtomicBool::new(false));
+            let flag = mapped.clone();
             staging.slice(..).map_async(wgpu::MapMode::Read, move |r| {
                 let _ = tx.send(r);
+                flag.store(true, std::sync::atomic::Ordering::Release);
             });
-            super::wait::until_idle(&self.device).map_err(|e| device_error(e.to_string()))
+            super::wait::until_set(&self.device, &mapped).map_err(|e| device_error(e.to_string()))
         })?;
         rx.await
             .map_err(|_| device_error("map callback dropped".into()))?
@@ -418,12 +423,18 @@ impl GpuContext {
         copy_mapped(staging, during)
     }
 
-    /// Waits until all submitted work is done.
+    /// Waits until the work submitted so far is done (not work other
+    /// threads submit while it waits).
     pub fn wait(&self) -> Result<()> {
         self.clock
             .blocked(|| {
                 self.flush();
-                super::wait::until_idle(&self.device)
+                let done = Arc::new(std::sync::atomic::AtomicBool::new(false));
+                let flag = done.clone();
+                self.queue.on_submitted_work_done(move || {
+                    flag.store(true, std::sync::atomic::Ordering::Release)
+                });
+                super::wait::until_set(&self.device, &done)
             })
             .map_err(|e| Error::Device {
                 during: "wait".into(),

@@ -28,24 +28,15 @@ pub(crate) fn pause(attempt: u32) -> Option<Duration> {
     Some(Duration::from_micros(micros).min(MAX_PAUSE))
 }
 
-/// Waits until every submission so far has completed, running the
-/// callbacks that completion releases (buffer mappings, completion
-/// flags).
-pub(crate) fn until_idle(device: &wgpu::Device) -> Result<(), wgpu::PollError> {
-    until(device, || false)
-}
-
-/// Waits until `done` is set (by a completion callback run in some
-/// thread's poll) or the queue is idle.
+/// Waits until `done` is set by a callback that completion releases (a
+/// submission's `on_submitted_work_done`, a buffer's mapping), run in
+/// this thread's poll or another's; also returns once the queue is
+/// idle, when every such callback has run. Only `PollType::Poll`: a wait
+/// with a zero timeout would do, but wgpu-core asserts that a wait it was
+/// asked for has finished when it finds the queue empty, which two
+/// threads polling at once broke.
 pub(crate) fn until_set(device: &wgpu::Device, done: &AtomicBool) -> Result<(), wgpu::PollError> {
-    until(device, || done.load(Ordering::Acquire))
-}
-
-/// Polls without blocking until `done()` or an idle queue. Only
-/// `PollType::Poll`: a wait with a zero timeout would do, but wgpu-core
-/// asserts that a wait it was asked for has finished when it finds the
-/// queue empty, which two threads polling at once broke.
-fn until(device: &wgpu::Device, done: impl Fn() -> bool) -> Result<(), wgpu::PollError> {
+    let done = || done.load(Ordering::Acquire);
     let mut attempt = 0;
     loop {
         if done() || device.poll(wgpu::PollType::Poll)?.is_queue_empty() || done() {
