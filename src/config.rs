@@ -36,6 +36,15 @@ pub struct DeviceConfig {
     /// hand. Ignored where `matmul` names a kernel. See
     /// [`AdapterReport::tuning`](crate::AdapterReport::tuning).
     pub autotune: Option<Autotune>,
+    /// The most bytes this device's buffers may hold, live and idle in its
+    /// pool together (`LAZYWGPU_MEMORY_LIMIT=BYTES`, with an optional `K`,
+    /// `M` or `G` suffix for 1024's powers). Idle buffers are released
+    /// first when an allocation would pass it; past it, the step is an
+    /// [`Error::OutOfMemory`](crate::Error::OutOfMemory) naming the value
+    /// it was allocating, the bytes live and at peak, and the largest
+    /// values the program holds with their source lines. `None`: no limit
+    /// but the driver's (whose refusal is the same error).
+    pub memory_limit: Option<u64>,
     /// Run `scaled_dot_product_attention` without a mask tensor as one
     /// fused kernel (a query row per invocation, online softmax, scores
     /// never stored) instead of three (`LAZYWGPU_FUSED_ATTENTION=1`). Off
@@ -94,6 +103,7 @@ impl Default for DeviceConfig {
             dump_dir: None,
             matmul: None,
             autotune: None,
+            memory_limit: None,
             fused_attention: false,
             recompile_budget: None,
             checks: false,
@@ -118,13 +128,42 @@ fn env_count(name: &str) -> Option<usize> {
     }
 }
 
+/// A byte count from the environment (`1048576`, `512K`, `64M`, `2G`;
+/// 1024's powers); unset or empty is `None`, and a value that does not
+/// parse is ignored with a logged warning.
+fn env_bytes(name: &str) -> Option<u64> {
+    let value = std::env::var(name).ok().filter(|v| !v.is_empty())?;
+    let parsed = parse_bytes(&value);
+    if parsed.is_none() {
+        log::warn!("{name}={value}: not a byte count (such as 512M or 2G); ignored");
+    }
+    parsed
+}
+
+/// `text` as bytes: digits, then optionally `K`, `M` or `G` (1024's
+/// powers, either case, an optional `B` or `iB` after).
+fn parse_bytes(text: &str) -> Option<u64> {
+    let t = text.trim();
+    let t = t
+        .strip_suffix("iB")
+        .or_else(|| t.strip_suffix('B'))
+        .unwrap_or(t);
+    let (digits, scale) = match t.chars().last()?.to_ascii_uppercase() {
+        'K' => (&t[..t.len() - 1], 1u64 << 10),
+        'M' => (&t[..t.len() - 1], 1 << 20),
+        'G' => (&t[..t.len() - 1], 1 << 30),
+        _ => (t, 1),
+    };
+    digits.trim().parse::<u64>().ok()?.checked_mul(scale)
+}
+
 impl DeviceConfig {
     /// The defaults with the environment's switches applied:
     /// `LAZYWGPU_NO_FUSION`, `LAZYWGPU_VERIFY`, `LAZYWGPU_EAGER`,
     /// `LAZYWGPU_DUMP`, `LAZYWGPU_FUSED_ATTENTION`, `LAZYWGPU_CHECK`,
-    /// `LAZYWGPU_RECOMPILE_BUDGET`, `LAZYWGPU_MATMUL` and
-    /// `LAZYWGPU_AUTOTUNE` (an unknown kernel name or mode is ignored with
-    /// a logged warning).
+    /// `LAZYWGPU_RECOMPILE_BUDGET`, `LAZYWGPU_MATMUL`, `LAZYWGPU_AUTOTUNE`
+    /// and `LAZYWGPU_MEMORY_LIMIT` (an unknown kernel name or mode, or a
+    /// byte count that does not parse, is ignored with a logged warning).
     pub fn from_env() -> DeviceConfig {
         let matmul = match std::env::var("LAZYWGPU_MATMUL").as_deref() {
             Ok("tiled") => Some(MatmulChoice::Tiled),
@@ -148,6 +187,7 @@ impl DeviceConfig {
         };
         DeviceConfig {
             autotune,
+            memory_limit: env_bytes("LAZYWGPU_MEMORY_LIMIT"),
             fusion: !env_flag("LAZYWGPU_NO_FUSION"),
             verify: env_flag("LAZYWGPU_VERIFY"),
             eager: env_flag("LAZYWGPU_EAGER"),
@@ -158,6 +198,25 @@ impl DeviceConfig {
             fused_attention: env_flag("LAZYWGPU_FUSED_ATTENTION"),
             recompile_budget: env_count("LAZYWGPU_RECOMPILE_BUDGET"),
             checks: env_flag("LAZYWGPU_CHECK"),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::parse_bytes;
+
+    #[test]
+    fn byte_counts_parse_with_binary_suffixes() {
+        assert_eq!(parse_bytes("1048576"), Some(1 << 20));
+        assert_eq!(parse_bytes("512K"), Some(512 << 10));
+        assert_eq!(parse_bytes("64m"), Some(64 << 20));
+        assert_eq!(parse_bytes("2G"), Some(2 << 30));
+        assert_eq!(parse_bytes("2GiB"), Some(2 << 30));
+        assert_eq!(parse_bytes("3MB"), Some(3 << 20));
+        assert_eq!(parse_bytes(" 7 "), Some(7));
+        for bad in ["", "G", "-1", "1.5G", "12X", "99999999999999999999G"] {
+            assert_eq!(parse_bytes(bad), None, "{bad}");
         }
     }
 }

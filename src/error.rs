@@ -51,6 +51,27 @@ pub enum Error {
         /// The dtype of the requested element type.
         requested: DType,
     },
+    /// Device memory ran out: an allocation would pass the device's
+    /// memory limit ([`crate::DeviceConfig::memory_limit`]) even with the
+    /// pool's idle buffers released, or the driver refused it.
+    #[error(
+        "out of device memory: {what} needs {requested} bytes with {live} bytes live (peak {peak}); {cause}; largest values held: {largest}"
+    )]
+    OutOfMemory {
+        /// What was being allocated (the value and its source line).
+        what: String,
+        /// Bytes asked for.
+        requested: u64,
+        /// Bytes the device's buffers held when it was asked.
+        live: u64,
+        /// The most the device's buffers have held at once.
+        peak: u64,
+        /// The limit passed, or the driver's message.
+        cause: String,
+        /// The values the program holds, largest first, with the source
+        /// line that recorded each (see [`crate::Device::live_tensors`]).
+        largest: String,
+    },
     /// A tensor or buffer is larger than the adapter allows.
     #[error("{what}: {bytes} bytes exceeds the adapter's limit of {limit} bytes")]
     TooLarge {

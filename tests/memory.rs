@@ -137,3 +137,71 @@ fn intermediates_reuse_each_other_by_liveness() {
     let expected = (((0.25f64 * 2.0 + 1.0).tanh() - 0.25).exp().recip() + 1.0).recip() * 0.25 + 0.5;
     assert!((y.to_vec::<f32>().unwrap()[0] as f64 - expected).abs() < 1e-6);
 }
+
+/// A device memory limit (`DeviceConfig::memory_limit`): idle buffers are
+/// released to make room before anything fails; an allocation past the
+/// limit is an `Error::OutOfMemory` naming the value being allocated
+/// with its source line, the bytes live and at peak, and the largest
+/// values held with theirs; the device goes on working once values are
+/// dropped.
+#[test]
+fn an_allocation_past_the_memory_limit_is_an_error_naming_the_largest_values() {
+    use lazywgpu::{Device, DeviceConfig, Error};
+    if gpu().is_none() {
+        return;
+    }
+    const MIB: u64 = 1 << 20;
+    let dev = Device::gpu_with(DeviceConfig {
+        memory_limit: Some(40 * MIB),
+        ..DeviceConfig::default()
+    })
+    .unwrap();
+    let n = 4 << 20; // 16 MiB of f32
+    let a = Tensor::ones([n], &dev) * 2.0;
+    dev.mark_step().unwrap();
+    // 16 MiB live and 16 MiB idle; a 20 MiB value fits only once the idle
+    // buffer is released.
+    let d = &a + 1.0;
+    dev.mark_step().unwrap();
+    drop(d);
+    dev.wait().unwrap();
+    // (Small buffers, kernel parameters, come and go beside the values.)
+    let about = |bytes: u64, want: u64| (want..want + MIB / 16).contains(&bytes);
+    let pooled = dev.metrics().counter("bytes_pooled");
+    assert!(about(pooled, 16 * MIB), "{pooled} bytes pooled");
+    let f = Tensor::ones([5 << 20], &dev) * 3.0;
+    dev.mark_step().unwrap();
+    let pooled = dev.metrics().counter("bytes_pooled");
+    assert!(pooled < MIB / 16, "{pooled} bytes still pooled");
+    let live = dev.metrics().counter("bytes_live");
+    assert!(about(live, 36 * MIB), "{live} bytes live");
+    drop(f);
+    // 16 MiB live and 20 MiB idle: another 16 MiB value passes the limit
+    // of 40 even with the idle buffer released... after one more.
+    let b = &a + 1.0;
+    dev.mark_step().unwrap();
+    let c = &b * 3.0; // 48 MiB with a and b
+    match dev.mark_step() {
+        Err(Error::OutOfMemory {
+            what,
+            requested,
+            live,
+            largest,
+            cause,
+            ..
+        }) => {
+            assert_eq!(requested, 16 * MIB);
+            assert!(about(live, 32 * MIB), "{live} bytes live");
+            assert!(what.contains("tests/memory.rs"), "{what}");
+            assert!(cause.contains("41943040"), "{cause}");
+            assert!(largest.contains("tests/memory.rs"), "{largest}");
+            assert!(largest.contains(&(16 * MIB).to_string()), "{largest}");
+        }
+        other => panic!("expected Error::OutOfMemory, got {other:?}"),
+    }
+    // Dropping a value makes room: the same work then runs.
+    drop(c);
+    drop(b);
+    let c = &a * 3.0;
+    assert_eq!(c.to_vec::<f32>().unwrap()[n - 1], 6.0);
+}

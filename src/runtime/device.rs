@@ -75,7 +75,7 @@ impl Device {
         Device {
             inner: Arc::new(DeviceInner {
                 backend,
-                pool: BufferPool::new(metrics.clone()),
+                pool: BufferPool::new(metrics.clone(), config.memory_limit),
                 metrics,
                 rng: Mutex::new(RngState {
                     seed: 0,
@@ -426,7 +426,8 @@ impl Device {
                 &self.inner.pool,
                 &graph,
                 readback,
-            )?,
+            )
+            .map_err(|e| self.with_largest_values(e))?,
             Backend::Cpu => self.run(&graph)?,
         };
         if let Backend::Gpu(ctx, _) = &self.inner.backend {
@@ -445,6 +446,47 @@ impl Device {
             node.set_ready(storage);
         }
         Ok(())
+    }
+
+    /// `e` with the values the program holds, largest first, where it is
+    /// an [`Error::OutOfMemory`]: what to drop or shrink.
+    fn with_largest_values(&self, e: Error) -> Error {
+        match e {
+            Error::OutOfMemory {
+                what,
+                requested,
+                live,
+                peak,
+                cause,
+                ..
+            } => {
+                let groups = self.live_tensors();
+                let largest = groups
+                    .iter()
+                    .take(5)
+                    .map(|g| {
+                        format!(
+                            "{} bytes in {} tensors from {}",
+                            g.bytes, g.count, g.location
+                        )
+                    })
+                    .collect::<Vec<_>>()
+                    .join(", ");
+                Error::OutOfMemory {
+                    what,
+                    requested,
+                    live,
+                    peak,
+                    cause,
+                    largest: if largest.is_empty() {
+                        "none".to_string()
+                    } else {
+                        largest
+                    },
+                }
+            }
+            other => other,
+        }
     }
 
     fn run(&self, graph: &Graph) -> Result<Vec<Storage>> {

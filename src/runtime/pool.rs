@@ -29,18 +29,56 @@ pub(crate) fn size_class(bytes: u64) -> u64 {
 pub(crate) struct BufferPool {
     free: Mutex<HashMap<u64, Vec<wgpu::Buffer>>>,
     pub metrics: Arc<Metrics>,
+    /// The most bytes the device's buffers may hold, live and idle
+    /// together (`DeviceConfig::memory_limit`).
+    limit: Option<u64>,
+}
+
+/// Why a buffer could not be had: the limit, or the driver.
+#[derive(Debug)]
+pub(crate) struct Shortfall {
+    pub requested: u64,
+    pub live: u64,
+    pub peak: u64,
+    pub cause: String,
 }
 
 impl BufferPool {
-    pub fn new(metrics: Arc<Metrics>) -> Arc<BufferPool> {
+    pub fn new(metrics: Arc<Metrics>, limit: Option<u64>) -> Arc<BufferPool> {
         Arc::new(BufferPool {
             free: Mutex::new(HashMap::new()),
             metrics,
+            limit,
         })
     }
 
-    /// A buffer of exactly `class` bytes, from the pool if one is idle.
-    pub fn take(self: &Arc<Self>, device: &wgpu::Device, class: u64) -> PooledBuffer {
+    /// Releases every idle buffer (wgpu frees each once no submission
+    /// uses it).
+    fn release_idle(&self) {
+        let mut free = self.free.lock().unwrap_or_else(|e| e.into_inner());
+        let bytes: u64 = free.iter().map(|(class, v)| class * v.len() as u64).sum();
+        free.clear();
+        self.metrics.gauge("bytes_pooled", -(bytes as i64));
+    }
+
+    /// What a failed request for `class` bytes reports.
+    fn shortfall(&self, class: u64, cause: String) -> Shortfall {
+        Shortfall {
+            requested: class,
+            live: self.metrics.value("bytes_live"),
+            peak: self.metrics.value("peak_bytes_live"),
+            cause,
+        }
+    }
+
+    /// A buffer of exactly `class` bytes, from the pool if one is idle;
+    /// a new one only within the memory limit (idle buffers are released
+    /// first to make room) and if the driver grants it.
+    pub fn take(
+        self: &Arc<Self>,
+        device: &wgpu::Device,
+        class: u64,
+    ) -> Result<PooledBuffer, Shortfall> {
         let reused = self
             .free
             .lock()
@@ -54,8 +92,19 @@ impl BufferPool {
                 b
             }
             None => {
+                if let Some(limit) = self.limit {
+                    let held = |m: &Metrics| m.value("bytes_live") + m.value("bytes_pooled");
+                    if held(&self.metrics) + class > limit {
+                        self.release_idle();
+                    }
+                    if held(&self.metrics) + class > limit {
+                        let cause = format!("the device's memory limit is {limit} bytes");
+                        return Err(self.shortfall(class, cause));
+                    }
+                }
                 self.metrics.add("buffers_allocated", 1);
-                device.create_buffer(&wgpu::BufferDescriptor {
+                let scope = device.push_error_scope(wgpu::ErrorFilter::OutOfMemory);
+                let buffer = device.create_buffer(&wgpu::BufferDescriptor {
                     label: Some("lazywgpu"),
                     size: class,
                     // UNIFORM: a graph's parameters are bound as a
@@ -65,15 +114,19 @@ impl BufferPool {
                         | wgpu::BufferUsages::COPY_SRC
                         | wgpu::BufferUsages::COPY_DST,
                     mapped_at_creation: false,
-                })
+                });
+                if let Some(e) = pollster::block_on(scope.pop()) {
+                    return Err(self.shortfall(class, format!("the driver refused it: {e}")));
+                }
+                buffer
             }
         };
         self.metrics.gauge("bytes_live", class as i64);
-        PooledBuffer {
+        Ok(PooledBuffer {
             buffer: Some(buffer),
             class,
             pool: self.clone(),
-        }
+        })
     }
 
     fn give_back(&self, buffer: wgpu::Buffer, class: u64) {

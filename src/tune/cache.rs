@@ -306,6 +306,8 @@ mod tests {
             .map(|i| {
                 let mut r = record();
                 r.timings[1].relative = Some(0.5 + i as f64 / 100.0);
+                // As read back: a failure's text on one line.
+                r.timings[2].failure = Some("wrong values at 3".to_string());
                 r.timings.truncate(2 + i % 2);
                 r
             })

@@ -235,7 +235,17 @@ impl GpuContext {
             c if c > limit => bytes.next_multiple_of(16),
             c => c,
         };
-        Ok(Arc::new(pool.take(&self.device, class)))
+        match pool.take(&self.device, class) {
+            Ok(buffer) => Ok(Arc::new(buffer)),
+            Err(short) => Err(Error::OutOfMemory {
+                what: what(),
+                requested: short.requested,
+                live: short.live,
+                peak: short.peak,
+                cause: short.cause,
+                largest: "(see Device::live_tensors)".to_string(),
+            }),
+        }
     }
 
     /// Uploads 32-bit words into a storage buffer from `pool`. The copy

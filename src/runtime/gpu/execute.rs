@@ -161,7 +161,9 @@ impl<'a> Run<'a> {
             if run.written[o].is_none() {
                 // Empty outputs are never written by a kernel.
                 let words = nodes[o].dtype.words(numel(&nodes[o].shape));
-                run.written[o] = Some(ctx.alloc(pool, words, || "empty output".to_string())?);
+                let (label, at) = (run.op_label(o), run.location(o));
+                let what = move || format!("output of {label} at {at}");
+                run.written[o] = Some(ctx.alloc(pool, words, what)?);
             }
         }
         if !graph.params.is_empty() {
