@@ -205,3 +205,33 @@ fn an_allocation_past_the_memory_limit_is_an_error_naming_the_largest_values() {
     let c = &a * 3.0;
     assert_eq!(c.to_vec::<f32>().unwrap()[n - 1], 6.0);
 }
+
+/// A scratch texture made for one run (the lane matmul's packed operand
+/// past 32 MiB, on CPU adapters) counts as live memory: the step's peak
+/// holds it beside the operands and the output, and it is gone after.
+#[test]
+fn a_matmuls_scratch_texture_counts_in_the_peak() {
+    let Some(dev) = gpu() else { return };
+    let report = dev.adapter().unwrap();
+    if !report.matmul_kernel.starts_with("lanes") {
+        return; // only the lane matmul packs operands into textures
+    }
+    let (m, k, n) = (4096usize, 2304usize, 64usize);
+    let a = Tensor::ones([m, k], &dev);
+    let b = Tensor::ones([k, n], &dev);
+    dev.mark_step().unwrap();
+    dev.wait().unwrap();
+    dev.reset_metrics();
+    let held = dev.metrics().counter("bytes_live");
+    let c = a.matmul(&b);
+    assert_eq!(c.to_vec::<f32>().unwrap()[0], k as f32);
+    dev.wait().unwrap();
+    let peak = dev.metrics().counter("peak_bytes_live");
+    let packed = (m * k * 4) as u64; // one texel of four floats per four elements
+    assert!(
+        peak >= held + (m * n * 4) as u64 + packed,
+        "peak {peak} with {held} held before: the packed operand of {packed} bytes is not counted"
+    );
+    let after = dev.metrics().counter("bytes_live");
+    assert!(after < held + packed, "{after} bytes live after the step");
+}

@@ -43,6 +43,21 @@ pub(crate) struct Shortfall {
     pub cause: String,
 }
 
+impl Shortfall {
+    /// The error for allocating `what` (the device adds the largest
+    /// values held: `Device::with_largest_values`).
+    pub fn into_error(self, what: String) -> crate::Error {
+        crate::Error::OutOfMemory {
+            what,
+            requested: self.requested,
+            live: self.live,
+            peak: self.peak,
+            cause: self.cause,
+            largest: "(see Device::live_tensors)".to_string(),
+        }
+    }
+}
+
 impl BufferPool {
     pub fn new(metrics: Arc<Metrics>, limit: Option<u64>) -> Arc<BufferPool> {
         Arc::new(BufferPool {
@@ -71,6 +86,35 @@ impl BufferPool {
         }
     }
 
+    /// Counts `bytes` of scratch texture (a matmul's packed operand,
+    /// created for one run) as live until the returned guard drops,
+    /// within the memory limit as a buffer would be.
+    pub fn reserve_scratch(self: &Arc<Self>, bytes: u64) -> Result<ScratchReservation, Shortfall> {
+        self.make_room(bytes)?;
+        self.metrics.gauge("bytes_live", bytes as i64);
+        Ok(ScratchReservation {
+            bytes,
+            pool: self.clone(),
+        })
+    }
+
+    /// Checks that `bytes` more fit the memory limit, releasing idle
+    /// buffers first where they would not.
+    fn make_room(&self, bytes: u64) -> Result<(), Shortfall> {
+        let Some(limit) = self.limit else {
+            return Ok(());
+        };
+        let held = |m: &Metrics| m.value("bytes_live") + m.value("bytes_pooled");
+        if held(&self.metrics) + bytes > limit {
+            self.release_idle();
+        }
+        if held(&self.metrics) + bytes > limit {
+            let cause = format!("the device's memory limit is {limit} bytes");
+            return Err(self.shortfall(bytes, cause));
+        }
+        Ok(())
+    }
+
     /// A buffer of exactly `class` bytes, from the pool if one is idle;
     /// a new one only within the memory limit (idle buffers are released
     /// first to make room) and if the driver grants it.
@@ -92,16 +136,7 @@ impl BufferPool {
                 b
             }
             None => {
-                if let Some(limit) = self.limit {
-                    let held = |m: &Metrics| m.value("bytes_live") + m.value("bytes_pooled");
-                    if held(&self.metrics) + class > limit {
-                        self.release_idle();
-                    }
-                    if held(&self.metrics) + class > limit {
-                        let cause = format!("the device's memory limit is {limit} bytes");
-                        return Err(self.shortfall(class, cause));
-                    }
-                }
+                self.make_room(class)?;
                 self.metrics.add("buffers_allocated", 1);
                 let scope = device.push_error_scope(wgpu::ErrorFilter::OutOfMemory);
                 let buffer = device.create_buffer(&wgpu::BufferDescriptor {
@@ -141,6 +176,19 @@ impl BufferPool {
             .entry(class)
             .or_default()
             .push(buffer);
+    }
+}
+
+/// Scratch texture bytes counted as live (`BufferPool::reserve_scratch`)
+/// until dropped.
+pub(crate) struct ScratchReservation {
+    bytes: u64,
+    pool: Arc<BufferPool>,
+}
+
+impl Drop for ScratchReservation {
+    fn drop(&mut self) {
+        self.pool.metrics.gauge("bytes_live", -(self.bytes as i64));
     }
 }
 

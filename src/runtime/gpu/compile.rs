@@ -57,7 +57,7 @@ pub(super) struct CompiledKernel {
 const KEPT_SCRATCH_BYTES: u64 = 32 << 20;
 
 /// Bytes of an `rgba32float` texture array of `(width, height, layers)`.
-fn scratch_bytes((width, height, layers): (u32, u32, u32)) -> u64 {
+pub(super) fn scratch_bytes((width, height, layers): (u32, u32, u32)) -> u64 {
     16 * width as u64 * height as u64 * layers as u64
 }
 

@@ -237,14 +237,7 @@ impl GpuContext {
         };
         match pool.take(&self.device, class) {
             Ok(buffer) => Ok(Arc::new(buffer)),
-            Err(short) => Err(Error::OutOfMemory {
-                what: what(),
-                requested: short.requested,
-                live: short.live,
-                peak: short.peak,
-                cause: short.cause,
-                largest: "(see Device::live_tensors)".to_string(),
-            }),
+            Err(short) => Err(short.into_error(what())),
         }
     }
 

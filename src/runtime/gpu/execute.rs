@@ -14,7 +14,9 @@ use crate::runtime::storage::{DataBuffer, Storage};
 use crate::shape::{Layout, numel};
 
 use super::bind::{NodeBuffer, bind_group};
-use super::compile::{CompiledKernel, Executable, GpuCaches, executable, scratch_texture};
+use super::compile::{
+    CompiledKernel, Executable, GpuCaches, executable, scratch_bytes, scratch_texture,
+};
 use super::context::GpuContext;
 
 /// Runs `graph`: compiles or finds its executable, allocates its written
@@ -264,15 +266,29 @@ impl<'a> Run<'a> {
                 self.written[w] = Some(self.ctx.alloc(self.pool, words, what)?);
             }
         }
-        let scratch: Vec<wgpu::TextureView> = k
-            .scratch
-            .iter()
-            .zip(&k.source.scratch)
-            .map(|(kept, &size)| match kept {
-                Some(view) => view.clone(),
-                None => scratch_texture(self.ctx, size),
-            })
-            .collect();
+        // Textures created for this run count as live memory while it is
+        // encoded (wgpu frees them once the submission is done), within
+        // the device's memory limit.
+        let mut reserved = Vec::new();
+        let mut scratch: Vec<wgpu::TextureView> = Vec::with_capacity(k.scratch.len());
+        for (kept, &size) in k.scratch.iter().zip(&k.source.scratch) {
+            match kept {
+                Some(view) => scratch.push(view.clone()),
+                None => {
+                    let bytes = scratch_bytes(size);
+                    let reservation = self.pool.reserve_scratch(bytes).map_err(|short| {
+                        let what = format!(
+                            "a matmul operand's scratch texture for {} at {}",
+                            self.op_label(k.source.writes.first().copied().unwrap_or(0)),
+                            self.location(k.source.writes.first().copied().unwrap_or(0))
+                        );
+                        short.into_error(what)
+                    })?;
+                    reserved.push(reservation);
+                    scratch.push(scratch_texture(self.ctx, size));
+                }
+            }
+        }
         // Whether a scratch texture is created for this run only.
         let per_run = k.scratch.iter().any(Option::is_none);
         let bind = |d: usize, pipeline: &wgpu::ComputePipeline, source: &KernelSource| {
