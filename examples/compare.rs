@@ -67,6 +67,8 @@ struct Row {
     hidden: Option<f64>,
     /// W7 only: graphs compiled after the warm-up steps.
     compiles_after_warmup: Option<u64>,
+    /// W7 only: the work of one step on the GPU.
+    step_work: Option<StepWork>,
     fused: Cell,
     unfused: Cell,
     cpu_backend: Cell,
@@ -148,11 +150,39 @@ fn run_lazy(dev: &Device, runs: usize, with_w4: bool) -> lazywgpu::Result<LazyRu
     })
 }
 
+/// The work of one step, from the device's counters: kernels launched,
+/// bytes the kernels bind for reading and writing, matmul FLOPs.
+#[derive(Clone, Copy)]
+struct StepWork {
+    kernels: f64,
+    read: f64,
+    written: f64,
+    flops: f64,
+}
+
+impl StepWork {
+    /// The counters' growth from `before` to now on `dev`, over `steps`.
+    fn since(dev: &Device, before: &lazywgpu::MetricsSnapshot, steps: usize) -> StepWork {
+        let now = dev.metrics();
+        let per = |name: &str| (now.counter(name) - before.counter(name)) as f64 / steps as f64;
+        StepWork {
+            kernels: per("kernel_launches"),
+            read: per("kernel_bytes_read"),
+            written: per("kernel_bytes_written"),
+            flops: per("matmul_flops"),
+        }
+    }
+}
+
 /// W7: steady-state time of one training step of the baby GPT recipe
 /// (`examples/gpt.rs`: batch 12 x 64 characters, AdamW, clipping), steps
 /// back to back in blocks that end in a wait; also the graphs compiled
-/// after the warm-up steps (should be 0).
-fn run_w7(dev: &Device, steps: usize, blocks: usize) -> lazywgpu::Result<(Duration, u64)> {
+/// after the warm-up steps (should be 0) and the work of a step.
+fn run_w7(
+    dev: &Device,
+    steps: usize,
+    blocks: usize,
+) -> lazywgpu::Result<(Duration, u64, StepWork)> {
     use lazywgpu::data::{CharDataset, Split, SplitMix64};
     use lazywgpu::nn::{Gpt, GptConfig, Parameters};
     use lazywgpu::optim::clip_grad_norm_;
@@ -180,7 +210,8 @@ fn run_w7(dev: &Device, steps: usize, blocks: usize) -> lazywgpu::Result<(Durati
         step()?;
     }
     dev.wait()?;
-    let compiled = dev.metrics().counter("graphs_compiled");
+    let before = dev.metrics();
+    let compiled = before.counter("graphs_compiled");
     let mut times = Vec::new();
     for _ in 0..blocks {
         let t = Instant::now();
@@ -191,7 +222,8 @@ fn run_w7(dev: &Device, steps: usize, blocks: usize) -> lazywgpu::Result<(Durati
         times.push(t.elapsed() / steps as u32);
     }
     let after = dev.metrics().counter("graphs_compiled") - compiled;
-    Ok((median(times), after))
+    let work = StepWork::since(dev, &before, steps * blocks);
+    Ok((median(times), after, work))
 }
 
 /// W5: steady-state time of one MLP training step (784-128-10, ReLU,
@@ -594,7 +626,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     eprintln!("CPU reference backend ...");
     let cpu_runs = run_lazy(&cpu, runs.min(5), true)?;
     let w5_cpu = run_w5(&cpu, 10)?.step;
-    let (w7_cpu, _) = run_w7(&cpu, 2, 1)?;
+    let (w7_cpu, _, _) = run_w7(&cpu, 2, 1)?;
     eprintln!("ndarray ...");
     let nd = ndarray_runs(runs);
     let peer_cells = peer.as_ref().map(|p| p.1).unwrap_or([None; 7]);
@@ -642,6 +674,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
             },
             ndarray: nd.get(i).copied(),
             compiles_after_warmup: w7.map(|w| w.1).filter(|_| i == 6),
+            step_work: w7.map(|w| w.2).filter(|_| i == 6),
             limit: limit.and_then(|l| match i {
                 0 => Some(l.0),
                 1 => Some(l.1),
@@ -740,6 +773,12 @@ fn json(
                 "host_s": s(r.host),
                 "hidden_host_fraction": r.hidden,
                 "compiles_after_warmup": r.compiles_after_warmup,
+                "step_work": r.step_work.map(|w| serde_json::json!({
+                    "kernels": w.kernels,
+                    "kernel_bytes_read": w.read,
+                    "kernel_bytes_written": w.written,
+                    "matmul_flops": w.flops,
+                })),
                 "peer_s": s(r.peer),
                 "ratio": ratio_text(i, r),
             })
@@ -813,9 +852,17 @@ fn ratio_text(i: usize, row: &Row) -> String {
         ),
         (5, Some(t), _, _, _) => format!("{:.2} µs/op (≤ 2)", t * 1e6),
         (6, Some(t), _, _, _) => format!(
-            "{:.2} steps/s; {} graphs compiled after warm-up{}",
+            "{:.2} steps/s; {} graphs compiled after warm-up{}{}",
             1.0 / t,
             row.compiles_after_warmup.unwrap_or(0),
+            row.step_work.map_or(String::new(), |w| format!(
+                "; a step: {:.0} kernels, {:.1} MB bound for reading, {:.1} MB written, {:.2} GFLOP of matmuls ({:.1} GFLOP/s)",
+                w.kernels,
+                w.read / 1e6,
+                w.written / 1e6,
+                w.flops / 1e9,
+                w.flops / 1e9 / t
+            )),
             f(row.peer).map_or(String::new(), |p| format!(
                 "; {:.2}x the peer's speed",
                 p / t

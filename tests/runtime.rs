@@ -191,3 +191,31 @@ fn the_adapter_report_describes_the_device() {
         ),
     }
 }
+
+/// The work a step does, in the metrics: bytes the kernels bind for
+/// reading and writing, and the matmuls' 2·m·n·k.
+#[test]
+fn the_metrics_count_the_bytes_and_flops_of_a_step() {
+    let Some(dev) = gpu() else { return };
+    let x = Tensor::from_vec(vec![0.5f32; 1000], [1000], &dev).unwrap();
+    dev.reset_metrics();
+    let y = ((&x * 2.0).exp() + 1.0).to_vec::<f32>().unwrap();
+    assert_eq!(y.len(), 1000);
+    let m = dev.metrics();
+    // One fused kernel: 4,000 bytes in, 4,000 out.
+    assert_eq!(m.counter("kernel_bytes_read"), 4000, "{m}");
+    assert_eq!(m.counter("kernel_bytes_written"), 4000, "{m}");
+    assert_eq!(m.counter("matmul_flops"), 0);
+    let a = Tensor::from_vec(vec![1.0f32; 64 * 32], [64, 32], &dev).unwrap();
+    let b = Tensor::from_vec(vec![1.0f32; 32 * 16], [32, 16], &dev).unwrap();
+    dev.reset_metrics();
+    let c = a.matmul(&b).to_vec::<f32>().unwrap();
+    assert_eq!(c[0], 32.0);
+    let m = dev.metrics();
+    assert_eq!(m.counter("matmul_flops"), 2 * 64 * 16 * 32);
+    assert!(
+        m.counter("kernel_bytes_read") >= (64 * 32 + 32 * 16) * 4,
+        "{m}"
+    );
+    assert!(m.counter("kernel_bytes_written") >= 64 * 16 * 4, "{m}");
+}

@@ -77,6 +77,50 @@ pub(crate) struct Executable {
     /// Anomaly mode: the two flag words its kernels set (see
     /// `kernel::ir::Check::slot`), cleared at the start of each run.
     pub(super) checks: Option<wgpu::Buffer>,
+    /// The work one run does, added to the metrics at each run.
+    pub(super) work: Work,
+}
+
+/// The work of one run of an executable, as the metrics count it.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub(super) struct Work {
+    /// Bytes of the buffers its kernels (and their packing kernels) read,
+    /// each binding counted whole: what a kernel reads at least once
+    /// where it reads everything it binds.
+    pub bytes_read: u64,
+    /// Bytes of the buffers its kernels write.
+    pub bytes_written: u64,
+    /// Floating-point operations of its matmuls, 2·m·n·k each.
+    pub matmul_flops: u64,
+}
+
+impl Work {
+    /// The work of `kernels` over the nodes of `key`.
+    fn of(key: &GraphKey, kernels: &[CompiledKernel]) -> Work {
+        let bytes = |n: usize| {
+            let node = &key.nodes[n];
+            node.dtype.words(numel(&node.shape)) as u64 * 4
+        };
+        let mut work = Work::default();
+        for k in kernels {
+            for source in std::iter::once(&k.source).chain(&k.source.packs) {
+                work.bytes_read += source.reads.iter().map(|&n| bytes(n)).sum::<u64>();
+                work.bytes_written += source.writes.iter().map(|&n| bytes(n)).sum::<u64>();
+            }
+        }
+        for node in &key.nodes {
+            if let crate::graph::GKind::Op {
+                op: crate::graph::op::Op::Matmul,
+                ..
+            } = &node.kind
+            {
+                let a = &key.nodes[node.inputs[0]].shape;
+                let inner = a.last().copied().unwrap_or(1) as u64;
+                work.matmul_flops += 2 * numel(&node.shape) as u64 * inner;
+            }
+        }
+        work
+    }
 }
 
 /// Liveness of intermediates: each is released after the last kernel that
@@ -297,6 +341,7 @@ pub(super) fn executable(
     }
     let releases = plan_releases(&graph.key, &kernels);
     let checks = graph.key.checked.then(|| checks_buffer(ctx));
+    let work = Work::of(&graph.key, &kernels);
     let exe = Arc::new(Executable {
         key: graph.key.clone(),
         origin,
@@ -304,6 +349,7 @@ pub(super) fn executable(
         donations,
         releases,
         checks,
+        work,
     });
     remember(caches, traced, exe.clone());
     Ok((exe, compiles))

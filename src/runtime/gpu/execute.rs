@@ -63,6 +63,9 @@ pub(crate) fn run_graph(
     });
     run.encode(&mut encoder, queries.as_ref())?;
     metrics.add("kernel_launches", exe.kernels.len() as u64);
+    metrics.add("kernel_bytes_read", exe.work.bytes_read);
+    metrics.add("kernel_bytes_written", exe.work.bytes_written);
+    metrics.add("matmul_flops", exe.work.matmul_flops);
     let checks = match &exe.checks {
         Some(flags) => {
             let staging = ctx.staging(2)?;
