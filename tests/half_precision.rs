@@ -528,3 +528,66 @@ fn gradients_flow_through_half_casts_in_the_dtype_of_each_tensor() {
         assert_eq!(g.to_vec::<f32>().expect("read"), vec![1.0, 2.0, 3.0]);
     }
 }
+
+/// `F::layer_norm` on f16 and bf16 input (it used to panic): normalised
+/// in f32 and rounded once to the input's dtype, against an f64 loop,
+/// with a weight and bias of the same dtype; its gradient flows back in
+/// that dtype.
+#[test]
+fn layer_norm_takes_half_precision_input() {
+    use lazywgpu::nn::functional::layer_norm;
+    let (rows, len) = (6usize, 40usize);
+    let host: Vec<f32> = (0..rows * len)
+        .map(|i| ((i * 37 % 101) as f32) * 0.05 - 2.5)
+        .collect();
+    let want: Vec<f64> = host
+        .chunks(len)
+        .flat_map(|row| {
+            let mean = row.iter().map(|&v| f64::from(v)).sum::<f64>() / len as f64;
+            let var = row
+                .iter()
+                .map(|&v| (f64::from(v) - mean).powi(2))
+                .sum::<f64>()
+                / len as f64;
+            row.iter()
+                .map(move |&v| (f64::from(v) - mean) / (var + 1e-5).sqrt() * 1.5 + 0.25)
+                .collect::<Vec<_>>()
+        })
+        .collect();
+    for dev in common::devices() {
+        for dtype in [DType::F16, DType::BF16] {
+            let x = Tensor::from_vec(host.clone(), [rows, len], &dev)
+                .unwrap()
+                .cast(dtype);
+            let x = x.detach();
+            x.requires_grad_(true);
+            let w = Tensor::full([len], 1.5f32, &dev).cast(dtype);
+            let b = Tensor::full([len], 0.25f32, &dev).cast(dtype);
+            let y = layer_norm(&x, &[len], Some(&w), Some(&b), 1e-5);
+            assert_eq!(y.dtype(), dtype);
+            let got = y.cast(DType::F32).to_vec::<f32>().unwrap();
+            // One rounding to 8 (bf16) or 11 (f16) bits of a value up to ~4.
+            let tol = if dtype == DType::BF16 { 4e-2 } else { 5e-3 };
+            for (i, (g, w)) in got.iter().zip(&want).enumerate() {
+                assert!(
+                    (f64::from(*g) - w).abs() <= tol * (1.0 + w.abs()),
+                    "{} {dtype}: [{i}] {g} where {w}",
+                    dev.name()
+                );
+            }
+            y.cast(DType::F32).sum_all().backward();
+            let gx = x.grad().expect("a gradient");
+            assert_eq!(gx.dtype(), dtype);
+            // Each row's gradient of a sum through layer norm is ~0.
+            let gx = gx.cast(DType::F32).to_vec::<f32>().unwrap();
+            for row in gx.chunks(len) {
+                let s: f32 = row.iter().sum();
+                assert!(
+                    s.abs() < 0.1,
+                    "{} {dtype}: row gradient sums to {s}",
+                    dev.name()
+                );
+            }
+        }
+    }
+}

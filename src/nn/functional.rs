@@ -50,9 +50,13 @@ pub fn silu(x: &Tensor) -> Tensor {
 /// then times `weight` and plus `bias` when given (each shaped
 /// `normalized_shape`).
 ///
-/// One kernel (a row per invocation: mean, centred second moment, write),
-/// with the weight and bias in its epilogue; the gradient with respect to
-/// `x` is one more such kernel (and the weight's a reduction).
+/// An f16 or bf16 input is normalised in f32 and its result rounded once
+/// to its own dtype, as PyTorch's half-precision kernels do.
+///
+/// One kernel (a row per invocation, or a workgroup per row on GPUs:
+/// mean, centred second moment, write), with the weight and bias in its
+/// epilogue; the gradient with respect to `x` is one more such kernel
+/// (and the weight's a reduction).
 #[track_caller]
 pub fn layer_norm(
     x: &Tensor,
@@ -69,9 +73,9 @@ pub fn layer_norm(
         .iter()
         .flatten()
         .all(|p| p.shape() == normalized_shape);
-    if !fits || !params_fit || x.dtype() != DType::F32 {
+    if !fits || !params_fit || !x.dtype().is_float() {
         panic!(
-            "layer_norm: input {:?} ({}) must be f32 and end in normalized_shape {normalized_shape:?}, \
+            "layer_norm: input {:?} ({}) must be a float (f32, f16, bf16) and end in normalized_shape {normalized_shape:?}, \
              weight {:?} and bias {:?} shaped like it, at {loc}",
             x.shape(),
             x.dtype(),
