@@ -27,6 +27,8 @@
 mod baseline;
 #[path = "support/cli.rs"]
 mod cli;
+#[path = "support/gpt_step.rs"]
+mod gpt_step;
 #[path = "support/mnist_cnn.rs"]
 mod mnist_cnn;
 #[path = "../benches/support/ndarray_mlp.rs"]
@@ -150,6 +152,43 @@ fn run_lazy(dev: &Device, runs: usize, with_w4: bool) -> lazywgpu::Result<LazyRu
     })
 }
 
+/// The median time of one step over `blocks` blocks of `steps` steps run
+/// back to back (asynchronously), each block ending in a device wait.
+fn time_in_blocks(
+    dev: &Device,
+    step: &mut dyn FnMut() -> lazywgpu::Result<()>,
+    steps: usize,
+    blocks: usize,
+) -> lazywgpu::Result<Duration> {
+    let mut times = Vec::with_capacity(blocks);
+    for _ in 0..blocks {
+        let t = Instant::now();
+        for _ in 0..steps {
+            step()?;
+        }
+        dev.wait()?;
+        times.push(t.elapsed() / steps as u32);
+    }
+    Ok(median(times))
+}
+
+/// A closure running one classifier training step of `model` on `(x, y)`
+/// (cross-entropy, `opt`), ended by `mark_step`.
+fn classifier_step<'a>(
+    dev: &'a Device,
+    model: &'a nn::Sequential,
+    opt: &'a mut dyn Optimizer,
+    (x, y): (&'a Tensor, &'a Tensor),
+) -> impl FnMut() -> lazywgpu::Result<()> + 'a {
+    move || {
+        opt.zero_grad();
+        let loss = F::cross_entropy(&model.forward(x), y);
+        loss.backward();
+        opt.step();
+        dev.mark_step()
+    }
+}
+
 /// The work of one step, from the device's counters: kernels launched,
 /// bytes the kernels bind for reading and writing, matmul FLOPs.
 #[derive(Clone, Copy)]
@@ -183,47 +222,17 @@ fn run_w7(
     steps: usize,
     blocks: usize,
 ) -> lazywgpu::Result<(Duration, u64, StepWork)> {
-    use lazywgpu::data::{CharDataset, Split, SplitMix64};
-    use lazywgpu::nn::{Gpt, GptConfig, Parameters};
-    use lazywgpu::optim::clip_grad_norm_;
-    dev.manual_seed(0);
-    let path = concat!(
-        env!("CARGO_MANIFEST_DIR"),
-        "/examples/data/shakespeare-char/input.txt.gz"
-    );
-    let data = CharDataset::from_file(path)?;
-    let model = Gpt::new(GptConfig::baby(data.vocab_size()), dev);
-    let params = model.params();
-    let (mut opt, _) = model.nanogpt_optimizer();
-    let mut rng = SplitMix64::new(1337);
-    let mut step = || -> lazywgpu::Result<()> {
-        let offsets = data.offsets(Split::Train, &mut rng, 12, 64);
-        let (x, y) = data.batch(Split::Train, &offsets, 64, dev)?;
-        let loss = model.loss(&x, &y);
-        loss.backward();
-        clip_grad_norm_(&params, 1.0);
-        opt.step();
-        opt.zero_grad();
-        dev.mark_step()
-    };
+    let mut step = gpt_step::trainer(dev)?;
     for _ in 0..3 {
         step()?;
     }
     dev.wait()?;
     let before = dev.metrics();
     let compiled = before.counter("graphs_compiled");
-    let mut times = Vec::new();
-    for _ in 0..blocks {
-        let t = Instant::now();
-        for _ in 0..steps {
-            step()?;
-        }
-        dev.wait()?;
-        times.push(t.elapsed() / steps as u32);
-    }
+    let time = time_in_blocks(dev, &mut step, steps, blocks)?;
     let after = dev.metrics().counter("graphs_compiled") - compiled;
     let work = StepWork::since(dev, &before, steps * blocks);
-    Ok((median(times), after, work))
+    Ok((time, after, work))
 }
 
 /// W5: steady-state time of one MLP training step (784-128-10, ReLU,
@@ -242,29 +251,13 @@ fn run_w5(dev: &Device, steps: usize) -> lazywgpu::Result<W5> {
     let mut opt = Sgd::new(model.parameters(), 0.01);
     let x = Tensor::randn([64, 784], dev);
     let y = (Tensor::rand([64], dev) * 10.0).floor().cast(DType::I32);
-    let mut step = || -> lazywgpu::Result<()> {
-        opt.zero_grad();
-        let loss = F::cross_entropy(&model.forward(&x), &y);
-        loss.backward();
-        opt.step();
-        dev.mark_step()
-    };
+    let mut step = classifier_step(dev, &model, &mut opt, (&x, &y));
     for _ in 0..3 {
         step()?;
     }
     dev.wait()?;
     dev.reset_metrics();
-    // Steps back to back (asynchronous), timed in blocks that end in a wait.
-    let mut blocks = Vec::new();
-    for _ in 0..5 {
-        let t = Instant::now();
-        for _ in 0..steps {
-            step()?;
-        }
-        dev.wait()?;
-        blocks.push(t.elapsed() / steps as u32);
-    }
-    blocks.sort();
+    let step_time = time_in_blocks(dev, &mut step, steps, 5)?;
     let hidden = dev.metrics().hidden_host_fraction();
     let mut host = Vec::new();
     for _ in 0..steps {
@@ -275,7 +268,7 @@ fn run_w5(dev: &Device, steps: usize) -> lazywgpu::Result<W5> {
     }
     dev.wait()?;
     Ok(W5 {
-        step: blocks[blocks.len() / 2],
+        step: step_time,
         compiles: dev.metrics().counter("graphs_compiled"),
         host: median(host),
         hidden,
@@ -334,13 +327,7 @@ fn run_extra(dev: &Device, runs: usize, big: bool) -> lazywgpu::Result<Vec<Extra
     let mut opt = Adadelta::new(model.parameters(), 1.0);
     let x = Tensor::randn([64, 1, 28, 28], dev);
     let y = (Tensor::rand([64], dev) * 10.0).floor().cast(DType::I32);
-    let mut step = || -> lazywgpu::Result<()> {
-        opt.zero_grad();
-        let loss = F::cross_entropy(&model.forward(&x), &y);
-        loss.backward();
-        opt.step();
-        dev.mark_step()
-    };
+    let mut step = classifier_step(dev, &model, &mut opt, (&x, &y));
     for _ in 0..3 {
         step()?;
     }
@@ -350,16 +337,7 @@ fn run_extra(dev: &Device, runs: usize, big: bool) -> lazywgpu::Result<Vec<Extra
     } else {
         10
     };
-    let mut blocks = Vec::new();
-    for _ in 0..3 {
-        let t = Instant::now();
-        for _ in 0..steps {
-            step()?;
-        }
-        dev.wait()?;
-        blocks.push(t.elapsed() / steps as u32);
-    }
-    let t = median(blocks);
+    let t = time_in_blocks(dev, &mut step, steps, 3)?;
     out.push(Extra {
         name: "MNIST CNN train step".to_string(),
         time: t,

@@ -13,10 +13,10 @@
 
 use std::time::Instant;
 
+#[path = "support/gpt_step.rs"]
+mod gpt_step;
+
 use lazywgpu::Device;
-use lazywgpu::data::{CharDataset, Split, SplitMix64};
-use lazywgpu::nn::{Gpt, GptConfig, Parameters};
-use lazywgpu::optim::{Optimizer, clip_grad_norm_};
 
 fn main() -> lazywgpu::Result<()> {
     let dev = Device::gpu()?;
@@ -24,25 +24,7 @@ fn main() -> lazywgpu::Result<()> {
         Some(report) => println!("{report}"),
         None => println!("{}", dev.name()),
     }
-    let path = concat!(
-        env!("CARGO_MANIFEST_DIR"),
-        "/examples/data/shakespeare-char/input.txt.gz"
-    );
-    let data = CharDataset::from_file(path)?;
-    let model = Gpt::new(GptConfig::baby(data.vocab_size()), &dev);
-    let params = model.params();
-    let (mut opt, _) = model.nanogpt_optimizer();
-    let mut rng = SplitMix64::new(1337);
-    let mut step = || -> lazywgpu::Result<()> {
-        let offsets = data.offsets(Split::Train, &mut rng, 12, 64);
-        let (x, y) = data.batch(Split::Train, &offsets, 64, &dev)?;
-        let loss = model.loss(&x, &y);
-        loss.backward();
-        clip_grad_norm_(&params, 1.0);
-        opt.step();
-        opt.zero_grad();
-        dev.mark_step()
-    };
+    let mut step = gpt_step::trainer(&dev)?;
     for _ in 0..3 {
         step()?;
     }

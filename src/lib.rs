@@ -126,6 +126,8 @@ mod runtime;
 mod schedule;
 pub mod shape;
 mod tensor;
+#[cfg(test)]
+mod test_values;
 mod tune;
 
 pub use autograd::{NoGradGuard, is_grad_enabled, no_grad};

@@ -116,10 +116,17 @@ impl Device {
     /// A device on the process's adapter generating code for `target`
     /// instead of the adapter's own (tests of one target's lowering on
     /// another adapter: a GPU's reduction stages on lavapipe); `None`
-    /// without an adapter.
+    /// without an adapter, a panic then where `LAZYWGPU_REQUIRE_GPU` is set.
     #[cfg(test)]
     pub(crate) fn gpu_for_target(target: Target) -> Option<Device> {
-        let ctx = GpuContext::shared().ok()?;
+        let Ok(ctx) = GpuContext::shared() else {
+            let required = std::env::var_os("LAZYWGPU_REQUIRE_GPU").is_some();
+            assert!(
+                !required,
+                "LAZYWGPU_REQUIRE_GPU is set but no adapter was found"
+            );
+            return None;
+        };
         Some(Device::with_backend(
             Backend::Gpu(ctx, target),
             DeviceConfig::default(),

@@ -11,24 +11,12 @@ use crate::{Device, Tensor};
 fn gpu_policy_device() -> Option<Device> {
     let mut target = Target::lavapipe();
     target.reduce_split = ReduceSplit::GPU;
-    let dev = Device::gpu_for_target(target);
-    if dev.is_none() && std::env::var_os("LAZYWGPU_REQUIRE_GPU").is_some() {
-        panic!("LAZYWGPU_REQUIRE_GPU is set but no adapter was found");
-    }
-    dev
+    Device::gpu_for_target(target)
 }
 
 /// Values in [0.5, 1.5): products of thousands stay finite.
 fn values(n: usize, seed: u64) -> Vec<f32> {
-    let mut s = seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1;
-    (0..n)
-        .map(|_| {
-            s ^= s << 13;
-            s ^= s >> 7;
-            s ^= s << 17;
-            0.5 + (s >> 40) as f32 / (1u64 << 24) as f32
-        })
-        .collect()
+    crate::test_values::spread(n, seed, 0.5, 1.0)
 }
 
 fn close(got: f32, want: f64, what: &str) {

@@ -341,15 +341,14 @@ pub(super) fn executable(
     }
     let releases = plan_releases(&graph.key, &kernels);
     let checks = graph.key.checked.then(|| checks_buffer(ctx));
-    let work = Work::of(&graph.key, &kernels);
     let exe = Arc::new(Executable {
         key: graph.key.clone(),
         origin,
+        work: Work::of(&graph.key, &kernels),
         kernels,
         donations,
         releases,
         checks,
-        work,
     });
     remember(caches, traced, exe.clone());
     Ok((exe, compiles))
