@@ -315,13 +315,14 @@ pub(crate) fn softmax(x: &Tensor, axis: isize, log: bool, out: &Tensor) {
 /// Gradient of `normalize_rows`: one fused kernel from the saved input
 /// and the output gradient.
 #[track_caller]
-pub(crate) fn normalize(x: &Tensor, eps: f32, out: &Tensor) {
+pub(crate) fn normalize(x: &Tensor, (eps, rms): (f32, bool), out: &Tensor) {
     if !wants(&[x]) {
         return;
     }
     let xs = save(x);
-    record("normalize", out, &[x], move |g| {
-        vec![Some(xs.normalize_rows_backward(g, eps))]
+    let name = if rms { "rms_normalize" } else { "normalize" };
+    record(name, out, &[x], move |g| {
+        vec![Some(xs.normalize_rows_backward(g, (eps, rms)))]
     });
 }
 

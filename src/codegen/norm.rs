@@ -20,7 +20,8 @@ use crate::shape::numel;
 /// What one pass does with (generator, element index, x there, gy there).
 type PassBody<'a> = dyn Fn(&mut Gen, &Expr, &Expr, Option<&Expr>) + 'a;
 
-/// The kernel of `Normalize` (or `NormalizeBackward` when `backward`) at
+/// The kernel of `Normalize` (or `NormalizeBackward` when `backward`;
+/// the root mean square variants when `rms`) at
 /// `root`, whose `eps` is parameter word `eps_slot`: its entry, its body
 /// and its workgroup count. A row per invocation on CPU adapters; on GPUs
 /// (`Target::rows_per_workgroup`) a row per workgroup of
@@ -31,7 +32,7 @@ pub(super) fn normalize(
     key: &GraphKey,
     root: usize,
     eps_slot: usize,
-    backward: bool,
+    (backward, rms): (bool, bool),
     outputs: &[usize],
 ) -> (Entry, Vec<Inst>, usize) {
     let inputs = key.nodes[root].inputs.clone();
@@ -40,9 +41,10 @@ pub(super) fn normalize(
     let len = shape.last().copied().unwrap_or(1);
     let rows = numel(shape) / len.max(1);
     let per_workgroup = g.context().target.rows_per_workgroup;
-    // Three passes over the row forward, four backward, each within its
-    // share of the kernel's loop budget.
-    let passes = if backward { 4 } else { 3 };
+    // Three passes over the row forward, four backward (one fewer for
+    // the root mean square, which takes no mean), each within its share
+    // of the kernel's loop budget.
+    let passes = if backward { 4 } else { 3 } - usize::from(rms);
     let unroll = unroll_for(len, g.context().target.loop_budget(passes));
     // Reads x (and gy) at element `k` of row gi, then runs `f`.
     let at_element = |g: &mut Gen, k: Expr, f: &PassBody<'_>| {
@@ -93,11 +95,15 @@ pub(super) fn normalize(
         x: Box::new(Expr::U32(len as u64)),
     };
     let eps = g.param(eps_slot, DType::F32);
-    // The row's first element, the shift its moments are taken about.
-    let first = Expr::arith(Arith::Mul, Expr::Invocation, Expr::U32(len as u64));
-    let first = g.emit("i0", Ty::U32, first);
-    let shift = g.value(x, &first, false, false);
-    let stats = row_stats(g, (&pass, &total), &len_f, eps, shift);
+    let stats = if rms {
+        row_rms(g, (&pass, &total), &len_f, eps)
+    } else {
+        // The row's first element, the shift its moments are taken about.
+        let first = Expr::arith(Arith::Mul, Expr::Invocation, Expr::U32(len as u64));
+        let first = g.emit("i0", Ty::U32, first);
+        let shift = g.value(x, &first, false, false);
+        row_stats(g, (&pass, &total), &len_f, eps, shift)
+    };
     if backward {
         write_gradient(g, (&pass, &total), &stats, &len_f, |g, i, dx| {
             store_outputs(g, key, (root, outputs), i, dx)
@@ -145,20 +151,24 @@ type RowAccess<'a> = (&'a Pass<'a>, &'a dyn Fn(&mut Gen, Expr) -> Expr);
 /// Runs one pass over the row: `body` at each element.
 type Pass<'a> = dyn Fn(&mut Gen, &PassBody<'_>) + 'a;
 
-/// A row's mean and reciprocal standard deviation.
+/// A row's mean (none for the root mean square) and reciprocal standard
+/// deviation.
 struct RowStats {
-    mean: Expr,
+    mean: Option<Expr>,
     rstd: Expr,
 }
 
 impl RowStats {
     /// `(v - mean) * rstd`.
     fn normalised(&self, g: &mut Gen, v: &Expr) -> Expr {
-        let d = g.emit(
-            "d",
-            Ty::F32,
-            f32_op(BinaryOp::Sub, v.clone(), self.mean.clone()),
-        );
+        let Some(mean) = &self.mean else {
+            return g.emit(
+                "xh",
+                Ty::F32,
+                f32_op(BinaryOp::Mul, v.clone(), self.rstd.clone()),
+            );
+        };
+        let d = g.emit("d", Ty::F32, f32_op(BinaryOp::Sub, v.clone(), mean.clone()));
         g.emit("xh", Ty::F32, f32_op(BinaryOp::Mul, d, self.rstd.clone()))
     }
 }
@@ -201,12 +211,30 @@ fn row_stats(
     let var = g.emit("var", Ty::F32, f32_op(BinaryOp::Div, q, len_f.clone()));
     let var_eps = g.emit("ve", Ty::F32, f32_op(BinaryOp::Add, var, eps));
     let rstd = g.emit("rstd", Ty::F32, f32_unary(UnaryOp::Rsqrt, var_eps));
-    RowStats { mean, rstd }
+    RowStats {
+        mean: Some(mean),
+        rstd,
+    }
+}
+
+/// The reciprocal root mean square `1 / sqrt(mean(v^2) + eps)` (one pass).
+fn row_rms(g: &mut Gen, (pass, total): RowAccess<'_>, len_f: &Expr, eps: Expr) -> RowStats {
+    let q = g.accumulator("q");
+    pass(g, &|g, _, v, _| {
+        let vv = g.emit("vv", Ty::F32, f32_op(BinaryOp::Mul, v.clone(), v.clone()));
+        g.accumulate(&q, vv);
+    });
+    let q = total(g, q);
+    let ms = g.emit("ms", Ty::F32, f32_op(BinaryOp::Div, q, len_f.clone()));
+    let ms_eps = g.emit("ve", Ty::F32, f32_op(BinaryOp::Add, ms, eps));
+    let rstd = g.emit("rstd", Ty::F32, f32_unary(UnaryOp::Rsqrt, ms_eps));
+    RowStats { mean: None, rstd }
 }
 
 /// The gradient with respect to x, `rstd * (gy - mean(gy) - xhat *
-/// mean(gy * xhat))`: a pass for the two means, a pass that writes it
-/// (`store` at each element).
+/// mean(gy * xhat))` (without `mean(gy)` for the root mean square, whose
+/// output does not move with the row's mean): a pass for the two means, a
+/// pass that writes it (`store` at each element).
 fn write_gradient(
     g: &mut Gen,
     (pass, total): RowAccess<'_>,
@@ -214,21 +242,30 @@ fn write_gradient(
     len_f: &Expr,
     store: impl Fn(&mut Gen, &Expr, &Expr),
 ) {
-    let (sg, sgx) = (g.accumulator("sg"), g.accumulator("sgx"));
+    let centred = stats.mean.is_some();
+    let sg = centred.then(|| g.accumulator("sg"));
+    let sgx = g.accumulator("sgx");
     pass(g, &|g, _, v, gv| {
         let gv = gv.expect("backward reads gy");
-        g.accumulate(&sg, gv.clone());
+        if let Some(sg) = &sg {
+            g.accumulate(sg, gv.clone());
+        }
         let xh = stats.normalised(g, v);
         let t = g.emit("t", Ty::F32, f32_op(BinaryOp::Mul, gv.clone(), xh));
         g.accumulate(&sgx, t);
     });
-    let sg = total(g, sg);
+    let mg = sg.map(|sg| {
+        let sg = total(g, sg);
+        g.emit("mg", Ty::F32, f32_op(BinaryOp::Div, sg, len_f.clone()))
+    });
     let sgx = total(g, sgx);
-    let mg = g.emit("mg", Ty::F32, f32_op(BinaryOp::Div, sg, len_f.clone()));
     let mgx = g.emit("mgx", Ty::F32, f32_op(BinaryOp::Div, sgx, len_f.clone()));
     pass(g, &|g, i, v, gv| {
         let gv = gv.expect("backward reads gy");
-        let a = g.emit("a", Ty::F32, f32_op(BinaryOp::Sub, gv.clone(), mg.clone()));
+        let a = match &mg {
+            Some(mg) => g.emit("a", Ty::F32, f32_op(BinaryOp::Sub, gv.clone(), mg.clone())),
+            None => gv.clone(),
+        };
         let xh = stats.normalised(g, v);
         let b = g.emit("b", Ty::F32, f32_op(BinaryOp::Mul, xh, mgx.clone()));
         let c = g.emit("c", Ty::F32, f32_op(BinaryOp::Sub, a, b));

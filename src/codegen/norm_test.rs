@@ -139,3 +139,43 @@ fn softmax_rows_per_workgroup_match_the_cpu_reference() {
         }
     }
 }
+
+/// RMS norm's kernels a row per workgroup (GPUs) against the CPU
+/// reference, forward and both gradients, rows shorter and longer than
+/// the workgroup and past the loop limit, with a row of zeros and a NaN.
+#[test]
+fn rms_rows_per_workgroup_match_the_cpu_reference() {
+    use crate::nn::functional::rms_norm;
+    let Some(gpu) = per_workgroup_device() else {
+        return;
+    };
+    let cpu = Device::cpu();
+    for &(rows, len) in &[(300usize, 128usize), (3, 7), (4, 65), (1, 70_001)] {
+        let mut x = data(rows * len, (rows * 7 + len) as u64);
+        if rows > 2 {
+            x[..len].fill(0.0);
+            x[2 * len + 1] = f32::NAN;
+        }
+        let run = |dev: &Device| {
+            let xt = Tensor::from_vec(x.clone(), [rows, len], dev).unwrap();
+            xt.requires_grad_(true);
+            let w = Tensor::from_vec(data(len, 3), [len], dev).unwrap();
+            w.requires_grad_(true);
+            let r = Tensor::from_vec(data(rows * len, 5), [rows, len], dev).unwrap();
+            let y = rms_norm(&xt, &[len], Some(&w), Some(1e-5));
+            (&y * &r).sum_all().backward();
+            [
+                y.to_vec::<f32>().unwrap(),
+                xt.grad().unwrap().to_vec::<f32>().unwrap(),
+                w.grad().unwrap().to_vec::<f32>().unwrap(),
+            ]
+        };
+        let (got, want) = (run(&gpu), run(&cpu));
+        for (what, (g, w)) in ["y", "dx", "dweight"].iter().zip(got.iter().zip(&want)) {
+            for (i, (a, b)) in g.iter().zip(w).enumerate() {
+                let ok = (a.is_nan() && b.is_nan()) || (a - b).abs() <= 2e-3 * (1.0 + b.abs());
+                assert!(ok, "{rows}x{len} {what}[{i}]: {a} where the CPU has {b}");
+            }
+        }
+    }
+}

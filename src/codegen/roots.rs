@@ -72,13 +72,13 @@ pub(crate) fn generate_root_kernel(
             scratch = m.scratch;
             ((m.entry, m.body), m.groups, m.strategy)
         }
-        Op::Normalize | Op::NormalizeBackward => {
+        Op::Normalize { rms } | Op::NormalizeBackward { rms } => {
             let crate::graph::GKind::Op { param_base, .. } = &key.nodes[root].kind else {
                 unreachable!("kernel roots are ops")
             };
-            let backward = matches!(op, Op::NormalizeBackward);
+            let backward = matches!(op, Op::NormalizeBackward { .. });
             let (entry, body, groups) =
-                normalize(&mut g, key, root, *param_base, backward, &outputs);
+                normalize(&mut g, key, root, *param_base, (backward, *rms), &outputs);
             ((entry, body), groups, Strategy::RowNorm)
         }
         Op::Attention { causal } => {

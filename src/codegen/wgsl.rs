@@ -172,8 +172,8 @@ pub(crate) fn vectorizable(
                 | Op::Reduce { .. }
                 | Op::Softmax { .. }
                 | Op::Matmul
-                | Op::Normalize
-                | Op::NormalizeBackward
+                | Op::Normalize { .. }
+                | Op::NormalizeBackward { .. }
                 | Op::Attention { .. }
                 | Op::Pad(_)
                 | Op::Flip(_)

@@ -241,11 +241,11 @@ fn eval(op: &Op, dtype: DType, shape: &[usize], p: &[u32], inputs: &[&Arr]) -> A
             let values = reduce::softmax(&inputs[0].to_f64(), shape, *axis, *log);
             Arr::from_bits(dtype, shape, reduce::to_bits(&values, dtype))
         }
-        Op::Normalize | Op::NormalizeBackward => {
+        Op::Normalize { rms } | Op::NormalizeBackward { rms } => {
             let len = shape.last().copied().unwrap_or(1);
             let eps = f64::from(f32::from_bits(p[0]));
-            let gy = (op == &Op::NormalizeBackward).then(|| inputs[1].to_f64());
-            let values = reduce::normalize(&inputs[0].to_f64(), gy.as_deref(), len, eps);
+            let gy = matches!(op, Op::NormalizeBackward { .. }).then(|| inputs[1].to_f64());
+            let values = reduce::normalize(&inputs[0].to_f64(), gy.as_deref(), (len, *rms), eps);
             Arr::from_bits(dtype, shape, reduce::to_bits(&values, dtype))
         }
         Op::Attention { causal } => {

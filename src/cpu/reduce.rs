@@ -79,14 +79,23 @@ pub(crate) fn softmax(values: &[f64], shape: &[usize], axis: usize, log: bool) -
 
 /// Each row of the last axis as `(x - mean) / sqrt(var + eps)` (biased
 /// variance); with `gy`, the gradient of that for output gradient `gy`.
-pub(crate) fn normalize(x: &[f64], gy: Option<&[f64]>, len: usize, eps: f64) -> Vec<f64> {
+pub(crate) fn normalize(
+    x: &[f64],
+    gy: Option<&[f64]>,
+    (len, rms): (usize, bool),
+    eps: f64,
+) -> Vec<f64> {
     let mut out = vec![0.0; x.len()];
     if len == 0 {
         return out;
     }
     let n = len as f64;
     for (r, row) in x.chunks(len).enumerate() {
-        let mean = row.iter().sum::<f64>() / n;
+        let mean = if rms {
+            0.0
+        } else {
+            row.iter().sum::<f64>() / n
+        };
         let var = row.iter().map(|v| (v - mean) * (v - mean)).sum::<f64>() / n;
         let rstd = 1.0 / (var + eps).sqrt();
         let xhat: Vec<f64> = row.iter().map(|v| (v - mean) * rstd).collect();
@@ -95,7 +104,7 @@ pub(crate) fn normalize(x: &[f64], gy: Option<&[f64]>, len: usize, eps: f64) -> 
             None => dst.copy_from_slice(&xhat),
             Some(gy) => {
                 let g = &gy[r * len..(r + 1) * len];
-                let mg = g.iter().sum::<f64>() / n;
+                let mg = if rms { 0.0 } else { g.iter().sum::<f64>() / n };
                 let mgx = g.iter().zip(&xhat).map(|(a, b)| a * b).sum::<f64>() / n;
                 for k in 0..len {
                     dst[k] = rstd * (g[k] - mg - xhat[k] * mgx);

@@ -221,12 +221,20 @@ pub enum Op {
     /// already broadcast to the same shape).
     /// Each row along the last axis normalised: `(x - mean) / sqrt(var +
     /// eps)` with the biased variance, `eps` the node's parameter (the core
-    /// of `layer_norm`: one kernel, a row per invocation).
-    Normalize,
+    /// of `layer_norm`: one kernel, a row per invocation); with `rms`,
+    /// `x / sqrt(mean(x^2) + eps)` (the core of `rms_norm`).
+    Normalize {
+        /// Root mean square normalisation: no mean subtracted.
+        rms: bool,
+    },
     /// The gradient of `Normalize` for inputs `(x, gy)`:
     /// `rstd * (gy - mean(gy) - xhat * mean(gy * xhat))` per row, `eps`
-    /// the node's parameter.
-    NormalizeBackward,
+    /// the node's parameter; with `rms`, `rstd * (gy - xhat * mean(gy *
+    /// xhat))`.
+    NormalizeBackward {
+        /// The gradient of the root mean square normalisation.
+        rms: bool,
+    },
     /// Attention `softmax(q k^T * scale) v` over inputs `(q, k, v)` shaped
     /// `[batch.., L, E]`, `[batch.., S, E]`, `[batch.., S, Ev]` (same batch
     /// dims), `scale` the node's parameter; `causal` keeps key `j` for
@@ -265,8 +273,10 @@ impl Op {
             Op::Softmax { log: false, .. } => "softmax",
             Op::Softmax { log: true, .. } => "log_softmax",
             Op::Matmul => "matmul",
-            Op::Normalize => "normalize",
-            Op::NormalizeBackward => "normalize_backward",
+            Op::Normalize { rms: false } => "normalize",
+            Op::Normalize { rms: true } => "rms_normalize",
+            Op::NormalizeBackward { rms: false } => "normalize_backward",
+            Op::NormalizeBackward { rms: true } => "rms_normalize_backward",
             Op::Attention { .. } => "attention",
             Op::StridedScatter(_) => "strided_scatter",
         }
@@ -280,8 +290,8 @@ impl Op {
             Op::Reduce { .. }
                 | Op::Softmax { .. }
                 | Op::Matmul
-                | Op::Normalize
-                | Op::NormalizeBackward
+                | Op::Normalize { .. }
+                | Op::NormalizeBackward { .. }
                 | Op::Attention { .. }
         )
     }

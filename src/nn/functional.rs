@@ -102,6 +102,56 @@ pub fn layer_norm(
     }
 }
 
+/// Root mean square normalisation over the trailing `normalized_shape`
+/// dims (PyTorch's `F.rms_norm`): `x / sqrt(mean(x^2) + eps) * weight`,
+/// the mean over those dims. `eps: None` takes the input dtype's machine
+/// epsilon, as PyTorch does (`1.19e-7` for f32, `9.77e-4` for f16,
+/// `7.81e-3` for bf16). One fused row kernel forward and one backward,
+/// computed in f32 for f16/bf16 input and rounded once to its dtype.
+#[track_caller]
+pub fn rms_norm(
+    x: &Tensor,
+    normalized_shape: &[usize],
+    weight: Option<&Tensor>,
+    eps: Option<f32>,
+) -> Tensor {
+    let _op = crate::graph::record_as("rms_norm");
+    let loc = Location::caller();
+    let k = normalized_shape.len();
+    let fits = k <= x.rank() && x.shape()[x.rank() - k..] == *normalized_shape;
+    let weight_fits = weight.is_none_or(|w| w.shape() == normalized_shape);
+    if !fits || !weight_fits || !x.dtype().is_float() {
+        panic!(
+            "rms_norm: input {:?} ({}) must be a float (f32, f16, bf16) and end in normalized_shape {normalized_shape:?}, \
+             weight {:?} shaped like it, at {loc}",
+            x.shape(),
+            x.dtype(),
+            weight.map(Tensor::shape),
+        );
+    }
+    let eps = eps.unwrap_or_else(|| machine_epsilon(x.dtype()));
+    let len: usize = normalized_shape.iter().product();
+    let rows = x.numel().checked_div(len).unwrap_or(0);
+    let y = x
+        .reshape([rows as isize, len as isize])
+        .rms_normalize_rows(eps)
+        .reshape(x.shape().iter().map(|&d| d as isize).collect::<Vec<_>>());
+    match weight {
+        Some(w) => y * w,
+        None => y,
+    }
+}
+
+/// The gap between 1 and the next float of `dtype` (PyTorch's
+/// `torch.finfo(dtype).eps`).
+fn machine_epsilon(dtype: DType) -> f32 {
+    match dtype {
+        DType::F16 => half::f16::EPSILON.to_f32(),
+        DType::BF16 => half::bf16::EPSILON.to_f32(),
+        _ => f32::EPSILON,
+    }
+}
+
 /// Rows of `weight` `[num_embeddings, dim]` picked by the integer `ids`
 /// (any shape): `[*ids.shape, dim]`. The gradient scatter-adds into the
 /// rows that were picked (repeated ids accumulate).

@@ -50,6 +50,7 @@ pub mod functional;
 pub mod gpt;
 pub mod init;
 mod layers;
+mod llama;
 mod loss;
 mod norm;
 mod params;
@@ -63,6 +64,7 @@ pub use layers::{
     AdaptiveAvgPool2d, AvgPool2d, Conv1d, Conv2d, ConvTranspose2d, Dropout, Flatten, Linear,
     MaxPool2d, ReLU, Upsample,
 };
+pub use llama::{RMSNorm, SwiGlu};
 pub use norm::{BatchNorm, BatchNorm1d, BatchNorm2d, BatchNormOptions, GroupNorm};
 pub use params::{ParamVisitor, Parameters};
 pub use serialize::{load_safetensors, save_safetensors};

@@ -16,13 +16,27 @@ impl Tensor {
     /// calls this; its gradient is one more kernel of the same kind.
     #[track_caller]
     pub(crate) fn normalize_rows(&self, eps: f32) -> Tensor {
+        self.normalize_rows_by(eps, false)
+    }
+
+    /// Each row along the last axis as `x / sqrt(mean(x^2) + eps)`, in
+    /// one kernel: the core of `rms_norm`.
+    #[track_caller]
+    pub(crate) fn rms_normalize_rows(&self, eps: f32) -> Tensor {
+        self.normalize_rows_by(eps, true)
+    }
+
+    /// [`Tensor::normalize_rows`], or its root mean square variant when
+    /// `rms`.
+    #[track_caller]
+    fn normalize_rows_by(&self, eps: f32, rms: bool) -> Tensor {
         let loc = Location::caller();
         // Computed in f32; a 16-bit input gives a result of its dtype.
         let dtype = crate::amp::float32_list(self.dtype());
         let x = cast_node(&self.node(), dtype, loc);
         let shape = x.shape.clone();
         let node = Node::pending(
-            Op::Normalize,
+            Op::Normalize { rms },
             vec![x],
             vec![eps.to_bits()],
             shape,
@@ -30,14 +44,15 @@ impl Tensor {
             loc,
         );
         let out = Tensor::from_node(node, self.device());
-        rules::normalize(self, eps, &out);
+        rules::normalize(self, (eps, rms), &out);
         out
     }
 
-    /// The gradient of [`Tensor::normalize_rows`] at `self` for the
-    /// output gradient `gy` (same shape).
+    /// The gradient of [`Tensor::normalize_rows`] (or, with `rms`, of
+    /// [`Tensor::rms_normalize_rows`]) at `self` for the output gradient
+    /// `gy` (same shape).
     #[track_caller]
-    pub(crate) fn normalize_rows_backward(&self, gy: &Tensor, eps: f32) -> Tensor {
+    pub(crate) fn normalize_rows_backward(&self, gy: &Tensor, (eps, rms): (f32, bool)) -> Tensor {
         let loc = Location::caller();
         let dtype = match self.dtype() {
             d if d.is_half() && gy.dtype() == d => d,
@@ -47,7 +62,7 @@ impl Tensor {
         let g = cast_node(&gy.node(), dtype, loc);
         let shape = x.shape.clone();
         let node = Node::pending(
-            Op::NormalizeBackward,
+            Op::NormalizeBackward { rms },
             vec![x, g],
             vec![eps.to_bits()],
             shape,
