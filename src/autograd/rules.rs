@@ -505,6 +505,34 @@ pub(crate) fn flip(x: &Tensor, axes: &[usize], out: &Tensor) {
     record("flip", out, &[x], move |g| vec![Some(g.flip(dims.clone()))]);
 }
 
+/// Gradients of `cumsum` (the reverse running sum of `g`) and `cumprod`
+/// (`revsum(g * y) / x` where `x` is not zero; at a line's first zero,
+/// `revsum(g * y')` with `y'` the running product with that zero taken as
+/// one; 0 at later zeros, as PyTorch's).
+#[track_caller]
+pub(crate) fn scan(op: ReduceOp, x: &Tensor, axis: usize, out: &Tensor) {
+    if !wants(&[x]) {
+        return;
+    }
+    if op == ReduceOp::Sum {
+        record("cumsum", out, &[x], move |g| {
+            vec![Some(g.reverse_cumsum(axis))]
+        });
+        return;
+    }
+    let (xs, ys) = (save(x), save(out));
+    record("cumprod", out, &[x], move |g| {
+        let a = axis as isize;
+        let zero = xs.eq(0.0f32);
+        let first_zero = zero.logical_and(&zero.cumsum(a).eq(1i32));
+        let plain = (g * &ys).reverse_cumsum(axis) / &xs;
+        let ones_at_zero = first_zero.where_cond(1.0f32, &xs).cumprod(a);
+        let at_zero = (g * &ones_at_zero).reverse_cumsum(axis);
+        let other = first_zero.where_cond(&at_zero, 0.0f32);
+        vec![Some(zero.where_cond(&other, &plain))]
+    });
+}
+
 /// Gradient of `gather(axis, index)`: a scatter-add of `g` into zeros.
 #[track_caller]
 pub(crate) fn gather(x: &Tensor, axis: usize, index: &Tensor, out: &Tensor) {

@@ -78,6 +78,19 @@ fn golden_kernels_in_both_printers() {
     loss.backward();
     let gx = xg.grad().expect("a gradient");
     golden_kernel("row_norm_backward", &kernel_with(&gx, Strategy::RowNorm));
+    // A running product over a strided axis, with an epilogue.
+    golden_kernel(
+        "scan_cumprod",
+        &kernel_with(&(x.cumprod(0) * 2.0f32), Strategy::Scan),
+    );
+    // RMS norm, forward.
+    golden_kernel(
+        "row_rms_norm",
+        &kernel_with(
+            &crate::nn::functional::rms_norm(&x, &[24], None, Some(1e-6)),
+            Strategy::RowNorm,
+        ),
+    );
     // A log-softmax over a strided axis, a row an invocation.
     let odd = Tensor::from_vec(vec![0.25f32; 7 * 9], [7, 9], &dev).expect("odd");
     golden_kernel(

@@ -10,6 +10,7 @@ mod reduce;
 mod reduce_ir;
 mod render;
 mod roots;
+mod scan;
 mod softmax;
 mod source;
 mod validate;

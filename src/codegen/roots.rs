@@ -15,6 +15,7 @@ use super::matmul_lanes::{LANE_OPERANDS, matmul_lanes};
 use super::norm::normalize;
 use super::reduce::reduce;
 use super::reduce_ir::Reduction;
+use super::scan::scan;
 use super::softmax::softmax;
 use super::wgsl::{CodegenContext, KernelSource, Launch, TextureUse};
 use crate::dtype::DType;
@@ -88,6 +89,10 @@ pub(crate) fn generate_root_kernel(
             let (entry, body, groups) =
                 attention(&mut g, key, root, *param_base, *causal, &outputs);
             ((entry, body), groups, Strategy::Attention)
+        }
+        Op::Scan { op, axis } => {
+            let (entry, body, groups) = scan(&mut g, key, root, (*op, *axis), &outputs);
+            ((entry, body), groups, Strategy::Scan)
         }
         other => unreachable!("{} is not a kernel root", other.name()),
     };

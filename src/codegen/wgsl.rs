@@ -175,6 +175,7 @@ pub(crate) fn vectorizable(
                 | Op::Normalize { .. }
                 | Op::NormalizeBackward { .. }
                 | Op::Attention { .. }
+                | Op::Scan { .. }
                 | Op::Pad(_)
                 | Op::Flip(_)
                 | Op::Gather(_)

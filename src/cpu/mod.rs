@@ -257,6 +257,10 @@ fn eval(op: &Op, dtype: DType, shape: &[usize], p: &[u32], inputs: &[&Arr]) -> A
             let values = reduce::attention((&q, &k, &v), dims, scale, *causal);
             Arr::from_bits(dtype, shape, reduce::to_bits(&values, dtype))
         }
+        Op::Scan { op, axis } => {
+            let values = reduce::scan(*op, &inputs[0].to_f64(), shape, *axis);
+            Arr::from_bits(dtype, shape, reduce::to_bits(&values, dtype))
+        }
         Op::Matmul => {
             let (a, b) = (inputs[0], inputs[1]);
             let values = reduce::matmul(&a.to_f64(), &b.to_f64(), &a.shape(), &b.shape());

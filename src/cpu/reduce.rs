@@ -115,6 +115,30 @@ pub(crate) fn normalize(
     out
 }
 
+/// Running sums (`Sum`) or products (`Prod`) of `x` (of `shape`) along
+/// `axis`, each line walked in order.
+pub(crate) fn scan(op: ReduceOp, x: &[f64], shape: &[usize], axis: usize) -> Vec<f64> {
+    let len = shape[axis];
+    let inner: usize = shape[axis + 1..].iter().product();
+    let mut out = x.to_vec();
+    if len == 0 || inner == 0 {
+        return out;
+    }
+    for block in out.chunks_mut(len * inner) {
+        for k in 1..len {
+            for j in 0..inner {
+                let prev = block[(k - 1) * inner + j];
+                let here = &mut block[k * inner + j];
+                *here = match op {
+                    ReduceOp::Prod => prev * *here,
+                    _ => prev + *here,
+                };
+            }
+        }
+    }
+    out
+}
+
 /// Attention `softmax(q k^T * scale) v` per batch (`batch` leading
 /// elements; q `[L, E]`, k `[S, E]`, v `[S, Ev]` each), with the causal
 /// mask `j <= i` when `causal`.

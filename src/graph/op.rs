@@ -244,6 +244,15 @@ pub enum Op {
         causal: bool,
     },
     Matmul,
+    /// Running sums (`op` `Sum`) or products (`Prod`) along `axis`, the
+    /// output shaped as the input: element `j` combines elements `0..=j`
+    /// in order. One kernel, an invocation per line along the axis.
+    Scan {
+        /// How elements combine (`Sum` or `Prod`).
+        op: ReduceOp,
+        /// The scanned dim.
+        axis: usize,
+    },
     /// The first input (the base) with the elements that the strided view
     /// `Layout` selects replaced by the second input (the view's new
     /// values). This is how a write through a view updates its base.
@@ -273,6 +282,10 @@ impl Op {
             Op::Softmax { log: false, .. } => "softmax",
             Op::Softmax { log: true, .. } => "log_softmax",
             Op::Matmul => "matmul",
+            Op::Scan {
+                op: ReduceOp::Prod, ..
+            } => "cumprod",
+            Op::Scan { .. } => "cumsum",
             Op::Normalize { rms: false } => "normalize",
             Op::Normalize { rms: true } => "rms_normalize",
             Op::NormalizeBackward { rms: false } => "normalize_backward",
@@ -293,6 +306,7 @@ impl Op {
                 | Op::Normalize { .. }
                 | Op::NormalizeBackward { .. }
                 | Op::Attention { .. }
+                | Op::Scan { .. }
         )
     }
 

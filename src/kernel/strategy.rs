@@ -49,6 +49,8 @@ pub(crate) enum Strategy {
     RowNorm,
     /// Fused attention: a query row per invocation, online softmax.
     Attention,
+    /// A running sum or product: a line per invocation, walked once.
+    Scan,
 }
 
 /// The output tile of one workgroup of the lane matmul.

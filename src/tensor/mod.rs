@@ -10,6 +10,7 @@ mod elementwise;
 mod indexing;
 mod inplace;
 mod live;
+mod logical;
 mod masks;
 mod movement;
 mod norm;
@@ -17,6 +18,7 @@ mod overloads;
 mod readback;
 mod reduce;
 mod sampling;
+mod scan;
 mod spatial;
 
 use std::panic::Location;
