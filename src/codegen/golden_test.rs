@@ -83,6 +83,11 @@ fn golden_kernels_in_both_printers() {
         "scan_cumprod",
         &kernel_with(&(x.cumprod(0) * 2.0f32), Strategy::Scan),
     );
+    // A descending sort of rows of 24 (a bitonic network over 32).
+    golden_kernel(
+        "sort_rows",
+        &kernel_with(&x.argsort(1, true), Strategy::Sort),
+    );
     // RMS norm, forward.
     golden_kernel(
         "row_rms_norm",

@@ -12,6 +12,7 @@ mod render;
 mod roots;
 mod scan;
 mod softmax;
+mod sort;
 mod source;
 mod validate;
 mod wgsl;

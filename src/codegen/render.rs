@@ -446,6 +446,7 @@ fn memory_statement(inst: &Inst, origins: Option<&[String]>) -> Option<String> {
             value,
         } => format!("textureStore({texture}, vec2<u32>({x}, {y}), {layer}, {value});"),
         Inst::Barrier => "workgroupBarrier();".to_string(),
+        Inst::StorageBarrier => "storageBarrier();".to_string(),
         Inst::CoopLoad { var, matrix, from } => format!(
             "var {var} = coopLoad{}<{}>(&{}[{}], {});",
             if from.row_major { "T" } else { "" },

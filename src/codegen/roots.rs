@@ -17,6 +17,7 @@ use super::reduce::reduce;
 use super::reduce_ir::Reduction;
 use super::scan::scan;
 use super::softmax::softmax;
+use super::sort::sort;
 use super::wgsl::{CodegenContext, KernelSource, Launch, TextureUse};
 use crate::dtype::DType;
 use crate::graph::GraphKey;
@@ -93,6 +94,14 @@ pub(crate) fn generate_root_kernel(
         Op::Scan { op, axis } => {
             let (entry, body, groups) = scan(&mut g, key, root, (*op, *axis), &outputs);
             ((entry, body), groups, Strategy::Scan)
+        }
+        Op::Sort { axis, descending } => {
+            assert!(
+                write_root && epilogue.is_empty(),
+                "a sort works in its own output (schedule::epilogues)"
+            );
+            let (entry, body, groups) = sort(&mut g, key, root, (*axis, *descending));
+            ((entry, body), groups, Strategy::Sort)
         }
         other => unreachable!("{} is not a kernel root", other.name()),
     };

@@ -176,6 +176,7 @@ pub(crate) fn vectorizable(
                 | Op::NormalizeBackward { .. }
                 | Op::Attention { .. }
                 | Op::Scan { .. }
+                | Op::Sort { .. }
                 | Op::Pad(_)
                 | Op::Flip(_)
                 | Op::Gather(_)

@@ -261,6 +261,10 @@ fn eval(op: &Op, dtype: DType, shape: &[usize], p: &[u32], inputs: &[&Arr]) -> A
             let values = reduce::scan(*op, &inputs[0].to_f64(), shape, *axis);
             Arr::from_bits(dtype, shape, reduce::to_bits(&values, dtype))
         }
+        Op::Sort { axis, descending } => {
+            let order = reduce::argsort(&inputs[0].to_f64(), shape, *axis, *descending);
+            Arr::from_bits(dtype, shape, order.into_iter().map(|i| i as u32).collect())
+        }
         Op::Matmul => {
             let (a, b) = (inputs[0], inputs[1]);
             let values = reduce::matmul(&a.to_f64(), &b.to_f64(), &a.shape(), &b.shape());

@@ -139,6 +139,39 @@ pub(crate) fn scan(op: ReduceOp, x: &[f64], shape: &[usize], axis: usize) -> Vec
     out
 }
 
+/// The indices that stably sort each line of `x` (of `shape`) along
+/// `axis`: ascending (or `descending`), NaN the greatest value.
+pub(crate) fn argsort(x: &[f64], shape: &[usize], axis: usize, descending: bool) -> Vec<i32> {
+    let len = shape[axis];
+    let inner: usize = shape[axis + 1..].iter().product();
+    let mut out = vec![0i32; x.len()];
+    if len == 0 || inner == 0 {
+        return out;
+    }
+    let order = |a: f64, b: f64| match (a.is_nan(), b.is_nan()) {
+        (true, true) => std::cmp::Ordering::Equal,
+        (true, false) => std::cmp::Ordering::Greater,
+        (false, true) => std::cmp::Ordering::Less,
+        _ => a.partial_cmp(&b).expect("neither is NaN"),
+    };
+    for start in (0..x.len()).step_by(len * inner) {
+        for j in 0..inner {
+            let at = |k: usize| start + k * inner + j;
+            let mut idx: Vec<usize> = (0..len).collect();
+            // `sort_by` is stable: equal values keep their order.
+            if descending {
+                idx.sort_by(|&a, &b| order(x[at(b)], x[at(a)]));
+            } else {
+                idx.sort_by(|&a, &b| order(x[at(a)], x[at(b)]));
+            }
+            for (k, &i) in idx.iter().enumerate() {
+                out[at(k)] = i as i32;
+            }
+        }
+    }
+    out
+}
+
 /// Attention `softmax(q k^T * scale) v` per batch (`batch` leading
 /// elements; q `[L, E]`, k `[S, E]`, v `[S, Ev]` each), with the causal
 /// mask `j <= i` when `causal`.

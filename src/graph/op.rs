@@ -253,6 +253,16 @@ pub enum Op {
         /// The scanned dim.
         axis: usize,
     },
+    /// The `i32` indices that sort the input along `axis` (a stable sort;
+    /// NaN greatest; `descending` puts the greatest first, equal values
+    /// still in their original order). The kernel sorts in its output
+    /// buffer, so the node is always written and takes no epilogue.
+    Sort {
+        /// The sorted dim.
+        axis: usize,
+        /// Greatest first.
+        descending: bool,
+    },
     /// The first input (the base) with the elements that the strided view
     /// `Layout` selects replaced by the second input (the view's new
     /// values). This is how a write through a view updates its base.
@@ -286,6 +296,7 @@ impl Op {
                 op: ReduceOp::Prod, ..
             } => "cumprod",
             Op::Scan { .. } => "cumsum",
+            Op::Sort { .. } => "argsort",
             Op::Normalize { rms: false } => "normalize",
             Op::Normalize { rms: true } => "rms_normalize",
             Op::NormalizeBackward { rms: false } => "normalize_backward",
@@ -307,7 +318,14 @@ impl Op {
                 | Op::NormalizeBackward { .. }
                 | Op::Attention { .. }
                 | Op::Scan { .. }
+                | Op::Sort { .. }
         )
+    }
+
+    /// Kernel roots whose kernel works in its own output buffer (reads
+    /// back what it wrote): always written, never with an epilogue.
+    pub fn works_in_its_output(&self) -> bool {
+        matches!(self, Op::Sort { .. })
     }
 
     /// Movement ops change only which element is read, never values.

@@ -470,6 +470,9 @@ pub(crate) enum Inst {
     /// makes their workgroup-memory writes visible (uniform control flow
     /// only).
     Barrier,
+    /// `Barrier` that also makes the workgroup's storage-buffer writes
+    /// visible to its invocations (uniform control flow only).
+    StorageBarrier,
     /// Leaves the innermost `Loop`.
     Break,
     /// `array[index] = max(array[index], value)`, atomically, on the
@@ -589,6 +592,7 @@ impl Inst {
             Inst::DeclareArray { .. }
             | Inst::CoopMultiplyAdd { .. }
             | Inst::Barrier
+            | Inst::StorageBarrier
             | Inst::Break => Vec::new(),
         }
     }

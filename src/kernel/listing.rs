@@ -178,6 +178,7 @@ fn variable_line(inst: &Inst) -> Option<String> {
 fn memory_line(inst: &Inst) -> Option<String> {
     Some(match inst {
         Inst::Barrier => "barrier".to_string(),
+        Inst::StorageBarrier => "storage_barrier".to_string(),
         Inst::AtomicMax {
             array,
             index,

@@ -51,6 +51,8 @@ pub(crate) enum Strategy {
     Attention,
     /// A running sum or product: a line per invocation, walked once.
     Scan,
+    /// A sort: a bitonic network a line per workgroup.
+    Sort,
 }
 
 /// The output tile of one workgroup of the lane matmul.

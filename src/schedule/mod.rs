@@ -156,7 +156,11 @@ fn epilogues(key: &GraphKey, written: &[bool]) -> Vec<Option<usize>> {
             continue;
         }
         if let RootsReached::One(r) = reached[w] {
-            let root_ok = !matches!(op_of(key, r), Some(Op::Reduce { parts, .. }) if *parts > 1);
+            let root_ok = match op_of(key, r) {
+                Some(Op::Reduce { parts, .. }) => *parts == 1,
+                Some(op) => !op.works_in_its_output(),
+                None => true,
+            };
             if root_ok && numel(&nodes[r].shape) == numel(&nodes[w].shape) {
                 epilogue_of[w] = Some(r);
                 log::debug!("node {w}: epilogue of kernel root {r}");
@@ -229,7 +233,9 @@ fn group_kernels(
             continue;
         }
         if is_root(key, i) {
-            let write_root = written[i] || read_elsewhere[i];
+            let write_root = written[i]
+                || read_elsewhere[i]
+                || op_of(key, i).is_some_and(Op::works_in_its_output);
             log::debug!(
                 "node {i} ({}): kernel root, {}",
                 op_of(key, i).map_or("?", Op::name),

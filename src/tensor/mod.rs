@@ -19,6 +19,7 @@ mod readback;
 mod reduce;
 mod sampling;
 mod scan;
+mod sort;
 mod spatial;
 
 use std::panic::Location;

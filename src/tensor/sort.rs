@@ -1,0 +1,112 @@
+//! Sorting along an axis: `argsort`, `sort`, `topk` (and `randperm` on
+//! them), one sort kernel (`Op::Sort`) whose indices the values are
+//! gathered by, so the values' gradient is the gather's.
+
+use std::panic::Location;
+
+use super::Tensor;
+use super::dims::resolve_axis;
+use super::elementwise::cast_node;
+use crate::dtype::DType;
+use crate::graph::Node;
+use crate::graph::op::Op;
+use crate::runtime::device::Device;
+
+impl Tensor {
+    /// The indices (`i64`, as PyTorch's) that sort `self` along `axis`,
+    /// ascending or `descending`: a stable sort (equal values keep their
+    /// order), NaN the greatest value (last ascending, first descending),
+    /// as PyTorch's `argsort(stable=True)`.
+    #[track_caller]
+    pub fn argsort(&self, axis: isize, descending: bool) -> Tensor {
+        let _op = crate::graph::record_as("argsort");
+        self.sort_indices("argsort", axis, descending)
+    }
+
+    /// The values sorted along `axis` and the indices they came from
+    /// (PyTorch's `sort(dim, descending, stable=True)`); the values'
+    /// gradient flows back to the positions they came from.
+    #[track_caller]
+    pub fn sort(&self, axis: isize, descending: bool) -> (Tensor, Tensor) {
+        let _op = crate::graph::record_as("sort");
+        let idx = self.sort_indices("sort", axis, descending);
+        (self.gather_sorted(axis, &idx), idx)
+    }
+
+    /// The `k` largest (`largest`) or smallest elements along `axis` and
+    /// their indices (`i64`), in sorted order (PyTorch's `topk(k, dim,
+    /// largest, sorted=True)`; NaN counts as the largest value; equal
+    /// values in their original order).
+    #[track_caller]
+    pub fn topk(&self, k: usize, axis: isize, largest: bool) -> (Tensor, Tensor) {
+        let _op = crate::graph::record_as("topk");
+        let ax = resolve_axis("topk", axis, self.rank().max(1));
+        let len = if self.rank() == 0 {
+            1
+        } else {
+            self.shape()[ax]
+        };
+        if k > len {
+            panic!(
+                "topk: k ({k}) is more than the {len} elements of dim {ax} of shape {:?} ({}) at {}",
+                self.shape(),
+                self.dtype(),
+                Location::caller()
+            );
+        }
+        let idx = self.sort_indices("topk", axis, largest);
+        let idx = if self.rank() == 0 {
+            idx
+        } else {
+            idx.narrow(ax as isize, 0, k)
+        };
+        (self.gather_sorted(axis, &idx), idx)
+    }
+
+    /// A random permutation of `0..n` (`i64`) from the device's seeded
+    /// generator (PyTorch's `randperm`): the order that sorts `n` uniform
+    /// draws.
+    #[track_caller]
+    pub fn randperm(n: usize, dev: &Device) -> Tensor {
+        let _op = crate::graph::record_as("randperm");
+        Tensor::rand([n], dev).argsort(0, false)
+    }
+
+    /// `self`'s elements at the sorted `idx` along `axis` (a gather;
+    /// 0-dim tensors are their own sort).
+    #[track_caller]
+    fn gather_sorted(&self, axis: isize, idx: &Tensor) -> Tensor {
+        if self.rank() == 0 {
+            return self.clone();
+        }
+        self.gather(axis, idx)
+    }
+
+    #[track_caller]
+    fn sort_indices(&self, name: &str, axis: isize, descending: bool) -> Tensor {
+        let loc = Location::caller();
+        if self.rank() == 0 {
+            resolve_axis(name, axis, 1);
+            return Tensor::zeros_dtype(Vec::<usize>::new(), DType::I64, self.device());
+        }
+        let axis = resolve_axis(name, axis, self.rank());
+        if self.numel() == 0 {
+            return Tensor::zeros_dtype(self.shape().to_vec(), DType::I64, self.device());
+        }
+        // Bools compare as integers; 16-bit floats compare in f32.
+        let x = match self.dtype() {
+            DType::Bool => cast_node(&self.node(), DType::I32, loc),
+            _ => self.node(),
+        };
+        let shape = x.shape.clone();
+        let node = Node::pending(
+            Op::Sort { axis, descending },
+            vec![x],
+            Vec::new(),
+            shape,
+            DType::I64,
+            loc,
+        );
+        Tensor::from_node(node, self.device())
+    }
+}

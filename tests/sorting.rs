@@ -1,0 +1,235 @@
+//! `argsort`, `sort`, `topk` and `randperm` against a stable sort written
+//! here (NaN the greatest value, as PyTorch orders it), on random shapes
+//! and every axis, with ties, NaN, infinities and signed zeros; rows of a
+//! real vocabulary's length (32,000, 50,257, 151,936) and 2^20 elements;
+//! integer, bool and 16-bit inputs; the values' gradient; on both
+//! backends.
+
+mod common;
+
+use std::cmp::Ordering;
+
+use common::devices;
+use lazywgpu::{DType, Tensor};
+
+/// Small integers (many ties) or spread values, from a xorshift stream.
+fn values(n: usize, seed: u64, ties: bool) -> Vec<f32> {
+    let mut s = seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1;
+    (0..n)
+        .map(|_| {
+            s ^= s << 13;
+            s ^= s >> 7;
+            s ^= s << 17;
+            let u = (s >> 40) as f32 / (1u64 << 24) as f32;
+            if ties {
+                (u * 7.0).floor() - 3.0
+            } else {
+                u * 200.0 - 100.0
+            }
+        })
+        .collect()
+}
+
+/// The stable order of each line of `x` (`shape`) along `axis`.
+fn oracle(x: &[f32], shape: &[usize], axis: usize, descending: bool) -> Vec<i64> {
+    let len = shape[axis];
+    let inner: usize = shape[axis + 1..].iter().product();
+    let key = |a: f32, b: f32| match (a.is_nan(), b.is_nan()) {
+        (true, true) => Ordering::Equal,
+        (true, false) => Ordering::Greater,
+        (false, true) => Ordering::Less,
+        _ => a.partial_cmp(&b).unwrap(),
+    };
+    let mut out = vec![0i64; x.len()];
+    for start in (0..x.len()).step_by((len * inner).max(1)) {
+        for j in 0..inner {
+            let at = |k: usize| start + k * inner + j;
+            let mut order: Vec<usize> = (0..len).collect();
+            order.sort_by(|&a, &b| {
+                let o = key(x[at(a)], x[at(b)]);
+                if descending { o.reverse() } else { o }
+            });
+            for (k, i) in order.into_iter().enumerate() {
+                out[at(k)] = i as i64;
+            }
+        }
+    }
+    out
+}
+
+/// `x` at `idx` along `axis` (the sorted values the indices give).
+fn take(x: &[f32], shape: &[usize], axis: usize, idx: &[i64], idx_shape: &[usize]) -> Vec<f32> {
+    let inner: usize = shape[axis + 1..].iter().product();
+    let (len, k) = (shape[axis], idx_shape[axis]);
+    (0..idx.len())
+        .map(|e| {
+            let (o, j) = (e / (k * inner), e % inner);
+            x[o * len * inner + idx[e] as usize * inner + j]
+        })
+        .collect()
+}
+
+fn same_values(got: &[f32], want: &[f32], what: &str) {
+    assert_eq!(got.len(), want.len(), "{what}");
+    for (i, (g, w)) in got.iter().zip(want).enumerate() {
+        assert!(
+            (g.is_nan() && w.is_nan()) || g.to_bits() == w.to_bits(),
+            "{what}: [{i}] {g} where {w}"
+        );
+    }
+}
+
+#[test]
+fn argsort_and_sort_match_a_stable_sort_on_every_axis() {
+    let shapes: [&[usize]; 7] = [
+        &[1],
+        &[2],
+        &[5],
+        &[3, 17],
+        &[4, 1, 6],
+        &[2, 64, 3],
+        &[3, 1000],
+    ];
+    for (case, shape) in shapes.iter().enumerate() {
+        let n: usize = shape.iter().product();
+        for ties in [false, true] {
+            let mut x = values(n, case as u64 * 2 + ties as u64 + 1, ties);
+            if n > 10 {
+                x[1] = f32::NAN;
+                x[4] = f32::INFINITY;
+                x[7] = f32::NEG_INFINITY;
+                x[8] = -0.0;
+                x[9] = 0.0;
+                x[n - 1] = f32::NAN;
+            }
+            for dev in devices() {
+                let t = Tensor::from_vec(x.clone(), shape.to_vec(), &dev).unwrap();
+                for axis in 0..shape.len() {
+                    for descending in [false, true] {
+                        let what = format!(
+                            "{shape:?} axis {axis} desc {descending} ties {ties} on {}",
+                            dev.name()
+                        );
+                        let want = oracle(&x, shape, axis, descending);
+                        let idx = t.argsort(axis as isize, descending);
+                        assert_eq!(idx.dtype(), DType::I64);
+                        assert_eq!(idx.to_vec::<i64>().unwrap(), want, "{what}");
+                        let (vals, idx2) = t.sort(axis as isize, descending);
+                        assert_eq!(idx2.to_vec::<i64>().unwrap(), want, "{what}");
+                        let want_vals = take(&x, shape, axis, &want, shape);
+                        same_values(&vals.to_vec::<f32>().unwrap(), &want_vals, &what);
+                    }
+                }
+            }
+        }
+    }
+}
+
+#[test]
+fn topk_over_a_vocabulary_and_long_rows() {
+    for &(rows, len, k) in &[
+        (2usize, 50_257usize, 50usize),
+        (1, 32_000, 5),
+        (1, 151_936, 3),
+    ] {
+        let x = values(rows * len, len as u64, false);
+        for dev in devices() {
+            let t = Tensor::from_vec(x.clone(), [rows, len], &dev).unwrap();
+            for largest in [true, false] {
+                let (vals, idx) = t.topk(k, -1, largest);
+                assert_eq!(vals.shape(), [rows, k]);
+                let full = oracle(&x, &[rows, len], 1, largest);
+                let want: Vec<i64> = full.chunks(len).flat_map(|r| r[..k].to_vec()).collect();
+                let what = format!("{rows}x{len} top {k} largest {largest} on {}", dev.name());
+                assert_eq!(idx.to_vec::<i64>().unwrap(), want, "{what}");
+                let want_vals = take(&x, &[rows, len], 1, &want, &[rows, k]);
+                same_values(&vals.to_vec::<f32>().unwrap(), &want_vals, &what);
+            }
+        }
+    }
+}
+
+/// 2^20 elements in one line, and a sort along the first axis of a
+/// tall tensor (many short strided lines past 65,535 workgroups).
+#[test]
+fn sorts_of_a_million_elements_and_of_many_lines() {
+    let n = 1 << 20;
+    let x = values(n, 99, true);
+    let want = oracle(&x, &[n], 0, false);
+    let tall = values(70_000 * 3, 5, false);
+    let want_tall = oracle(&tall, &[70_000, 3], 1, true);
+    for dev in devices() {
+        let t = Tensor::from_vec(x.clone(), [n], &dev).unwrap();
+        let got = t.argsort(0, false).to_vec::<i64>().unwrap();
+        assert!(got == want, "2^20 on {}", dev.name());
+        let t = Tensor::from_vec(tall.clone(), [70_000, 3], &dev).unwrap();
+        let got = t.argsort(1, true).to_vec::<i64>().unwrap();
+        assert!(got == want_tall, "70000 lines on {}", dev.name());
+    }
+}
+
+#[test]
+fn sorts_of_integers_bools_and_half_floats() {
+    for dev in devices() {
+        let i = Tensor::from_vec(vec![3i32, -1, 3, 0, -7, 2], [6], &dev).unwrap();
+        assert_eq!(
+            i.argsort(0, false).to_vec::<i64>().unwrap(),
+            [4, 1, 3, 5, 0, 2]
+        );
+        let (v, _) = i.sort(0, true);
+        assert_eq!(v.to_vec::<i32>().unwrap(), [3, 3, 2, 0, -1, -7]);
+        let b = Tensor::from_vec(vec![true, false, true, false], [4], &dev).unwrap();
+        assert_eq!(b.argsort(0, false).to_vec::<i64>().unwrap(), [1, 3, 0, 2]);
+        let u = Tensor::from_vec(vec![200u8, 3, 255, 0], [4], &dev).unwrap();
+        assert_eq!(u.argsort(0, true).to_vec::<i64>().unwrap(), [2, 0, 1, 3]);
+        for dtype in [DType::F16, DType::BF16] {
+            let h = Tensor::from_vec(vec![0.5f32, -2.0, 1.5, f32::NAN, 0.25], [5], &dev)
+                .unwrap()
+                .cast(dtype);
+            let (v, idx) = h.sort(0, false);
+            assert_eq!(v.dtype(), dtype);
+            assert_eq!(idx.to_vec::<i64>().unwrap(), [1, 4, 0, 2, 3]);
+        }
+        // 0-dim and empty inputs.
+        let s = Tensor::scalar(2.0f32, &dev);
+        let (v, i) = s.topk(1, 0, true);
+        assert_eq!(v.to_vec::<f32>().unwrap(), [2.0]);
+        assert_eq!(i.to_vec::<i64>().unwrap(), [0]);
+        let e = Tensor::zeros([2, 0], &dev);
+        let (v, i) = e.sort(1, false);
+        assert_eq!(
+            (v.shape(), i.shape()),
+            ([2, 0].as_slice(), [2, 0].as_slice())
+        );
+    }
+}
+
+/// The gradient of sorted (and top-k) values goes back to the positions
+/// they came from.
+#[test]
+fn sorted_values_carry_gradients_to_their_positions() {
+    let x = vec![0.3f32, -1.0, 2.5, 0.7, -0.2];
+    for dev in devices() {
+        let t = Tensor::from_vec(x.clone(), [5], &dev).unwrap();
+        t.requires_grad_(true);
+        let (vals, _) = t.topk(2, 0, true);
+        let w = Tensor::from_vec(vec![10.0f32, 1.0], [2], &dev).unwrap();
+        (&vals * &w).sum_all().backward();
+        let g = t.grad().unwrap().to_vec::<f32>().unwrap();
+        assert_eq!(g, [0.0, 0.0, 10.0, 1.0, 0.0], "on {}", dev.name());
+    }
+}
+
+#[test]
+fn randperm_is_a_seeded_permutation() {
+    for dev in devices() {
+        dev.manual_seed(11);
+        let p = Tensor::randperm(1000, &dev).to_vec::<i64>().unwrap();
+        let mut sorted = p.clone();
+        sorted.sort();
+        assert_eq!(sorted, (0..1000).collect::<Vec<i64>>());
+        assert_ne!(p, (0..1000).collect::<Vec<i64>>());
+        dev.manual_seed(11);
+        assert_eq!(Tensor::randperm(1000, &dev).to_vec::<i64>().unwrap(), p);
+    }
+}
