@@ -15,6 +15,7 @@ mod masks;
 mod movement;
 mod norm;
 mod overloads;
+mod pieces;
 mod readback;
 mod reduce;
 mod sampling;
