@@ -194,6 +194,20 @@ pub enum Error {
         /// What went wrong, naming the example where one is at fault.
         message: String,
     },
+    /// A [`KvCache`](crate::nn::KvCache) was asked to hold more positions
+    /// than its capacity: generation stops there (reset the cache, or make
+    /// one with a larger capacity).
+    #[error(
+        "KvCache: {len} positions held and {adding} more asked for, past its capacity of {capacity}"
+    )]
+    CacheFull {
+        /// Positions already held.
+        len: usize,
+        /// Positions being appended.
+        adding: usize,
+        /// The cache's capacity.
+        capacity: usize,
+    },
     /// Saved optimiser state does not fit the optimiser it is loaded into
     /// (a missing entry, a shape that differs).
     #[error("optimiser state: {0}")]

@@ -193,6 +193,8 @@ fn fused_attention_loops_fit(q: &Tensor, k: &Tensor, v: &Tensor) -> bool {
 /// dropout). `attn_mask` is a bool tensor (true keeps a position) or a
 /// float one added to the scores; `is_causal` keeps position `j` for query
 /// `i` only when `j <= i` (the top-left-aligned triangle PyTorch uses).
+/// [`scaled_dot_product_attention_with`] takes PyTorch's other
+/// arguments (`scale`, `enable_gqa`) and a bottom-right causal mask.
 ///
 /// It runs as three kernels: the score matmul with the scale and mask in
 /// its epilogue, the softmax, and the matmul with `v`. With
@@ -208,6 +210,47 @@ pub fn scaled_dot_product_attention(
     v: &Tensor,
     attn_mask: Option<&Tensor>,
     is_causal: bool,
+) -> Tensor {
+    let options = AttentionOptions {
+        attn_mask,
+        is_causal,
+        ..AttentionOptions::default()
+    };
+    scaled_dot_product_attention_with(q, k, v, &options)
+}
+
+/// The arguments of PyTorch's `scaled_dot_product_attention` after
+/// `q, k, v` (dropout aside), and the bottom-right causal alignment.
+#[derive(Clone, Copy, Default, Debug)]
+pub struct AttentionOptions<'a> {
+    /// A bool mask (true keeps a position) or a float one added to the
+    /// scores, broadcast to `[..., L, S]`.
+    pub attn_mask: Option<&'a Tensor>,
+    /// Keep key `j` for query `i` only when `j <= i` (top-left aligned,
+    /// as PyTorch's `is_causal`).
+    pub is_causal: bool,
+    /// With `is_causal`, align the triangle bottom-right instead: query
+    /// `i` of `L` keeps keys `j <= i + S - L` (PyTorch's
+    /// `causal_lower_right`), what a decoder needs when its queries are
+    /// the last `L` of `S` positions.
+    pub lower_right: bool,
+    /// The score scale; `None` is `1/sqrt(E)`.
+    pub scale: Option<f32>,
+    /// Grouped-query attention: `q` has `Hq` heads (dim -3) and `k`, `v`
+    /// `Hkv`, `Hq` a multiple of `Hkv`; query head `h` attends with
+    /// key/value head `h / (Hq / Hkv)`, read in place (the repeated keys
+    /// are a broadcast, never stored).
+    pub enable_gqa: bool,
+}
+
+/// [`scaled_dot_product_attention`] with all of PyTorch's arguments but
+/// dropout (see [`AttentionOptions`]).
+#[track_caller]
+pub fn scaled_dot_product_attention_with(
+    q: &Tensor,
+    k: &Tensor,
+    v: &Tensor,
+    options: &AttentionOptions<'_>,
 ) -> Tensor {
     let _op = crate::graph::record_as("scaled_dot_product_attention");
     let loc = Location::caller();
@@ -225,7 +268,21 @@ pub fn scaled_dot_product_attention(
         );
     }
     let e = q.shape()[q.rank() - 1];
-    let scale = 1.0 / (e.max(1) as f32).sqrt();
+    let scale = options
+        .scale
+        .unwrap_or_else(|| 1.0 / (e.max(1) as f32).sqrt());
+    let heads = |t: &Tensor| (t.rank() >= 3).then(|| t.shape()[t.rank() - 3]);
+    if options.enable_gqa && heads(q) != heads(k) {
+        return grouped_query_attention(q, k, v, options, loc);
+    }
+    let (l, s) = (q.shape()[q.rank() - 2], k.shape()[k.rank() - 2]);
+    // A bottom-right triangle is the top-left one when L == S, and keeps
+    // every key for queries at or past the end.
+    let offset = if options.is_causal && options.lower_right {
+        s as isize - l as isize
+    } else {
+        0
+    };
     let (rq, rk, rv) = (q.rank(), k.rank(), v.rank());
     let same_batch = rq == rk
         && rq == rv
@@ -236,16 +293,95 @@ pub fn scaled_dot_product_attention(
         && v.numel() > 0
         && v.shape()[rv - 1] <= FUSED_ATTENTION_MAX_EV
         && fused_attention_loops_fit(q, k, v);
-    if q.device().config().fused_attention && attn_mask.is_none() && same_batch && sizes_fit {
-        return q.attention_fused(k, v, scale, is_causal);
+    let attn_mask = options.attn_mask;
+    if q.device().config().fused_attention
+        && attn_mask.is_none()
+        && offset == 0
+        && same_batch
+        && sizes_fit
+    {
+        return q.attention_fused(k, v, scale, options.is_causal);
     }
-    let scores = q.attention_scores(k, scale, is_causal);
+    let scores = q.attention_scores(k, scale, false);
+    let scores = if options.is_causal {
+        let keep = scores.lower_triangle_mask("scaled_dot_product_attention", offset);
+        keep.where_cond(&scores, f32::NEG_INFINITY)
+    } else {
+        scores
+    };
     let scores = match attn_mask {
         Some(mask) if mask.dtype() == DType::Bool => mask.where_cond(&scores, f32::NEG_INFINITY),
         Some(mask) => scores + mask,
         None => scores,
     };
     scores.softmax(-1).matmul(v)
+}
+
+/// Grouped-query attention: `q` `[.., Hq, L, E]` viewed as `[.., Hkv, g,
+/// L, E]` against `k`, `v` `[.., Hkv, 1, S, E]` broadcast over the group
+/// (never copied), then back to `[.., Hq, L, Ev]`.
+fn grouped_query_attention(
+    q: &Tensor,
+    k: &Tensor,
+    v: &Tensor,
+    options: &AttentionOptions<'_>,
+    loc: &'static Location<'static>,
+) -> Tensor {
+    let (rq, rk) = (q.rank(), k.rank());
+    let fits = rq >= 3
+        && rk == rq
+        && v.rank() == rq
+        && q.shape()[..rq - 3] == k.shape()[..rk - 3]
+        && k.shape()[..rk - 3] == v.shape()[..rk - 3]
+        && k.shape()[rk - 3] == v.shape()[rk - 3]
+        && k.shape()[rk - 3] > 0
+        && q.shape()[rq - 3].is_multiple_of(k.shape()[rk - 3]);
+    if !fits {
+        panic!(
+            "scaled_dot_product_attention: enable_gqa needs q [..., Hq, L, E] and k, v [..., Hkv, S, E] with the same leading dims and Hq a multiple of Hkv, got q {:?}, k {:?}, v {:?} at {loc}",
+            q.shape(),
+            k.shape(),
+            v.shape()
+        );
+    }
+    let (hq, hkv) = (q.shape()[rq - 3], k.shape()[rk - 3]);
+    let group = hq / hkv;
+    let grouped = |t: &Tensor, inner: usize| -> Vec<isize> {
+        let mut shape: Vec<isize> = t.shape()[..rq - 3].iter().map(|&d| d as isize).collect();
+        shape.extend([hkv as isize, group as isize]);
+        shape.extend(t.shape()[rq - 2..].iter().map(|&d| d as isize));
+        shape[rq - 1] = inner as isize;
+        shape
+    };
+    let qg = q.reshape(grouped(q, q.shape()[rq - 2]));
+    let spread = |t: &Tensor| {
+        let shape = grouped(t, t.shape()[rk - 2]);
+        t.unsqueeze(rk as isize - 2).expand(shape)
+    };
+    let mask = options.attn_mask.map(|m| {
+        // A mask with a head dim (of Hq, or 1) gets the group dim after
+        // it; masks without one broadcast as they are.
+        let r = m.rank();
+        if r < 3 {
+            return m.clone();
+        }
+        let mut shape: Vec<isize> = m.shape().iter().map(|&d| d as isize).collect();
+        if m.shape()[r - 3] == hq {
+            shape.splice(r - 3..r - 2, [hkv as isize, group as isize]);
+        } else {
+            shape.insert(r - 2, 1);
+        }
+        m.reshape(shape)
+    });
+    let inner = AttentionOptions {
+        attn_mask: mask.as_ref(),
+        enable_gqa: false,
+        ..*options
+    };
+    let out = scaled_dot_product_attention_with(&qg, &spread(k), &spread(v), &inner);
+    let mut shape: Vec<isize> = q.shape()[..rq - 2].iter().map(|&d| d as isize).collect();
+    shape.extend([q.shape()[rq - 2] as isize, v.shape()[rk - 1] as isize]);
+    out.reshape(shape)
 }
 
 /// 2-D convolution (PyTorch's `F.conv2d`): see [`Tensor::conv2d_groups`].

@@ -98,3 +98,142 @@ impl Module for SwiGlu {
         v.module("down_proj", &self.down_proj);
     }
 }
+
+/// How rotary embeddings pair a head's dims.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum RopeLayout {
+    /// Dim `i` rotates with dim `i + d/2` (Hugging Face's `rotate_half`,
+    /// Llama, Qwen and Mistral checkpoints in that layout).
+    HalfSplit,
+    /// Dim `2i` rotates with dim `2i + 1` (Meta's original Llama code,
+    /// GPT-J).
+    Interleaved,
+}
+
+/// Rotary position embeddings: the cos and sin tables for positions
+/// `0..max_len`, built once on the host, and their application to
+/// queries and keys `[..., L, head_dim]` at any starting position
+/// without recompiling (positions are gathered by a runtime index).
+pub struct RotaryEmbedding {
+    /// `[max_len, head_dim / 2]`.
+    cos: Tensor,
+    /// `[max_len, head_dim / 2]`.
+    sin: Tensor,
+    head_dim: usize,
+    max_len: usize,
+    layout: RopeLayout,
+}
+
+impl RotaryEmbedding {
+    /// Tables for `head_dim` (even) and positions `0..max_len`, with
+    /// frequencies `base^(-2i/head_dim)` (`base` is Llama's `rope_theta`,
+    /// 10,000 or 500,000). The angles are computed in f32 as Hugging
+    /// Face's code computes them (`position * inv_freq`), their cos and
+    /// sin in f64, so the tables agree with PyTorch's to an ulp.
+    #[track_caller]
+    pub fn new(
+        head_dim: usize,
+        max_len: usize,
+        base: f32,
+        layout: RopeLayout,
+        dev: &Device,
+    ) -> RotaryEmbedding {
+        if head_dim == 0 || !head_dim.is_multiple_of(2) {
+            panic!(
+                "RotaryEmbedding: head_dim must be even and positive, got {head_dim} at {}",
+                std::panic::Location::caller()
+            );
+        }
+        let half = head_dim / 2;
+        let inv_freq: Vec<f32> = (0..half)
+            .map(|i| 1.0 / base.powf((2 * i) as f32 / head_dim as f32))
+            .collect();
+        let angles: Vec<f64> = (0..max_len)
+            .flat_map(|p| inv_freq.iter().map(move |&f| f64::from(p as f32 * f)))
+            .collect();
+        let table = |f: fn(f64) -> f64| {
+            let values: Vec<f32> = angles.iter().map(|&a| f(a) as f32).collect();
+            Tensor::from_vec(values, [max_len, half], dev).unwrap_or_else(|e| {
+                panic!("RotaryEmbedding: {e} at {}", std::panic::Location::caller())
+            })
+        };
+        RotaryEmbedding {
+            cos: table(f64::cos),
+            sin: table(f64::sin),
+            head_dim,
+            max_len,
+            layout,
+        }
+    }
+
+    /// The positions the tables cover.
+    pub fn max_len(&self) -> usize {
+        self.max_len
+    }
+
+    /// `x` `[..., L, head_dim]` rotated for positions `start..start + L`.
+    #[track_caller]
+    pub fn apply(&self, x: &Tensor, start: usize) -> Tensor {
+        let len = if x.rank() >= 2 {
+            x.shape()[x.rank() - 2]
+        } else {
+            0
+        };
+        if start + len > self.max_len {
+            panic!(
+                "RotaryEmbedding: positions {start}..{} past the {} the tables hold at {}",
+                start + len,
+                self.max_len,
+                std::panic::Location::caller()
+            );
+        }
+        // The start is a runtime parameter of `arange`, so decoding one
+        // position after another reuses one compiled graph.
+        let positions = Tensor::arange(start as i32, (start + len) as i32, 1, x.device());
+        self.apply_at(x, &positions)
+    }
+
+    /// `x` `[..., L, head_dim]` rotated for the integer `positions` `[L]`
+    /// (each below `max_len`).
+    #[track_caller]
+    pub fn apply_at(&self, x: &Tensor, positions: &Tensor) -> Tensor {
+        let _op = crate::graph::record_as("rotary_embedding");
+        let r = x.rank();
+        if r < 2 || x.shape()[r - 1] != self.head_dim || positions.shape() != [x.shape()[r - 2]] {
+            panic!(
+                "RotaryEmbedding: x {:?} must be [..., L, {}] and positions [L], got positions {:?} at {}",
+                x.shape(),
+                self.head_dim,
+                positions.shape(),
+                std::panic::Location::caller()
+            );
+        }
+        let dtype = x.dtype();
+        let at = |t: &Tensor| {
+            let t = t.index_select(0, positions);
+            if dtype.is_half() { t.cast(dtype) } else { t }
+        };
+        let (cos, sin) = (at(&self.cos), at(&self.sin));
+        let half = self.head_dim / 2;
+        match self.layout {
+            RopeLayout::HalfSplit => {
+                let x1 = x.narrow(-1, 0, half);
+                let x2 = x.narrow(-1, half, half);
+                let a = &x1 * &cos - &x2 * &sin;
+                let b = &x2 * &cos + &x1 * &sin;
+                Tensor::cat(&[&a, &b], -1)
+            }
+            RopeLayout::Interleaved => {
+                let mut pairs: Vec<isize> = x.shape().iter().map(|&d| d as isize).collect();
+                pairs[r - 1] = half as isize;
+                pairs.push(2);
+                let xp = x.reshape(pairs);
+                let (x1, x2) = (xp.select(-1, 0), xp.select(-1, 1));
+                let a = &x1 * &cos - &x2 * &sin;
+                let b = &x2 * &cos + &x1 * &sin;
+                let shape: Vec<isize> = x.shape().iter().map(|&d| d as isize).collect();
+                Tensor::stack(&[&a, &b], -1).reshape(shape)
+            }
+        }
+    }
+}

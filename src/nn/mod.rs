@@ -49,24 +49,28 @@ mod checkpoint;
 pub mod functional;
 pub mod gpt;
 pub mod init;
+mod kv_cache;
 mod layers;
 mod llama;
 mod loss;
 mod norm;
 mod params;
+mod sampling;
 mod serialize;
 mod transformer;
 
 pub use checkpoint::{load_checkpoint, save_checkpoint};
 pub use gpt::{Gpt, GptConfig};
 pub use init::{kaiming_uniform, normal_param};
+pub use kv_cache::KvCache;
 pub use layers::{
     AdaptiveAvgPool2d, AvgPool2d, Conv1d, Conv2d, ConvTranspose2d, Dropout, Flatten, Linear,
     MaxPool2d, ReLU, Upsample,
 };
-pub use llama::{RMSNorm, SwiGlu};
+pub use llama::{RMSNorm, RopeLayout, RotaryEmbedding, SwiGlu};
 pub use norm::{BatchNorm, BatchNorm1d, BatchNorm2d, BatchNormOptions, GroupNorm};
 pub use params::{ParamVisitor, Parameters};
+pub use sampling::{Sampling, sample_logits};
 pub use serialize::{load_safetensors, save_safetensors};
 pub use transformer::{CausalSelfAttention, Embedding, GELU, LayerNorm, SiLU};
 
