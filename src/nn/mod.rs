@@ -52,6 +52,7 @@ pub mod init;
 mod kv_cache;
 mod layers;
 mod llama;
+mod llama_model;
 mod loss;
 mod norm;
 mod params;
@@ -68,6 +69,7 @@ pub use layers::{
     MaxPool2d, ReLU, Upsample,
 };
 pub use llama::{RMSNorm, RopeLayout, RotaryEmbedding, SwiGlu};
+pub use llama_model::{Llama, LlamaAttention, LlamaBlock, LlamaConfig, LlamaModel};
 pub use norm::{BatchNorm, BatchNorm1d, BatchNorm2d, BatchNormOptions, GroupNorm};
 pub use params::{ParamVisitor, Parameters};
 pub use sampling::{Sampling, sample_logits};

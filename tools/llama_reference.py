@@ -1,0 +1,223 @@
+#!/usr/bin/env python3
+"""PyTorch reference for lazywgpu's Llama (src/nn/llama_model.rs): a tiny
+Llama-shaped decoder (RMSNorm, rotary embeddings in Hugging Face's
+half-split layout, grouped-query causal attention, a SwiGLU MLP, untied
+head) written here in plain PyTorch with Hugging Face's arithmetic, trained
+on examples/data/shakespeare-char so lazywgpu can be compared step for step.
+Run by hand where PyTorch is installed (CI does not run it):
+
+    python3 tools/llama_reference.py     # writes tests/golden/llama_*
+
+It writes tests/golden/llama_init.safetensors (the initial weights under
+Hugging Face's names, Linear weights [out, in]) and tests/golden/llama.json:
+the config, the f32 training loss of each of 10 iterations, the losses of
+the same 10 iterations under bf16 autocast (a fresh run from the same
+weights), and 24 tokens generated greedily from a prompt of the validation
+split's first 8 tokens (each step recomputes the whole sequence: no cache)
+by the weights after 300 iterations of the f32 recipe, which it saves as
+tests/golden/llama_trained.safetensors.
+
+Batches: start offsets from splitmix64 seeded 1337, one next() % (len - 32)
+per sequence, 8 sequences of 32. AdamW lr 1e-3, betas (0.9, 0.95), eps
+1e-8, weight decay 0.1 on rank >= 2 only; gradient clipping at 1.0.
+"""
+import gzip
+import json
+import os
+import struct
+
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+
+ROOT = os.path.join(os.path.dirname(__file__), "..")
+MASK = (1 << 64) - 1
+CFG = dict(hidden_size=64, intermediate_size=176, num_hidden_layers=2, num_attention_heads=4,
+           num_key_value_heads=2, max_position_embeddings=64, rms_norm_eps=1e-5, rope_theta=10000.0)
+BATCH, BLOCK, ITERS, PROMPT, NEW, TRAINED = 8, 32, 10, 8, 24, 300
+
+
+class SplitMix64:
+    def __init__(self, seed):
+        self.state = seed & MASK
+
+    def next(self):
+        self.state = (self.state + 0x9E3779B97F4A7C15) & MASK
+        z = self.state
+        z = ((z ^ (z >> 30)) * 0xBF58476D1CE4E5B9) & MASK
+        z = ((z ^ (z >> 27)) * 0x94D049BB133111EB) & MASK
+        return z ^ (z >> 31)
+
+
+class RMSNorm(nn.Module):
+    def __init__(self, dim, eps):
+        super().__init__()
+        self.weight = nn.Parameter(torch.ones(dim))
+        self.eps = eps
+
+    def forward(self, x):
+        dtype = x.dtype
+        x = x.float()
+        x = x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + self.eps)
+        return self.weight * x.to(dtype)
+
+
+def rotate_half(x):
+    x1, x2 = x[..., : x.shape[-1] // 2], x[..., x.shape[-1] // 2:]
+    return torch.cat((-x2, x1), dim=-1)
+
+
+class Attention(nn.Module):
+    def __init__(self, c):
+        super().__init__()
+        h, kv = c["num_attention_heads"], c["num_key_value_heads"]
+        self.h, self.kv, self.d = h, kv, c["hidden_size"] // h
+        self.q_proj = nn.Linear(c["hidden_size"], h * self.d, bias=False)
+        self.k_proj = nn.Linear(c["hidden_size"], kv * self.d, bias=False)
+        self.v_proj = nn.Linear(c["hidden_size"], kv * self.d, bias=False)
+        self.o_proj = nn.Linear(h * self.d, c["hidden_size"], bias=False)
+
+    def forward(self, x, cos, sin):
+        b, t, _ = x.shape
+        q = self.q_proj(x).view(b, t, self.h, self.d).transpose(1, 2)
+        k = self.k_proj(x).view(b, t, self.kv, self.d).transpose(1, 2)
+        v = self.v_proj(x).view(b, t, self.kv, self.d).transpose(1, 2)
+        cos, sin = cos.to(q.dtype), sin.to(q.dtype)
+        q = q * cos + rotate_half(q) * sin
+        k = k * cos + rotate_half(k) * sin
+        g = self.h // self.kv
+        k = k.repeat_interleave(g, dim=1)
+        v = v.repeat_interleave(g, dim=1)
+        y = F.scaled_dot_product_attention(q, k, v, is_causal=True)
+        return self.o_proj(y.transpose(1, 2).reshape(b, t, self.h * self.d))
+
+
+class Mlp(nn.Module):
+    def __init__(self, c):
+        super().__init__()
+        self.gate_proj = nn.Linear(c["hidden_size"], c["intermediate_size"], bias=False)
+        self.up_proj = nn.Linear(c["hidden_size"], c["intermediate_size"], bias=False)
+        self.down_proj = nn.Linear(c["intermediate_size"], c["hidden_size"], bias=False)
+
+    def forward(self, x):
+        return self.down_proj(F.silu(self.gate_proj(x)) * self.up_proj(x))
+
+
+class Block(nn.Module):
+    def __init__(self, c):
+        super().__init__()
+        self.self_attn = Attention(c)
+        self.mlp = Mlp(c)
+        self.input_layernorm = RMSNorm(c["hidden_size"], c["rms_norm_eps"])
+        self.post_attention_layernorm = RMSNorm(c["hidden_size"], c["rms_norm_eps"])
+
+    def forward(self, x, cos, sin):
+        x = x + self.self_attn(self.input_layernorm(x), cos, sin)
+        return x + self.mlp(self.post_attention_layernorm(x))
+
+
+class Body(nn.Module):
+    def __init__(self, c):
+        super().__init__()
+        self.embed_tokens = nn.Embedding(c["vocab_size"], c["hidden_size"])
+        self.layers = nn.ModuleList([Block(c) for _ in range(c["num_hidden_layers"])])
+        self.norm = RMSNorm(c["hidden_size"], c["rms_norm_eps"])
+
+
+class Llama(nn.Module):
+    def __init__(self, c):
+        super().__init__()
+        self.model = Body(c)
+        self.lm_head = nn.Linear(c["hidden_size"], c["vocab_size"], bias=False)
+        for p in self.parameters():
+            if p.dim() >= 2:
+                nn.init.normal_(p, 0.0, 0.02)
+        d = c["hidden_size"] // c["num_attention_heads"]
+        inv_freq = 1.0 / (c["rope_theta"] ** (torch.arange(0, d, 2, dtype=torch.float32) / d))
+        t = torch.arange(c["max_position_embeddings"], dtype=torch.float32)
+        freqs = torch.outer(t, inv_freq)
+        emb = torch.cat((freqs, freqs), dim=-1)
+        self.cos, self.sin = emb.cos(), emb.sin()
+
+    def forward(self, ids):
+        t = ids.shape[1]
+        cos, sin = self.cos[:t], self.sin[:t]
+        x = self.model.embed_tokens(ids)
+        for layer in self.model.layers:
+            x = layer(x, cos, sin)
+        return self.lm_head(self.model.norm(x))
+
+
+def save_safetensors(path, named):
+    header, blobs, offset = {}, [], 0
+    for name, t in named:
+        raw = struct.pack(f"<{t.numel()}f", *t.detach().flatten().tolist())
+        header[name] = {"dtype": "F32", "shape": list(t.shape), "data_offsets": [offset, offset + len(raw)]}
+        blobs.append(raw)
+        offset += len(raw)
+    h = json.dumps(header).encode()
+    h += b" " * (-len(h) % 8)
+    with open(path, "wb") as f:
+        f.write(struct.pack("<Q", len(h)) + h + b"".join(blobs))
+
+
+def train(model, data, autocast, iters=None):
+    decay = [p for p in model.parameters() if p.dim() >= 2]
+    no_decay = [p for p in model.parameters() if p.dim() < 2]
+    opt = torch.optim.AdamW([{"params": decay, "weight_decay": 0.1}, {"params": no_decay, "weight_decay": 0.0}],
+                            lr=1e-3, betas=(0.9, 0.95), eps=1e-8)
+    rng = SplitMix64(1337)
+    losses = []
+    v = model.lm_head.weight.shape[0]
+    for _ in range(iters or ITERS):
+        offs = [rng.next() % (len(data) - BLOCK) for _ in range(BATCH)]
+        x = torch.stack([data[o:o + BLOCK] for o in offs])
+        y = torch.stack([data[o + 1:o + BLOCK + 1] for o in offs])
+        with torch.autocast("cpu", dtype=torch.bfloat16, enabled=autocast):
+            logits = model(x)
+        loss = F.cross_entropy(logits.float().view(-1, v), y.view(-1))
+        loss.backward()
+        torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+        opt.step()
+        opt.zero_grad(set_to_none=True)
+        losses.append(loss.item())
+    return losses
+
+
+def main():
+    torch.set_num_threads(2)
+    torch.manual_seed(0)
+    with gzip.open(os.path.join(ROOT, "examples/data/shakespeare-char/input.txt.gz"), "rt", encoding="ascii") as f:
+        text = f.read()
+    vocab = sorted(set(text))
+    stoi = {c: i for i, c in enumerate(vocab)}
+    data = torch.tensor([stoi[c] for c in text], dtype=torch.long)
+    n = int(0.9 * len(data))
+    train_data, val = data[:n], data[n:]
+    cfg = dict(CFG, vocab_size=len(vocab))
+    model = Llama(cfg)
+    init = {k: v.clone() for k, v in model.state_dict().items()}
+    save_safetensors(os.path.join(ROOT, "tests/golden/llama_init.safetensors"), model.named_parameters())
+    losses = train(model, train_data, autocast=False)
+    model.load_state_dict(init)
+    train(model, train_data, autocast=False, iters=TRAINED)
+    save_safetensors(os.path.join(ROOT, "tests/golden/llama_trained.safetensors"), model.named_parameters())
+    ids = val[:PROMPT].unsqueeze(0)
+    with torch.no_grad():
+        for _ in range(NEW):
+            nxt = model(ids)[:, -1].argmax(-1, keepdim=True)
+            ids = torch.cat([ids, nxt], dim=1)
+    generated = ids[0, PROMPT:].tolist()
+    model.load_state_dict(init)
+    bf16_losses = train(model, train_data, autocast=True)
+    out = {"torch": torch.__version__, "config": cfg, "losses": losses, "bf16_autocast_losses": bf16_losses,
+           "prompt": val[:PROMPT].tolist(), "generated": generated}
+    with open(os.path.join(ROOT, "tests/golden/llama.json"), "w") as f:
+        json.dump(out, f, indent=1)
+    print("f32 losses:", " ".join(f"{l:.4f}" for l in losses))
+    print("bf16 autocast:", " ".join(f"{l:.4f}" for l in bf16_losses))
+    print("generated:", generated)
+
+
+if __name__ == "__main__":
+    main()
