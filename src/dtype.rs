@@ -62,6 +62,26 @@ impl DType {
         matches!(self, DType::F16 | DType::BF16)
     }
 
+    /// A small number naming the dtype (its declaration order), for
+    /// storing it in an atomic.
+    pub(crate) const fn index(self) -> u8 {
+        self as u8
+    }
+
+    /// The dtype of [`DType::index`] `i`.
+    pub(crate) const fn from_index(i: u8) -> DType {
+        match i {
+            0 => DType::F32,
+            1 => DType::I32,
+            2 => DType::U32,
+            3 => DType::I64,
+            4 => DType::U8,
+            5 => DType::Bool,
+            6 => DType::F16,
+            _ => DType::BF16,
+        }
+    }
+
     /// The dtype kernels compute this one in: `F32` for every float,
     /// `I32` for `I64`, `U32` for `U8`.
     pub(crate) const fn compute(self) -> DType {

@@ -149,3 +149,113 @@ fn greedy_generation_with_the_cache_gives_pytorchs_tokens() {
         assert_eq!(got.to_vec::<i64>().unwrap(), want, "on {}", dev.name());
     }
 }
+
+/// The whole model in bf16 (`to_dtype`): every parameter converted in
+/// place, the logits within bf16's precision of the f32 model's, and
+/// generation running with bf16 caches.
+#[test]
+fn a_model_cast_to_bf16_generates() {
+    let g = golden();
+    let prompt: Vec<i32> = numbers(&g["prompt"]).iter().map(|&v| v as i32).collect();
+    for dev in devices() {
+        let m = model("tests/golden/llama_trained.safetensors", &dev);
+        let ids = Tensor::from_vec(prompt.clone(), [1, prompt.len()], &dev).unwrap();
+        let f32_logits = m.forward(&ids).to_vec::<f32>().unwrap();
+        let held = m.params()[0].clone();
+        m.to_dtype(DType::BF16);
+        assert!(m.params().iter().all(|p| p.dtype() == DType::BF16));
+        assert_eq!(held.dtype(), DType::BF16, "a handle held elsewhere follows");
+        let logits = m.forward(&ids);
+        assert_eq!(logits.dtype(), DType::BF16);
+        let logits = logits.cast(DType::F32).to_vec::<f32>().unwrap();
+        let scale = f32_logits.iter().fold(0.0f32, |a, v| a.max(v.abs()));
+        let worst = logits
+            .iter()
+            .zip(&f32_logits)
+            .fold(0.0f32, |a, (x, y)| a.max((x - y).abs()));
+        assert!(
+            worst <= 0.05 * scale,
+            "bf16 logits off by {worst} (scale {scale})"
+        );
+        let greedy = Sampling {
+            temperature: 0.0,
+            ..Sampling::default()
+        };
+        let out = m.generate(&ids, 8, &greedy).unwrap();
+        assert_eq!(out.shape(), [1, 8]);
+    }
+}
+
+/// Hugging Face's sharded layout: saved in bf16 shards with an index,
+/// loaded back into an f32 model (converted), a tied checkpoint into an
+/// untied model (the head filled from the embedding), renamed entries.
+#[test]
+fn sharded_checkpoints_round_trip_with_conversion_and_ties() {
+    use lazywgpu::nn::hub::{INDEX_FILE, LoadOptions, load_pretrained, save_sharded};
+    let dev = Device::cpu();
+    let dir = std::env::temp_dir().join(format!("lazywgpu-shards-{}", std::process::id()));
+    let m = model("tests/golden/llama_init.safetensors", &dev);
+    save_sharded(&m, &dir, 100_000, Some(DType::BF16)).unwrap();
+    let shards = std::fs::read_dir(&dir)
+        .unwrap()
+        .filter(|e| {
+            let name = e.as_ref().unwrap().file_name();
+            name.to_string_lossy().ends_with(".safetensors")
+        })
+        .count();
+    // 206 kB of bf16 in shards of at most 100 kB.
+    assert_eq!(shards, 3, "{shards} shards");
+    // Into a fresh f32 model: every entry converted from bf16.
+    dev.manual_seed(5);
+    let fresh = Llama::new(config(&golden()), &dev);
+    let report = load_pretrained(&fresh, dir.join(INDEX_FILE), &LoadOptions::default()).unwrap();
+    assert_eq!(report.loaded.len(), m.named_params().len());
+    assert_eq!(report.converted.len(), report.loaded.len());
+    assert!(report.unused.is_empty());
+    for ((name, a), (_, b)) in m.named_params().iter().zip(fresh.named_params()) {
+        let want = a
+            .cast(DType::BF16)
+            .cast(DType::F32)
+            .to_vec::<f32>()
+            .unwrap();
+        assert_eq!(b.to_vec::<f32>().unwrap(), want, "{name}");
+    }
+    std::fs::remove_dir_all(&dir).ok();
+
+    // A tied model's checkpoint has no lm_head; an untied model takes it
+    // from the embedding.
+    let tied_cfg = LlamaConfig {
+        tie_word_embeddings: true,
+        ..LlamaConfig::tiny(20)
+    };
+    let tied = Llama::new(tied_cfg, &dev);
+    save_sharded(&tied, &dir, usize::MAX, None).unwrap();
+    let untied = Llama::new(LlamaConfig::tiny(20), &dev);
+    let options = LoadOptions {
+        tied: &[("lm_head.weight", "model.embed_tokens.weight")],
+        ..LoadOptions::default()
+    };
+    let report = load_pretrained(&untied, &dir, &options).unwrap();
+    assert_eq!(report.tied, ["lm_head.weight"]);
+    assert_eq!(
+        untied.lm_head.weight.to_vec::<f32>().unwrap(),
+        tied.model.embed_tokens.weight.to_vec::<f32>().unwrap()
+    );
+    // Without the tie the head is missing: an error naming it.
+    let err = load_pretrained(&untied, &dir, &LoadOptions::default()).unwrap_err();
+    assert!(err.to_string().contains("lm_head.weight"), "{err}");
+    std::fs::remove_dir_all(&dir).ok();
+
+    // Renamed entries: the golden file under another prefix.
+    let rename = |n: &str| n.to_string();
+    let options = LoadOptions {
+        rename: Some(&rename),
+        ..LoadOptions::default()
+    };
+    let again = Llama::new(config(&golden()), &dev);
+    load_pretrained(&again, "tests/golden/llama_init.safetensors", &options).unwrap();
+    assert_eq!(
+        again.lm_head.weight.to_vec::<f32>().unwrap(),
+        m.lm_head.weight.to_vec::<f32>().unwrap()
+    );
+}

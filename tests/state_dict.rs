@@ -273,3 +273,30 @@ fn batch_norm_refuses_one_value_per_channel_in_training() {
 fn group_norm_refuses_channels_that_do_not_divide() {
     nn::GroupNorm::new(3, 8, &Device::cpu());
 }
+
+/// `to_dtype` converts a module's floating parameters and buffers in
+/// place (BatchNorm's running statistics follow, its counter stays i64),
+/// and the module runs in the new dtype.
+#[test]
+fn to_dtype_converts_parameters_and_float_buffers() {
+    use lazywgpu::nn::BatchNorm2d;
+    for dev in common::devices() {
+        let bn = BatchNorm2d::new(3, &dev);
+        bn.to_dtype(lazywgpu::DType::BF16);
+        for (name, t) in bn.state_dict() {
+            let want = if name.ends_with("num_batches_tracked") {
+                lazywgpu::DType::I64
+            } else {
+                lazywgpu::DType::BF16
+            };
+            assert_eq!(t.dtype(), want, "{name}");
+        }
+        bn.eval();
+        let x = lazywgpu::Tensor::ones([2, 3, 2, 2], &dev).cast(lazywgpu::DType::BF16);
+        let y = bn.forward(&x);
+        assert_eq!(y.dtype(), lazywgpu::DType::BF16);
+        let v = y.cast(lazywgpu::DType::F32).to_vec::<f32>().unwrap();
+        // Running mean 0, variance 1: y = x / sqrt(1 + 1e-5), in bf16.
+        assert!(v.iter().all(|&a| (a - 1.0).abs() < 1e-2), "{v:?}");
+    }
+}

@@ -258,10 +258,10 @@ pub(crate) fn run_backward(root: &Tensor, seed: Tensor, retain_graph: bool) {
 
 /// Adds `g` to a leaf's accumulated gradient.
 fn deposit(h: &Arc<Handle>, g: Tensor) {
-    let g = if g.dtype() == h.dtype {
+    let g = if g.dtype() == h.dtype() {
         g
     } else {
-        g.cast(h.dtype)
+        g.cast(h.dtype())
     };
     let mut st = h.grad_state();
     let old = st.grad.take();

@@ -314,7 +314,15 @@ pub fn scaled_dot_product_attention_with(
         Some(mask) => scores + mask,
         None => scores,
     };
-    scores.softmax(-1).matmul(v)
+    // The mask's -inf (an f32 scalar) promotes 16-bit scores to f32; the
+    // probabilities meet the values in the values' dtype.
+    let probs = scores.softmax(-1);
+    let probs = if probs.dtype() != v.dtype() && v.dtype().is_float() {
+        probs.cast(v.dtype())
+    } else {
+        probs
+    };
+    probs.matmul(v)
 }
 
 /// Grouped-query attention: `q` `[.., Hq, L, E]` viewed as `[.., Hkv, g,

@@ -320,14 +320,16 @@ impl Llama {
 
     /// `new_tokens` tokens after `prompt` `[B, T]` (ids), each from the
     /// last position's logits by `how`, with one KV cache a layer of
-    /// `T + new_tokens` positions: the prompt runs once, then one
+    /// `T + new_tokens` positions in the model's dtype (after
+    /// [`Parameters::to_dtype`], bf16 say): the prompt runs once, then one
     /// position a step (the same compiled graph every step). Returns the
     /// new ids `[B, new_tokens]` (`i64`).
     #[track_caller]
     pub fn generate(&self, prompt: &Tensor, new_tokens: usize, how: &Sampling) -> Result<Tensor> {
         let (b, t) = (prompt.shape()[0], prompt.shape()[1]);
         let dev = prompt.device().clone();
-        let mut caches = self.new_caches(b, t + new_tokens, DType::F32);
+        let dtype = self.model.embed_tokens.weight.dtype();
+        let mut caches = self.new_caches(b, t + new_tokens, dtype);
         let mut next = prompt.clone();
         let mut out = Vec::with_capacity(new_tokens);
         for _ in 0..new_tokens {

@@ -48,6 +48,7 @@
 mod checkpoint;
 pub mod functional;
 pub mod gpt;
+pub mod hub;
 pub mod init;
 mod kv_cache;
 mod layers;

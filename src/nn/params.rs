@@ -49,6 +49,20 @@ pub trait Parameters {
     fn num_params(&self) -> usize {
         self.params().iter().map(Tensor::numel).sum()
     }
+
+    /// Converts every floating-point parameter and buffer to `dtype` in
+    /// place (PyTorch's `module.to(dtype)`: BatchNorm's running
+    /// statistics follow; integer buffers such as `num_batches_tracked`
+    /// stay), for inference and generation in bf16 or f16. Handles held
+    /// elsewhere (an optimiser's) see the change; gradients are dropped.
+    #[track_caller]
+    fn to_dtype(&self, dtype: crate::DType) {
+        for (_, t, _) in walk(self, None).found {
+            if t.dtype().is_float() {
+                t.set_dtype_(dtype);
+            }
+        }
+    }
 }
 
 impl<M: Module + ?Sized> Parameters for M {

@@ -5,7 +5,11 @@ use std::borrow::Cow;
 use std::collections::HashMap;
 use std::path::Path;
 
-use safetensors::tensor::{Dtype, Metadata, SafeTensors, View};
+use std::fs::File;
+use std::io::{Read, Seek, SeekFrom};
+use std::sync::Mutex;
+
+use safetensors::tensor::{Dtype, View};
 
 use super::Parameters;
 use super::params::state_of;
@@ -96,39 +100,101 @@ pub(crate) fn write_entries(
     })
 }
 
-/// A safetensors file read into memory, its header parsed once.
+/// A safetensors file whose header is parsed once and whose entries are
+/// read from disk one at a time as they are asked for (a checkpoint of
+/// many gigabytes never sits whole in host memory).
 pub(crate) struct TensorFile {
     op: &'static str,
     path: String,
-    bytes: Vec<u8>,
-    /// The header: each entry's dtype, shape and byte range.
-    header: Metadata,
+    file: Mutex<File>,
+    /// Each entry's dtype, shape and byte range within the data.
+    entries: HashMap<String, EntryInfo>,
+    /// The string metadata.
+    metadata: HashMap<String, String>,
     /// Where the data (which the byte ranges index) starts.
-    data_start: usize,
+    data_start: u64,
 }
 
+/// One entry of a safetensors header.
+#[derive(Clone, Debug)]
+pub(crate) struct EntryInfo {
+    pub dtype: Dtype,
+    pub shape: Vec<usize>,
+    begin: u64,
+    end: u64,
+}
+
+/// Headers larger than this are refused (safetensors' own limit).
+const MAX_HEADER: u64 = 100_000_000;
+
 impl TensorFile {
-    /// Reads `path` and parses its header; `op` names the caller in errors.
+    /// Opens `path` and parses its header; `op` names the caller in
+    /// errors. The data is read later, entry by entry.
     pub fn read(op: &'static str, path: &Path) -> Result<TensorFile> {
         let shown = path.display().to_string();
-        let bytes = std::fs::read(path).map_err(|source| Error::Io {
+        let io = |source| Error::Io {
             op,
             path: shown.clone(),
             source,
-        })?;
-        let (header_len, header) =
-            SafeTensors::read_metadata(&bytes).map_err(|e| Error::Format {
-                op,
-                path: shown.clone(),
-                message: e.to_string(),
-            })?;
+        };
+        let bad = |message: String| Error::Format {
+            op,
+            path: shown.clone(),
+            message,
+        };
+        let mut file = File::open(path).map_err(io)?;
+        let file_len = file.metadata().map_err(io)?.len();
+        let mut word = [0u8; 8];
+        file.read_exact(&mut word)
+            .map_err(|e| bad(format!("no header length: {e}")))?;
+        let header_len = u64::from_le_bytes(word);
+        if header_len > MAX_HEADER || 8 + header_len > file_len {
+            return Err(bad(format!(
+                "header length {header_len} does not fit the file's {file_len} bytes"
+            )));
+        }
+        let mut header = vec![0u8; header_len as usize];
+        file.read_exact(&mut header).map_err(io)?;
+        let fields: serde_json::Map<String, serde_json::Value> =
+            serde_json::from_slice(&header).map_err(|e| bad(format!("header: {e}")))?;
+        let data_start = 8 + header_len;
+        let mut entries = HashMap::new();
+        let mut metadata = HashMap::new();
+        for (name, value) in fields {
+            if name == "__metadata__" {
+                metadata =
+                    serde_json::from_value(value).map_err(|e| bad(format!("metadata: {e}")))?;
+                continue;
+            }
+            let info = parse_entry(&value).map_err(|e| bad(format!("{name}: {e}")))?;
+            if info.end > file_len - data_start {
+                return Err(bad(format!("{name}: data past the end of the file")));
+            }
+            entries.insert(name, info);
+        }
         Ok(TensorFile {
             op,
             path: shown,
-            bytes,
-            header,
-            data_start: 8 + header_len,
+            file: Mutex::new(file),
+            entries,
+            metadata,
+            data_start,
         })
+    }
+
+    /// Entry `name`'s header record.
+    pub fn info(&self, name: &str) -> Option<&EntryInfo> {
+        self.entries.get(name)
+    }
+
+    /// Entry `name`'s bytes, read from disk.
+    fn data(&self, name: &str, info: &EntryInfo) -> Result<Vec<u8>> {
+        let mut bytes = vec![0u8; (info.end - info.begin) as usize];
+        let mut file = self.file.lock().unwrap_or_else(|e| e.into_inner());
+        file.seek(SeekFrom::Start(self.data_start + info.begin))
+            .and_then(|_| file.read_exact(&mut bytes))
+            .map_err(|e| self.bad(format!("{name}: reading its data: {e}")))?;
+        Ok(bytes)
     }
 
     /// The little-endian i64 values of entry `name`'s `data`, each checked
@@ -158,22 +224,25 @@ impl TensorFile {
         }
     }
 
-    /// The names of the entries.
+    /// The names of the entries, in the order of their data.
     pub fn names(&self) -> Vec<String> {
-        self.header.offset_keys()
+        let mut names: Vec<(&String, u64)> =
+            self.entries.iter().map(|(n, i)| (n, i.begin)).collect();
+        names.sort_by_key(|&(n, begin)| (begin, n.clone()));
+        names.into_iter().map(|(n, _)| n.clone()).collect()
     }
 
     /// The string metadata (empty if none).
     pub fn metadata(&self) -> HashMap<String, String> {
-        self.header.metadata().clone().unwrap_or_default()
+        self.metadata.clone()
     }
 
     /// Entry `name` as a new tensor on `dev`, checked against `expect`
     /// (shape and dtype) when given.
     pub fn tensor(&self, name: &str, expect: Option<&Tensor>, dev: &Device) -> Result<Tensor> {
         let info = self
-            .header
-            .info(name)
+            .entries
+            .get(name)
             .ok_or_else(|| self.bad(format!("no tensor named {name:?}")))?;
         if let Some(p) = expect {
             if info.shape != p.shape() {
@@ -184,11 +253,8 @@ impl TensorFile {
                 )));
             }
         }
-        let (begin, end) = info.data_offsets;
-        let data = self
-            .bytes
-            .get(self.data_start + begin..self.data_start + end)
-            .ok_or_else(|| self.bad(format!("{name}: data past the end of the file")))?;
+        let bytes = self.data(name, info)?;
+        let data = bytes.as_slice();
         let shape = info.shape.as_slice();
         let t = match (info.dtype, expect.map(Tensor::dtype)) {
             (Dtype::F32, None | Some(DType::F32)) => {
@@ -262,4 +328,23 @@ pub(crate) fn load_params(file: &TensorFile, model: &(impl Parameters + ?Sized))
         no_grad(|| param.copy_(&value));
     }
     Ok(())
+}
+
+/// One header record: `{"dtype": .., "shape": [..], "data_offsets": [b, e]}`.
+fn parse_entry(value: &serde_json::Value) -> std::result::Result<EntryInfo, String> {
+    let dtype: Dtype = serde_json::from_value(value["dtype"].clone())
+        .map_err(|e| format!("dtype {}: {e}", value["dtype"]))?;
+    let shape: Vec<usize> =
+        serde_json::from_value(value["shape"].clone()).map_err(|e| format!("shape: {e}"))?;
+    let offsets: [u64; 2] = serde_json::from_value(value["data_offsets"].clone())
+        .map_err(|e| format!("data_offsets: {e}"))?;
+    if offsets[1] < offsets[0] {
+        return Err(format!("data_offsets {offsets:?} run backwards"));
+    }
+    Ok(EntryInfo {
+        dtype,
+        shape,
+        begin: offsets[0],
+        end: offsets[1],
+    })
 }

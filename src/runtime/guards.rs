@@ -184,7 +184,7 @@ pub(crate) fn group_by_line(live: &[Arc<Handle>]) -> Vec<LiveTensorGroup> {
     for handle in live {
         let entry = groups.entry(handle.node().location).or_insert((0, 0));
         entry.0 += 1;
-        entry.1 += handle.dtype.words(numel(&handle.shape)) as u64 * 4;
+        entry.1 += handle.dtype().words(numel(&handle.shape)) as u64 * 4;
     }
     let mut groups: Vec<LiveTensorGroup> = groups
         .into_iter()

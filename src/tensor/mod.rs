@@ -24,7 +24,7 @@ mod sort;
 mod spatial;
 
 use std::panic::Location;
-use std::sync::atomic::AtomicBool;
+use std::sync::atomic::{AtomicBool, AtomicU8, Ordering};
 use std::sync::{Arc, Mutex};
 
 pub(crate) use attention::FUSED_ATTENTION_MAX_EV;
@@ -102,7 +102,9 @@ pub struct Tensor {
 pub(crate) struct Handle {
     pub dev: Device,
     pub shape: Vec<usize>,
-    pub dtype: DType,
+    /// The dtype's index (`DType::index`): a base changes it when a
+    /// module is converted as a whole (`Tensor::set_dtype_`).
+    dtype: AtomicU8,
     /// Whether this handle is a base or a view of one.
     pub alias: Alias,
     /// For a base: its current value and version (bumped by every in-place
@@ -138,6 +140,11 @@ struct Value {
 }
 
 impl Handle {
+    /// The handle's dtype.
+    pub(crate) fn dtype(&self) -> DType {
+        DType::from_index(self.dtype.load(Ordering::Relaxed))
+    }
+
     fn value(&self) -> std::sync::MutexGuard<'_, Value> {
         self.state.lock().unwrap_or_else(|e| e.into_inner())
     }
@@ -217,7 +224,7 @@ impl Handle {
                     panic!(
                         "{op}: cannot write through an expanded (broadcast) view of shape {:?} ({}) at {}",
                         self.shape,
-                        self.dtype,
+                        DType::from_index(self.dtype.load(Ordering::Relaxed)),
                         Location::caller()
                     );
                 }
@@ -294,7 +301,7 @@ impl Tensor {
         let h = Arc::new(Handle {
             dev: dev.clone(),
             shape: node.shape.clone(),
-            dtype: node.dtype,
+            dtype: AtomicU8::new(node.dtype.index()),
             alias: Alias::Base,
             state: Mutex::new(Value { node, version: 0 }),
             requires_grad: AtomicBool::new(false),
@@ -326,7 +333,7 @@ impl Tensor {
         let node = as_strided_node(&bnode, &shape, &layout, loc);
         let h = Arc::new(Handle {
             dev: self.h.dev.clone(),
-            dtype: self.h.dtype,
+            dtype: AtomicU8::new(self.dtype().index()),
             alias: Alias::View {
                 base,
                 layout,
@@ -396,7 +403,36 @@ impl Tensor {
 
     /// The element type.
     pub fn dtype(&self) -> DType {
-        self.h.dtype
+        DType::from_index(self.h.dtype.load(Ordering::Relaxed))
+    }
+
+    /// Converts the tensor to `dtype` in place, keeping the handle (as
+    /// PyTorch's `param.data = param.data.to(dtype)`, which `module.to(dtype)`
+    /// does to every floating parameter and buffer): holders of the handle
+    /// (a module, an optimiser) see the new dtype. Its gradient, of the
+    /// old dtype, is dropped. Views of it taken before keep the old dtype:
+    /// take them again. Panics on a view.
+    #[track_caller]
+    pub fn set_dtype_(&self, dtype: DType) {
+        if !self.h.is_base() {
+            panic!(
+                "set_dtype_: cannot change the dtype of a view (shape {:?}, {}) at {}",
+                self.shape(),
+                self.dtype(),
+                Location::caller()
+            );
+        }
+        if self.dtype() == dtype {
+            return;
+        }
+        let node = elementwise::cast_node(&self.node(), dtype, Location::caller());
+        {
+            let mut v = self.h.value();
+            v.node = node;
+            v.version += 1;
+        }
+        self.h.dtype.store(dtype.index(), Ordering::Relaxed);
+        self.set_grad(None);
     }
 
     /// The device the tensor lives on.

@@ -46,11 +46,12 @@ impl Tensor {
             DType::I64 | DType::U8 => DType::I64,
             _ => DType::I32,
         };
-        let x = cast_node(&self.node(), dtype, loc);
-        if self.rank() == 0 || self.numel() == 0 {
-            resolve_axis(name, axis, self.rank().max(1));
-            return Tensor::from_node(x, self.device());
+        if self.rank() == 0 {
+            // A 0-dim tensor scans as a line of one element.
+            resolve_axis(name, axis, 1);
+            return self.reshape([1]).scan(op, 0).reshape(Vec::<isize>::new());
         }
+        let x = cast_node(&self.node(), dtype, loc);
         let axis = resolve_axis(name, axis, self.rank());
         let shape = x.shape.clone();
         let node = Node::pending(Op::Scan { op, axis }, vec![x], vec![], shape, dtype, loc);
