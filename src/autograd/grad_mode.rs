@@ -38,3 +38,24 @@ pub fn no_grad<T>(f: impl FnOnce() -> T) -> T {
     let _guard = NoGradGuard::new();
     f()
 }
+
+/// Turns grad mode on on this thread until dropped (then restores what
+/// was there before): activation checkpointing records its recomputed
+/// forward from inside a backward rule, which runs with grad mode off.
+pub(crate) struct EnableGradGuard {
+    previous: bool,
+}
+
+impl EnableGradGuard {
+    /// Turns grad mode on.
+    pub(crate) fn new() -> EnableGradGuard {
+        let previous = GRAD_ENABLED.with(|g| g.replace(true));
+        EnableGradGuard { previous }
+    }
+}
+
+impl Drop for EnableGradGuard {
+    fn drop(&mut self) {
+        GRAD_ENABLED.with(|g| g.set(self.previous));
+    }
+}

@@ -12,6 +12,7 @@
 //! as PyTorch frees its saved tensors, so a kept `loss` handle does not keep
 //! the forward activations alive across `mark_step`.
 
+mod checkpoint;
 pub(crate) mod conv;
 mod grad_mode;
 pub(crate) mod rules;
@@ -21,6 +22,7 @@ use std::panic::Location;
 use std::sync::atomic::Ordering;
 use std::sync::{Arc, Mutex};
 
+pub use checkpoint::checkpoint;
 pub use grad_mode::{NoGradGuard, is_grad_enabled, no_grad};
 
 use crate::tensor::{Handle, Tensor};

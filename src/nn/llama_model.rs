@@ -4,6 +4,9 @@
 //! (optionally tied to the embedding). No biases. Parameter names are
 //! Hugging Face's, so its safetensors checkpoints load by name.
 
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+
 use super::functional::{AttentionOptions, cross_entropy, scaled_dot_product_attention_with};
 use super::kv_cache::KvCache;
 use super::layers::Linear;
@@ -12,6 +15,7 @@ use super::params::{ParamVisitor, Parameters};
 use super::sampling::{Sampling, sample_logits};
 use super::transformer::Embedding;
 use super::{Module, init::normal_param};
+use crate::autograd::checkpoint;
 use crate::dtype::DType;
 use crate::error::Result;
 use crate::runtime::device::Device;
@@ -140,6 +144,23 @@ pub struct LlamaBlock {
     pub mlp: SwiGlu,
 }
 
+impl LlamaBlock {
+    /// The block on `x` `[B, T, C]` at positions `start..`, appending to
+    /// `cache` when given.
+    #[track_caller]
+    fn forward(
+        &self,
+        x: &Tensor,
+        at: (&RotaryEmbedding, usize),
+        cache: Option<&mut KvCache>,
+    ) -> Result<Tensor> {
+        let h = self.input_layernorm.forward(x);
+        let x = x + self.self_attn.forward(&h, at, cache)?;
+        let h = self.post_attention_layernorm.forward(&x);
+        Ok(&x + self.mlp.forward(&h))
+    }
+}
+
 impl Parameters for LlamaBlock {
     fn visit(&self, v: &mut ParamVisitor) {
         v.module("self_attn", &self.self_attn);
@@ -154,8 +175,9 @@ impl Parameters for LlamaBlock {
 pub struct LlamaModel {
     /// `[vocab, C]`.
     pub embed_tokens: Embedding,
-    /// The blocks.
-    pub layers: Vec<LlamaBlock>,
+    /// The blocks (shared, so that a checkpointed block's recomputation
+    /// can hold one).
+    pub layers: Vec<Arc<LlamaBlock>>,
     /// The final RMSNorm.
     pub norm: RMSNorm,
 }
@@ -164,7 +186,7 @@ impl Parameters for LlamaModel {
     fn visit(&self, v: &mut ParamVisitor) {
         v.module("embed_tokens", &self.embed_tokens);
         for (i, block) in self.layers.iter().enumerate() {
-            v.module(&format!("layers.{i}"), block);
+            v.module(&format!("layers.{i}"), block.as_ref());
         }
         v.module("norm", &self.norm);
     }
@@ -184,7 +206,10 @@ pub struct Llama {
     /// The output head `[vocab, C]` (the embedding's own tensor when
     /// tied).
     pub lm_head: Linear,
-    rope: RotaryEmbedding,
+    rope: Arc<RotaryEmbedding>,
+    /// Whether training forwards recompute each block in backward
+    /// (activation checkpointing) instead of keeping its activations.
+    checkpointing: AtomicBool,
 }
 
 impl Llama {
@@ -210,23 +235,25 @@ impl Llama {
         };
         let eps = config.rms_norm_eps;
         let layers = (0..config.num_hidden_layers)
-            .map(|_| LlamaBlock {
-                input_layernorm: RMSNorm::with_eps(&[c], eps, dev),
-                self_attn: LlamaAttention {
-                    q_proj: linear(c, h * d),
-                    k_proj: linear(c, kv * d),
-                    v_proj: linear(c, kv * d),
-                    o_proj: linear(h * d, c),
-                    heads: h,
-                    kv_heads: kv,
-                    head_dim: d,
-                },
-                post_attention_layernorm: RMSNorm::with_eps(&[c], eps, dev),
-                mlp: SwiGlu {
-                    gate_proj: linear(c, config.intermediate_size),
-                    up_proj: linear(c, config.intermediate_size),
-                    down_proj: linear(config.intermediate_size, c),
-                },
+            .map(|_| {
+                Arc::new(LlamaBlock {
+                    input_layernorm: RMSNorm::with_eps(&[c], eps, dev),
+                    self_attn: LlamaAttention {
+                        q_proj: linear(c, h * d),
+                        k_proj: linear(c, kv * d),
+                        v_proj: linear(c, kv * d),
+                        o_proj: linear(h * d, c),
+                        heads: h,
+                        kv_heads: kv,
+                        head_dim: d,
+                    },
+                    post_attention_layernorm: RMSNorm::with_eps(&[c], eps, dev),
+                    mlp: SwiGlu {
+                        gate_proj: linear(c, config.intermediate_size),
+                        up_proj: linear(c, config.intermediate_size),
+                        down_proj: linear(config.intermediate_size, c),
+                    },
+                })
             })
             .collect();
         let embed_tokens = Embedding::normal(config.vocab_size, c, 0.02, dev);
@@ -238,13 +265,13 @@ impl Llama {
         } else {
             linear(c, config.vocab_size)
         };
-        let rope = RotaryEmbedding::new(
+        let rope = Arc::new(RotaryEmbedding::new(
             d,
             config.max_position_embeddings,
             config.rope_theta,
             RopeLayout::HalfSplit,
             dev,
-        );
+        ));
         Llama {
             config,
             model: LlamaModel {
@@ -254,7 +281,17 @@ impl Llama {
             },
             lm_head,
             rope,
+            checkpointing: AtomicBool::new(false),
         }
+    }
+
+    /// Turns activation checkpointing on or off for training forwards
+    /// (Hugging Face's `gradient_checkpointing_enable`): each block's
+    /// activations are recomputed in backward (see [`checkpoint`]), so a
+    /// step holds one block's activations at a time, for about a third
+    /// more compute.
+    pub fn set_gradient_checkpointing(&self, on: bool) {
+        self.checkpointing.store(on, Ordering::Relaxed);
     }
 
     /// Logits `[B, T, vocab]` for token ids `[B, T]`, causal over the
@@ -298,13 +335,20 @@ impl Llama {
             );
         }
         let mut x = self.model.embed_tokens.forward(ids);
+        let checkpointed = caches.is_none() && self.checkpointing.load(Ordering::Relaxed);
         let mut caches = caches.map(|c| c.iter_mut());
         for block in &self.model.layers {
+            if checkpointed {
+                let (block, rope) = (block.clone(), self.rope.clone());
+                x = checkpoint(&[&x], move |xs| {
+                    block
+                        .forward(&xs[0], (&rope, start), None)
+                        .expect("no cache: nothing can fill up")
+                });
+                continue;
+            }
             let cache = caches.as_mut().and_then(|c| c.next());
-            let h = block.input_layernorm.forward(&x);
-            x = &x + block.self_attn.forward(&h, (&self.rope, start), cache)?;
-            let h = block.post_attention_layernorm.forward(&x);
-            x = &x + block.mlp.forward(&h);
+            x = block.forward(&x, (&self.rope, start), cache)?;
         }
         Ok(self.lm_head.forward(&self.model.norm.forward(&x)))
     }

@@ -45,7 +45,6 @@
 //! # Ok(()) }
 //! ```
 
-mod checkpoint;
 pub mod functional;
 pub mod gpt;
 pub mod hub;
@@ -57,11 +56,12 @@ mod llama_model;
 mod loss;
 mod norm;
 mod params;
+mod run_checkpoint;
 mod sampling;
 mod serialize;
 mod transformer;
 
-pub use checkpoint::{load_checkpoint, save_checkpoint};
+pub use crate::autograd::checkpoint;
 pub use gpt::{Gpt, GptConfig};
 pub use init::{kaiming_uniform, normal_param};
 pub use kv_cache::KvCache;
@@ -73,6 +73,7 @@ pub use llama::{RMSNorm, RopeLayout, RotaryEmbedding, SwiGlu};
 pub use llama_model::{Llama, LlamaAttention, LlamaBlock, LlamaConfig, LlamaModel};
 pub use norm::{BatchNorm, BatchNorm1d, BatchNorm2d, BatchNormOptions, GroupNorm};
 pub use params::{ParamVisitor, Parameters};
+pub use run_checkpoint::{load_checkpoint, save_checkpoint};
 pub use sampling::{Sampling, sample_logits};
 pub use serialize::{load_safetensors, save_safetensors};
 pub use transformer::{CausalSelfAttention, Embedding, GELU, LayerNorm, SiLU};

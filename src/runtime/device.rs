@@ -301,6 +301,15 @@ impl Device {
         rng.counter = counter;
     }
 
+    /// The generator's position in its stream (the next draw's counter).
+    pub(crate) fn rng_counter(&self) -> u64 {
+        self.inner
+            .rng
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .counter
+    }
+
     /// Turns fusion on or off for graphs compiled from now on (off: one
     /// kernel per computing op, as `LAZYWGPU_NO_FUSION=1` does).
     pub fn set_fusion(&self, on: bool) {
