@@ -135,6 +135,48 @@ fn run(op: &str, args: &Value, x: &[Tensor]) -> Tensor {
         ),
         "embedding" => nn::functional::embedding(&x[0], &x[1]),
         "cumsum" => x[0].cumsum(int("axis") as isize),
+        "cumprod" => x[0].cumprod(int("axis") as isize),
+        "sort_values" | "sort_indices" => {
+            let desc = args["descending"].as_bool().expect("descending");
+            let (v, i) = x[0].sort(int("axis") as isize, desc);
+            if op == "sort_values" {
+                v
+            } else {
+                i.cast(DType::I32)
+            }
+        }
+        "argsort" => {
+            let desc = args["descending"].as_bool().expect("descending");
+            x[0].argsort(int("axis") as isize, desc).cast(DType::I32)
+        }
+        "topk_values" | "topk_indices" => {
+            let largest = args["largest"].as_bool().expect("largest");
+            let (v, i) = x[0].topk(int("k") as usize, int("axis") as isize, largest);
+            if op == "topk_values" {
+                v
+            } else {
+                i.cast(DType::I32)
+            }
+        }
+        "rms_norm" => nn::functional::rms_norm(
+            &x[0],
+            &ints(args, "normalized_shape")
+                .iter()
+                .map(|&d| d as usize)
+                .collect::<Vec<_>>(),
+            x.get(1),
+            args.get("eps").map(f32_of),
+        ),
+        "any" => x[0].any([int("axis") as isize], keep),
+        "all" => x[0].all([int("axis") as isize], keep),
+        "repeat_interleave" => x[0].repeat_interleave(
+            int("repeats") as usize,
+            args.get("axis").and_then(Value::as_i64).map(|a| a as isize),
+        ),
+        "logical_and" => x[0].logical_and(&x[1]),
+        "logical_or" => x[0].logical_or(&x[1]),
+        "logical_xor" => x[0].logical_xor(&x[1]),
+        "logical_not" => x[0].logical_not(),
         "sdpa" => nn::functional::scaled_dot_product_attention(
             &x[0],
             &x[1],

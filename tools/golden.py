@@ -54,7 +54,9 @@ BINARY = {"add": torch.add, "sub": torch.sub, "mul": torch.mul, "div": torch.div
           "maximum": torch.maximum, "minimum": torch.minimum, "pow": torch.pow}
 COMPARE = ["eq", "ne", "lt", "le", "gt", "ge"]
 # Ops with no gradient in lazywgpu (integer/bool outputs or inputs only).
-NO_GRAD = set(COMPARE) | {"argmax", "argmin", "cast_i32", "one_hot"}
+NO_GRAD = set(COMPARE) | {"argmax", "argmin", "cast_i32", "one_hot", "sort_indices", "argsort",
+                           "topk_indices", "any", "all", "logical_and", "logical_or", "logical_xor",
+                           "logical_not"}
 
 
 def enc(t):
@@ -177,6 +179,27 @@ def torch_run(op, args, x):
         return F.embedding(x[0].long(), x[1])
     if op == "cumsum":
         return torch.cumsum(x[0], dim=args["axis"])
+    if op == "cumprod":
+        return torch.cumprod(x[0], dim=args["axis"])
+    if op in ("sort_values", "sort_indices"):
+        v, i = torch.sort(x[0], dim=args["axis"], descending=args["descending"], stable=True)
+        return v if op == "sort_values" else i
+    if op == "argsort":
+        return torch.argsort(x[0], dim=args["axis"], descending=args["descending"], stable=True)
+    if op in ("topk_values", "topk_indices"):
+        v, i = torch.topk(x[0], args["k"], dim=args["axis"], largest=args["largest"], sorted=True)
+        return v if op == "topk_values" else i
+    if op == "rms_norm":
+        w = x[1] if len(x) > 1 else None
+        return F.rms_norm(x[0], args["normalized_shape"], w, args.get("eps"))
+    if op in ("any", "all"):
+        return getattr(x[0], op)(dim=args["axis"], keepdim=args["keepdim"])
+    if op == "repeat_interleave":
+        return torch.repeat_interleave(x[0], args["repeats"], dim=args.get("axis"))
+    if op in ("logical_and", "logical_or", "logical_xor"):
+        return getattr(torch, op)(x[0], x[1])
+    if op == "logical_not":
+        return torch.logical_not(x[0])
     if op == "sdpa":
         mask = x[3] if len(x) > 3 else None
         return F.scaled_dot_product_attention(x[0], x[1], x[2], attn_mask=mask, is_causal=args["causal"])
@@ -209,9 +232,11 @@ def same(a, b):
         torch.nan_to_num(a.float(), nan=12345.0), torch.nan_to_num(b.float(), nan=12345.0))
 
 
-def case(name, op, inputs, out=None, **args):
+def case(name, op, inputs, out=None, no_grad=False, **args):
     """Writes one case; `out` (if given) must be what `torch_run` gives.
-    A case PyTorch rejects (it raises) is skipped, and listed at the end."""
+    A case PyTorch rejects (it raises) is skipped, and listed at the end.
+    `no_grad`: store no gradient (where PyTorch's depends on a choice it
+    leaves unspecified, such as which of tied elements `topk` returns)."""
     assert all(c["name"] != name for c in cases), f"duplicate case {name}"
     try:
         got = torch_run(op, args, inputs)
@@ -227,7 +252,7 @@ def case(name, op, inputs, out=None, **args):
         return
     entry = {"name": name, "op": op, "args": {k: enc_arg(v) for k, v in args.items()}, "inputs": [enc(i) for i in inputs], "expected": enc(out)}
     try:
-        g = gradients(op, args, inputs, out)
+        g = None if no_grad else gradients(op, args, inputs, out)
     except Exception as e:  # PyTorch has no gradient here: forward only.
         skipped.append(f"{name} (gradient only): {str(e).splitlines()[0][:100]}")
         g = None
@@ -396,6 +421,67 @@ case("nan_cat", "cat", [special[:3], special[3:]], axis=0)
 case("nan_gather", "gather", [special, torch.tensor([0, 0, 1, 2, 4], dtype=torch.int32)], axis=0)
 
 # ---------------------------------------------------------------------------
+# Scans, sorts and the decoder's ops (issue 27): ties, NaN, infinities,
+# zeros in products, k = 0 and k = n, every axis, 0-dim and empty inputs.
+scan_x = rnd(3, 5, 4)
+for ax in [0, 1, 2, -1]:
+    case(f"cumsum_{ax}", "cumsum", [scan_x], axis=ax)
+    case(f"cumprod_{ax}", "cumprod", [scan_x], axis=ax)
+zeros_x = torch.tensor([[0.5, 0.0, 2.0, -1.5, 0.0], [1.5, -0.5, 2.0, 3.0, 0.0], [0.0, 1.0, 1.0, 1.0, 2.0]])
+case("cumprod_zeros", "cumprod", [zeros_x], axis=1)
+case("nan_cumsum", "cumsum", [torch.tensor([1.0, NAN, 2.0, INF, -INF, 3.0])], axis=0)
+case("nan_cumprod", "cumprod", [torch.tensor([1.0, 2.0, INF, 0.0, NAN, 3.0])], axis=0)
+case("cumsum_int", "cumsum", [torch.tensor([[3, -1, 4], [1, 5, -9]], dtype=torch.int32)], axis=1)
+sort_ties = torch.tensor([[2.0, -1.0, 2.0, 0.0, -1.0, 2.0, 5.0], [0.0, -0.0, 1.0, 1.0, 1.0, -3.0, 0.0]])
+sort_nan = torch.tensor([[1.0, NAN, -INF, 3.0, NAN, INF, 0.0, -2.0]])
+sort_long = torch.randint(-20, 20, (3, 300)).float()
+for tag, t in [("ties", sort_ties), ("nan", sort_nan), ("long", sort_long), ("3d", rnd(2, 3, 4))]:
+    for desc in [False, True]:
+        for ax in range(t.dim()):
+            for op in ["sort_values", "sort_indices", "argsort"]:
+                case(f"{op}_{tag}_{ax}_{int(desc)}", op, [t], axis=ax, descending=desc)
+# PyTorch's topk returns tied elements in an unspecified order (not the
+# stable one): with ties only the values are compared (not the indices or
+# the gradient, which depend on that order); distinct values check all.
+sort_distinct = torch.randperm(300).float().reshape(2, 150) - 75.0
+sort_distinct_nan = torch.tensor([[1.0, NAN, -INF, 3.0, INF, 0.0, -2.0]])
+for tag, t, ties in [("ties", sort_ties, True), ("nan", sort_nan, True), ("long", sort_long, True),
+                     ("distinct", sort_distinct, False), ("distinct_nan", sort_distinct_nan, False)]:
+    n = t.shape[-1]
+    for k in sorted({0, 1, 3, n}):
+        for largest in [True, False]:
+            case(f"topk_values_{tag}_{k}_{int(largest)}", "topk_values", [t], no_grad=ties, k=k, axis=-1,
+                 largest=largest)
+            if not ties:
+                case(f"topk_indices_{tag}_{k}_{int(largest)}", "topk_indices", [t], k=k, axis=-1, largest=largest)
+case("sort_values_int", "sort_values", [torch.tensor([3, -1, 3, 0, 7], dtype=torch.int32)], axis=0, descending=True)
+rms_x = rnd(4, 3, 8)
+case("rms_norm", "rms_norm", [rms_x, rnd(8)], normalized_shape=[8], eps=1e-6)
+case("rms_norm_2d", "rms_norm", [rms_x, rnd(3, 8)], normalized_shape=[3, 8], eps=1e-5)
+case("rms_norm_default_eps", "rms_norm", [rms_x], normalized_shape=[8])
+case("nan_rms_norm", "rms_norm", [torch.tensor([[1.0, NAN, 2.0], [0.0, 0.0, 0.0], [INF, 1.0, 2.0]])], normalized_shape=[3], eps=1e-5)
+truth = torch.tensor([[0.0, NAN, 0.0], [0.0, 0.0, 0.0], [1.0, -2.0, 0.5]])
+for op in ["any", "all"]:
+    for ax in [0, 1]:
+        for keep in [False, True]:
+            case(f"{op}_{ax}_{int(keep)}", op, [truth], axis=ax, keepdim=keep)
+logic_b = torch.tensor([[True, False, True], [False, False, True], [True, True, False]])
+for op in ["logical_and", "logical_or", "logical_xor"]:
+    case(op, op, [truth, logic_b])
+case("logical_not", "logical_not", [truth])
+ri = rnd(2, 3)
+case("repeat_interleave_0", "repeat_interleave", [ri], repeats=2, axis=0)
+case("repeat_interleave_1", "repeat_interleave", [ri], repeats=3, axis=1)
+case("repeat_interleave_flat", "repeat_interleave", [ri], repeats=2)
+for tag, shape in [("0d", ()), ("empty", (0,)), ("empty_2x0", (2, 0))]:
+    t = torch.full(shape, 1.5)
+    for ax in ([0, -1] if shape == () else [0, -1]):
+        case(f"edge_cumprod_{tag}_{ax}", "cumprod", [t], axis=ax)
+        for op in ["sort_values", "sort_indices", "argsort"]:
+            case(f"edge_{op}_{tag}_{ax}", op, [t], axis=ax, descending=False)
+    case(f"edge_topk_values_{tag}_0", "topk_values", [t], k=0, axis=-1, largest=True)
+    case(f"edge_rms_norm_{tag}", "rms_norm", [t], normalized_shape=list(shape[-1:]), eps=1e-5)
+
 # 0-dim and empty tensors (`edge_*`). A case PyTorch rejects is skipped.
 
 s0 = torch.tensor(1.5)

@@ -506,9 +506,9 @@ pub(crate) fn flip(x: &Tensor, axes: &[usize], out: &Tensor) {
 }
 
 /// Gradients of `cumsum` (the reverse running sum of `g`) and `cumprod`
-/// (`revsum(g * y) / x` where `x` is not zero; at a line's first zero,
-/// `revsum(g * y')` with `y'` the running product with that zero taken as
-/// one; 0 at later zeros, as PyTorch's).
+/// (before a line's first zero, `revsum(g * y) / x` over the positions
+/// before it; at the first zero, `revsum(g * y')` with `y'` the running
+/// product with that zero taken as one; 0 after it, as PyTorch's).
 #[track_caller]
 pub(crate) fn scan(op: ReduceOp, x: &Tensor, axis: usize, out: &Tensor) {
     if !wants(&[x]) {
@@ -524,12 +524,18 @@ pub(crate) fn scan(op: ReduceOp, x: &Tensor, axis: usize, out: &Tensor) {
     record("cumprod", out, &[x], move |g| {
         let a = axis as isize;
         let zero = xs.eq(0.0f32);
-        let first_zero = zero.logical_and(&zero.cumsum(a).eq(1i32));
-        let plain = (g * &ys).reverse_cumsum(axis) / &xs;
+        let zeros_so_far = zero.cumsum(a);
+        // Before a line's first zero only the products up to it count
+        // (later ones hold that zero: their terms are 0, NaN and
+        // infinities after it included, as PyTorch's).
+        let before = zeros_so_far.eq(0i32);
+        let first_zero = zero.logical_and(&zeros_so_far.eq(1i32));
+        let gy = g * &ys;
+        let plain = before.where_cond(&gy, 0.0f32).reverse_cumsum(axis) / &xs;
         let ones_at_zero = first_zero.where_cond(1.0f32, &xs).cumprod(a);
         let at_zero = (g * &ones_at_zero).reverse_cumsum(axis);
         let other = first_zero.where_cond(&at_zero, 0.0f32);
-        vec![Some(zero.where_cond(&other, &plain))]
+        vec![Some(before.where_cond(&plain, &other))]
     });
 }
 
