@@ -1,8 +1,13 @@
 //! The Llama-shaped decoder against PyTorch (`tools/llama_reference.py`,
-//! which writes `tests/golden/llama*`): the same 10 training losses from
-//! the same weights in f32 (within 1e-4; 1e-6 measured on lavapipe) and under bf16 autocast (within 2e-3; 1.9e-4 measured), Hugging
-//! Face's parameter names, and greedy generation with the KV cache giving
-//! PyTorch's tokens (which it computed without a cache), on both backends.
+//! which writes `tests/golden/llama*`): PyTorch's checkpoint in Hugging
+//! Face's sharded bf16 layout loads, and fine-tuning from it gives the
+//! same 20 training losses in f32 (within 1e-4) and under bf16 autocast
+//! (within 2e-3: a bf16 product keeps 8 bits, a relative 2^-9 per
+//! rounding, and the loss moved by at most 1.9e-4 here); Hugging Face's
+//! parameter names; from trained weights, PyTorch's logits under teacher
+//! forcing over 200 positions, and greedy generation with the KV cache
+//! giving PyTorch's tokens (computed without a cache) up to the first
+//! near-tie; on both backends.
 
 mod common;
 
@@ -45,20 +50,31 @@ fn config(g: &serde_json::Value) -> LlamaConfig {
     }
 }
 
+/// The model from PyTorch's weights: `tests/golden/llama_hf` (its bf16
+/// shards and index, converted to f32 on load) or one f32 file.
 fn model(weights: &str, dev: &Device) -> Llama {
     let m = Llama::new(config(&golden()), dev);
-    nn::load_safetensors(&m, weights).unwrap();
+    if weights.ends_with(".safetensors") {
+        nn::load_safetensors(&m, weights).unwrap();
+    } else {
+        let report = nn::hub::load_pretrained(&m, weights, &Default::default()).unwrap();
+        assert_eq!(report.converted.len(), report.loaded.len(), "bf16 -> f32");
+        assert!(report.unused.is_empty());
+    }
     m
 }
 
-/// The reference recipe's losses: 10 iterations of 8 x 32 tokens.
+const INIT: &str = "tests/golden/llama_hf";
+const TRAINED: &str = "tests/golden/llama_trained.safetensors";
+
+/// The reference recipe's losses: 20 iterations of 8 x 32 tokens.
 fn train(model: &Llama, data: &CharDataset, bf16: bool, dev: &Device) -> Vec<f64> {
     let params = model.params();
     let groups = ParamGroup::decay_matrices_only(params.clone(), 0.1);
     let mut opt = AdamW::with_groups(groups, 1e-3).betas(0.9, 0.95).eps(1e-8);
     let mut rng = SplitMix64::new(1337);
     let mut losses = Vec::new();
-    for _ in 0..10 {
+    for _ in 0..20 {
         let offsets = data.offsets(Split::Train, &mut rng, 8, 32);
         let (x, y) = data.batch(Split::Train, &offsets, 32, dev).unwrap();
         let logits = if bf16 {
@@ -82,7 +98,7 @@ fn train(model: &Llama, data: &CharDataset, bf16: bool, dev: &Device) -> Vec<f64
 }
 
 #[test]
-fn ten_losses_match_pytorch_in_f32_and_bf16_autocast() {
+fn twenty_losses_match_pytorch_in_f32_and_bf16_autocast() {
     let data = CharDataset::from_file(DATA).unwrap();
     let g = golden();
     for (key, bf16, tol) in [
@@ -91,7 +107,7 @@ fn ten_losses_match_pytorch_in_f32_and_bf16_autocast() {
     ] {
         let want = numbers(&g[key]);
         for dev in devices() {
-            let m = model("tests/golden/llama_init.safetensors", &dev);
+            let m = model(INIT, &dev);
             let got = train(&m, &data, bf16, &dev);
             let worst = got
                 .iter()
@@ -133,20 +149,58 @@ fn parameters_carry_hugging_faces_names() {
     assert_eq!(names.last().unwrap(), "model.norm.weight");
 }
 
+/// Logits agree within this (f32 sums in another order over a width of
+/// 64 and 176: a few ulps of logits of magnitude ~10).
+const LOGIT_TOL: f64 = 1e-3;
+
+#[test]
+fn teacher_forced_logits_match_pytorch_over_200_positions() {
+    let g = golden();
+    let ids: Vec<i32> = numbers(&g["forced_ids"])
+        .iter()
+        .map(|&v| v as i32)
+        .collect();
+    let want = numbers(&g["forced_logits"]);
+    for dev in devices() {
+        let m = model(TRAINED, &dev);
+        let x = Tensor::from_vec(ids.clone(), [1, ids.len()], &dev).unwrap();
+        let got = m.forward(&x).to_vec::<f32>().unwrap();
+        assert_eq!(got.len(), want.len());
+        let worst = got
+            .iter()
+            .zip(&want)
+            .map(|(a, b)| (f64::from(*a) - b).abs())
+            .fold(0.0, f64::max);
+        eprintln!(
+            "teacher forcing on {}: largest logit difference {worst:.2e}",
+            dev.name()
+        );
+        assert!(worst <= LOGIT_TOL, "{}: logits off by {worst}", dev.name());
+    }
+}
+
 #[test]
 fn greedy_generation_with_the_cache_gives_pytorchs_tokens() {
     let g = golden();
     let prompt: Vec<i32> = numbers(&g["prompt"]).iter().map(|&v| v as i32).collect();
     let want: Vec<i64> = numbers(&g["generated"]).iter().map(|&v| v as i64).collect();
+    // Tokens must agree up to the first step where PyTorch's two best
+    // logits are closer than the logits' tolerance.
+    let sure = numbers(&g["margins"])
+        .iter()
+        .take_while(|&&m| m > 2.0 * LOGIT_TOL)
+        .count();
+    assert!(sure >= 8, "the golden run has near-ties early: {sure}");
     for dev in devices() {
-        let m = model("tests/golden/llama_trained.safetensors", &dev);
+        let m = model(TRAINED, &dev);
         let ids = Tensor::from_vec(prompt.clone(), [1, prompt.len()], &dev).unwrap();
         let greedy = Sampling {
             temperature: 0.0,
             ..Sampling::default()
         };
         let got = m.generate(&ids, want.len(), &greedy).unwrap();
-        assert_eq!(got.to_vec::<i64>().unwrap(), want, "on {}", dev.name());
+        let got = got.to_vec::<i64>().unwrap();
+        assert_eq!(got[..sure], want[..sure], "on {}", dev.name());
     }
 }
 
@@ -158,7 +212,7 @@ fn a_model_cast_to_bf16_generates() {
     let g = golden();
     let prompt: Vec<i32> = numbers(&g["prompt"]).iter().map(|&v| v as i32).collect();
     for dev in devices() {
-        let m = model("tests/golden/llama_trained.safetensors", &dev);
+        let m = model(TRAINED, &dev);
         let ids = Tensor::from_vec(prompt.clone(), [1, prompt.len()], &dev).unwrap();
         let f32_logits = m.forward(&ids).to_vec::<f32>().unwrap();
         let held = m.params()[0].clone();
@@ -194,7 +248,7 @@ fn sharded_checkpoints_round_trip_with_conversion_and_ties() {
     use lazywgpu::nn::hub::{INDEX_FILE, LoadOptions, load_pretrained, save_sharded};
     let dev = Device::cpu();
     let dir = std::env::temp_dir().join(format!("lazywgpu-shards-{}", std::process::id()));
-    let m = model("tests/golden/llama_init.safetensors", &dev);
+    let m = model(TRAINED, &dev);
     save_sharded(&m, &dir, 100_000, Some(DType::BF16)).unwrap();
     let shards = std::fs::read_dir(&dir)
         .unwrap()
@@ -246,16 +300,39 @@ fn sharded_checkpoints_round_trip_with_conversion_and_ties() {
     assert!(err.to_string().contains("lm_head.weight"), "{err}");
     std::fs::remove_dir_all(&dir).ok();
 
-    // Renamed entries: the golden file under another prefix.
-    let rename = |n: &str| n.to_string();
+    // Renamed entries: a checkpoint whose names lack the `model.` prefix.
+    let plain_dir = dir.with_extension("plain");
+    let renamed = Llama::new(config(&golden()), &dev);
+    let entries: Vec<(String, Tensor)> = m
+        .named_params()
+        .into_iter()
+        .map(|(n, t)| (n.trim_start_matches("model.").to_string(), t))
+        .collect();
+    std::fs::create_dir_all(&plain_dir).unwrap();
+    let file = plain_dir.join("model.safetensors");
+    nn::save_safetensors(&Named(entries), &file).unwrap();
+    let rename = |n: &str| n.trim_start_matches("model.").to_string();
     let options = LoadOptions {
         rename: Some(&rename),
         ..LoadOptions::default()
     };
-    let again = Llama::new(config(&golden()), &dev);
-    load_pretrained(&again, "tests/golden/llama_init.safetensors", &options).unwrap();
+    load_pretrained(&renamed, &plain_dir, &options).unwrap();
+    std::fs::remove_dir_all(&plain_dir).ok();
+    let again = renamed;
     assert_eq!(
         again.lm_head.weight.to_vec::<f32>().unwrap(),
         m.lm_head.weight.to_vec::<f32>().unwrap()
     );
+}
+
+/// A list of named tensors as a model (to write a checkpoint with other
+/// names).
+struct Named(Vec<(String, Tensor)>);
+
+impl Parameters for Named {
+    fn visit(&self, v: &mut nn::ParamVisitor) {
+        for (name, t) in &self.0 {
+            v.param(name, t);
+        }
+    }
 }

@@ -8,14 +8,17 @@ Run by hand where PyTorch is installed (CI does not run it):
 
     python3 tools/llama_reference.py     # writes tests/golden/llama_*
 
-It writes tests/golden/llama_init.safetensors (the initial weights under
-Hugging Face's names, Linear weights [out, in]) and tests/golden/llama.json:
-the config, the f32 training loss of each of 10 iterations, the losses of
-the same 10 iterations under bf16 autocast (a fresh run from the same
-weights), and 24 tokens generated greedily from a prompt of the validation
-split's first 8 tokens (each step recomputes the whole sequence: no cache)
-by the weights after 300 iterations of the f32 recipe, which it saves as
-tests/golden/llama_trained.safetensors.
+It writes tests/golden/llama_hf/ (the initial weights, rounded to bf16, in
+Hugging Face's sharded bf16 layout: two shards and
+model.safetensors.index.json, under its names, Linear weights [out, in])
+and tests/golden/llama.json: the config, the f32 training loss of each of
+20 iterations from those weights, the losses of the same 20 iterations
+under bf16 autocast (a fresh run from the same weights); then, from the
+weights after 300 iterations of the f32 recipe (saved as
+tests/golden/llama_trained.safetensors): the logits under teacher forcing
+over the validation split's first 200 tokens, and 24 tokens generated
+greedily from its first 8 (each step recomputes the whole sequence: no
+cache) with each step's margin between the two largest logits.
 
 Batches: start offsets from splitmix64 seeded 1337, one next() % (len - 32)
 per sequence, 8 sequences of 32. AdamW lr 1e-3, betas (0.9, 0.95), eps
@@ -33,8 +36,8 @@ import torch.nn.functional as F
 ROOT = os.path.join(os.path.dirname(__file__), "..")
 MASK = (1 << 64) - 1
 CFG = dict(hidden_size=64, intermediate_size=176, num_hidden_layers=2, num_attention_heads=4,
-           num_key_value_heads=2, max_position_embeddings=64, rms_norm_eps=1e-5, rope_theta=10000.0)
-BATCH, BLOCK, ITERS, PROMPT, NEW, TRAINED = 8, 32, 10, 8, 24, 300
+           num_key_value_heads=2, max_position_embeddings=256, rms_norm_eps=1e-5, rope_theta=10000.0)
+BATCH, BLOCK, ITERS, PROMPT, NEW, TRAINED, FORCED = 8, 32, 20, 8, 24, 300, 200
 
 
 class SplitMix64:
@@ -161,6 +164,33 @@ def save_safetensors(path, named):
         f.write(struct.pack("<Q", len(h)) + h + b"".join(blobs))
 
 
+def save_sharded_bf16(folder, named, shards=2):
+    """Hugging Face's sharded layout in bf16: model-0000k-of-0000n.safetensors
+    and model.safetensors.index.json (weight_map: name -> shard)."""
+    os.makedirs(folder, exist_ok=True)
+    named = list(named)
+    per = (len(named) + shards - 1) // shards
+    weight_map, total = {}, 0
+    for k in range(shards):
+        part = named[k * per:(k + 1) * per]
+        file = f"model-{k + 1:05d}-of-{shards:05d}.safetensors"
+        header, blobs, offset = {"__metadata__": {"format": "pt"}}, [], 0
+        for name, t in part:
+            bits = t.detach().bfloat16().view(torch.int16).flatten().tolist()
+            raw = struct.pack(f"<{len(bits)}h", *bits)
+            header[name] = {"dtype": "BF16", "shape": list(t.shape), "data_offsets": [offset, offset + len(raw)]}
+            blobs.append(raw)
+            offset += len(raw)
+            weight_map[name] = file
+            total += len(raw)
+        h = json.dumps(header).encode()
+        h += b" " * (-len(h) % 8)
+        with open(os.path.join(folder, file), "wb") as f:
+            f.write(struct.pack("<Q", len(h)) + h + b"".join(blobs))
+    with open(os.path.join(folder, "model.safetensors.index.json"), "w") as f:
+        json.dump({"metadata": {"total_size": total}, "weight_map": weight_map}, f, indent=1)
+
+
 def train(model, data, autocast, iters=None):
     decay = [p for p in model.parameters() if p.dim() >= 2]
     no_decay = [p for p in model.parameters() if p.dim() < 2]
@@ -196,22 +226,33 @@ def main():
     train_data, val = data[:n], data[n:]
     cfg = dict(CFG, vocab_size=len(vocab))
     model = Llama(cfg)
+    # The initial weights as a bf16 checkpoint in Hugging Face's sharded
+    # layout; training starts from those bf16 values, held in f32.
+    with torch.no_grad():
+        for p in model.parameters():
+            p.copy_(p.bfloat16().float())
     init = {k: v.clone() for k, v in model.state_dict().items()}
-    save_safetensors(os.path.join(ROOT, "tests/golden/llama_init.safetensors"), model.named_parameters())
+    save_sharded_bf16(os.path.join(ROOT, "tests/golden/llama_hf"), model.named_parameters())
     losses = train(model, train_data, autocast=False)
     model.load_state_dict(init)
     train(model, train_data, autocast=False, iters=TRAINED)
     save_safetensors(os.path.join(ROOT, "tests/golden/llama_trained.safetensors"), model.named_parameters())
     ids = val[:PROMPT].unsqueeze(0)
+    margins = []
     with torch.no_grad():
+        forced = model(val[:FORCED].unsqueeze(0))[0]
         for _ in range(NEW):
-            nxt = model(ids)[:, -1].argmax(-1, keepdim=True)
+            last = model(ids)[:, -1]
+            top2 = last.topk(2, dim=-1).values[0]
+            margins.append((top2[0] - top2[1]).item())
+            nxt = last.argmax(-1, keepdim=True)
             ids = torch.cat([ids, nxt], dim=1)
     generated = ids[0, PROMPT:].tolist()
     model.load_state_dict(init)
     bf16_losses = train(model, train_data, autocast=True)
     out = {"torch": torch.__version__, "config": cfg, "losses": losses, "bf16_autocast_losses": bf16_losses,
-           "prompt": val[:PROMPT].tolist(), "generated": generated}
+           "prompt": val[:PROMPT].tolist(), "generated": generated, "margins": margins,
+           "forced_ids": val[:FORCED].tolist(), "forced_logits": [round(v, 6) for v in forced.flatten().tolist()]}
     with open(os.path.join(ROOT, "tests/golden/llama.json"), "w") as f:
         json.dump(out, f, indent=1)
     print("f32 losses:", " ".join(f"{l:.4f}" for l in losses))
