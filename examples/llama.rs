@@ -25,9 +25,6 @@ use lazywgpu::nn::{self, Llama, LlamaConfig, Parameters, Sampling};
 use lazywgpu::optim::{AdamW, Optimizer, ParamGroup, clip_grad_norm_};
 use lazywgpu::{DType, Tensor};
 
-const BATCH: usize = 16;
-const BLOCK: usize = 64;
-
 /// A small Llama-shaped decoder trained on the Shakespeare shipped in
 /// examples/data, then sampled with a KV cache.
 #[derive(Parser, Debug)]
@@ -39,6 +36,19 @@ struct Args {
     /// Training iterations
     #[arg(long, value_name = "N", default_value_t = 300)]
     iters: usize,
+    /// Sequences a batch
+    #[arg(long, value_name = "N", default_value_t = 16, value_parser = at_least_one())]
+    batch: usize,
+    /// Tokens a sequence
+    #[arg(long, value_name = "N", default_value_t = 64, value_parser = at_least_one())]
+    block: usize,
+    /// Decoder blocks
+    #[arg(long, value_name = "N", default_value_t = 4, value_parser = at_least_one())]
+    layers: usize,
+    /// After training, time generation of 64 and 512 tokens with the KV
+    /// cache and without (each token recomputing the whole sequence)
+    #[arg(long)]
+    bench_generation: bool,
     /// Iterations between loss reads
     #[arg(long, value_name = "N", default_value_t = 25, value_parser = at_least_one())]
     log_interval: usize,
@@ -72,7 +82,11 @@ fn main() -> lazywgpu::Result<()> {
     let dev = args.device.open()?;
     let data = CharDataset::from_file("examples/data/shakespeare-char/input.txt.gz")?;
     dev.manual_seed(1337);
-    let config = LlamaConfig::tiny(data.vocab_size());
+    let config = LlamaConfig {
+        num_hidden_layers: args.layers,
+        max_position_embeddings: 1024,
+        ..LlamaConfig::tiny(data.vocab_size())
+    };
     let model = Llama::new(config, &dev);
     model.set_gradient_checkpointing(args.checkpointing);
     println!(
@@ -95,8 +109,8 @@ fn main() -> lazywgpu::Result<()> {
     let mut rng = SplitMix64::new(1337);
     let start = Instant::now();
     for it in 0..args.iters {
-        let offsets = data.offsets(Split::Train, &mut rng, BATCH, BLOCK);
-        let (x, y) = data.batch(Split::Train, &offsets, BLOCK, &dev)?;
+        let offsets = data.offsets(Split::Train, &mut rng, args.batch, args.block);
+        let (x, y) = data.batch(Split::Train, &offsets, args.block, &dev)?;
         let loss = if args.bf16 {
             let logits = autocast(DType::BF16, || model.forward(&x));
             let v = config.vocab_size as isize;
@@ -118,10 +132,14 @@ fn main() -> lazywgpu::Result<()> {
     }
     let secs = start.elapsed().as_secs_f64();
     println!(
-        "trained {} iterations in {secs:.1} s ({:.2} steps/s)",
+        "trained {} iterations in {secs:.1} s ({:.2} steps/s); peak device memory {:.1} MB",
         args.iters,
-        args.iters as f64 / secs.max(1e-9)
+        args.iters as f64 / secs.max(1e-9),
+        dev.metrics().counter("peak_bytes_live") as f64 / 1e6,
     );
+    if args.bench_generation {
+        return bench_generation(&model, &data, &dev);
+    }
 
     let prompt = data.encode("ROMEO:");
     let ids: Vec<i32> = prompt.iter().map(|&t| t as i32).collect();
@@ -150,5 +168,51 @@ fn main() -> lazywgpu::Result<()> {
         "weights (bf16, Hugging Face's sharded layout) in {}",
         out.display()
     );
+    Ok(())
+}
+
+/// Tokens per second generating 64 and 512 tokens greedily after a
+/// prompt, with the KV cache and without it (each token recomputing the
+/// whole sequence), and the graphs each compiled.
+fn bench_generation(
+    model: &Llama,
+    data: &CharDataset,
+    dev: &lazywgpu::Device,
+) -> lazywgpu::Result<()> {
+    let prompt: Vec<i32> = data.encode("ROMEO:").iter().map(|&t| t as i32).collect();
+    let greedy = Sampling {
+        temperature: 0.0,
+        ..Sampling::default()
+    };
+    for n in [64usize, 512] {
+        let ids = Tensor::from_vec(prompt.clone(), [1, prompt.len()], dev)?;
+        let compiled = dev.metrics().counter("graphs_compiled");
+        let start = Instant::now();
+        let cached = model.generate(&ids, n, &greedy)?.to_vec::<i64>()?;
+        let with = start.elapsed().as_secs_f64();
+        let compiles = dev.metrics().counter("graphs_compiled") - compiled;
+        let compiled = dev.metrics().counter("graphs_compiled");
+        let start = Instant::now();
+        let mut seq = prompt.clone();
+        for _ in 0..n {
+            let x = Tensor::from_vec(seq.clone(), [1, seq.len()], dev)?;
+            let logits = model.forward(&x);
+            let next = logits.select(1, seq.len() - 1).argmax(1, false);
+            seq.push(next.to_vec::<i32>()?[0]);
+        }
+        let without = start.elapsed().as_secs_f64();
+        let recompiles = dev.metrics().counter("graphs_compiled") - compiled;
+        let same = seq[prompt.len()..]
+            .iter()
+            .zip(&cached)
+            .take_while(|(a, b)| i64::from(**a) == **b)
+            .count();
+        println!(
+            "{n} tokens: {:.1} tokens/s with the cache ({compiles} graphs compiled), {:.1} without ({recompiles} compiled): {:.1}x; the first {same} tokens agree",
+            n as f64 / with,
+            n as f64 / without,
+            without / with,
+        );
+    }
     Ok(())
 }

@@ -336,3 +336,43 @@ impl Parameters for Named {
         }
     }
 }
+
+/// Prompts of different lengths, left-padded in one batch, give the
+/// tokens each gives alone (greedy, with the cache).
+#[test]
+fn batched_generation_with_left_padding_matches_one_prompt_at_a_time() {
+    let g = golden();
+    let text: Vec<i32> = numbers(&g["forced_ids"])
+        .iter()
+        .map(|&v| v as i32)
+        .collect();
+    let prompts = vec![
+        text[..3].to_vec(),
+        text[10..18].to_vec(),
+        text[40..45].to_vec(),
+    ];
+    let greedy = Sampling {
+        temperature: 0.0,
+        ..Sampling::default()
+    };
+    for dev in devices() {
+        let m = model(TRAINED, &dev);
+        let batched = m.generate_batch(&prompts, 12, &greedy).unwrap();
+        assert_eq!(batched.shape(), [3, 12]);
+        let batched = batched.to_vec::<i64>().unwrap();
+        for (i, p) in prompts.iter().enumerate() {
+            let ids = Tensor::from_vec(p.clone(), [1, p.len()], &dev).unwrap();
+            let alone = m
+                .generate(&ids, 12, &greedy)
+                .unwrap()
+                .to_vec::<i64>()
+                .unwrap();
+            assert_eq!(
+                batched[i * 12..(i + 1) * 12],
+                alone[..],
+                "prompt {i} on {}",
+                dev.name()
+            );
+        }
+    }
+}

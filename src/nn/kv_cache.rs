@@ -16,6 +16,9 @@ use crate::tensor::Tensor;
 pub struct KvCache {
     keys: Tensor,
     values: Tensor,
+    /// Which positions of each sequence hold a real token (`[batch,
+    /// capacity]` bool), once a padding mask was appended.
+    valid: Option<Tensor>,
     len: usize,
 }
 
@@ -34,6 +37,7 @@ impl KvCache {
         KvCache {
             keys: Tensor::zeros_dtype(shape, dtype, dev),
             values: Tensor::zeros_dtype(shape, dtype, dev),
+            valid: None,
             len: 0,
         }
     }
@@ -56,6 +60,7 @@ impl KvCache {
     /// Forgets every position (the buffers stay).
     pub fn reset(&mut self) {
         self.len = 0;
+        self.valid = None;
     }
 
     /// The whole key buffer `[batch, kv_heads, capacity, head_dim]`
@@ -74,6 +79,14 @@ impl KvCache {
     /// runtime parameter, so every decoding step is the same graph.
     #[track_caller]
     pub fn append(&mut self, k: &Tensor, v: &Tensor) -> Result<()> {
+        self.append_masked(k, v, None)
+    }
+
+    /// [`KvCache::append`] with `mask` `[batch, L]` (bool, or 0/1
+    /// integers) saying which of the new positions hold real tokens: the
+    /// others (left padding) are never attended to.
+    #[track_caller]
+    pub fn append_masked(&mut self, k: &Tensor, v: &Tensor, mask: Option<&Tensor>) -> Result<()> {
         let want = |t: &Tensor| {
             let s = self.keys.shape();
             t.rank() == 4 && t.shape()[..2] == s[..2] && t.shape()[3] == s[3]
@@ -115,6 +128,20 @@ impl KvCache {
         };
         self.keys = write(&self.keys, k);
         self.values = write(&self.values, v);
+        if mask.is_some() || self.valid.is_some() {
+            let batch = self.keys.shape()[0];
+            let new = match mask {
+                Some(m) => m.truthy(),
+                None => Tensor::full([batch, adding], true, &dev),
+            };
+            let old = match &self.valid {
+                Some(v) => v.clone(),
+                None => Tensor::full([batch, capacity], true, &dev),
+            };
+            let spread = new.index_select(1, &rows);
+            let inside = inside.reshape([1, capacity as isize]);
+            self.valid = Some(inside.where_cond(&spread, &old));
+        }
         self.len += adding;
         Ok(())
     }
@@ -132,7 +159,21 @@ impl KvCache {
         let first = self.len as i32 - l as i32;
         let query_pos = Tensor::arange(first, first + l as i32, 1, &dev).unsqueeze(1);
         let key_pos = Tensor::arange(0, self.capacity() as i32, 1, &dev).unsqueeze(0);
-        let keep = key_pos.le(&query_pos);
+        let causal = key_pos.le(&query_pos);
+        // With padding: `[batch, 1, L, capacity]`, a sequence's pad
+        // positions masked for all its queries.
+        // A padding position's own query still sees itself, so that its
+        // row (never read) stays finite: a row of -inf scores would give
+        // NaN values that the next layer caches, and 0 * NaN is NaN in
+        // every later product with them.
+        let keep = match &self.valid {
+            Some(valid) => {
+                let b = valid.shape()[0] as isize;
+                let valid = valid.reshape([b, 1, 1, self.capacity() as isize]);
+                causal.logical_and(&valid.logical_or(&key_pos.eq(&query_pos)))
+            }
+            None => causal,
+        };
         let options = AttentionOptions {
             attn_mask: Some(&keep),
             scale,

@@ -193,15 +193,20 @@ impl RotaryEmbedding {
         self.apply_at(x, &positions)
     }
 
-    /// `x` `[..., L, head_dim]` rotated for the integer `positions` `[L]`
-    /// (each below `max_len`).
+    /// `x` `[..., L, head_dim]` rotated for the integer `positions`:
+    /// `[L]`, shared by every sequence, or `[B, L]` for `x` `[B, H, L,
+    /// head_dim]`, a row of positions a sequence (left-padded batches).
+    /// Each below `max_len`.
     #[track_caller]
     pub fn apply_at(&self, x: &Tensor, positions: &Tensor) -> Tensor {
         let _op = crate::graph::record_as("rotary_embedding");
         let r = x.rank();
-        if r < 2 || x.shape()[r - 1] != self.head_dim || positions.shape() != [x.shape()[r - 2]] {
+        let l = if r >= 2 { x.shape()[r - 2] } else { 0 };
+        let shared = positions.shape() == [l];
+        let per_row = r == 4 && positions.shape() == [x.shape()[0], l];
+        if r < 2 || x.shape()[r - 1] != self.head_dim || !(shared || per_row) {
             panic!(
-                "RotaryEmbedding: x {:?} must be [..., L, {}] and positions [L], got positions {:?} at {}",
+                "RotaryEmbedding: x {:?} must be [..., L, {}] and positions [L] (or [B, L] for x [B, H, L, D]), got positions {:?} at {}",
                 x.shape(),
                 self.head_dim,
                 positions.shape(),
@@ -209,12 +214,22 @@ impl RotaryEmbedding {
             );
         }
         let dtype = x.dtype();
+        let half = self.head_dim / 2;
         let at = |t: &Tensor| {
-            let t = t.index_select(0, positions);
+            let t = if shared {
+                t.index_select(0, positions)
+            } else {
+                let b = x.shape()[0] as isize;
+                t.index_select(0, &positions.reshape([-1])).reshape([
+                    b,
+                    1,
+                    l as isize,
+                    half as isize,
+                ])
+            };
             if dtype.is_half() { t.cast(dtype) } else { t }
         };
         let (cos, sin) = (at(&self.cos), at(&self.sin));
-        let half = self.head_dim / 2;
         match self.layout {
             RopeLayout::HalfSplit => {
                 let x1 = x.narrow(-1, 0, half);

@@ -95,18 +95,22 @@ impl LlamaAttention {
     fn forward(
         &self,
         x: &Tensor,
-        (rope, start): (&RotaryEmbedding, usize),
+        (rope, at): (&RotaryEmbedding, &Placement<'_>),
         cache: Option<&mut KvCache>,
     ) -> Result<Tensor> {
         let (b, t) = (x.shape()[0] as isize, x.shape()[1] as isize);
         let d = self.head_dim as isize;
         let heads = |y: Tensor, n: usize| y.reshape([b, t, n as isize, d]).transpose(1, 2);
-        let q = rope.apply(&heads(self.q_proj.forward(x), self.heads), start);
-        let k = rope.apply(&heads(self.k_proj.forward(x), self.kv_heads), start);
+        let rotate = |y: Tensor| match at.positions {
+            Some(p) => rope.apply_at(&y, p),
+            None => rope.apply(&y, at.start),
+        };
+        let q = rotate(heads(self.q_proj.forward(x), self.heads));
+        let k = rotate(heads(self.k_proj.forward(x), self.kv_heads));
         let v = heads(self.v_proj.forward(x), self.kv_heads);
         let y = match cache {
             Some(cache) => {
-                cache.append(&k, &v)?;
+                cache.append_masked(&k, &v, at.mask)?;
                 cache.attend(&q, None)
             }
             None => {
@@ -132,6 +136,15 @@ impl Parameters for LlamaAttention {
     }
 }
 
+/// Where a forward's tokens sit: from position `start` on, or at
+/// `positions` `[B, T]` (a row a sequence); `mask` `[B, T]` marks the
+/// real tokens of left-padded sequences.
+struct Placement<'a> {
+    start: usize,
+    positions: Option<&'a Tensor>,
+    mask: Option<&'a Tensor>,
+}
+
 /// One decoder block: `x + attn(norm(x))`, then `x + mlp(norm(x))`.
 pub struct LlamaBlock {
     /// Before attention.
@@ -151,7 +164,7 @@ impl LlamaBlock {
     fn forward(
         &self,
         x: &Tensor,
-        at: (&RotaryEmbedding, usize),
+        at: (&RotaryEmbedding, &Placement<'_>),
         cache: Option<&mut KvCache>,
     ) -> Result<Tensor> {
         let h = self.input_layernorm.forward(x);
@@ -298,7 +311,12 @@ impl Llama {
     /// whole sequence (training).
     #[track_caller]
     pub fn forward(&self, ids: &Tensor) -> Tensor {
-        self.run(ids, 0, None)
+        let at = Placement {
+            start: 0,
+            positions: None,
+            mask: None,
+        };
+        self.run(ids, &at, None)
             .expect("no cache: nothing can fill up")
     }
 
@@ -309,7 +327,33 @@ impl Llama {
     #[track_caller]
     pub fn forward_cached(&self, ids: &Tensor, caches: &mut [KvCache]) -> Result<Tensor> {
         let start = caches.first().map_or(0, KvCache::len);
-        self.run(ids, start, Some(caches))
+        let at = Placement {
+            start,
+            positions: None,
+            mask: None,
+        };
+        self.run(ids, &at, Some(caches))
+    }
+
+    /// [`Llama::forward_cached`] for left-padded sequences: `positions`
+    /// `[B, T]` (each sequence's own, counting its real tokens only) and
+    /// `mask` `[B, T]` (true for real tokens; padding is never attended
+    /// to).
+    #[track_caller]
+    pub fn forward_cached_masked(
+        &self,
+        ids: &Tensor,
+        caches: &mut [KvCache],
+        positions: &Tensor,
+        mask: &Tensor,
+    ) -> Result<Tensor> {
+        let start = caches.first().map_or(0, KvCache::len);
+        let at = Placement {
+            start,
+            positions: Some(positions),
+            mask: Some(mask),
+        };
+        self.run(ids, &at, Some(caches))
     }
 
     /// One empty cache a layer for `batch` sequences of up to `capacity`
@@ -325,7 +369,13 @@ impl Llama {
     }
 
     #[track_caller]
-    fn run(&self, ids: &Tensor, start: usize, caches: Option<&mut [KvCache]>) -> Result<Tensor> {
+    fn run(
+        &self,
+        ids: &Tensor,
+        at: &Placement<'_>,
+        caches: Option<&mut [KvCache]>,
+    ) -> Result<Tensor> {
+        let start = at.start;
         let s = ids.shape();
         if s.len() != 2 || s[1] == 0 || start + s[1] > self.rope.max_len() {
             panic!(
@@ -341,14 +391,19 @@ impl Llama {
             if checkpointed {
                 let (block, rope) = (block.clone(), self.rope.clone());
                 x = checkpoint(&[&x], move |xs| {
+                    let at = Placement {
+                        start,
+                        positions: None,
+                        mask: None,
+                    };
                     block
-                        .forward(&xs[0], (&rope, start), None)
+                        .forward(&xs[0], (&rope, &at), None)
                         .expect("no cache: nothing can fill up")
                 });
                 continue;
             }
             let cache = caches.as_mut().and_then(|c| c.next());
-            x = block.forward(&x, (&self.rope, start), cache)?;
+            x = block.forward(&x, (&self.rope, at), cache)?;
         }
         Ok(self.lm_head.forward(&self.model.norm.forward(&x)))
     }
@@ -382,6 +437,62 @@ impl Llama {
             let token = sample_logits(&last, how).reshape([b as isize, 1]);
             out.push(token.clone());
             next = token;
+            dev.mark_step()?;
+        }
+        let refs: Vec<&Tensor> = out.iter().collect();
+        Ok(if refs.is_empty() {
+            Tensor::zeros_dtype([b, 0], DType::I64, &dev)
+        } else {
+            Tensor::cat(&refs, 1)
+        })
+    }
+}
+
+impl Llama {
+    /// [`Llama::generate`] for prompts of different lengths in one batch:
+    /// left-padded to the longest, each sequence at its own positions,
+    /// padding masked out of every attention. Returns the new ids `[B,
+    /// new_tokens]` (`i64`), as generating each prompt alone would.
+    #[track_caller]
+    pub fn generate_batch(
+        &self,
+        prompts: &[Vec<i32>],
+        new_tokens: usize,
+        how: &Sampling,
+    ) -> Result<Tensor> {
+        let dev = self.model.embed_tokens.weight.device().clone();
+        let b = prompts.len();
+        let t = prompts.iter().map(Vec::len).max().unwrap_or(0);
+        if b == 0 || prompts.iter().any(Vec::is_empty) {
+            panic!(
+                "Llama::generate_batch: needs at least one prompt, none empty, at {}",
+                std::panic::Location::caller()
+            );
+        }
+        let mut ids = Vec::with_capacity(b * t);
+        let mut real = Vec::with_capacity(b * t);
+        let mut positions = Vec::with_capacity(b * t);
+        for p in prompts {
+            let pad = t - p.len();
+            ids.extend(std::iter::repeat_n(0, pad).chain(p.iter().copied()));
+            real.extend((0..t).map(|i| i >= pad));
+            positions.extend((0..t).map(|i| i.saturating_sub(pad) as i32));
+        }
+        let dtype = self.model.embed_tokens.weight.dtype();
+        let mut caches = self.new_caches(b, t + new_tokens, dtype);
+        let mut next = Tensor::from_vec(ids, [b, t], &dev)?;
+        let mut mask = Tensor::from_vec(real, [b, t], &dev)?;
+        let mut pos = Tensor::from_vec(positions, [b, t], &dev)?;
+        let ones = Tensor::full([b, 1], true, &dev);
+        let mut out = Vec::with_capacity(new_tokens);
+        for _ in 0..new_tokens {
+            let logits = self.forward_cached_masked(&next, &mut caches, &pos, &mask)?;
+            let last = logits.select(1, logits.shape()[1] - 1);
+            let token = sample_logits(&last, how).reshape([b as isize, 1]);
+            out.push(token.clone());
+            pos = pos.narrow(1, pos.shape()[1] - 1, 1) + 1i32;
+            next = token;
+            mask = ones.clone();
             dev.mark_step()?;
         }
         let refs: Vec<&Tensor> = out.iter().collect();
