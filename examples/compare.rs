@@ -292,7 +292,8 @@ struct Extra {
 }
 
 /// The extra rows: matmuls of 1024^3 in f16 and bf16 (and of 4096^3 in
-/// f32, f16 and bf16 when `big`), and one training step of PyTorch's MNIST
+/// f32, f16 and bf16 when `big`), top-k, sort and running sums of a
+/// language model's sizes, and one training step of PyTorch's MNIST
 /// example network (batch 64, cross-entropy, Adadelta lr 1.0, dropout on),
 /// timed in blocks of steps that end in a wait.
 fn run_extra(dev: &Device, runs: usize, big: bool) -> lazywgpu::Result<Vec<Extra>> {
@@ -320,6 +321,31 @@ fn run_extra(dev: &Device, runs: usize, big: bool) -> lazywgpu::Result<Vec<Extra
                 "{:.1} GFLOP/s",
                 2.0 * (n as f64).powi(3) / t.as_secs_f64() / 1e9
             ),
+        });
+    }
+    // The language-model ops: top-k over a GPT-2 vocabulary, a sort of a
+    // million elements, running sums along the vocabulary.
+    dev.manual_seed(0);
+    let logits = Tensor::randn([8, 50_257], dev);
+    let million = Tensor::randn([1 << 20], dev);
+    dev.mark_step()?;
+    dev.wait()?;
+    let lm_ops: [(&str, &dyn Fn() -> Tensor); 3] = [
+        ("topk 8x50257 k=50", &|| logits.topk(50, -1, true).0),
+        ("argsort 2^20", &|| million.argsort(0, false)),
+        ("cumsum 8x50257", &|| logits.cumsum(-1)),
+    ];
+    for (name, op) in lm_ops {
+        let t = median_of(runs.min(5), || {
+            let y = op();
+            dev.mark_step().expect("step");
+            dev.wait().expect("wait");
+            drop(y);
+        });
+        out.push(Extra {
+            name: name.to_string(),
+            time: t,
+            figure: format!("{:.2} ms", t.as_secs_f64() * 1e3),
         });
     }
     dev.manual_seed(0);

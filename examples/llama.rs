@@ -108,7 +108,12 @@ fn main() -> lazywgpu::Result<()> {
     let mut opt = AdamW::with_groups(groups, 3e-3).betas(0.9, 0.95).eps(1e-8);
     let mut rng = SplitMix64::new(1337);
     let start = Instant::now();
+    let mut after_first = None;
     for it in 0..args.iters {
+        if it == 1 {
+            // The first step compiles; the rest show the steady rate.
+            after_first = Some(Instant::now());
+        }
         let offsets = data.offsets(Split::Train, &mut rng, args.batch, args.block);
         let (x, y) = data.batch(Split::Train, &offsets, args.block, &dev)?;
         let loss = if args.bf16 {
@@ -131,11 +136,17 @@ fn main() -> lazywgpu::Result<()> {
         }
     }
     let secs = start.elapsed().as_secs_f64();
+    let steady = after_first.map_or(0.0, |t| t.elapsed().as_secs_f64() / (args.iters - 1) as f64);
     println!(
-        "trained {} iterations in {secs:.1} s ({:.2} steps/s); peak device memory {:.1} MB",
+        "trained {} iterations in {secs:.1} s ({steady:.2} s a step after the first); peak device memory {:.1} MB",
         args.iters,
-        args.iters as f64 / secs.max(1e-9),
         dev.metrics().counter("peak_bytes_live") as f64 / 1e6,
+    );
+    println!(
+        "final validation loss {:.4} (20 batches of {} x {})",
+        validation_loss(&model, &data, (args.batch, args.block), &dev)?,
+        args.batch,
+        args.block
     );
     if args.bench_generation {
         return bench_generation(&model, &data, &dev);
@@ -169,6 +180,25 @@ fn main() -> lazywgpu::Result<()> {
         out.display()
     );
     Ok(())
+}
+
+/// The mean loss over 20 validation batches (offsets from splitmix64
+/// seeded 4242, as `tools/llama_reference.py --example-run` draws them).
+fn validation_loss(
+    model: &Llama,
+    data: &CharDataset,
+    (batch, block): (usize, usize),
+    dev: &lazywgpu::Device,
+) -> lazywgpu::Result<f32> {
+    let mut rng = SplitMix64::new(4242);
+    let mut total = 0.0;
+    for _ in 0..20 {
+        let offsets = data.offsets(Split::Val, &mut rng, batch, block);
+        let (x, y) = data.batch(Split::Val, &offsets, block, dev)?;
+        let loss = lazywgpu::no_grad(|| model.loss(&x, &y));
+        total += loss.item::<f32>()?;
+    }
+    Ok(total / 20.0)
 }
 
 /// Tokens per second generating 64 and 512 tokens greedily after a

@@ -7,6 +7,7 @@ on examples/data/shakespeare-char so lazywgpu can be compared step for step.
 Run by hand where PyTorch is installed (CI does not run it):
 
     python3 tools/llama_reference.py     # writes tests/golden/llama_*
+    python3 tools/llama_reference.py --example-run   # examples/llama.rs's default run, three seeds
 
 It writes tests/golden/llama_hf/ (the initial weights, rounded to bf16, in
 Hugging Face's sharded bf16 layout: two shards and
@@ -214,7 +215,62 @@ def train(model, data, autocast, iters=None):
     return losses
 
 
+def example_run(seeds):
+    """examples/llama.rs's default run in PyTorch, once per seed: its
+    model (width 128, 4 layers, 4 query and 2 key/value heads, MLP 352),
+    300 iterations of 16 x 64 tokens (batches from splitmix64 seeded
+    1337), AdamW lr 3e-3, betas (0.9, 0.95), weight decay 0.1 on
+    matrices, clipping at 1.0; then the mean loss over 20 validation
+    batches (splitmix64 seeded 4242) and the training time."""
+    import time
+    with gzip.open(os.path.join(ROOT, "examples/data/shakespeare-char/input.txt.gz"), "rt", encoding="ascii") as f:
+        text = f.read()
+    vocab = sorted(set(text))
+    stoi = {c: i for i, c in enumerate(vocab)}
+    data = torch.tensor([stoi[c] for c in text], dtype=torch.long)
+    n = int(0.9 * len(data))
+    train_data, val = data[:n], data[n:]
+    cfg = dict(hidden_size=128, intermediate_size=352, num_hidden_layers=4, num_attention_heads=4,
+               num_key_value_heads=2, max_position_embeddings=1024, rms_norm_eps=1e-5, rope_theta=10000.0,
+               vocab_size=len(vocab))
+    batch, block = 16, 64
+    for seed in seeds:
+        torch.manual_seed(seed)
+        model = Llama(cfg)
+        decay = [p for p in model.parameters() if p.dim() >= 2]
+        no_decay = [p for p in model.parameters() if p.dim() < 2]
+        opt = torch.optim.AdamW([{"params": decay, "weight_decay": 0.1},
+                                 {"params": no_decay, "weight_decay": 0.0}], lr=3e-3, betas=(0.9, 0.95), eps=1e-8)
+        rng = SplitMix64(1337)
+        start = time.time()
+        for _ in range(300):
+            offs = [rng.next() % (len(train_data) - block) for _ in range(batch)]
+            x = torch.stack([train_data[o:o + block] for o in offs])
+            y = torch.stack([train_data[o + 1:o + block + 1] for o in offs])
+            loss = F.cross_entropy(model(x).view(-1, len(vocab)), y.view(-1))
+            loss.backward()
+            torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+            opt.step()
+            opt.zero_grad(set_to_none=True)
+        secs = time.time() - start
+        vrng = SplitMix64(4242)
+        total = 0.0
+        with torch.no_grad():
+            for _ in range(20):
+                offs = [vrng.next() % (len(val) - block) for _ in range(batch)]
+                x = torch.stack([val[o:o + block] for o in offs])
+                y = torch.stack([val[o + 1:o + block + 1] for o in offs])
+                total += F.cross_entropy(model(x).view(-1, len(vocab)), y.view(-1)).item()
+        print(f"seed {seed}: final train loss {loss.item():.4f}, validation loss {total / 20:.4f}, "
+              f"{300 / secs:.2f} steps/s ({secs:.1f} s)")
+
+
 def main():
+    import sys
+    if "--example-run" in sys.argv:
+        torch.set_num_threads(2)
+        example_run([1, 2, 3])
+        return
     torch.set_num_threads(2)
     torch.manual_seed(0)
     with gzip.open(os.path.join(ROOT, "examples/data/shakespeare-char/input.txt.gz"), "rt", encoding="ascii") as f:

@@ -136,6 +136,14 @@ def rows(dev, runs, compiled, big):
         fm = wrap(torch.matmul)
         t = measure(lambda: fm(a, b))
         out.append((name, t, f"{2 * n**3 / t / 1e9:.1f} GFLOP/s"))
+    logits = torch.randn(8, 50_257, device=dev)
+    million = torch.randn(1 << 20, device=dev)
+    for name, fn in [("topk 8x50257 k=50", lambda: torch.topk(logits, 50, dim=-1).values),
+                     ("argsort 2^20", lambda: torch.argsort(million, stable=True)),
+                     ("cumsum 8x50257", lambda: torch.cumsum(logits, -1))]:
+        f = wrap(fn)
+        t = measure(lambda: f())
+        out.append((name, t, f"{t * 1e3:.2f} ms"))
     torch.manual_seed(0)
     model = mlp().to(dev)
     x = torch.randn(64, 784, device=dev)

@@ -163,6 +163,7 @@ impl Graph {
             output_indices.push(c.walk(out));
             output_nodes.push(out.clone());
         }
+        let output_indices = c.reorder_by_creation(output_indices);
         // A checked run that fails must leave its inputs as they were, to
         // be read again: nothing is donated in anomaly mode.
         let donatable = if checked {
@@ -277,6 +278,44 @@ impl Collector {
         self.index_of[&out.id]
     }
 
+    /// Reorders the collected nodes into the order they were created in
+    /// (node ids count up, and a node is made after its inputs, so this
+    /// is a topological order), renumbering inputs and `outputs`.
+    ///
+    /// Kernels run in graph order, and the walk's post-order would put a
+    /// value wherever its first reader reached it: the forward that
+    /// activation checkpointing recomputes inside backward went before
+    /// all of backward (every block's recomputed activations live at
+    /// once, a larger peak than without checkpointing). In creation
+    /// order each block's recomputation comes right before its gradient.
+    fn reorder_by_creation(&mut self, outputs: Vec<usize>) -> Vec<usize> {
+        let n = self.nodes.len();
+        let mut order: Vec<usize> = (0..n).collect();
+        order.sort_unstable_by_key(|&i| self.handles[i].id);
+        if order.iter().enumerate().all(|(k, &i)| k == i) {
+            return outputs;
+        }
+        let mut new_index = vec![0usize; n];
+        for (k, &i) in order.iter().enumerate() {
+            new_index[i] = k;
+        }
+        let mut nodes = permuted(std::mem::take(&mut self.nodes), &order);
+        for node in &mut nodes {
+            for input in &mut node.inputs {
+                *input = new_index[*input];
+            }
+        }
+        self.nodes = nodes;
+        self.locations = permuted(std::mem::take(&mut self.locations), &order);
+        self.user_ops = permuted(std::mem::take(&mut self.user_ops), &order);
+        self.handles = permuted(std::mem::take(&mut self.handles), &order);
+        self.internal_refs = permuted(std::mem::take(&mut self.internal_refs), &order);
+        for index in self.index_of.values_mut() {
+            *index = new_index[*index];
+        }
+        outputs.into_iter().map(|o| new_index[o]).collect()
+    }
+
     /// Appends `node` as the next graph node.
     fn push(&mut self, node: Arc<Node>, kind: GKind, inputs: Vec<usize>) {
         self.index_of.insert(node.id, self.nodes.len());
@@ -292,6 +331,15 @@ impl Collector {
         self.handles.push(node);
         self.internal_refs.push(0);
     }
+}
+
+/// `v`'s elements in `order` (a permutation of its indices).
+fn permuted<T>(v: Vec<T>, order: &[usize]) -> Vec<T> {
+    let mut old: Vec<Option<T>> = v.into_iter().map(Some).collect();
+    order
+        .iter()
+        .map(|&i| old[i].take().expect("a permutation takes each once"))
+        .collect()
 }
 
 /// Per input slot: whether an output may be written into its buffer.
