@@ -233,3 +233,40 @@ fn randperm_is_a_seeded_permutation() {
         assert_eq!(Tensor::randperm(1000, &dev).to_vec::<i64>().unwrap(), p);
     }
 }
+
+/// Top-k of long lines goes by chunks: ties across chunks, NaN and
+/// infinities, a line that is not a multiple of the chunk, along a
+/// leading axis too, both directions, against the stable sort.
+#[test]
+fn chunked_topk_keeps_the_stable_order() {
+    let (rows, len) = (3usize, 5_003usize);
+    let mut x = values(rows * len, 77, true);
+    x[17] = f32::NAN;
+    x[4_000] = f32::NAN;
+    x[2_500] = f32::INFINITY;
+    x[len + 9] = f32::NEG_INFINITY;
+    x[2 * len + 4_999] = f32::INFINITY;
+    for dev in devices() {
+        let t = Tensor::from_vec(x.clone(), [rows, len], &dev).unwrap();
+        for largest in [true, false] {
+            for k in [1usize, 10, 200] {
+                let full = oracle(&x, &[rows, len], 1, largest);
+                let want: Vec<i64> = full.chunks(len).flat_map(|r| r[..k].to_vec()).collect();
+                let (vals, idx) = t.topk(k, 1, largest);
+                let what = format!("k {k} largest {largest} on {}", dev.name());
+                assert_eq!(idx.to_vec::<i64>().unwrap(), want, "{what}");
+                let want_vals = take(&x, &[rows, len], 1, &want, &[rows, k]);
+                same_values(&vals.to_vec::<f32>().unwrap(), &want_vals, &what);
+            }
+            // Along the first axis of the transposed tensor.
+            let tt = t.t();
+            let (_, idx) = tt.topk(10, 0, largest);
+            let want: Vec<i64> = oracle(&x, &[rows, len], 1, largest)
+                .chunks(len)
+                .flat_map(|r| r[..10].to_vec())
+                .collect();
+            let got = idx.t().to_vec::<i64>().unwrap();
+            assert_eq!(got, want, "transposed, largest {largest}");
+        }
+    }
+}

@@ -12,6 +12,10 @@ use crate::graph::Node;
 use crate::graph::op::Op;
 use crate::runtime::device::Device;
 
+/// Elements of a line that `topk` sorts in one piece; longer lines go by
+/// chunks of this many (`Tensor::topk_by_chunks`).
+const TOPK_CHUNK: usize = 1024;
+
 impl Tensor {
     /// The indices (`i64`, as PyTorch's) that sort `self` along `axis`,
     /// ascending or `descending`: a stable sort (equal values keep their
@@ -54,6 +58,11 @@ impl Tensor {
                 Location::caller()
             );
         }
+        let chunked = self.rank() > 0 && self.dtype().is_float();
+        if chunked && len > 2 * TOPK_CHUNK && k <= TOPK_CHUNK / 4 {
+            let idx = self.topk_by_chunks(k, ax, largest);
+            return (self.gather_sorted(axis, &idx), idx);
+        }
         let idx = self.sort_indices("topk", axis, largest);
         let idx = if self.rank() == 0 {
             idx
@@ -61,6 +70,51 @@ impl Tensor {
             idx.narrow(ax as isize, 0, k)
         };
         (self.gather_sorted(axis, &idx), idx)
+    }
+
+    /// The indices of the `k` largest (smallest) along `ax` of a long
+    /// line: each chunk of `TOPK_CHUNK` sorted on its own (a workgroup
+    /// each, all chunks at once), its first `k` kept, and those sorted
+    /// again. The order is the full sort's: candidates stay in index
+    /// order between chunks and the sort is stable. The padding past the
+    /// line's end sorts after every element it could displace (-inf
+    /// last among equals for `largest`, +inf for the smallest; NaN, the
+    /// greatest, still comes after +inf, so it is kept only if fewer than
+    /// `k` elements are not NaN, as in the full sort).
+    #[track_caller]
+    fn topk_by_chunks(&self, k: usize, ax: usize, largest: bool) -> Tensor {
+        let x = self.transpose(ax as isize, -1);
+        let len = x.shape()[x.rank() - 1];
+        let chunks = len.div_ceil(TOPK_CHUNK);
+        let fill = if largest {
+            f32::NEG_INFINITY
+        } else {
+            f32::INFINITY
+        };
+        let mut pads = vec![(0, 0); x.rank()];
+        pads[x.rank() - 1] = (0, chunks * TOPK_CHUNK - len);
+        let padded = x.pad(&pads, fill);
+        let mut shape: Vec<isize> = padded.shape().iter().map(|&d| d as isize).collect();
+        let r = shape.len();
+        shape[r - 1] = chunks as isize;
+        shape.push(TOPK_CHUNK as isize);
+        let blocks = padded.reshape(shape.clone());
+        let local = blocks.sort_indices("topk", -1, largest).narrow(-1, 0, k);
+        // Global positions of the candidates, chunk by chunk.
+        let base = Tensor::arange(
+            0,
+            (chunks * TOPK_CHUNK) as i32,
+            TOPK_CHUNK as i32,
+            self.device(),
+        )
+        .cast(DType::I64)
+        .unsqueeze(1);
+        let mut flat: Vec<isize> = shape[..r - 1].to_vec();
+        flat.push((chunks * k) as isize);
+        let global = (local + base).reshape(flat);
+        let values = padded.gather(-1, &global);
+        let order = values.sort_indices("topk", -1, largest).narrow(-1, 0, k);
+        global.gather(-1, &order).transpose(ax as isize, -1)
     }
 
     /// A random permutation of `0..n` (`i64`) from the device's seeded
