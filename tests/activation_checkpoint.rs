@@ -103,3 +103,37 @@ fn dropout_in_a_checkpointed_block_replays_its_mask() {
         assert!(lin.weight.grad().is_some());
     }
 }
+
+/// Under bf16 autocast, the recomputation inside backward (which runs
+/// outside the autocast scope) still computes in bf16: the gradients
+/// equal those without checkpointing.
+#[test]
+fn checkpointing_under_autocast_recomputes_in_the_same_dtype() {
+    use lazywgpu::DType;
+    use lazywgpu::amp::autocast;
+    for dev in devices() {
+        let run = |checkpointing: bool| {
+            dev.manual_seed(2);
+            let m = Llama::new(config(), &dev);
+            m.set_gradient_checkpointing(checkpointing);
+            let ids: Vec<i32> = (0..2 * 16).map(|i| i * 5 % 40).collect();
+            let x = Tensor::from_vec(ids.clone(), [2, 16], &dev).unwrap();
+            let y = Tensor::from_vec(ids.iter().map(|v| (v + 3) % 40).collect(), [2, 16], &dev)
+                .unwrap();
+            let logits = autocast(DType::BF16, || m.forward(&x));
+            let loss = nn::functional::cross_entropy(
+                &logits.cast(DType::F32).reshape([-1, 40]),
+                &y.reshape([-1]),
+            );
+            loss.backward();
+            m.params()
+                .iter()
+                .map(|p| p.grad().unwrap().to_vec::<f32>().unwrap())
+                .collect::<Vec<_>>()
+        };
+        let (plain, ckpt) = (run(false), run(true));
+        for (i, (a, b)) in plain.iter().zip(&ckpt).enumerate() {
+            assert_close(b, a, 1e-5, 1e-7, &format!("gradient {i} on {}", dev.name()));
+        }
+    }
+}

@@ -270,3 +270,29 @@ fn chunked_topk_keeps_the_stable_order() {
         }
     }
 }
+
+/// Smallest-k of a long line with fewer real values than k: the NaNs
+/// come last, at their own indices (never the chunks' padding).
+#[test]
+fn chunked_smallest_k_of_a_mostly_nan_line() {
+    let len = 3_000usize;
+    let mut x = vec![f32::NAN; len];
+    for (i, v) in [
+        (7usize, 2.0f32),
+        (900, -1.0),
+        (2_100, 0.5),
+        (2_999, 3.0),
+        (1_500, 2.0),
+    ] {
+        x[i] = v;
+    }
+    let want = oracle(&x, &[1, len], 1, false)[..10].to_vec();
+    for dev in devices() {
+        let t = Tensor::from_vec(x.clone(), [1, len], &dev).unwrap();
+        let (vals, idx) = t.topk(10, 1, false);
+        assert_eq!(idx.to_vec::<i64>().unwrap(), want, "on {}", dev.name());
+        let vals = vals.to_vec::<f32>().unwrap();
+        assert_eq!(&vals[..5], &[-1.0, 0.5, 2.0, 2.0, 3.0]);
+        assert!(vals[5..].iter().all(|v| v.is_nan()));
+    }
+}

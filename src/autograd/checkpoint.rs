@@ -4,12 +4,14 @@
 //! for the block's activations is traded for a second forward.
 //!
 //! The recomputation is recorded while backward runs, so its nodes come
-//! after the forward's in the graph: the scheduler computes them where
-//! the gradient needs them, and the forward's activations are dead by
-//! then (the graph merges no equal nodes, so the recomputed ones are
-//! never folded back into the forward's). Random draws inside the block
-//! (dropout) replay: the recomputation starts the device's generator
-//! where the forward started it.
+//! after the forward's in the graph (graphs run in creation order): the
+//! scheduler computes them where the gradient needs them, and the
+//! forward's activations are dead by then (the graph merges no equal
+//! nodes, so the recomputed ones are never folded back into the
+//! forward's). Random draws inside the block (dropout) replay: the
+//! recomputation starts the device's generator with the seed and at the
+//! position the forward started it; and it runs under the forward's
+//! autocast dtype.
 
 use std::sync::Arc;
 
@@ -48,7 +50,10 @@ pub fn checkpoint(
         return f(&xs);
     }
     let dev = xs[0].device().clone();
-    let rng_start = dev.rng_counter();
+    let rng_start = dev.rng_state();
+    // The recomputation runs inside backward, outside the caller's
+    // autocast scope: it takes the forward's (PyTorch's checkpoint does).
+    let amp = crate::amp::autocast_dtype();
     let y = no_grad(|| f(&xs));
     let saved: Vec<Tensor> = xs.iter().map(save).collect();
     let wanted: Vec<bool> = xs.iter().map(Tensor::requires_grad).collect();
@@ -67,12 +72,13 @@ pub fn checkpoint(
             .collect();
         let recomputed = {
             let _grad = EnableGradGuard::new();
-            // Replays the forward's random draws, then puts the
-            // generator back where backward found it.
-            let now = dev.rng_counter();
-            dev.set_rng_counter(rng_start);
+            let _amp = crate::amp::AutocastGuard::new(amp);
+            // Replays the forward's random draws (its seed and position),
+            // then puts the generator back where backward found it.
+            let now = dev.rng_state();
+            dev.set_rng_state(rng_start);
             let out = f(&leaves);
-            dev.set_rng_counter(now);
+            dev.set_rng_state(now);
             out
         };
         if recomputed.requires_grad() {

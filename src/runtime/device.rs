@@ -301,13 +301,17 @@ impl Device {
         rng.counter = counter;
     }
 
-    /// The generator's position in its stream (the next draw's counter).
-    pub(crate) fn rng_counter(&self) -> u64 {
-        self.inner
-            .rng
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .counter
+    /// The generator's seed and position in its stream (the next draw's
+    /// counter).
+    pub(crate) fn rng_state(&self) -> (u64, u64) {
+        let rng = self.inner.rng.lock().unwrap_or_else(|e| e.into_inner());
+        (rng.seed, rng.counter)
+    }
+
+    /// Puts the generator at `(seed, counter)` (from [`Device::rng_state`]).
+    pub(crate) fn set_rng_state(&self, (seed, counter): (u64, u64)) {
+        let mut rng = self.inner.rng.lock().unwrap_or_else(|e| e.into_inner());
+        *rng = RngState { seed, counter };
     }
 
     /// Turns fusion on or off for graphs compiled from now on (off: one

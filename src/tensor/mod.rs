@@ -166,6 +166,14 @@ impl Handle {
                     let b = base.value();
                     (b.node.clone(), b.version)
                 };
+                if bnode.dtype != self.dtype() {
+                    panic!(
+                        "a view of shape {:?} ({}) was taken before its base became {} (set_dtype_, to_dtype): take the view again",
+                        self.shape,
+                        self.dtype(),
+                        bnode.dtype
+                    );
+                }
                 let mut v = self.value();
                 let stale = v.version != bversion || (v.node.is_pending() && !bnode.is_pending());
                 if stale {

@@ -77,20 +77,16 @@ impl Tensor {
     /// each, all chunks at once), its first `k` kept, and those sorted
     /// again. The order is the full sort's: candidates stay in index
     /// order between chunks and the sort is stable. The padding past the
-    /// line's end sorts after every element it could displace (-inf
-    /// last among equals for `largest`, +inf for the smallest; NaN, the
-    /// greatest, still comes after +inf, so it is kept only if fewer than
-    /// `k` elements are not NaN, as in the full sort).
+    /// line's end sorts after every real element (see `fill`).
     #[track_caller]
     fn topk_by_chunks(&self, k: usize, ax: usize, largest: bool) -> Tensor {
         let x = self.transpose(ax as isize, -1);
         let len = x.shape()[x.rank() - 1];
         let chunks = len.div_ceil(TOPK_CHUNK);
-        let fill = if largest {
-            f32::NEG_INFINITY
-        } else {
-            f32::INFINITY
-        };
+        // Padding sorts after every real element it ties with (it has the
+        // larger index): -inf last for the largest; NaN, the greatest
+        // value, last for the smallest (+inf would go before real NaNs).
+        let fill = if largest { f32::NEG_INFINITY } else { f32::NAN };
         let mut pads = vec![(0, 0); x.rank()];
         pads[x.rank() - 1] = (0, chunks * TOPK_CHUNK - len);
         let padded = x.pad(&pads, fill);
