@@ -29,7 +29,14 @@ impl Tensor {
         let mut row_shape = self.shape().to_vec();
         row_shape[self.rank() - 1] = 1;
         let u = Tensor::rand(row_shape, self.device()) * total;
-        let below = cdf.le(&u).cast(DType::I32).sum([-1], false);
-        below.minimum(n as i32 - 1)
+        // The first position whose running sum passes `u` (the count of
+        // those at or below it: the sums never decrease), as an arg-max
+        // of the comparison; `n - 1` where rounding left none above `u`.
+        // (A sum of the comparison would do, but lavapipe took 9 s to
+        // compile a sum reduction reading a broadcast random draw.)
+        let above = cdf.gt(&u).cast(DType::I32);
+        let first = above.argmax(-1, false);
+        let any = above.max([-1], false).eq(1i32);
+        any.where_cond(&first, n as i32 - 1)
     }
 }
