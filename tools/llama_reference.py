@@ -34,23 +34,13 @@ import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
+# The batch sampler and the f32 writer are gpt_reference.py's (this folder).
+from gpt_reference import SplitMix64, save_safetensors
+
 ROOT = os.path.join(os.path.dirname(__file__), "..")
-MASK = (1 << 64) - 1
 CFG = dict(hidden_size=64, intermediate_size=176, num_hidden_layers=2, num_attention_heads=4,
            num_key_value_heads=2, max_position_embeddings=256, rms_norm_eps=1e-5, rope_theta=10000.0)
 BATCH, BLOCK, ITERS, PROMPT, NEW, TRAINED, FORCED = 8, 32, 20, 8, 24, 300, 200
-
-
-class SplitMix64:
-    def __init__(self, seed):
-        self.state = seed & MASK
-
-    def next(self):
-        self.state = (self.state + 0x9E3779B97F4A7C15) & MASK
-        z = self.state
-        z = ((z ^ (z >> 30)) * 0xBF58476D1CE4E5B9) & MASK
-        z = ((z ^ (z >> 27)) * 0x94D049BB133111EB) & MASK
-        return z ^ (z >> 31)
 
 
 class RMSNorm(nn.Module):
@@ -150,19 +140,6 @@ class Llama(nn.Module):
         for layer in self.model.layers:
             x = layer(x, cos, sin)
         return self.lm_head(self.model.norm(x))
-
-
-def save_safetensors(path, named):
-    header, blobs, offset = {}, [], 0
-    for name, t in named:
-        raw = struct.pack(f"<{t.numel()}f", *t.detach().flatten().tolist())
-        header[name] = {"dtype": "F32", "shape": list(t.shape), "data_offsets": [offset, offset + len(raw)]}
-        blobs.append(raw)
-        offset += len(raw)
-    h = json.dumps(header).encode()
-    h += b" " * (-len(h) % 8)
-    with open(path, "wb") as f:
-        f.write(struct.pack("<Q", len(h)) + h + b"".join(blobs))
 
 
 def save_sharded_bf16(folder, named, shards=2):

@@ -229,45 +229,15 @@ fn eval(op: &Op, dtype: DType, shape: &[usize], p: &[u32], inputs: &[&Arr]) -> A
         Op::Flip(axes) => indexing::flip(inputs[0], shape, axes, dtype),
         Op::Gather(axis) => indexing::gather(inputs[0], inputs[1], shape, *axis, dtype),
         Op::ScatterAdd(axis) => indexing::scatter_add(inputs, shape, *axis, dtype),
-        Op::Reduce { op, axes, parts } => {
-            // Traced graphs hold one-stage reductions; splitting is a
-            // lowering for the GPU (`schedule::split_reductions`).
-            assert_eq!(*parts, 1, "the CPU reference runs traced graphs only");
-            let x = inputs[0];
-            let values = reduce::reduce(*op, &x.to_f64(), &x.shape(), axes);
-            Arr::from_bits(dtype, shape, reduce::to_bits(&values, dtype))
-        }
-        Op::Softmax { axis, log } => {
-            let values = reduce::softmax(&inputs[0].to_f64(), shape, *axis, *log);
-            Arr::from_bits(dtype, shape, reduce::to_bits(&values, dtype))
-        }
-        Op::Normalize { rms } | Op::NormalizeBackward { rms } => {
-            let len = shape.last().copied().unwrap_or(1);
-            let eps = f64::from(f32::from_bits(p[0]));
-            let gy = matches!(op, Op::NormalizeBackward { .. }).then(|| inputs[1].to_f64());
-            let values = reduce::normalize(&inputs[0].to_f64(), gy.as_deref(), (len, *rms), eps);
-            Arr::from_bits(dtype, shape, reduce::to_bits(&values, dtype))
-        }
-        Op::Attention { causal } => {
-            let (qs, ks, vs) = (inputs[0].shape(), inputs[1].shape(), inputs[2].shape());
-            let r = qs.len();
-            let dims = (qs[r - 2], ks[r - 2], qs[r - 1], vs[r - 1]);
-            let scale = f64::from(f32::from_bits(p[0]));
-            let (q, k, v) = (inputs[0].to_f64(), inputs[1].to_f64(), inputs[2].to_f64());
-            let values = reduce::attention((&q, &k, &v), dims, scale, *causal);
-            Arr::from_bits(dtype, shape, reduce::to_bits(&values, dtype))
-        }
-        Op::Scan { op, axis } => {
-            let values = reduce::scan(*op, &inputs[0].to_f64(), shape, *axis);
-            Arr::from_bits(dtype, shape, reduce::to_bits(&values, dtype))
-        }
-        Op::Sort { axis, descending } => {
-            let order = reduce::argsort(&inputs[0].to_f64(), shape, *axis, *descending);
-            Arr::from_bits(dtype, shape, order.into_iter().map(|i| i as u32).collect())
-        }
-        Op::Matmul => {
-            let (a, b) = (inputs[0], inputs[1]);
-            let values = reduce::matmul(&a.to_f64(), &b.to_f64(), &a.shape(), &b.shape());
+        Op::Reduce { .. }
+        | Op::Softmax { .. }
+        | Op::Normalize { .. }
+        | Op::NormalizeBackward { .. }
+        | Op::Attention { .. }
+        | Op::Scan { .. }
+        | Op::Sort { .. }
+        | Op::Matmul => {
+            let values = root_values(op, shape, p, inputs);
             Arr::from_bits(dtype, shape, reduce::to_bits(&values, dtype))
         }
         Op::StridedScatter(layout) => {
@@ -278,6 +248,45 @@ fn eval(op: &Op, dtype: DType, shape: &[usize], p: &[u32], inputs: &[&Arr]) -> A
             }
             Arr::from_bits(dtype, shape, bits)
         }
+    }
+}
+
+/// The values of a kernel root's op (reductions, softmax, the row norms,
+/// attention, scans, sorts, matmul), in f64 (a sort's are its indices).
+fn root_values(op: &Op, shape: &[usize], p: &[u32], inputs: &[&Arr]) -> Vec<f64> {
+    let x = || inputs[0].to_f64();
+    match op {
+        Op::Reduce { op, axes, parts } => {
+            // Traced graphs hold one-stage reductions; splitting is a
+            // lowering for the GPU (`schedule::split_reductions`).
+            assert_eq!(*parts, 1, "the CPU reference runs traced graphs only");
+            reduce::reduce(*op, &x(), &inputs[0].shape(), axes)
+        }
+        Op::Softmax { axis, log } => reduce::softmax(&x(), shape, *axis, *log),
+        Op::Normalize { rms } | Op::NormalizeBackward { rms } => {
+            let len = shape.last().copied().unwrap_or(1);
+            let eps = f64::from(f32::from_bits(p[0]));
+            let gy = matches!(op, Op::NormalizeBackward { .. }).then(|| inputs[1].to_f64());
+            reduce::normalize(&x(), gy.as_deref(), (len, *rms), eps)
+        }
+        Op::Attention { causal } => {
+            let (qs, ks, vs) = (inputs[0].shape(), inputs[1].shape(), inputs[2].shape());
+            let r = qs.len();
+            let dims = (qs[r - 2], ks[r - 2], qs[r - 1], vs[r - 1]);
+            let scale = f64::from(f32::from_bits(p[0]));
+            let (k, v) = (inputs[1].to_f64(), inputs[2].to_f64());
+            reduce::attention((&x(), &k, &v), dims, scale, *causal)
+        }
+        Op::Scan { op, axis } => reduce::scan(*op, &x(), shape, *axis),
+        Op::Sort { axis, descending } => reduce::argsort(&x(), shape, *axis, *descending)
+            .into_iter()
+            .map(f64::from)
+            .collect(),
+        Op::Matmul => {
+            let (a, b) = (inputs[0], inputs[1]);
+            reduce::matmul(&a.to_f64(), &b.to_f64(), &a.shape(), &b.shape())
+        }
+        other => unreachable!("{} is not a kernel root", other.name()),
     }
 }
 

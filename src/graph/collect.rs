@@ -288,13 +288,14 @@ impl Collector {
     /// all of backward (every block's recomputed activations live at
     /// once, a larger peak than without checkpointing). In creation
     /// order each block's recomputation comes right before its gradient.
+    /// Called once, after every output was walked.
     fn reorder_by_creation(&mut self, outputs: Vec<usize>) -> Vec<usize> {
         let n = self.nodes.len();
+        if self.handles.windows(2).all(|w| w[0].id < w[1].id) {
+            return outputs; // a chain, or a walk that met nodes in order
+        }
         let mut order: Vec<usize> = (0..n).collect();
         order.sort_unstable_by_key(|&i| self.handles[i].id);
-        if order.iter().enumerate().all(|(k, &i)| k == i) {
-            return outputs;
-        }
         let mut new_index = vec![0usize; n];
         for (k, &i) in order.iter().enumerate() {
             new_index[i] = k;
@@ -310,9 +311,8 @@ impl Collector {
         self.user_ops = permuted(std::mem::take(&mut self.user_ops), &order);
         self.handles = permuted(std::mem::take(&mut self.handles), &order);
         self.internal_refs = permuted(std::mem::take(&mut self.internal_refs), &order);
-        for index in self.index_of.values_mut() {
-            *index = new_index[*index];
-        }
+        // `index_of` is left in walk order: nothing is walked after this.
+        self.index_of.clear();
         outputs.into_iter().map(|o| new_index[o]).collect()
     }
 

@@ -145,6 +145,17 @@ struct Placement<'a> {
     mask: Option<&'a Tensor>,
 }
 
+impl Placement<'_> {
+    /// Every sequence from position `start` on, no padding.
+    fn from(start: usize) -> Placement<'static> {
+        Placement {
+            start,
+            positions: None,
+            mask: None,
+        }
+    }
+}
+
 /// One decoder block: `x + attn(norm(x))`, then `x + mlp(norm(x))`.
 pub struct LlamaBlock {
     /// Before attention.
@@ -311,11 +322,7 @@ impl Llama {
     /// whole sequence (training).
     #[track_caller]
     pub fn forward(&self, ids: &Tensor) -> Tensor {
-        let at = Placement {
-            start: 0,
-            positions: None,
-            mask: None,
-        };
+        let at = Placement::from(0);
         self.run(ids, &at, None)
             .expect("no cache: nothing can fill up")
     }
@@ -327,11 +334,7 @@ impl Llama {
     #[track_caller]
     pub fn forward_cached(&self, ids: &Tensor, caches: &mut [KvCache]) -> Result<Tensor> {
         let start = caches.first().map_or(0, KvCache::len);
-        let at = Placement {
-            start,
-            positions: None,
-            mask: None,
-        };
+        let at = Placement::from(start);
         self.run(ids, &at, Some(caches))
     }
 
@@ -391,11 +394,7 @@ impl Llama {
             if checkpointed {
                 let (block, rope) = (block.clone(), self.rope.clone());
                 x = checkpoint(&[&x], move |xs| {
-                    let at = Placement {
-                        start,
-                        positions: None,
-                        mask: None,
-                    };
+                    let at = Placement::from(start);
                     block
                         .forward(&xs[0], (&rope, &at), None)
                         .expect("no cache: nothing can fill up")
@@ -425,18 +424,41 @@ impl Llama {
     /// new ids `[B, new_tokens]` (`i64`).
     #[track_caller]
     pub fn generate(&self, prompt: &Tensor, new_tokens: usize, how: &Sampling) -> Result<Tensor> {
+        self.decode(prompt, None, new_tokens, how)
+    }
+
+    /// The decoding loop of [`Llama::generate`] and
+    /// [`Llama::generate_batch`]: `prompt` `[B, T]` once, then each
+    /// sampled token, with `padded`'s positions and mask `[B, T]` for
+    /// left-padded prompts (each next position one past its row's last).
+    fn decode(
+        &self,
+        prompt: &Tensor,
+        padded: Option<(Tensor, Tensor)>,
+        new_tokens: usize,
+        how: &Sampling,
+    ) -> Result<Tensor> {
         let (b, t) = (prompt.shape()[0], prompt.shape()[1]);
         let dev = prompt.device().clone();
         let dtype = self.model.embed_tokens.weight.dtype();
         let mut caches = self.new_caches(b, t + new_tokens, dtype);
         let mut next = prompt.clone();
+        let mut padded = padded;
+        let ones = Tensor::full([b, 1], true, &dev);
         let mut out = Vec::with_capacity(new_tokens);
         for _ in 0..new_tokens {
-            let logits = self.forward_cached(&next, &mut caches)?;
+            let logits = match &padded {
+                Some((pos, mask)) => self.forward_cached_masked(&next, &mut caches, pos, mask)?,
+                None => self.forward_cached(&next, &mut caches)?,
+            };
             let last = logits.select(1, logits.shape()[1] - 1);
             let token = sample_logits(&last, how).reshape([b as isize, 1]);
             out.push(token.clone());
             next = token;
+            if let Some((pos, _)) = &padded {
+                let after = pos.narrow(1, pos.shape()[1] - 1, 1) + 1i32;
+                padded = Some((after, ones.clone()));
+            }
             dev.mark_step()?;
         }
         let refs: Vec<&Tensor> = out.iter().collect();
@@ -478,29 +500,10 @@ impl Llama {
             real.extend((0..t).map(|i| i >= pad));
             positions.extend((0..t).map(|i| i.saturating_sub(pad) as i32));
         }
-        let dtype = self.model.embed_tokens.weight.dtype();
-        let mut caches = self.new_caches(b, t + new_tokens, dtype);
-        let mut next = Tensor::from_vec(ids, [b, t], &dev)?;
-        let mut mask = Tensor::from_vec(real, [b, t], &dev)?;
-        let mut pos = Tensor::from_vec(positions, [b, t], &dev)?;
-        let ones = Tensor::full([b, 1], true, &dev);
-        let mut out = Vec::with_capacity(new_tokens);
-        for _ in 0..new_tokens {
-            let logits = self.forward_cached_masked(&next, &mut caches, &pos, &mask)?;
-            let last = logits.select(1, logits.shape()[1] - 1);
-            let token = sample_logits(&last, how).reshape([b as isize, 1]);
-            out.push(token.clone());
-            pos = pos.narrow(1, pos.shape()[1] - 1, 1) + 1i32;
-            next = token;
-            mask = ones.clone();
-            dev.mark_step()?;
-        }
-        let refs: Vec<&Tensor> = out.iter().collect();
-        Ok(if refs.is_empty() {
-            Tensor::zeros_dtype([b, 0], DType::I64, &dev)
-        } else {
-            Tensor::cat(&refs, 1)
-        })
+        let ids = Tensor::from_vec(ids, [b, t], &dev)?;
+        let mask = Tensor::from_vec(real, [b, t], &dev)?;
+        let positions = Tensor::from_vec(positions, [b, t], &dev)?;
+        self.decode(&ids, Some((positions, mask)), new_tokens, how)
     }
 }
 

@@ -172,7 +172,8 @@ fn epilogues(key: &GraphKey, written: &[bool]) -> Vec<Option<usize>> {
 
 /// Per node: whether it is a kernel root whose value some consumer needs
 /// other than from the register of its own kernel (see
-/// `readers_outside_kernel`), so that it must be written.
+/// `readers_outside_kernel`), or whose kernel works in its output
+/// (`Op::works_in_its_output`), so that it must be written.
 fn roots_read_elsewhere(
     key: &GraphKey,
     written: &[bool],
@@ -188,12 +189,15 @@ fn roots_read_elsewhere(
     let readers = readers_outside_kernel(key, &consumers, written, epilogue_of);
     (0..count)
         .map(|r| {
+            // A kernel that works in its own output always writes it.
+            let works_in_output = op_of(key, r).is_some_and(Op::works_in_its_output);
             is_root(key, r)
-                && consumers[r].iter().any(|&c| match readers[c] {
-                    RootsReached::None => false,
-                    RootsReached::One(e) => e != r,
-                    RootsReached::Many => true,
-                })
+                && (works_in_output
+                    || consumers[r].iter().any(|&c| match readers[c] {
+                        RootsReached::None => false,
+                        RootsReached::One(e) => e != r,
+                        RootsReached::Many => true,
+                    }))
         })
         .collect()
 }
@@ -233,9 +237,7 @@ fn group_kernels(
             continue;
         }
         if is_root(key, i) {
-            let write_root = written[i]
-                || read_elsewhere[i]
-                || op_of(key, i).is_some_and(Op::works_in_its_output);
+            let write_root = written[i] || read_elsewhere[i];
             log::debug!(
                 "node {i} ({}): kernel root, {}",
                 op_of(key, i).map_or("?", Op::name),
