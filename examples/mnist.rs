@@ -258,6 +258,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     let mut losses: Vec<(f64, f64)> = Vec::new();
     let mut step_rates = Vec::new();
     let started = Instant::now();
+    let mut training_peak = 0;
     for epoch in 1..=epochs {
         let mut sync = SyncStats::default();
         let bar = if rank == 0 {
@@ -328,6 +329,12 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
                 sync.wall.as_secs_f64() * 1e3 / batches.max(1) as f64,
             );
         }
+        if epoch == 1 {
+            // Everything live, parameters and scratch textures included,
+            // before any evaluation (tools/torch_memory.py measures
+            // PyTorch's the same way).
+            training_peak = dev.metrics().counter("peak_bytes_live");
+        }
         // Every rank holds the same parameters: rank 0 evaluates.
         if rank == 0 {
             let (test_loss, acc) = evaluate(&model, &data, dtype, &dev)?;
@@ -352,6 +359,12 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         } else {
             step_rates[0]
         }
+    );
+    println!(
+        "peak device memory: {:.1} MB in training (batch {}), {:.1} MB with evaluation (batch {EVAL_BATCH})",
+        training_peak as f64 / 1e6,
+        args.batch_size,
+        dev.metrics().counter("peak_bytes_live") as f64 / 1e6,
     );
     if let Some(scaler) = &scaler {
         println!(

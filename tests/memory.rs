@@ -235,3 +235,49 @@ fn a_matmuls_scratch_texture_counts_in_the_peak() {
     let after = dev.metrics().counter("bytes_live");
     assert!(after < held + packed, "{after} bytes live after the step");
 }
+
+/// A convolution reads its input's windows in place on every matmul path
+/// (lavapipe's lane kernel included): forward and backward hold the
+/// input, its padded copy, the weights, the output and the gradients, and
+/// nothing of the size of the windows laid out as columns (the im2col,
+/// here 9 times the input).
+#[test]
+fn a_convolution_holds_nothing_of_its_columns_size() {
+    let Some(dev) = gpu() else { return };
+    let (n, c, h, w) = (8usize, 32usize, 48usize, 48usize);
+    let x = Tensor::randn([n, c, h, w], &dev);
+    let weight = Tensor::randn([c, c, 3, 3], &dev) * 0.1;
+    x.requires_grad_(true);
+    weight.requires_grad_(true);
+    dev.mark_step().unwrap();
+    dev.wait().unwrap();
+    let input_bytes = (n * c * h * w * 4) as u64;
+    let columns_bytes = 9 * input_bytes;
+
+    dev.reset_metrics();
+    let held = dev.metrics().counter("bytes_live");
+    let y = x.conv2d(&weight, None, (1, 1), (1, 1), (1, 1));
+    dev.mark_step().unwrap();
+    dev.wait().unwrap();
+    let forward = dev.metrics().counter("peak_bytes_live") - held;
+    // The padded copy and the output, with room for the packed weights.
+    assert!(
+        forward <= 3 * input_bytes,
+        "forward peak {forward} bytes above what was held (the input is {input_bytes}, its columns {columns_bytes})"
+    );
+
+    dev.reset_metrics();
+    let held = dev.metrics().counter("bytes_live");
+    y.sum_all().backward();
+    dev.mark_step().unwrap();
+    dev.wait().unwrap();
+    let backward = dev.metrics().counter("peak_bytes_live") - held;
+    // The output's gradient, its padded copy and the input's gradient
+    // (the weight's is small), with room for one more of their size.
+    assert!(
+        backward <= 4 * input_bytes,
+        "backward peak {backward} bytes above what was held (the input is {input_bytes}, its columns {columns_bytes})"
+    );
+    let gx = x.grad().unwrap().to_vec::<f32>().unwrap();
+    assert!(gx.iter().all(|v| v.is_finite()));
+}

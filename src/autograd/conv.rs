@@ -1,18 +1,15 @@
 //! Backward rules of `conv2d`, `max_pool2d` and `avg_pool2d`. Their
 //! forward passes read overlapping windows of the input, so the input
-//! gradient needs the windows' contributions added back (col2im): a sum of
-//! `KH * KW` strided placements that fuses into one elementwise kernel. For
-//! the convolution the columns' gradient comes from one matmul first (or,
-//! with many input channels, a transposed convolution does it all).
+//! gradient needs the windows' contributions added back. For the pools
+//! that is col2im: a sum of `KH * KW` strided placements that fuses into
+//! one elementwise kernel. For the convolution it is a transposed
+//! convolution, which reads the output gradient's windows in place: a
+//! column gradient (`[N, C*KH*KW, OH*OW]`, 9 times the input for a 3x3
+//! kernel) is never written.
 
 use super::{record, save, wants};
 use crate::dtype::DType;
 use crate::tensor::Tensor;
-
-/// Largest column gradient (`[N, C*KH*KW, OH*OW]` f32) that the input
-/// gradient of a convolution writes before col2im; past it (or with 64+
-/// input channels) a transposed convolution is used instead.
-const COL2IM_MAX_BYTES: usize = 64 << 20;
 
 /// Window geometry shared by the forward op and its gradient.
 #[derive(Clone, Copy)]
@@ -154,29 +151,14 @@ pub(crate) fn conv2d(
         let (oc, kh, kw) = (ws.shape()[0], ws.shape()[2], ws.shape()[3]);
         let (oh, ow) = (g.shape()[2], g.shape()[3]);
         let (l, k) = (oh * ow, (c / groups) * kh * kw);
-        // The weight and the output gradient with the groups as a batch
-        // dim ([G, OC/G, K] and [N, G, OC/G, L]); without groups, plain.
-        let (wg, gg) = if groups == 1 {
-            (ws.reshape([oc, k]), g.reshape([n, oc, l]))
+        // The output gradient with the groups as a batch dim ([N, G,
+        // OC/G, L]); without groups, plain.
+        let gg = if groups == 1 {
+            g.reshape([n, oc, l])
         } else {
-            (
-                ws.reshape([groups, oc / groups, k]),
-                g.reshape([n, groups, oc / groups, l]),
-            )
+            g.reshape([n, groups, oc / groups, l])
         };
-        let gx = nx.then(|| {
-            let cols_bytes = n * c * kh * kw * l * 4;
-            if c < 64 && cols_bytes <= COL2IM_MAX_BYTES {
-                // The columns' gradient W^T @ g (a matmul whose rows are
-                // C*KH*KW, which fills the 64-row tiles), then col2im.
-                let dcols = wg.transpose(-1, -2).matmul(&gg);
-                let contrib = dcols
-                    .reshape([n, c, kh, kw, oh, ow])
-                    .permute([0, 1, 4, 5, 2, 3]);
-                return col2im(&contrib, h, w, win);
-            }
-            input_grad_by_transposed_conv(g, &ws, (h, w), win, groups)
-        });
+        let gx = nx.then(|| input_grad_by_transposed_conv(g, &ws, (h, w), win, groups));
         let gw = nw.then(|| {
             let (cols, _, _) = xs.windows("conv2d", win, 0.0);
             let gw = if groups == 1 {

@@ -236,7 +236,11 @@ fn kernels_carry_the_strategy_they_were_generated_with() {
                 kernel: lavapipe.matmul,
                 // 64 rows in two tiles of 32; 24 texels of columns in
                 // three tiles of 8 lanes (none idle).
-                tile: Some(crate::kernel::LaneTile { rows: 32, lanes: 8 })
+                tile: Some(crate::kernel::LaneTile {
+                    rows: 32,
+                    lanes: 8,
+                    b_in_place: false
+                })
             }
         ]
     );

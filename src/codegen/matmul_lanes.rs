@@ -32,9 +32,10 @@ use super::matmul::{
     matmul_dims, modulo, over, plus, splat_lane, store_block, tile_ids, tile_load, times,
 };
 use super::wgsl::{CodegenContext, KernelSource, Launch, TextureUse, WORKGROUP_SIZE};
-use crate::graph::GraphKey;
+use crate::graph::op::Op;
+use crate::graph::{GKind, GraphKey};
 use crate::kernel::ir::{Builtin, Expr, Inst, Ty};
-use crate::kernel::{Entry, LaneAdapter, LaneTile, Strategy};
+use crate::kernel::{Entry, LaneAdapter, LaneTile, Strategy, lane_reads_b_in_place};
 
 /// Rows of the output a workgroup computes (at most): 32 `vec4`
 /// accumulators per lane measured faster than 8 or 16.
@@ -78,6 +79,21 @@ struct Geometry {
     tiles_n: usize,
     a: Packing,
     b: Packing,
+    /// Whether B is read in place through its view, not packed.
+    b_in_place: bool,
+}
+
+/// Elements of the node that `node`'s view chain (reshapes, broadcasts,
+/// strided views) reads: the size of what a packed copy of `node` copies.
+fn source_elements(key: &GraphKey, mut node: usize) -> usize {
+    while let GKind::Op {
+        op: Op::Reshape | Op::Expand | Op::AsStrided(_),
+        ..
+    } = key.nodes[node].kind
+    {
+        node = key.nodes[node].inputs[0];
+    }
+    key.nodes[node].shape.iter().product()
 }
 
 /// Lanes per workgroup for `n4` texels of columns: the power of two from
@@ -124,6 +140,7 @@ fn tile_for(m: usize, n4: usize, s: usize, precedent: Option<Strategy>) -> LaneT
     LaneTile {
         rows: (m.div_ceil(s) * s).clamp(s, MAX_ROWS),
         lanes: lanes_for(n4, s),
+        b_in_place: false,
     }
 }
 
@@ -140,13 +157,14 @@ fn geometry(
     }
     let batch = d.groups / d.tiles_mn.max(1);
     let (k4, n4) = (d.k.div_ceil(4), d.n.div_ceil(4));
-    let LaneTile { rows, lanes } = tile_for(d.m, n4, s, precedent);
+    let LaneTile { rows, lanes, .. } = tile_for(d.m, n4, s, precedent);
+    let b_in_place = lane_reads_b_in_place(batch * d.k * d.n, source_elements(key, d.b));
     let max = adapter.max_texture;
     // A's row blocks hold whole workgroup row tiles, B's column blocks
     // whole workgroup column tiles: a workgroup reads one layer of each.
     let a_height = block(d.m, max, rows);
     let b_width = block(n4, max, lanes);
-    if k4 > max || k4 * 4 > max || a_height == 0 || b_width == 0 {
+    if k4 > max || a_height == 0 || (!b_in_place && (k4 * 4 > max || b_width == 0)) {
         return None;
     }
     let a = Packing {
@@ -169,7 +187,7 @@ fn geometry(
         row_blocks: 1,
         col_blocks: n4.div_ceil(b_width),
     };
-    if a.layers() > adapter.max_layers || b.layers() > adapter.max_layers {
+    if a.layers() > adapter.max_layers || (!b_in_place && b.layers() > adapter.max_layers) {
         return None;
     }
     Some(Geometry {
@@ -182,6 +200,7 @@ fn geometry(
         tiles_n: n4.div_ceil(lanes),
         a,
         b,
+        b_in_place,
         d,
     })
 }
@@ -207,6 +226,7 @@ pub(super) fn matmul_lanes(
         tiles_n,
         a,
         b,
+        b_in_place,
         ..
     } = geo;
     let s = adapter.subgroup;
@@ -219,7 +239,12 @@ pub(super) fn matmul_lanes(
     let i0 = g.emit("rfirst", Ty::U32, times(ids.tm.clone(), rows));
     let regs = lane_registers(g, (rows, s, geo.d.m), &a, (&ids, &i0));
     let k = g.fresh("kt");
-    let body = g.block(|g| lane_step(g, &regs, &columns, &Expr::Var(k)));
+    let b_rows = if b_in_place {
+        BRows::InPlace(b_in_place_reads(g, &geo, &columns, &ids))
+    } else {
+        BRows::Packed
+    };
+    let body = g.block(|g| lane_step(g, &regs, (&columns, &b_rows), &Expr::Var(k)));
     g.push(Inst::Loop {
         counter: k,
         count: Expr::count(k4),
@@ -243,15 +268,22 @@ pub(super) fn matmul_lanes(
         subgroup_id: true,
     };
     let cx = g.context();
-    let packs = vec![pack(key, stored, &cx, &a, 0), pack(key, stored, &cx, &b, 1)];
-    let size = |p: &Packing| (p.width as u32, p.height as u32, p.layers() as u32);
+    let packed: Vec<&Packing> = if b_in_place { vec![&a] } else { vec![&a, &b] };
+    let packs = (packed.iter().enumerate())
+        .map(|(slot, p)| pack(key, stored, &cx, p, slot))
+        .collect();
+    let size = |p: &&Packing| (p.width as u32, p.height as u32, p.layers() as u32);
     Some(LaneMatmul {
         entry,
         body: g.body().to_vec(),
         groups,
-        tile: LaneTile { rows, lanes },
+        tile: LaneTile {
+            rows,
+            lanes,
+            b_in_place,
+        },
         packs,
-        scratch: vec![size(&a), size(&b)],
+        scratch: packed.iter().map(size).collect(),
     })
 }
 
@@ -323,16 +355,75 @@ fn lane_registers(
     LaneRegisters { accs, fetch, s }
 }
 
-/// One step of K (texel column `k4` of A, rows 4 `k4` .. +3 of B): four
-/// texels of B, each lane's texel of A per group of rows, and per row
-/// its A broadcast from its lane, times B, into the row's accumulator.
-fn lane_step(g: &mut Gen, regs: &LaneRegisters, columns: &LaneColumns, k4: &Expr) {
-    let rows_of_b: Vec<Expr> = (0..4)
-        .map(|q| {
-            let y = plus(times(k4.clone(), 4), q);
+/// Where a lane reads its four columns of B's rows.
+enum BRows {
+    /// From texture `tb` (B packed).
+    Packed,
+    /// From B's node through its view.
+    InPlace(InPlaceB),
+}
+
+/// What a lane needs to read its columns of B in place: B's node and
+/// sizes, and where its columns start in B's row-major elements.
+struct InPlaceB {
+    node: usize,
+    k: usize,
+    n: usize,
+    /// The lane's first column.
+    col0: Expr,
+    /// Element `(bi, 0, col0)` of B, row-major.
+    base: Expr,
+}
+
+/// Defines where this lane's columns of B start, for reading B in place.
+fn b_in_place_reads(g: &mut Gen, geo: &Geometry, columns: &LaneColumns, ids: &TileIds) -> InPlaceB {
+    let (k, n) = (geo.d.k, geo.d.n);
+    let col0 = g.emit("bcol", Ty::U32, times(columns.c4.clone(), 4));
+    let base = add(times(ids.bi.clone(), k * n), col0.clone());
+    let base = g.emit("bbase", Ty::U32, base);
+    InPlaceB {
+        node: geo.b.node,
+        k,
+        n,
+        col0,
+        base,
+    }
+}
+
+/// The lane's four columns of B's row `y` as a `vec4`: a texel of the
+/// packed B, or four elements read in place (zero past K or N).
+fn b_row(g: &mut Gen, rows: &BRows, columns: &LaneColumns, y: Expr) -> Expr {
+    let texel = match rows {
+        BRows::Packed => {
             let args = vec![columns.bx.clone(), y, columns.bl.clone()];
-            g.emit("b", VEC4, Expr::call(Builtin::TextureLoad("tb"), args))
-        })
+            Expr::call(Builtin::TextureLoad("tb"), args)
+        }
+        BRows::InPlace(b) => {
+            let row = g.emit("by", Ty::U32, y);
+            let at = g.emit("bat", Ty::U32, add(b.base.clone(), times(row.clone(), b.n)));
+            tile_load(
+                g,
+                b.node,
+                |q| both(below(row.clone(), b.k), below(plus(b.col0.clone(), q), b.n)),
+                |q| plus(at.clone(), q),
+            )
+        }
+    };
+    g.emit("b", VEC4, texel)
+}
+
+/// One step of K (texel column `k4` of A, rows 4 `k4` .. +3 of B): four
+/// rows of the lane's columns of B, each lane's texel of A per group of
+/// rows, and per row its A broadcast from its lane, times B, into the
+/// row's accumulator.
+fn lane_step(
+    g: &mut Gen,
+    regs: &LaneRegisters,
+    (columns, b_rows): (&LaneColumns, &BRows),
+    k4: &Expr,
+) {
+    let rows_of_b: Vec<Expr> = (0..4)
+        .map(|q| b_row(g, b_rows, columns, plus(times(k4.clone(), 4), q)))
         .collect();
     let fetched: Vec<Expr> = regs
         .fetch

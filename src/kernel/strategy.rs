@@ -62,6 +62,25 @@ pub(crate) struct LaneTile {
     pub rows: usize,
     /// Lanes, four columns each (a power of two from the subgroup size).
     pub lanes: usize,
+    /// Whether B is read in place through its view rather than packed
+    /// into a texture first (`lane_reads_b_in_place`).
+    pub b_in_place: bool,
+}
+
+/// How many times its source's size the packed copy of a lane matmul's
+/// B operand may be before the kernel reads B in place instead.
+pub(crate) const LANE_PACK_MAX_GROWTH: usize = 2;
+
+/// Whether a lane matmul reads its B operand in place (`view_elements`
+/// elements, read through a view of `source_elements` ones) instead of
+/// packing it into a texture: where the view reads its source many times
+/// over, as a convolution's windows do (a 3x3 window reads each input
+/// element 9 times), the packed copy is the im2col (663 MB for the MNIST
+/// CNN's evaluation batch), and reading in place keeps the convolution
+/// in its input's, weights' and output's memory. Texel fetches of a
+/// packed B are faster where the copy costs no more than its source.
+pub(crate) fn lane_reads_b_in_place(view_elements: usize, source_elements: usize) -> bool {
+    view_elements > LANE_PACK_MAX_GROWTH * source_elements.max(1)
 }
 
 /// The strategies a trace site's last compile chose, by the node each

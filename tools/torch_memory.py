@@ -1,0 +1,86 @@
+#!/usr/bin/env python3
+"""PyTorch's peak memory for one training step of PyTorch's MNIST example
+network (batch 64, dropout, Adadelta lr 1.0) and for its evaluation batch
+(1,000 digits under no_grad), on the CPU: the bytes held before the step
+(parameters, gradients, optimiser state, the batch) plus the highest level
+its own allocations reach during the step, read from the profiler's
+memory events. Compare with the `mnist` example's "peak device memory"
+line (lazywgpu counts its buffers and scratch textures the same way: all
+that is live, parameters included). Run by hand where PyTorch is
+installed (CI does not run it), in the same sitting:
+
+    python3 tools/torch_memory.py
+"""
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+from torch.profiler import ProfilerActivity, profile
+
+
+def cnn():
+    return nn.Sequential(
+        nn.Conv2d(1, 32, 3), nn.ReLU(), nn.Conv2d(32, 64, 3), nn.ReLU(),
+        nn.MaxPool2d(2), nn.Dropout(0.25), nn.Flatten(),
+        nn.Linear(9216, 128), nn.ReLU(), nn.Dropout(0.5), nn.Linear(128, 10))
+
+
+def tensor_bytes(tensors):
+    return sum(t.numel() * t.element_size() for t in tensors if t is not None)
+
+
+def peak_of(run):
+    """The highest level the allocations made by `run` reach above what
+    was held before it (a running sum of the profiler's memory events)."""
+    with profile(activities=[ProfilerActivity.CPU], profile_memory=True) as prof:
+        run()
+    # Each event's own allocations less its own frees (an op's total
+    # also holds those of the ops inside it); "[memory]" events are those
+    # made outside any op. Within one op the level is taken at its end.
+    events = [e for e in prof.events() if e.self_cpu_memory_usage != 0]
+    events.sort(key=lambda e: e.time_range.start)
+    level = peak = 0
+    for e in events:
+        level += e.self_cpu_memory_usage
+        peak = max(peak, level)
+    return peak
+
+
+def main():
+    torch.manual_seed(0)
+    torch.set_num_threads(2)
+    model = cnn()
+    opt = torch.optim.Adadelta(model.parameters(), lr=1.0)
+    x = torch.randn(64, 1, 28, 28)
+    y = torch.randint(0, 10, (64,))
+
+    def step():
+        opt.zero_grad()
+        loss = F.nll_loss(F.log_softmax(model(x), 1), y)
+        loss.backward()
+        opt.step()
+        return loss.item()
+
+    for _ in range(3):  # gradients and optimiser state exist from here
+        step()
+    # zero_grad(set_to_none=True) frees the gradients at the step's start,
+    # so they count in the step's own allocations, not in what is held.
+    params = list(model.parameters())
+    state = [v for s in opt.state.values() for v in s.values() if torch.is_tensor(v)]
+    held = tensor_bytes(params) + tensor_bytes(state) + tensor_bytes([x, y])
+    train = held + peak_of(step)
+
+    model.eval()
+    xe = torch.randn(1000, 1, 28, 28)
+    with torch.no_grad():
+        model(xe)
+        held_eval = tensor_bytes(params) + tensor_bytes(state) + tensor_bytes([xe])
+        evaluation = held_eval + peak_of(lambda: model(xe).argmax(1))
+    mb = 1e6
+    print(f"PyTorch {torch.__version__}, CPU, {torch.get_num_threads()} threads")
+    print(f"training step (batch 64): peak {train / mb:.1f} MB "
+          f"({held / mb:.1f} MB parameters, optimiser state and batch held before it)")
+    print(f"evaluation (batch 1000, no_grad): peak {evaluation / mb:.1f} MB")
+
+
+if __name__ == "__main__":
+    main()
