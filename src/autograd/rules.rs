@@ -134,37 +134,9 @@ pub(crate) fn binary(op: BinaryOp, a: &Tensor, rhs: &Operand, out: &Tensor) {
             BinaryOp::Sub => (need_a.then(|| g.clone()), need_b.then(|| -g)),
             BinaryOp::Mul => (need_a.then(|| g * b()), need_b.then(|| g * a())),
             BinaryOp::Div => (need_a.then(|| g / b()), need_b.then(|| -(g * y() / b()))),
-            BinaryOp::Pow => (
-                need_a.then(|| {
-                    // d/da a^b = b a^(b-1), which is 0 where b == 0.
-                    let d = b() * a().pow(b() - 1.0);
-                    g * b().eq(0.0f32).where_cond(0.0f32, &d)
-                }),
-                need_b.then(|| {
-                    // d/db a^b = a^b ln a; PyTorch takes 0 where a == 0
-                    // and b >= 0 (0^-2 gives inf * -inf = -inf).
-                    let d = y() * a().log();
-                    let zero_base = a().eq(0.0f32).where_cond(b().ge(0.0f32), false);
-                    g * zero_base.where_cond(0.0f32, &d)
-                }),
-            ),
+            BinaryOp::Pow => pow_grads(g, (a(), b(), y()), (need_a, need_b)),
             BinaryOp::Maximum | BinaryOp::Minimum => {
-                // Ties split the gradient evenly, as PyTorch does; where
-                // either is NaN (so is the result) both get all of it.
-                let wins = |p: &Tensor, q: &Tensor| {
-                    let strict = if op == BinaryOp::Maximum {
-                        p.gt(q)
-                    } else {
-                        p.lt(q)
-                    };
-                    let share = strict.cast(DType::F32) + p.eq(q).cast(DType::F32) * 0.5;
-                    let either_nan = p.ne(p).where_cond(true, q.ne(q));
-                    either_nan.where_cond(1.0f32, &share)
-                };
-                (
-                    need_a.then(|| g * wins(a(), b())),
-                    need_b.then(|| g * wins(b(), a())),
-                )
+                extremum_grads(op, g, (a(), b()), (need_a, need_b))
             }
             _ => (None, None),
         };
@@ -175,6 +147,55 @@ pub(crate) fn binary(op: BinaryOp, a: &Tensor, rhs: &Operand, out: &Tensor) {
         }
         grads
     });
+}
+
+/// The gradients of `y = a^b` that are needed (`need`), from the output
+/// gradient `g`.
+fn pow_grads(
+    g: &Tensor,
+    (a, b, y): (&Tensor, &Tensor, &Tensor),
+    (need_a, need_b): (bool, bool),
+) -> (Option<Tensor>, Option<Tensor>) {
+    (
+        need_a.then(|| {
+            // d/da a^b = b a^(b-1), which is 0 where b == 0.
+            let d = b * a.pow(b - 1.0);
+            g * b.eq(0.0f32).where_cond(0.0f32, &d)
+        }),
+        need_b.then(|| {
+            // d/db a^b = a^b ln a; PyTorch takes 0 where a == 0
+            // and b >= 0 (0^-2 gives inf * -inf = -inf).
+            let d = y * a.log();
+            let zero_base = a.eq(0.0f32).where_cond(b.ge(0.0f32), false);
+            g * zero_base.where_cond(0.0f32, &d)
+        }),
+    )
+}
+
+/// The gradients of `maximum(a, b)` (`minimum` when `op` is `Minimum`)
+/// that are needed (`need`), from the output gradient `g`.
+fn extremum_grads(
+    op: BinaryOp,
+    g: &Tensor,
+    (a, b): (&Tensor, &Tensor),
+    (need_a, need_b): (bool, bool),
+) -> (Option<Tensor>, Option<Tensor>) {
+    // Ties split the gradient evenly, as PyTorch does; where
+    // either is NaN (so is the result) both get all of it.
+    let wins = |p: &Tensor, q: &Tensor| {
+        let strict = if op == BinaryOp::Maximum {
+            p.gt(q)
+        } else {
+            p.lt(q)
+        };
+        let share = strict.cast(DType::F32) + p.eq(q).cast(DType::F32) * 0.5;
+        let either_nan = p.ne(p).where_cond(true, q.ne(q));
+        either_nan.where_cond(1.0f32, &share)
+    };
+    (
+        need_a.then(|| g * wins(a, b)),
+        need_b.then(|| g * wins(b, a)),
+    )
 }
 
 /// Gradient of `clamp(x, min, max)`: `g` where `min < x < max`, else 0

@@ -60,33 +60,12 @@ pub(super) fn attention(
         let key_at = g.emit("kr", Ty::U32, Expr::arith(Arith::Add, row, Expr::Var(j)));
         let d = dot_product(g, (q, k, e), &key_at);
         let x = g.emit("x", Ty::F32, f32_op(BinaryOp::Mul, d, scale.clone()));
-        let mn = g.emit(
-            "mn",
-            Ty::F32,
-            f32_op(BinaryOp::Maximum, m.clone(), x.clone()),
-        );
-        let dm = f32_op(BinaryOp::Sub, m.clone(), mn.clone());
-        let corr = g.emit("corr", Ty::F32, f32_unary(UnaryOp::Exp, dm));
-        let dx = f32_op(BinaryOp::Sub, x, mn.clone());
-        let p = g.emit("p", Ty::F32, f32_unary(UnaryOp::Exp, dx));
-        let scaled = f32_op(BinaryOp::Mul, s.clone(), corr.clone());
-        g.assign(&s, f32_op(BinaryOp::Add, scaled, p.clone()));
+        let (mn, corr, p) = online_update(g, (&m, &s), x);
         weigh_values(g, (v, ev, acc), &key_at, (&corr, &p));
         g.assign(&m, mn);
     });
     g.push(plain_loop(j, s_len, key_row));
-    let c = g.fresh("c");
-    let write = g.block(|g| {
-        let at = u(Arith::Mul, Expr::Invocation, ev);
-        let idx = g.emit("idx", Ty::U32, Expr::arith(Arith::Add, at, Expr::Var(c)));
-        let y = g.emit(
-            "y",
-            Ty::F32,
-            f32_op(BinaryOp::Div, element(acc, c), s.clone()),
-        );
-        store_outputs(g, key, (root, outputs), &idx, &y);
-    });
-    g.push(plain_loop(c, ev, write));
+    write_row(g, key, (root, outputs), (acc, ev), &s);
     let entry = Entry {
         workgroup_size: WORKGROUP_SIZE as usize,
         per_invocation: true,
@@ -99,6 +78,48 @@ pub(super) fn attention(
         g.body().to_vec(),
         rows.div_ceil(WORKGROUP_SIZE as usize),
     )
+}
+
+/// The online softmax's step for score `x`: the new maximum `mn`, the
+/// rescale `corr = exp(m - mn)` of what was summed before, and this key's
+/// weight `p = exp(x - mn)`, which it adds to the rescaled sum `s` (the
+/// caller moves `m` to `mn` once the value row is weighed).
+fn online_update(g: &mut Gen, (m, s): (&Expr, &Expr), x: Expr) -> (Expr, Expr, Expr) {
+    let mn = g.emit(
+        "mn",
+        Ty::F32,
+        f32_op(BinaryOp::Maximum, m.clone(), x.clone()),
+    );
+    let dm = f32_op(BinaryOp::Sub, m.clone(), mn.clone());
+    let corr = g.emit("corr", Ty::F32, f32_unary(UnaryOp::Exp, dm));
+    let dx = f32_op(BinaryOp::Sub, x, mn.clone());
+    let p = g.emit("p", Ty::F32, f32_unary(UnaryOp::Exp, dx));
+    let scaled = f32_op(BinaryOp::Mul, s.clone(), corr.clone());
+    g.assign(s, f32_op(BinaryOp::Add, scaled, p.clone()));
+    (mn, corr, p)
+}
+
+/// Writes the invocation's output row: the `ev` weighted sums in `acc`
+/// divided by the sum of weights `s`, with the epilogue.
+fn write_row(
+    g: &mut Gen,
+    key: &GraphKey,
+    (root, outputs): (usize, &[usize]),
+    (acc, ev): (Var, usize),
+    s: &Expr,
+) {
+    let c = g.fresh("c");
+    let write = g.block(|g| {
+        let at = u(Arith::Mul, Expr::Invocation, ev);
+        let idx = g.emit("idx", Ty::U32, Expr::arith(Arith::Add, at, Expr::Var(c)));
+        let y = g.emit(
+            "y",
+            Ty::F32,
+            f32_op(BinaryOp::Div, element(acc, c), s.clone()),
+        );
+        store_outputs(g, key, (root, outputs), &idx, &y);
+    });
+    g.push(plain_loop(c, ev, write));
 }
 
 /// The score of the invocation's query row against key row `key_at`:

@@ -67,9 +67,18 @@ fn kernel_on(t: &Tensor, strategy: Strategy, target: &Target) -> KernelSource {
 fn golden_kernels_in_both_printers() {
     let dev = Device::cpu_with(DeviceConfig::default());
     let x = Tensor::from_vec(vec![0.5f32; 4 * 24], [4, 24], &dev).expect("x");
-    let w = Tensor::from_vec(vec![2.0f32; 24], [24], &dev).expect("w");
+    golden_norm_scan_and_sort_kernels(&dev, &x);
+    golden_softmax_kernels(&dev, &x);
+    golden_reduce_kernels(&dev, &x);
+    golden_attention_and_elementwise_kernels(&x);
+}
+
+/// Row norms (layer norm with its weight in the epilogue, its gradient,
+/// RMS norm), a running product and a sort, all over rows of `x` (4x24).
+fn golden_norm_scan_and_sort_kernels(dev: &Device, x: &Tensor) {
+    let w = Tensor::from_vec(vec![2.0f32; 24], [24], dev).expect("w");
     // Layer norm with its weight in the epilogue.
-    let y = layer_norm(&x, &[24], Some(&w), None, 1e-5);
+    let y = layer_norm(x, &[24], Some(&w), None, 1e-5);
     golden_kernel("row_norm", &kernel_with(&y, Strategy::RowNorm));
     // Its gradient with respect to x.
     let xg = x.detach();
@@ -92,12 +101,17 @@ fn golden_kernels_in_both_printers() {
     golden_kernel(
         "row_rms_norm",
         &kernel_with(
-            &crate::nn::functional::rms_norm(&x, &[24], None, Some(1e-6)),
+            &crate::nn::functional::rms_norm(x, &[24], None, Some(1e-6)),
             Strategy::RowNorm,
         ),
     );
+}
+
+/// The softmax kernels: a row an invocation, read as vec4s, and a
+/// workgroup a row.
+fn golden_softmax_kernels(dev: &Device, x: &Tensor) {
     // A log-softmax over a strided axis, a row an invocation.
-    let odd = Tensor::from_vec(vec![0.25f32; 7 * 9], [7, 9], &dev).expect("odd");
+    let odd = Tensor::from_vec(vec![0.25f32; 7 * 9], [7, 9], dev).expect("odd");
     golden_kernel(
         "softmax_per_row",
         &kernel_with(
@@ -114,7 +128,7 @@ fn golden_kernels_in_both_printers() {
             Strategy::Softmax(SoftmaxStrategy::RowPerInvocationVec4),
         ),
     );
-    let wide = Tensor::from_vec(vec![0.5f32; 2 * 300], [2, 300], &dev).expect("wide");
+    let wide = Tensor::from_vec(vec![0.5f32; 2 * 300], [2, 300], dev).expect("wide");
     golden_kernel(
         "softmax_per_workgroup",
         &kernel_with(
@@ -122,6 +136,11 @@ fn golden_kernels_in_both_printers() {
             Strategy::Softmax(SoftmaxStrategy::RowPerWorkgroup),
         ),
     );
+}
+
+/// The reduction kernels: an output an invocation, a workgroup tree an
+/// output, and the first stage of a split sum read four at a time.
+fn golden_reduce_kernels(dev: &Device, x: &Tensor) {
     // Row sums and a first-NaN argmax, an output an invocation.
     let per_invocation = Strategy::Reduce(ReduceStrategy::PerInvocation);
     golden_kernel(
@@ -133,7 +152,7 @@ fn golden_kernels_in_both_printers() {
         &kernel_with(&x.argmax(0, false), per_invocation),
     );
     // A first-NaN argmax over rows of 300, a workgroup tree an output.
-    let long = Tensor::from_vec(vec![1.0f32; 2 * 300], [2, 300], &dev).expect("long");
+    let long = Tensor::from_vec(vec![1.0f32; 2 * 300], [2, 300], dev).expect("long");
     golden_kernel(
         "reduce_argmax_tree",
         &kernel_with(
@@ -142,7 +161,7 @@ fn golden_kernels_in_both_printers() {
         ),
     );
     // The first stage of a split sum of 2^17 elements, read four at a time.
-    let flat = Tensor::from_vec(vec![1.0f32; 1 << 17], [1 << 17], &dev).expect("flat");
+    let flat = Tensor::from_vec(vec![1.0f32; 1 << 17], [1 << 17], dev).expect("flat");
     golden_kernel(
         "reduce_sum_by_fours",
         &kernel_with(
@@ -150,6 +169,11 @@ fn golden_kernels_in_both_printers() {
             Strategy::Reduce(ReduceStrategy::SumByFours),
         ),
     );
+}
+
+/// Fused attention (on its own device, with fused attention on) and the
+/// elementwise kernels of `x`, checked and read as vec4s.
+fn golden_attention_and_elementwise_kernels(x: &Tensor) {
     // Causal fused attention, a query row an invocation.
     let fused = Device::cpu_with(DeviceConfig {
         fused_attention: true,
@@ -165,13 +189,13 @@ fn golden_kernels_in_both_printers() {
     );
     // The same chain in anomaly mode: its checks legalised into an `if`
     // around an atomic maximum of the flags.
-    let checked = kernels_checked(&[&(&x * 3.0).exp().log()], &Target::lavapipe(), true);
+    let checked = kernels_checked(&[&(x * 3.0).exp().log()], &Target::lavapipe(), true);
     let [kernel] = &checked[..] else {
         panic!("one checked kernel, got {}", checked.len())
     };
     golden_kernel("elementwise_checked", kernel);
     // An elementwise kernel, four elements an invocation.
-    let e = (&x * 3.0).exp();
+    let e = (x * 3.0).exp();
     golden_kernel(
         "elementwise_vec4",
         &kernel_with(&e, Strategy::Elementwise { vec4: true }),

@@ -13,7 +13,7 @@ use super::wgsl::{WORKGROUP_SIZE, unroll_for};
 use crate::dtype::DType;
 use crate::graph::GraphKey;
 use crate::graph::op::{BinaryOp, UnaryOp};
-use crate::kernel::ir::{Arith, Expr, Inst, Ty};
+use crate::kernel::ir::{Arith, Expr, Inst, Ty, Var};
 use crate::kernel::{Entry, WorkgroupArray};
 use crate::shape::numel;
 
@@ -35,97 +35,147 @@ pub(super) fn normalize(
     (backward, rms): (bool, bool),
     outputs: &[usize],
 ) -> (Entry, Vec<Inst>, usize) {
-    let inputs = key.nodes[root].inputs.clone();
-    let x = inputs[0];
-    let shape = &key.nodes[x].shape;
-    let len = shape.last().copied().unwrap_or(1);
-    let rows = numel(shape) / len.max(1);
-    let per_workgroup = g.context().target.rows_per_workgroup;
-    // Three passes over the row forward, four backward (one fewer for
-    // the root mean square, which takes no mean), each within its share
-    // of the kernel's loop budget.
-    let passes = if backward { 4 } else { 3 } - usize::from(rms);
-    let unroll = unroll_for(len, g.context().target.loop_budget(passes));
-    // Reads x (and gy) at element `k` of row gi, then runs `f`.
-    let at_element = |g: &mut Gen, k: Expr, f: &PassBody<'_>| {
-        let at = Expr::arith(
-            Arith::Add,
-            Expr::arith(Arith::Mul, Expr::Invocation, Expr::U32(len as u64)),
-            k,
-        );
-        let i = g.emit("i", Ty::U32, at);
-        let v = g.value(x, &i, false, false);
-        let gv = backward.then(|| g.value(inputs[1], &i, false, false));
-        f(g, &i, &v, gv.as_ref());
-    };
-    // Each pass visits the row's elements: all of them in one invocation,
-    // or every `ROW_WORKGROUP`th from the invocation's own.
-    let pass = |g: &mut Gen, f: &PassBody<'_>| {
-        if per_workgroup {
-            strided_within(g, (&Expr::Local, ROW_WORKGROUP, len), passes, &|g, k| {
-                at_element(g, k, f)
-            });
-        } else {
-            let counter = g.fresh("k");
-            let body = g.block(|g| at_element(g, Expr::Var(counter), f));
-            g.push(Inst::Loop {
-                counter,
-                count: Expr::count(len),
-                unroll,
-                body,
-            });
-        }
-    };
-    // A pass's partial sum made the row's: as it is in one invocation, or
-    // by the workgroup's tree, then a barrier, so that every invocation
-    // has read the result before the next tree reuses the array.
-    let partial = g.fresh("row_part");
-    let total = |g: &mut Gen, part: Expr| -> Expr {
-        if !per_workgroup {
-            return part;
-        }
-        let t = workgroup_tree(g, partial, &part, BinaryOp::Add, ROW_WORKGROUP);
-        g.push(Inst::Barrier);
-        t
-    };
+    let row = RowPasses::new(g, key, root, (backward, rms));
     let len_f = Expr::Cast {
         from: DType::U32,
         to: DType::F32,
         vec: false,
-        x: Box::new(Expr::U32(len as u64)),
+        x: Box::new(Expr::U32(row.len as u64)),
     };
     let eps = g.param(eps_slot, DType::F32);
     let stats = if rms {
-        row_rms(g, (&pass, &total), &len_f, eps)
+        row_rms(g, &row, &len_f, eps)
     } else {
-        // The row's first element, the shift its moments are taken about.
-        let first = Expr::arith(Arith::Mul, Expr::Invocation, Expr::U32(len as u64));
-        let first = g.emit("i0", Ty::U32, first);
-        let shift = g.value(x, &first, false, false);
-        row_stats(g, (&pass, &total), &len_f, eps, shift)
+        let shift = row.first_element(g);
+        row_stats(g, &row, &len_f, eps, shift)
     };
     if backward {
-        write_gradient(g, (&pass, &total), &stats, &len_f, |g, i, dx| {
+        write_gradient(g, &row, &stats, &len_f, |g, i, dx| {
             store_outputs(g, key, (root, outputs), i, dx)
         });
     } else {
-        pass(g, &|g, i, v, _| {
+        row.pass(g, &|g, i, v, _| {
             let y = stats.normalised(g, v);
             store_outputs(g, key, (root, outputs), i, &y);
         });
     }
-    let (entry, groups) = if per_workgroup {
-        let array = WorkgroupArray {
-            var: partial,
-            element: Ty::F32,
-            len: ROW_WORKGROUP,
-        };
-        (row_entry(ROW_WORKGROUP, false, rows, vec![array]), rows)
-    } else {
-        let wg = WORKGROUP_SIZE as usize;
-        (row_entry(wg, true, rows, Vec::new()), rows.div_ceil(wg))
-    };
+    let (entry, groups) = row.entry();
     (entry, g.body().to_vec(), groups)
+}
+
+/// How the statistics see the rows: passes over a row's elements, and
+/// the combination of an invocation's partial sum into the row's (one
+/// invocation a row, or a workgroup a row meeting in a tree).
+struct RowPasses {
+    /// The input whose rows are normalised.
+    x: usize,
+    /// The output's gradient, read beside x when backward.
+    gy: Option<usize>,
+    /// Elements of a row (the last axis).
+    len: usize,
+    rows: usize,
+    /// Passes over the row, which share the kernel's loop budget.
+    passes: usize,
+    unroll: usize,
+    /// A workgroup a row (GPUs) rather than an invocation a row.
+    per_workgroup: bool,
+    /// The workgroup array the partial sums meet in.
+    partial: Var,
+}
+
+impl RowPasses {
+    /// The rows of `root`'s input, and the workgroup array's variable.
+    fn new(g: &mut Gen, key: &GraphKey, root: usize, (backward, rms): (bool, bool)) -> Self {
+        let inputs = &key.nodes[root].inputs;
+        let x = inputs[0];
+        let shape = &key.nodes[x].shape;
+        let len = shape.last().copied().unwrap_or(1);
+        let rows = numel(shape) / len.max(1);
+        let per_workgroup = g.context().target.rows_per_workgroup;
+        // Three passes over the row forward, four backward (one fewer for
+        // the root mean square, which takes no mean), each within its share
+        // of the kernel's loop budget.
+        let passes = if backward { 4 } else { 3 } - usize::from(rms);
+        let unroll = unroll_for(len, g.context().target.loop_budget(passes));
+        let partial = g.fresh("row_part");
+        RowPasses {
+            x,
+            gy: backward.then(|| inputs[1]),
+            len,
+            rows,
+            passes,
+            unroll,
+            per_workgroup,
+            partial,
+        }
+    }
+
+    /// Reads x (and gy) at element `k` of row gi, then runs `f`.
+    fn at_element(&self, g: &mut Gen, k: Expr, f: &PassBody<'_>) {
+        let at = Expr::arith(
+            Arith::Add,
+            Expr::arith(Arith::Mul, Expr::Invocation, Expr::U32(self.len as u64)),
+            k,
+        );
+        let i = g.emit("i", Ty::U32, at);
+        let v = g.value(self.x, &i, false, false);
+        let gv = self.gy.map(|gy| g.value(gy, &i, false, false));
+        f(g, &i, &v, gv.as_ref());
+    }
+
+    /// Runs one pass over the row: `f` at each element. It visits them
+    /// all in one invocation, or every `ROW_WORKGROUP`th from the
+    /// invocation's own.
+    fn pass(&self, g: &mut Gen, f: &PassBody<'_>) {
+        if self.per_workgroup {
+            let within = (&Expr::Local, ROW_WORKGROUP, self.len);
+            strided_within(g, within, self.passes, &|g, k| self.at_element(g, k, f));
+        } else {
+            let counter = g.fresh("k");
+            let body = g.block(|g| self.at_element(g, Expr::Var(counter), f));
+            g.push(Inst::Loop {
+                counter,
+                count: Expr::count(self.len),
+                unroll: self.unroll,
+                body,
+            });
+        }
+    }
+
+    /// A pass's partial sum made the row's: as it is in one invocation, or
+    /// by the workgroup's tree, then a barrier, so that every invocation
+    /// has read the result before the next tree reuses the array.
+    fn total(&self, g: &mut Gen, part: Expr) -> Expr {
+        if !self.per_workgroup {
+            return part;
+        }
+        let t = workgroup_tree(g, self.partial, &part, BinaryOp::Add, ROW_WORKGROUP);
+        g.push(Inst::Barrier);
+        t
+    }
+
+    /// The row's first element, the shift its moments are taken about.
+    fn first_element(&self, g: &mut Gen) -> Expr {
+        let first = Expr::arith(Arith::Mul, Expr::Invocation, Expr::U32(self.len as u64));
+        let first = g.emit("i0", Ty::U32, first);
+        g.value(self.x, &first, false, false)
+    }
+
+    /// The kernel's entry and workgroup count.
+    fn entry(&self) -> (Entry, usize) {
+        let rows = self.rows;
+        if self.per_workgroup {
+            let array = WorkgroupArray {
+                var: self.partial,
+                element: Ty::F32,
+                len: ROW_WORKGROUP,
+            };
+            (row_entry(ROW_WORKGROUP, false, rows, vec![array]), rows)
+        } else {
+            let wg = WORKGROUP_SIZE as usize;
+            (row_entry(wg, true, rows, Vec::new()), rows.div_ceil(wg))
+        }
+    }
 }
 
 /// The entry of a row kernel over `rows` rows.
@@ -143,13 +193,6 @@ fn row_entry(wg: usize, per_invocation: bool, rows: usize, arrays: Vec<Workgroup
 /// one of AMD's waves of 64; rows of a model's width (128-4096) give each
 /// a few to a few dozen elements.
 const ROW_WORKGROUP: usize = 64;
-
-/// How the statistics see the row: a pass over its elements, and the
-/// combination of an invocation's partial sum into the row's.
-type RowAccess<'a> = (&'a Pass<'a>, &'a dyn Fn(&mut Gen, Expr) -> Expr);
-
-/// Runs one pass over the row: `body` at each element.
-type Pass<'a> = dyn Fn(&mut Gen, &PassBody<'_>) + 'a;
 
 /// A row's mean (none for the root mean square) and reciprocal standard
 /// deviation.
@@ -182,15 +225,9 @@ impl RowStats {
 /// fuses `v - s * (1 / len)` into one FMA, which left `3 - 15 / 5` at
 /// -4.5e-8 and a normalised constant row at -1.4e-5 where PyTorch has 0);
 /// the shift also keeps the sum small where a row sits far from zero.
-fn row_stats(
-    g: &mut Gen,
-    (pass, total): RowAccess<'_>,
-    len_f: &Expr,
-    eps: Expr,
-    shift: Expr,
-) -> RowStats {
+fn row_stats(g: &mut Gen, row: &RowPasses, len_f: &Expr, eps: Expr, shift: Expr) -> RowStats {
     let s = g.accumulator("s");
-    pass(g, &|g, _, v, _| {
+    row.pass(g, &|g, _, v, _| {
         let d = g.emit(
             "d",
             Ty::F32,
@@ -198,16 +235,16 @@ fn row_stats(
         );
         g.accumulate(&s, d)
     });
-    let s = total(g, s);
+    let s = row.total(g, s);
     let ms = g.emit("ms", Ty::F32, f32_op(BinaryOp::Div, s, len_f.clone()));
     let mean = g.emit("mean", Ty::F32, f32_op(BinaryOp::Add, shift, ms));
     let q = g.accumulator("q");
-    pass(g, &|g, _, v, _| {
+    row.pass(g, &|g, _, v, _| {
         let d = g.emit("d", Ty::F32, f32_op(BinaryOp::Sub, v.clone(), mean.clone()));
         let dd = g.emit("dd", Ty::F32, f32_op(BinaryOp::Mul, d.clone(), d));
         g.accumulate(&q, dd);
     });
-    let q = total(g, q);
+    let q = row.total(g, q);
     let var = g.emit("var", Ty::F32, f32_op(BinaryOp::Div, q, len_f.clone()));
     let var_eps = g.emit("ve", Ty::F32, f32_op(BinaryOp::Add, var, eps));
     let rstd = g.emit("rstd", Ty::F32, f32_unary(UnaryOp::Rsqrt, var_eps));
@@ -218,13 +255,13 @@ fn row_stats(
 }
 
 /// The reciprocal root mean square `1 / sqrt(mean(v^2) + eps)` (one pass).
-fn row_rms(g: &mut Gen, (pass, total): RowAccess<'_>, len_f: &Expr, eps: Expr) -> RowStats {
+fn row_rms(g: &mut Gen, row: &RowPasses, len_f: &Expr, eps: Expr) -> RowStats {
     let q = g.accumulator("q");
-    pass(g, &|g, _, v, _| {
+    row.pass(g, &|g, _, v, _| {
         let vv = g.emit("vv", Ty::F32, f32_op(BinaryOp::Mul, v.clone(), v.clone()));
         g.accumulate(&q, vv);
     });
-    let q = total(g, q);
+    let q = row.total(g, q);
     let ms = g.emit("ms", Ty::F32, f32_op(BinaryOp::Div, q, len_f.clone()));
     let ms_eps = g.emit("ve", Ty::F32, f32_op(BinaryOp::Add, ms, eps));
     let rstd = g.emit("rstd", Ty::F32, f32_unary(UnaryOp::Rsqrt, ms_eps));
@@ -237,7 +274,7 @@ fn row_rms(g: &mut Gen, (pass, total): RowAccess<'_>, len_f: &Expr, eps: Expr) -
 /// pass that writes it (`store` at each element).
 fn write_gradient(
     g: &mut Gen,
-    (pass, total): RowAccess<'_>,
+    row: &RowPasses,
     stats: &RowStats,
     len_f: &Expr,
     store: impl Fn(&mut Gen, &Expr, &Expr),
@@ -245,7 +282,7 @@ fn write_gradient(
     let centred = stats.mean.is_some();
     let sg = centred.then(|| g.accumulator("sg"));
     let sgx = g.accumulator("sgx");
-    pass(g, &|g, _, v, gv| {
+    row.pass(g, &|g, _, v, gv| {
         let gv = gv.expect("backward reads gy");
         if let Some(sg) = &sg {
             g.accumulate(sg, gv.clone());
@@ -255,12 +292,12 @@ fn write_gradient(
         g.accumulate(&sgx, t);
     });
     let mg = sg.map(|sg| {
-        let sg = total(g, sg);
+        let sg = row.total(g, sg);
         g.emit("mg", Ty::F32, f32_op(BinaryOp::Div, sg, len_f.clone()))
     });
-    let sgx = total(g, sgx);
+    let sgx = row.total(g, sgx);
     let mgx = g.emit("mgx", Ty::F32, f32_op(BinaryOp::Div, sgx, len_f.clone()));
-    pass(g, &|g, i, v, gv| {
+    row.pass(g, &|g, i, v, gv| {
         let gv = gv.expect("backward reads gy");
         let a = match &mg {
             Some(mg) => g.emit("a", Ty::F32, f32_op(BinaryOp::Sub, gv.clone(), mg.clone())),

@@ -55,17 +55,8 @@ impl fmt::Display for Expr {
             Expr::Call { f: func, args } => f.write_str(&call_text(*func, args)),
             Expr::U32(v) => write!(f, "{v}u"),
             Expr::I32(v) => write!(f, "{v}i"),
-            Expr::Size { slot, dtype } => {
-                let word = format!("dyn_sizes[{}][{}]", slot / 4, slot % 4);
-                f.write_str(&reinterpret(&word, *dtype))
-            }
-            Expr::Param { word, dtype } => {
-                let word = format!("param_word({word}u)");
-                match dtype.compute() {
-                    DType::Bool => write!(f, "({word} != 0u)"),
-                    d => f.write_str(&reinterpret(&word, d)),
-                }
-            }
+            Expr::Size { slot, dtype } => f.write_str(&size_text(*slot, *dtype)),
+            Expr::Param { word, dtype } => f.write_str(&param_text(*word, *dtype)),
             Expr::Load { buffer, index } => f.write_str(&load_text(buffer, &index.to_string())),
             Expr::NonZero { x, vec } => write!(f, "({x} != {})", lit(DType::U32, 0, *vec)),
             Expr::FromBool { x, vec } => write!(
@@ -101,14 +92,7 @@ impl fmt::Display for Expr {
                 &Operand(x).to_string(),
                 *vec,
             )),
-            Expr::Round { dtype, vec, x } => {
-                let name = if *dtype == DType::F16 {
-                    "f16_round"
-                } else {
-                    "bf16_round"
-                };
-                write!(f, "{name}{}({x})", if *vec { "x4" } else { "" })
-            }
+            Expr::Round { dtype, vec, x } => f.write_str(&round_text(*dtype, *vec, x)),
             Expr::Select {
                 cond,
                 then,
@@ -127,21 +111,52 @@ impl fmt::Display for Expr {
                 normal,
                 params,
                 index,
-            } => {
-                let name = if *normal { "rng_normal" } else { "rng_uniform" };
-                // Seed low and high, offset low and high (`cpu::rng`).
-                let p = *params;
-                write!(
-                    f,
-                    "{name}(param_word({p}u), param_word({}u), param_word({}u), \
-                     param_word({}u), {index})",
-                    p + 1,
-                    p + 2,
-                    p + 3
-                )
-            }
+            } => f.write_str(&rng_text(*normal, *params, index)),
         }
     }
+}
+
+/// Word `slot` of the dynamic sizes read as `dtype` (the sizes are
+/// `vec4<u32>`s, four words each).
+fn size_text(slot: usize, dtype: DType) -> String {
+    let word = format!("dyn_sizes[{}][{}]", slot / 4, slot % 4);
+    reinterpret(&word, dtype)
+}
+
+/// Parameter word `word` read as `dtype` (a bool as the word being
+/// nonzero).
+fn param_text(word: usize, dtype: DType) -> String {
+    let word = format!("param_word({word}u)");
+    match dtype.compute() {
+        DType::Bool => format!("({word} != 0u)"),
+        d => reinterpret(&word, d),
+    }
+}
+
+/// `x` rounded to the precision of `dtype` (f16 or bf16), by the helper
+/// function the half-precision prelude defines.
+fn round_text(dtype: DType, vec: bool, x: &Expr) -> String {
+    let name = if dtype == DType::F16 {
+        "f16_round"
+    } else {
+        "bf16_round"
+    };
+    format!("{name}{}({x})", if vec { "x4" } else { "" })
+}
+
+/// A draw of the RNG prelude's uniform or normal function at `index`,
+/// its seed and offset the four parameter words from `params` on.
+fn rng_text(normal: bool, params: usize, index: &Expr) -> String {
+    let name = if normal { "rng_normal" } else { "rng_uniform" };
+    // Seed low and high, offset low and high (`cpu::rng`).
+    let p = params;
+    format!(
+        "{name}(param_word({p}u), param_word({}u), param_word({}u), \
+         param_word({}u), {index})",
+        p + 1,
+        p + 2,
+        p + 3
+    )
 }
 
 /// A `u32` word read as `dtype` (`u32`, `i32` or `f32`).

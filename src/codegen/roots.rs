@@ -43,69 +43,9 @@ pub(crate) fn generate_root_kernel(
     outputs.extend_from_slice(epilogue);
     let mut g = Gen::new(&key.nodes, stored, &[], cx);
     g.set_checks(key.checked);
-    let crate::graph::GKind::Op { op, .. } = &key.nodes[root].kind else {
-        unreachable!("kernel roots are ops")
-    };
-    let mut packs = Vec::new();
-    let mut scratch = Vec::new();
-    // Whether the outputs are stored four elements at a time (a softmax
-    // that writes only itself, see `softmax_per_thread_vec4`).
-    let mut vec_out = false;
-    let (main, groups, strategy) = match op {
-        Op::Reduce { op, axes, parts } => {
-            let red = Reduction {
-                root,
-                op: *op,
-                axes,
-                parts: *parts,
-                outputs: &outputs,
-            };
-            let (entry, body, groups, s) = reduce(&mut g, key, &red);
-            ((entry, body), groups, Strategy::Reduce(s))
-        }
-        Op::Softmax { axis, log } => {
-            let (main, groups, vec, s) = softmax(&mut g, key, root, *axis, *log, &outputs);
-            vec_out = vec;
-            (main, groups, Strategy::Softmax(s))
-        }
-        Op::Matmul => {
-            let m = matmul_root(&mut g, key, (root, &outputs), stored);
-            packs = m.packs;
-            scratch = m.scratch;
-            ((m.entry, m.body), m.groups, m.strategy)
-        }
-        Op::Normalize { rms } | Op::NormalizeBackward { rms } => {
-            let crate::graph::GKind::Op { param_base, .. } = &key.nodes[root].kind else {
-                unreachable!("kernel roots are ops")
-            };
-            let backward = matches!(op, Op::NormalizeBackward { .. });
-            let (entry, body, groups) =
-                normalize(&mut g, key, root, *param_base, (backward, *rms), &outputs);
-            ((entry, body), groups, Strategy::RowNorm)
-        }
-        Op::Attention { causal } => {
-            let crate::graph::GKind::Op { param_base, .. } = &key.nodes[root].kind else {
-                unreachable!("kernel roots are ops")
-            };
-            let (entry, body, groups) =
-                attention(&mut g, key, root, *param_base, *causal, &outputs);
-            ((entry, body), groups, Strategy::Attention)
-        }
-        Op::Scan { op, axis } => {
-            let (entry, body, groups) = scan(&mut g, key, root, (*op, *axis), &outputs);
-            ((entry, body), groups, Strategy::Scan)
-        }
-        Op::Sort { axis, descending } => {
-            assert!(
-                write_root && epilogue.is_empty(),
-                "a sort works in its own output (schedule::epilogues)"
-            );
-            let (entry, body, groups) = sort(&mut g, key, root, (*axis, *descending));
-            ((entry, body), groups, Strategy::Sort)
-        }
-        other => unreachable!("{} is not a kernel root", other.name()),
-    };
-    let textures = (0..scratch.len())
+    let only_root = write_root && epilogue.is_empty();
+    let built = build_root(&mut g, key, (root, &outputs, only_root), stored);
+    let textures = (0..built.scratch.len())
         .map(|slot| TextureUse {
             slot,
             write: false,
@@ -113,16 +53,75 @@ pub(crate) fn generate_root_kernel(
         })
         .collect();
     let launch = Launch {
-        groups,
-        strategy,
+        groups: built.groups,
+        strategy: built.strategy,
         textures,
     };
-    let (entry, body) = main;
-    let source = g.kernel_source((outputs, vec_out), entry, body, launch);
+    let source = g.kernel_source((outputs, built.vec_out), built.entry, built.body, launch);
     KernelSource {
-        scratch,
-        packs,
+        scratch: built.scratch,
+        packs: built.packs,
         ..source
+    }
+}
+
+/// Dispatches on the root's op to its kernel builder. `only_root`: the
+/// kernel writes the root and no epilogue (which a sort requires, as it
+/// works in its own output).
+fn build_root(
+    g: &mut Gen,
+    key: &GraphKey,
+    (root, outputs, only_root): (usize, &[usize], bool),
+    stored: &dyn Fn(usize) -> bool,
+) -> RootKernel {
+    let crate::graph::GKind::Op { op, param_base } = &key.nodes[root].kind else {
+        unreachable!("kernel roots are ops")
+    };
+    match op {
+        Op::Reduce { op, axes, parts } => {
+            let red = Reduction {
+                root,
+                op: *op,
+                axes,
+                parts: *parts,
+                outputs,
+            };
+            let (entry, body, groups, s) = reduce(g, key, &red);
+            RootKernel::plain((entry, body, groups), Strategy::Reduce(s))
+        }
+        Op::Softmax { axis, log } => {
+            let ((entry, body), groups, vec, s) = softmax(g, key, root, *axis, *log, outputs);
+            // Whether the outputs are stored four elements at a time (a
+            // softmax that writes only itself, see
+            // `softmax_per_thread_vec4`).
+            RootKernel {
+                vec_out: vec,
+                ..RootKernel::plain((entry, body, groups), Strategy::Softmax(s))
+            }
+        }
+        Op::Matmul => matmul_root(g, key, (root, outputs), stored),
+        Op::Normalize { rms } | Op::NormalizeBackward { rms } => {
+            let backward = matches!(op, Op::NormalizeBackward { .. });
+            let built = normalize(g, key, root, *param_base, (backward, *rms), outputs);
+            RootKernel::plain(built, Strategy::RowNorm)
+        }
+        Op::Attention { causal } => {
+            let built = attention(g, key, root, *param_base, *causal, outputs);
+            RootKernel::plain(built, Strategy::Attention)
+        }
+        Op::Scan { op, axis } => {
+            let built = scan(g, key, root, (*op, *axis), outputs);
+            RootKernel::plain(built, Strategy::Scan)
+        }
+        Op::Sort { axis, descending } => {
+            assert!(
+                only_root,
+                "a sort works in its own output (schedule::epilogues)"
+            );
+            let built = sort(g, key, root, (*axis, *descending));
+            RootKernel::plain(built, Strategy::Sort)
+        }
+        other => unreachable!("{} is not a kernel root", other.name()),
     }
 }
 
@@ -133,12 +132,12 @@ fn matmul_root(
     key: &GraphKey,
     (root, outputs): (usize, &[usize]),
     stored: &dyn Fn(usize) -> bool,
-) -> MatmulRoot {
+) -> RootKernel {
     let kind = g.context().target.matmul;
     if let MatmulKernel::Lanes(adapter) = kind
         && let Some(l) = matmul_lanes(g, key, root, outputs, stored, adapter)
     {
-        return MatmulRoot {
+        return RootKernel {
             entry: l.entry,
             body: l.body,
             groups: l.groups,
@@ -146,35 +145,48 @@ fn matmul_root(
                 kernel: kind,
                 tile: Some(l.tile),
             },
+            vec_out: false,
             packs: l.packs,
             scratch: l.scratch,
         };
     }
-    let (kernel, (entry, body, groups)) = if kind == MatmulKernel::Tiled {
+    let (kernel, built) = if kind == MatmulKernel::Tiled {
         (MatmulKernel::Tiled, matmul(g, key, root, outputs))
     } else {
         (MatmulKernel::Blocked, matmul_blocked(g, key, root, outputs))
     };
-    MatmulRoot {
-        entry,
-        body,
-        groups,
-        strategy: Strategy::Matmul { kernel, tile: None },
-        packs: Vec::new(),
-        scratch: Vec::new(),
-    }
+    RootKernel::plain(built, Strategy::Matmul { kernel, tile: None })
 }
 
-/// A matmul root's kernel and what it needs dispatched first.
-struct MatmulRoot {
+/// A root's kernel as its builder made it, and what it needs dispatched
+/// first.
+struct RootKernel {
     entry: Entry,
     body: Vec<Inst>,
     groups: usize,
     strategy: Strategy,
+    /// Whether the outputs are stored four elements at a time.
+    vec_out: bool,
     /// The lane kernel's packing kernels.
     packs: Vec<KernelSource>,
     /// The lane kernel's scratch textures.
     scratch: Vec<(u32, u32, u32)>,
+}
+
+impl RootKernel {
+    /// A kernel with no packing kernels or scratch, storing an element at
+    /// a time.
+    fn plain((entry, body, groups): (Entry, Vec<Inst>, usize), strategy: Strategy) -> Self {
+        RootKernel {
+            entry,
+            body,
+            groups,
+            strategy,
+            vec_out: false,
+            packs: Vec::new(),
+            scratch: Vec::new(),
+        }
+    }
 }
 
 /// A root kernel's entry and body.

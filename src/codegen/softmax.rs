@@ -144,56 +144,20 @@ fn softmax_per_thread_vec4(
     let len4 = len / 4;
     let v4 = Ty::of(DType::F32, true);
     let unroll = unroll_for(len4, g.context().target.loop_budget(3));
-    // Each pass reads group `k` of the row as `v` at vec4 index `i`.
-    let pass = |g: &mut Gen, f: &dyn Fn(&mut Gen, &Expr, &Expr)| {
-        let counter = g.fresh("k");
-        let body = g.block(|g| {
-            let start = Expr::arith(Arith::Mul, Expr::Invocation, Expr::U32(len4 as u64));
-            let at = Expr::arith(Arith::Add, start, Expr::Var(counter));
-            let i = g.emit("i", Ty::U32, at);
-            let v = g.value(x, &i, false, true);
-            f(g, &i, &v);
-        });
-        g.push(Inst::Loop {
-            counter,
-            count: Expr::count(len4),
-            unroll,
-            body,
-        });
-    };
-    let splat = |e: Expr| Expr::Construct {
-        ty: v4,
-        x: Box::new(e),
-    };
+    let pass =
+        |g: &mut Gen, f: &dyn Fn(&mut Gen, &Expr, &Expr)| vec4_row_pass(g, (x, len4, unroll), f);
     let m4 = g.variable_of("mx", v4, splat(Expr::F32(f32::NEG_INFINITY.to_bits())));
     pass(g, &|g, _, v| {
         g.assign(&m4, vec_op(BinaryOp::Maximum, m4.clone(), v.clone()))
     });
-    let lane = |e: &Expr, q: u64| Expr::index(e.clone(), Expr::U32(q));
-    // NaN-propagating maxima repeat their operands: each pair is a value.
-    let low = g.emit(
-        "m",
-        Ty::F32,
-        f32_op(BinaryOp::Maximum, lane(&m4, 0), lane(&m4, 1)),
-    );
-    let high = g.emit(
-        "m",
-        Ty::F32,
-        f32_op(BinaryOp::Maximum, lane(&m4, 2), lane(&m4, 3)),
-    );
-    let m = g.emit("m", Ty::F32, f32_op(BinaryOp::Maximum, low, high));
+    let m = max_of_lanes(g, &m4);
     let s4 = g.variable_of("sx", v4, splat(Expr::F32(0.0f32.to_bits())));
     pass(g, &|g, _, v| {
         let d = g.emit("d", v4, vec_op(BinaryOp::Sub, v.clone(), splat(m.clone())));
         let e = g.emit("e", v4, vec_unary(UnaryOp::Exp, d));
         g.accumulate(&s4, e);
     });
-    let add = |a: Expr, b: Expr| f32_op(BinaryOp::Add, a, b);
-    let s = add(
-        add(lane(&s4, 0), lane(&s4, 1)),
-        add(lane(&s4, 2), lane(&s4, 3)),
-    );
-    let s = g.emit("s", Ty::F32, s);
+    let s = g.emit("s", Ty::F32, sum_of_lanes(&s4));
     let ls = g.emit("ls", Ty::F32, f32_unary(UnaryOp::Log, s.clone()));
     let one = Expr::F32(1.0f32.to_bits());
     let rs = g.emit("rs", Ty::F32, f32_op(BinaryOp::Div, one, s.clone()));
@@ -210,16 +174,7 @@ fn softmax_per_thread_vec4(
         let y = g.emit("y", v4, y);
         let nan = splat(Expr::F32(f32::NAN.to_bits()));
         let y = g.emit("y", v4, Expr::select(bad.clone(), nan, y));
-        if whole_vec4 {
-            store_outputs_by(g, key, (root, outputs), (i, true), &y);
-            return;
-        }
-        for q in 0..4 {
-            let at = Expr::arith(Arith::Mul, i.clone(), Expr::U32(4));
-            let idx = g.emit("idx", Ty::U32, Expr::arith(Arith::Add, at, Expr::U32(q)));
-            let result = g.emit("r", Ty::F32, lane(&y, q));
-            store_outputs(g, key, (root, outputs), &idx, &result);
-        }
+        store_vec4(g, key, (root, outputs), (i, &y), whole_vec4);
     });
     let entry = Entry {
         workgroup_size: WORKGROUP_SIZE as usize,
@@ -229,6 +184,86 @@ fn softmax_per_thread_vec4(
         subgroup_id: false,
     };
     (entry, g.body().to_vec(), whole_vec4)
+}
+
+/// One pass of `softmax_per_thread_vec4` over the row of `x` (`len4`
+/// vec4s): runs `f` with the vec4 index `i` and group `v` read there.
+fn vec4_row_pass(
+    g: &mut Gen,
+    (x, len4, unroll): (usize, usize, usize),
+    f: &dyn Fn(&mut Gen, &Expr, &Expr),
+) {
+    let counter = g.fresh("k");
+    let body = g.block(|g| {
+        let start = Expr::arith(Arith::Mul, Expr::Invocation, Expr::U32(len4 as u64));
+        let at = Expr::arith(Arith::Add, start, Expr::Var(counter));
+        let i = g.emit("i", Ty::U32, at);
+        let v = g.value(x, &i, false, true);
+        f(g, &i, &v);
+    });
+    g.push(Inst::Loop {
+        counter,
+        count: Expr::count(len4),
+        unroll,
+        body,
+    });
+}
+
+/// The row's maximum from the lanes of the vec4 maxima `m4`, in pairs:
+/// NaN-propagating maxima repeat their operands, so each pair is a value.
+fn max_of_lanes(g: &mut Gen, m4: &Expr) -> Expr {
+    let low = g.emit(
+        "m",
+        Ty::F32,
+        f32_op(BinaryOp::Maximum, lane(m4, 0), lane(m4, 1)),
+    );
+    let high = g.emit(
+        "m",
+        Ty::F32,
+        f32_op(BinaryOp::Maximum, lane(m4, 2), lane(m4, 3)),
+    );
+    g.emit("m", Ty::F32, f32_op(BinaryOp::Maximum, low, high))
+}
+
+/// The sum of the lanes of `s4`, pairwise.
+fn sum_of_lanes(s4: &Expr) -> Expr {
+    let add = |a: Expr, b: Expr| f32_op(BinaryOp::Add, a, b);
+    add(add(lane(s4, 0), lane(s4, 1)), add(lane(s4, 2), lane(s4, 3)))
+}
+
+/// Stores the outputs at vec4 index `i`, the softmax there being `y`:
+/// as one vec4 when `whole_vec4`, else lane by lane at the four element
+/// indices.
+fn store_vec4(
+    g: &mut Gen,
+    key: &GraphKey,
+    (root, outputs): (usize, &[usize]),
+    (i, y): (&Expr, &Expr),
+    whole_vec4: bool,
+) {
+    if whole_vec4 {
+        store_outputs_by(g, key, (root, outputs), (i, true), y);
+        return;
+    }
+    for q in 0..4 {
+        let at = Expr::arith(Arith::Mul, i.clone(), Expr::U32(4));
+        let idx = g.emit("idx", Ty::U32, Expr::arith(Arith::Add, at, Expr::U32(q)));
+        let result = g.emit("r", Ty::F32, lane(y, q));
+        store_outputs(g, key, (root, outputs), &idx, &result);
+    }
+}
+
+/// `e` in all four lanes of a `vec4<f32>`.
+fn splat(e: Expr) -> Expr {
+    Expr::Construct {
+        ty: Ty::of(DType::F32, true),
+        x: Box::new(e),
+    }
+}
+
+/// Lane `q` of the vec4 `e`.
+fn lane(e: &Expr, q: u64) -> Expr {
+    Expr::index(e.clone(), Expr::U32(q))
 }
 
 /// `a op b` on `vec4<f32>` values.

@@ -90,6 +90,60 @@ pub(crate) fn convert_scalar(bits: u32, from: DType, to: DType) -> u32 {
     }
 }
 
+/// The shape and dtype of `a op b`: their broadcast shape and promoted
+/// dtype (bools counted as integers except by `==` and `!=`). Panics,
+/// naming both operands, where there is none.
+#[track_caller]
+fn broadcast_and_promote(
+    op: BinaryOp,
+    a: &Node,
+    b: &Node,
+    loc: &'static Location<'static>,
+) -> (Vec<usize>, DType) {
+    let Some(shape) = broadcast_shapes(&a.shape, &b.shape) else {
+        panic!(
+            "{}: shapes {:?} and {:?} cannot be broadcast together (dtypes {}, {}) at {loc}",
+            op.name(),
+            a.shape,
+            b.shape,
+            a.dtype,
+            b.dtype
+        );
+    };
+    let Some(mut dt) = promote(a.dtype, b.dtype) else {
+        panic!(
+            "{}: no common dtype for {} and {} (shapes {:?}, {:?}); cast one side first, at {loc}",
+            op.name(),
+            a.dtype,
+            b.dtype,
+            a.shape,
+            b.shape
+        );
+    };
+    // Arithmetic on bools counts them as integers; ordering compares
+    // them as 0 and 1.
+    if dt == DType::Bool && !matches!(op, BinaryOp::Eq | BinaryOp::Ne) {
+        dt = DType::I32;
+    }
+    (shape, dt)
+}
+
+/// An integer pow's f32 result `node` rounded and cast back to `dt`.
+fn rounded_to(node: &Arc<Node>, dt: DType, loc: &'static Location<'static>) -> Arc<Node> {
+    cast_node(
+        &Node::pending(
+            Op::Unary(UnaryOp::Round),
+            vec![node.clone()],
+            Vec::new(),
+            node.shape.clone(),
+            DType::F32,
+            loc,
+        ),
+        dt,
+        loc,
+    )
+}
+
 /// `node` converted to `dtype` (itself if it already is).
 pub(crate) fn cast_node(
     node: &Arc<Node>,
@@ -244,7 +298,41 @@ impl Tensor {
         }
         let loc = Location::caller();
         let a = self.node();
-        let b = match rhs {
+        let b = self.rhs_node(rhs, &a, op, loc);
+        let (shape, dt) = broadcast_and_promote(op, &a, &b, loc);
+        // True division and pow are computed in f32 (pow's integer result
+        // is cast back, matching PyTorch's integer pow for exact values).
+        let compute_dt = if matches!(op, BinaryOp::Div | BinaryOp::Pow) && !dt.is_float() {
+            DType::F32
+        } else {
+            dt
+        };
+        let a = expand_node(&cast_node(&a, compute_dt, loc), &shape, loc);
+        let b = expand_node(&cast_node(&b, compute_dt, loc), &shape, loc);
+        let out_dt = if op.is_comparison() {
+            DType::Bool
+        } else {
+            compute_dt
+        };
+        let node = Node::pending(Op::Binary(op), vec![a, b], Vec::new(), shape, out_dt, loc);
+        if op == BinaryOp::Pow && !dt.is_float() {
+            return rounded_to(&node, dt, loc);
+        }
+        node
+    }
+
+    /// The node of the right-hand side `rhs` of `a op rhs`: a tensor's
+    /// own (on `self`'s device), or a scalar's, in `a`'s dtype where its
+    /// category is no higher.
+    #[track_caller]
+    fn rhs_node(
+        &self,
+        rhs: &Operand,
+        a: &Node,
+        op: BinaryOp,
+        loc: &'static Location<'static>,
+    ) -> Arc<Node> {
+        match rhs {
             Operand::Tensor(t) => {
                 if t.device() != self.device() {
                     panic!(
@@ -268,62 +356,7 @@ impl Tensor {
                 };
                 scalar_node(convert_scalar(bits, sd, dt), dt, loc)
             }
-        };
-        let Some(shape) = broadcast_shapes(&a.shape, &b.shape) else {
-            panic!(
-                "{}: shapes {:?} and {:?} cannot be broadcast together (dtypes {}, {}) at {loc}",
-                op.name(),
-                a.shape,
-                b.shape,
-                a.dtype,
-                b.dtype
-            );
-        };
-        let Some(mut dt) = promote(a.dtype, b.dtype) else {
-            panic!(
-                "{}: no common dtype for {} and {} (shapes {:?}, {:?}); cast one side first, at {loc}",
-                op.name(),
-                a.dtype,
-                b.dtype,
-                a.shape,
-                b.shape
-            );
-        };
-        // Arithmetic on bools counts them as integers; ordering compares
-        // them as 0 and 1.
-        if dt == DType::Bool && !matches!(op, BinaryOp::Eq | BinaryOp::Ne) {
-            dt = DType::I32;
         }
-        // True division and pow are computed in f32 (pow's integer result
-        // is cast back, matching PyTorch's integer pow for exact values).
-        let compute_dt = if matches!(op, BinaryOp::Div | BinaryOp::Pow) && !dt.is_float() {
-            DType::F32
-        } else {
-            dt
-        };
-        let a = expand_node(&cast_node(&a, compute_dt, loc), &shape, loc);
-        let b = expand_node(&cast_node(&b, compute_dt, loc), &shape, loc);
-        let out_dt = if op.is_comparison() {
-            DType::Bool
-        } else {
-            compute_dt
-        };
-        let mut node = Node::pending(Op::Binary(op), vec![a, b], Vec::new(), shape, out_dt, loc);
-        if op == BinaryOp::Pow && !dt.is_float() {
-            node = cast_node(
-                &Node::pending(
-                    Op::Unary(UnaryOp::Round),
-                    vec![node.clone()],
-                    Vec::new(),
-                    node.shape.clone(),
-                    DType::F32,
-                    loc,
-                ),
-                dt,
-                loc,
-            );
-        }
-        node
     }
 
     /// Elementwise `cond ? on_true : on_false`, broadcasting all three.

@@ -522,29 +522,8 @@ impl<'a> Gen<'a> {
                 let p = self.param(base, dtype);
                 self.emit("v", ty, Expr::Construct { ty, x: boxed(p) })
             }
-            Op::Arange => {
-                let start = self.param(base, dtype);
-                let step = self.param(base + 1, dtype);
-                let at = Expr::Construct {
-                    ty,
-                    x: boxed(idx.clone()),
-                };
-                let value = Expr::arith(Arith::Add, start, Expr::arith(Arith::Mul, at, step));
-                self.emit("v", ty, value)
-            }
-            Op::Rand { normal } => {
-                self.uses_rng = true;
-                // Seed and 64-bit offset: four words (`Device::next_rng`).
-                for slot in base..base + 4 {
-                    self.note_param(slot);
-                }
-                let value = Expr::Rng {
-                    normal,
-                    params: base,
-                    index: boxed(idx.clone()),
-                };
-                self.emit("v", ty, value)
-            }
+            Op::Arange => self.arange_value(base, ty, idx),
+            Op::Rand { normal } => self.rand_value(normal, base, ty, idx),
             Op::Unary(u) => {
                 let x = self.value(inputs[0], idx, false, vec);
                 self.uses_erf |= matches!(u, UnaryOp::Erf | UnaryOp::Gelu);
@@ -593,6 +572,36 @@ impl<'a> Gen<'a> {
             }
             _ => self.moved_value(n, &op, base, idx, vec),
         }
+    }
+
+    /// An `Arange`'s element `idx`: `start + idx * step`, its start and
+    /// step the parameter words from `base` on.
+    fn arange_value(&mut self, base: usize, ty: Ty, idx: &Expr) -> Expr {
+        let start = self.param(base, ty.dtype);
+        let step = self.param(base + 1, ty.dtype);
+        let at = Expr::Construct {
+            ty,
+            x: Box::new(idx.clone()),
+        };
+        let value = Expr::arith(Arith::Add, start, Expr::arith(Arith::Mul, at, step));
+        self.emit("v", ty, value)
+    }
+
+    /// A `Rand`'s draw at element `idx` (uniform, or normal when
+    /// `normal`), which brings in the RNG functions and the four
+    /// parameter words from `base` on.
+    fn rand_value(&mut self, normal: bool, base: usize, ty: Ty, idx: &Expr) -> Expr {
+        self.uses_rng = true;
+        // Seed and 64-bit offset: four words (`Device::next_rng`).
+        for slot in base..base + 4 {
+            self.note_param(slot);
+        }
+        let value = Expr::Rng {
+            normal,
+            params: base,
+            index: Box::new(idx.clone()),
+        };
+        self.emit("v", ty, value)
     }
 
     /// Loads node `n` at element index `idx` (group index when `vec`; a

@@ -315,16 +315,7 @@ pub(super) fn executable(
             return Err(e);
         }
     }
-    // Every dispatch of the graph was lowered to IR for these sizes, also
-    // where each then found a generic kernel compiled (sizes are not yet
-    // symbols the executable could bind without lowering).
-    let lowered = sources.iter().flat_map(KernelSource::dispatches).count();
-    metrics.add("kernels_lowered", lowered as u64);
-    let kernels = sources
-        .into_iter()
-        .enumerate()
-        .map(|(k, source)| compile_kernel((ctx, target), caches, metrics, graph, k, source))
-        .collect::<Result<Vec<_>>>()?;
+    let kernels = compile_kernels((ctx, target), caches, metrics, graph, sources)?;
     metrics.add(
         if compiles {
             "graphs_compiled"
@@ -339,9 +330,44 @@ pub(super) fn executable(
         let sources: Vec<&KernelSource> = kernels.iter().map(|k| &k.source).collect();
         crate::debug::dump(dir, graph, &sources, origins);
     }
+    let exe = Arc::new(assemble(ctx, graph, origin, kernels, donations));
+    remember(caches, traced, exe.clone());
+    Ok((exe, compiles))
+}
+
+/// Compiles (or finds compiled) the pipelines of each of `graph`'s
+/// kernels, in order.
+fn compile_kernels(
+    (ctx, target): (&GpuContext, &Target),
+    caches: &mut GpuCaches,
+    metrics: &Metrics,
+    graph: &Graph,
+    sources: Vec<KernelSource>,
+) -> Result<Vec<CompiledKernel>> {
+    // Every dispatch of the graph was lowered to IR for these sizes, also
+    // where each then found a generic kernel compiled (sizes are not yet
+    // symbols the executable could bind without lowering).
+    let lowered = sources.iter().flat_map(KernelSource::dispatches).count();
+    metrics.add("kernels_lowered", lowered as u64);
+    sources
+        .into_iter()
+        .enumerate()
+        .map(|(k, source)| compile_kernel((ctx, target), caches, metrics, graph, k, source))
+        .collect()
+}
+
+/// The executable of `graph`'s compiled `kernels`, with the buffers each
+/// kernel releases planned and, in anomaly mode, the checks buffer.
+fn assemble(
+    ctx: &GpuContext,
+    graph: &Graph,
+    origin: Vec<usize>,
+    kernels: Vec<CompiledKernel>,
+    donations: Vec<(usize, usize)>,
+) -> Executable {
     let releases = plan_releases(&graph.key, &kernels);
     let checks = graph.key.checked.then(|| checks_buffer(ctx));
-    let exe = Arc::new(Executable {
+    Executable {
         key: graph.key.clone(),
         origin,
         work: Work::of(&graph.key, &kernels),
@@ -349,9 +375,7 @@ pub(super) fn executable(
         donations,
         releases,
         checks,
-    });
-    remember(caches, traced, exe.clone());
-    Ok((exe, compiles))
+    }
 }
 
 /// Keeps `exe` as the executable of `traced`'s key.
