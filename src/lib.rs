@@ -143,5 +143,6 @@ pub use metrics::{MetricsSnapshot, TimerStats};
 pub use runtime::adapter::AdapterReport;
 pub use runtime::device::{Device, mark_step};
 pub use runtime::guards::LiveTensorGroup;
+pub use runtime::memory_report::{BufferRole, MemoryReport, ReportedBuffer};
 pub use tensor::{InterpolateMode, IntoDims, IntoOperand, IntoShape, Operand, Tensor};
 pub use tune::{CandidateTiming, Tuning};

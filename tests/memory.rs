@@ -281,3 +281,44 @@ fn a_convolution_holds_nothing_of_its_columns_size() {
     let gx = x.grad().unwrap().to_vec::<f32>().unwrap();
     assert!(gx.iter().all(|v| v.is_finite()));
 }
+
+/// The memory report names the step's peak and the largest buffers live
+/// then, each with the source line of the value it holds: here the input
+/// and the matmul's result, which the softmax after it reads.
+#[test]
+fn the_memory_report_lists_the_largest_buffers_at_the_peak_with_their_lines() {
+    let Some(dev) = gpu() else { return };
+    let n = 512usize;
+    let input_line = line!() + 1;
+    let x = Tensor::ones([n, n], &dev);
+    dev.mark_step().unwrap();
+    dev.wait().unwrap();
+    dev.reset_metrics();
+    assert!(dev.memory_report().is_none(), "reset forgets the report");
+    let matmul_line = line!() + 1;
+    let y = x.matmul(&x);
+    let total = y.softmax(1).sum_all();
+    assert!((total.item::<f32>().unwrap() - n as f32).abs() < 0.5);
+    let report = dev.memory_report().expect("a report after a GPU run");
+    let text = report.to_string();
+    assert!(report.peak_bytes >= report.graph_bytes, "{text}");
+    assert_eq!(
+        report.peak_bytes,
+        dev.metrics().counter("peak_bytes_live"),
+        "{text}"
+    );
+    let bytes = (n * n * 4) as u64;
+    let listed = |role: lazywgpu::BufferRole, line: u32| {
+        report.buffers.iter().any(|b| {
+            b.role == role
+                && b.shape == [n, n]
+                && b.bytes >= bytes
+                && b.location.contains(&format!("memory.rs:{line}:"))
+        })
+    };
+    assert!(listed(lazywgpu::BufferRole::Input, input_line), "{text}");
+    assert!(
+        listed(lazywgpu::BufferRole::Intermediate, matmul_line),
+        "{text}"
+    );
+}

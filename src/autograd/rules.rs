@@ -39,13 +39,7 @@ pub(crate) fn unary(op: UnaryOp, x: &Tensor, out: &Tensor) {
     // a step must store): the input, the output, or neither.
     let reads_input = matches!(
         op,
-        UnaryOp::Abs
-            | UnaryOp::Log
-            | UnaryOp::Sin
-            | UnaryOp::Cos
-            | UnaryOp::Relu
-            | UnaryOp::Erf
-            | UnaryOp::Gelu
+        UnaryOp::Abs | UnaryOp::Log | UnaryOp::Sin | UnaryOp::Cos | UnaryOp::Erf | UnaryOp::Gelu
     );
     let reads_output = matches!(
         op,
@@ -55,6 +49,7 @@ pub(crate) fn unary(op: UnaryOp, x: &Tensor, out: &Tensor) {
             | UnaryOp::Recip
             | UnaryOp::Tanh
             | UnaryOp::Sigmoid
+            | UnaryOp::Relu
     );
     let xs = reads_input.then(|| save(x));
     let y = reads_output.then(|| save(out));
@@ -73,9 +68,11 @@ pub(crate) fn unary(op: UnaryOp, x: &Tensor, out: &Tensor) {
             UnaryOp::Cos => -(g * x().sin()),
             UnaryOp::Tanh => g * (-(y() * y()) + 1.0),
             UnaryOp::Sigmoid => g * y() * (-y() + 1.0),
-            // PyTorch's threshold_backward: zero where x <= 0, so NaN
-            // passes the gradient through.
-            UnaryOp::Relu => x().le(0.0f32).where_cond(0.0f32, g),
+            // PyTorch's threshold_backward on the result: zero where
+            // relu(x) <= 0 (exactly where x <= 0), so NaN passes the
+            // gradient through. The output, not the input, is kept: the
+            // next layer holds it anyway.
+            UnaryOp::Relu => y().le(0.0f32).where_cond(0.0f32, g),
             // d/dx erf(x) = 2/sqrt(pi) * exp(-x^2).
             UnaryOp::Erf => g * (-(x() * x())).exp() * std::f32::consts::FRAC_2_SQRT_PI,
             // d/dx x Phi(x) = Phi(x) + x phi(x), recomputed from x alone.

@@ -258,6 +258,29 @@ impl Device {
         self.inner.metrics.snapshot()
     }
 
+    /// Where device memory went at the highest peak since the metrics
+    /// were last reset ([`Device::reset_metrics`]): the graph run that
+    /// reached it, the kernel it was reached at, and the largest buffers
+    /// of that graph then, each with the source line of the value it
+    /// holds (a parameter, an activation kept for the backward pass, an
+    /// optimiser's state, a scratch texture). `None` on the CPU backend,
+    /// which keeps no device memory, and before any graph ran.
+    ///
+    /// ```
+    /// # use lazywgpu::{Device, Tensor};
+    /// let dev = Device::default();
+    /// let x = Tensor::ones([256, 256], &dev);
+    /// let y = (x.matmul(&x) + 1.0).relu().sum_all();
+    /// dev.mark_step().unwrap();
+    /// if let Some(report) = dev.memory_report() {
+    ///     println!("{report}"); // peak, kernel, largest buffers with their source lines
+    /// }
+    /// # drop(y);
+    /// ```
+    pub fn memory_report(&self) -> Option<crate::MemoryReport> {
+        self.inner.pool.report()
+    }
+
     /// Adds a sample to timer `name` (for work timed outside the
     /// runtime, such as a data loader's waits).
     pub(crate) fn record_timer(&self, name: &'static str, elapsed: std::time::Duration) {
@@ -267,6 +290,7 @@ impl Device {
     /// Sets every counter back to zero (and forgets kernel timings).
     pub fn reset_metrics(&self) {
         self.inner.metrics.reset();
+        self.inner.pool.clear_report();
         if let Backend::Gpu(ctx, _) = &self.inner.backend {
             if let Some(p) = &ctx.profile {
                 p.clear();

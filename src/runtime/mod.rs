@@ -5,6 +5,7 @@ pub mod adapter;
 pub mod device;
 pub(crate) mod gpu;
 pub(crate) mod guards;
+pub(crate) mod memory_report;
 pub(crate) mod overlap;
 pub(crate) mod pool;
 pub(crate) mod profile;

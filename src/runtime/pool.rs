@@ -10,6 +10,7 @@ use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 
 use crate::metrics::Metrics;
+use crate::runtime::memory_report::MemoryReport;
 
 /// Most bytes kept idle in the pool; past this, freed buffers are released.
 const MAX_POOLED_BYTES: u64 = 1 << 30;
@@ -32,6 +33,9 @@ pub(crate) struct BufferPool {
     /// The most bytes the device's buffers may hold, live and idle
     /// together (`DeviceConfig::memory_limit`).
     limit: Option<u64>,
+    /// The memory report of the run with the highest peak since the
+    /// metrics were last reset (`Device::memory_report`).
+    report: Mutex<Option<MemoryReport>>,
 }
 
 /// Why a buffer could not be had: the limit, or the driver.
@@ -64,7 +68,32 @@ impl BufferPool {
             free: Mutex::new(HashMap::new()),
             metrics,
             limit,
+            report: Mutex::new(None),
         })
+    }
+
+    /// Keeps the report `build` makes of a run whose peak was `peak`
+    /// bytes live, if no run since the last reset peaked higher.
+    pub fn offer_report(&self, peak: u64, build: impl FnOnce() -> Option<MemoryReport>) {
+        let mut kept = self.report.lock().unwrap_or_else(|e| e.into_inner());
+        if kept.as_ref().is_none_or(|r| peak >= r.peak_bytes) {
+            if let Some(report) = build() {
+                *kept = Some(report);
+            }
+        }
+    }
+
+    /// The report kept by `offer_report`.
+    pub fn report(&self) -> Option<MemoryReport> {
+        self.report
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .clone()
+    }
+
+    /// Forgets the kept report (the metrics were reset).
+    pub fn clear_report(&self) {
+        *self.report.lock().unwrap_or_else(|e| e.into_inner()) = None;
     }
 
     /// Releases every idle buffer (wgpu frees each once no submission

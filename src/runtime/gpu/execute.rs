@@ -9,7 +9,8 @@ use crate::error::{Error, Result};
 use crate::graph::semantics::indexed_axis_len;
 use crate::graph::{GKind, Graph};
 use crate::kernel::Target;
-use crate::runtime::pool::BufferPool;
+use crate::runtime::memory_report::{BufferRole, PlannedBuffer, ReportedBuffer, report_of};
+use crate::runtime::pool::{BufferPool, size_class};
 use crate::runtime::storage::{DataBuffer, Storage};
 use crate::shape::{Layout, numel};
 
@@ -62,6 +63,7 @@ pub(crate) fn run_graph(
         })
     });
     run.encode(&mut encoder, queries.as_ref())?;
+    run.report_memory();
     metrics.add("kernel_launches", exe.kernels.len() as u64);
     metrics.add("kernel_bytes_read", exe.work.bytes_read);
     metrics.add("kernel_bytes_written", exe.work.bytes_written);
@@ -121,6 +123,9 @@ struct Run<'a> {
     /// input (a strided view being made contiguous).
     buffers: Vec<NodeBuffer>,
     written: Vec<NodeBuffer>,
+    /// The device's live bytes while each kernel encoded so far held its
+    /// buffers and scratch (for the memory report).
+    levels: Vec<u64>,
 }
 
 impl<'a> Run<'a> {
@@ -143,6 +148,7 @@ impl<'a> Run<'a> {
             params: None,
             buffers: vec![None; nodes.len()],
             written: vec![None; nodes.len()],
+            levels: Vec::with_capacity(exe.kernels.len()),
         };
         for (i, n) in nodes.iter().enumerate() {
             if let GKind::Input { slot, .. } = n.kind {
@@ -162,9 +168,17 @@ impl<'a> Run<'a> {
             run.written[o] = run.buffers[x].clone();
             metrics.add("buffers_donated", 1);
         }
+        // Outputs a kernel writes get their buffers when it is encoded
+        // (not before, so that they do not add to the memory held while
+        // earlier kernels run); the others (empty ones) here.
+        let mut by_kernel = vec![false; nodes.len()];
+        for k in &exe.kernels {
+            for &w in &k.source.writes {
+                by_kernel[w] = true;
+            }
+        }
         for &o in &exe.key.outputs {
-            if run.written[o].is_none() {
-                // Empty outputs are never written by a kernel.
+            if run.written[o].is_none() && !by_kernel[o] {
                 let words = nodes[o].dtype.words(numel(&nodes[o].shape));
                 let (label, at) = (run.op_label(o), run.location(o));
                 let what = move || format!("output of {label} at {at}");
@@ -316,7 +330,105 @@ impl<'a> Run<'a> {
         }
         let main = bind(k.packs.len(), &k.pipeline, &k.source)?;
         dispatches.push((&*k.pipeline, main, k.workgroups));
+        // While its buffers and this run's scratch are held.
+        self.levels.push(self.pool.metrics.value("bytes_live"));
         Ok(dispatches)
+    }
+
+    /// Offers the device this run's memory report (kept if its peak is
+    /// the highest since the metrics were reset): the buffers live at its
+    /// highest level, found from the plan (`memory_report`).
+    fn report_memory(&self) {
+        let Some(&peak) = self.levels.iter().max() else {
+            return;
+        };
+        self.pool.offer_report(peak, || {
+            let exe = self.exe;
+            let at = |k: usize| match exe.kernels[k].source.writes.first() {
+                Some(&w) => format!(
+                    "{} {:?} @ {}",
+                    self.op_label(w),
+                    exe.key.nodes[w].shape,
+                    self.location(w)
+                ),
+                None => "a kernel without outputs".to_string(),
+            };
+            let scratch: Vec<u64> = (exe.kernels.iter())
+                .map(|k| {
+                    let sizes = k.scratch.iter().zip(&k.source.scratch);
+                    let per_run = sizes.filter(|(kept, _)| kept.is_none());
+                    per_run.map(|(_, &size)| scratch_bytes(size)).sum()
+                })
+                .collect();
+            report_of(
+                (self.graph.hash, &at),
+                &self.levels,
+                self.planned_buffers(),
+                &scratch,
+            )
+        });
+    }
+
+    /// Every buffer of this run with the kernels it is live across: the
+    /// inputs and outputs not written by a kernel from the start, the
+    /// others from the kernel that writes them to their release.
+    fn planned_buffers(&self) -> Vec<PlannedBuffer> {
+        let exe = self.exe;
+        let nodes = &exe.key.nodes;
+        let mut from: Vec<Option<usize>> = vec![None; nodes.len()];
+        let mut to: Vec<Option<usize>> = vec![None; nodes.len()];
+        for (k, kernel) in exe.kernels.iter().enumerate() {
+            for &w in &kernel.source.writes {
+                from[w].get_or_insert(k);
+            }
+            for &n in &exe.releases[k] {
+                to[n] = Some(k);
+            }
+        }
+        let is_output = |n: usize| exe.key.outputs.contains(&n);
+        let mut planned = Vec::new();
+        for (n, node) in nodes.iter().enumerate() {
+            let input = matches!(node.kind, GKind::Input { .. });
+            // The buffer, where the run still holds it, tells shared
+            // buffers apart and gives the size allocated.
+            let held = if input {
+                &self.buffers[n]
+            } else {
+                &self.written[n]
+            };
+            let bytes = match held {
+                Some(b) => b.buffer().size(),
+                None if input || from[n].is_none() => continue,
+                None => size_class((node.dtype.words(numel(&node.shape)) as u64 * 4).max(16)),
+            };
+            let id = held
+                .as_ref()
+                .map_or(usize::MAX - n, |b| Arc::as_ptr(b) as usize);
+            let role = if input {
+                BufferRole::Input
+            } else if is_output(n) {
+                BufferRole::Output
+            } else {
+                BufferRole::Intermediate
+            };
+            planned.push(PlannedBuffer {
+                id,
+                from: if input { 0 } else { from[n].unwrap_or(0) },
+                to: if input { None } else { to[n] },
+                buffer: ReportedBuffer {
+                    bytes,
+                    role,
+                    op: if input {
+                        "input".to_string()
+                    } else {
+                        self.op_label(n).to_string()
+                    },
+                    shape: node.shape.clone(),
+                    location: self.location(n).to_string(),
+                },
+            });
+        }
+        planned
     }
 
     /// The buffer output node `o` was written to.
