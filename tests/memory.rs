@@ -322,3 +322,83 @@ fn the_memory_report_lists_the_largest_buffers_at_the_peak_with_their_lines() {
         "{text}"
     );
 }
+
+/// An in-place update fused into a kernel root's epilogue (an optimiser's
+/// step joining the matmul or reduction that computes its gradient) writes
+/// into the buffer of the value it replaces, as an elementwise update
+/// does: the step holds one copy of the state, not two. Values against
+/// f64 loops.
+#[test]
+fn updates_fused_into_a_root_kernel_write_into_the_old_buffer() {
+    let Some(dev) = gpu() else { return };
+    let (m, k, n) = (96usize, 80usize, 72usize);
+    let av: Vec<f32> = (0..m * k)
+        .map(|i| ((i * 7) % 11) as f32 * 0.1 - 0.5)
+        .collect();
+    let bv: Vec<f32> = (0..k * n)
+        .map(|i| ((i * 5) % 13) as f32 * 0.1 - 0.6)
+        .collect();
+    let cv: Vec<f32> = (0..m * n).map(|i| (i % 17) as f32 * 0.25).collect();
+    let a = Tensor::from_vec(av.clone(), [m, k], &dev).unwrap();
+    let b = Tensor::from_vec(bv.clone(), [k, n], &dev).unwrap();
+    let c = Tensor::from_vec(cv.clone(), [m, n], &dev).unwrap();
+    let rows = Tensor::from_vec(vec![1.0f32; m], [m], &dev).unwrap();
+    dev.mark_step().unwrap();
+    dev.wait().unwrap();
+    dev.reset_metrics();
+    // c += a @ b (the matmul's epilogue), rows = rows * 0.5 + a.sum(1)
+    // (the reduction's epilogue).
+    c.add_(&a.matmul(&b));
+    rows.mul_(0.5).add_(&a.sum([1], false));
+    dev.mark_step().unwrap();
+    dev.wait().unwrap();
+    assert_eq!(dev.metrics().counter("buffers_donated"), 2);
+    let got = c.to_vec::<f32>().unwrap();
+    let mut want = vec![0.0f64; m * n];
+    for i in 0..m {
+        for j in 0..n {
+            let dot: f64 = (0..k)
+                .map(|t| av[i * k + t] as f64 * bv[t * n + j] as f64)
+                .sum();
+            want[i * n + j] = cv[i * n + j] as f64 + dot;
+        }
+    }
+    let want: Vec<f32> = want.iter().map(|&v| v as f32).collect();
+    assert_close(&got, &want, 1e-4, 1e-4, "c += a @ b");
+    let want_rows: Vec<f32> = (0..m)
+        .map(|i| (0.5 + (0..k).map(|t| av[i * k + t] as f64).sum::<f64>()) as f32)
+        .collect();
+    let rows = rows.to_vec::<f32>().unwrap();
+    assert_close(&rows, &want_rows, 1e-4, 1e-4, "rows * 0.5 + a.sum(1)");
+}
+
+/// A value the root's own loop reads (`c += c @ b`: c is an operand of
+/// the matmul, read at other elements than the one stored) is never
+/// written over while it is read.
+#[test]
+fn a_root_kernel_reading_the_old_value_in_its_loop_does_not_take_its_buffer() {
+    let Some(dev) = gpu() else { return };
+    let n = 64usize;
+    let cv: Vec<f32> = (0..n * n).map(|i| ((i * 3) % 7) as f32 * 0.1).collect();
+    let bv: Vec<f32> = (0..n * n)
+        .map(|i| ((i * 5) % 9) as f32 * 0.1 - 0.4)
+        .collect();
+    let c = Tensor::from_vec(cv.clone(), [n, n], &dev).unwrap();
+    let b = Tensor::from_vec(bv.clone(), [n, n], &dev).unwrap();
+    dev.mark_step().unwrap();
+    dev.wait().unwrap();
+    dev.reset_metrics();
+    c.add_(&c.matmul(&b));
+    let got = c.to_vec::<f32>().unwrap();
+    assert_eq!(dev.metrics().counter("buffers_donated"), 0);
+    let want: Vec<f32> = (0..n * n)
+        .map(|e| {
+            let (i, j) = (e / n, e % n);
+            let dot: f64 = (0..n)
+                .map(|t| cv[i * n + t] as f64 * bv[t * n + j] as f64)
+                .sum();
+            (cv[e] as f64 + dot) as f32
+        })
+        .collect();
+    assert_close(&got, &want, 1e-4, 1e-4, "c += c @ b");
+}

@@ -40,9 +40,15 @@ pub(super) fn kernels_checked(
             KernelKind::Elementwise => {
                 generate_kernel(key, &group.outputs, group.numel, &|i| stored[i], &[], &cx)
             }
-            KernelKind::Root { node, write_root } => {
-                generate_root_kernel(key, node, write_root, &group.outputs, &|i| stored[i], &cx)
-            }
+            KernelKind::Root { node, write_root } => generate_root_kernel(
+                key,
+                node,
+                write_root,
+                &group.outputs,
+                &|i| stored[i],
+                &[],
+                &cx,
+            ),
         };
         for &w in &source.writes {
             stored[w] = true;

@@ -34,6 +34,7 @@ pub(crate) fn generate_root_kernel(
     write_root: bool,
     epilogue: &[usize],
     stored: &dyn Fn(usize) -> bool,
+    aliases: &[(usize, usize)],
     cx: &CodegenContext,
 ) -> KernelSource {
     let mut outputs: Vec<usize> = Vec::new();
@@ -41,7 +42,7 @@ pub(crate) fn generate_root_kernel(
         outputs.push(root);
     }
     outputs.extend_from_slice(epilogue);
-    let mut g = Gen::new(&key.nodes, stored, &[], cx);
+    let mut g = Gen::new(&key.nodes, stored, aliases, cx);
     g.set_checks(key.checked);
     let only_root = write_root && epilogue.is_empty();
     let built = build_root(&mut g, key, (root, &outputs, only_root), stored);
@@ -218,8 +219,13 @@ pub(super) fn store_outputs_by(
         let value = result.clone();
         g.check(Check::Nan { value, vec }, root);
     }
-    for (k, &o) in outputs.iter().enumerate() {
-        let v = g.value(o, idx, true, vec);
+    // Every value before any store: an output written into a donated
+    // input's buffer must not overwrite it before a later output reads it.
+    let values: Vec<Expr> = outputs
+        .iter()
+        .map(|&o| g.value(o, idx, true, vec))
+        .collect();
+    for (k, (&o, v)) in outputs.iter().zip(values).enumerate() {
         let stmt = g.store(k, o, idx, v, vec);
         g.push(stmt);
     }

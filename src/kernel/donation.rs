@@ -15,6 +15,61 @@ pub(crate) fn reads_output_elsewhere(body: &[Inst], own: &Expr) -> bool {
     found
 }
 
+/// Whether `body` reads an output binding (a donated input) at an index
+/// that no store to an output uses. A root kernel's invocation stores
+/// many elements (a block of a matmul's output, a row of a softmax), each
+/// with its epilogue: a donated input read only at the index of an
+/// element the same invocation stores, and before it stores it
+/// (`codegen::roots::store_outputs` computes every value before any
+/// store), cannot race. Indices are compared as IR, so a read at an index
+/// spelled otherwise than its store undoes the donation (never the other
+/// way round).
+pub(crate) fn reads_output_off_its_stores(body: &[Inst]) -> bool {
+    let mut stores = Vec::new();
+    let mut reads = Vec::new();
+    let mut copy = body.to_vec();
+    indices(&mut copy, &mut stores, &mut reads);
+    reads.iter().any(|r| r.is_none() || !stores.contains(r))
+}
+
+/// The indices of output stores and of output reads (`None`: a read that
+/// is not by index) in `body`.
+fn indices(body: &mut [Inst], stores: &mut Vec<Option<Expr>>, reads: &mut Vec<Option<Expr>>) {
+    for inst in body {
+        match inst {
+            Inst::Parts {
+                buffer,
+                index,
+                access,
+                ..
+            } if buffer.output => match access {
+                PartAccess::Read(_) => reads.push(Some(index.clone())),
+                PartAccess::Write(_) => stores.push(Some(index.clone())),
+            },
+            Inst::Store { buffer, index, .. } if buffer.output => {
+                stores.push(Some(index.clone()));
+            }
+            Inst::CoopLoad { from, .. } if from.buffer.output => reads.push(None),
+            _ => {}
+        }
+        for e in inst.exprs_mut() {
+            loads(e, reads);
+        }
+        for nested in inst.bodies_mut() {
+            indices(nested, stores, reads);
+        }
+    }
+}
+
+fn loads(e: &mut Expr, reads: &mut Vec<Option<Expr>>) {
+    if let Expr::Load { buffer, index } = e
+        && buffer.output
+    {
+        reads.push(Some((**index).clone()));
+    }
+    e.for_each_child_mut(&mut |child| loads(child, reads));
+}
+
 fn walk(body: &mut [Inst], own: &Expr, found: &mut bool) {
     for inst in body {
         match inst {

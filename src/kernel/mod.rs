@@ -13,7 +13,7 @@ mod strategy;
 mod target;
 
 pub(crate) use binding::Binding;
-pub(crate) use donation::reads_output_elsewhere;
+pub(crate) use donation::{reads_output_elsewhere, reads_output_off_its_stores};
 pub(crate) use legalise::legalise;
 pub(crate) use program::{Declared, Entry, Helpers, Kernel, WorkgroupArray};
 pub(crate) use strategy::{

@@ -16,7 +16,7 @@ use crate::codegen::{
 use crate::error::{Error, Result};
 use crate::graph::op::Op;
 use crate::graph::{GKind, Graph, GraphKey};
-use crate::kernel::{Precedents, Target};
+use crate::kernel::{Precedents, Target, reads_output_off_its_stores};
 use crate::metrics::Metrics;
 use crate::schedule::{
     KernelGroup, KernelKind, Lowered, lower_for_gpu, reads_only_at_own_element, schedule,
@@ -177,10 +177,12 @@ pub(super) fn plan_donations(
             .filter(|&k| sources[k].all_reads().any(|r| r == x))
             .collect();
         let elementwise = |k: &usize| groups[*k].kind == KernelKind::Elementwise;
-        let candidates: Vec<usize> = match readers.as_slice() {
-            [] => (0..groups.len()).filter(elementwise).collect(),
-            [k] if elementwise(k) => vec![*k],
-            _ => continue,
+        // Only the last kernel reading it may write into its buffer:
+        // earlier readers have run by then (wgpu orders the dispatches of
+        // a pass that use one buffer).
+        let candidates: Vec<usize> = match readers.last() {
+            None => (0..groups.len()).filter(elementwise).collect(),
+            Some(&k) => vec![k],
         };
         'kernels: for k in candidates {
             for (j, &o) in groups[k].outputs.iter().enumerate() {
@@ -196,27 +198,19 @@ pub(super) fn plan_donations(
                     continue 'kernels;
                 }
                 let mut trial = aliases[k].clone();
-                trial.push((x, j));
-                let lowered = lower_kernel(
-                    &graph.key,
-                    &groups[k].outputs,
-                    groups[k].numel,
-                    &stored,
-                    &trial,
-                    cx,
-                );
-                // The lowered kernel reads an aliased input from the
-                // output's binding only at the own element; the graph said
-                // it would.
-                if lowered.reads_donated_elsewhere() {
-                    log::error!(
-                        "graph {:016x}: node {x} was judged safe to donate to node {o} but is read elsewhere; not donated",
-                        graph.hash
-                    );
-                    debug_assert!(false, "donation analysis and code generation disagree");
+                // The output's position among those the kernel writes (a
+                // root kernel writes its root first, where it does).
+                let position = match groups[k].kind {
+                    KernelKind::Root {
+                        write_root: true, ..
+                    } => j + 1,
+                    _ => j,
+                };
+                trial.push((x, position));
+                let Some(source) = lower_donating(graph, cx, &groups[k], &stored, &trial) else {
                     continue 'kernels;
-                }
-                sources[k] = lowered.render();
+                };
+                sources[k] = source;
                 aliases[k] = trial;
                 donations.push((o, x));
                 break 'kernels;
@@ -230,6 +224,48 @@ pub(super) fn plan_donations(
         );
     }
     donations
+}
+
+/// The kernel of `group` with outputs written into donated inputs'
+/// buffers (`aliases`: input node, output position), or `None` where the
+/// lowered kernel reads a donated input at another element than it stores
+/// there (then nothing is donated to it).
+fn lower_donating(
+    graph: &Graph,
+    cx: &CodegenContext,
+    group: &KernelGroup,
+    stored: &dyn Fn(usize) -> bool,
+    aliases: &[(usize, usize)],
+) -> Option<KernelSource> {
+    let key = &graph.key;
+    match group.kind {
+        KernelKind::Elementwise => {
+            let lowered = lower_kernel(key, &group.outputs, group.numel, stored, aliases, cx);
+            // The lowered kernel reads an aliased input from the output's
+            // binding only at the own element; the graph said it would.
+            if lowered.reads_donated_elsewhere() {
+                log::error!(
+                    "graph {:016x}: inputs {aliases:?} were judged safe to donate but are read elsewhere; not donated",
+                    graph.hash
+                );
+                debug_assert!(false, "donation analysis and code generation disagree");
+                return None;
+            }
+            Some(lowered.render())
+        }
+        KernelKind::Root { node, write_root } => {
+            let source =
+                generate_root_kernel(key, node, write_root, &group.outputs, stored, aliases, cx);
+            if reads_output_off_its_stores(&source.kernel.body) {
+                log::debug!(
+                    "graph {:016x}: root kernel {node} reads a donated input off its stores; not donated",
+                    graph.hash
+                );
+                return None;
+            }
+            Some(source)
+        }
+    }
 }
 
 /// Compiled work of one `Device`: executables by graph structure, pipelines
@@ -511,7 +547,8 @@ pub(super) fn generate(
                 generate_kernel(&graph.key, &group.outputs, group.numel, &read, &[], cx)
             }
             KernelKind::Root { node, write_root } => {
-                generate_root_kernel(&graph.key, node, write_root, &group.outputs, &read, cx)
+                let epilogue = &group.outputs;
+                generate_root_kernel(&graph.key, node, write_root, epilogue, &read, &[], cx)
             }
         };
         if group.kind == KernelKind::Elementwise
