@@ -15,7 +15,8 @@
 //!
 //! `--help` lists the options. The samples go to
 //! `target/lazywgpu-out/diffusion-samples.png` and the loss curve to
-//! `diffusion-loss.svg` beside it (or `--out DIR`).
+//! `diffusion-loss.svg` beside it (or `--out DIR`, or `--samples FILE`
+//! and `--plot FILE`); `--save FILE` keeps the averaged weights.
 //!
 //! Noise is drawn on the device from its seeded generator
 //! (`Tensor::randn`), and so are the timesteps: `floor(rand * T)` cast to
@@ -35,13 +36,15 @@ use cli::{DeviceArg, OutDir, at_least_one};
 use plot::{Curve, line_chart};
 use unet::{UNet, UNetConfig};
 
+use std::error::Error;
 use std::path::PathBuf;
+use std::sync::Arc;
 use std::time::Instant;
 
 use clap::{Parser, ValueEnum};
 use indicatif::{ProgressBar, ProgressStyle};
 use lazywgpu::data::{Cifar10, DataLoader, Dataset, Mnist};
-use lazywgpu::nn::{Parameters, functional as F};
+use lazywgpu::nn::{self, Parameters, functional as F};
 use lazywgpu::optim::{AdamW, Ema, Optimizer};
 use lazywgpu::{DType, Device, Tensor, no_grad};
 use plotters::style::BLUE;
@@ -61,7 +64,7 @@ enum DatasetChoice {
 /// digits sampled from noise, written as a PNG.
 #[derive(Parser, Debug)]
 #[command(after_help = "Examples:
-  cargo run --release --example diffusion                     # 100 steps on the shipped digits, about 8 minutes on 2 cores
+  cargo run --release --example diffusion                     # 100 steps on the shipped digits, about 4 minutes on 2 cores
   cargo run --release --example diffusion -- --steps 3000     # longer, better digits
   cargo run --release --example diffusion -- --data ~/mnist   # the full 60,000 digits
   cargo run --release --example diffusion -- --dataset cifar10 --data ~/cifar-10-batches-bin
@@ -80,7 +83,8 @@ struct Args {
     /// AdamW's learning rate
     #[arg(long, default_value_t = 2e-3)]
     lr: f32,
-    /// The EMA's decay (warmed up as min(decay, (1 + n) / (10 + n)))
+    /// The EMA's decay (warmed up as min(decay, (1 + n) / (10 + n)) after
+    /// n updates)
     #[arg(long, default_value_t = 0.995)]
     ema_decay: f32,
     /// Diffusion timesteps T of the linear beta schedule (1e-4 to 0.02)
@@ -110,6 +114,17 @@ struct Args {
     /// Steps between loss reads (each read waits for the device)
     #[arg(long, value_name = "N", default_value_t = 5, value_parser = at_least_one())]
     log_interval: usize,
+    /// The sampled grid, PNG [default: diffusion-samples.png in the output
+    /// directory]
+    #[arg(long, value_name = "FILE")]
+    samples: Option<PathBuf>,
+    /// The loss curve, SVG [default: diffusion-loss.svg in the output
+    /// directory]
+    #[arg(long, value_name = "FILE")]
+    plot: Option<PathBuf>,
+    /// Save the averaged (EMA) weights sampled with (safetensors)
+    #[arg(long, value_name = "FILE")]
+    save: Option<PathBuf>,
     #[command(flatten)]
     device: DeviceArg,
     #[command(flatten)]
@@ -118,7 +133,7 @@ struct Args {
 
 /// The training images as a dataset, with the name printed and the
 /// image channels.
-fn load_dataset(args: &Args) -> Result<(Box<dyn Dataset>, String, usize), String> {
+fn load_dataset(args: &Args) -> Result<(Arc<dyn Dataset>, String, usize), String> {
     match args.dataset {
         DatasetChoice::Mnist => {
             let dir = args.data.clone().unwrap_or_else(|| {
@@ -126,7 +141,7 @@ fn load_dataset(args: &Args) -> Result<(Box<dyn Dataset>, String, usize), String
             });
             let split = Mnist::load_split(&dir, true)
                 .map_err(|e| format!("reading MNIST from {}: {e}", dir.display()))?;
-            Ok((Box::new(split), format!("MNIST from {}", dir.display()), 1))
+            Ok((Arc::new(split), format!("MNIST from {}", dir.display()), 1))
         }
         DatasetChoice::Cifar10 => {
             let dir = args
@@ -136,23 +151,11 @@ fn load_dataset(args: &Args) -> Result<(Box<dyn Dataset>, String, usize), String
             let data = Cifar10::load(&dir, true)
                 .map_err(|e| format!("reading CIFAR-10 from {}: {e}", dir.display()))?;
             Ok((
-                Box::new(data),
+                Arc::new(data),
                 format!("CIFAR-10 from {}", dir.display()),
                 3,
             ))
         }
-    }
-}
-
-/// A box of a dataset as a dataset (the loader takes it by value).
-struct Boxed(Box<dyn Dataset>);
-
-impl Dataset for Boxed {
-    fn len(&self) -> usize {
-        self.0.len()
-    }
-    fn get(&self, index: usize) -> lazywgpu::Result<lazywgpu::data::Example> {
-        self.0.get(index)
     }
 }
 
@@ -307,10 +310,96 @@ fn grid(images: &[f32], shape: [usize; 4], side: usize) -> (usize, usize, Vec<u8
     (gw, gh, out)
 }
 
-fn main() -> Result<(), Box<dyn std::error::Error>> {
+/// The training losses read, `(step, loss)`.
+type LossCurve = Vec<(f64, f64)>;
+
+/// Trains `model` for `args.steps` steps of AdamW, one `mark_step()` per
+/// step, with an EMA of its weights: the losses read `(step, loss)` and
+/// the average.
+fn train(
+    args: &Args,
+    model: &UNet,
+    schedule: &Schedule,
+    loader: &DataLoader,
+    dev: &Device,
+) -> Result<(LossCurve, Ema), Box<dyn Error>> {
+    let mut opt = AdamW::new(model.params(), args.lr);
+    let mut ema = Ema::new(&model.params(), args.ema_decay);
+    let bar = ProgressBar::new(args.steps as u64);
+    bar.set_style(
+        ProgressStyle::with_template("train [{bar:30}] {pos}/{len} {per_sec} eta {eta} {msg}")?
+            .progress_chars("=> "),
+    );
+    let mut losses = LossCurve::new();
+    let mut pending: Vec<(usize, Tensor)> = Vec::new();
+    let started = Instant::now();
+    let mut step = 0;
+    'train: for epoch in 0.. {
+        for batch in loader.epoch(epoch) {
+            let (images, _labels) = batch?;
+            // [0, 1] -> [-1, 1].
+            let x0 = images * 2.0f32 - 1.0f32;
+            opt.zero_grad();
+            let loss = diffusion_loss(model, schedule, &x0);
+            loss.backward();
+            opt.step();
+            // The average's decay warms up over its first updates.
+            let n = ema.updates() as f32;
+            ema.set_decay(args.ema_decay.min((1.0 + n) / (10.0 + n)));
+            ema.update(&model.params());
+            dev.mark_step()?;
+            pending.push((step, loss));
+            step += 1;
+            // Reading waits for the device: the losses of the last
+            // interval are read together.
+            if step % args.log_interval == 0 || step == args.steps {
+                for (s, l) in pending.drain(..) {
+                    losses.push((s as f64, l.item::<f32>()? as f64));
+                }
+                let last = losses.last().map_or(0.0, |p| p.1);
+                bar.set_message(format!("loss {last:.4}"));
+                if bar.is_hidden() {
+                    println!(
+                        "step {step}: loss {last:.4}, {:.1} s",
+                        started.elapsed().as_secs_f64()
+                    );
+                }
+            }
+            bar.inc(1);
+            if step == args.steps {
+                break 'train;
+            }
+        }
+    }
+    dev.wait()?;
+    bar.finish();
+    let train_secs = started.elapsed().as_secs_f64();
+    // Everything live in training, parameters, AdamW's moments and the
+    // average included, before sampling.
+    let training_peak = dev.metrics().counter("peak_bytes_live");
+    let tail = &losses[losses.len().saturating_sub(50)..];
+    let final_loss = tail.iter().map(|p| p.1).sum::<f64>() / tail.len().max(1) as f64;
+    println!(
+        "trained {} steps in {train_secs:.1} s ({:.2} steps/s); loss {final_loss:.4} (mean of the last {})",
+        args.steps,
+        args.steps as f64 / train_secs,
+        tail.len()
+    );
+    println!(
+        "peak device memory in training: {:.1} MB (batch {})",
+        training_peak as f64 / 1e6,
+        args.batch_size
+    );
+    Ok((losses, ema))
+}
+
+fn main() -> Result<(), Box<dyn Error>> {
     let args: Args = cli::parse();
     let (dataset, what, channels) = load_dataset(&args)?;
-    let dev = args.device.open()?;
+    let dev = args
+        .device
+        .open()
+        .map_err(|e| format!("opening the device: {e}"))?;
     dev.manual_seed(args.seed);
     let example = dataset.get(0)?;
     let (h, w) = (example.shape[1], example.shape[2]);
@@ -341,70 +430,15 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         args.timesteps,
     );
     let schedule = Schedule::linear(args.timesteps, &dev)?;
-    let mut opt = AdamW::new(model.params(), args.lr);
-    let mut ema = Ema::new(&model.params(), args.ema_decay);
-    let loader = DataLoader::new(Boxed(dataset), args.batch_size, &dev)
+    let loader = DataLoader::new(dataset, args.batch_size, &dev)
         .shuffle(args.seed)
         .drop_last(true);
     if loader.is_empty() {
         return Err(format!("fewer images than one batch of {}", args.batch_size).into());
     }
 
-    let bar = ProgressBar::new(args.steps as u64);
-    bar.set_style(
-        ProgressStyle::with_template("train [{bar:30}] {pos}/{len} {per_sec} eta {eta} {msg}")?
-            .progress_chars("=> "),
-    );
-    let mut losses: Vec<(f64, f64)> = Vec::new();
-    let mut pending: Vec<(usize, Tensor)> = Vec::new();
     let started = Instant::now();
-    let mut step = 0;
-    'train: for epoch in 0.. {
-        for batch in loader.epoch(epoch) {
-            let (images, _labels) = batch?;
-            // [0, 1] -> [-1, 1].
-            let x0 = images * 2.0f32 - 1.0f32;
-            opt.zero_grad();
-            let loss = diffusion_loss(&model, &schedule, &x0);
-            loss.backward();
-            opt.step();
-            ema.set_decay(args.ema_decay.min((1 + step) as f32 / (10 + step) as f32));
-            ema.update(&model.params());
-            dev.mark_step()?;
-            pending.push((step, loss));
-            step += 1;
-            // Reading waits for the device: the losses of the last
-            // interval are read together.
-            if step % args.log_interval == 0 || step == args.steps {
-                for (s, l) in pending.drain(..) {
-                    losses.push((s as f64, l.item::<f32>()? as f64));
-                }
-                let last = losses.last().map_or(0.0, |p| p.1);
-                bar.set_message(format!("loss {last:.4}"));
-                if bar.is_hidden() {
-                    println!(
-                        "step {step}: loss {last:.4}, {:.1} s",
-                        started.elapsed().as_secs_f64()
-                    );
-                }
-            }
-            bar.inc(1);
-            if step == args.steps {
-                break 'train;
-            }
-        }
-    }
-    dev.wait()?;
-    bar.finish();
-    let train_secs = started.elapsed().as_secs_f64();
-    let tail = &losses[losses.len().saturating_sub(50)..];
-    let final_loss = tail.iter().map(|p| p.1).sum::<f64>() / tail.len().max(1) as f64;
-    println!(
-        "trained {} steps in {train_secs:.1} s ({:.2} steps/s); loss {final_loss:.4} (mean of the last {})",
-        args.steps,
-        args.steps as f64 / train_secs,
-        tail.len()
-    );
+    let (losses, ema) = train(&args, &model, &schedule, &loader, &dev)?;
 
     // Sample with the averaged weights.
     ema.copy_to(&ema_model.params());
@@ -432,7 +466,10 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     }
 
     let (gw, gh, grid_bytes) = grid(&pixels, shape, args.grid);
-    let png_path = args.out.file_or(None, "diffusion-samples.png")?;
+    let png_path = args
+        .out
+        .file_or(args.samples.as_deref(), "diffusion-samples.png")
+        .map_err(|e| format!("creating the output directory: {e}"))?;
     png::write(&png_path, gw, gh, channels, &grid_bytes)
         .map_err(|e| format!("writing {}: {e}", png_path.display()))?;
     println!("samples written to {}", png_path.display());
@@ -441,14 +478,23 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         points: &losses,
         color: BLUE,
     };
-    let plot_path = args.out.file_or(None, "diffusion-loss.svg")?;
+    let plot_path = args
+        .out
+        .file_or(args.plot.as_deref(), "diffusion-loss.svg")
+        .map_err(|e| format!("creating the output directory: {e}"))?;
     line_chart(
         &plot_path,
         &format!("lazywgpu DDPM, width {}, on {}", args.width, dev.name()),
         ("step", "training loss (noise MSE)"),
         &[curve],
-    )?;
+    )
+    .map_err(|e| format!("writing {}: {e}", plot_path.display()))?;
     println!("loss curve written to {}", plot_path.display());
+    if let Some(path) = &args.save {
+        nn::save_safetensors(&ema_model, path)
+            .map_err(|e| format!("saving to {}: {e}", path.display()))?;
+        println!("averaged weights saved to {}", path.display());
+    }
     println!("total {:.1} s", started.elapsed().as_secs_f64());
     Ok(())
 }
