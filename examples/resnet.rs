@@ -297,6 +297,7 @@ fn main() -> Result<(), Box<dyn Error>> {
     let mut accuracies: Vec<(f64, f64)> = Vec::new();
     let mut step_secs = Vec::new();
     let mut step = 0u64;
+    let mut training_peak = 0;
     let started = Instant::now();
     for epoch in 1..=args.epochs {
         let bar = ProgressBar::new(batches as u64);
@@ -332,6 +333,11 @@ fn main() -> Result<(), Box<dyn Error>> {
         let secs = t0.elapsed().as_secs_f64();
         bar.finish();
         step_secs.push(secs / batches as f64);
+        if epoch == 1 {
+            // Everything live, parameters and scratch included, before
+            // any evaluation (tools/torch_memory.py measures PyTorch's).
+            training_peak = dev.metrics().counter("peak_bytes_live");
+        }
         let (test_loss, acc) = evaluate(&model, &test_loader, &data.normalize)?;
         accuracies.push((epoch as f64, 1.0 - acc));
         println!(
@@ -352,6 +358,12 @@ fn main() -> Result<(), Box<dyn Error>> {
         args.epochs,
         started.elapsed().as_secs_f64(),
         steady.iter().sum::<f64>() / steady.len() as f64 * 1e3
+    );
+    println!(
+        "peak device memory: {:.1} MB in training (batch {}), {:.1} MB with evaluation (batch {EVAL_BATCH})",
+        training_peak as f64 / 1e6,
+        args.batch_size,
+        dev.metrics().counter("peak_bytes_live") as f64 / 1e6,
     );
     println!("{}", dev.metrics());
     // With LAZYWGPU_PROFILE=1: where the device time went, per kernel.

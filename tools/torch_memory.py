@@ -1,11 +1,13 @@
 #!/usr/bin/env python3
 """PyTorch's peak memory for one training step of PyTorch's MNIST example
 network (batch 64, dropout, Adadelta lr 1.0) and for its evaluation batch
-(1,000 digits under no_grad), on the CPU: the bytes held before the step
+(1,000 digits under no_grad), and for one training step of the ResNet of
+examples/resnet.rs (tools/resnet_reference.py's model: batch 64, SGD with
+Nesterov momentum and weight decay), on the CPU: the bytes held before the step
 (parameters, gradients, optimiser state, the batch) plus the highest level
 its own allocations reach during the step, read from the profiler's
-memory events. Compare with the `mnist` example's "peak device memory"
-line (lazywgpu counts its buffers and scratch textures the same way: all
+memory events. Compare with the `mnist` and `resnet` examples' "peak device memory"
+lines (lazywgpu counts its buffers and scratch textures the same way: all
 that is live, parameters included). Run by hand where PyTorch is
 installed (CI does not run it), in the same sitting:
 
@@ -80,6 +82,28 @@ def main():
     print(f"training step (batch 64): peak {train / mb:.1f} MB "
           f"({held / mb:.1f} MB parameters, optimiser state and batch held before it)")
     print(f"evaluation (batch 1000, no_grad): peak {evaluation / mb:.1f} MB")
+    print(f"ResNet training step (batch 64): peak {resnet_step() / mb:.1f} MB")
+
+
+def resnet_step():
+    """The peak of a ResNet training step, as the CNN's above."""
+    import os
+    import sys
+    sys.path.insert(0, os.path.dirname(__file__))
+    from resnet_reference import ResNet, trainer
+    torch.manual_seed(0)
+    model = ResNet()
+    step = trainer(model, 125)
+    x = torch.randn(64, 1, 28, 28)
+    y = torch.randint(0, 10, (64,))
+    for _ in range(3):
+        step(x, y)
+    # The parameters and SGD's momentum buffers (one of each parameter's
+    # size, inside the trainer's optimiser), BatchNorm's buffers, the batch.
+    params = list(model.parameters())
+    held = 2 * tensor_bytes(params) + tensor_bytes(list(model.buffers()))
+    held += tensor_bytes([x, y])
+    return held + peak_of(lambda: step(x, y))
 
 
 if __name__ == "__main__":

@@ -128,6 +128,19 @@ fn input_grad_by_transposed_conv(
     padded.conv2d_groups(&flipped, None, (1, 1), (0, 0), win.dilation, groups)
 }
 
+/// Parts of the batch that a convolution's weight gradient sums
+/// separately (a batched matmul, then a sum over the parts), for a batch
+/// of `n`, `l` output positions and `k` weights per output channel: the
+/// most (a matmul per sample, the most parallel) whose partial gradients
+/// together hold no more than the output gradient they are computed from
+/// (`parts * k <= n * l`), a divisor of `n`. Per sample, a deep layer's
+/// partial gradients (ResNet's last stage: 576 weights, 16 positions) are
+/// 36 times its output gradient; folded into one contraction, none.
+fn weight_grad_parts(n: usize, l: usize, k: usize) -> usize {
+    let most = (n * l / k.max(1)).clamp(1, n.max(1));
+    (1..=most).rev().find(|p| n.is_multiple_of(*p)).unwrap_or(1)
+}
+
 /// Gradients of `conv2d(x, weight, bias)` in `groups` groups.
 pub(crate) fn conv2d(
     x: &Tensor,
@@ -151,21 +164,24 @@ pub(crate) fn conv2d(
         let (oc, kh, kw) = (ws.shape()[0], ws.shape()[2], ws.shape()[3]);
         let (oh, ow) = (g.shape()[2], g.shape()[3]);
         let (l, k) = (oh * ow, (c / groups) * kh * kw);
-        // The output gradient with the groups as a batch dim ([N, G,
-        // OC/G, L]); without groups, plain.
-        let gg = if groups == 1 {
-            g.reshape([n, oc, l])
-        } else {
-            g.reshape([n, groups, oc / groups, l])
-        };
         let gx = nx.then(|| input_grad_by_transposed_conv(g, &ws, (h, w), win, groups));
         let gw = nw.then(|| {
             let (cols, _, _) = xs.windows("conv2d", win, 0.0);
             let gw = if groups == 1 {
-                // [N, C, OH, OW, KH, KW] -> [N, OH*OW, C*KH*KW]
-                let cols = cols.permute([0, 2, 3, 1, 4, 5]).reshape([n, l, k]);
-                gg.matmul(&cols)
+                // The batch folds into the contraction in `parts` parts:
+                // [P, OC, N/P*L] @ [P, N/P*L, C*KH*KW], summed over P.
+                let p = weight_grad_parts(n, l, k);
+                let gp =
+                    g.reshape([p, n / p, oc, l])
+                        .permute([0, 2, 1, 3])
+                        .reshape([p, oc, n / p * l]);
+                // [N, C, OH, OW, KH, KW] -> [P, N/P*OH*OW, C*KH*KW]
+                let cols = cols.permute([0, 2, 3, 1, 4, 5]).reshape([p, n / p * l, k]);
+                gp.matmul(&cols)
             } else {
+                // The output gradient with the groups as a batch dim
+                // ([N, G, OC/G, L]), a sample a part.
+                let gg = g.reshape([n, groups, oc / groups, l]);
                 // [N, C, OH, OW, KH, KW] -> [N, G, C/G*KH*KW, OH*OW], read transposed
                 let cols = cols.permute([0, 1, 4, 5, 2, 3]).reshape([n, groups, k, l]);
                 gg.matmul(&cols.transpose(-1, -2))
@@ -215,4 +231,30 @@ pub(crate) fn avg_pool2d(x: &Tensor, win: Window, out: &Tensor) {
             .expand([s[0], s[1], s[2], s[3], kh, kw]);
         vec![Some(col2im(&contrib, h, w, win))]
     });
+}
+
+#[cfg(test)]
+mod tests {
+    use super::weight_grad_parts;
+
+    /// The partial weight gradients never outgrow the output gradient,
+    /// and the parts divide the batch.
+    #[test]
+    fn weight_gradient_parts_hold_no_more_than_the_output_gradient() {
+        // ResNet's first stage at batch 64: a part per sample (72 weights
+        // a channel against 784 positions).
+        assert_eq!(weight_grad_parts(64, 784, 72), 64);
+        // Its last stage: one contraction over the whole batch.
+        assert_eq!(weight_grad_parts(64, 16, 576), 1);
+        // 64 * 100 / 576 = 11: the largest divisor of 64 below is 8.
+        assert_eq!(weight_grad_parts(64, 100, 576), 8);
+        for n in [1usize, 3, 7, 12, 64] {
+            for (l, k) in [(1, 9), (16, 576), (784, 9), (49, 4608)] {
+                let p = weight_grad_parts(n, l, k);
+                assert!(n.is_multiple_of(p), "{p} parts of {n}");
+                assert!(p == 1 || p * k <= n * l, "n {n} l {l} k {k}: {p}");
+            }
+        }
+        assert_eq!(weight_grad_parts(0, 16, 9), 1);
+    }
 }

@@ -177,12 +177,15 @@ pub(super) fn plan_donations(
             .filter(|&k| sources[k].all_reads().any(|r| r == x))
             .collect();
         let elementwise = |k: &usize| groups[*k].kind == KernelKind::Elementwise;
-        // Only the last kernel reading it may write into its buffer:
-        // earlier readers have run by then (wgpu orders the dispatches of
-        // a pass that use one buffer).
-        let candidates: Vec<usize> = match readers.last() {
-            None => (0..groups.len()).filter(elementwise).collect(),
-            Some(&k) => vec![k],
+        // Only a kernel that is the input's one reader may write into its
+        // buffer. (Letting the last of several readers take it was tried:
+        // on lavapipe, runs then differed from one another now and then,
+        // as if an earlier reader's dispatch still read the buffer while
+        // the later one wrote it.)
+        let candidates: Vec<usize> = match readers.as_slice() {
+            [] => (0..groups.len()).filter(elementwise).collect(),
+            [k] => vec![*k],
+            _ => continue,
         };
         'kernels: for k in candidates {
             for (j, &o) in groups[k].outputs.iter().enumerate() {
