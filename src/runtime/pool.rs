@@ -15,15 +15,17 @@ use crate::runtime::memory_report::MemoryReport;
 /// Most bytes kept idle in the pool; past this, freed buffers are released.
 const MAX_POOLED_BYTES: u64 = 1 << 30;
 
-/// Buffer sizes are rounded up to classes 2^k · {1, 1.25, 1.5, 1.75}
+/// Buffer sizes are rounded up to classes 2^k · {1, 1.125, ..., 1.875}
 /// (at least 256 bytes), so a buffer fits any request of its class and no
-/// more than 25 % is wasted.
+/// more than 12.5 % is wasted. (Quarters wasted up to 25 %: 10.5 MB
+/// buffers for 9.4 MB activations, 5 MB of the MNIST CNN step's 59 MB
+/// peak; eighths allocate no more buffers in a training loop.)
 pub(crate) fn size_class(bytes: u64) -> u64 {
     let bytes = bytes.max(256);
     let top = 63 - bytes.leading_zeros() as u64; // 2^top <= bytes
     let base = 1u64 << top;
-    let quarter = (base / 4).max(1);
-    bytes.div_ceil(quarter) * quarter
+    let eighth = (base / 8).max(1);
+    bytes.div_ceil(eighth) * eighth
 }
 
 /// Idle buffers by size class, and the memory gauges of one device.
@@ -247,7 +249,7 @@ mod tests {
     use super::size_class;
 
     #[test]
-    fn classes_fit_and_waste_at_most_a_quarter() {
+    fn classes_fit_and_waste_at_most_an_eighth() {
         for bytes in [
             1u64,
             255,
@@ -256,16 +258,19 @@ mod tests {
             1000,
             4096,
             4097,
+            9_437_184,
             100_000_000,
             (1 << 30) + 1,
         ] {
             let c = size_class(bytes);
             assert!(c >= bytes, "{bytes} -> {c}");
             assert!(
-                c <= (bytes.max(256) as f64 * 1.25) as u64 + 1,
+                c <= (bytes.max(256) as f64 * 1.125) as u64 + 1,
                 "{bytes} -> {c}"
             );
             assert_eq!(size_class(c), c, "a class is its own class");
         }
+        // The MNIST CNN's conv2 activation (9 MiB) takes a 9 MiB buffer.
+        assert_eq!(size_class(9 << 20), 9 << 20);
     }
 }
