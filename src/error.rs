@@ -55,7 +55,7 @@ pub enum Error {
     /// memory limit ([`crate::DeviceConfig::memory_limit`]) even with the
     /// pool's idle buffers released, or the driver refused it.
     #[error(
-        "out of device memory: {what} needs {requested} bytes with {live} bytes live (peak {peak}); {cause}; largest values held: {largest}"
+        "out of device memory: {what} needs {requested} bytes with {live} bytes live (peak {peak}); {cause}; largest buffers: {largest}"
     )]
     OutOfMemory {
         /// What was being allocated (the value and its source line).
@@ -68,8 +68,11 @@ pub enum Error {
         peak: u64,
         /// The limit passed, or the driver's message.
         cause: String,
-        /// The values the program holds, largest first, with the source
-        /// line that recorded each (see [`crate::Device::live_tensors`]).
+        /// The largest buffers live, with the source line that recorded
+        /// each value: where the failing graph ran, its own buffers at the
+        /// kernel that failed (its inputs, intermediates and outputs), then
+        /// the tensors the program holds (see
+        /// [`crate::Device::live_tensors`]).
         largest: String,
     },
     /// A tensor or buffer is larger than the adapter allows.

@@ -402,3 +402,42 @@ fn a_root_kernel_reading_the_old_value_in_its_loop_does_not_take_its_buffer() {
         .collect();
     assert_close(&got, &want, 1e-4, 1e-4, "c += c @ b");
 }
+
+/// An allocation past the limit inside a graph names that graph's own
+/// largest buffers at the kernel that failed (an intermediate the graph
+/// still needs, with its source line), before the tensors held.
+#[test]
+fn running_out_of_memory_in_a_graph_names_its_live_intermediates() {
+    use lazywgpu::{Device, DeviceConfig, Error};
+    if gpu().is_none() {
+        return;
+    }
+    const MIB: u64 = 1 << 20;
+    let dev = Device::gpu_with(DeviceConfig {
+        memory_limit: Some(40 * MIB),
+        ..DeviceConfig::default()
+    })
+    .unwrap();
+    let n = 1024usize;
+    let a = Tensor::ones([n, 4 * n], &dev); // 16 MiB
+    dev.mark_step().unwrap();
+    // The matmul's result (16 MiB) is an intermediate that the softmax
+    // and the sum after it read; the softmax's own 16 MiB output does not
+    // fit beside it and `a`.
+    let intermediate_line = line!() + 1;
+    let m = a.t().matmul(&a.narrow(1, 0, n)) * 0.5;
+    let s = m.softmax(1).sum_all() + m.sum_all();
+    match s.item::<f32>() {
+        Err(Error::OutOfMemory { largest, .. }) => {
+            eprintln!("{largest}");
+            assert!(largest.starts_with("in graph "), "{largest}");
+            assert!(
+                largest.contains(&format!("memory.rs:{intermediate_line}:")),
+                "{largest}"
+            );
+            assert!(largest.contains("intermediate"), "{largest}");
+            assert!(largest.contains("tensors held:"), "{largest}");
+        }
+        other => panic!("expected Error::OutOfMemory, got {other:?}"),
+    }
+}

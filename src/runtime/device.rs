@@ -493,7 +493,8 @@ impl Device {
     }
 
     /// `e` with the values the program holds, largest first, where it is
-    /// an [`Error::OutOfMemory`]: what to drop or shrink.
+    /// an [`Error::OutOfMemory`]: what to drop or shrink (after the
+    /// failing graph's own largest buffers, where the run named them).
     fn with_largest_values(&self, e: Error) -> Error {
         match e {
             Error::OutOfMemory {
@@ -502,10 +503,10 @@ impl Device {
                 live,
                 peak,
                 cause,
-                ..
+                largest,
             } => {
                 let groups = self.live_tensors();
-                let largest = groups
+                let held = groups
                     .iter()
                     .take(5)
                     .map(|g| {
@@ -522,10 +523,13 @@ impl Device {
                     live,
                     peak,
                     cause,
-                    largest: if largest.is_empty() {
-                        "none".to_string()
-                    } else {
-                        largest
+                    largest: match (held.is_empty(), largest.starts_with("in graph")) {
+                        // The run named its own buffers: the tensors held
+                        // outside it follow.
+                        (false, true) => format!("{largest}; tensors held: {held}"),
+                        (true, true) => largest,
+                        (false, false) => held,
+                        (true, false) => "none".to_string(),
                     },
                 }
             }

@@ -125,6 +125,35 @@ pub(crate) struct PlannedBuffer {
     pub buffer: ReportedBuffer,
 }
 
+/// The buffers of `planned` live while kernel `kernel` runs, each shared
+/// buffer once, in plan order.
+pub(crate) fn live_at(planned: Vec<PlannedBuffer>, kernel: usize) -> Vec<ReportedBuffer> {
+    let mut seen = std::collections::HashSet::new();
+    planned
+        .into_iter()
+        .filter(|p| p.from <= kernel && p.to.is_none_or(|to| to >= kernel))
+        .filter(|p| seen.insert(p.id))
+        .map(|p| p.buffer)
+        .collect()
+}
+
+/// `buffers`' largest `count`, largest first, as an error lists them:
+/// `bytes (role op [shape] at line)`.
+pub(crate) fn largest_listed(mut buffers: Vec<ReportedBuffer>, count: usize) -> String {
+    buffers.sort_by_key(|b| std::cmp::Reverse(b.bytes));
+    buffers
+        .iter()
+        .take(count)
+        .map(|b| {
+            format!(
+                "{} bytes ({} {} {:?} at {})",
+                b.bytes, b.role, b.op, b.shape, b.location
+            )
+        })
+        .collect::<Vec<_>>()
+        .join(", ")
+}
+
 /// The report of a run of `kernels` kernels from the device's live level
 /// after each kernel's allocations (`levels`, one per kernel), the
 /// buffers its plan places (`planned`) and each kernel's per-run scratch
@@ -140,13 +169,7 @@ pub(crate) fn report_of(
         .iter()
         .enumerate()
         .max_by_key(|&(k, &level)| (level, std::cmp::Reverse(k)))?;
-    let mut seen = std::collections::HashSet::new();
-    let mut buffers: Vec<ReportedBuffer> = planned
-        .into_iter()
-        .filter(|p| p.from <= kernel && p.to.is_none_or(|to| to >= kernel))
-        .filter(|p| seen.insert(p.id))
-        .map(|p| p.buffer)
-        .collect();
+    let mut buffers = live_at(planned, kernel);
     if let Some(&bytes) = scratch.get(kernel).filter(|&&b| b > 0) {
         buffers.push(ReportedBuffer {
             bytes,

@@ -9,7 +9,9 @@ use crate::error::{Error, Result};
 use crate::graph::semantics::indexed_axis_len;
 use crate::graph::{GKind, Graph};
 use crate::kernel::Target;
-use crate::runtime::memory_report::{BufferRole, PlannedBuffer, ReportedBuffer, report_of};
+use crate::runtime::memory_report::{
+    BufferRole, PlannedBuffer, ReportedBuffer, largest_listed, live_at, report_of,
+};
 use crate::runtime::pool::{BufferPool, size_class};
 use crate::runtime::storage::{DataBuffer, Storage};
 use crate::shape::{Layout, numel};
@@ -221,7 +223,9 @@ impl<'a> Run<'a> {
         }
         let mut pass: Option<wgpu::ComputePass<'static>> = None;
         for (ki, k) in self.exe.kernels.iter().enumerate() {
-            let dispatches = self.dispatches(k)?;
+            let dispatches = self
+                .dispatches(k)
+                .map_err(|e| self.naming_live_buffers(e, ki))?;
             if queries.is_some() || pass.is_none() {
                 drop(pass.take());
                 let timestamp_writes = queries.map(|query_set| wgpu::ComputePassTimestampWrites {
@@ -333,6 +337,35 @@ impl<'a> Run<'a> {
         // While its buffers and this run's scratch are held.
         self.levels.push(self.pool.metrics.value("bytes_live"));
         Ok(dispatches)
+    }
+
+    /// An `Error::OutOfMemory` met while kernel `kernel` takes its
+    /// buffers, naming the largest of this graph's buffers live then
+    /// (the device adds the largest tensors held outside it).
+    fn naming_live_buffers(&self, e: Error, kernel: usize) -> Error {
+        match e {
+            Error::OutOfMemory {
+                what,
+                requested,
+                live,
+                peak,
+                cause,
+                ..
+            } => Error::OutOfMemory {
+                what,
+                requested,
+                live,
+                peak,
+                cause,
+                largest: format!(
+                    "in graph {:016x} at kernel {kernel} of {}: {}",
+                    self.graph.hash,
+                    self.exe.kernels.len(),
+                    largest_listed(live_at(self.planned_buffers(), kernel), 5)
+                ),
+            },
+            other => other,
+        }
     }
 
     /// Offers the device this run's memory report (kept if its peak is
