@@ -441,3 +441,30 @@ fn running_out_of_memory_in_a_graph_names_its_live_intermediates() {
         other => panic!("expected Error::OutOfMemory, got {other:?}"),
     }
 }
+
+/// A small scratch texture kept with its executable (the lane matmul's
+/// packed operands, reused by every run) counts in `bytes_live` while the
+/// executable keeps it: memory a step holds, like a buffer's.
+#[test]
+fn a_kept_scratch_texture_counts_as_live_memory() {
+    let Some(dev) = gpu() else { return };
+    if !dev.adapter().unwrap().matmul_kernel.starts_with("lanes") {
+        return; // only the lane matmul packs operands into textures
+    }
+    let a = Tensor::ones([64, 256], &dev);
+    let b = Tensor::ones([256, 64], &dev);
+    dev.mark_step().unwrap();
+    dev.wait().unwrap();
+    let before = dev.metrics().counter("bytes_live");
+    let c = a.matmul(&b);
+    assert_eq!(c.to_vec::<f32>().unwrap()[0], 256.0);
+    dev.wait().unwrap();
+    let live = dev.metrics().counter("bytes_live");
+    // A: 64 rows of 64 texels; B: 256 rows of 16 texels; 16 bytes a texel.
+    let kept = ((64 * 64 + 256 * 16) * 16) as u64;
+    let output = (64 * 64 * 4) as u64;
+    assert!(
+        live >= before + output + kept,
+        "{live} bytes live, {before} before: the kept textures ({kept} bytes) are not counted"
+    );
+}

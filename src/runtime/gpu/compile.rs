@@ -41,6 +41,9 @@ pub(super) struct CompiledKernel {
     /// executable does not hold hundreds of MB (an MNIST evaluation batch
     /// packs a 663 MB convolution operand).
     pub(super) scratch: Vec<Option<wgpu::TextureView>>,
+    /// The kept textures' bytes, counted as live while the executable
+    /// keeps them.
+    _kept: Vec<KeptScratch>,
     /// The last few bind groups of each dispatch (the packs', then its
     /// own), newest first, with the resources they bind: a training step
     /// gets the same few sets of buffers from the pool step after step
@@ -53,8 +56,38 @@ pub(super) struct CompiledKernel {
     pub(super) sizes: Vec<Option<wgpu::Buffer>>,
 }
 
-/// Scratch textures up to this size live as long as their executable.
-const KEPT_SCRATCH_BYTES: u64 = 32 << 20;
+/// Scratch textures up to this size live as long as their executable;
+/// larger ones are made for each run. Each cached executable keeps its
+/// own: counted, 32 MiB kept the MNIST CNN's training at 139 MB where
+/// its buffers took 53 MB (the first step's graph and the steady one
+/// each holding their packed operands), and the ResNet's at 230 MB; kept
+/// up to 1 MiB, 60 and 61 MB, for steps 5-15 % slower on lavapipe
+/// (PERFORMANCE.md). A pool of textures shared by size would have both.
+const KEPT_SCRATCH_BYTES: u64 = 1 << 20;
+
+/// A kept scratch texture's bytes in `bytes_live` (and so in the peak and
+/// the memory report's level) for as long as its executable keeps it:
+/// memory a step holds, like a buffer's.
+struct KeptScratch {
+    bytes: u64,
+    metrics: Arc<Metrics>,
+}
+
+impl KeptScratch {
+    fn count(bytes: u64, metrics: &Arc<Metrics>) -> KeptScratch {
+        metrics.gauge("bytes_live", bytes as i64);
+        KeptScratch {
+            bytes,
+            metrics: metrics.clone(),
+        }
+    }
+}
+
+impl Drop for KeptScratch {
+    fn drop(&mut self) {
+        self.metrics.gauge("bytes_live", -(self.bytes as i64));
+    }
+}
 
 /// Bytes of an `rgba32float` texture array of `(width, height, layers)`.
 pub(super) fn scratch_bytes((width, height, layers): (u32, u32, u32)) -> u64 {
@@ -308,7 +341,7 @@ impl GpuCaches {
 pub(super) fn executable(
     (ctx, target): (&GpuContext, &Target),
     caches: &mut GpuCaches,
-    metrics: &Metrics,
+    metrics: &Arc<Metrics>,
     graph: &Graph,
 ) -> Result<(Arc<Executable>, bool)> {
     if let Some(exe) = cached(caches, graph) {
@@ -379,7 +412,7 @@ pub(super) fn executable(
 fn compile_kernels(
     (ctx, target): (&GpuContext, &Target),
     caches: &mut GpuCaches,
-    metrics: &Metrics,
+    metrics: &Arc<Metrics>,
     graph: &Graph,
     sources: Vec<KernelSource>,
 ) -> Result<Vec<CompiledKernel>> {
@@ -658,7 +691,7 @@ fn half_of_the_reads(key: &GraphKey, output: usize, stored: &[bool]) -> Option<u
 fn compile_kernel(
     (ctx, target): (&GpuContext, &Target),
     caches: &mut GpuCaches,
-    metrics: &Metrics,
+    metrics: &Arc<Metrics>,
     graph: &Graph,
     k: usize,
     source: KernelSource,
@@ -683,11 +716,16 @@ fn compile_kernel(
         let pipeline = pipeline(ctx, caches, metrics, &p.wgsl, graph.hash, k)?;
         packs.push((pipeline, grid(ctx, p.groups)));
     }
+    let mut kept = Vec::new();
     let scratch = source
         .scratch
         .iter()
         .map(|&size| {
-            (scratch_bytes(size) <= KEPT_SCRATCH_BYTES).then(|| scratch_texture(ctx, size))
+            let bytes = scratch_bytes(size);
+            (bytes <= KEPT_SCRATCH_BYTES).then(|| {
+                kept.push(KeptScratch::count(bytes, metrics));
+                scratch_texture(ctx, size)
+            })
         })
         .collect();
     let pipeline = pipeline(ctx, caches, metrics, &source.wgsl, graph.hash, k)?;
@@ -703,6 +741,7 @@ fn compile_kernel(
         source,
         packs,
         scratch,
+        _kept: kept,
         bind_groups,
     })
 }
