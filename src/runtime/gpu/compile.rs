@@ -2,6 +2,7 @@
 //! textures, liveness of intermediates, donations) from its schedule and
 //! generated code, cached by graph structure; pipelines cached by WGSL.
 
+use std::collections::HashMap;
 use std::num::NonZeroUsize;
 use std::sync::{Arc, Mutex};
 
@@ -56,13 +57,14 @@ pub(super) struct CompiledKernel {
     pub(super) sizes: Vec<Option<wgpu::Buffer>>,
 }
 
-/// Scratch textures up to this size live as long as their executable;
-/// larger ones are made for each run. Each cached executable keeps its
-/// own: counted, 32 MiB kept the MNIST CNN's training at 139 MB where
-/// its buffers took 53 MB (the first step's graph and the steady one
-/// each holding their packed operands), and the ResNet's at 230 MB; kept
-/// up to 1 MiB, 60 and 61 MB, for steps 5-15 % slower on lavapipe
-/// (PERFORMANCE.md). A pool of textures shared by size would have both.
+/// Scratch textures up to this size live as long as their executable
+/// (shared by its kernels of one size: `SharedScratch`); larger ones are
+/// made for each run. Counted, kept up to 32 MiB they held the MNIST
+/// CNN's training at 139 MB where its buffers took 53 MB (the first
+/// step's graph and the steady one each holding their packed operands)
+/// and the ResNet's at 177-230 MB; kept up to 1 MiB, 60 and 53 MB, for
+/// steps 5-15 % slower on lavapipe (PERFORMANCE.md). A pool of textures
+/// shared across executables would have both.
 const KEPT_SCRATCH_BYTES: u64 = 1 << 20;
 
 /// A kept scratch texture's bytes in `bytes_live` (and so in the peak and
@@ -421,12 +423,23 @@ fn compile_kernels(
     // symbols the executable could bind without lowering).
     let lowered = sources.iter().flat_map(KernelSource::dispatches).count();
     metrics.add("kernels_lowered", lowered as u64);
+    let mut shared = SharedScratch::new();
     sources
         .into_iter()
         .enumerate()
-        .map(|(k, source)| compile_kernel((ctx, target), caches, metrics, graph, k, source))
+        .map(|(k, source)| {
+            let cx = (ctx, target);
+            compile_kernel(cx, (caches, &mut shared), metrics, graph, (k, source))
+        })
         .collect()
 }
+
+/// The kept scratch textures of one executable, by size and slot: kernels
+/// whose operands pack into textures of the same size share them (they
+/// run one after another; each packs before it reads), so an executable
+/// holds one texture per size and slot, not one per kernel (a
+/// checkpointed block's recomputed forward adds kernels, not textures).
+type SharedScratch = HashMap<((u32, u32, u32), usize), wgpu::TextureView>;
 
 /// The executable of `graph`'s compiled `kernels`, with the buffers each
 /// kernel releases planned and, in anomaly mode, the checks buffer.
@@ -690,11 +703,10 @@ fn half_of_the_reads(key: &GraphKey, output: usize, stored: &[bool]) -> Option<u
 /// binding limit is an `Error::Compile` with its source.
 fn compile_kernel(
     (ctx, target): (&GpuContext, &Target),
-    caches: &mut GpuCaches,
+    (caches, shared): (&mut GpuCaches, &mut SharedScratch),
     metrics: &Arc<Metrics>,
     graph: &Graph,
-    k: usize,
-    source: KernelSource,
+    (k, source): (usize, KernelSource),
 ) -> Result<CompiledKernel> {
     let max_bindings = target.max_storage_buffers;
     for s in source.dispatches() {
@@ -717,14 +729,15 @@ fn compile_kernel(
         packs.push((pipeline, grid(ctx, p.groups)));
     }
     let mut kept = Vec::new();
-    let scratch = source
-        .scratch
-        .iter()
-        .map(|&size| {
+    let scratch = (source.scratch.iter().enumerate())
+        .map(|(slot, &size)| {
             let bytes = scratch_bytes(size);
             (bytes <= KEPT_SCRATCH_BYTES).then(|| {
-                kept.push(KeptScratch::count(bytes, metrics));
-                scratch_texture(ctx, size)
+                let texture = shared.entry((size, slot)).or_insert_with(|| {
+                    kept.push(KeptScratch::count(bytes, metrics));
+                    scratch_texture(ctx, size)
+                });
+                texture.clone()
             })
         })
         .collect();
