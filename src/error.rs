@@ -244,3 +244,29 @@ pub enum Error {
 
 /// `Result` with [`Error`].
 pub type Result<T, E = Error> = std::result::Result<T, E>;
+
+impl Error {
+    /// An [`Error::OutOfMemory`] with its `largest` buffers rewritten by
+    /// `f` (given the current text); any other error unchanged. The run
+    /// names its graph's buffers, the device then adds the tensors held.
+    pub(crate) fn with_largest(self, f: impl FnOnce(String) -> String) -> Error {
+        match self {
+            Error::OutOfMemory {
+                what,
+                requested,
+                live,
+                peak,
+                cause,
+                largest,
+            } => Error::OutOfMemory {
+                what,
+                requested,
+                live,
+                peak,
+                cause,
+                largest: f(largest),
+            },
+            other => other,
+        }
+    }
+}

@@ -122,10 +122,13 @@ def batch(data, offsets):
 
 
 def save_safetensors(path, named):
+    """A safetensors file of `named` ((name, tensor) pairs, F32 or I64)."""
+    kinds = {torch.float32: ("F32", "f"), torch.int64: ("I64", "q")}
     header, blobs, offset = {}, [], 0
     for name, t in named:
-        raw = struct.pack(f"<{t.numel()}f", *t.detach().flatten().tolist())
-        header[name] = {"dtype": "F32", "shape": list(t.shape), "data_offsets": [offset, offset + len(raw)]}
+        dtype, code = kinds[t.dtype]
+        raw = struct.pack(f"<{t.numel()}{code}", *t.detach().flatten().tolist())
+        header[name] = {"dtype": dtype, "shape": list(t.shape), "data_offsets": [offset, offset + len(raw)]}
         blobs.append(raw)
         offset += len(raw)
     h = json.dumps(header).encode()

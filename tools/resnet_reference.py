@@ -34,6 +34,7 @@ import torch.nn.functional as F
 
 sys.path.insert(0, os.path.dirname(__file__))
 from golden_augment import augment, compose_rng, crop_draws, shuffled_batches  # noqa: E402
+from gpt_reference import save_safetensors  # noqa: E402
 
 ROOT = os.path.join(os.path.dirname(__file__), "..")
 DATA = os.path.join(ROOT, "examples", "data", "mnist-10k")
@@ -48,23 +49,6 @@ LABEL_SMOOTHING = 0.1
 MEAN, STD = [0.1307], [0.3081]
 SIZE, PADDING = 28, 2
 EVAL_BATCH = 500
-
-
-def save_safetensors(path, named):
-    """A safetensors file of `named` (F32 and I64 tensors)."""
-    kinds = {torch.float32: ("F32", "f"), torch.int64: ("I64", "q")}
-    header, blobs, offset = {}, [], 0
-    for name, t in named.items():
-        dtype, code = kinds[t.dtype]
-        raw = struct.pack(f"<{t.numel()}{code}", *t.flatten().tolist())
-        header[name] = {"dtype": dtype, "shape": list(t.shape),
-                        "data_offsets": [offset, offset + len(raw)]}
-        blobs.append(raw)
-        offset += len(raw)
-    h = json.dumps(header).encode()
-    h += b" " * (-len(h) % 8)
-    with open(path, "wb") as f:
-        f.write(struct.pack("<Q", len(h)) + h + b"".join(blobs))
 
 
 def conv(cin, cout, kernel, stride):
@@ -188,7 +172,7 @@ def main():
     model = ResNet()
     os.makedirs(OUT, exist_ok=True)
     named = {k: v.detach().clone() for k, v in model.state_dict().items()}
-    save_safetensors(os.path.join(OUT, "init.safetensors"), named)
+    save_safetensors(os.path.join(OUT, "init.safetensors"), named.items())
     order = shuffled_batches(len(y), BATCH, 0, 1, True)
     step = trainer(model, len(order))
     losses = [step(*batch_at(x, y, order[s], s, 0)) for s in range(STEPS)]

@@ -496,45 +496,28 @@ impl Device {
     /// an [`Error::OutOfMemory`]: what to drop or shrink (after the
     /// failing graph's own largest buffers, where the run named them).
     fn with_largest_values(&self, e: Error) -> Error {
-        match e {
-            Error::OutOfMemory {
-                what,
-                requested,
-                live,
-                peak,
-                cause,
-                largest,
-            } => {
-                let groups = self.live_tensors();
-                let held = groups
-                    .iter()
-                    .take(5)
-                    .map(|g| {
-                        format!(
-                            "{} bytes in {} tensors from {}",
-                            g.bytes, g.count, g.location
-                        )
-                    })
-                    .collect::<Vec<_>>()
-                    .join(", ");
-                Error::OutOfMemory {
-                    what,
-                    requested,
-                    live,
-                    peak,
-                    cause,
-                    largest: match (held.is_empty(), largest.starts_with("in graph")) {
-                        // The run named its own buffers: the tensors held
-                        // outside it follow.
-                        (false, true) => format!("{largest}; tensors held: {held}"),
-                        (true, true) => largest,
-                        (false, false) => held,
-                        (true, false) => "none".to_string(),
-                    },
-                }
+        e.with_largest(|largest| {
+            let held = self
+                .live_tensors()
+                .iter()
+                .take(5)
+                .map(|g| {
+                    format!(
+                        "{} bytes in {} tensors from {}",
+                        g.bytes, g.count, g.location
+                    )
+                })
+                .collect::<Vec<_>>()
+                .join(", ");
+            match (held.is_empty(), largest.starts_with("in graph")) {
+                // The run named its own buffers: the tensors held outside
+                // it follow.
+                (false, true) => format!("{largest}; tensors held: {held}"),
+                (true, true) => largest,
+                (false, false) => held,
+                (true, false) => "none".to_string(),
             }
-            other => other,
-        }
+        })
     }
 
     fn run(&self, graph: &Graph) -> Result<Vec<Storage>> {

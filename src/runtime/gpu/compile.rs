@@ -2,7 +2,6 @@
 //! textures, liveness of intermediates, donations) from its schedule and
 //! generated code, cached by graph structure; pipelines cached by WGSL.
 
-use std::collections::HashMap;
 use std::num::NonZeroUsize;
 use std::sync::{Arc, Mutex};
 
@@ -11,21 +10,22 @@ use lru::LruCache;
 use super::dynamic::{KernelTexts, Printing, generalize_kernels, probe_texts};
 use super::sites::{Site, SiteRecord, note_miss, record_site};
 use crate::codegen::{
-    CodegenContext, KernelSource, generate_kernel, generate_root_kernel, lower_kernel,
-    validate_wgsl,
+    CodegenContext, KernelSource, generate_kernel, generate_root_kernel, validate_wgsl,
 };
 use crate::error::{Error, Result};
 use crate::graph::op::Op;
 use crate::graph::{GKind, Graph, GraphKey};
-use crate::kernel::{Precedents, Target, reads_output_off_its_stores};
+use crate::kernel::{Precedents, Target};
 use crate::metrics::Metrics;
-use crate::schedule::{
-    KernelGroup, KernelKind, Lowered, lower_for_gpu, reads_only_at_own_element, schedule,
-};
+use crate::schedule::{KernelGroup, KernelKind, Lowered, lower_for_gpu, schedule};
 use crate::shape::numel;
 
 use super::bind::CachedBindGroup;
 use super::context::GpuContext;
+use super::donate::plan_donations;
+use super::scratch::{
+    KEPT_SCRATCH_BYTES, KeptScratch, SharedScratch, scratch_bytes, scratch_texture,
+};
 
 /// One compiled kernel of an executable.
 pub(super) struct CompiledKernel {
@@ -55,45 +55,6 @@ pub(super) struct CompiledKernel {
     /// Per dispatch (the packs', then its own): the values of a generic
     /// kernel's dynamic sizes, as the uniform buffer it binds last.
     pub(super) sizes: Vec<Option<wgpu::Buffer>>,
-}
-
-/// Scratch textures up to this size live as long as their executable
-/// (shared by its kernels of one size: `SharedScratch`); larger ones are
-/// made for each run. Counted, kept up to 32 MiB they held the MNIST
-/// CNN's training at 139 MB where its buffers took 53 MB (the first
-/// step's graph and the steady one each holding their packed operands)
-/// and the ResNet's at 177-230 MB; kept up to 1 MiB, 60 and 53 MB, for
-/// steps 5-15 % slower on lavapipe (PERFORMANCE.md). A pool of textures
-/// shared across executables would have both.
-const KEPT_SCRATCH_BYTES: u64 = 1 << 20;
-
-/// A kept scratch texture's bytes in `bytes_live` (and so in the peak and
-/// the memory report's level) for as long as its executable keeps it:
-/// memory a step holds, like a buffer's.
-struct KeptScratch {
-    bytes: u64,
-    metrics: Arc<Metrics>,
-}
-
-impl KeptScratch {
-    fn count(bytes: u64, metrics: &Arc<Metrics>) -> KeptScratch {
-        metrics.gauge("bytes_live", bytes as i64);
-        KeptScratch {
-            bytes,
-            metrics: metrics.clone(),
-        }
-    }
-}
-
-impl Drop for KeptScratch {
-    fn drop(&mut self) {
-        self.metrics.gauge("bytes_live", -(self.bytes as i64));
-    }
-}
-
-/// Bytes of an `rgba32float` texture array of `(width, height, layers)`.
-pub(super) fn scratch_bytes((width, height, layers): (u32, u32, u32)) -> u64 {
-    16 * width as u64 * height as u64 * layers as u64
 }
 
 /// A compiled graph: its kernels in order, and which outputs are written
@@ -182,128 +143,6 @@ fn plan_releases(key: &GraphKey, kernels: &[CompiledKernel]) -> Vec<Vec<usize>> 
         }
     }
     releases
-}
-
-/// Chooses outputs that write into the buffer of a donated input (one the
-/// graph alone still needs), so an in-place update such as `w -= lr * g`
-/// allocates nothing. An input qualifies when at most one kernel reads it,
-/// and that kernel reads it only at each invocation's own element (decided
-/// on the graph: `schedule::reads_only_at_own_element`): then every element
-/// is read before the same invocation overwrites it. Returns `(output
-/// node, input node)` pairs and regenerates the kernels involved.
-pub(super) fn plan_donations(
-    graph: &Graph,
-    cx: &CodegenContext,
-    groups: &[KernelGroup],
-    available: &[Vec<bool>],
-    sources: &mut [KernelSource],
-) -> Vec<(usize, usize)> {
-    let nodes = &graph.key.nodes;
-    let mut donations: Vec<(usize, usize)> = Vec::new();
-    let mut aliases: Vec<Vec<(usize, usize)>> = vec![Vec::new(); groups.len()];
-    for (x, node) in nodes.iter().enumerate() {
-        let GKind::Input { slot, .. } = node.kind else {
-            continue;
-        };
-        if !graph.key.donatable[slot] {
-            continue;
-        }
-        let readers: Vec<usize> = (0..groups.len())
-            .filter(|&k| sources[k].all_reads().any(|r| r == x))
-            .collect();
-        let elementwise = |k: &usize| groups[*k].kind == KernelKind::Elementwise;
-        // Only a kernel that is the input's one reader may write into its
-        // buffer. (Letting the last of several readers take it was tried:
-        // on lavapipe, runs then differed from one another now and then,
-        // as if an earlier reader's dispatch still read the buffer while
-        // the later one wrote it.)
-        let candidates: Vec<usize> = match readers.as_slice() {
-            [] => (0..groups.len()).filter(elementwise).collect(),
-            [k] => vec![*k],
-            _ => continue,
-        };
-        'kernels: for k in candidates {
-            for (j, &o) in groups[k].outputs.iter().enumerate() {
-                let taken = donations.iter().any(|&(d, _)| d == o);
-                let fits = numel(&nodes[o].shape) == numel(&node.shape)
-                    && nodes[o].dtype.wgsl_storage_type() == node.dtype.wgsl_storage_type()
-                    && nodes[o].dtype.size_in_bytes() == node.dtype.size_in_bytes();
-                if taken || !fits {
-                    continue;
-                }
-                let stored = |i: usize| available[k][i];
-                if !reads_only_at_own_element(&graph.key, &groups[k].outputs, &stored, x) {
-                    continue 'kernels;
-                }
-                let mut trial = aliases[k].clone();
-                // The output's position among those the kernel writes (a
-                // root kernel writes its root first, where it does).
-                let position = match groups[k].kind {
-                    KernelKind::Root {
-                        write_root: true, ..
-                    } => j + 1,
-                    _ => j,
-                };
-                trial.push((x, position));
-                let Some(source) = lower_donating(graph, cx, &groups[k], &stored, &trial) else {
-                    continue 'kernels;
-                };
-                sources[k] = source;
-                aliases[k] = trial;
-                donations.push((o, x));
-                break 'kernels;
-            }
-        }
-    }
-    if !donations.is_empty() {
-        log::debug!(
-            "graph {:016x}: outputs take over donated inputs {donations:?}",
-            graph.hash
-        );
-    }
-    donations
-}
-
-/// The kernel of `group` with outputs written into donated inputs'
-/// buffers (`aliases`: input node, output position), or `None` where the
-/// lowered kernel reads a donated input at another element than it stores
-/// there (then nothing is donated to it).
-fn lower_donating(
-    graph: &Graph,
-    cx: &CodegenContext,
-    group: &KernelGroup,
-    stored: &dyn Fn(usize) -> bool,
-    aliases: &[(usize, usize)],
-) -> Option<KernelSource> {
-    let key = &graph.key;
-    match group.kind {
-        KernelKind::Elementwise => {
-            let lowered = lower_kernel(key, &group.outputs, group.numel, stored, aliases, cx);
-            // The lowered kernel reads an aliased input from the output's
-            // binding only at the own element; the graph said it would.
-            if lowered.reads_donated_elsewhere() {
-                log::error!(
-                    "graph {:016x}: inputs {aliases:?} were judged safe to donate but are read elsewhere; not donated",
-                    graph.hash
-                );
-                debug_assert!(false, "donation analysis and code generation disagree");
-                return None;
-            }
-            Some(lowered.render())
-        }
-        KernelKind::Root { node, write_root } => {
-            let source =
-                generate_root_kernel(key, node, write_root, &group.outputs, stored, aliases, cx);
-            if reads_output_off_its_stores(&source.kernel.body) {
-                log::debug!(
-                    "graph {:016x}: root kernel {node} reads a donated input off its stores; not donated",
-                    graph.hash
-                );
-                return None;
-            }
-            Some(source)
-        }
-    }
 }
 
 /// Compiled work of one `Device`: executables by graph structure, pipelines
@@ -433,13 +272,6 @@ fn compile_kernels(
         })
         .collect()
 }
-
-/// The kept scratch textures of one executable, by size and slot: kernels
-/// whose operands pack into textures of the same size share them (they
-/// run one after another; each packs before it reads), so an executable
-/// holds one texture per size and slot, not one per kernel (a
-/// checkpointed block's recomputed forward adds kernels, not textures).
-type SharedScratch = HashMap<((u32, u32, u32), usize), wgpu::TextureView>;
 
 /// The executable of `graph`'s compiled `kernels`, with the buffers each
 /// kernel releases planned and, in anomaly mode, the checks buffer.
@@ -769,34 +601,6 @@ fn sizes_buffer(ctx: &GpuContext, values: &[u32]) -> wgpu::Buffer {
             label: Some("lazywgpu dynamic sizes"),
             contents: bytemuck::cast_slice(&words),
             usage: wgpu::BufferUsages::UNIFORM,
-        })
-}
-
-/// An `rgba32float` texture array a matmul packs an operand into: written
-/// as a storage texture, read by texel fetches.
-pub(super) fn scratch_texture(
-    ctx: &GpuContext,
-    (width, height, layers): (u32, u32, u32),
-) -> wgpu::TextureView {
-    ctx.device
-        .create_texture(&wgpu::TextureDescriptor {
-            label: Some("lazywgpu matmul operand"),
-            size: wgpu::Extent3d {
-                width,
-                height,
-                depth_or_array_layers: layers,
-            },
-            mip_level_count: 1,
-            sample_count: 1,
-            dimension: wgpu::TextureDimension::D2,
-            format: wgpu::TextureFormat::Rgba32Float,
-            usage: wgpu::TextureUsages::STORAGE_BINDING | wgpu::TextureUsages::TEXTURE_BINDING,
-            view_formats: &[],
-        })
-        .create_view(&wgpu::TextureViewDescriptor {
-            // An array view even of one layer: the kernels declare arrays.
-            dimension: Some(wgpu::TextureViewDimension::D2Array),
-            ..Default::default()
         })
 }
 

@@ -8,7 +8,8 @@
 use std::panic::{AssertUnwindSafe, catch_unwind};
 use std::sync::Arc;
 
-use super::compile::{generate, plan_donations};
+use super::compile::generate;
+use super::donate::plan_donations;
 use crate::codegen::{CodegenContext, KernelSource, kernel_wgsl, validate_wgsl};
 use crate::graph::{Graph, GraphKey, probe_key};
 use crate::kernel::Kernel;

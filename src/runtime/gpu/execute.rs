@@ -17,10 +17,9 @@ use crate::runtime::storage::{DataBuffer, Storage};
 use crate::shape::{Layout, numel};
 
 use super::bind::{NodeBuffer, bind_group};
-use super::compile::{
-    CompiledKernel, Executable, GpuCaches, executable, scratch_bytes, scratch_texture,
-};
+use super::compile::{CompiledKernel, Executable, GpuCaches, executable};
 use super::context::GpuContext;
+use super::scratch::{scratch_bytes, scratch_texture};
 
 /// Runs `graph`: compiles or finds its executable, allocates its written
 /// buffers, encodes one command buffer and submits it without waiting.
@@ -78,15 +77,8 @@ pub(crate) fn run_graph(
         }
         None => None,
     };
-    if let Some((staging, count)) = readback {
-        let mut offset = 0;
-        for &o in exe.key.outputs.iter().take(count) {
-            let node = &exe.key.nodes[o];
-            let bytes = node.dtype.words(numel(&node.shape)) as u64 * 4;
-            let buf = run.output_buffer(o)?;
-            encoder.copy_buffer_to_buffer(buf.buffer(), 0, staging, offset, Some(bytes));
-            offset += bytes;
-        }
+    if let Some(readback) = readback {
+        run.copy_outputs(&mut encoder, readback)?;
     }
     let timestamps = queries
         .as_ref()
@@ -343,29 +335,14 @@ impl<'a> Run<'a> {
     /// buffers, naming the largest of this graph's buffers live then
     /// (the device adds the largest tensors held outside it).
     fn naming_live_buffers(&self, e: Error, kernel: usize) -> Error {
-        match e {
-            Error::OutOfMemory {
-                what,
-                requested,
-                live,
-                peak,
-                cause,
-                ..
-            } => Error::OutOfMemory {
-                what,
-                requested,
-                live,
-                peak,
-                cause,
-                largest: format!(
-                    "in graph {:016x} at kernel {kernel} of {}: {}",
-                    self.graph.hash,
-                    self.exe.kernels.len(),
-                    largest_listed(live_at(self.planned_buffers(), kernel), 5)
-                ),
-            },
-            other => other,
-        }
+        e.with_largest(|_| {
+            format!(
+                "in graph {:016x} at kernel {kernel} of {}: {}",
+                self.graph.hash,
+                self.exe.kernels.len(),
+                largest_listed(live_at(self.planned_buffers(), kernel), 5)
+            )
+        })
     }
 
     /// Offers the device this run's memory report (kept if its peak is
@@ -462,6 +439,24 @@ impl<'a> Run<'a> {
             });
         }
         planned
+    }
+
+    /// Copies the first `count` outputs into `staging`, one after another
+    /// (a read's results, fetched by the same command buffer).
+    fn copy_outputs(
+        &self,
+        encoder: &mut wgpu::CommandEncoder,
+        (staging, count): (&wgpu::Buffer, usize),
+    ) -> Result<()> {
+        let mut offset = 0;
+        for &o in self.exe.key.outputs.iter().take(count) {
+            let node = &self.exe.key.nodes[o];
+            let bytes = node.dtype.words(numel(&node.shape)) as u64 * 4;
+            let buf = self.output_buffer(o)?;
+            encoder.copy_buffer_to_buffer(buf.buffer(), 0, staging, offset, Some(bytes));
+            offset += bytes;
+        }
+        Ok(())
     }
 
     /// The buffer output node `o` was written to.

@@ -6,8 +6,10 @@ mod bind;
 mod compile;
 mod context;
 pub(crate) mod disk_cache;
+mod donate;
 mod dynamic;
 mod execute;
+mod scratch;
 mod sites;
 mod wait;
 
