@@ -43,6 +43,7 @@ pub const STANDARD_COUNTERS: &[&str] = &[
     "params_uploaded_bytes",
     "readbacks",
     "buffers_allocated",
+    "textures_allocated",
     "pool_reuses",
     "buffers_donated",
     "bytes_live",

@@ -88,6 +88,43 @@ fn an_update_nothing_else_reads_still_donates() {
 
 const N: usize = 4;
 
+/// A buffer a run gives back to the pool while it is encoded (an
+/// intermediate past its last reader) must not reach another thread
+/// before the run is submitted: an upload there that took it and queued
+/// its write first had its data overwritten by the run's kernels (55 to
+/// 90 of this program's 400 uploads, before the pool kept the queue's
+/// order; the ResNet example's loader thread lost batches so, and its
+/// runs differed). Oracle: the uploaded data itself.
+#[test]
+fn uploads_on_another_thread_keep_their_data_while_a_run_is_encoded() {
+    let Some(dev) = gpu() else { return };
+    let n = 256 * 256;
+    let loader = dev.clone();
+    let uploads = std::thread::spawn(move || {
+        let mut corrupted = 0;
+        for i in 0..400 {
+            let data: Vec<f32> = (0..n).map(|j| (i * 31 + j) as f32).collect();
+            let t = Tensor::from_vec(data.clone(), [n], &loader).unwrap();
+            std::thread::yield_now();
+            if t.to_vec::<f32>().unwrap() != data {
+                corrupted += 1;
+            }
+        }
+        corrupted
+    });
+    // Intermediates of the uploads' size class, released mid-encoding.
+    let x = Tensor::ones([256, 256], &dev);
+    let w = Tensor::ones([256, 256], &dev) * 0.01;
+    for _ in 0..400 {
+        let mut y = x.clone();
+        for _ in 0..12 {
+            y = y.matmul(&w).tanh();
+        }
+        dev.mark_step().unwrap();
+    }
+    assert_eq!(uploads.join().unwrap(), 0, "uploads overwritten");
+}
+
 /// One step of a random program. Operands name entries of the program's
 /// list of live tensors modulo its length.
 #[derive(Clone, Debug)]

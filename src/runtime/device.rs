@@ -632,9 +632,11 @@ impl Device {
             .metrics
             .add("bytes_uploaded", dtype.words(bits.len()) as u64 * 4);
         match &self.inner.backend {
-            Backend::Gpu(ctx, _) => Ok(DataBuffer::Gpu(
-                ctx.upload(&self.inner.pool, &dtype.pack(bits))?,
-            )),
+            Backend::Gpu(ctx, _) => {
+                let packed = dtype.pack(bits);
+                let _order = self.inner.pool.queue_order();
+                Ok(DataBuffer::Gpu(ctx.upload(&self.inner.pool, &packed)?))
+            }
             Backend::Cpu => Ok(DataBuffer::Cpu(Arc::new(bits))),
         }
     }

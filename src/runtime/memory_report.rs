@@ -21,7 +21,7 @@ pub enum BufferRole {
     Intermediate,
     /// A value the graph hands back (a new parameter, a gradient, a loss).
     Output,
-    /// A matmul operand's scratch texture made for this run.
+    /// A matmul operand's scratch texture, taken from the pool for one kernel.
     Scratch,
 }
 
@@ -156,7 +156,7 @@ pub(crate) fn largest_listed(mut buffers: Vec<ReportedBuffer>, count: usize) -> 
 
 /// The report of a run of `kernels` kernels from the device's live level
 /// after each kernel's allocations (`levels`, one per kernel), the
-/// buffers its plan places (`planned`) and each kernel's per-run scratch
+/// buffers its plan places (`planned`) and each kernel's scratch texture
 /// bytes (`scratch`). `None` for a run without kernels. Linear in its
 /// inputs.
 pub(crate) fn report_of(

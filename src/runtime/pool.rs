@@ -1,10 +1,15 @@
-//! A pool of wgpu storage buffers in size classes.
+//! A pool of wgpu storage buffers in size classes, and of the scratch
+//! textures matmuls pack their operands into, by size.
 //!
 //! Creating a buffer is dear (the driver allocates, and wgpu zero-fills it
 //! before its first use), so buffers of dropped tensors and of finished
 //! intermediates go back to the pool and are handed out again. Reuse right
 //! after a drop is safe: everything runs on one queue, in submission order,
-//! and wgpu orders the accesses of successive submissions.
+//! and wgpu orders the accesses of successive submissions (and of
+//! successive dispatches of one pass). Scratch textures are the same:
+//! a kernel takes its textures while it is encoded and gives them back
+//! right after, so every kernel and every executable of a device shares
+//! them, and only the textures of the kernel being encoded count as live.
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
@@ -31,6 +36,8 @@ pub(crate) fn size_class(bytes: u64) -> u64 {
 /// Idle buffers by size class, and the memory gauges of one device.
 pub(crate) struct BufferPool {
     free: Mutex<HashMap<u64, Vec<wgpu::Buffer>>>,
+    /// Idle scratch textures by `(width, height, layers)`.
+    free_textures: Mutex<HashMap<TextureSize, Vec<wgpu::TextureView>>>,
     pub metrics: Arc<Metrics>,
     /// The most bytes the device's buffers may hold, live and idle
     /// together (`DeviceConfig::memory_limit`).
@@ -38,6 +45,9 @@ pub(crate) struct BufferPool {
     /// The memory report of the run with the highest peak since the
     /// metrics were last reset (`Device::memory_report`).
     report: Mutex<Option<MemoryReport>>,
+    /// Held from taking buffers to queueing the work that writes them
+    /// (`BufferPool::queue_order`).
+    queue_order: Mutex<()>,
 }
 
 /// Why a buffer could not be had: the limit, or the driver.
@@ -68,17 +78,31 @@ impl BufferPool {
     pub fn new(metrics: Arc<Metrics>, limit: Option<u64>) -> Arc<BufferPool> {
         Arc::new(BufferPool {
             free: Mutex::new(HashMap::new()),
+            free_textures: Mutex::new(HashMap::new()),
             metrics,
             limit,
             report: Mutex::new(None),
+            queue_order: Mutex::new(()),
         })
+    }
+
+    /// Keeps the pool's hand-outs in the queue's order while held. A run
+    /// gives its intermediates back to the pool as soon as their last
+    /// reader is encoded, before its command buffer is submitted; another
+    /// thread (a data loader uploading a batch) that took one of them and
+    /// queued its write before that submission would see its data
+    /// overwritten by the run's kernels. So a run holds this from its
+    /// first allocation to its submission, and an upload from its
+    /// allocation to queueing its write.
+    pub fn queue_order(&self) -> std::sync::MutexGuard<'_, ()> {
+        self.queue_order.lock().unwrap_or_else(|e| e.into_inner())
     }
 
     /// Keeps the report `build` makes of a run whose peak was `peak`
     /// bytes live, if no run since the last reset peaked higher.
     pub fn offer_report(&self, peak: u64, build: impl FnOnce() -> Option<MemoryReport>) {
         let mut kept = self.report.lock().unwrap_or_else(|e| e.into_inner());
-        if kept.as_ref().is_none_or(|r| peak >= r.peak_bytes) {
+        if kept.as_ref().is_none_or(|r| peak > r.peak_bytes) {
             if let Some(report) = build() {
                 *kept = Some(report);
             }
@@ -102,8 +126,13 @@ impl BufferPool {
     /// uses it).
     fn release_idle(&self) {
         let mut free = self.free.lock().unwrap_or_else(|e| e.into_inner());
-        let bytes: u64 = free.iter().map(|(class, v)| class * v.len() as u64).sum();
+        let mut bytes: u64 = free.iter().map(|(class, v)| class * v.len() as u64).sum();
         free.clear();
+        let mut textures = self.free_textures.lock().unwrap_or_else(|e| e.into_inner());
+        let texture_bytes =
+            |(&size, v): (&TextureSize, &Vec<_>)| texture_bytes(size) * v.len() as u64;
+        bytes += textures.iter().map(texture_bytes).sum::<u64>();
+        textures.clear();
         self.metrics.gauge("bytes_pooled", -(bytes as i64));
     }
 
@@ -117,14 +146,36 @@ impl BufferPool {
         }
     }
 
-    /// Counts `bytes` of scratch texture (a matmul's packed operand,
-    /// created for one run) as live until the returned guard drops,
-    /// within the memory limit as a buffer would be.
-    pub fn reserve_scratch(self: &Arc<Self>, bytes: u64) -> Result<ScratchReservation, Shortfall> {
-        self.make_room(bytes)?;
+    /// A scratch texture of `size`, idle in the pool or else made by
+    /// `create` within the memory limit, counted as live until the
+    /// returned guard drops (which gives it back).
+    pub fn take_texture(
+        self: &Arc<Self>,
+        size: TextureSize,
+        create: impl FnOnce() -> wgpu::TextureView,
+    ) -> Result<PooledTexture, Shortfall> {
+        let bytes = texture_bytes(size);
+        let reused = self
+            .free_textures
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .get_mut(&size)
+            .and_then(Vec::pop);
+        let view = match reused {
+            Some(view) => {
+                self.metrics.gauge("bytes_pooled", -(bytes as i64));
+                view
+            }
+            None => {
+                self.make_room(bytes)?;
+                self.metrics.add("textures_allocated", 1);
+                create()
+            }
+        };
         self.metrics.gauge("bytes_live", bytes as i64);
-        Ok(ScratchReservation {
-            bytes,
+        Ok(PooledTexture {
+            view: Some(view),
+            size,
             pool: self.clone(),
         })
     }
@@ -210,16 +261,43 @@ impl BufferPool {
     }
 }
 
-/// Scratch texture bytes counted as live (`BufferPool::reserve_scratch`)
-/// until dropped.
-pub(crate) struct ScratchReservation {
-    bytes: u64,
+/// A scratch texture's `(width, height, layers)`.
+pub(crate) type TextureSize = (u32, u32, u32);
+
+/// Bytes of an `rgba32float` texture array of `size`.
+pub(crate) fn texture_bytes((width, height, layers): TextureSize) -> u64 {
+    16 * width as u64 * height as u64 * layers as u64
+}
+
+/// A scratch texture that returns to its pool when dropped.
+pub(crate) struct PooledTexture {
+    view: Option<wgpu::TextureView>,
+    size: TextureSize,
     pool: Arc<BufferPool>,
 }
 
-impl Drop for ScratchReservation {
+impl PooledTexture {
+    pub fn view(&self) -> &wgpu::TextureView {
+        self.view.as_ref().expect("present until drop")
+    }
+}
+
+impl Drop for PooledTexture {
     fn drop(&mut self) {
-        self.pool.metrics.gauge("bytes_live", -(self.bytes as i64));
+        let Some(view) = self.view.take() else {
+            return;
+        };
+        let bytes = texture_bytes(self.size);
+        let pool = &self.pool;
+        pool.metrics.gauge("bytes_live", -(bytes as i64));
+        if pool.metrics.value("bytes_pooled") + bytes > MAX_POOLED_BYTES {
+            return; // dropped: released by wgpu once no submission uses it
+        }
+        pool.metrics.gauge("bytes_pooled", bytes as i64);
+        (pool.free_textures.lock().unwrap_or_else(|e| e.into_inner()))
+            .entry(self.size)
+            .or_default()
+            .push(view);
     }
 }
 

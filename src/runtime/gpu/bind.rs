@@ -15,7 +15,8 @@ use super::context::GpuContext;
 /// Bind groups kept per dispatch.
 const BIND_GROUPS_KEPT: usize = 4;
 
-/// Bind groups binding more than this many bytes of buffers are not kept.
+/// Bind groups binding more than this many bytes of buffers and
+/// textures are not kept.
 const KEPT_BIND_GROUP_BYTES: u64 = 4 << 20;
 
 /// A bind group and what it binds, to be reused when a run binds the same.
@@ -50,7 +51,7 @@ pub(super) fn bind_group(
         Option<&wgpu::Buffer>,
     ),
     (buffers, written): (&[NodeBuffer], &[NodeBuffer]),
-    (scratch, per_run_scratch): (&[wgpu::TextureView], bool),
+    (scratch, scratch_bytes): (&[wgpu::TextureView], u64),
     (cache, metrics): (&Mutex<Vec<CachedBindGroup>>, &Metrics),
 ) -> Result<wgpu::BindGroup> {
     let resources = resources_of(
@@ -90,16 +91,15 @@ pub(super) fn bind_group(
         entries: &entries,
     });
     // Only small bind groups are kept: a kept group keeps its buffers
-    // alive past the pool's limit, and per-run scratch textures are
-    // large by definition.
-    let bytes: u64 = resources
+    // and textures alive past the pool's limit.
+    let buffer_bytes: u64 = resources
         .iter()
         .map(|r| match r {
             BoundResource::Buffer(b, _, size) => size.map_or(b.size(), |s| s.get()),
             BoundResource::Texture(_) => 0,
         })
         .sum();
-    if per_run_scratch || bytes > KEPT_BIND_GROUP_BYTES {
+    if buffer_bytes + scratch_bytes > KEPT_BIND_GROUP_BYTES {
         return Ok(group);
     }
     cached.truncate(BIND_GROUPS_KEPT - 1);

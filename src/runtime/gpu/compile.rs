@@ -23,9 +23,6 @@ use crate::shape::numel;
 use super::bind::CachedBindGroup;
 use super::context::GpuContext;
 use super::donate::plan_donations;
-use super::scratch::{
-    KEPT_SCRATCH_BYTES, KeptScratch, SharedScratch, scratch_bytes, scratch_texture,
-};
 
 /// One compiled kernel of an executable.
 pub(super) struct CompiledKernel {
@@ -34,17 +31,6 @@ pub(super) struct CompiledKernel {
     pub(super) workgroups: (u32, u32),
     /// The kernels dispatched right before it (`source.packs`).
     pub(super) packs: Vec<(Arc<wgpu::ComputePipeline>, (u32, u32))>,
-    /// Views of its scratch textures (`source.scratch`). Small ones are
-    /// created with the executable and reused by every run (runs of one
-    /// queue execute in order, so a later run's packing cannot overtake an
-    /// earlier read), which saves creating them each step; larger ones
-    /// (`None`) are created per run and freed with it, so that a cached
-    /// executable does not hold hundreds of MB (an MNIST evaluation batch
-    /// packs a 663 MB convolution operand).
-    pub(super) scratch: Vec<Option<wgpu::TextureView>>,
-    /// The kept textures' bytes, counted as live while the executable
-    /// keeps them.
-    _kept: Vec<KeptScratch>,
     /// The last few bind groups of each dispatch (the packs', then its
     /// own), newest first, with the resources they bind: a training step
     /// gets the same few sets of buffers from the pool step after step
@@ -262,14 +248,10 @@ fn compile_kernels(
     // symbols the executable could bind without lowering).
     let lowered = sources.iter().flat_map(KernelSource::dispatches).count();
     metrics.add("kernels_lowered", lowered as u64);
-    let mut shared = SharedScratch::new();
     sources
         .into_iter()
         .enumerate()
-        .map(|(k, source)| {
-            let cx = (ctx, target);
-            compile_kernel(cx, (caches, &mut shared), metrics, graph, (k, source))
-        })
+        .map(|(k, source)| compile_kernel((ctx, target), caches, metrics, graph, (k, source)))
         .collect()
 }
 
@@ -531,11 +513,11 @@ fn half_of_the_reads(key: &GraphKey, output: usize, stored: &[bool]) -> Option<u
 }
 
 /// Kernel `k` of `graph` compiled: its pipelines (and its packing
-/// kernels'), grids and scratch textures. A kernel over the adapter's
+/// kernels') and grids. A kernel over the adapter's
 /// binding limit is an `Error::Compile` with its source.
 fn compile_kernel(
     (ctx, target): (&GpuContext, &Target),
-    (caches, shared): (&mut GpuCaches, &mut SharedScratch),
+    caches: &mut GpuCaches,
     metrics: &Arc<Metrics>,
     graph: &Graph,
     (k, source): (usize, KernelSource),
@@ -560,19 +542,6 @@ fn compile_kernel(
         let pipeline = pipeline(ctx, caches, metrics, &p.wgsl, graph.hash, k)?;
         packs.push((pipeline, grid(ctx, p.groups)));
     }
-    let mut kept = Vec::new();
-    let scratch = (source.scratch.iter().enumerate())
-        .map(|(slot, &size)| {
-            let bytes = scratch_bytes(size);
-            (bytes <= KEPT_SCRATCH_BYTES).then(|| {
-                let texture = shared.entry((size, slot)).or_insert_with(|| {
-                    kept.push(KeptScratch::count(bytes, metrics));
-                    scratch_texture(ctx, size)
-                });
-                texture.clone()
-            })
-        })
-        .collect();
     let pipeline = pipeline(ctx, caches, metrics, &source.wgsl, graph.hash, k)?;
     let bind_groups = (0..=packs.len()).map(|_| Mutex::new(Vec::new())).collect();
     let sizes = source
@@ -585,8 +554,6 @@ fn compile_kernel(
         workgroups: grid(ctx, source.groups),
         source,
         packs,
-        scratch,
-        _kept: kept,
         bind_groups,
     })
 }

@@ -19,7 +19,8 @@ use crate::shape::{Layout, numel};
 use super::bind::{NodeBuffer, bind_group};
 use super::compile::{CompiledKernel, Executable, GpuCaches, executable};
 use super::context::GpuContext;
-use super::scratch::{scratch_bytes, scratch_texture};
+use super::scratch::scratch_texture;
+use crate::runtime::pool::texture_bytes;
 
 /// Runs `graph`: compiles or finds its executable, allocates its written
 /// buffers, encodes one command buffer and submits it without waiting.
@@ -51,6 +52,9 @@ pub(crate) fn run_graph(
     // its error would surface later (from the submission thread) and be
     // reported by the next, unrelated run.
     let scope = ctx.device.push_error_scope(wgpu::ErrorFilter::Validation);
+    // Buffers and textures the run gives back while it is encoded are
+    // taken by no other thread before it is submitted.
+    let order = pool.queue_order();
     let mut run = Run::start(ctx, target, pool, graph, &exe)?;
     let mut encoder = ctx
         .device
@@ -91,6 +95,7 @@ pub(crate) fn run_graph(
         });
     }
     ctx.submit(commands);
+    drop(order);
     metrics.record("encode_submit", encode_start.elapsed());
     if let Some(staging) = timestamps {
         run.record_profile(&staging)?;
@@ -279,31 +284,26 @@ impl<'a> Run<'a> {
                 self.written[w] = Some(self.ctx.alloc(self.pool, words, what)?);
             }
         }
-        // Textures created for this run count as live memory while it is
-        // encoded (wgpu frees them once the submission is done), within
-        // the device's memory limit.
-        let mut reserved = Vec::new();
-        let mut scratch: Vec<wgpu::TextureView> = Vec::with_capacity(k.scratch.len());
-        for (kept, &size) in k.scratch.iter().zip(&k.source.scratch) {
-            match kept {
-                Some(view) => scratch.push(view.clone()),
-                None => {
-                    let bytes = scratch_bytes(size);
-                    let reservation = self.pool.reserve_scratch(bytes).map_err(|short| {
-                        let what = format!(
-                            "a matmul operand's scratch texture for {} at {}",
-                            self.op_label(k.source.writes.first().copied().unwrap_or(0)),
-                            self.location(k.source.writes.first().copied().unwrap_or(0))
-                        );
-                        short.into_error(what)
-                    })?;
-                    reserved.push(reservation);
-                    scratch.push(scratch_texture(self.ctx, size));
-                }
-            }
+        // Its scratch textures, from the device's pool: live (and within
+        // the memory limit) while it is encoded, given back right after
+        // for the next kernel (dispatches run in the order encoded).
+        let mut textures = Vec::with_capacity(k.source.scratch.len());
+        for &size in &k.source.scratch {
+            let texture = self
+                .pool
+                .take_texture(size, || scratch_texture(self.ctx, size));
+            textures.push(texture.map_err(|short| {
+                let w = k.source.writes.first().copied().unwrap_or(0);
+                let what = format!(
+                    "a matmul operand's scratch texture for {} at {}",
+                    self.op_label(w),
+                    self.location(w)
+                );
+                short.into_error(what)
+            })?);
         }
-        // Whether a scratch texture is created for this run only.
-        let per_run = k.scratch.iter().any(Option::is_none);
+        let scratch: Vec<wgpu::TextureView> = textures.iter().map(|t| t.view().clone()).collect();
+        let scratch_bytes: u64 = k.source.scratch.iter().map(|&s| texture_bytes(s)).sum();
         let bind = |d: usize, pipeline: &wgpu::ComputePipeline, source: &KernelSource| {
             bind_group(
                 (self.ctx, self.part_bytes),
@@ -315,7 +315,7 @@ impl<'a> Run<'a> {
                     k.sizes[d].as_ref(),
                 ),
                 (&self.buffers, &self.written),
-                (&scratch, per_run),
+                (&scratch, scratch_bytes),
                 (&k.bind_groups[d], &self.pool.metrics),
             )
         };
@@ -364,11 +364,7 @@ impl<'a> Run<'a> {
                 None => "a kernel without outputs".to_string(),
             };
             let scratch: Vec<u64> = (exe.kernels.iter())
-                .map(|k| {
-                    let sizes = k.scratch.iter().zip(&k.source.scratch);
-                    let per_run = sizes.filter(|(kept, _)| kept.is_none());
-                    per_run.map(|(_, &size)| scratch_bytes(size)).sum()
-                })
+                .map(|k| k.source.scratch.iter().map(|&s| texture_bytes(s)).sum())
                 .collect();
             report_of(
                 (self.graph.hash, &at),
