@@ -27,6 +27,12 @@ pub struct DeviceConfig {
     /// The matmul kernel (`LAZYWGPU_MATMUL=tiled|blocked|lanes`); `None`:
     /// the one that measured fastest on the adapter's kind.
     pub matmul: Option<MatmulChoice>,
+    /// The reduction kernel to use wherever it is valid
+    /// (`LAZYWGPU_REDUCE=per-invocation|by-fours|tree`), so that tests
+    /// can run every variant against their oracles; elsewhere, and with
+    /// `None`, the built-in choice by the reduction's sizes. See
+    /// [`ReduceChoice`] for where each is valid.
+    pub reduce: Option<ReduceChoice>,
     /// Kernel autotuning on the adapter (`LAZYWGPU_AUTOTUNE=off|fast|full`):
     /// the first device made on an adapter times the matmul kernels it
     /// can run and keeps the fastest, cached per adapter and driver in
@@ -80,6 +86,40 @@ pub enum MatmulChoice {
     Lanes,
 }
 
+/// A reduction kernel to ask for (see [`DeviceConfig::reduce`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ReduceChoice {
+    /// One invocation per result (or per part of a split reduction),
+    /// looping over its elements: valid where that loop fits the
+    /// adapter's loop limit (65,535 iterations on lavapipe).
+    PerInvocation,
+    /// The first stage of a split sum, each invocation reading four
+    /// neighbouring elements at a time: valid for sums over trailing
+    /// dims whose length is a multiple of four, split into parts.
+    ByFours,
+    /// A workgroup per result: invocations stride over the elements,
+    /// then combine in a tree in workgroup memory. Valid everywhere.
+    WorkgroupTree,
+}
+
+impl ReduceChoice {
+    /// Every reduction kernel, in the order tests force them.
+    pub const ALL: [ReduceChoice; 3] = [
+        ReduceChoice::PerInvocation,
+        ReduceChoice::ByFours,
+        ReduceChoice::WorkgroupTree,
+    ];
+
+    /// The name `LAZYWGPU_REDUCE` takes for it.
+    pub fn name(self) -> &'static str {
+        match self {
+            ReduceChoice::PerInvocation => "per-invocation",
+            ReduceChoice::ByFours => "by-fours",
+            ReduceChoice::WorkgroupTree => "tree",
+        }
+    }
+}
+
 /// How much kernel autotuning a device does (see
 /// [`DeviceConfig::autotune`]).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -102,6 +142,7 @@ impl Default for DeviceConfig {
             eager: false,
             dump_dir: None,
             matmul: None,
+            reduce: None,
             autotune: None,
             memory_limit: None,
             fused_attention: false,
@@ -161,7 +202,8 @@ impl DeviceConfig {
     /// The defaults with the environment's switches applied:
     /// `LAZYWGPU_NO_FUSION`, `LAZYWGPU_VERIFY`, `LAZYWGPU_EAGER`,
     /// `LAZYWGPU_DUMP`, `LAZYWGPU_FUSED_ATTENTION`, `LAZYWGPU_CHECK`,
-    /// `LAZYWGPU_RECOMPILE_BUDGET`, `LAZYWGPU_MATMUL`, `LAZYWGPU_AUTOTUNE`
+    /// `LAZYWGPU_RECOMPILE_BUDGET`, `LAZYWGPU_MATMUL`, `LAZYWGPU_REDUCE`,
+    /// `LAZYWGPU_AUTOTUNE`
     /// and `LAZYWGPU_MEMORY_LIMIT` (an unknown kernel name or mode, or a
     /// byte count that does not parse, is ignored with a logged warning).
     pub fn from_env() -> DeviceConfig {
@@ -173,6 +215,18 @@ impl DeviceConfig {
             Ok(other) => {
                 log::warn!("LAZYWGPU_MATMUL={other}: not tiled, blocked or lanes; ignored");
                 None
+            }
+        };
+        let reduce = match std::env::var("LAZYWGPU_REDUCE").as_deref() {
+            Ok("") | Err(_) => None,
+            Ok(name) => {
+                let choice = ReduceChoice::ALL.into_iter().find(|c| c.name() == name);
+                if choice.is_none() {
+                    log::warn!(
+                        "LAZYWGPU_REDUCE={name}: not per-invocation, by-fours or tree; ignored"
+                    );
+                }
+                choice
             }
         };
         let autotune = match std::env::var("LAZYWGPU_AUTOTUNE").as_deref() {
@@ -195,6 +249,7 @@ impl DeviceConfig {
                 .filter(|d| !d.is_empty())
                 .map(PathBuf::from),
             matmul,
+            reduce,
             fused_attention: env_flag("LAZYWGPU_FUSED_ATTENTION"),
             recompile_budget: env_count("LAZYWGPU_RECOMPILE_BUDGET"),
             checks: env_flag("LAZYWGPU_CHECK"),

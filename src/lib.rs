@@ -96,6 +96,7 @@
 //! | `LAZYWGPU_DUMP=DIR` | write each new graph's IR, DOT and WGSL |
 //! | `LAZYWGPU_PROFILE=1` | time every kernel ([`Device::kernel_profile`]) |
 //! | `LAZYWGPU_MATMUL=tiled\|blocked\|lanes` | the matmul kernel ([`MatmulChoice`]) |
+//! | `LAZYWGPU_REDUCE=per-invocation\|by-fours\|tree` | the reduction kernel wherever it is valid ([`ReduceChoice`]) |
 //! | `LAZYWGPU_FUSED_ATTENTION=1` | attention without a mask tensor as one kernel |
 //! | `LAZYWGPU_SUBMIT_THREAD=0\|1` | submit from a thread of its own (default on CPU adapters) |
 //! | `LAZYWGPU_CACHE_DIR=DIR\|off` | where compiled pipelines are kept across processes |
@@ -131,7 +132,7 @@ mod test_values;
 mod tune;
 
 pub use autograd::{NoGradGuard, is_grad_enabled, no_grad};
-pub use config::{Autotune, DeviceConfig, MatmulChoice};
+pub use config::{Autotune, DeviceConfig, MatmulChoice, ReduceChoice};
 pub use dtype::{DType, Element};
 pub use error::{Error, Result};
 pub use graph::op::{BinaryOp, ReduceOp, UnaryOp};

@@ -494,3 +494,149 @@ fn split_sums_match_f64_on_every_read_path() {
 fn on_cpu_adapter(dev: &lazywgpu::Device) -> bool {
     dev.adapter().is_some_and(|a| a.device_type == "Cpu")
 }
+
+/// Every reduction kernel forced in turn (`DeviceConfig::reduce`), so
+/// that each variant meets the f64 oracle whatever the built-in choice
+/// would take: results of 10 elements (built-in: one invocation each),
+/// of 1,000 (a workgroup tree), of 70,000 (split into parts: by fours
+/// where it is a sum), and over a leading dim, with NaN, infinities and
+/// both signs of zero in the data. The dumped plans show that the forced
+/// kernel ran wherever it is valid. Tolerances as above; NaN and
+/// infinities exact.
+#[test]
+fn every_reduction_kernel_matches_f64_when_forced() {
+    let Some(_) = gpu() else { return };
+    let shapes: [(&[usize], usize); 4] = [
+        (&[64, 10], 1),
+        (&[16, 1000], 1),
+        (&[3, 70_000], 1),
+        (&[1000, 16], 0),
+    ];
+    for choice in lazywgpu::ReduceChoice::ALL {
+        let dump = std::env::temp_dir().join(format!(
+            "lazywgpu-forced-{}-{}",
+            choice.name(),
+            std::process::id()
+        ));
+        let _ = std::fs::remove_dir_all(&dump);
+        let config = lazywgpu::DeviceConfig {
+            reduce: Some(choice),
+            dump_dir: Some(dump.clone()),
+            ..lazywgpu::DeviceConfig::default()
+        };
+        let dev = Device::gpu_with(config).unwrap();
+        for (shape, axis) in shapes {
+            let n: usize = shape.iter().product();
+            let mut x = data(n, n as u64);
+            // Specials in the first result's elements only, so that the
+            // others check the arithmetic.
+            let first: Vec<usize> = (0..shape[axis])
+                .map(|i| if axis == 1 { i } else { i * shape[1] })
+                .collect();
+            x[first[1]] = f32::INFINITY;
+            x[first[2]] = -0.0;
+            let mut with_nan = x.clone();
+            with_nan[first[3]] = f32::NAN;
+            let t = Tensor::from_vec(x.clone(), shape.to_vec(), &dev).unwrap();
+            let tn = Tensor::from_vec(with_nan.clone(), shape.to_vec(), &dev).unwrap();
+            let reduced = shape[axis] as f32;
+            let nan_max = |g: &[f64]| {
+                g.iter().fold(f64::NEG_INFINITY, |a, &v| {
+                    if a.is_nan() || v.is_nan() {
+                        f64::NAN
+                    } else {
+                        a.max(v)
+                    }
+                })
+            };
+            let nan_min = |g: &[f64]| {
+                g.iter().fold(f64::INFINITY, |a, &v| {
+                    if a.is_nan() || v.is_nan() {
+                        f64::NAN
+                    } else {
+                        a.min(v)
+                    }
+                })
+            };
+            let sum = |g: &[f64]| g.iter().sum::<f64>();
+            let mean = |g: &[f64]| g.iter().sum::<f64>() / g.len() as f64;
+            type Case<'a> = (&'a str, Tensor, &'a [f32], &'a dyn Fn(&[f64]) -> f64, f32);
+            let cases: [Case; 6] = [
+                (
+                    "sum",
+                    t.sum([axis as isize], false),
+                    &x,
+                    &sum,
+                    1e-4 * reduced.sqrt(),
+                ),
+                (
+                    "sum with NaN",
+                    tn.sum([axis as isize], false),
+                    &with_nan,
+                    &sum,
+                    1e-4 * reduced.sqrt(),
+                ),
+                ("mean", t.mean([axis as isize], false), &x, &mean, 1e-4),
+                (
+                    "max",
+                    tn.max([axis as isize], false),
+                    &with_nan,
+                    &nan_max,
+                    0.0,
+                ),
+                ("min", t.min([axis as isize], false), &x, &nan_min, 0.0),
+                (
+                    "min with NaN",
+                    tn.min([axis as isize], false),
+                    &with_nan,
+                    &nan_min,
+                    0.0,
+                ),
+            ];
+            for (what, out, input, f, atol) in cases {
+                let want: Vec<f32> = oracle(input, shape, &[axis], f)
+                    .into_iter()
+                    .map(|v| v as f32)
+                    .collect();
+                let got = out.to_vec::<f32>().unwrap();
+                assert_close(
+                    &got,
+                    &want,
+                    1e-4,
+                    atol,
+                    &format!(
+                        "{what} over dim {axis} of {shape:?}, forced {}",
+                        choice.name()
+                    ),
+                );
+            }
+        }
+        dev.wait().unwrap();
+        // Which kernels ran: each forced one wherever it is valid.
+        let plans: String = std::fs::read_dir(&dump)
+            .unwrap()
+            .filter_map(|e| e.ok())
+            .filter(|e| e.file_name().to_string_lossy().ends_with(".plan.txt"))
+            .map(|e| std::fs::read_to_string(e.path()).unwrap())
+            .collect();
+        let used = |s: &str| plans.contains(&format!("strategy: Reduce({s})"));
+        let forced = match choice {
+            lazywgpu::ReduceChoice::PerInvocation => "PerInvocation",
+            lazywgpu::ReduceChoice::ByFours => "SumByFours",
+            lazywgpu::ReduceChoice::WorkgroupTree => "WorkgroupTree",
+        };
+        assert!(used(forced), "forced {}: no kernel took it", choice.name());
+        if choice != lazywgpu::ReduceChoice::ByFours {
+            // Both are valid for every reduction here (one invocation per
+            // part of the split 70,000-element one): nothing else ran.
+            for other in ["PerInvocation", "SumByFours", "WorkgroupTree"] {
+                assert!(
+                    other == forced || !used(other),
+                    "forced {}: {other} ran too",
+                    choice.name()
+                );
+            }
+        }
+        let _ = std::fs::remove_dir_all(&dump);
+    }
+}

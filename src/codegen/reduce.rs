@@ -46,7 +46,7 @@ pub(super) fn reduce(
                 .all(|(i, &d)| d == rank - red.axes.len() + i),
             vectorizable: vectorizable(&key.nodes, x, g.stored, false),
         },
-        g.context().precedent(red.root),
+        (g.context().target.reduce, g.context().precedent(red.root)),
         g.context().target.loop_budget(1),
     );
     let groups = total.div_ceil(WORKGROUP_SIZE as usize);

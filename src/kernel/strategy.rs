@@ -153,14 +153,18 @@ pub(crate) struct ReduceShape {
     pub vectorizable: bool,
 }
 
-/// The strategy for a reduction of `shape`: its precedent's where that
-/// is valid for `shape`, in a kernel whose loops may run `loop_budget`
-/// iterations (`Target::loop_budget`).
+/// The strategy for a reduction of `shape`: the `forced` one
+/// (`Target::reduce`) where that is valid for `shape`, else its
+/// precedent's where that is, in a kernel whose loops may run
+/// `loop_budget` iterations (`Target::loop_budget`).
 pub(crate) fn choose_reduce(
     shape: ReduceShape,
-    precedent: Option<Strategy>,
+    (forced, precedent): (Option<ReduceStrategy>, Option<Strategy>),
     loop_budget: Option<usize>,
 ) -> ReduceStrategy {
+    if let Some(f) = forced.filter(|&f| reduce_valid(f, shape, loop_budget)) {
+        return f;
+    }
     match precedent {
         Some(Strategy::Reduce(kept)) if reduce_valid(kept, shape, loop_budget) => kept,
         _ => reduce_for(shape),
@@ -297,17 +301,17 @@ mod tests {
     fn reductions_by_size_and_layout() {
         // W2's first stage: 16M elements in 131,072 parts of 128.
         assert_eq!(
-            choose_reduce(sum(1 << 24, 1 << 17), None, LIMIT),
+            choose_reduce(sum(1 << 24, 1 << 17), (None, None), LIMIT),
             ReduceStrategy::SumByFours
         );
         // Its second stage: 131,072 partial sums, one output.
         assert_eq!(
-            choose_reduce(sum(1 << 17, 1), None, LIMIT),
+            choose_reduce(sum(1 << 17, 1), (None, None), LIMIT),
             ReduceStrategy::WorkgroupTree
         );
         // A row sum of 100: one invocation per row.
         assert_eq!(
-            choose_reduce(sum(100, 1), None, LIMIT),
+            choose_reduce(sum(100, 1), (None, None), LIMIT),
             ReduceStrategy::PerInvocation
         );
         // A split max, or a strided split sum, is not read by fours.
@@ -316,7 +320,7 @@ mod tests {
             ..sum(1 << 20, 8192)
         };
         assert_eq!(
-            choose_reduce(max, None, LIMIT),
+            choose_reduce(max, (None, None), LIMIT),
             ReduceStrategy::PerInvocation
         );
         let strided = ReduceShape {
@@ -324,7 +328,7 @@ mod tests {
             ..sum(1 << 20, 8192)
         };
         assert_eq!(
-            choose_reduce(strided, None, LIMIT),
+            choose_reduce(strided, (None, None), LIMIT),
             ReduceStrategy::PerInvocation
         );
     }
@@ -381,47 +385,95 @@ mod tests {
     }
 
     #[test]
+    fn a_forced_reduction_is_used_where_valid_and_before_a_precedent() {
+        use ReduceStrategy::*;
+        let tree = Some(Strategy::Reduce(WorkgroupTree));
+        // Sizes alone would take a tree for 1,000 elements a result.
+        assert_eq!(
+            choose_reduce(sum(1000, 1), (None, None), LIMIT),
+            WorkgroupTree
+        );
+        assert_eq!(
+            choose_reduce(sum(1000, 1), (Some(PerInvocation), tree), LIMIT),
+            PerInvocation
+        );
+        // Sizes alone: one invocation per short result.
+        assert_eq!(
+            choose_reduce(sum(10, 1), (Some(WorkgroupTree), None), LIMIT),
+            WorkgroupTree
+        );
+        assert_eq!(
+            choose_reduce(sum(4096, 32), (Some(SumByFours), None), LIMIT),
+            SumByFours
+        );
+        // Not valid: by fours for an unsplit sum or a max; one invocation
+        // past the loop budget. The built-in choice instead.
+        assert_eq!(
+            choose_reduce(sum(4096, 1), (Some(SumByFours), None), LIMIT),
+            WorkgroupTree
+        );
+        let max = ReduceShape {
+            op: ReduceOp::Max,
+            ..sum(4096, 32)
+        };
+        assert_eq!(
+            choose_reduce(max, (Some(SumByFours), None), LIMIT),
+            choose_reduce(max, (None, None), LIMIT)
+        );
+        assert_eq!(
+            choose_reduce(sum(70_000, 1), (Some(PerInvocation), None), LIMIT),
+            WorkgroupTree
+        );
+    }
+
+    #[test]
     fn a_precedent_is_kept_where_it_is_valid() {
         use ReduceStrategy::*;
         let reduce = |p| Some(Strategy::Reduce(p));
         // A loss summed over a batch of 64 (640 elements, a workgroup
         // tree), then of 17 (170 elements): the tree is kept.
-        assert_eq!(choose_reduce(sum(170, 1), None, LIMIT), PerInvocation);
         assert_eq!(
-            choose_reduce(sum(170, 1), reduce(WorkgroupTree), LIMIT),
+            choose_reduce(sum(170, 1), (None, None), LIMIT),
+            PerInvocation
+        );
+        assert_eq!(
+            choose_reduce(sum(170, 1), (None, reduce(WorkgroupTree)), LIMIT),
             WorkgroupTree
         );
         assert_eq!(
-            choose_reduce(sum(1 << 15, 1), reduce(PerInvocation), LIMIT),
+            choose_reduce(sum(1 << 15, 1), (None, reduce(PerInvocation)), LIMIT),
             PerInvocation
         );
         // Past the kernel's loop budget, one invocation per output would
         // stop early (lavapipe: 65,535 iterations): a tree instead, and
         // kept where nothing cuts loops short.
         assert_eq!(
-            choose_reduce(sum(70_000, 1), reduce(PerInvocation), LIMIT),
+            choose_reduce(sum(70_000, 1), (None, reduce(PerInvocation)), LIMIT),
             WorkgroupTree
         );
         assert_eq!(
-            choose_reduce(sum(60_000 * 4, 4), reduce(PerInvocation), LIMIT),
+            choose_reduce(sum(60_000 * 4, 4), (None, reduce(PerInvocation)), LIMIT),
             PerInvocation
         );
         assert_eq!(
-            choose_reduce(sum(1 << 20, 1), reduce(PerInvocation), None),
+            choose_reduce(sum(1 << 20, 1), (None, reduce(PerInvocation)), None),
             PerInvocation
         );
         // Sums by fours need a multiple of four elements.
         assert_eq!(
-            choose_reduce(sum(4096, 32), reduce(SumByFours), LIMIT),
+            choose_reduce(sum(4096, 32), (None, reduce(SumByFours)), LIMIT),
             SumByFours
         );
         assert_eq!(
-            choose_reduce(sum(4094, 32), reduce(SumByFours), LIMIT),
+            choose_reduce(sum(4094, 32), (None, reduce(SumByFours)), LIMIT),
             PerInvocation
         );
         // Another kind of precedent (the site's graph changed) is ignored.
         let other = Some(Strategy::RowNorm);
-        assert_eq!(choose_reduce(sum(170, 1), other, LIMIT), PerInvocation);
+        assert_eq!(
+            choose_reduce(sum(170, 1), (None, other), LIMIT),
+            PerInvocation
+        );
 
         use SoftmaxStrategy::*;
         let softmax = |p| Some(Strategy::Softmax(p));

@@ -4,6 +4,7 @@
 //! A `Target` can be written by hand, so lowering and code generation are
 //! testable without an adapter.
 
+use super::strategy::ReduceStrategy;
 /// The adapter facts and choices that shape generated kernels.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub(crate) struct Target {
@@ -37,6 +38,9 @@ pub(crate) struct Target {
     /// 4096 x 1024 softmax at 2.6x two copies' time; not on CPU adapters,
     /// where barriers are dear and one invocation a row measured fastest.
     pub rows_per_workgroup: bool,
+    /// The reduction strategy to use wherever it is valid
+    /// (`DeviceConfig::reduce`); `None`: chosen by sizes.
+    pub reduce: Option<ReduceStrategy>,
 }
 
 /// When and how finely a long reduction into few results is split into
@@ -154,7 +158,18 @@ impl Target {
                 ReduceSplit::GPU
             },
             rows_per_workgroup: !cpu,
+            reduce: None,
         }
+    }
+
+    /// This target with reductions forced to `choice` wherever valid.
+    pub fn forcing_reduce(self, choice: Option<crate::ReduceChoice>) -> Target {
+        let reduce = choice.map(|c| match c {
+            crate::ReduceChoice::PerInvocation => ReduceStrategy::PerInvocation,
+            crate::ReduceChoice::ByFours => ReduceStrategy::SumByFours,
+            crate::ReduceChoice::WorkgroupTree => ReduceStrategy::WorkgroupTree,
+        });
+        Target { reduce, ..self }
     }
 
     /// The iterations each of `loops` long loops of one kernel may run so
@@ -187,6 +202,7 @@ impl Target {
             loop_limit: Some(LAVAPIPE_LOOP_LIMIT),
             reduce_split: ReduceSplit::CPU,
             rows_per_workgroup: false,
+            reduce: None,
         }
     }
 }

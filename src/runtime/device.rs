@@ -148,7 +148,8 @@ impl Device {
             &ctx.limits,
             ctx.features,
             config.matmul.or(tuned),
-        );
+        )
+        .forcing_reduce(config.reduce);
         let dev = Device::with_backend(Backend::Gpu(ctx, target), config);
         if let Some(t) = &tuning {
             dev.inner.metrics.record("autotune", started.elapsed());
