@@ -171,10 +171,183 @@ impl Layout {
             offset: self.offset,
         })
     }
+
+    /// This layout (of a view of `shape`) read through `inner`, the
+    /// layout of what it views (of `inner_shape`, read row-major by this
+    /// one): one layout from the view's elements straight to `inner`'s
+    /// storage, where one exists. It does where no element's index
+    /// carries across a dim of `inner`: each of this view's dims steps
+    /// within one dim of `inner`, and their steps together stay inside
+    /// it, so the row-major decomposition of an inner index is the sum
+    /// of the dims' own. A convolution's windows (a view of a view of the
+    /// input) then cost one index decomposition, not two. `None` where an
+    /// index would carry (a step across two inner dims, or past one).
+    pub(crate) fn through(
+        &self,
+        shape: &[usize],
+        inner: &Layout,
+        inner_shape: &[usize],
+    ) -> Option<Layout> {
+        let steps = self.steps_within(shape, inner_shape)?;
+        let strides = (steps.steps.iter())
+            .map(|s| s.map_or(0, |(d, per)| per * inner.strides[d]))
+            .collect();
+        let offset = inner.offset
+            + (steps.first.iter().zip(&inner.strides))
+                .map(|(c, s)| c * s)
+                .sum::<usize>();
+        Some(Layout { strides, offset })
+    }
+
+    /// How this layout (of a view of `shape`) steps through a row-major
+    /// `inner_shape` it views, dim by dim, where no index carries across
+    /// an inner dim (see `through`); `None` where one would.
+    pub(crate) fn steps_within(&self, shape: &[usize], inner_shape: &[usize]) -> Option<DimSteps> {
+        let inner_total = numel(inner_shape);
+        if numel(shape) == 0 || inner_total == 0 || self.offset >= inner_total {
+            return None;
+        }
+        let row_major = contiguous_strides(inner_shape);
+        // The inner dim whose row-major range [stride, stride * size)
+        // holds `step` (dims of one element hold none).
+        let dim_of = |step: usize| {
+            (0..inner_shape.len()).find(|&d| {
+                inner_shape[d] > 1 && row_major[d] <= step && step < row_major[d] * inner_shape[d]
+            })
+        };
+        // Where the view's first element lies in each inner dim.
+        let first: Vec<usize> = (0..inner_shape.len())
+            .map(|d| self.offset / row_major[d] % inner_shape[d])
+            .collect();
+        let mut reach = first.clone();
+        let mut steps = vec![None; shape.len()];
+        for (k, (&size, &step)) in shape.iter().zip(&self.strides).enumerate() {
+            if size <= 1 || step == 0 {
+                continue;
+            }
+            let d = dim_of(step)?;
+            if !step.is_multiple_of(row_major[d]) {
+                return None;
+            }
+            let per = step / row_major[d];
+            reach[d] += (size - 1) * per;
+            steps[k] = Some((d, per));
+        }
+        if (0..inner_shape.len()).any(|d| reach[d] >= inner_shape[d]) {
+            return None;
+        }
+        Some(DimSteps { first, steps })
+    }
+}
+
+/// How a view steps through a row-major shape it views without carries
+/// (`Layout::steps_within`): the coordinates of its first element, and
+/// per dim of the view the inner dim it steps along and by how much
+/// (`None`: it does not move).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub(crate) struct DimSteps {
+    pub first: Vec<usize>,
+    pub steps: Vec<Option<(usize, usize)>>,
 }
 
 #[cfg(test)]
 mod tests {
+    use proptest::prelude::*;
+
+    /// The storage position of `shape`'s element at `linear` through
+    /// `outer` then `inner`, by two decompositions (the oracle).
+    fn twice(
+        shape: &[usize],
+        outer: &Layout,
+        inner_shape: &[usize],
+        inner: &Layout,
+        linear: usize,
+    ) -> usize {
+        inner.position(inner_shape, outer.position(shape, linear))
+    }
+
+    #[test]
+    fn a_convolutions_windows_read_through_one_layout() {
+        // Windows of a [2, 3, 6, 6] input for 3x3 kernels: [2, 3, 4, 4, 3, 3]
+        // over the input's storage, then permuted to [2, 3, 3, 3, 4, 4] and
+        // read row-major as a [2, 27, 16] matrix by a matmul.
+        let windows_shape = [2usize, 3, 4, 4, 3, 3];
+        let windows = Layout {
+            strides: vec![108, 36, 6, 1, 6, 1],
+            offset: 0,
+        };
+        let rows_shape = [2usize, 3, 3, 3, 4, 4];
+        let permuted = Layout::contiguous(&windows_shape).permute(&[0, 1, 4, 5, 2, 3]);
+        let merged = permuted
+            .through(&rows_shape, &windows, &windows_shape)
+            .expect("no index carries");
+        assert_eq!(merged.strides, vec![108, 36, 6, 1, 6, 1]);
+        for linear in 0..numel(&rows_shape) {
+            assert_eq!(
+                merged.position(&rows_shape, linear),
+                twice(&rows_shape, &permuted, &windows_shape, &windows, linear)
+            );
+        }
+    }
+
+    #[test]
+    fn a_step_across_inner_dims_has_no_single_layout() {
+        // Every third element of a transposed [4, 6]: index 3 carries
+        // from one inner row into the next.
+        let inner_shape = [4usize, 6];
+        let inner = Layout::contiguous(&[6, 4]).permute(&[1, 0]);
+        let every_third = Layout {
+            strides: vec![3],
+            offset: 0,
+        };
+        assert_eq!(every_third.through(&[8], &inner, &inner_shape), None);
+        // Past a dim: elements 4 and 5 of rows of 6, then 6 and 7 carry.
+        let tail = Layout {
+            strides: vec![1],
+            offset: 4,
+        };
+        assert_eq!(tail.through(&[4], &inner, &inner_shape), None);
+        assert!(tail.through(&[2], &inner, &inner_shape).is_some());
+    }
+
+    proptest! {
+        /// Wherever a single layout is found, it places every element
+        /// where reading through both layouts does.
+        #[test]
+        fn one_layout_places_elements_as_two_do(
+            inner_shape in prop::collection::vec(1usize..6, 2..5),
+            inner_strides in prop::collection::vec(0usize..40, 4),
+            inner_offset in 0usize..20,
+            shape in prop::collection::vec(1usize..4, 1..4),
+            picks in prop::collection::vec((0usize..4, 0usize..3), 3),
+            offset in 0usize..4,
+        ) {
+            let inner = Layout {
+                strides: inner_strides[..inner_shape.len()].to_vec(),
+                offset: inner_offset,
+            };
+            // Steps of the inner's own row-major strides (some of them
+            // twice over, some zero), as views of views take.
+            let row_major = contiguous_strides(&inner_shape);
+            let strides: Vec<usize> = picks[..shape.len()]
+                .iter()
+                .map(|&(d, times)| row_major[d.min(inner_shape.len() - 1)] * times)
+                .collect();
+            let outer = Layout { strides, offset };
+            // Only views that stay inside what they view.
+            let max: usize = offset + shape.iter().zip(&outer.strides).map(|(&n, &s)| (n - 1) * s).sum::<usize>();
+            prop_assume!(max < numel(&inner_shape));
+            if let Some(merged) = outer.through(&shape, &inner, &inner_shape) {
+                for linear in 0..numel(&shape) {
+                    prop_assert_eq!(
+                        merged.position(&shape, linear),
+                        twice(&shape, &outer, &inner_shape, &inner, linear)
+                    );
+                }
+            }
+        }
+    }
+
     use super::*;
 
     #[test]

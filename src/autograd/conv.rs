@@ -55,22 +55,24 @@ fn col2im(contrib: &Tensor, h: usize, w: usize, win: Window) -> Tensor {
     }
 }
 
-/// Pads (positive) or crops (negative) dim `d` of `t` at both ends.
-pub(crate) fn pad_or_crop(t: &Tensor, d: usize, before: isize, after: isize) -> Tensor {
-    let size = t.shape()[d] as isize;
-    let start = (-before).max(0) as usize;
-    let end = (size + after.min(0)) as usize;
-    let cropped = if start > 0 || end < size as usize {
-        t.narrow(d as isize, start, end - start)
-    } else {
-        t.clone()
-    };
-    let (b, a) = (before.max(0) as usize, after.max(0) as usize);
-    if b == 0 && a == 0 {
+/// Pads (positive) or crops (negative) dims 2 and 3 of `t` at both
+/// ends, `(before, after)` each, with one padding of both: a convolution
+/// reading its windows in place then folds one padding into its reads
+/// (`Gen::split_operand`), where two nested ones would not fold.
+pub(crate) fn pad_or_crop_hw(t: &Tensor, h: (isize, isize), w: (isize, isize)) -> Tensor {
+    let mut cropped = t.clone();
+    for (d, (before, after)) in [(2usize, h), (3, w)] {
+        let size = cropped.shape()[d] as isize;
+        let start = (-before).max(0) as usize;
+        let end = (size + after.min(0)) as usize;
+        if start > 0 || end < size as usize {
+            cropped = cropped.narrow(d as isize, start, end - start);
+        }
+    }
+    let pads = [h, w].map(|(b, a)| (b.max(0) as usize, a.max(0) as usize));
+    if pads == [(0, 0); 2] {
         return cropped;
     }
-    let mut pads = vec![(0, 0); t.rank() - d];
-    pads[0] = (b, a);
     cropped.pad(&pads, 0.0f32)
 }
 
@@ -114,7 +116,7 @@ fn input_grad_by_transposed_conv(
     let tail_w = w as isize + win.dilation.1 as isize * (kw as isize - 1)
         - lead_w
         - spread.shape()[3] as isize;
-    let padded = pad_or_crop(&pad_or_crop(&spread, 2, lead_h, tail_h), 3, lead_w, tail_w);
+    let padded = pad_or_crop_hw(&spread, (lead_h, tail_h), (lead_w, tail_w));
     // Group g's kernel [OC/G, C/G, KH, KW] becomes [C/G, OC/G, KH, KW]:
     // the groups stacked give a grouped weight over OC input channels.
     let swapped = if groups == 1 {

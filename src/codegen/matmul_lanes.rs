@@ -26,7 +26,7 @@
 //! views, so a transposed weight costs nothing extra) into `rgba32float`
 //! textures, zero-padded to whole texels along K and N.
 
-use super::emit::Gen;
+use super::emit::{Gen, SplitOperand, SplitPart};
 use super::matmul::{
     MatmulDims, OutputBlock, TileIds, VEC4, accumulators, add, below, both, fadd, fmul, lit,
     matmul_dims, modulo, over, plus, splat_lane, store_block, tile_ids, tile_load, times,
@@ -240,7 +240,7 @@ pub(super) fn matmul_lanes(
     let regs = lane_registers(g, (rows, s, geo.d.m), &a, (&ids, &i0));
     let k = g.fresh("kt");
     let b_rows = if b_in_place {
-        BRows::InPlace(b_in_place_reads(g, &geo, &columns, &ids))
+        BRows::InPlace(Box::new(b_in_place_reads(g, &geo, &columns, &ids)))
     } else {
         BRows::Packed
     };
@@ -360,7 +360,7 @@ enum BRows {
     /// From texture `tb` (B packed).
     Packed,
     /// From B's node through its view.
-    InPlace(InPlaceB),
+    InPlace(Box<InPlaceB>),
 }
 
 /// What a lane needs to read its columns of B in place: B's node and
@@ -373,6 +373,17 @@ struct InPlaceB {
     col0: Expr,
     /// Element `(bi, 0, col0)` of B, row-major.
     base: Expr,
+    /// Where B is a view read as batch, row and column sums
+    /// (`Gen::split_operand`): the node it views, the position of the
+    /// lane's four columns of its batch entry there, and the rows' dims.
+    split: Option<SplitB>,
+}
+
+/// B read in place through its view as sums (see `InPlaceB::split`).
+struct SplitB {
+    operand: SplitOperand,
+    /// The lane's four columns' shares, with their batch entry's.
+    columns: Vec<SplitPart>,
 }
 
 /// Defines where this lane's columns of B start, for reading B in place.
@@ -381,12 +392,23 @@ fn b_in_place_reads(g: &mut Gen, geo: &Geometry, columns: &LaneColumns, ids: &Ti
     let col0 = g.emit("bcol", Ty::U32, times(columns.c4.clone(), 4));
     let base = add(times(ids.bi.clone(), k * n), col0.clone());
     let base = g.emit("bbase", Ty::U32, base);
+    let split = g.split_operand(geo.b.node, (k, n)).map(|operand| {
+        let batch = g.split_part(&operand, 0, &ids.bi);
+        let columns = (0..4)
+            .map(|q| {
+                let column = g.split_part(&operand, 2, &plus(col0.clone(), q));
+                g.join_parts(&[&batch, &column])
+            })
+            .collect();
+        SplitB { operand, columns }
+    });
     InPlaceB {
         node: geo.b.node,
         k,
         n,
         col0,
         base,
+        split,
     }
 }
 
@@ -400,13 +422,26 @@ fn b_row(g: &mut Gen, rows: &BRows, columns: &LaneColumns, y: Expr) -> Expr {
         }
         BRows::InPlace(b) => {
             let row = g.emit("by", Ty::U32, y);
-            let at = g.emit("bat", Ty::U32, add(b.base.clone(), times(row.clone(), b.n)));
-            tile_load(
-                g,
-                b.node,
-                |q| both(below(row.clone(), b.k), below(plus(b.col0.clone(), q), b.n)),
-                |q| plus(at.clone(), q),
-            )
+            let in_bounds = |q| both(below(row.clone(), b.k), below(plus(b.col0.clone(), q), b.n));
+            match &b.split {
+                Some(split) => {
+                    let row_part = g.split_part(&split.operand, 1, &row);
+                    let lanes = (0..4)
+                        .map(|q| {
+                            let ok = g.emit("ok", Ty::BOOL, in_bounds(q));
+                            let parts = [&row_part, &split.columns[q]];
+                            let v = g.split_value(&split.operand, &parts, ok.clone());
+                            Expr::select(ok, v, Expr::F32(0))
+                        })
+                        .collect();
+                    Expr::call(Builtin::Vec4, lanes)
+                }
+                None => {
+                    let at = add(b.base.clone(), times(row.clone(), b.n));
+                    let at = g.emit("bat", Ty::U32, at);
+                    tile_load(g, b.node, in_bounds, |q| plus(at.clone(), q))
+                }
+            }
         }
     };
     g.emit("b", VEC4, texel)

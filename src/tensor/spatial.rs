@@ -7,7 +7,7 @@
 use std::panic::Location;
 
 use super::Tensor;
-use crate::autograd::conv::pad_or_crop;
+use crate::autograd::conv::pad_or_crop_hw;
 use crate::runtime::device::Device;
 
 /// How [`Tensor::interpolate`] fills the new positions.
@@ -178,11 +178,10 @@ impl Tensor {
             lead(dilation.0, kh, padding.0),
             lead(dilation.1, kw, padding.1),
         );
-        let padded = pad_or_crop(
-            &pad_or_crop(&spread, 2, lead_h, lead_h + output_padding.0 as isize),
-            3,
-            lead_w,
-            lead_w + output_padding.1 as isize,
+        let padded = pad_or_crop_hw(
+            &spread,
+            (lead_h, lead_h + output_padding.0 as isize),
+            (lead_w, lead_w + output_padding.1 as isize),
         );
         // Group g's [C_in/G, C_out/G, KH, KW] becomes the convolution
         // weight [C_out/G, C_in/G, KH, KW], flipped in space.

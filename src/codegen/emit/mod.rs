@@ -20,6 +20,7 @@ mod assemble;
 mod movement;
 use super::source::CodegenContext;
 use super::wgsl::{UNIFORM_PARAMS_BYTES, unroll_for};
+pub(crate) use movement::{SplitOperand, SplitPart};
 
 /// Stack left before a recursive walk over the graph grows it, and by how
 /// much it grows (see `Gen::value`).
