@@ -296,6 +296,21 @@ fn conv2d_stride_padding_dilation() {
         6,
         &|x: &[Tensor]| x[0].conv2d(&x[1], None, (2, 1), (1, 0), (1, 2)),
     );
+    // Maps of one row or one pixel: the input gradient pads a 1x1 output
+    // gradient by 3 (a padded dim of one element, read in place by the
+    // lane matmul), and the forward pass pads a map one row high.
+    check(
+        "conv2d (1x1 output)",
+        &[vec![1, 3, 4, 4], vec![2, 3, 4, 4]],
+        8,
+        &|x: &[Tensor]| x[0].conv2d(&x[1], None, (1, 1), (0, 0), (1, 1)),
+    );
+    check(
+        "conv2d (a map one row high, padded)",
+        &[vec![2, 2, 1, 5], vec![3, 2, 3, 3]],
+        9,
+        &|x: &[Tensor]| x[0].conv2d(&x[1], None, (1, 1), (1, 1), (1, 1)),
+    );
 }
 
 #[test]

@@ -135,7 +135,7 @@ proptest! {
     #![proptest_config(ProptestConfig { cases: 24, ..ProptestConfig::default() })]
 
     #[test]
-    fn conv2d_matches_f64(n in 1usize..3, c in 1usize..4, oc in 1usize..5, h in 3usize..12, w in 3usize..12, k in 1usize..4, s in 1usize..3, p in 0usize..2, d in 1usize..3) {
+    fn conv2d_matches_f64(n in 1usize..3, c in 1usize..4, oc in 1usize..5, h in 1usize..12, w in 1usize..12, k in 1usize..4, s in 1usize..3, p in 0usize..3, d in 1usize..3) {
         prop_assume!(h + 2 * p > d * (k - 1) && w + 2 * p > d * (k - 1));
         let x = data(n * c * h * w, 1);
         let wt = data(oc * c * k * k, 2);

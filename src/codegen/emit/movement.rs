@@ -474,7 +474,12 @@ impl Gen<'_> {
         // a constant expression that wraps).
         if part == 0 {
             let at = |d: usize| split.steps.first[d] as i64 - split.pads[d].0 as i64;
-            let offset: i64 = (0..rank).map(|d| at(d) * source_strides[d] as i64).sum();
+            // Dims of one element add nothing (an element inside has
+            // coordinate 0 there, checked below), as in the sum above.
+            let offset: i64 = (0..rank)
+                .filter(|&d| source_shape[d] > 1)
+                .map(|d| at(d) * source_strides[d] as i64)
+                .sum();
             address.push(Expr::U32(offset.rem_euclid(1 << 32) as u64));
             for (d, terms) in along.iter_mut().enumerate() {
                 terms.push(Expr::U32(at(d).rem_euclid(1 << 32) as u64));
