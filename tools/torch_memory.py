@@ -3,16 +3,21 @@
 network (batch 64, dropout, Adadelta lr 1.0) and for its evaluation batch
 (1,000 digits under no_grad), and for one training step of the ResNet of
 examples/resnet.rs (tools/resnet_reference.py's model: batch 64, SGD with
-Nesterov momentum and weight decay), on the CPU: the bytes held before the step
+Nesterov momentum and weight decay) and of the diffusion U-Net of
+examples/diffusion.rs (its default width 16 on 28x28 digits, batch 16, noise
+MSE, AdamW lr 2e-3, the EMA of the weights updated in the step), on the
+CPU: the bytes held before the step
 (parameters, gradients, optimiser state, the batch) plus the highest level
 its own allocations reach during the step, read from the profiler's
-memory events. Compare with the `mnist` and `resnet` examples' "peak device memory"
-lines (lazywgpu counts its buffers and scratch textures the same way: all
+memory events. Compare with the `mnist`, `resnet` and `diffusion` examples'
+"peak device memory" lines (lazywgpu counts its buffers and scratch textures the same way: all
 that is live, parameters included). Run by hand where PyTorch is
 installed (CI does not run it), in the same sitting:
 
     python3 tools/torch_memory.py
 """
+import math
+
 import torch
 import torch.nn as nn
 import torch.nn.functional as F
@@ -83,6 +88,9 @@ def main():
           f"({held / mb:.1f} MB parameters, optimiser state and batch held before it)")
     print(f"evaluation (batch 1000, no_grad): peak {evaluation / mb:.1f} MB")
     print(f"ResNet training step (batch 64): peak {resnet_step() / mb:.1f} MB")
+    unet_peak, unet_params = unet_step()
+    print(f"U-Net training step (batch {UNET_BATCH}): peak {unet_peak / mb:.1f} MB "
+          f"({unet_params} parameters)")
 
 
 def resnet_step():
@@ -104,6 +112,159 @@ def resnet_step():
     held = 2 * tensor_bytes(params) + tensor_bytes(list(model.buffers()))
     held += tensor_bytes([x, y])
     return held + peak_of(lambda: step(x, y))
+
+
+# examples/diffusion.rs's defaults: --width 16 (GroupNorm's groups
+# min(8, width)), --batch-size 16, --lr 2e-3, --ema-decay 0.995,
+# --timesteps 1000, on MNIST's 1x28x28 digits.
+UNET_WIDTH, UNET_BATCH, UNET_T = 16, 16, 1000
+
+
+def timestep_embedding(t, dim):
+    """examples/support/unet.rs's sinusoidal embedding: the sines of
+    t * 10000^(-i / (dim/2)), then the cosines."""
+    half = dim // 2
+    freqs = torch.exp(-math.log(10000.0) * torch.arange(half) / half)
+    args = t[:, None] * freqs[None]
+    return torch.cat([args.sin(), args.cos()], 1)
+
+
+class ResBlock(nn.Module):
+    """GroupNorm -> SiLU -> conv twice, the projected time embedding added
+    after the first conv, a 1x1 conv on the skip path when the channels
+    change (unet.rs's ResBlock)."""
+
+    def __init__(self, cin, cout, time_dim, groups):
+        super().__init__()
+        self.norm1 = nn.GroupNorm(groups, cin)
+        self.conv1 = nn.Conv2d(cin, cout, 3, padding=1)
+        self.time_proj = nn.Linear(time_dim, cout)
+        self.norm2 = nn.GroupNorm(groups, cout)
+        self.conv2 = nn.Conv2d(cout, cout, 3, padding=1)
+        self.skip = nn.Conv2d(cin, cout, 1) if cin != cout else None
+
+    def forward(self, x, temb):
+        h = self.conv1(F.silu(self.norm1(x)))
+        h = h + self.time_proj(temb)[:, :, None, None]
+        h = self.conv2(F.silu(self.norm2(h)))
+        return h + (self.skip(x) if self.skip is not None else x)
+
+
+class AttnBlock(nn.Module):
+    """Single-head self-attention over the H*W positions, with the
+    residual (unet.rs's AttnBlock)."""
+
+    def __init__(self, channels, groups):
+        super().__init__()
+        self.norm = nn.GroupNorm(groups, channels)
+        self.qkv = nn.Conv2d(channels, 3 * channels, 1)
+        self.proj = nn.Conv2d(channels, channels, 1)
+
+    def forward(self, x):
+        b, c, hh, ww = x.shape
+        # [B, 3C, H, W] -> [3, B, HW, C], as the Rust model's permute.
+        qkv = self.qkv(self.norm(x)).reshape(b, 3, c, hh * ww).permute(1, 0, 3, 2)
+        h = F.scaled_dot_product_attention(qkv[0], qkv[1], qkv[2])
+        return x + self.proj(h.permute(0, 2, 1).reshape(b, c, hh, ww))
+
+
+class Up(nn.Module):
+    """Nearest 2x up-sampling, then a 3x3 conv."""
+
+    def __init__(self, channels):
+        super().__init__()
+        self.conv = nn.Conv2d(channels, channels, 3, padding=1)
+
+    def forward(self, x):
+        return self.conv(F.interpolate(x, scale_factor=2.0, mode="nearest"))
+
+
+class UNet(nn.Module):
+    """examples/support/unet.rs's noise-predicting U-Net, layer for layer
+    (the same parameter count): 28 -> 14 -> 7 by stride-2 convs, attention
+    at 7x7, skips by concatenation."""
+
+    def __init__(self, channels=1, base=UNET_WIDTH, groups=min(8, UNET_WIDTH)):
+        super().__init__()
+        c, g, td = base, groups, 4 * base
+        self.base = base
+        self.time_mlp = nn.Sequential(nn.Linear(c, td), nn.SiLU(), nn.Linear(td, td))
+        self.stem = nn.Conv2d(channels, c, 3, padding=1)
+        self.down0 = ResBlock(c, c, td, g)
+        self.downsample0 = nn.Conv2d(c, c, 3, stride=2, padding=1)
+        self.down1 = ResBlock(c, 2 * c, td, g)
+        self.downsample1 = nn.Conv2d(2 * c, 2 * c, 3, stride=2, padding=1)
+        self.mid1 = ResBlock(2 * c, 2 * c, td, g)
+        self.mid_attn = AttnBlock(2 * c, g)
+        self.mid2 = ResBlock(2 * c, 2 * c, td, g)
+        self.upsample1 = Up(2 * c)
+        self.up1 = ResBlock(4 * c, 2 * c, td, g)
+        self.upsample0 = Up(2 * c)
+        self.up0 = ResBlock(3 * c, c, td, g)
+        self.out_norm = nn.GroupNorm(g, c)
+        self.out_conv = nn.Conv2d(c, channels, 3, padding=1)
+
+    def forward(self, x, t):
+        temb = F.silu(self.time_mlp(timestep_embedding(t, self.base)))
+        h = self.stem(x)
+        h0 = self.down0(h, temb)
+        h1 = self.down1(self.downsample0(h0), temb)
+        h = self.mid1(self.downsample1(h1), temb)
+        h = self.mid2(self.mid_attn(h), temb)
+        h = self.up1(torch.cat([self.upsample1(h), h1], 1), temb)
+        h = self.up0(torch.cat([self.upsample0(h), h0], 1), temb)
+        return self.out_conv(F.silu(self.out_norm(h)))
+
+
+def unet_step():
+    """The peak of a training step of the diffusion example's U-Net, as
+    the CNN's above, and its parameter count."""
+    torch.manual_seed(0)
+    model = UNet()
+    opt = torch.optim.AdamW(model.parameters(), lr=2e-3, betas=(0.9, 0.999),
+                            eps=1e-8, weight_decay=0.01)
+    # The linear beta schedule's tables, as Schedule::linear's.
+    betas = torch.linspace(1e-4, 0.02, UNET_T, dtype=torch.float64)
+    alpha_bar = torch.cumprod(1.0 - betas, 0)
+    sqrt_ab = alpha_bar.sqrt().float()
+    sqrt_1m_ab = (1.0 - alpha_bar).sqrt().float()
+    # The EMA's average starts at the weights, as lazywgpu's Ema.
+    shadow = [p.detach().clone() for p in model.parameters()]
+    updates = 0
+    images = torch.rand(UNET_BATCH, 1, 28, 28)
+
+    def step():
+        nonlocal updates
+        # The example's step: [0, 1] -> [-1, 1], timesteps and noise drawn
+        # in the step, the noise MSE, AdamW, then the EMA update.
+        x0 = images * 2.0 - 1.0
+        opt.zero_grad()
+        t = (torch.rand(UNET_BATCH) * UNET_T).floor().clamp(max=UNET_T - 1)
+        noise = torch.randn_like(x0)
+        idx = t.long()
+        x_t = (x0 * sqrt_ab[idx].reshape(-1, 1, 1, 1)
+               + noise * sqrt_1m_ab[idx].reshape(-1, 1, 1, 1))
+        loss = F.mse_loss(model(x_t, t), noise)
+        loss.backward()
+        opt.step()
+        decay = min(0.995, (1.0 + updates) / (10.0 + updates))
+        with torch.no_grad():
+            for e, p in zip(shadow, model.parameters()):
+                e.lerp_(p, 1.0 - decay)  # decay * e + (1 - decay) * p, in place
+        updates += 1
+        return loss.item()
+
+    for _ in range(3):
+        step()
+    # The parameters, AdamW's two moments (and its step counters), the
+    # average, the schedule's tables and the batch. Not counted: the
+    # example's second U-Net for sampling, made before training (one more
+    # copy of the parameters in its count if its weights are live then).
+    params = list(model.parameters())
+    state = [v for s in opt.state.values() for v in s.values() if torch.is_tensor(v)]
+    held = tensor_bytes(params) + tensor_bytes(state) + tensor_bytes(shadow)
+    held += tensor_bytes([sqrt_ab, sqrt_1m_ab, images])
+    return held + peak_of(step), sum(p.numel() for p in params)
 
 
 if __name__ == "__main__":
