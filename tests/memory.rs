@@ -138,6 +138,19 @@ fn intermediates_reuse_each_other_by_liveness() {
     assert!((y.to_vec::<f32>().unwrap()[0] as f64 - expected).abs() < 1e-6);
 }
 
+const MIB: u64 = 1 << 20;
+
+/// A GPU device whose buffers may hold at most `limit` bytes (`None`
+/// where there is no GPU and none is required).
+fn gpu_limited_to(limit: u64) -> Option<lazywgpu::Device> {
+    gpu()?;
+    let config = lazywgpu::DeviceConfig {
+        memory_limit: Some(limit),
+        ..lazywgpu::DeviceConfig::default()
+    };
+    Some(lazywgpu::Device::gpu_with(config).unwrap())
+}
+
 /// A device memory limit (`DeviceConfig::memory_limit`): idle buffers are
 /// released to make room before anything fails; an allocation past the
 /// limit is an `Error::OutOfMemory` naming the value being allocated
@@ -146,16 +159,10 @@ fn intermediates_reuse_each_other_by_liveness() {
 /// dropped.
 #[test]
 fn an_allocation_past_the_memory_limit_is_an_error_naming_the_largest_values() {
-    use lazywgpu::{Device, DeviceConfig, Error};
-    if gpu().is_none() {
+    use lazywgpu::Error;
+    let Some(dev) = gpu_limited_to(40 * MIB) else {
         return;
-    }
-    const MIB: u64 = 1 << 20;
-    let dev = Device::gpu_with(DeviceConfig {
-        memory_limit: Some(40 * MIB),
-        ..DeviceConfig::default()
-    })
-    .unwrap();
+    };
     let n = 4 << 20; // 16 MiB of f32
     let a = Tensor::ones([n], &dev) * 2.0;
     dev.mark_step().unwrap();
@@ -408,16 +415,10 @@ fn a_root_kernel_reading_the_old_value_in_its_loop_does_not_take_its_buffer() {
 /// still needs, with its source line), before the tensors held.
 #[test]
 fn running_out_of_memory_in_a_graph_names_its_live_intermediates() {
-    use lazywgpu::{Device, DeviceConfig, Error};
-    if gpu().is_none() {
+    use lazywgpu::Error;
+    let Some(dev) = gpu_limited_to(40 * MIB) else {
         return;
-    }
-    const MIB: u64 = 1 << 20;
-    let dev = Device::gpu_with(DeviceConfig {
-        memory_limit: Some(40 * MIB),
-        ..DeviceConfig::default()
-    })
-    .unwrap();
+    };
     let n = 1024usize;
     let a = Tensor::ones([n, 4 * n], &dev); // 16 MiB
     dev.mark_step().unwrap();

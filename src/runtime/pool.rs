@@ -12,6 +12,7 @@
 //! them, and only the textures of the kernel being encoded count as live.
 
 use std::collections::HashMap;
+use std::hash::Hash;
 use std::sync::{Arc, Mutex};
 
 use crate::metrics::Metrics;
@@ -35,9 +36,10 @@ pub(crate) fn size_class(bytes: u64) -> u64 {
 
 /// Idle buffers by size class, and the memory gauges of one device.
 pub(crate) struct BufferPool {
-    free: Mutex<HashMap<u64, Vec<wgpu::Buffer>>>,
+    /// Idle buffers by size class.
+    free: Idle<u64, wgpu::Buffer>,
     /// Idle scratch textures by `(width, height, layers)`.
-    free_textures: Mutex<HashMap<TextureSize, Vec<wgpu::TextureView>>>,
+    free_textures: Idle<TextureSize, wgpu::TextureView>,
     pub metrics: Arc<Metrics>,
     /// The most bytes the device's buffers may hold, live and idle
     /// together (`DeviceConfig::memory_limit`).
@@ -77,8 +79,8 @@ impl Shortfall {
 impl BufferPool {
     pub fn new(metrics: Arc<Metrics>, limit: Option<u64>) -> Arc<BufferPool> {
         Arc::new(BufferPool {
-            free: Mutex::new(HashMap::new()),
-            free_textures: Mutex::new(HashMap::new()),
+            free: Idle::default(),
+            free_textures: Idle::default(),
             metrics,
             limit,
             report: Mutex::new(None),
@@ -125,15 +127,47 @@ impl BufferPool {
     /// Releases every idle buffer (wgpu frees each once no submission
     /// uses it).
     fn release_idle(&self) {
-        let mut free = self.free.lock().unwrap_or_else(|e| e.into_inner());
-        let mut bytes: u64 = free.iter().map(|(class, v)| class * v.len() as u64).sum();
-        free.clear();
-        let mut textures = self.free_textures.lock().unwrap_or_else(|e| e.into_inner());
-        let texture_bytes =
-            |(&size, v): (&TextureSize, &Vec<_>)| texture_bytes(size) * v.len() as u64;
-        bytes += textures.iter().map(texture_bytes).sum::<u64>();
-        textures.clear();
+        let bytes =
+            self.free.clear(|&class| class) + self.free_textures.clear(|&s| texture_bytes(s));
         self.metrics.gauge("bytes_pooled", -(bytes as i64));
+    }
+
+    /// An idle resource of `key` from `idle` (`bytes` of it), no longer
+    /// counted as pooled; the caller counts it live.
+    fn reuse<K: Eq + Hash, V>(&self, idle: &Idle<K, V>, key: &K, bytes: u64) -> Option<V> {
+        let reused = idle.take(key)?;
+        self.metrics.gauge("bytes_pooled", -(bytes as i64));
+        Some(reused)
+    }
+
+    /// A resource of `bytes` made by `create` within the memory limit
+    /// (idle ones are released first to make room), or the driver's
+    /// refusal as a `Shortfall`.
+    fn create<T>(
+        &self,
+        device: &wgpu::Device,
+        bytes: u64,
+        create: impl FnOnce() -> T,
+    ) -> Result<T, Shortfall> {
+        self.make_room(bytes)?;
+        let scope = device.push_error_scope(wgpu::ErrorFilter::OutOfMemory);
+        let made = create();
+        if let Some(e) = pollster::block_on(scope.pop()) {
+            return Err(self.shortfall(bytes, format!("the driver refused it: {e}")));
+        }
+        Ok(made)
+    }
+
+    /// Gives a no longer live resource of `bytes` back to `idle`, or
+    /// drops it past `MAX_POOLED_BYTES` (wgpu frees it once no submission
+    /// uses it).
+    fn retire<K: Eq + Hash, V>(&self, idle: &Idle<K, V>, key: K, resource: V, bytes: u64) {
+        self.metrics.gauge("bytes_live", -(bytes as i64));
+        if self.metrics.value("bytes_pooled") + bytes > MAX_POOLED_BYTES {
+            return;
+        }
+        self.metrics.gauge("bytes_pooled", bytes as i64);
+        idle.put(key, resource);
     }
 
     /// What a failed request for `class` bytes reports.
@@ -151,25 +185,17 @@ impl BufferPool {
     /// returned guard drops (which gives it back).
     pub fn take_texture(
         self: &Arc<Self>,
+        device: &wgpu::Device,
         size: TextureSize,
         create: impl FnOnce() -> wgpu::TextureView,
     ) -> Result<PooledTexture, Shortfall> {
         let bytes = texture_bytes(size);
-        let reused = self
-            .free_textures
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .get_mut(&size)
-            .and_then(Vec::pop);
-        let view = match reused {
-            Some(view) => {
-                self.metrics.gauge("bytes_pooled", -(bytes as i64));
-                view
-            }
+        let view = match self.reuse(&self.free_textures, &size, bytes) {
+            Some(view) => view,
             None => {
-                self.make_room(bytes)?;
+                let view = self.create(device, bytes, create)?;
                 self.metrics.add("textures_allocated", 1);
-                create()
+                view
             }
         };
         self.metrics.gauge("bytes_live", bytes as i64);
@@ -205,36 +231,26 @@ impl BufferPool {
         device: &wgpu::Device,
         class: u64,
     ) -> Result<PooledBuffer, Shortfall> {
-        let reused = self
-            .free
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .get_mut(&class)
-            .and_then(Vec::pop);
-        let buffer = match reused {
+        let buffer = match self.reuse(&self.free, &class, class) {
             Some(b) => {
-                self.metrics.gauge("bytes_pooled", -(class as i64));
                 self.metrics.add("pool_reuses", 1);
                 b
             }
             None => {
-                self.make_room(class)?;
+                let buffer = self.create(device, class, || {
+                    device.create_buffer(&wgpu::BufferDescriptor {
+                        label: Some("lazywgpu"),
+                        size: class,
+                        // UNIFORM: a graph's parameters are bound as a
+                        // uniform buffer (see `Gen::uniform_params_bytes`).
+                        usage: wgpu::BufferUsages::STORAGE
+                            | wgpu::BufferUsages::UNIFORM
+                            | wgpu::BufferUsages::COPY_SRC
+                            | wgpu::BufferUsages::COPY_DST,
+                        mapped_at_creation: false,
+                    })
+                })?;
                 self.metrics.add("buffers_allocated", 1);
-                let scope = device.push_error_scope(wgpu::ErrorFilter::OutOfMemory);
-                let buffer = device.create_buffer(&wgpu::BufferDescriptor {
-                    label: Some("lazywgpu"),
-                    size: class,
-                    // UNIFORM: a graph's parameters are bound as a
-                    // uniform buffer (see `Gen::uniform_params_bytes`).
-                    usage: wgpu::BufferUsages::STORAGE
-                        | wgpu::BufferUsages::UNIFORM
-                        | wgpu::BufferUsages::COPY_SRC
-                        | wgpu::BufferUsages::COPY_DST,
-                    mapped_at_creation: false,
-                });
-                if let Some(e) = pollster::block_on(scope.pop()) {
-                    return Err(self.shortfall(class, format!("the driver refused it: {e}")));
-                }
                 buffer
             }
         };
@@ -245,19 +261,35 @@ impl BufferPool {
             pool: self.clone(),
         })
     }
+}
 
-    fn give_back(&self, buffer: wgpu::Buffer, class: u64) {
-        self.metrics.gauge("bytes_live", -(class as i64));
-        if self.metrics.value("bytes_pooled") + class > MAX_POOLED_BYTES {
-            return; // dropped: released by wgpu once no submission uses it
-        }
-        self.metrics.gauge("bytes_pooled", class as i64);
-        self.free
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .entry(class)
-            .or_default()
-            .push(buffer);
+/// Idle resources of one kind, by the key a request must match.
+struct Idle<K, V>(Mutex<HashMap<K, Vec<V>>>);
+
+impl<K, V> Default for Idle<K, V> {
+    fn default() -> Self {
+        Idle(Mutex::new(HashMap::new()))
+    }
+}
+
+impl<K: Eq + Hash, V> Idle<K, V> {
+    fn take(&self, key: &K) -> Option<V> {
+        let mut idle = self.0.lock().unwrap_or_else(|e| e.into_inner());
+        idle.get_mut(key).and_then(Vec::pop)
+    }
+
+    fn put(&self, key: K, resource: V) {
+        let mut idle = self.0.lock().unwrap_or_else(|e| e.into_inner());
+        idle.entry(key).or_default().push(resource);
+    }
+
+    /// Drops every idle resource; returns their bytes (`bytes` of one
+    /// resource of each key).
+    fn clear(&self, bytes: impl Fn(&K) -> u64) -> u64 {
+        let mut idle = self.0.lock().unwrap_or_else(|e| e.into_inner());
+        let total = idle.iter().map(|(k, v)| bytes(k) * v.len() as u64).sum();
+        idle.clear();
+        total
     }
 }
 
@@ -284,20 +316,10 @@ impl PooledTexture {
 
 impl Drop for PooledTexture {
     fn drop(&mut self) {
-        let Some(view) = self.view.take() else {
-            return;
-        };
-        let bytes = texture_bytes(self.size);
-        let pool = &self.pool;
-        pool.metrics.gauge("bytes_live", -(bytes as i64));
-        if pool.metrics.value("bytes_pooled") + bytes > MAX_POOLED_BYTES {
-            return; // dropped: released by wgpu once no submission uses it
+        if let Some(view) = self.view.take() {
+            let bytes = texture_bytes(self.size);
+            (self.pool).retire(&self.pool.free_textures, self.size, view, bytes);
         }
-        pool.metrics.gauge("bytes_pooled", bytes as i64);
-        (pool.free_textures.lock().unwrap_or_else(|e| e.into_inner()))
-            .entry(self.size)
-            .or_default()
-            .push(view);
     }
 }
 
@@ -317,7 +339,7 @@ impl PooledBuffer {
 impl Drop for PooledBuffer {
     fn drop(&mut self) {
         if let Some(b) = self.buffer.take() {
-            self.pool.give_back(b, self.class);
+            (self.pool).retire(&self.pool.free, self.class, b, self.class);
         }
     }
 }

@@ -326,28 +326,7 @@ impl Gen<'_> {
         let shape = &self.nodes[n].shape;
         let mut layout = layout.clone();
         let mut source = self.nodes[n].inputs[0];
-        loop {
-            let mut m = source;
-            while matches!(
-                self.nodes[m].kind,
-                GKind::Op {
-                    op: Op::Reshape,
-                    ..
-                }
-            ) && !(self.stored)(m)
-            {
-                m = self.nodes[m].inputs[0];
-            }
-            let GKind::Op {
-                op: Op::AsStrided(inner),
-                ..
-            } = &self.nodes[m].kind
-            else {
-                break;
-            };
-            if (self.stored)(m) {
-                break;
-            }
+        while let Some((m, inner)) = self.computed_view(source) {
             let Some(merged) = layout.through(shape, inner, &self.nodes[m].shape) else {
                 break;
             };
@@ -355,6 +334,27 @@ impl Gen<'_> {
             source = self.nodes[m].inputs[0];
         }
         (source, layout)
+    }
+
+    /// The strided view node `n` reads as, with its layout, where this
+    /// kernel computes through both (neither is stored): `n` itself, or
+    /// what the reshapes down from it pass row-major indices on to.
+    fn computed_view(&self, mut n: usize) -> Option<(usize, &Layout)> {
+        loop {
+            if (self.stored)(n) {
+                return None;
+            }
+            match &self.nodes[n].kind {
+                GKind::Op {
+                    op: Op::Reshape, ..
+                } => n = self.nodes[n].inputs[0],
+                GKind::Op {
+                    op: Op::AsStrided(layout),
+                    ..
+                } => return Some((n, layout)),
+                _ => return None,
+            }
+        }
     }
 
     /// Where a matmul may read its `[.., k, n]` operand `node` in place
@@ -374,25 +374,8 @@ impl Gen<'_> {
         node: usize,
         (k, n): (usize, usize),
     ) -> Option<SplitOperand> {
-        let mut view = node;
-        while matches!(
-            self.nodes[view].kind,
-            GKind::Op {
-                op: Op::Reshape,
-                ..
-            }
-        ) && !(self.stored)(view)
-        {
-            view = self.nodes[view].inputs[0];
-        }
-        let GKind::Op {
-            op: Op::AsStrided(layout),
-            ..
-        } = &self.nodes[view].kind
-        else {
-            return None;
-        };
-        if (self.stored)(view) || k == 0 || n == 0 {
+        let (view, layout) = self.computed_view(node)?;
+        if k == 0 || n == 0 {
             return None;
         }
         let (viewed, layout) = self.view_source(view, layout);
@@ -428,15 +411,15 @@ impl Gen<'_> {
                 (viewed, vec![(0, 0); rank], None)
             }
         };
-        let padded = self.nodes[viewed].shape.clone();
-        let steps = layout.steps_within(&shape, &padded)?;
+        let steps = layout.steps_within(&shape, &self.nodes[viewed].shape)?;
         let rank = shape.len();
+        let padded_dims = (0..pads.len()).filter(|&d| pads[d] != (0, 0)).collect();
         Some(SplitOperand {
             source,
             shape,
             steps,
-            padded,
             pads,
+            padded_dims,
             fill,
             parts: [0..rows_from, rows_from..cols_from, cols_from..rank],
         })
@@ -457,7 +440,7 @@ impl Gen<'_> {
         let coords = self.coords(dims, idx);
         let source_shape = self.nodes[split.source].shape.clone();
         let source_strides = contiguous_strides(&source_shape);
-        let rank = split.padded.len();
+        let rank = split.pads.len();
         // Per padded dim: the part's coordinate terms.
         let mut along: Vec<Vec<Expr>> = vec![Vec::new(); rank];
         for (c, step) in coords.into_iter().zip(&split.steps.steps[range]) {
@@ -486,9 +469,8 @@ impl Gen<'_> {
             }
         }
         let address = self.emit("sa", Ty::U32, Expr::sum(address));
-        let padded_coords = (0..rank)
-            .filter(|&d| split.pads[d] != (0, 0))
-            .map(|d| {
+        let padded_coords = (split.padded_dims.iter())
+            .map(|&d| {
                 let c = Expr::sum(std::mem::take(&mut along[d]));
                 self.emit("sc", Ty::U32, c)
             })
@@ -527,8 +509,7 @@ impl Gen<'_> {
         let sum = |f: &dyn Fn(&SplitPart) -> Expr| Expr::sum(parts.iter().map(|p| f(p)).collect());
         let source_shape = self.nodes[split.source].shape.clone();
         let mut inside = vec![in_bounds];
-        let padded_dims = (0..split.padded.len()).filter(|&d| split.pads[d] != (0, 0));
-        for (slot, d) in padded_dims.enumerate() {
+        for (slot, &d) in split.padded_dims.iter().enumerate() {
             let c = sum(&|p| p.padded[slot].clone());
             let size = Expr::U32(source_shape[d] as u64);
             inside.push(Expr::arith(Arith::Lt, c, size));
@@ -576,11 +557,7 @@ impl Gen<'_> {
                     let above = Expr::arith(Arith::Div, idx.clone(), inner_e);
                     Expr::arith(Arith::Rem, above, dim_e)
                 };
-                terms.push(if stride == 1 {
-                    coord
-                } else {
-                    Expr::arith(Arith::Mul, coord, Expr::U32(stride as u64))
-                });
+                terms.push(times_u32(coord, stride));
             }
             inner *= dim;
         }
@@ -599,9 +576,11 @@ pub(crate) struct SplitOperand {
     /// The view's shape, and how it steps through the padded shape.
     shape: Vec<usize>,
     steps: DimSteps,
-    padded: Vec<usize>,
-    /// Per padded dim, the padding before and after ((0, 0): none).
+    /// Per dim of the padded shape, the padding before and after
+    /// ((0, 0): none, as for every dim of a view of no padding).
     pads: Vec<(usize, usize)>,
+    /// The dims with padding, whose coordinates are checked.
+    padded_dims: Vec<usize>,
     /// The padding's fill parameter, where a padding is viewed.
     fill: Option<usize>,
     /// The view's dims of the batch, the rows and the columns.

@@ -289,9 +289,8 @@ impl<'a> Run<'a> {
         // for the next kernel (dispatches run in the order encoded).
         let mut textures = Vec::with_capacity(k.source.scratch.len());
         for &size in &k.source.scratch {
-            let texture = self
-                .pool
-                .take_texture(size, || scratch_texture(self.ctx, size));
+            let texture = (self.pool)
+                .take_texture(&self.ctx.device, size, || scratch_texture(self.ctx, size));
             textures.push(texture.map_err(|short| {
                 let w = k.source.writes.first().copied().unwrap_or(0);
                 let what = format!(
@@ -303,7 +302,7 @@ impl<'a> Run<'a> {
             })?);
         }
         let scratch: Vec<wgpu::TextureView> = textures.iter().map(|t| t.view().clone()).collect();
-        let scratch_bytes: u64 = k.source.scratch.iter().map(|&s| texture_bytes(s)).sum();
+        let scratch_bytes = scratch_bytes(k);
         let bind = |d: usize, pipeline: &wgpu::ComputePipeline, source: &KernelSource| {
             bind_group(
                 (self.ctx, self.part_bytes),
@@ -363,9 +362,7 @@ impl<'a> Run<'a> {
                 ),
                 None => "a kernel without outputs".to_string(),
             };
-            let scratch: Vec<u64> = (exe.kernels.iter())
-                .map(|k| k.source.scratch.iter().map(|&s| texture_bytes(s)).sum())
-                .collect();
+            let scratch: Vec<u64> = exe.kernels.iter().map(scratch_bytes).collect();
             report_of(
                 (self.graph.hash, &at),
                 &self.levels,
@@ -564,4 +561,9 @@ fn resolve_timestamps(
     encoder.resolve_query_set(queries, 0..2 * kernels as u32, &resolved, 0);
     encoder.copy_buffer_to_buffer(&resolved, 0, &staging, 0, Some(bytes));
     staging
+}
+
+/// Bytes of kernel `k`'s scratch textures.
+fn scratch_bytes(k: &CompiledKernel) -> u64 {
+    k.source.scratch.iter().map(|&s| texture_bytes(s)).sum()
 }
