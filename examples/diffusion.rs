@@ -25,6 +25,8 @@
 
 #[path = "support/cli.rs"]
 mod cli;
+#[path = "support/ddpm.rs"]
+mod ddpm;
 #[path = "support/plot.rs"]
 mod plot;
 #[path = "support/png.rs"]
@@ -33,6 +35,7 @@ mod png;
 mod unet;
 
 use cli::{DeviceArg, OutDir, at_least_one};
+use ddpm::{Schedule, diffusion_loss};
 use plot::{Curve, line_chart};
 use unet::{UNet, UNetConfig};
 
@@ -44,9 +47,9 @@ use std::time::Instant;
 use clap::{Parser, ValueEnum};
 use indicatif::{ProgressBar, ProgressStyle};
 use lazywgpu::data::{Cifar10, DataLoader, Dataset, Mnist};
-use lazywgpu::nn::{self, Parameters, functional as F};
+use lazywgpu::nn::{self, Parameters};
 use lazywgpu::optim::{AdamW, Ema, Optimizer};
-use lazywgpu::{DType, Device, Tensor, no_grad};
+use lazywgpu::{Device, Tensor, no_grad};
 use plotters::style::BLUE;
 
 /// The images trained on.
@@ -157,71 +160,6 @@ fn load_dataset(args: &Args) -> Result<(Arc<dyn Dataset>, String, usize), String
             ))
         }
     }
-}
-
-/// The linear beta schedule and what DDPM derives from it.
-struct Schedule {
-    /// `alpha_bar[t] = prod_{s <= t} (1 - beta[s])`.
-    alpha_bar: Vec<f64>,
-    /// `sqrt(alpha_bar)` on the device, `[T]`.
-    sqrt_ab: Tensor,
-    /// `sqrt(1 - alpha_bar)` on the device, `[T]`.
-    sqrt_1m_ab: Tensor,
-}
-
-impl Schedule {
-    fn linear(timesteps: usize, dev: &Device) -> lazywgpu::Result<Schedule> {
-        let mut alpha_bar = Vec::with_capacity(timesteps);
-        let mut prod = 1.0f64;
-        for t in 0..timesteps {
-            let frac = if timesteps > 1 {
-                t as f64 / (timesteps - 1) as f64
-            } else {
-                0.0
-            };
-            let beta = 1e-4 + (0.02 - 1e-4) * frac;
-            prod *= 1.0 - beta;
-            alpha_bar.push(prod);
-        }
-        let table = |f: fn(f64) -> f64| {
-            let v: Vec<f32> = alpha_bar.iter().map(|&a| f(a) as f32).collect();
-            Tensor::from_vec(v, [timesteps], dev)
-        };
-        Ok(Schedule {
-            sqrt_ab: table(f64::sqrt)?,
-            sqrt_1m_ab: table(|a| (1.0 - a).sqrt())?,
-            alpha_bar,
-        })
-    }
-
-    fn timesteps(&self) -> usize {
-        self.alpha_bar.len()
-    }
-}
-
-/// One training step's loss: noise and timesteps drawn on the device,
-/// `x_t = sqrt(ab_t) x0 + sqrt(1 - ab_t) eps`, MSE between the predicted
-/// and the drawn noise.
-fn diffusion_loss(model: &UNet, schedule: &Schedule, x0: &Tensor) -> Tensor {
-    let dev = x0.device();
-    let b = x0.shape()[0];
-    let t_max = schedule.timesteps();
-    // floor(U[0, 1) * T) is in 0..T; the minimum guards against rounding.
-    let t = (Tensor::rand([b], dev) * t_max as f32)
-        .floor()
-        .minimum((t_max - 1) as f32);
-    let t_idx = t.cast(DType::I32);
-    let noise = Tensor::randn(x0.shape(), dev);
-    let a = schedule
-        .sqrt_ab
-        .index_select(0, &t_idx)
-        .reshape([b, 1, 1, 1]);
-    let s = schedule
-        .sqrt_1m_ab
-        .index_select(0, &t_idx)
-        .reshape([b, 1, 1, 1]);
-    let x_t = x0 * &a + &noise * &s;
-    F::mse_loss(&model.forward(&x_t, &t), &noise)
 }
 
 /// A `[1]` tensor holding `v` (uploaded, so a new value compiles nothing).

@@ -46,6 +46,7 @@ pub const STANDARD_COUNTERS: &[&str] = &[
     "textures_allocated",
     "pool_reuses",
     "buffers_donated",
+    "buffers_reused_in_place",
     "bytes_live",
     "bytes_pooled",
     "peak_bytes_live",

@@ -230,8 +230,10 @@ fn a_matmuls_scratch_texture_counts_in_the_peak() {
     dev.wait().unwrap();
     dev.reset_metrics();
     let held = dev.metrics().counter("bytes_live");
-    let c = a.matmul(&b);
-    assert_eq!(c.to_vec::<f32>().unwrap()[0], k as f32);
+    // A computed in the matmul's prologue is packed (a stored A this
+    // large would be read in place).
+    let c = (&a * 2.0).matmul(&b);
+    assert_eq!(c.to_vec::<f32>().unwrap()[0], 2.0 * k as f32);
     dev.wait().unwrap();
     let peak = dev.metrics().counter("peak_bytes_live");
     let packed = (m * k * 4) as u64; // one texel of four floats per four elements
@@ -486,4 +488,193 @@ fn scratch_textures_are_pooled_and_shared_by_executables() {
         after.counter("textures_allocated"),
         "{again}"
     );
+}
+
+/// `y = a @ b + c @ d`: the sum's kernel is the last to read the first
+/// product, and writes into its buffer instead of a third one; the
+/// second product, computed in between, must not be handed that buffer
+/// (it was, while the first product's last read was not counted: its
+/// values then summed with themselves).
+#[test]
+fn an_output_takes_over_the_intermediate_its_kernel_reads_last() {
+    let Some(dev) = gpu() else { return };
+    let (m, k, n) = (128usize, 20usize, 96usize);
+    let data = |len: usize, seed: usize| -> Vec<f32> {
+        (0..len)
+            .map(|i| ((i * 31 + seed * 17) % 23) as f32 / 23.0 - 0.5)
+            .collect()
+    };
+    let (av, bv, cv, dv) = (
+        data(m * k, 1),
+        data(k * n, 2),
+        data(m * k, 3),
+        data(k * n, 4),
+    );
+    let t = |v: &Vec<f32>, shape: [usize; 2]| Tensor::from_vec(v.clone(), shape, &dev).unwrap();
+    let (a, b, c, d) = (
+        t(&av, [m, k]),
+        t(&bv, [k, n]),
+        t(&cv, [m, k]),
+        t(&dv, [k, n]),
+    );
+    dev.mark_step().unwrap();
+    dev.wait().unwrap();
+    dev.reset_metrics();
+    let held = dev.metrics().counter("bytes_live");
+    let y = a.matmul(&b) + c.matmul(&d);
+    let got = y.to_vec::<f32>().unwrap();
+    let m_ = dev.metrics();
+    assert_eq!(m_.counter("buffers_reused_in_place"), 1, "{m_}");
+    // Two products of m x n live at once, the sum in the first's buffer
+    // (and the operands packed, a third of a product at most).
+    let product = (m * n * 4) as u64;
+    let peak = m_.counter("peak_bytes_live") - held;
+    assert!(2 * peak < 5 * product, "peak {peak} bytes: {m_}");
+    let want: Vec<f32> = (0..m * n)
+        .map(|e| {
+            let (i, j) = (e / n, e % n);
+            let dot = |x: &[f32], w: &[f32]| -> f64 {
+                (0..k)
+                    .map(|t| x[i * k + t] as f64 * w[t * n + j] as f64)
+                    .sum()
+            };
+            (dot(&av, &bv) + dot(&cv, &dv)) as f32
+        })
+        .collect();
+    assert_close(&got, &want, 1e-5, 1e-5, "a @ b + c @ d");
+}
+
+/// An SGD step on a weight the forward read transposed (`x @ w.t()`, the
+/// view bound as an input of its own on the weight's buffer): the update,
+/// the buffer's last reader, writes the new weight into the old one.
+#[test]
+fn a_weight_read_through_a_view_is_updated_in_its_own_buffer() {
+    let Some(dev) = gpu() else { return };
+    let (b, i, o) = (16usize, 32usize, 24usize);
+    let xv: Vec<f32> = (0..b * i)
+        .map(|e| ((e * 7) % 19) as f32 * 0.1 - 0.9)
+        .collect();
+    let wv: Vec<f32> = (0..o * i)
+        .map(|e| ((e * 5) % 11) as f32 * 0.1 - 0.5)
+        .collect();
+    let x = Tensor::from_vec(xv.clone(), [b, i], &dev).unwrap();
+    let w = Tensor::from_vec(wv.clone(), [o, i], &dev).unwrap();
+    w.requires_grad_(true);
+    dev.mark_step().unwrap();
+    let (steps, lr) = (3usize, 0.05f32);
+    let mut donated = 0;
+    for _ in 0..steps {
+        dev.reset_metrics();
+        let y = x.matmul(&w.t());
+        (&y * &y).sum_all().backward();
+        let g = w.grad().unwrap();
+        lazywgpu::no_grad(|| {
+            w.sub_(&g * lr);
+        });
+        w.zero_grad();
+        drop((y, g));
+        dev.mark_step().unwrap();
+        dev.wait().unwrap();
+        donated = dev.metrics().counter("buffers_donated");
+    }
+    assert!(donated >= 1, "the last step wrote w into its own buffer");
+    // f64: dL/dw[p, q] = sum_r 2 y[r, p] x[r, q], y = x w^T.
+    let mut wf: Vec<f64> = wv.iter().map(|&v| v as f64).collect();
+    for _ in 0..steps {
+        let y: Vec<f64> = (0..b * o)
+            .map(|e| {
+                (0..i)
+                    .map(|q| xv[(e / o) * i + q] as f64 * wf[(e % o) * i + q])
+                    .sum()
+            })
+            .collect();
+        let grad: Vec<f64> = (0..o * i)
+            .map(|e| {
+                (0..b)
+                    .map(|r| 2.0 * y[r * o + e / i] * xv[r * i + e % i] as f64)
+                    .sum()
+            })
+            .collect();
+        for (w, g) in wf.iter_mut().zip(&grad) {
+            *w -= lr as f64 * g;
+        }
+    }
+    let want: Vec<f32> = wf.iter().map(|&v| v as f32).collect();
+    assert_close(
+        &w.to_vec::<f32>().unwrap(),
+        &want,
+        1e-4,
+        1e-4,
+        "w after three steps",
+    );
+}
+
+/// The lane matmul reads a stored A in place where its packed copy would
+/// be large (here 4.4 MB) or repeat it (weights broadcast over a batch):
+/// no scratch texture for A, and the values of every layout A may have
+/// (row-major with a K tail, transposed, offset, broadcast) against f64.
+#[test]
+fn a_large_or_broadcast_stored_left_operand_is_read_in_place() {
+    let Some(dev) = gpu() else { return };
+    if !dev.adapter().unwrap().matmul_kernel.starts_with("lanes") {
+        return; // only the lane matmul packs operands into textures
+    }
+    let value = |e: usize| ((e * 37) % 29) as f32 / 29.0 - 0.5;
+    let (m, k, n) = (1030usize, 1101usize, 20usize);
+    let base: Vec<f32> = (0..(m + 3) * (k + 2)).map(value).collect();
+    let bv: Vec<f32> = (0..k * n).map(|e| value(e * 3 + 1)).collect();
+    let src = Tensor::from_vec(base.clone(), [m + 3, k + 2], &dev).unwrap();
+    let b = Tensor::from_vec(bv.clone(), [k, n], &dev).unwrap();
+    let at = |r: usize, c: usize| base[r * (k + 2) + c] as f64;
+    let check = |name: &str, a: &Tensor, a_at: &dyn Fn(usize, usize) -> f64| {
+        dev.mark_step().unwrap();
+        dev.wait().unwrap();
+        dev.reset_metrics();
+        let held = dev.metrics().counter("bytes_live");
+        let got = a.matmul(&b).to_vec::<f32>().unwrap();
+        let metrics = dev.metrics();
+        let want: Vec<f32> = (0..m * n)
+            .map(|e| {
+                let (i, j) = (e / n, e % n);
+                (0..k)
+                    .map(|t| a_at(i, t) * bv[t * n + j] as f64)
+                    .sum::<f64>() as f32
+            })
+            .collect();
+        assert_close(&got, &want, 1e-4, 1e-4, name);
+        // The output (82 KB) and B packed (88 KB) may be live; A packed
+        // (4.5 MB) is not.
+        let extra = metrics.counter("peak_bytes_live") - held;
+        assert!(
+            extra < 1 << 20,
+            "{name}: {extra} bytes above those held: {metrics}"
+        );
+    };
+    // Row-major (a slice: rows offset by 2, columns by 1).
+    let a = src.slice(0, 2, 2 + m, 1).slice(1, 1, 1 + k, 1);
+    check("offset rows", &a, &|i, t| at(i + 2, t + 1));
+    // Transposed: A's rows are the source's columns.
+    let tsrc = Tensor::from_vec((0..k * m).map(|e| value(e + 5)).collect(), [k, m], &dev).unwrap();
+    let tv: Vec<f32> = (0..k * m).map(|e| value(e + 5)).collect();
+    check("transposed", &tsrc.t(), &|i, t| tv[t * m + i] as f64);
+    // Broadcast over a batch: a [8, 40] weight applied to 64 inputs.
+    let (bm, bk, bn, batch) = (8usize, 40usize, 24usize, 64usize);
+    let wv: Vec<f32> = (0..bm * bk).map(|e| value(e + 11)).collect();
+    let xv: Vec<f32> = (0..batch * bk * bn).map(|e| value(e + 13)).collect();
+    let w = Tensor::from_vec(wv.clone(), [bm, bk], &dev).unwrap();
+    let x = Tensor::from_vec(xv.clone(), [batch, bk, bn], &dev).unwrap();
+    let got = w
+        .expand([batch, bm, bk])
+        .matmul(&x)
+        .to_vec::<f32>()
+        .unwrap();
+    let want: Vec<f32> = (0..batch * bm * bn)
+        .map(|e| {
+            let (p, i, j) = (e / (bm * bn), (e / bn) % bm, e % bn);
+            (0..bk)
+                .map(|t| wv[i * bk + t] as f64 * xv[(p * bk + t) * bn + j] as f64)
+                .sum::<f64>() as f32
+        })
+        .collect();
+    assert_close(&got, &want, 1e-4, 1e-4, "broadcast weights");
 }

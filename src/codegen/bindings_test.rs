@@ -245,6 +245,7 @@ fn kernels_carry_the_strategy_they_were_generated_with() {
                 tile: Some(crate::kernel::LaneTile {
                     rows: 32,
                     lanes: 8,
+                    a_in_place: false,
                     b_in_place: false
                 })
             }

@@ -24,7 +24,12 @@
 //!
 //! Packing is two small kernels that write the operands (through their
 //! views, so a transposed weight costs nothing extra) into `rgba32float`
-//! textures, zero-padded to whole texels along K and N.
+//! textures, zero-padded to whole texels along K and N. An operand whose
+//! packed copy would be large or repeat its source (a convolution's
+//! windows as B; a broadcast weight or a weight gradient's output
+//! gradient as A, where A is stored) is read in place through its view
+//! instead (`lane_reads_a_in_place`, `lane_reads_b_in_place`), so a
+//! matmul holds no copy of it.
 
 use super::emit::{Gen, SplitOperand, SplitPart};
 use super::matmul::{
@@ -35,7 +40,9 @@ use super::wgsl::{CodegenContext, KernelSource, Launch, TextureUse, WORKGROUP_SI
 use crate::graph::op::Op;
 use crate::graph::{GKind, GraphKey};
 use crate::kernel::ir::{Builtin, Expr, Inst, Ty};
-use crate::kernel::{Entry, LaneAdapter, LaneTile, Strategy, lane_reads_b_in_place};
+use crate::kernel::{
+    Entry, LaneAdapter, LaneTile, Strategy, lane_reads_a_in_place, lane_reads_b_in_place,
+};
 
 /// Rows of the output a workgroup computes (at most): 32 `vec4`
 /// accumulators per lane measured faster than 8 or 16.
@@ -79,13 +86,15 @@ struct Geometry {
     tiles_n: usize,
     a: Packing,
     b: Packing,
+    /// Whether A is read in place through its view, not packed.
+    a_in_place: bool,
     /// Whether B is read in place through its view, not packed.
     b_in_place: bool,
 }
 
-/// Elements of the node that `node`'s view chain (reshapes, broadcasts,
-/// strided views) reads: the size of what a packed copy of `node` copies.
-fn source_elements(key: &GraphKey, mut node: usize) -> usize {
+/// The node that `node`'s view chain (reshapes, broadcasts, strided
+/// views) reads: what a packed copy of `node` copies from.
+fn viewed(key: &GraphKey, mut node: usize) -> usize {
     while let GKind::Op {
         op: Op::Reshape | Op::Expand | Op::AsStrided(_),
         ..
@@ -93,7 +102,12 @@ fn source_elements(key: &GraphKey, mut node: usize) -> usize {
     {
         node = key.nodes[node].inputs[0];
     }
-    key.nodes[node].shape.iter().product()
+    node
+}
+
+/// Elements of the node that `node`'s view chain reads.
+fn source_elements(key: &GraphKey, node: usize) -> usize {
+    key.nodes[viewed(key, node)].shape.iter().product()
 }
 
 /// Lanes per workgroup for `n4` texels of columns: the power of two from
@@ -140,12 +154,14 @@ fn tile_for(m: usize, n4: usize, s: usize, precedent: Option<Strategy>) -> LaneT
     LaneTile {
         rows: (m.div_ceil(s) * s).clamp(s, MAX_ROWS),
         lanes: lanes_for(n4, s),
+        a_in_place: false,
         b_in_place: false,
     }
 }
 
 fn geometry(
     key: &GraphKey,
+    stored: &dyn Fn(usize) -> bool,
     root: usize,
     adapter: LaneAdapter,
     precedent: Option<Strategy>,
@@ -159,12 +175,19 @@ fn geometry(
     let (k4, n4) = (d.k.div_ceil(4), d.n.div_ceil(4));
     let LaneTile { rows, lanes, .. } = tile_for(d.m, n4, s, precedent);
     let b_in_place = lane_reads_b_in_place(batch * d.k * d.n, source_elements(key, d.b));
+    let a_in_place = lane_reads_a_in_place(
+        batch * d.m * d.k,
+        source_elements(key, d.a),
+        stored(viewed(key, d.a)),
+    );
     let max = adapter.max_texture;
     // A's row blocks hold whole workgroup row tiles, B's column blocks
     // whole workgroup column tiles: a workgroup reads one layer of each.
     let a_height = block(d.m, max, rows);
     let b_width = block(n4, max, lanes);
-    if k4 > max || a_height == 0 || (!b_in_place && (k4 * 4 > max || b_width == 0)) {
+    if (!a_in_place && (k4 > max || a_height == 0))
+        || (!b_in_place && (k4 * 4 > max || b_width == 0))
+    {
         return None;
     }
     let a = Packing {
@@ -187,7 +210,9 @@ fn geometry(
         row_blocks: 1,
         col_blocks: n4.div_ceil(b_width),
     };
-    if a.layers() > adapter.max_layers || (!b_in_place && b.layers() > adapter.max_layers) {
+    if (!a_in_place && a.layers() > adapter.max_layers)
+        || (!b_in_place && b.layers() > adapter.max_layers)
+    {
         return None;
     }
     Some(Geometry {
@@ -200,6 +225,7 @@ fn geometry(
         tiles_n: n4.div_ceil(lanes),
         a,
         b,
+        a_in_place,
         b_in_place,
         d,
     })
@@ -216,7 +242,7 @@ pub(super) fn matmul_lanes(
     stored: &dyn Fn(usize) -> bool,
     adapter: LaneAdapter,
 ) -> Option<LaneMatmul> {
-    let geo = geometry(key, root, adapter, g.context().precedent(root))?;
+    let geo = geometry(key, stored, root, adapter, g.context().precedent(root))?;
     let Geometry {
         batch,
         k4,
@@ -226,6 +252,7 @@ pub(super) fn matmul_lanes(
         tiles_n,
         a,
         b,
+        a_in_place,
         b_in_place,
         ..
     } = geo;
@@ -237,7 +264,7 @@ pub(super) fn matmul_lanes(
     let ids = tile_ids(g, tiles_mn, tiles_n);
     let columns = lane_columns(g, &geo, &ids);
     let i0 = g.emit("rfirst", Ty::U32, times(ids.tm.clone(), rows));
-    let regs = lane_registers(g, (rows, s, geo.d.m), &a, (&ids, &i0));
+    let regs = lane_registers(g, (rows, s, &geo), a_in_place, (&ids, &i0));
     let k = g.fresh("kt");
     let b_rows = if b_in_place {
         BRows::InPlace(Box::new(b_in_place_reads(g, &geo, &columns, &ids)))
@@ -268,11 +295,17 @@ pub(super) fn matmul_lanes(
         subgroup_id: true,
     };
     let cx = g.context();
-    let packed: Vec<&Packing> = if b_in_place { vec![&a] } else { vec![&a, &b] };
-    let packs = (packed.iter().enumerate())
-        .map(|(slot, p)| pack(key, stored, &cx, p, slot))
+    // The packed operands, each with the name the kernel reads it by.
+    let packed: Vec<(&Packing, &'static str)> = [(&a, !a_in_place), (&b, !b_in_place)]
+        .into_iter()
+        .zip(LANE_OPERANDS)
+        .filter(|((_, packs), _)| *packs)
+        .map(|((p, _), name)| (p, name))
         .collect();
-    let size = |p: &&Packing| (p.width as u32, p.height as u32, p.layers() as u32);
+    let packs = (packed.iter().enumerate())
+        .map(|(slot, (p, _))| pack(key, stored, &cx, p, slot))
+        .collect();
+    let size = |(p, _): &(&Packing, &str)| (p.width as u32, p.height as u32, p.layers() as u32);
     Some(LaneMatmul {
         entry,
         body: g.body().to_vec(),
@@ -280,10 +313,12 @@ pub(super) fn matmul_lanes(
         tile: LaneTile {
             rows,
             lanes,
+            a_in_place,
             b_in_place,
         },
         packs,
         scratch: packed.iter().map(size).collect(),
+        operand_names: packed.iter().map(|(_, name)| *name).collect(),
     })
 }
 
@@ -319,23 +354,47 @@ pub(super) const LANE_OPERANDS: [&str; 2] = ["ta", "tb"];
 struct LaneRegisters {
     /// The accumulators, in row order.
     accs: Vec<Expr>,
-    /// Per group `h` of `s` rows: the texel row and layer of A that each
-    /// lane fetches (its row `h * s + sid`).
-    fetch: Vec<(Expr, Expr)>,
+    /// Per group `h` of `s` rows: where each lane fetches its row
+    /// `h * s + sid` of A.
+    fetch: Vec<ARow>,
+    /// Where A is read in place as sums (`Gen::split_operand`).
+    a_split: Option<SplitOperand>,
     /// Subgroup size.
     s: usize,
 }
 
+/// Where a lane fetches its row of A, four K values a step.
+enum ARow {
+    /// Texel row `y` of layer `layer` of texture `ta` (A packed).
+    Packed { y: Expr, layer: Expr },
+    /// In place through A's view: element `(bi, row, 0)` of A, row-major
+    /// (`start`), or that row's batch and row shares of A's source where
+    /// the view is read as sums (`split`, see `LaneRegisters::a_split`).
+    InPlace {
+        node: usize,
+        k: usize,
+        start: Expr,
+        split: Option<SplitPart>,
+    },
+}
+
 /// Declares the register block of a lane matmul of `rows` rows a
-/// workgroup, over subgroups of `s` lanes, for an `m`-row A packed as
-/// `a`, from row `i0` of batch entry `ids.bi`.
+/// workgroup, over subgroups of `s` lanes, for A packed as `geo.a` or
+/// read in place (`in_place`), from row `i0` of batch entry `ids.bi`.
 fn lane_registers(
     g: &mut Gen,
-    (rows, s, m): (usize, usize, usize),
-    a: &Packing,
+    (rows, s, geo): (usize, usize, &Geometry),
+    in_place: bool,
     (ids, i0): (&TileIds, &Expr),
 ) -> LaneRegisters {
+    let (a, m, k) = (&geo.a, geo.d.m, geo.d.k);
     let accs = accumulators(g, rows);
+    let split = if in_place {
+        g.split_operand(a.node, (m, k))
+    } else {
+        None
+    };
+    let batch = split.as_ref().map(|op| g.split_part(op, 0, &ids.bi));
     // Lane `sid` fetches row i0 + h * S + sid of A (clamped: rows past M
     // are computed and never stored); its block and layer do not change
     // along K.
@@ -347,12 +406,70 @@ fn lane_registers(
                 Ty::U32,
                 Expr::call(Builtin::Min, vec![row, lit(m - 1)]),
             );
-            let ay = g.emit("ay", Ty::U32, modulo(ar.clone(), a.height));
-            let al = add(times(ids.bi.clone(), a.row_blocks), over(ar, a.height));
-            (ay, g.emit("al", Ty::U32, al))
+            if !in_place {
+                let ay = g.emit("ay", Ty::U32, modulo(ar.clone(), a.height));
+                let al = add(times(ids.bi.clone(), a.row_blocks), over(ar, a.height));
+                let layer = g.emit("al", Ty::U32, al);
+                return ARow::Packed { y: ay, layer };
+            }
+            let start = add(times(ids.bi.clone(), m * k), times(ar.clone(), k));
+            let start = g.emit("astart", Ty::U32, start);
+            let split = split.as_ref().zip(batch.as_ref()).map(|(op, batch)| {
+                let row = g.split_part(op, 1, &ar);
+                g.join_parts(&[batch, &row])
+            });
+            ARow::InPlace {
+                node: a.node,
+                k,
+                start,
+                split,
+            }
         })
         .collect();
-    LaneRegisters { accs, fetch, s }
+    LaneRegisters {
+        accs,
+        fetch,
+        a_split: split,
+        s,
+    }
+}
+
+/// A lane's four K values `4 k4 .. +3` of its row of A, as a `vec4`
+/// (zero past K).
+fn a_values(g: &mut Gen, row: &ARow, a_split: Option<&SplitOperand>, k4: &Expr) -> Expr {
+    let texel = match row {
+        ARow::Packed { y, layer } => {
+            let args = vec![k4.clone(), y.clone(), layer.clone()];
+            Expr::call(Builtin::TextureLoad("ta"), args)
+        }
+        ARow::InPlace {
+            node,
+            k,
+            start,
+            split,
+        } => {
+            let c = g.emit("ac", Ty::U32, times(k4.clone(), 4));
+            let in_bounds = |q| below(plus(c.clone(), q), *k);
+            match split.as_ref().zip(a_split) {
+                Some((row, operand)) => {
+                    let lanes = (0..4)
+                        .map(|q| {
+                            let ok = g.emit("ok", Ty::BOOL, in_bounds(q));
+                            let col = g.split_part(operand, 2, &plus(c.clone(), q));
+                            let v = g.split_value(operand, &[row, &col], ok.clone());
+                            Expr::select(ok, v, Expr::F32(0))
+                        })
+                        .collect();
+                    Expr::call(Builtin::Vec4, lanes)
+                }
+                None => {
+                    let at = g.emit("aat", Ty::U32, add(start.clone(), c.clone()));
+                    tile_load(g, *node, in_bounds, |q| plus(at.clone(), q))
+                }
+            }
+        }
+    };
+    g.emit("ah", VEC4, texel)
 }
 
 /// Where a lane reads its four columns of B's rows.
@@ -460,13 +577,8 @@ fn lane_step(
     let rows_of_b: Vec<Expr> = (0..4)
         .map(|q| b_row(g, b_rows, columns, plus(times(k4.clone(), 4), q)))
         .collect();
-    let fetched: Vec<Expr> = regs
-        .fetch
-        .iter()
-        .map(|(ay, al)| {
-            let args = vec![k4.clone(), ay.clone(), al.clone()];
-            g.emit("ah", VEC4, Expr::call(Builtin::TextureLoad("ta"), args))
-        })
+    let fetched: Vec<Expr> = (regs.fetch.iter())
+        .map(|row| a_values(g, row, regs.a_split.as_ref(), k4))
         .collect();
     for (r, acc) in regs.accs.iter().enumerate() {
         let args = vec![fetched[r / regs.s].clone(), lit(r % regs.s)];
@@ -493,6 +605,8 @@ pub(super) struct LaneMatmul {
     pub packs: Vec<KernelSource>,
     /// (width, height, layers) of each scratch texture array, in texels.
     pub scratch: Vec<(u32, u32, u32)>,
+    /// The name the kernel reads each scratch texture by.
+    pub operand_names: Vec<&'static str>,
 }
 
 /// The kernel writing an operand into scratch texture `slot` as `p` says,

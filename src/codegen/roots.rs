@@ -11,7 +11,7 @@
 use super::attention::attention;
 use super::emit::Gen;
 use super::matmul::{matmul, matmul_blocked};
-use super::matmul_lanes::{LANE_OPERANDS, matmul_lanes};
+use super::matmul_lanes::matmul_lanes;
 use super::norm::normalize;
 use super::reduce::reduce;
 use super::reduce_ir::Reduction;
@@ -46,11 +46,11 @@ pub(crate) fn generate_root_kernel(
     g.set_checks(key.checked);
     let only_root = write_root && epilogue.is_empty();
     let built = build_root(&mut g, key, (root, &outputs, only_root), stored);
-    let textures = (0..built.scratch.len())
-        .map(|slot| TextureUse {
+    let textures = (built.operand_names.iter().enumerate())
+        .map(|(slot, &name)| TextureUse {
             slot,
             write: false,
-            name: LANE_OPERANDS[slot],
+            name,
         })
         .collect();
     let launch = Launch {
@@ -149,6 +149,7 @@ fn matmul_root(
             vec_out: false,
             packs: l.packs,
             scratch: l.scratch,
+            operand_names: l.operand_names,
         };
     }
     let (kernel, built) = if kind == MatmulKernel::Tiled {
@@ -172,6 +173,8 @@ struct RootKernel {
     packs: Vec<KernelSource>,
     /// The lane kernel's scratch textures.
     scratch: Vec<(u32, u32, u32)>,
+    /// The name the kernel reads each scratch texture by.
+    operand_names: Vec<&'static str>,
 }
 
 impl RootKernel {
@@ -186,6 +189,7 @@ impl RootKernel {
             vec_out: false,
             packs: Vec::new(),
             scratch: Vec::new(),
+            operand_names: Vec::new(),
         }
     }
 }

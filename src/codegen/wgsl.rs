@@ -253,6 +253,7 @@ mod tests {
             fused: true,
             checked: false,
             donatable: vec![false],
+            buffer_group: vec![0],
         }
     }
 
@@ -317,6 +318,7 @@ mod tests {
             fused: true,
             checked: false,
             donatable: vec![true],
+            buffer_group: vec![0],
         };
         let stored = |i: usize| i == 0;
         // x + x: read at the own element only.

@@ -12,7 +12,7 @@ use std::sync::Arc;
 use super::node::{Node, NodeState};
 use super::op::Op;
 use crate::dtype::DType;
-use crate::runtime::storage::{DataBuffer, Storage};
+use crate::runtime::storage::{DataBuffer, GpuBuffer, Storage};
 use crate::shape::Layout;
 
 /// One node of a collected graph. Inputs are indices of earlier nodes.
@@ -48,6 +48,12 @@ pub(crate) struct GraphKey {
     /// Per input slot: whether its buffer may be taken over by an output
     /// (nothing outside this graph can read the old value again).
     pub donatable: Vec<bool>,
+    /// Per input slot: the first slot whose storage shares its buffer
+    /// (a parameter and the transposed view its matmul reads), where
+    /// nothing outside the graph can read that buffer again; its own slot
+    /// otherwise. An output may take over a donatable input's buffer only
+    /// once every input of its group has been read.
+    pub buffer_group: Vec<usize>,
 }
 
 impl GraphKey {
@@ -72,7 +78,14 @@ impl GraphKey {
     /// collision costs a kernel compiled concrete, never a wrong value.
     pub fn size_free_hash(&self) -> u64 {
         let mut h = FxHasher::default();
-        (self.fused, self.checked, &self.outputs, &self.donatable).hash(&mut h);
+        (
+            self.fused,
+            self.checked,
+            &self.outputs,
+            &self.donatable,
+            &self.buffer_group,
+        )
+            .hash(&mut h);
         for n in &self.nodes {
             (n.dtype, &n.inputs, n.shape.len()).hash(&mut h);
             match &n.kind {
@@ -166,8 +179,8 @@ impl Graph {
         let output_indices = c.reorder_by_creation(output_indices);
         // A checked run that fails must leave its inputs as they were, to
         // be read again: nothing is donated in anomaly mode.
-        let donatable = if checked {
-            vec![false; c.inputs.len()]
+        let (donatable, buffer_group) = if checked {
+            (vec![false; c.inputs.len()], (0..c.inputs.len()).collect())
         } else {
             donatable_inputs(
                 &c.nodes,
@@ -184,6 +197,7 @@ impl Graph {
             fused,
             checked,
             donatable,
+            buffer_group,
         };
         let hash = key.structural_hash();
         Graph {
@@ -363,7 +377,7 @@ fn donatable_inputs(
     inputs: &[Storage],
     handles: &[Arc<Node>],
     internal_refs: &[usize],
-) -> Vec<bool> {
+) -> (Vec<bool>, Vec<usize>) {
     let mut is_output = vec![false; nodes.len()];
     for &o in outputs {
         is_output[o] = true;
@@ -380,20 +394,54 @@ fn donatable_inputs(
             }
         }
     }
-    let mut donatable = vec![false; inputs.len()];
+    // Per input slot: its node, and whether nothing outside the graph can
+    // read it after the run.
+    let mut node_of = vec![usize::MAX; inputs.len()];
+    let mut free = vec![false; inputs.len()];
     for (i, node) in nodes.iter().enumerate() {
-        let GKind::Input { slot, .. } = node.kind else {
-            continue;
-        };
-        let DataBuffer::Gpu(buf) = &inputs[slot].buffer else {
-            continue;
-        };
-        // The buffer: held by the node and by the `inputs` copy only.
-        donatable[slot] = external(i) == 0
-            && !read_later[i]
-            && !is_output[i]
-            && Arc::strong_count(buf) == 2
-            && inputs[slot].layout.is_contiguous(&node.shape);
+        if let GKind::Input { slot, .. } = node.kind {
+            node_of[slot] = i;
+            free[slot] = external(i) == 0 && !read_later[i] && !is_output[i];
+        }
     }
-    donatable
+    // The slots on each buffer: a parameter and the views of it the
+    // step read (`w.t()`) are inputs of their own on one buffer.
+    let mut first_on: FxHashMap<*const GpuBuffer, usize> = FxHashMap::default();
+    let mut group: Vec<usize> = (0..inputs.len()).collect();
+    let mut members = vec![0usize; inputs.len()];
+    let mut all_free = vec![true; inputs.len()];
+    for (slot, input) in inputs.iter().enumerate() {
+        let DataBuffer::Gpu(buf) = &input.buffer else {
+            continue;
+        };
+        let first = *first_on.entry(Arc::as_ptr(buf)).or_insert(slot);
+        group[slot] = first;
+        members[first] += 1;
+        all_free[first] &= free[slot];
+    }
+    let mut donatable = vec![false; inputs.len()];
+    for (slot, input) in inputs.iter().enumerate() {
+        let DataBuffer::Gpu(buf) = &input.buffer else {
+            continue;
+        };
+        let first = group[slot];
+        let node = &nodes[node_of[slot]];
+        // The buffer: held by each member's node and `inputs` copy only.
+        donatable[slot] = all_free[first]
+            && Arc::strong_count(buf) == 2 * members[first]
+            && input.layout.is_contiguous(&node.shape);
+    }
+    // A group is recorded only where it can matter: around a donatable
+    // slot (otherwise the key would differ with sharing that changes
+    // nothing).
+    let mut has_donatable = vec![false; inputs.len()];
+    for slot in 0..inputs.len() {
+        has_donatable[group[slot]] |= donatable[slot];
+    }
+    for slot in 0..inputs.len() {
+        if !has_donatable[group[slot]] {
+            group[slot] = slot;
+        }
+    }
+    (donatable, group)
 }

@@ -176,6 +176,15 @@ impl GraphKey {
                 ),
             );
         }
+        if self.buffer_group != before.buffer_group {
+            return (
+                None,
+                format!(
+                    "inputs sharing a donatable buffer changed: {:?} -> {:?}",
+                    before.buffer_group, self.buffer_group
+                ),
+            );
+        }
         (None, "no structural difference".to_string())
     }
 }

@@ -123,6 +123,7 @@ mod tests {
             fused: true,
             checked: false,
             donatable: vec![false],
+            buffer_group: vec![0],
         }
     }
 

@@ -264,6 +264,7 @@ impl Lowering {
                 fused: key.fused,
                 checked: key.checked,
                 donatable: key.donatable.clone(),
+                buffer_group: key.buffer_group.clone(),
             },
             origin: self.origin,
         }

@@ -22,7 +22,7 @@ use crate::shape::numel;
 
 use super::bind::CachedBindGroup;
 use super::context::GpuContext;
-use super::donate::plan_donations;
+use super::donate::{Donations, plan_donations};
 
 /// One compiled kernel of an executable.
 pub(super) struct CompiledKernel {
@@ -52,7 +52,9 @@ pub(crate) struct Executable {
     pub(super) key: GraphKey,
     pub(super) origin: Vec<usize>,
     pub(super) kernels: Vec<CompiledKernel>,
-    pub(super) donations: Vec<(usize, usize)>,
+    /// Outputs written into the buffer of a donated input or of an
+    /// intermediate their kernel reads last.
+    pub(super) donations: Donations,
     /// Per kernel: intermediates (written, not graph outputs) whose last
     /// reader it is, released for reuse once it is encoded.
     pub(super) releases: Vec<Vec<usize>>,
@@ -107,8 +109,13 @@ impl Work {
 
 /// Liveness of intermediates: each is released after the last kernel that
 /// reads it (or right after the kernel that writes it, if none does).
-fn plan_releases(key: &GraphKey, kernels: &[CompiledKernel]) -> Vec<Vec<usize>> {
+fn plan_releases(
+    key: &GraphKey,
+    kernels: &[CompiledKernel],
+    donations: &Donations,
+) -> Vec<Vec<usize>> {
     let mut last_use: Vec<Option<usize>> = vec![None; key.nodes.len()];
+    let mut writer: Vec<Option<usize>> = vec![None; key.nodes.len()];
     for (k, kernel) in kernels.iter().enumerate() {
         for n in kernel
             .source
@@ -119,6 +126,15 @@ fn plan_releases(key: &GraphKey, kernels: &[CompiledKernel]) -> Vec<Vec<usize>> 
         {
             last_use[n] = Some(k);
         }
+        for &w in &kernel.source.writes {
+            writer[w] = Some(k);
+        }
+    }
+    // An intermediate whose buffer an output takes over is read by the
+    // output's kernel through the output's binding (so it is not among
+    // that kernel's reads): it lives until that kernel.
+    for &(o, x) in &donations.intermediates {
+        last_use[x] = last_use[x].max(writer[o]);
     }
     let mut releases = vec![Vec::new(); kernels.len()];
     for kernel in kernels {
@@ -262,9 +278,9 @@ fn assemble(
     graph: &Graph,
     origin: Vec<usize>,
     kernels: Vec<CompiledKernel>,
-    donations: Vec<(usize, usize)>,
+    donations: Donations,
 ) -> Executable {
-    let releases = plan_releases(&graph.key, &kernels);
+    let releases = plan_releases(&graph.key, &kernels, &donations);
     let checks = graph.key.checked.then(|| checks_buffer(ctx));
     Executable {
         key: graph.key.clone(),

@@ -163,7 +163,7 @@ impl<'a> Run<'a> {
             }
         }
         let metrics = &pool.metrics;
-        for &(o, x) in &exe.donations {
+        for &(o, x) in &exe.donations.inputs {
             run.written[o] = run.buffers[x].clone();
             metrics.add("buffers_donated", 1);
         }
@@ -277,6 +277,13 @@ impl<'a> Run<'a> {
         k: &'a CompiledKernel,
     ) -> Result<Vec<(&'a wgpu::ComputePipeline, wgpu::BindGroup, (u32, u32))>> {
         let nodes = &self.exe.key.nodes;
+        // Outputs that take over an intermediate this kernel reads last.
+        for &(o, x) in &self.exe.donations.intermediates {
+            if self.written[o].is_none() && k.source.writes.contains(&o) {
+                self.written[o] = self.written[x].clone();
+                self.pool.metrics.add("buffers_reused_in_place", 1);
+            }
+        }
         for &w in &k.source.writes {
             if self.written[w].is_none() {
                 let what = || format!("output of {} at {}", self.op_label(w), self.location(w));
