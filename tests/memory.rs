@@ -610,9 +610,10 @@ fn a_weight_read_through_a_view_is_updated_in_its_own_buffer() {
 }
 
 /// The lane matmul reads a stored A in place where its packed copy would
-/// be large (here 4.4 MB) or repeat it (weights broadcast over a batch):
-/// no scratch texture for A, and the values of every layout A may have
-/// (row-major with a K tail, transposed, offset, broadcast) against f64.
+/// be large (here 4.5 MB), and packs an A broadcast over the batch once
+/// (weights shared by every sample): no scratch texture for the large A,
+/// and the values of every layout A may have (row-major with a K tail,
+/// transposed, offset, broadcast small and large) against f64.
 #[test]
 fn a_large_or_broadcast_stored_left_operand_is_read_in_place() {
     let Some(dev) = gpu() else { return };
@@ -677,4 +678,23 @@ fn a_large_or_broadcast_stored_left_operand_is_read_in_place() {
         })
         .collect();
     assert_close(&got, &want, 1e-4, 1e-4, "broadcast weights");
+    // A large matrix broadcast over a batch of two: read in place once.
+    let pair = Tensor::from_vec(
+        (0..2 * k * n).map(|e| value(e * 7 + 3)).collect(),
+        [2, k, n],
+        &dev,
+    )
+    .unwrap();
+    let pv: Vec<f32> = (0..2 * k * n).map(|e| value(e * 7 + 3)).collect();
+    let a = src.slice(0, 0, m, 1).slice(1, 0, k, 1);
+    let got = a.expand([2, m, k]).matmul(&pair).to_vec::<f32>().unwrap();
+    let want: Vec<f32> = (0..2 * m * n)
+        .map(|e| {
+            let (p, i, j) = (e / (m * n), (e / n) % m, e % n);
+            (0..k)
+                .map(|t| at(i, t) * pv[(p * k + t) * n + j] as f64)
+                .sum::<f64>() as f32
+        })
+        .collect();
+    assert_close(&got, &want, 1e-4, 1e-4, "a large matrix broadcast");
 }

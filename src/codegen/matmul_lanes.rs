@@ -24,12 +24,13 @@
 //!
 //! Packing is two small kernels that write the operands (through their
 //! views, so a transposed weight costs nothing extra) into `rgba32float`
-//! textures, zero-padded to whole texels along K and N. An operand whose
-//! packed copy would be large or repeat its source (a convolution's
-//! windows as B; a broadcast weight or a weight gradient's output
-//! gradient as A, where A is stored) is read in place through its view
-//! instead (`lane_reads_a_in_place`, `lane_reads_b_in_place`), so a
-//! matmul holds no copy of it.
+//! textures, zero-padded to whole texels along K and N. An A broadcast
+//! over the batch (a convolution's weights) is packed once, its one
+//! matrix read by every batch entry. An operand whose packed copy would
+//! be large or repeat its source (a convolution's windows as B; a weight
+//! gradient's output gradient as A, where A is stored) is read in place
+//! through its view instead (`lane_reads_a_in_place`,
+//! `lane_reads_b_in_place`), so a matmul holds no copy of it.
 
 use super::emit::{Gen, SplitOperand, SplitPart};
 use super::matmul::{
@@ -86,6 +87,8 @@ struct Geometry {
     tiles_n: usize,
     a: Packing,
     b: Packing,
+    /// Whether A is one matrix for every batch entry (packed once).
+    a_shared: bool,
     /// Whether A is read in place through its view, not packed.
     a_in_place: bool,
     /// Whether B is read in place through its view, not packed.
@@ -103,6 +106,19 @@ fn viewed(key: &GraphKey, mut node: usize) -> usize {
         node = key.nodes[node].inputs[0];
     }
     node
+}
+
+/// Where A (`node`, `m` x `k` per batch entry) is one matrix broadcast
+/// over the batch (a convolution's weights, shared by every sample): the
+/// node holding that one matrix, packed once instead of per entry.
+fn shared_matrix(key: &GraphKey, node: usize, m: usize, k: usize) -> Option<usize> {
+    match key.nodes[node].kind {
+        GKind::Op { op: Op::Expand, .. } => {
+            let src = key.nodes[node].inputs[0];
+            (key.nodes[src].shape.iter().product::<usize>() == m * k).then_some(src)
+        }
+        _ => None,
+    }
 }
 
 /// Elements of the node that `node`'s view chain reads.
@@ -175,10 +191,13 @@ fn geometry(
     let (k4, n4) = (d.k.div_ceil(4), d.n.div_ceil(4));
     let LaneTile { rows, lanes, .. } = tile_for(d.m, n4, s, precedent);
     let b_in_place = lane_reads_b_in_place(batch * d.k * d.n, source_elements(key, d.b));
+    // A broadcast over the batch is packed (or read) as its one matrix.
+    let shared = shared_matrix(key, d.a, d.m, d.k).filter(|_| batch > 1);
+    let (a_node, a_batch) = shared.map_or((d.a, batch), |src| (src, 1));
     let a_in_place = lane_reads_a_in_place(
-        batch * d.m * d.k,
-        source_elements(key, d.a),
-        stored(viewed(key, d.a)),
+        a_batch * d.m * d.k,
+        source_elements(key, a_node),
+        stored(viewed(key, a_node)),
     );
     let max = adapter.max_texture;
     // A's row blocks hold whole workgroup row tiles, B's column blocks
@@ -191,8 +210,8 @@ fn geometry(
         return None;
     }
     let a = Packing {
-        node: d.a,
-        batch,
+        node: a_node,
+        batch: a_batch,
         rows: d.m,
         cols: d.k,
         width: k4,
@@ -225,6 +244,7 @@ fn geometry(
         tiles_n: n4.div_ceil(lanes),
         a,
         b,
+        a_shared: shared.is_some(),
         a_in_place,
         b_in_place,
         d,
@@ -388,13 +408,15 @@ fn lane_registers(
     (ids, i0): (&TileIds, &Expr),
 ) -> LaneRegisters {
     let (a, m, k) = (&geo.a, geo.d.m, geo.d.k);
+    // A shared by the batch has one entry.
+    let bi = if geo.a_shared { lit(0) } else { ids.bi.clone() };
     let accs = accumulators(g, rows);
     let split = if in_place {
         g.split_operand(a.node, (m, k))
     } else {
         None
     };
-    let batch = split.as_ref().map(|op| g.split_part(op, 0, &ids.bi));
+    let batch = split.as_ref().map(|op| g.split_part(op, 0, &bi));
     // Lane `sid` fetches row i0 + h * S + sid of A (clamped: rows past M
     // are computed and never stored); its block and layer do not change
     // along K.
@@ -408,11 +430,11 @@ fn lane_registers(
             );
             if !in_place {
                 let ay = g.emit("ay", Ty::U32, modulo(ar.clone(), a.height));
-                let al = add(times(ids.bi.clone(), a.row_blocks), over(ar, a.height));
+                let al = add(times(bi.clone(), a.row_blocks), over(ar, a.height));
                 let layer = g.emit("al", Ty::U32, al);
                 return ARow::Packed { y: ay, layer };
             }
-            let start = add(times(ids.bi.clone(), m * k), times(ar.clone(), k));
+            let start = add(times(bi.clone(), m * k), times(ar.clone(), k));
             let start = g.emit("astart", Ty::U32, start);
             let split = split.as_ref().zip(batch.as_ref()).map(|(op, batch)| {
                 let row = g.split_part(op, 1, &ar);
