@@ -658,17 +658,27 @@ fn a_large_or_broadcast_stored_left_operand_is_read_in_place() {
     let tsrc = Tensor::from_vec((0..k * m).map(|e| value(e + 5)).collect(), [k, m], &dev).unwrap();
     let tv: Vec<f32> = (0..k * m).map(|e| value(e + 5)).collect();
     check("transposed", &tsrc.t(), &|i, t| tv[t * m + i] as f64);
-    // Broadcast over a batch: a [8, 40] weight applied to 64 inputs.
-    let (bm, bk, bn, batch) = (8usize, 40usize, 24usize, 64usize);
+    // Broadcast over a batch: a [64, 256] weight applied to 32 inputs,
+    // packed once (64 KB), not per input (2.1 MB).
+    let (bm, bk, bn, batch) = (64usize, 256usize, 8usize, 32usize);
     let wv: Vec<f32> = (0..bm * bk).map(|e| value(e + 11)).collect();
     let xv: Vec<f32> = (0..batch * bk * bn).map(|e| value(e + 13)).collect();
     let w = Tensor::from_vec(wv.clone(), [bm, bk], &dev).unwrap();
     let x = Tensor::from_vec(xv.clone(), [batch, bk, bn], &dev).unwrap();
+    dev.mark_step().unwrap();
+    dev.wait().unwrap();
+    dev.reset_metrics();
+    let held = dev.metrics().counter("bytes_live");
     let got = w
         .expand([batch, bm, bk])
         .matmul(&x)
         .to_vec::<f32>()
         .unwrap();
+    let extra = dev.metrics().counter("peak_bytes_live") - held;
+    assert!(
+        extra < 1 << 20,
+        "broadcast weights: {extra} bytes above those held"
+    );
     let want: Vec<f32> = (0..batch * bm * bn)
         .map(|e| {
             let (p, i, j) = (e / (bm * bn), (e / bn) % bm, e % bn);

@@ -112,18 +112,37 @@ fn viewed(key: &GraphKey, mut node: usize) -> usize {
 /// over the batch (a convolution's weights, shared by every sample): the
 /// node holding that one matrix, packed once instead of per entry.
 fn shared_matrix(key: &GraphKey, node: usize, m: usize, k: usize) -> Option<usize> {
-    match key.nodes[node].kind {
+    let n = &key.nodes[node];
+    match &n.kind {
         GKind::Op { op: Op::Expand, .. } => {
-            let src = key.nodes[node].inputs[0];
+            let src = n.inputs[0];
             (key.nodes[src].shape.iter().product::<usize>() == m * k).then_some(src)
+        }
+        // A stored tensor broadcast by its layout: its entry 0 is the one
+        // matrix.
+        GKind::Input { layout, .. } => {
+            let batch_dims = n.shape.len().saturating_sub(2);
+            (batch_dims > 0 && layout.strides[..batch_dims].iter().all(|&s| s == 0)).then_some(node)
         }
         _ => None,
     }
 }
 
-/// Elements of the node that `node`'s view chain reads.
+/// Elements of the node that `node`'s view chain reads: of a stored
+/// input read through a layout (a view of it bound as its own input),
+/// those its layout reaches at most.
 fn source_elements(key: &GraphKey, node: usize) -> usize {
-    key.nodes[viewed(key, node)].shape.iter().product()
+    let n = &key.nodes[viewed(key, node)];
+    let elements: usize = n.shape.iter().product();
+    match &n.kind {
+        GKind::Input { layout, .. } => {
+            let last = (n.shape.iter().zip(&layout.strides))
+                .map(|(&d, &s)| d.saturating_sub(1) * s)
+                .sum::<usize>();
+            elements.min(last + 1)
+        }
+        _ => elements,
+    }
 }
 
 /// Lanes per workgroup for `n4` texels of columns: the power of two from
@@ -204,8 +223,10 @@ fn geometry(
     // whole workgroup column tiles: a workgroup reads one layer of each.
     let a_height = block(d.m, max, rows);
     let b_width = block(n4, max, lanes);
-    if (!a_in_place && (k4 > max || a_height == 0))
-        || (!b_in_place && (k4 * 4 > max || b_width == 0))
+    // K steps stay within a texture's width, packed or not: the loop
+    // over them must stay far below the adapter's loop limit (lavapipe
+    // ends a loop after 65,535 iterations).
+    if k4 > max || (!a_in_place && a_height == 0) || (!b_in_place && (k4 * 4 > max || b_width == 0))
     {
         return None;
     }

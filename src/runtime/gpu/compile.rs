@@ -41,6 +41,9 @@ pub(super) struct CompiledKernel {
     /// Per dispatch (the packs', then its own): the values of a generic
     /// kernel's dynamic sizes, as the uniform buffer it binds last.
     pub(super) sizes: Vec<Option<wgpu::Buffer>>,
+    /// `(output, intermediate)`: outputs it writes into the buffer of an
+    /// intermediate it reads last (`Donations::intermediates`).
+    pub(super) takes_over: Vec<(usize, usize)>,
 }
 
 /// A compiled graph: its kernels in order, and which outputs are written
@@ -277,9 +280,20 @@ fn assemble(
     ctx: &GpuContext,
     graph: &Graph,
     origin: Vec<usize>,
-    kernels: Vec<CompiledKernel>,
+    mut kernels: Vec<CompiledKernel>,
     donations: Donations,
 ) -> Executable {
+    let mut writer: Vec<Option<usize>> = vec![None; graph.key.nodes.len()];
+    for (k, kernel) in kernels.iter().enumerate() {
+        for &w in &kernel.source.writes {
+            writer[w] = Some(k);
+        }
+    }
+    for &(o, x) in &donations.intermediates {
+        if let Some(k) = writer[o] {
+            kernels[k].takes_over.push((o, x));
+        }
+    }
     let releases = plan_releases(&graph.key, &kernels, &donations);
     let checks = graph.key.checked.then(|| checks_buffer(ctx));
     Executable {
@@ -571,6 +585,7 @@ fn compile_kernel(
         source,
         packs,
         bind_groups,
+        takes_over: Vec::new(),
     })
 }
 

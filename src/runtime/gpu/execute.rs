@@ -278,11 +278,14 @@ impl<'a> Run<'a> {
     ) -> Result<Vec<(&'a wgpu::ComputePipeline, wgpu::BindGroup, (u32, u32))>> {
         let nodes = &self.exe.key.nodes;
         // Outputs that take over an intermediate this kernel reads last.
-        for &(o, x) in &self.exe.donations.intermediates {
-            if self.written[o].is_none() && k.source.writes.contains(&o) {
-                self.written[o] = self.written[x].clone();
-                self.pool.metrics.add("buffers_reused_in_place", 1);
-            }
+        for &(o, x) in &k.takes_over {
+            let Some(buffer) = self.written[x].clone() else {
+                return Err(self.error(format!(
+                    "node {o} was planned to write into the buffer of node {x}, which was released before"
+                )));
+            };
+            self.written[o] = Some(buffer);
+            self.pool.metrics.add("buffers_reused_in_place", 1);
         }
         for &w in &k.source.writes {
             if self.written[w].is_none() {
@@ -395,6 +398,18 @@ impl<'a> Run<'a> {
                 to[n] = Some(k);
             }
         }
+        // An output writing into a donated input's buffer is that buffer;
+        // an intermediate taken over by an output ends where the output's
+        // kernel begins (the buffer lives on as the output).
+        let mut same_as: Vec<Option<usize>> = vec![None; nodes.len()];
+        for &(o, x) in &exe.donations.inputs {
+            same_as[o] = Some(x);
+        }
+        for &(o, x) in &exe.donations.intermediates {
+            if let Some(k) = from[o] {
+                to[x] = Some(k.saturating_sub(1));
+            }
+        }
         let is_output = |n: usize| exe.key.outputs.contains(&n);
         let mut planned = Vec::new();
         for (n, node) in nodes.iter().enumerate() {
@@ -411,6 +426,7 @@ impl<'a> Run<'a> {
                 None if input || from[n].is_none() => continue,
                 None => size_class((node.dtype.words(numel(&node.shape)) as u64 * 4).max(16)),
             };
+            let held = same_as[n].map_or(held, |x| &self.buffers[x]);
             let id = held
                 .as_ref()
                 .map_or(usize::MAX - n, |b| Arc::as_ptr(b) as usize);
