@@ -160,24 +160,8 @@ fn the_examples_first_twenty_steps_follow_pytorch() {
         let steps = if dev.is_gpu() { want.len() } else { 4 };
         let started = std::time::Instant::now();
         let got = example_losses(&dev, steps);
-        let relative: Vec<f64> = (got.iter().zip(&want))
-            .map(|(&g, &w)| (g as f64 - w).abs() / w.abs())
-            .collect();
-        let shown: Vec<String> = relative.iter().map(|r| format!("{r:.1e}")).collect();
-        eprintln!(
-            "{}: losses {got:?}, relative differences [{}] ({:.1} s)",
-            dev.name(),
-            shown.join(", "),
-            started.elapsed().as_secs_f64()
-        );
         assert_eq!(got.len(), steps);
-        for (step, (&r, &tol)) in relative.iter().zip(&tolerance).enumerate() {
-            assert!(
-                r < tol,
-                "{}: step {step} differs by {r:.1e} from PyTorch's (tolerance {tol:.1e}): {got:?} against {want:?}",
-                dev.name()
-            );
-        }
+        common::assert_losses_follow(&dev, &got, &want, |step| tolerance[step], started);
     }
 }
 

@@ -27,7 +27,6 @@ Run by hand where PyTorch is installed (CI does not run it):
 """
 import argparse
 import copy
-import gzip
 import json
 import math
 import os
@@ -43,6 +42,7 @@ import torch.nn.functional as F
 sys.path.insert(0, os.path.dirname(__file__))
 from golden_augment import shuffled_batches  # noqa: E402
 from gpt_reference import save_safetensors  # noqa: E402
+from resnet_reference import read_idx  # noqa: E402
 
 ROOT = os.path.join(os.path.dirname(__file__), "..")
 DATA = os.path.join(ROOT, "examples", "data", "mnist-10k")
@@ -177,15 +177,6 @@ def replay(step, b, size):
     z = [math.sqrt(-2.0 * math.log(uniform(2, step, 2 * i)))
          * math.cos(math.tau * uniform(2, step, 2 * i + 1)) for i in range(size)]
     return torch.tensor(t, dtype=torch.float32), torch.tensor(z, dtype=torch.float32)
-
-
-def read_idx(name):
-    """An IDX file of examples/data/mnist-10k (gzipped) as a uint8 tensor."""
-    with gzip.open(os.path.join(DATA, name + ".gz"), "rb") as f:
-        raw = f.read()
-    dims = raw[3]
-    shape = struct.unpack(">" + "I" * dims, raw[4:4 + 4 * dims])
-    return torch.frombuffer(bytearray(raw[4 + 4 * dims:]), dtype=torch.uint8).view(*shape)
 
 
 def train_step(model, opt, tables, x0, t, noise):

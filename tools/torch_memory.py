@@ -16,12 +16,16 @@ installed (CI does not run it), in the same sitting:
 
     python3 tools/torch_memory.py
 """
-import math
+import os
+import sys
 
 import torch
 import torch.nn as nn
 import torch.nn.functional as F
 from torch.profiler import ProfilerActivity, profile
+
+sys.path.insert(0, os.path.dirname(__file__))
+from diffusion_reference import UNet  # noqa: E402
 
 
 def cnn():
@@ -117,110 +121,14 @@ def resnet_step():
 # examples/diffusion.rs's defaults: --width 16 (GroupNorm's groups
 # min(8, width)), --batch-size 16, --lr 2e-3, --ema-decay 0.995,
 # --timesteps 1000, on MNIST's 1x28x28 digits.
-UNET_WIDTH, UNET_BATCH, UNET_T = 16, 16, 1000
-
-
-def timestep_embedding(t, dim):
-    """examples/support/unet.rs's sinusoidal embedding: the sines of
-    t * 10000^(-i / (dim/2)), then the cosines."""
-    half = dim // 2
-    freqs = torch.exp(-math.log(10000.0) * torch.arange(half) / half)
-    args = t[:, None] * freqs[None]
-    return torch.cat([args.sin(), args.cos()], 1)
-
-
-class ResBlock(nn.Module):
-    """GroupNorm -> SiLU -> conv twice, the projected time embedding added
-    after the first conv, a 1x1 conv on the skip path when the channels
-    change (unet.rs's ResBlock)."""
-
-    def __init__(self, cin, cout, time_dim, groups):
-        super().__init__()
-        self.norm1 = nn.GroupNorm(groups, cin)
-        self.conv1 = nn.Conv2d(cin, cout, 3, padding=1)
-        self.time_proj = nn.Linear(time_dim, cout)
-        self.norm2 = nn.GroupNorm(groups, cout)
-        self.conv2 = nn.Conv2d(cout, cout, 3, padding=1)
-        self.skip = nn.Conv2d(cin, cout, 1) if cin != cout else None
-
-    def forward(self, x, temb):
-        h = self.conv1(F.silu(self.norm1(x)))
-        h = h + self.time_proj(temb)[:, :, None, None]
-        h = self.conv2(F.silu(self.norm2(h)))
-        return h + (self.skip(x) if self.skip is not None else x)
-
-
-class AttnBlock(nn.Module):
-    """Single-head self-attention over the H*W positions, with the
-    residual (unet.rs's AttnBlock)."""
-
-    def __init__(self, channels, groups):
-        super().__init__()
-        self.norm = nn.GroupNorm(groups, channels)
-        self.qkv = nn.Conv2d(channels, 3 * channels, 1)
-        self.proj = nn.Conv2d(channels, channels, 1)
-
-    def forward(self, x):
-        b, c, hh, ww = x.shape
-        # [B, 3C, H, W] -> [3, B, HW, C], as the Rust model's permute.
-        qkv = self.qkv(self.norm(x)).reshape(b, 3, c, hh * ww).permute(1, 0, 3, 2)
-        h = F.scaled_dot_product_attention(qkv[0], qkv[1], qkv[2])
-        return x + self.proj(h.permute(0, 2, 1).reshape(b, c, hh, ww))
-
-
-class Up(nn.Module):
-    """Nearest 2x up-sampling, then a 3x3 conv."""
-
-    def __init__(self, channels):
-        super().__init__()
-        self.conv = nn.Conv2d(channels, channels, 3, padding=1)
-
-    def forward(self, x):
-        return self.conv(F.interpolate(x, scale_factor=2.0, mode="nearest"))
-
-
-class UNet(nn.Module):
-    """examples/support/unet.rs's noise-predicting U-Net, layer for layer
-    (the same parameter count): 28 -> 14 -> 7 by stride-2 convs, attention
-    at 7x7, skips by concatenation."""
-
-    def __init__(self, channels=1, base=UNET_WIDTH, groups=min(8, UNET_WIDTH)):
-        super().__init__()
-        c, g, td = base, groups, 4 * base
-        self.base = base
-        self.time_mlp = nn.Sequential(nn.Linear(c, td), nn.SiLU(), nn.Linear(td, td))
-        self.stem = nn.Conv2d(channels, c, 3, padding=1)
-        self.down0 = ResBlock(c, c, td, g)
-        self.downsample0 = nn.Conv2d(c, c, 3, stride=2, padding=1)
-        self.down1 = ResBlock(c, 2 * c, td, g)
-        self.downsample1 = nn.Conv2d(2 * c, 2 * c, 3, stride=2, padding=1)
-        self.mid1 = ResBlock(2 * c, 2 * c, td, g)
-        self.mid_attn = AttnBlock(2 * c, g)
-        self.mid2 = ResBlock(2 * c, 2 * c, td, g)
-        self.upsample1 = Up(2 * c)
-        self.up1 = ResBlock(4 * c, 2 * c, td, g)
-        self.upsample0 = Up(2 * c)
-        self.up0 = ResBlock(3 * c, c, td, g)
-        self.out_norm = nn.GroupNorm(g, c)
-        self.out_conv = nn.Conv2d(c, channels, 3, padding=1)
-
-    def forward(self, x, t):
-        temb = F.silu(self.time_mlp(timestep_embedding(t, self.base)))
-        h = self.stem(x)
-        h0 = self.down0(h, temb)
-        h1 = self.down1(self.downsample0(h0), temb)
-        h = self.mid1(self.downsample1(h1), temb)
-        h = self.mid2(self.mid_attn(h), temb)
-        h = self.up1(torch.cat([self.upsample1(h), h1], 1), temb)
-        h = self.up0(torch.cat([self.upsample0(h), h0], 1), temb)
-        return self.out_conv(F.silu(self.out_norm(h)))
+UNET_BATCH, UNET_T = 16, 1000
 
 
 def unet_step():
     """The peak of a training step of the diffusion example's U-Net, as
     the CNN's above, and its parameter count."""
     torch.manual_seed(0)
-    model = UNet()
+    model = UNet()  # tools/diffusion_reference.py's, the example's names
     opt = torch.optim.AdamW(model.parameters(), lr=2e-3, betas=(0.9, 0.999),
                             eps=1e-8, weight_decay=0.01)
     # The linear beta schedule's tables, as Schedule::linear's.

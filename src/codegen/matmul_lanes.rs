@@ -291,8 +291,6 @@ pub(super) fn matmul_lanes(
         lanes,
         tiles_m,
         tiles_n,
-        a,
-        b,
         a_in_place,
         b_in_place,
         ..
@@ -335,18 +333,7 @@ pub(super) fn matmul_lanes(
         arrays: Vec::new(),
         subgroup_id: true,
     };
-    let cx = g.context();
-    // The packed operands, each with the name the kernel reads it by.
-    let packed: Vec<(&Packing, &'static str)> = [(&a, !a_in_place), (&b, !b_in_place)]
-        .into_iter()
-        .zip(LANE_OPERANDS)
-        .filter(|((_, packs), _)| *packs)
-        .map(|((p, _), name)| (p, name))
-        .collect();
-    let packs = (packed.iter().enumerate())
-        .map(|(slot, (p, _))| pack(key, stored, &cx, p, slot))
-        .collect();
-    let size = |(p, _): &(&Packing, &str)| (p.width as u32, p.height as u32, p.layers() as u32);
+    let (packs, scratch) = packed_operands(key, stored, &g.context(), &geo);
     Some(LaneMatmul {
         entry,
         body: g.body().to_vec(),
@@ -358,9 +345,32 @@ pub(super) fn matmul_lanes(
             b_in_place,
         },
         packs,
-        scratch: packed.iter().map(size).collect(),
-        operand_names: packed.iter().map(|(_, name)| *name).collect(),
+        scratch,
     })
+}
+
+/// The kernels packing the operands not read in place, and their scratch
+/// textures, each with the name the kernel reads it by.
+fn packed_operands(
+    key: &GraphKey,
+    stored: &dyn Fn(usize) -> bool,
+    cx: &CodegenContext,
+    geo: &Geometry,
+) -> (Vec<KernelSource>, Vec<ScratchOperand>) {
+    let packed: Vec<(&Packing, &'static str)> =
+        [(&geo.a, !geo.a_in_place), (&geo.b, !geo.b_in_place)]
+            .into_iter()
+            .zip(LANE_OPERANDS)
+            .filter(|((_, packs), _)| *packs)
+            .map(|((p, _), name)| (p, name))
+            .collect();
+    let packs = (packed.iter().enumerate())
+        .map(|(slot, (p, _))| pack(key, stored, cx, p, slot))
+        .collect();
+    let scratch = (packed.iter())
+        .map(|(p, name)| ((p.width as u32, p.height as u32, p.layers() as u32), *name))
+        .collect();
+    (packs, scratch)
 }
 
 /// Where a lane's four output columns lie: texel column `c4` of the
@@ -646,11 +656,14 @@ pub(super) struct LaneMatmul {
     pub tile: LaneTile,
     /// Kernels packing A into scratch texture 0 and B into 1.
     pub packs: Vec<KernelSource>,
-    /// (width, height, layers) of each scratch texture array, in texels.
-    pub scratch: Vec<(u32, u32, u32)>,
-    /// The name the kernel reads each scratch texture by.
-    pub operand_names: Vec<&'static str>,
+    /// Each scratch texture array: (width, height, layers) in texels,
+    /// and the name the kernel reads it by.
+    pub scratch: Vec<ScratchOperand>,
 }
+
+/// A packed operand's scratch texture array: (width, height, layers) in
+/// texels, and the name the kernel reads it by.
+pub(super) type ScratchOperand = ((u32, u32, u32), &'static str);
 
 /// The kernel writing an operand into scratch texture `slot` as `p` says,
 /// zero past the matrix (partial texels and blocks): an invocation a

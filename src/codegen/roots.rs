@@ -11,7 +11,7 @@
 use super::attention::attention;
 use super::emit::Gen;
 use super::matmul::{matmul, matmul_blocked};
-use super::matmul_lanes::matmul_lanes;
+use super::matmul_lanes::{ScratchOperand, matmul_lanes};
 use super::norm::normalize;
 use super::reduce::reduce;
 use super::reduce_ir::Reduction;
@@ -46,8 +46,8 @@ pub(crate) fn generate_root_kernel(
     g.set_checks(key.checked);
     let only_root = write_root && epilogue.is_empty();
     let built = build_root(&mut g, key, (root, &outputs, only_root), stored);
-    let textures = (built.operand_names.iter().enumerate())
-        .map(|(slot, &name)| TextureUse {
+    let textures = (built.scratch.iter().enumerate())
+        .map(|(slot, &(_, name))| TextureUse {
             slot,
             write: false,
             name,
@@ -60,7 +60,7 @@ pub(crate) fn generate_root_kernel(
     };
     let source = g.kernel_source((outputs, built.vec_out), built.entry, built.body, launch);
     KernelSource {
-        scratch: built.scratch,
+        scratch: built.scratch.iter().map(|&(size, _)| size).collect(),
         packs: built.packs,
         ..source
     }
@@ -149,7 +149,6 @@ fn matmul_root(
             vec_out: false,
             packs: l.packs,
             scratch: l.scratch,
-            operand_names: l.operand_names,
         };
     }
     let (kernel, built) = if kind == MatmulKernel::Tiled {
@@ -171,10 +170,8 @@ struct RootKernel {
     vec_out: bool,
     /// The lane kernel's packing kernels.
     packs: Vec<KernelSource>,
-    /// The lane kernel's scratch textures.
-    scratch: Vec<(u32, u32, u32)>,
-    /// The name the kernel reads each scratch texture by.
-    operand_names: Vec<&'static str>,
+    /// The lane kernel's scratch textures, with the names it reads them by.
+    scratch: Vec<ScratchOperand>,
 }
 
 impl RootKernel {
@@ -189,7 +186,6 @@ impl RootKernel {
             vec_out: false,
             packs: Vec::new(),
             scratch: Vec::new(),
-            operand_names: Vec::new(),
         }
     }
 }

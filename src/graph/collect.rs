@@ -414,7 +414,14 @@ fn donatable_inputs(
         let DataBuffer::Gpu(buf) = &input.buffer else {
             continue;
         };
-        let first = *first_on.entry(Arc::as_ptr(buf)).or_insert(slot);
+        // A buffer held by this node and its `inputs` copy alone is in no
+        // other slot: only shared ones are looked up (a step's graph is
+        // collected every step).
+        let first = if Arc::strong_count(buf) == 2 {
+            slot
+        } else {
+            *first_on.entry(Arc::as_ptr(buf)).or_insert(slot)
+        };
         group[slot] = first;
         members[first] += 1;
         all_free[first] &= free[slot];

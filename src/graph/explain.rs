@@ -109,44 +109,9 @@ impl GraphKey {
         if self.fused != before.fused {
             return (None, format!("fusion switched {}", switched(self.fused)));
         }
-        for (i, (a, b)) in self.nodes.iter().zip(&before.nodes).enumerate() {
-            let what = describe(self, i);
-            if a.shape != b.shape {
-                return (
-                    Some(i),
-                    format!("{what}: shape {:?} -> {:?}", b.shape, a.shape),
-                );
-            }
-            if a.dtype != b.dtype {
-                return (Some(i), format!("{what}: dtype {} -> {}", b.dtype, a.dtype));
-            }
-            match (&a.kind, &b.kind) {
-                (GKind::Input { layout: la, .. }, GKind::Input { layout: lb, .. }) if la != lb => {
-                    return (Some(i), format!("{what}: layout {lb:?} -> {la:?}"));
-                }
-                (GKind::Op { op: oa, .. }, GKind::Op { op: ob, .. }) if oa != ob => {
-                    return (
-                        Some(i),
-                        format!("node {i}: op {} -> {}", ob.name(), oa.name()),
-                    );
-                }
-                (GKind::Input { .. }, GKind::Op { .. })
-                | (GKind::Op { .. }, GKind::Input { .. }) => {
-                    return (
-                        Some(i),
-                        format!("node {i}: stored data and a computation swapped places"),
-                    );
-                }
-                _ => {}
-            }
-            if a.inputs != b.inputs {
-                return (
-                    Some(i),
-                    format!(
-                        "{what}: reads nodes {:?} instead of {:?}",
-                        a.inputs, b.inputs
-                    ),
-                );
+        for i in 0..self.nodes.len().min(before.nodes.len()) {
+            if let Some(what) = self.node_difference(before, i) {
+                return (Some(i), what);
             }
         }
         if self.nodes.len() != before.nodes.len() {
@@ -167,25 +132,52 @@ impl GraphKey {
                 format!("outputs {:?} instead of {:?}", self.outputs, before.outputs),
             );
         }
-        if self.donatable != before.donatable {
+        let donation = (&self.donatable, &self.buffer_group);
+        let donation_before = (&before.donatable, &before.buffer_group);
+        if donation != donation_before {
             return (
                 None,
                 format!(
-                    "inputs whose buffer can be donated changed: {:?} -> {:?}",
-                    before.donatable, self.donatable
-                ),
-            );
-        }
-        if self.buffer_group != before.buffer_group {
-            return (
-                None,
-                format!(
-                    "inputs sharing a donatable buffer changed: {:?} -> {:?}",
-                    before.buffer_group, self.buffer_group
+                    "inputs whose buffer can be donated (and the inputs on each buffer) changed: {donation_before:?} -> {donation:?}"
                 ),
             );
         }
         (None, "no structural difference".to_string())
+    }
+
+    /// How node `i` differs from the same node of `before`, if it does.
+    fn node_difference(&self, before: &GraphKey, i: usize) -> Option<String> {
+        let (a, b) = (&self.nodes[i], &before.nodes[i]);
+        // Named only where it differs: most nodes do not.
+        let what = || describe(self, i);
+        if a.shape != b.shape {
+            return Some(format!("{}: shape {:?} -> {:?}", what(), b.shape, a.shape));
+        }
+        if a.dtype != b.dtype {
+            return Some(format!("{}: dtype {} -> {}", what(), b.dtype, a.dtype));
+        }
+        match (&a.kind, &b.kind) {
+            (GKind::Input { layout: la, .. }, GKind::Input { layout: lb, .. }) if la != lb => {
+                return Some(format!("{}: layout {lb:?} -> {la:?}", what()));
+            }
+            (GKind::Op { op: oa, .. }, GKind::Op { op: ob, .. }) if oa != ob => {
+                return Some(format!("node {i}: op {} -> {}", ob.name(), oa.name()));
+            }
+            (GKind::Input { .. }, GKind::Op { .. }) | (GKind::Op { .. }, GKind::Input { .. }) => {
+                return Some(format!(
+                    "node {i}: stored data and a computation swapped places"
+                ));
+            }
+            _ => {}
+        }
+        (a.inputs != b.inputs).then(|| {
+            format!(
+                "{}: reads nodes {:?} instead of {:?}",
+                what(),
+                a.inputs,
+                b.inputs
+            )
+        })
     }
 }
 

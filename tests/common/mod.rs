@@ -121,4 +121,41 @@ pub fn mnist_mlp(dev: &Device) -> nn::Sequential {
         .add(nn::ReLU)
         .add(nn::Linear::new(128, 10, dev))
 }
+/// Asserts that the losses `got` on `dev` (taking `started` until now)
+/// follow PyTorch's `want` step for step: each relative difference below
+/// `tolerance(step)`; prints them all first.
+#[allow(dead_code)] // not every test binary compares losses
+pub fn assert_losses_follow(
+    dev: &Device,
+    got: &[f32],
+    want: &[f64],
+    tolerance: impl Fn(usize) -> f64,
+    started: std::time::Instant,
+) {
+    let relative: Vec<f64> = (got.iter().zip(want))
+        .map(|(&g, &w)| (g as f64 - w).abs() / w.abs())
+        .collect();
+    let shown: Vec<String> = relative.iter().map(|r| format!("{r:.1e}")).collect();
+    eprintln!(
+        "{}: losses {got:?}, relative differences [{}] ({:.1} s)",
+        dev.name(),
+        shown.join(", "),
+        started.elapsed().as_secs_f64()
+    );
+    assert!(
+        got.len() <= want.len(),
+        "{} losses, {} from PyTorch",
+        got.len(),
+        want.len()
+    );
+    for (step, &r) in relative.iter().enumerate() {
+        let tol = tolerance(step);
+        assert!(
+            r < tol,
+            "{}: step {step} differs by {r:.1e} from PyTorch's (tolerance {tol:.1e}): {got:?} against {want:?}",
+            dev.name()
+        );
+    }
+}
+
 pub mod parity;

@@ -29,58 +29,9 @@ pub(super) fn plan_donations(
     sources: &mut [KernelSource],
 ) -> Donations {
     let nodes = &graph.key.nodes;
-    let mut plan = Planner {
-        graph,
-        cx,
-        groups,
-        available,
-        taken: vec![false; nodes.len()],
-        aliases: vec![Vec::new(); groups.len()],
-    };
-    let mut donations = Donations::default();
-    let mut group_given = vec![false; graph.key.donatable.len()];
-    let elementwise = |k: &usize| groups[*k].kind == KernelKind::Elementwise;
-    for (x, node) in nodes.iter().enumerate() {
-        let GKind::Input { slot, .. } = node.kind else {
-            continue;
-        };
-        if !graph.key.donatable[slot] {
-            continue;
-        }
-        // The nodes on x's buffer: x and views of it bound as inputs of
-        // their own (`GraphKey::buffer_group`). One buffer goes to one
-        // output (and the kernel that took it reads it through that
-        // output's binding, so it no longer counts among the readers).
-        let group = graph.key.buffer_group[slot];
-        if group_given[group] {
-            continue;
-        }
-        let on_buffer = |r: usize| match nodes[r].kind {
-            GKind::Input { slot: s, .. } => graph.key.buffer_group[s] == group,
-            _ => false,
-        };
-        let readers: Vec<usize> = (0..groups.len())
-            .filter(|&k| sources[k].all_reads().any(on_buffer))
-            .collect();
-        // The input's last reader may write into its buffer: kernels run
-        // in order, so every earlier reader has read it by then.
-        let candidates: Vec<usize> = match readers.last() {
-            None => (0..groups.len()).filter(elementwise).collect(),
-            Some(&k) => vec![k],
-        };
-        for k in candidates {
-            // The donating kernel reads the buffer through x alone.
-            if sources[k].all_reads().any(|r| r != x && on_buffer(r)) {
-                continue;
-            }
-            if let Some(o) = plan.take(x, k, sources) {
-                donations.inputs.push((o, x));
-                group_given[group] = true;
-                break;
-            }
-        }
-    }
-    // Intermediates: each kernel's last reads.
+    // Who writes and who last reads each node, from the kernels as first
+    // lowered: a kernel re-lowered to write into x's buffer changes how
+    // it reads x alone, and x is then taken.
     let mut last_reader: Vec<Option<usize>> = vec![None; nodes.len()];
     let mut writer: Vec<Option<usize>> = vec![None; nodes.len()];
     for (k, source) in sources.iter().enumerate() {
@@ -91,17 +42,18 @@ pub(super) fn plan_donations(
             writer[w] = Some(k);
         }
     }
-    let outputs = &graph.key.outputs;
-    for x in 0..nodes.len() {
-        let (Some(j), Some(k)) = (writer[x], last_reader[x]) else {
-            continue;
-        };
-        if j < k && !outputs.contains(&x) {
-            if let Some(o) = plan.take(x, k, sources) {
-                donations.intermediates.push((o, x));
-            }
-        }
-    }
+    let mut plan = Planner {
+        graph,
+        cx,
+        groups,
+        available,
+        taken: vec![false; nodes.len()],
+        aliases: vec![Vec::new(); groups.len()],
+    };
+    let donations = Donations {
+        inputs: donate_inputs(&mut plan, &last_reader, sources),
+        intermediates: take_over_intermediates(&mut plan, (&writer, &last_reader), sources),
+    };
     if !donations.inputs.is_empty() || !donations.intermediates.is_empty() {
         log::debug!(
             "graph {:016x}: outputs take over donated inputs {:?} and intermediates {:?}",
@@ -111,6 +63,86 @@ pub(super) fn plan_donations(
         );
     }
     donations
+}
+
+/// The donations to inputs: per buffer (`GraphKey::buffer_group`: an
+/// input and the views of it bound as inputs of their own), one output of
+/// the buffer's last reader, where that kernel reads the buffer through
+/// one input (kernels run in order, so every earlier reader has read it
+/// by then); of any elementwise kernel where nothing reads it.
+fn donate_inputs(
+    plan: &mut Planner,
+    last_reader: &[Option<usize>],
+    sources: &mut [KernelSource],
+) -> Vec<(usize, usize)> {
+    let key = &plan.graph.key;
+    let slots = key.donatable.len();
+    let inputs: Vec<(usize, usize)> = (key.nodes.iter().enumerate())
+        .filter_map(|(x, node)| match node.kind {
+            GKind::Input { slot, .. } => Some((x, key.buffer_group[slot])),
+            _ => None,
+        })
+        .collect();
+    // Per buffer: its last reader, and how many of its inputs that
+    // kernel reads.
+    let mut last = vec![None; slots];
+    for &(x, group) in &inputs {
+        last[group] = last[group].max(last_reader[x]);
+    }
+    let mut read_by_last = vec![0usize; slots];
+    for &(x, group) in &inputs {
+        read_by_last[group] +=
+            usize::from(last_reader[x].is_some() && last_reader[x] == last[group]);
+    }
+    let mut given = vec![false; slots];
+    let mut donations = Vec::new();
+    for &(x, group) in &inputs {
+        let GKind::Input { slot, .. } = key.nodes[x].kind else {
+            continue;
+        };
+        if !key.donatable[slot] || given[group] {
+            continue;
+        }
+        let candidates: Vec<usize> = match last[group] {
+            None => (0..plan.groups.len())
+                .filter(|&k| plan.groups[k].kind == KernelKind::Elementwise)
+                .collect(),
+            Some(k) if last_reader[x] == Some(k) && read_by_last[group] == 1 => vec![k],
+            Some(_) => continue,
+        };
+        for k in candidates {
+            if let Some(o) = plan.take(x, k, sources) {
+                donations.push((o, x));
+                given[group] = true;
+                break;
+            }
+        }
+    }
+    donations
+}
+
+/// The intermediates taken over: one output of the kernel that reads an
+/// intermediate last (after the kernel that writes it), where it fits.
+fn take_over_intermediates(
+    plan: &mut Planner,
+    (writer, last_reader): (&[Option<usize>], &[Option<usize>]),
+    sources: &mut [KernelSource],
+) -> Vec<(usize, usize)> {
+    let mut is_output = vec![false; writer.len()];
+    for &o in &plan.graph.key.outputs {
+        is_output[o] = true;
+    }
+    let mut taken = Vec::new();
+    for x in 0..writer.len() {
+        if let (Some(j), Some(k)) = (writer[x], last_reader[x])
+            && j < k
+            && !is_output[x]
+            && let Some(o) = plan.take(x, k, sources)
+        {
+            taken.push((o, x));
+        }
+    }
+    taken
 }
 
 /// Outputs that write into another node's buffer: `(output, node)`.
