@@ -1,7 +1,8 @@
 //! Sizes that change between steps (a training set's last, shorter batch;
 //! an evaluation at another batch size) reuse the kernels compiled for
 //! the first two sizes: each kernel is compiled once generic over the
-//! literals that changed, and later sizes only bind new values.
+//! literals that changed, and later sizes only bind new values. A size
+//! marked dynamic (`Tensor::mark_dynamic`) is generic from its first.
 
 mod common;
 
@@ -9,14 +10,28 @@ use lazywgpu::nn::{self, Module};
 use lazywgpu::optim::{Optimizer, Sgd};
 use lazywgpu::{DType, Device, Tensor};
 
-/// Per step, the loss of an MLP (784-64-10, ReLU, cross-entropy, SGD)
-/// trained on batches of `sizes`, with the same data on every device.
-fn train(dev: &Device, sizes: &[usize]) -> Vec<f32> {
+/// The MLP trained: its hidden width, and whether each batch's size is
+/// marked dynamic (`Tensor::mark_dynamic`) on the images and labels.
+#[derive(Clone, Copy)]
+struct Mlp {
+    hidden: usize,
+    marked: bool,
+}
+
+/// The MLP of most tests here: 784-64-10, batches unmarked.
+const MLP: Mlp = Mlp {
+    hidden: 64,
+    marked: false,
+};
+
+/// Per step, the loss of an MLP (784-hidden-10, ReLU, cross-entropy,
+/// SGD) trained on batches of `sizes`, with the same data on every device.
+fn train_mlp(dev: &Device, sizes: &[usize], mlp: Mlp) -> Vec<f32> {
     dev.manual_seed(7);
     let model = nn::Sequential::new()
-        .add(nn::Linear::new(784, 64, dev))
+        .add(nn::Linear::new(784, mlp.hidden, dev))
         .add(nn::ReLU)
-        .add(nn::Linear::new(64, 10, dev));
+        .add(nn::Linear::new(mlp.hidden, 10, dev));
     let mut opt = Sgd::new(model.parameters(), 0.05);
     let mut losses = Vec::new();
     for &batch in sizes {
@@ -27,6 +42,10 @@ fn train(dev: &Device, sizes: &[usize]) -> Vec<f32> {
         let x = Tensor::from_vec(pixels, [batch, 784], dev).unwrap();
         let y = Tensor::from_vec(labels, [batch], dev).unwrap();
         assert_eq!(y.dtype(), DType::I32);
+        if mlp.marked {
+            x.mark_dynamic(0);
+            y.mark_dynamic(0);
+        }
         opt.zero_grad();
         let loss = nn::functional::cross_entropy(&model.forward(&x), &y);
         loss.backward();
@@ -40,9 +59,14 @@ fn train(dev: &Device, sizes: &[usize]) -> Vec<f32> {
 /// Trains on `sizes` on the GPU and on the CPU reference, checks the
 /// losses agree, and returns the GPU's metrics (`None` without an adapter).
 fn train_checked(sizes: &[usize]) -> Option<lazywgpu::MetricsSnapshot> {
+    train_mlp_checked(sizes, MLP)
+}
+
+/// `train_checked` with another hidden width, or marked batches.
+fn train_mlp_checked(sizes: &[usize], mlp: Mlp) -> Option<lazywgpu::MetricsSnapshot> {
     let gpu = common::gpu()?;
-    let got = train(&gpu, sizes);
-    let want = train(&Device::cpu(), sizes);
+    let got = train_mlp(&gpu, sizes, mlp);
+    let want = train_mlp(&Device::cpu(), sizes, mlp);
     common::assert_close(&got, &want, 1e-3, 1e-4, "losses");
     Some(gpu.metrics())
 }
@@ -109,6 +133,82 @@ fn a_training_set_with_a_partial_last_batch_compiles_once_per_size_kind() {
     };
     assert_eq!(m.counter("graphs_specialized"), 0, "{m}");
     assert_eq!(m.counter("graph_cache_hits"), 8, "{m}");
+}
+
+/// The sequence of batch sizes with each batch marked dynamic
+/// before its first step: the first compile is already generic over the
+/// batch, so every later size binds new values and compiles nothing.
+/// Unmarked, the second size compiles too. (A hidden width of 32: one
+/// equal to the batch would be taken for a size as well, see
+/// `graph::marked_probe_key`.)
+#[test]
+fn a_batch_marked_dynamic_compiles_generic_kernels_at_its_first_size() {
+    let sizes = [64, 50, 33, 17, 64, 50, 9];
+    let marked = Mlp {
+        hidden: 32,
+        marked: true,
+    };
+    let Some(m) = train_mlp_checked(&sizes, marked) else {
+        return;
+    };
+    assert_eq!(m.counter("graphs_compiled"), 1, "{m}");
+    assert_eq!(m.counter("graphs_specialized"), 4, "50, 33, 17 and 9: {m}");
+    assert_eq!(m.counter("graph_cache_hits"), 2, "64 and 50 again: {m}");
+    let unmarked = Mlp {
+        marked: false,
+        ..marked
+    };
+    let m = train_mlp_checked(&sizes, unmarked).expect("a GPU");
+    assert_eq!(m.counter("graphs_compiled"), 2, "64 and 50: {m}");
+}
+
+/// The baby GPT's training step over the sequence lengths, the
+/// token batches marked dynamic along the sequence, against the CPU
+/// reference. Three graphs compile: the first step (AdamW makes its
+/// state there: a structure of its own), the second step's structure at
+/// its first length (48), and 64 again, where the loss's sum over
+/// `12 * 64 * 78` logits is a multiple of its workgroup's 256 and drops
+/// the loop tail that 48 and 33 need. 33 and 17 compile nothing.
+#[test]
+fn a_gpt_step_over_marked_sequence_lengths_compiles_once_per_structure() {
+    use lazywgpu::data::{CharDataset, Split, SplitMix64};
+    use lazywgpu::nn::{Gpt, GptConfig, Parameters};
+    use lazywgpu::optim::AdamW;
+    let Some(gpu) = common::gpu() else { return };
+    let data = CharDataset::from_file("examples/data/shakespeare-char/input.txt.gz").unwrap();
+    let lengths = [64usize, 48, 33, 64, 17];
+    let run = |dev: &Device| -> Vec<f32> {
+        dev.manual_seed(3);
+        let model = Gpt::new(GptConfig::baby(data.vocab_size()), dev);
+        let mut opt = AdamW::new(model.params(), 1e-3);
+        let mut rng = SplitMix64::new(1);
+        let mut losses = Vec::new();
+        for &t in &lengths {
+            let offsets = data.offsets(Split::Train, &mut rng, 12, t);
+            let (x, y) = data.batch(Split::Train, &offsets, t, dev).unwrap();
+            x.mark_dynamic(1);
+            y.mark_dynamic(1);
+            let loss = model.loss(&x, &y);
+            loss.backward();
+            opt.step();
+            opt.zero_grad();
+            dev.mark_step().unwrap();
+            losses.push(loss.item::<f32>().unwrap());
+        }
+        losses
+    };
+    let got = run(&gpu);
+    let want = run(&Device::cpu());
+    common::assert_close(&got, &want, 1e-3, 1e-4, "losses");
+    let m = gpu.metrics();
+    assert_eq!(m.counter("graphs_compiled"), 3, "64, 48 and 64 again: {m}");
+    assert_eq!(m.counter("graphs_specialized"), 2, "33 and 17: {m}");
+}
+
+#[test]
+#[should_panic(expected = "mark_dynamic: dim 2 is out of range for a tensor of shape [3, 4]")]
+fn marking_a_dim_the_tensor_lacks_panics_at_the_call() {
+    Tensor::zeros([3, 4], &Device::cpu()).mark_dynamic(2);
 }
 
 /// One trace site reducing over a dimension whose size grows from a few

@@ -115,6 +115,10 @@ pub(crate) struct Graph {
     /// The op the user called, for nodes a composite op recorded
     /// (`Node::user_op`).
     pub user_ops: Vec<Option<&'static str>>,
+    /// Sizes the user marked as changing between steps
+    /// (`Tensor::mark_dynamic`) on the graph's nodes, largest first, each
+    /// once: a first compile makes its kernels generic over them.
+    pub dynamic_sizes: Vec<usize>,
 }
 
 impl Graph {
@@ -129,6 +133,7 @@ impl Graph {
             output_nodes: Vec::new(),
             locations: self.locations.clone(),
             user_ops: self.user_ops.clone(),
+            dynamic_sizes: self.dynamic_sizes.clone(),
         }
     }
 
@@ -145,6 +150,7 @@ impl Graph {
             output_nodes: Vec::new(),
             locations: origin.iter().map(|&o| self.locations[o]).collect(),
             user_ops: origin.iter().map(|&o| self.user_ops[o]).collect(),
+            dynamic_sizes: self.dynamic_sizes.clone(),
         }
     }
 
@@ -191,6 +197,10 @@ impl Graph {
             )
         };
         LAST_GRAPH_NODES.store(c.nodes.len(), Ordering::Relaxed);
+        let mut dynamic_sizes: Vec<usize> =
+            c.handles.iter().flat_map(|n| n.dynamic_sizes()).collect();
+        dynamic_sizes.sort_unstable_by(|a, b| b.cmp(a));
+        dynamic_sizes.dedup();
         let key = GraphKey {
             nodes: c.nodes,
             outputs: output_indices,
@@ -208,6 +218,7 @@ impl Graph {
             output_nodes,
             locations: c.locations,
             user_ops: c.user_ops,
+            dynamic_sizes,
         }
     }
 }
@@ -356,6 +367,42 @@ fn permuted<T>(v: Vec<T>, order: &[usize]) -> Vec<T> {
         .collect()
 }
 
+/// Per input slot: its graph node, and whether nothing outside the graph
+/// can read it after the run (see `donatable_inputs`).
+fn unread_after_the_run(
+    nodes: &[GNode],
+    outputs: &[usize],
+    slots: usize,
+    handles: &[Arc<Node>],
+    internal_refs: &[usize],
+) -> (Vec<usize>, Vec<bool>) {
+    let mut is_output = vec![false; nodes.len()];
+    for &o in outputs {
+        is_output[o] = true;
+    }
+    // References from outside the graph: all but `handles`' own and those
+    // from the graph's pending nodes.
+    let external = |i: usize| Arc::strong_count(&handles[i]) - 1 - internal_refs[i];
+    let mut read_later = vec![false; nodes.len()];
+    for i in (0..nodes.len()).rev() {
+        let pending = matches!(nodes[i].kind, GKind::Op { .. });
+        if pending && !is_output[i] && (read_later[i] || external(i) > 0) {
+            for &c in &nodes[i].inputs {
+                read_later[c] = true;
+            }
+        }
+    }
+    let mut node_of = vec![usize::MAX; slots];
+    let mut free = vec![false; slots];
+    for (i, node) in nodes.iter().enumerate() {
+        if let GKind::Input { slot, .. } = node.kind {
+            node_of[slot] = i;
+            free[slot] = external(i) == 0 && !read_later[i] && !is_output[i];
+        }
+    }
+    (node_of, free)
+}
+
 /// Per input slot: whether an output may be written into its buffer.
 ///
 /// Running the graph makes its outputs `Ready` (they drop their inputs),
@@ -378,32 +425,8 @@ fn donatable_inputs(
     handles: &[Arc<Node>],
     internal_refs: &[usize],
 ) -> (Vec<bool>, Vec<usize>) {
-    let mut is_output = vec![false; nodes.len()];
-    for &o in outputs {
-        is_output[o] = true;
-    }
-    // References from outside the graph: all but `handles`' own and those
-    // from the graph's pending nodes.
-    let external = |i: usize| Arc::strong_count(&handles[i]) - 1 - internal_refs[i];
-    let mut read_later = vec![false; nodes.len()];
-    for i in (0..nodes.len()).rev() {
-        let pending = matches!(nodes[i].kind, GKind::Op { .. });
-        if pending && !is_output[i] && (read_later[i] || external(i) > 0) {
-            for &c in &nodes[i].inputs {
-                read_later[c] = true;
-            }
-        }
-    }
-    // Per input slot: its node, and whether nothing outside the graph can
-    // read it after the run.
-    let mut node_of = vec![usize::MAX; inputs.len()];
-    let mut free = vec![false; inputs.len()];
-    for (i, node) in nodes.iter().enumerate() {
-        if let GKind::Input { slot, .. } = node.kind {
-            node_of[slot] = i;
-            free[slot] = external(i) == 0 && !read_later[i] && !is_output[i];
-        }
-    }
+    let (node_of, free) =
+        unread_after_the_run(nodes, outputs, inputs.len(), handles, internal_refs);
     // The slots on each buffer: a parameter and the views of it the
     // step read (`w.t()`) are inputs of their own on one buffer.
     let mut first_on: FxHashMap<*const GpuBuffer, usize> = FxHashMap::default();

@@ -11,4 +11,4 @@ pub mod semantics;
 pub(crate) use collect::{GKind, GNode, Graph, GraphKey};
 pub(crate) use explain::Recompile;
 pub(crate) use node::{Node, NodeState, attribute_to, record_as};
-pub(crate) use probe::probe_key;
+pub(crate) use probe::{MarkedProbe, marked_probe_key, probe_key};

@@ -1,7 +1,7 @@
 //! Lazy nodes: what a tensor handle points at.
 
 use std::panic::Location;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 
 use super::op::Op;
@@ -24,6 +24,13 @@ pub(crate) struct Node {
     /// The op the user called, where it recorded this node as part of
     /// another (`index_select` records a gather; see `record_as`).
     pub user_op: Option<&'static str>,
+    /// Whether `dynamic_sizes` holds any (read without its lock on every
+    /// node a graph collects).
+    marked: AtomicBool,
+    /// Sizes the user marked as changing between steps
+    /// (`Tensor::mark_dynamic`) on this node, or on the stored node it is
+    /// a view of (a view of a stored value is an input of its own).
+    dynamic_sizes: Mutex<Vec<usize>>,
     state: Mutex<NodeState>,
 }
 
@@ -135,8 +142,41 @@ impl Node {
             dtype,
             location: attribution.location.unwrap_or(location),
             user_op: attribution.op,
+            marked: AtomicBool::new(false),
+            dynamic_sizes: Mutex::new(Vec::new()),
             state: Mutex::new(state),
         })
+    }
+
+    /// Marks `size` as a size that changes between steps (see
+    /// `Tensor::mark_dynamic`); sizes 0 and 1 stay specialised.
+    pub fn mark_dynamic(&self, size: usize) {
+        if size <= 1 {
+            return;
+        }
+        let mut sizes = self.dynamic_sizes.lock().unwrap_or_else(|e| e.into_inner());
+        if !sizes.contains(&size) {
+            sizes.push(size);
+        }
+        self.marked.store(true, Ordering::Relaxed);
+    }
+
+    /// The sizes marked dynamic on this node (see `mark_dynamic`).
+    pub fn dynamic_sizes(&self) -> Vec<usize> {
+        if !self.marked.load(Ordering::Relaxed) {
+            return Vec::new();
+        }
+        self.dynamic_sizes
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .clone()
+    }
+
+    /// Gives this node (a view of `base`'s stored value) `base`'s marks.
+    pub fn inherit_marks(&self, base: &Node) {
+        for size in base.dynamic_sizes() {
+            self.mark_dynamic(size);
+        }
     }
 
     pub fn state(&self) -> MutexGuard<'_, NodeState> {

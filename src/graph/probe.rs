@@ -9,6 +9,10 @@
 //! `10 * b`), so each moves by the same multiple of its own change: the
 //! probe is what a batch three changes further would give.
 //!
+//! A size the user marked dynamic (`Tensor::mark_dynamic`) gets a probe
+//! at its first compile (`marked_probe_key`), so that its kernels are
+//! generic from the first size.
+//!
 //! The probe is never run: it only tells which literals may be sizes.
 //! A literal wrongly thought dynamic costs a read of a uniform; a probe
 //! whose kernels differ in structure is ignored kernel by kernel.
@@ -88,6 +92,93 @@ fn moved(before: usize, new: usize, factor: i64) -> Option<usize> {
     (value > 0).then_some(value as usize)
 }
 
+/// A probe for a graph whose sizes `marked` the user marked dynamic
+/// (`Tensor::mark_dynamic`), at its first size: every size, stride and
+/// offset of the graph that is a multiple of a marked size moves as that
+/// size does in `probe`, so a batch of 64 gives a `Far` probe of 96 and
+/// `64 * 784` elements become `96 * 784`. Numbers that are multiples by
+/// coincidence (a hidden width equal to the batch) move too, which costs
+/// a uniform read where a literal would do, or leaves a kernel whose
+/// probe differs in structure concrete. `None` when nothing moves.
+pub(crate) fn marked_probe_key(
+    key: &GraphKey,
+    marked: &[usize],
+    probe: MarkedProbe,
+) -> Option<GraphKey> {
+    let moved = |v: usize| -> Option<usize> {
+        let (mut rest, mut scale) = (v, 1usize);
+        for &b in marked {
+            if b > 1 && rest >= b && rest % b == 0 {
+                rest /= b;
+                scale = scale.checked_mul(probe.moved(b)?)?;
+            }
+        }
+        rest.checked_mul(scale)
+    };
+    let move_all = |values: &mut [usize]| -> Option<()> {
+        for v in values {
+            *v = moved(*v)?;
+        }
+        Some(())
+    };
+    let mut probe = key.clone();
+    for node in &mut probe.nodes {
+        move_all(&mut node.shape)?;
+        match &mut node.kind {
+            GKind::Input { layout, .. }
+            | GKind::Op {
+                op: Op::AsStrided(layout) | Op::StridedScatter(layout),
+                ..
+            } => {
+                move_all(&mut layout.strides)?;
+                layout.offset = moved(layout.offset)?;
+            }
+            GKind::Op { .. } => {}
+        }
+    }
+    (probe != *key).then_some(probe)
+}
+
+/// Where a probe moves a marked size. Each moves it by a multiple of eight,
+/// so that divisibility by two, four and eight (which picks `vec4` and
+/// tile variants) stays; a small move crosses fewer of the thresholds
+/// between strategies, a large one changes more of the quantities derived
+/// from the size (tile counts, rounded loop lengths). A kernel is made
+/// generic against the first probe it matches in structure, over every
+/// literal in which the probes of that structure differ.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum MarkedProbe {
+    /// Eight more.
+    Near,
+    /// About half as much again.
+    Far,
+    /// Eight fewer, where that leaves at least two.
+    Below,
+    /// About half as much, where that leaves at least two.
+    FarBelow,
+}
+
+impl MarkedProbe {
+    /// Every probe, in the order kernels are matched against them.
+    pub const ALL: [MarkedProbe; 4] = [
+        MarkedProbe::Near,
+        MarkedProbe::Far,
+        MarkedProbe::Below,
+        MarkedProbe::FarBelow,
+    ];
+
+    /// Where this probe moves `size`; `None` where it would not stay a
+    /// size past one.
+    fn moved(self, size: usize) -> Option<usize> {
+        match self {
+            MarkedProbe::Near => size.checked_add(8),
+            MarkedProbe::Far => size.checked_add(8 * size.div_ceil(16)),
+            MarkedProbe::Below => size.checked_sub(8).filter(|&s| s >= 2),
+            MarkedProbe::FarBelow => Some(size - 8 * (size / 16)).filter(|&s| s >= 2 && s != size),
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -136,6 +227,45 @@ mod tests {
         // Growing sizes move further up.
         let probe = probe_key(&mlp_input(17), &mlp_input(64)).expect("same structure");
         assert_eq!(probe, mlp_input(64 + 3 * 47));
+    }
+
+    #[test]
+    fn marked_sizes_move_with_their_multiples() {
+        // A batch of 64 marked: the probe is a batch of 96, its flattened
+        // length follows; the row stride 784 is no multiple and stays.
+        let far = marked_probe_key(&mlp_input(64), &[64], MarkedProbe::Far);
+        assert_eq!(far, Some(mlp_input(96)));
+        let near = marked_probe_key(&mlp_input(64), &[64], MarkedProbe::Near);
+        assert_eq!(near, Some(mlp_input(72)));
+        let below = marked_probe_key(&mlp_input(64), &[64], MarkedProbe::Below);
+        assert_eq!(below, Some(mlp_input(56)));
+        let far_below = marked_probe_key(&mlp_input(64), &[64], MarkedProbe::FarBelow);
+        assert_eq!(far_below, Some(mlp_input(32)));
+        assert_eq!(
+            marked_probe_key(&mlp_input(9), &[9], MarkedProbe::Below),
+            None,
+            "a batch of one is specialised"
+        );
+        // Two marked sizes (a batch of 12 and a sequence of 48): a product
+        // of both moves by both.
+        let mut key = mlp_input(12 * 48);
+        key.nodes[0].shape = vec![12, 48];
+        key.nodes[0].kind = GKind::Input {
+            slot: 0,
+            layout: Layout {
+                strides: vec![48, 1],
+                offset: 0,
+            },
+        };
+        key.nodes[1].shape = vec![12 * 48 * 128];
+        let probe = marked_probe_key(&key, &[48, 12], MarkedProbe::Far).expect("marked sizes");
+        assert_eq!(probe.nodes[0].shape, vec![20, 72]);
+        assert_eq!(probe.nodes[1].shape, vec![20 * 72 * 128]);
+        // Nothing to move: no probe.
+        assert_eq!(
+            marked_probe_key(&mlp_input(50), &[64], MarkedProbe::Near),
+            None
+        );
     }
 
     #[test]

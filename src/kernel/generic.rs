@@ -86,6 +86,23 @@ pub(crate) fn generalize(before: &Kernel, new: &Kernel, known: &[usize]) -> Opti
     })
 }
 
+/// The literals (by their order in the kernel) in which two kernels of the
+/// same structure differ; `None` where their structure differs.
+pub(crate) fn differing_literals(a: &Kernel, b: &Kernel) -> Option<Vec<usize>> {
+    if skeleton(a) != skeleton(b) {
+        return None;
+    }
+    let (la, lb) = (literals(a), literals(b));
+    Some(
+        la.iter()
+            .zip(&lb)
+            .enumerate()
+            .filter(|(_, (x, y))| x != y)
+            .map(|(i, _)| i)
+            .collect(),
+    )
+}
+
 /// The kernel's literals, in the fixed order `for_each_literal` visits
 /// them.
 fn literals(kernel: &Kernel) -> Vec<Expr> {
@@ -244,5 +261,8 @@ mod tests {
         typed.entry.count = Expr::I32(50_176);
         assert_eq!(generalize(&b64, &typed, &[]), None, "a literal's type");
         assert_eq!(generalize(&b64, &b64, &[]), None, "nothing differs");
+        assert_eq!(differing_literals(&b64, &other), None);
+        let b50 = kernel(39_200, 0.02);
+        assert_eq!(differing_literals(&b64, &b50), Some(vec![0, 2]));
     }
 }

@@ -277,7 +277,9 @@ pub(crate) fn as_strided_node(
                     offset: storage.layout.offset + layout.offset,
                 },
             };
-            return Node::ready(s, shape.to_vec(), base.dtype, loc);
+            let view = Node::ready(s, shape.to_vec(), base.dtype, loc);
+            view.inherit_marks(base);
+            return view;
         }
     }
     Node::pending(
@@ -387,6 +389,38 @@ impl Tensor {
     /// The sizes of the dimensions.
     pub fn shape(&self) -> &[usize] {
         &self.h.shape
+    }
+
+    /// Marks dimension `dim` as a size that changes from step to step (a
+    /// batch, a sequence length), as `torch._dynamo.mark_dynamic` does:
+    /// the graphs that read this value compile their kernels generic over
+    /// that size at its first value, so that later sizes bind new values
+    /// instead of compiling (without a mark, a trace site does this from
+    /// the second size it sees). Sizes 0 and 1 stay specialised. Values
+    /// are the same either way; a size that crosses a kernel's threshold
+    /// (a strategy valid only below some length) still compiles. Returns
+    /// a handle on the same tensor.
+    ///
+    /// ```
+    /// # use lazywgpu::{Device, Tensor};
+    /// let dev = Device::cpu();
+    /// let x = Tensor::zeros([64, 784], &dev).mark_dynamic(0);
+    /// assert_eq!(x.shape(), &[64, 784]);
+    /// ```
+    ///
+    /// # Panics
+    /// If `dim` is not a dimension of the tensor.
+    #[track_caller]
+    pub fn mark_dynamic(&self, dim: usize) -> Tensor {
+        if dim >= self.rank() {
+            panic!(
+                "mark_dynamic: dim {dim} is out of range for a tensor of shape {:?} ({})",
+                self.shape(),
+                self.dtype()
+            );
+        }
+        self.node().mark_dynamic(self.shape()[dim]);
+        self.clone()
     }
 
     /// Alias of [`Tensor::shape`], as in PyTorch.

@@ -28,7 +28,9 @@ fn movement_node(
                 buffer: storage.buffer,
                 layout,
             };
-            return Node::ready(s, shape, node.dtype, loc);
+            let view = Node::ready(s, shape, node.dtype, loc);
+            view.inherit_marks(node);
+            return view;
         }
     }
     Node::pending(op, vec![node.clone()], Vec::new(), shape, node.dtype, loc)

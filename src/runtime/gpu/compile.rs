@@ -7,7 +7,7 @@ use std::sync::{Arc, Mutex};
 
 use lru::LruCache;
 
-use super::dynamic::{KernelTexts, Printing, generalize_kernels, probe_texts};
+use super::dynamic::{KernelTexts, Printing, generalize_kernels, marked_texts, probe_texts};
 use super::sites::{Site, SiteRecord, note_miss, record_site};
 use crate::codegen::{
     CodegenContext, KernelSource, generate_kernel, generate_root_kernel, validate_wgsl,
@@ -223,7 +223,12 @@ pub(super) fn executable(
     let donations = plan_donations(graph, &cx, &groups, &available, &mut sources);
     // Dynamic sizes: kernels generic over what changed since the site's
     // last graph; when every one is found compiled, nothing compiles.
-    let texts = make_generic(&caches.pipelines, (traced, before), &cx, &mut sources);
+    let texts = make_generic(
+        &caches.pipelines,
+        (traced, before, site.structure),
+        &cx,
+        &mut sources,
+    );
     let compiles = sources
         .iter()
         .flat_map(KernelSource::dispatches)
@@ -344,30 +349,39 @@ fn supported(target: &Target, graph: &Graph) -> Result<()> {
 
 /// Makes the kernels of a recompiled site generic over its changing
 /// sizes (`generalize_kernels`), against its last graph (`before`) and,
-/// where needed, a probe of a third size made from `traced`. Returns the
-/// kernels to record for the site.
+/// where needed, a probe of a third size made from `traced`; or, at the
+/// first compile of a structure whose sizes the user marked dynamic,
+/// against the probe of the marked sizes. Returns the kernels to record
+/// for the site.
 fn make_generic(
     pipelines: &LruCache<String, Arc<wgpu::ComputePipeline>>,
-    (traced, before): (&Graph, Option<&SiteRecord>),
+    (traced, before, structure): (&Graph, Option<&SiteRecord>, u64),
     cx: &CodegenContext,
     sources: &mut [KernelSource],
 ) -> KernelTexts {
+    let printing = Printing {
+        compiled: &|wgsl| pipelines.contains(wgsl),
+        origins: cx.origins,
+    };
+    let plain = CodegenContext {
+        origins: None,
+        ..*cx
+    };
+    // The first compile of this structure, with sizes the user marked
+    // dynamic: generic against the probe of the marked sizes.
+    if before.is_none_or(|b| !b.has_structure(structure)) {
+        if let Some(marked) = marked_texts(traced, &plain) {
+            return generalize_kernels(Some(&marked), sources, printing, &mut |_, _| None);
+        }
+    }
     let mut probe = None;
     generalize_kernels(
         before.map(|b| &b.kernels),
         sources,
-        Printing {
-            compiled: &|wgsl| pipelines.contains(wgsl),
-            origins: cx.origins,
-        },
+        printing,
         &mut |k, d| {
-            let texts = probe.get_or_insert_with(|| {
-                let plain = CodegenContext {
-                    origins: None,
-                    ..*cx
-                };
-                before.and_then(|b| probe_texts(traced, &b.key, &plain))
-            });
+            let texts = probe
+                .get_or_insert_with(|| before.and_then(|b| probe_texts(traced, &b.key, &plain)));
             texts.as_ref()?.get(k)?.get(d).cloned()
         },
     )

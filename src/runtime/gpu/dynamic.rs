@@ -11,9 +11,9 @@ use std::sync::Arc;
 use super::compile::generate;
 use super::donate::plan_donations;
 use crate::codegen::{CodegenContext, KernelSource, kernel_wgsl, validate_wgsl};
-use crate::graph::{Graph, GraphKey, probe_key};
+use crate::graph::{Graph, GraphKey, MarkedProbe, marked_probe_key, probe_key};
 use crate::kernel::Kernel;
-use crate::kernel::generic::{Generic, generalize};
+use crate::kernel::generic::{Generic, differing_literals, generalize};
 use crate::schedule::{Lowered, lower_for_gpu};
 
 /// One dispatch's kernel lowered for a graph's own sizes, and which of
@@ -127,15 +127,16 @@ fn generalize_dispatch(
     }
 }
 
-/// The probe's kernels (see `graph::probe`), per kernel, per dispatch; `None` when there is no probe or its code generation fails
-/// (sizes a user's graph relates otherwise than affinely: the probe is a
-/// guess, and a failed guess only leaves the two-size generic kernels).
-pub(super) fn probe_texts(
+/// The kernels of the probe `key` of `traced` (see `graph::probe`), per
+/// kernel, per dispatch; `None` when its code generation fails (sizes a
+/// user's graph relates otherwise than affinely: a probe is a guess, and
+/// a failed guess only leaves kernels concrete, or generic over fewer
+/// literals).
+fn probe_kernels(
     traced: &Graph,
-    before: &GraphKey,
+    key: GraphKey,
     cx: &CodegenContext,
 ) -> Option<Vec<Vec<Arc<Kernel>>>> {
-    let key = probe_key(before, &traced.key)?;
     let identity: Vec<usize> = (0..key.nodes.len()).collect();
     let probe = traced.lowered(key, &identity);
     let generated = catch_unwind(AssertUnwindSafe(|| {
@@ -152,4 +153,61 @@ pub(super) fn probe_texts(
         log::debug!("graph {:016x}: no probe of its sizes", traced.hash);
     }
     generated.ok()
+}
+
+/// The kernels of a probe of `traced` one size after `before`, its sizes
+/// moved on along the line of their change (`graph::probe_key`).
+pub(super) fn probe_texts(
+    traced: &Graph,
+    before: &GraphKey,
+    cx: &CodegenContext,
+) -> Option<Vec<Vec<Arc<Kernel>>>> {
+    probe_kernels(traced, probe_key(before, &traced.key)?, cx)
+}
+
+/// For the first compile of a graph with sizes the user marked dynamic:
+/// the kernels of its probes (`MarkedProbe::ALL`) as a site's earlier
+/// kernels, each dispatch's probe kernels with the literals known dynamic
+/// where probes of one structure differ, so the graph's own kernels are
+/// made generic against them. `None` without marks or probes.
+pub(super) fn marked_texts(traced: &Graph, cx: &CodegenContext) -> Option<KernelTexts> {
+    if traced.dynamic_sizes.is_empty() {
+        return None;
+    }
+    let probes: Vec<Vec<Vec<Arc<Kernel>>>> = MarkedProbe::ALL
+        .iter()
+        .filter_map(|&p| marked_probe_key(&traced.key, &traced.dynamic_sizes, p))
+        .filter_map(|key| probe_kernels(traced, key, cx))
+        .collect();
+    let first = probes.first()?;
+    let texts = (0..first.len())
+        .map(|k| {
+            (0..first[k].len())
+                .map(|d| {
+                    let of_dispatch: Vec<&Arc<Kernel>> =
+                        probes.iter().filter_map(|p| p.get(k)?.get(d)).collect();
+                    known_across(&of_dispatch)
+                })
+                .collect()
+        })
+        .collect();
+    Some(texts)
+}
+
+/// Each kernel with the literals in which it differs from the others of
+/// its structure.
+fn known_across(kernels: &[&Arc<Kernel>]) -> Vec<DispatchText> {
+    kernels
+        .iter()
+        .map(|&a| {
+            let mut known: Vec<usize> = kernels
+                .iter()
+                .filter_map(|b| differing_literals(a, b))
+                .flatten()
+                .collect();
+            known.sort_unstable();
+            known.dedup();
+            (a.clone(), known)
+        })
+        .collect()
 }

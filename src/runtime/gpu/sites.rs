@@ -49,6 +49,14 @@ pub(crate) struct SiteRecord {
     pub precedents: Precedents,
 }
 
+impl SiteRecord {
+    /// Whether the record is of the structure `structure` (a
+    /// `GraphKey::size_free_hash`), not another structure's at this site.
+    pub(super) fn has_structure(&self, structure: u64) -> bool {
+        self.structure == structure
+    }
+}
+
 /// What a cache miss is to its trace site, recorded once the graph
 /// compiled.
 pub(super) struct SiteNote {
