@@ -1,12 +1,16 @@
-//! Per-device settings. Each environment switch of the crate that
-//! concerns one device is a field here: [`DeviceConfig::from_env`] reads
-//! the switches once, when a device is made, and tests or programs that
-//! want one device fused and another not (or a particular matmul kernel)
-//! set the fields instead. Switches that concern the process's one wgpu
-//! device (`LAZYWGPU_SUBMIT_THREAD`, `LAZYWGPU_PROFILE`) and adapter
-//! choice (`WGPU_*`) are read when that device is first created.
+//! Settings, and the only reads of the environment. Each switch that
+//! concerns one device is a field of [`DeviceConfig`]:
+//! [`DeviceConfig::from_env`] reads them when a device is made, and tests
+//! or programs that want one device fused and another not (or a
+//! particular matmul kernel) set the fields instead. Switches that
+//! concern the process (its one wgpu device, the adapter, the cache
+//! directory, profiling, collectives) are fields of `ProcessConfig`, read
+//! once, when the first device is made; the modules below take them from
+//! there.
 
 use std::path::PathBuf;
+use std::sync::OnceLock;
+use std::time::Duration;
 
 /// How a [`Device`](crate::Device) compiles and runs graphs.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -152,6 +156,87 @@ impl Default for DeviceConfig {
     }
 }
 
+/// The switches that concern the whole process, read from the
+/// environment once (`ProcessConfig::get`, first called when the first
+/// device is made): later changes to the environment are not seen.
+#[derive(Clone, Debug, PartialEq)]
+pub(crate) struct ProcessConfig {
+    /// `LAZYWGPU_PROFILE=1`: time every kernel (where the adapter has
+    /// timestamp queries), submitting on the caller's thread.
+    pub profile: bool,
+    /// `LAZYWGPU_SUBMIT_THREAD=1|0`: submit on a thread of its own or on
+    /// the caller's; `None`: a thread on CPU adapters only.
+    pub submit_thread: Option<bool>,
+    /// `WGPU_ADAPTER_NAME`: part of the name of the adapter to use.
+    pub adapter_name: Option<String>,
+    /// Where the pipeline and tuning caches live: `LAZYWGPU_CACHE_DIR`
+    /// (`off` or `0`: nowhere), else `$XDG_CACHE_HOME/lazywgpu`, else
+    /// `$HOME/.cache/lazywgpu`.
+    pub cache_dir: Option<PathBuf>,
+    /// `LAZYWGPU_DEVICE=gpu|cpu|auto`, lowercased: what `Device::default`
+    /// makes (empty: `auto`).
+    pub device: String,
+    /// `LAZYWGPU_REQUIRE_GPU` is set: a missing adapter fails a test
+    /// instead of skipping it.
+    pub require_gpu: bool,
+    /// `LAZYWGPU_COLLECTIVE_TIMEOUT` (seconds, positive and finite).
+    pub collective_timeout: Option<Duration>,
+    /// Lavapipe's `LP_NUM_THREADS` and `LP_NATIVE_VECTOR_WIDTH`, where
+    /// set: they change what is fastest, so they are part of a tuning key.
+    pub lavapipe: Vec<(&'static str, String)>,
+}
+
+impl ProcessConfig {
+    /// The process's switches, read from the environment at the first
+    /// call.
+    pub fn get() -> &'static ProcessConfig {
+        static CONFIG: OnceLock<ProcessConfig> = OnceLock::new();
+        CONFIG.get_or_init(ProcessConfig::from_env)
+    }
+
+    fn from_env() -> ProcessConfig {
+        ProcessConfig::from_vars(&|name| std::env::var_os(name))
+    }
+
+    /// The switches as `var` gives the environment's variables.
+    fn from_vars(var: &dyn Fn(&str) -> Option<std::ffi::OsString>) -> ProcessConfig {
+        let text = |name: &str| {
+            var(name)
+                .and_then(|v| v.into_string().ok())
+                .filter(|v| !v.is_empty())
+        };
+        let cache_dir = match var("LAZYWGPU_CACHE_DIR") {
+            Some(dir) if dir == "off" || dir == "0" => None,
+            Some(dir) if !dir.is_empty() => Some(PathBuf::from(dir)),
+            _ => var("XDG_CACHE_HOME")
+                .filter(|d| !d.is_empty())
+                .map(PathBuf::from)
+                .or_else(|| var("HOME").map(|h| PathBuf::from(h).join(".cache")))
+                .map(|base| base.join("lazywgpu")),
+        };
+        ProcessConfig {
+            profile: text("LAZYWGPU_PROFILE").is_some_and(|v| v == "1"),
+            submit_thread: match text("LAZYWGPU_SUBMIT_THREAD").as_deref() {
+                Some("1") => Some(true),
+                Some("0") => Some(false),
+                _ => None,
+            },
+            adapter_name: text("WGPU_ADAPTER_NAME"),
+            cache_dir,
+            device: text("LAZYWGPU_DEVICE").unwrap_or_default().to_lowercase(),
+            require_gpu: var("LAZYWGPU_REQUIRE_GPU").is_some(),
+            collective_timeout: text("LAZYWGPU_COLLECTIVE_TIMEOUT")
+                .and_then(|s| s.parse::<f64>().ok())
+                .filter(|s| s.is_finite() && *s > 0.0)
+                .map(Duration::from_secs_f64),
+            lavapipe: ["LP_NUM_THREADS", "LP_NATIVE_VECTOR_WIDTH"]
+                .into_iter()
+                .filter_map(|name| Some((name, text(name)?)))
+                .collect(),
+        }
+    }
+}
+
 fn env_flag(name: &str) -> bool {
     std::env::var(name).is_ok_and(|v| !v.is_empty() && v != "0")
 }
@@ -254,6 +339,51 @@ impl DeviceConfig {
             recompile_budget: env_count("LAZYWGPU_RECOMPILE_BUDGET"),
             checks: env_flag("LAZYWGPU_CHECK"),
         }
+    }
+}
+
+#[cfg(test)]
+mod process_tests {
+    use super::*;
+    use std::collections::HashMap;
+    use std::ffi::OsString;
+
+    fn from(vars: &[(&str, &str)]) -> ProcessConfig {
+        let map: HashMap<String, OsString> = vars
+            .iter()
+            .map(|&(k, v)| (k.to_string(), OsString::from(v)))
+            .collect();
+        ProcessConfig::from_vars(&|name| map.get(name).cloned())
+    }
+
+    #[test]
+    fn process_switches_parse_from_the_environment() {
+        let c = from(&[
+            ("LAZYWGPU_PROFILE", "1"),
+            ("LAZYWGPU_SUBMIT_THREAD", "0"),
+            ("LAZYWGPU_DEVICE", "GPU"),
+            ("LAZYWGPU_COLLECTIVE_TIMEOUT", "2.5"),
+            ("LP_NUM_THREADS", "1"),
+            ("HOME", "/home/u"),
+        ]);
+        assert!(c.profile && !c.require_gpu);
+        assert_eq!(c.submit_thread, Some(false));
+        assert_eq!(c.device, "gpu");
+        assert_eq!(c.collective_timeout, Some(Duration::from_millis(2500)));
+        assert_eq!(c.lavapipe, vec![("LP_NUM_THREADS", "1".to_string())]);
+        assert_eq!(c.cache_dir, Some(PathBuf::from("/home/u/.cache/lazywgpu")));
+        let c = from(&[
+            ("LAZYWGPU_CACHE_DIR", "off"),
+            ("LAZYWGPU_COLLECTIVE_TIMEOUT", "-1"),
+            ("LAZYWGPU_SUBMIT_THREAD", "maybe"),
+            ("LAZYWGPU_REQUIRE_GPU", ""),
+        ]);
+        assert_eq!(c.cache_dir, None);
+        assert_eq!(c.collective_timeout, None, "not positive: the default");
+        assert_eq!(c.submit_thread, None, "not 0 or 1: by adapter kind");
+        assert!(c.require_gpu, "set, even empty");
+        let c = from(&[("XDG_CACHE_HOME", "/x"), ("HOME", "/home/u")]);
+        assert_eq!(c.cache_dir, Some(PathBuf::from("/x/lazywgpu")));
     }
 }
 

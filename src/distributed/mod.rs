@@ -115,11 +115,8 @@ pub fn init() -> Result<ProcessGroup> {
 
 /// The timeout from `LAZYWGPU_COLLECTIVE_TIMEOUT` (seconds).
 fn timeout_from_env() -> Duration {
-    std::env::var("LAZYWGPU_COLLECTIVE_TIMEOUT")
-        .ok()
-        .and_then(|s| s.parse::<f64>().ok())
-        .filter(|s| s.is_finite() && *s > 0.0)
-        .map(Duration::from_secs_f64)
+    crate::config::ProcessConfig::get()
+        .collective_timeout
         .unwrap_or(DEFAULT_TIMEOUT)
 }
 

@@ -120,7 +120,7 @@ impl Device {
     #[cfg(test)]
     pub(crate) fn gpu_for_target(target: Target) -> Option<Device> {
         let Ok(ctx) = GpuContext::shared() else {
-            let required = std::env::var_os("LAZYWGPU_REQUIRE_GPU").is_some();
+            let required = crate::config::ProcessConfig::get().require_gpu;
             assert!(
                 !required,
                 "LAZYWGPU_REQUIRE_GPU is set but no adapter was found"
@@ -730,10 +730,7 @@ impl Default for Device {
     /// demanded one, and with `cpu` (as with [`Device::cpu`]) nothing is
     /// printed, since nothing was chosen for the user.
     fn default() -> Device {
-        let choice = std::env::var("LAZYWGPU_DEVICE")
-            .unwrap_or_default()
-            .to_lowercase();
-        match choice.as_str() {
+        match crate::config::ProcessConfig::get().device.as_str() {
             "cpu" => Device::cpu(),
             "gpu" => match Device::gpu() {
                 Ok(dev) => dev,

@@ -54,5 +54,5 @@ impl KernelProfile {
 
 /// Whether `LAZYWGPU_PROFILE=1` asks for kernel timings.
 pub(crate) fn requested() -> bool {
-    std::env::var("LAZYWGPU_PROFILE").is_ok_and(|v| v == "1")
+    crate::config::ProcessConfig::get().profile
 }

@@ -98,10 +98,8 @@ pub(crate) fn adapter_facts(ctx: &GpuContext) -> String {
     if info.device_type == wgpu::DeviceType::Cpu {
         let threads = std::thread::available_parallelism().map_or(0, |n| n.get());
         facts.push_str(&format!("; cpu={}; threads={threads}", cpu_model()));
-        for var in ["LP_NUM_THREADS", "LP_NATIVE_VECTOR_WIDTH"] {
-            if let Ok(v) = std::env::var(var) {
-                facts.push_str(&format!("; {var}={v}"));
-            }
+        for (var, v) in &crate::config::ProcessConfig::get().lavapipe {
+            facts.push_str(&format!("; {var}={v}"));
         }
     }
     facts.replace('\n', " ")

@@ -1,6 +1,7 @@
 //! The process's wgpu adapter, device and queue: created once, shared by
 //! every GPU `Device`; uploads, submission, and the one wait (readback).
 
+use crate::config::ProcessConfig;
 use crate::dtype::DType;
 use std::sync::{Arc, Mutex, OnceLock};
 
@@ -157,11 +158,10 @@ impl GpuContext {
         // Profiling submits on the caller's thread: lavapipe's timestamps
         // of work submitted from the submission thread came out inflated
         // several times over (their sum exceeded the step's wall time).
-        let threaded = match std::env::var("LAZYWGPU_SUBMIT_THREAD").as_deref() {
-            Ok("1") => true,
-            Ok("0") => false,
-            _ => info.device_type == wgpu::DeviceType::Cpu,
-        } && !profiling;
+        let threaded = ProcessConfig::get()
+            .submit_thread
+            .unwrap_or(info.device_type == wgpu::DeviceType::Cpu)
+            && !profiling;
         let clock = Arc::new(DeviceClock::default());
         let submitter = if threaded {
             Some(Submitter::start(queue.clone(), clock.clone()).map_err(|e| {
@@ -488,7 +488,7 @@ fn watch_completions(
 }
 
 async fn choose_adapter(instance: &wgpu::Instance) -> Result<wgpu::Adapter> {
-    if let Ok(name) = std::env::var("WGPU_ADAPTER_NAME") {
+    if let Some(name) = &ProcessConfig::get().adapter_name {
         let wanted = name.to_lowercase();
         let adapters = instance.enumerate_adapters(wgpu::Backends::all()).await;
         let names: Vec<String> = adapters.iter().map(|a| a.get_info().name).collect();

@@ -24,19 +24,9 @@ pub(crate) struct DiskPipelineCache {
     saved_at: Mutex<Option<Instant>>,
 }
 
-/// The cache directory the environment asks for, if any.
+/// The cache directory (`ProcessConfig::cache_dir`), if any.
 pub(crate) fn cache_dir() -> Option<PathBuf> {
-    match std::env::var_os("LAZYWGPU_CACHE_DIR") {
-        Some(dir) if dir == "off" || dir == "0" => None,
-        Some(dir) if !dir.is_empty() => Some(PathBuf::from(dir)),
-        _ => {
-            let base = std::env::var_os("XDG_CACHE_HOME")
-                .filter(|d| !d.is_empty())
-                .map(PathBuf::from)
-                .or_else(|| std::env::var_os("HOME").map(|h| PathBuf::from(h).join(".cache")))?;
-            Some(base.join("lazywgpu"))
-        }
-    }
+    crate::config::ProcessConfig::get().cache_dir.clone()
 }
 
 impl DiskPipelineCache {
