@@ -39,12 +39,15 @@ pub struct DeviceConfig {
     pub reduce: Option<ReduceChoice>,
     /// Kernel autotuning on the adapter (`LAZYWGPU_AUTOTUNE=off|fast|full`):
     /// the first device made on an adapter times the matmul kernels it
-    /// can run and keeps the fastest, cached per adapter and driver in
-    /// the cache directory (`LAZYWGPU_CACHE_DIR`), so later runs read the
-    /// winner and time nothing. `None`: `fast` on GPUs, `off` on CPU
-    /// adapters such as lavapipe, whose built-in choice was measured by
-    /// hand. Ignored where `matmul` names a kernel. See
-    /// [`AdapterReport::tuning`](crate::AdapterReport::tuning).
+    /// can run, and five rules by which a reduction's sizes pick its
+    /// kernel, and keeps the fastest of each, cached per adapter and
+    /// driver in the cache directory (`LAZYWGPU_CACHE_DIR`), so later
+    /// runs read the winners and time nothing. `None`: `fast` on GPUs,
+    /// `off` on CPU adapters such as lavapipe, whose built-in choices were
+    /// measured by hand. The matmul is not tuned where `matmul` names a
+    /// kernel, nor the reductions where `reduce` does. See
+    /// [`AdapterReport::tuning`](crate::AdapterReport::tuning) and
+    /// [`AdapterReport::reduce_tuning`](crate::AdapterReport::reduce_tuning).
     pub autotune: Option<Autotune>,
     /// The most bytes this device's buffers may hold, live and idle in its
     /// pool together (`LAZYWGPU_MEMORY_LIMIT=BYTES`, with an optional `K`,
@@ -130,10 +133,10 @@ impl ReduceChoice {
 pub enum Autotune {
     /// The built-in choices; nothing is timed or read.
     Off,
-    /// Three products (1024^3 and two training-step shapes), three timed
-    /// runs each per candidate.
+    /// Three products (1024^3 and two training-step shapes) and six
+    /// reductions of 2M elements, three timed runs each per candidate.
     Fast,
-    /// Six products, seven timed runs each.
+    /// Six products and nine reductions, seven timed runs each.
     Full,
 }
 

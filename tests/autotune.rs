@@ -1,7 +1,7 @@
 //! Autotuning on the adapter the tests run on: the first device with
-//! tuning on times the matmul candidates, writes the winner to the
-//! tuning cache and reports it; a second device reads it back without
-//! timing; the chosen kernel computes right. One test in its own binary:
+//! tuning on times the matmul candidates and the reduction rules, writes
+//! the winners to the tuning cache and reports them; a second device
+//! reads them back without timing; the chosen kernels compute right. One test in its own binary:
 //! it points the cache directory at a fresh folder through the
 //! environment before any device exists.
 
@@ -51,12 +51,30 @@ fn the_first_device_tunes_and_the_next_reads_the_winner() {
         })
         .collect();
     assert_eq!(files.len(), 1);
+    // The reduction rule: five candidates timed, the built-in first, the
+    // winner the rule the device's reductions follow.
+    let reduce = report.reduce_tuning.clone().expect("reductions tuned");
+    assert!(!reduce.from_cache && reduce.seconds > 0.0, "{reduce}");
+    assert_eq!(reduce.builtin, "tree-from-256");
+    assert_eq!(reduce.timings.len(), 5, "{reduce}");
+    assert!(
+        reduce.timings.iter().all(|t| t.relative.is_some()),
+        "{reduce}"
+    );
+    assert_eq!(report.reduce_rule, reduce.winner, "{report}");
 
     let second = Device::gpu_with(config).unwrap();
-    let again = second.adapter().unwrap().tuning.unwrap();
+    let second_report = second.adapter().unwrap();
+    let again = second_report.tuning.clone().unwrap();
     assert!(again.from_cache && again.seconds == 0.0, "{again}");
     assert_eq!(again.winner, tuning.winner);
     assert_eq!(again.timings, tuning.timings);
+    let reduce_again = second_report.reduce_tuning.clone().unwrap();
+    assert!(reduce_again.from_cache, "{reduce_again}");
+    assert_eq!(
+        (reduce_again.winner, reduce_again.timings),
+        (reduce.winner, reduce.timings)
+    );
 
     // Tuning off, or a kernel named, leaves the built-in or named kernel.
     let off = Device::gpu_with(DeviceConfig {
@@ -64,7 +82,9 @@ fn the_first_device_tunes_and_the_next_reads_the_winner() {
         ..DeviceConfig::default()
     })
     .unwrap();
-    assert!(off.adapter().unwrap().tuning.is_none());
+    let off_report = off.adapter().unwrap();
+    assert!(off_report.tuning.is_none() && off_report.reduce_tuning.is_none());
+    assert_eq!(off_report.reduce_rule, "tree-from-256");
 
     // The tuned device's product against an f64 one.
     let (m, k, n) = (37, 300, 45);
@@ -75,5 +95,21 @@ fn the_first_device_tunes_and_the_next_reads_the_winner() {
     let bt = Tensor::from_vec(b, [k, n], &second).unwrap();
     let got = at.matmul(&bt).to_vec::<f32>().unwrap();
     common::assert_close(&got, &want, 1e-4, 1e-4, "tuned matmul");
+    // The tuned rule's sums over rows of several lengths and columns,
+    // against f64 sums.
+    for (rows, cols) in [(300, 7), (40, 1000), (3, 5000)] {
+        let host = common::data(rows * cols, 5);
+        let x = Tensor::from_vec(host.clone(), [rows, cols], &second).unwrap();
+        let by_row = x.sum([1], false).to_vec::<f32>().unwrap();
+        let by_col = x.sum([0], false).to_vec::<f32>().unwrap();
+        let row_want: Vec<f32> = (0..rows)
+            .map(|r| (0..cols).map(|c| host[r * cols + c] as f64).sum::<f64>() as f32)
+            .collect();
+        let col_want: Vec<f32> = (0..cols)
+            .map(|c| (0..rows).map(|r| host[r * cols + c] as f64).sum::<f64>() as f32)
+            .collect();
+        common::assert_close(&by_row, &row_want, 1e-4, 1e-4, "tuned row sums");
+        common::assert_close(&by_col, &col_want, 1e-4, 1e-4, "tuned column sums");
+    }
     let _ = std::fs::remove_dir_all(&dir);
 }

@@ -48,6 +48,7 @@ pub(super) fn reduce(
         },
         (g.context().target.reduce, g.context().precedent(red.root)),
         g.context().target.loop_budget(1),
+        g.context().target.reduce_rule,
     );
     let groups = total.div_ceil(WORKGROUP_SIZE as usize);
     let (entry, body, groups) = match strategy {

@@ -17,8 +17,8 @@ pub(crate) use donation::{reads_output_elsewhere, reads_output_off_its_stores};
 pub(crate) use legalise::legalise;
 pub(crate) use program::{Declared, Entry, Helpers, Kernel, WorkgroupArray};
 pub(crate) use strategy::{
-    GPU_ROW_MIN, LaneTile, Precedents, ReduceShape, ReduceStrategy, SoftmaxStrategy, Strategy,
-    WORKGROUP_SIZE, choose_reduce, choose_softmax, choose_vec4, lane_reads_a_in_place,
+    GPU_ROW_MIN, LaneTile, Precedents, ReduceRule, ReduceShape, ReduceStrategy, SoftmaxStrategy,
+    Strategy, WORKGROUP_SIZE, choose_reduce, choose_softmax, choose_vec4, lane_reads_a_in_place,
     lane_reads_b_in_place,
 };
 pub(crate) use target::{LaneAdapter, MatmulKernel, ReduceSplit, Target};

@@ -181,21 +181,87 @@ pub(crate) struct ReduceShape {
     pub vectorizable: bool,
 }
 
+/// Which reduction kernel sizes alone pick (where nothing is forced or
+/// kept from a site's earlier sizes): a workgroup tree from `tree_from`
+/// elements an output (a split reduction's part), else sums by fours
+/// where they are valid and `by_fours`, else one invocation per output.
+/// A value of `Target` (`Target::reduce_rule`) that tuning may change on
+/// the adapter (`tune::reduce`); `BUILT_IN` was measured on lavapipe.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct ReduceRule {
+    /// Elements an output from which a workgroup tree reduces it.
+    pub tree_from: usize,
+    /// Whether split sums over trailing dims read four elements at a time.
+    pub by_fours: bool,
+}
+
+impl ReduceRule {
+    /// The rule without tuning: a tree from a workgroup's 256 elements.
+    pub const BUILT_IN: ReduceRule = ReduceRule {
+        tree_from: WORKGROUP_SIZE,
+        by_fours: true,
+    };
+
+    /// The rules tuning times, the built-in one first: the tree from a
+    /// quarter, 4 and 16 times as many elements, and no sums by fours.
+    pub const CANDIDATES: [ReduceRule; 5] = [
+        ReduceRule::BUILT_IN,
+        ReduceRule {
+            tree_from: 64,
+            by_fours: true,
+        },
+        ReduceRule {
+            tree_from: 1024,
+            by_fours: true,
+        },
+        ReduceRule {
+            tree_from: 4096,
+            by_fours: true,
+        },
+        ReduceRule {
+            tree_from: WORKGROUP_SIZE,
+            by_fours: false,
+        },
+    ];
+
+    /// The name it is cached and reported under: `tree-from-256`, with
+    /// `-no-fours` where sums are not read by fours.
+    pub fn name(&self) -> String {
+        let fours = if self.by_fours { "" } else { "-no-fours" };
+        format!("tree-from-{}{fours}", self.tree_from)
+    }
+
+    /// The candidate named `name`.
+    pub fn parse(name: &str) -> Option<ReduceRule> {
+        ReduceRule::CANDIDATES
+            .into_iter()
+            .find(|r| r.name() == name)
+    }
+}
+
 /// The strategy for a reduction of `shape`: the `forced` one
 /// (`Target::reduce`) where that is valid for `shape`, else its
-/// precedent's where that is, in a kernel whose loops may run
-/// `loop_budget` iterations (`Target::loop_budget`).
+/// precedent's where that is, else `rule`'s, in a kernel whose loops may
+/// run `loop_budget` iterations (`Target::loop_budget`).
 pub(crate) fn choose_reduce(
     shape: ReduceShape,
     (forced, precedent): (Option<ReduceStrategy>, Option<Strategy>),
     loop_budget: Option<usize>,
+    rule: ReduceRule,
 ) -> ReduceStrategy {
     if let Some(f) = forced.filter(|&f| reduce_valid(f, shape, loop_budget)) {
         return f;
     }
     match precedent {
         Some(Strategy::Reduce(kept)) if reduce_valid(kept, shape, loop_budget) => kept,
-        _ => reduce_for(shape),
+        _ => {
+            let chosen = reduce_for(shape, rule);
+            if reduce_valid(chosen, shape, loop_budget) {
+                chosen
+            } else {
+                ReduceStrategy::WorkgroupTree
+            }
+        }
     }
 }
 
@@ -212,13 +278,13 @@ fn reduce_valid(strategy: ReduceStrategy, shape: ReduceShape, loop_budget: Optio
     }
 }
 
-/// The strategy for a reduction of `shape`, by its sizes alone.
-fn reduce_for(shape: ReduceShape) -> ReduceStrategy {
+/// The strategy `rule` gives a reduction of `shape` by its sizes.
+fn reduce_for(shape: ReduceShape, rule: ReduceRule) -> ReduceStrategy {
     let chunk = shape.reduced.div_ceil(shape.parts).max(1);
-    if chunk >= WORKGROUP_SIZE {
+    if chunk >= rule.tree_from {
         return ReduceStrategy::WorkgroupTree;
     }
-    if by_fours(shape) {
+    if rule.by_fours && by_fours(shape) {
         ReduceStrategy::SumByFours
     } else {
         ReduceStrategy::PerInvocation
@@ -329,17 +395,22 @@ mod tests {
     fn reductions_by_size_and_layout() {
         // W2's first stage: 16M elements in 131,072 parts of 128.
         assert_eq!(
-            choose_reduce(sum(1 << 24, 1 << 17), (None, None), LIMIT),
+            choose_reduce(
+                sum(1 << 24, 1 << 17),
+                (None, None),
+                LIMIT,
+                ReduceRule::BUILT_IN
+            ),
             ReduceStrategy::SumByFours
         );
         // Its second stage: 131,072 partial sums, one output.
         assert_eq!(
-            choose_reduce(sum(1 << 17, 1), (None, None), LIMIT),
+            choose_reduce(sum(1 << 17, 1), (None, None), LIMIT, ReduceRule::BUILT_IN),
             ReduceStrategy::WorkgroupTree
         );
         // A row sum of 100: one invocation per row.
         assert_eq!(
-            choose_reduce(sum(100, 1), (None, None), LIMIT),
+            choose_reduce(sum(100, 1), (None, None), LIMIT, ReduceRule::BUILT_IN),
             ReduceStrategy::PerInvocation
         );
         // A split max, or a strided split sum, is not read by fours.
@@ -348,7 +419,7 @@ mod tests {
             ..sum(1 << 20, 8192)
         };
         assert_eq!(
-            choose_reduce(max, (None, None), LIMIT),
+            choose_reduce(max, (None, None), LIMIT, ReduceRule::BUILT_IN),
             ReduceStrategy::PerInvocation
         );
         let strided = ReduceShape {
@@ -356,7 +427,7 @@ mod tests {
             ..sum(1 << 20, 8192)
         };
         assert_eq!(
-            choose_reduce(strided, (None, None), LIMIT),
+            choose_reduce(strided, (None, None), LIMIT, ReduceRule::BUILT_IN),
             ReduceStrategy::PerInvocation
         );
     }
@@ -413,31 +484,75 @@ mod tests {
     }
 
     #[test]
+    fn a_tuned_rule_moves_the_tree_threshold_and_may_drop_sums_by_fours() {
+        use ReduceStrategy::*;
+        let pick = |shape, rule| choose_reduce(shape, (None, None), LIMIT, rule);
+        let from_1024 = ReduceRule::parse("tree-from-1024").expect("a candidate");
+        let from_64 = ReduceRule::parse("tree-from-64").expect("a candidate");
+        assert_eq!(pick(sum(1000, 1), ReduceRule::BUILT_IN), WorkgroupTree);
+        assert_eq!(pick(sum(1000, 1), from_1024), PerInvocation);
+        assert_eq!(pick(sum(100, 1), from_64), WorkgroupTree);
+        let no_fours = ReduceRule::parse("tree-from-256-no-fours").expect("a candidate");
+        assert_eq!(pick(sum(1 << 24, 1 << 17), no_fours), PerInvocation);
+        // A rule's pick that would loop past the loop limit takes a tree.
+        let never = ReduceRule {
+            tree_from: usize::MAX,
+            by_fours: true,
+        };
+        assert_eq!(pick(sum(1 << 20, 1), never), WorkgroupTree);
+        // Every candidate's name reads back as itself, the built-in first.
+        for rule in ReduceRule::CANDIDATES {
+            assert_eq!(ReduceRule::parse(&rule.name()), Some(rule));
+        }
+        assert_eq!(ReduceRule::CANDIDATES[0], ReduceRule::BUILT_IN);
+    }
+
+    #[test]
     fn a_forced_reduction_is_used_where_valid_and_before_a_precedent() {
         use ReduceStrategy::*;
         let tree = Some(Strategy::Reduce(WorkgroupTree));
         // Sizes alone would take a tree for 1,000 elements a result.
         assert_eq!(
-            choose_reduce(sum(1000, 1), (None, None), LIMIT),
+            choose_reduce(sum(1000, 1), (None, None), LIMIT, ReduceRule::BUILT_IN),
             WorkgroupTree
         );
         assert_eq!(
-            choose_reduce(sum(1000, 1), (Some(PerInvocation), tree), LIMIT),
+            choose_reduce(
+                sum(1000, 1),
+                (Some(PerInvocation), tree),
+                LIMIT,
+                ReduceRule::BUILT_IN
+            ),
             PerInvocation
         );
         // Sizes alone: one invocation per short result.
         assert_eq!(
-            choose_reduce(sum(10, 1), (Some(WorkgroupTree), None), LIMIT),
+            choose_reduce(
+                sum(10, 1),
+                (Some(WorkgroupTree), None),
+                LIMIT,
+                ReduceRule::BUILT_IN
+            ),
             WorkgroupTree
         );
         assert_eq!(
-            choose_reduce(sum(4096, 32), (Some(SumByFours), None), LIMIT),
+            choose_reduce(
+                sum(4096, 32),
+                (Some(SumByFours), None),
+                LIMIT,
+                ReduceRule::BUILT_IN
+            ),
             SumByFours
         );
         // Not valid: by fours for an unsplit sum or a max; one invocation
         // past the loop budget. The built-in choice instead.
         assert_eq!(
-            choose_reduce(sum(4096, 1), (Some(SumByFours), None), LIMIT),
+            choose_reduce(
+                sum(4096, 1),
+                (Some(SumByFours), None),
+                LIMIT,
+                ReduceRule::BUILT_IN
+            ),
             WorkgroupTree
         );
         let max = ReduceShape {
@@ -445,11 +560,16 @@ mod tests {
             ..sum(4096, 32)
         };
         assert_eq!(
-            choose_reduce(max, (Some(SumByFours), None), LIMIT),
-            choose_reduce(max, (None, None), LIMIT)
+            choose_reduce(max, (Some(SumByFours), None), LIMIT, ReduceRule::BUILT_IN),
+            choose_reduce(max, (None, None), LIMIT, ReduceRule::BUILT_IN)
         );
         assert_eq!(
-            choose_reduce(sum(70_000, 1), (Some(PerInvocation), None), LIMIT),
+            choose_reduce(
+                sum(70_000, 1),
+                (Some(PerInvocation), None),
+                LIMIT,
+                ReduceRule::BUILT_IN
+            ),
             WorkgroupTree
         );
     }
@@ -461,45 +581,80 @@ mod tests {
         // A loss summed over a batch of 64 (640 elements, a workgroup
         // tree), then of 17 (170 elements): the tree is kept.
         assert_eq!(
-            choose_reduce(sum(170, 1), (None, None), LIMIT),
+            choose_reduce(sum(170, 1), (None, None), LIMIT, ReduceRule::BUILT_IN),
             PerInvocation
         );
         assert_eq!(
-            choose_reduce(sum(170, 1), (None, reduce(WorkgroupTree)), LIMIT),
+            choose_reduce(
+                sum(170, 1),
+                (None, reduce(WorkgroupTree)),
+                LIMIT,
+                ReduceRule::BUILT_IN
+            ),
             WorkgroupTree
         );
         assert_eq!(
-            choose_reduce(sum(1 << 15, 1), (None, reduce(PerInvocation)), LIMIT),
+            choose_reduce(
+                sum(1 << 15, 1),
+                (None, reduce(PerInvocation)),
+                LIMIT,
+                ReduceRule::BUILT_IN
+            ),
             PerInvocation
         );
         // Past the kernel's loop budget, one invocation per output would
         // stop early (lavapipe: 65,535 iterations): a tree instead, and
         // kept where nothing cuts loops short.
         assert_eq!(
-            choose_reduce(sum(70_000, 1), (None, reduce(PerInvocation)), LIMIT),
+            choose_reduce(
+                sum(70_000, 1),
+                (None, reduce(PerInvocation)),
+                LIMIT,
+                ReduceRule::BUILT_IN
+            ),
             WorkgroupTree
         );
         assert_eq!(
-            choose_reduce(sum(60_000 * 4, 4), (None, reduce(PerInvocation)), LIMIT),
+            choose_reduce(
+                sum(60_000 * 4, 4),
+                (None, reduce(PerInvocation)),
+                LIMIT,
+                ReduceRule::BUILT_IN
+            ),
             PerInvocation
         );
         assert_eq!(
-            choose_reduce(sum(1 << 20, 1), (None, reduce(PerInvocation)), None),
+            choose_reduce(
+                sum(1 << 20, 1),
+                (None, reduce(PerInvocation)),
+                None,
+                ReduceRule::BUILT_IN
+            ),
             PerInvocation
         );
         // Sums by fours need a multiple of four elements.
         assert_eq!(
-            choose_reduce(sum(4096, 32), (None, reduce(SumByFours)), LIMIT),
+            choose_reduce(
+                sum(4096, 32),
+                (None, reduce(SumByFours)),
+                LIMIT,
+                ReduceRule::BUILT_IN
+            ),
             SumByFours
         );
         assert_eq!(
-            choose_reduce(sum(4094, 32), (None, reduce(SumByFours)), LIMIT),
+            choose_reduce(
+                sum(4094, 32),
+                (None, reduce(SumByFours)),
+                LIMIT,
+                ReduceRule::BUILT_IN
+            ),
             PerInvocation
         );
         // Another kind of precedent (the site's graph changed) is ignored.
         let other = Some(Strategy::RowNorm);
         assert_eq!(
-            choose_reduce(sum(170, 1), (None, other), LIMIT),
+            choose_reduce(sum(170, 1), (None, other), LIMIT, ReduceRule::BUILT_IN),
             PerInvocation
         );
 

@@ -4,7 +4,7 @@
 //! A `Target` can be written by hand, so lowering and code generation are
 //! testable without an adapter.
 
-use super::strategy::ReduceStrategy;
+use super::strategy::{ReduceRule, ReduceStrategy};
 /// The adapter facts and choices that shape generated kernels.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub(crate) struct Target {
@@ -41,6 +41,9 @@ pub(crate) struct Target {
     /// The reduction strategy to use wherever it is valid
     /// (`DeviceConfig::reduce`); `None`: chosen by sizes.
     pub reduce: Option<ReduceStrategy>,
+    /// How sizes choose a reduction kernel: the built-in rule, or the one
+    /// tuning found fastest on the adapter (`tune::reduce`).
+    pub reduce_rule: ReduceRule,
 }
 
 /// When and how finely a long reduction into few results is split into
@@ -159,6 +162,7 @@ impl Target {
             },
             rows_per_workgroup: !cpu,
             reduce: None,
+            reduce_rule: ReduceRule::BUILT_IN,
         }
     }
 
@@ -170,6 +174,14 @@ impl Target {
             crate::ReduceChoice::WorkgroupTree => ReduceStrategy::WorkgroupTree,
         });
         Target { reduce, ..self }
+    }
+
+    /// This target with reductions chosen by `rule` (a tuned one).
+    pub fn with_reduce_rule(self, rule: ReduceRule) -> Target {
+        Target {
+            reduce_rule: rule,
+            ..self
+        }
     }
 
     /// The iterations each of `loops` long loops of one kernel may run so
@@ -203,6 +215,7 @@ impl Target {
             reduce_split: ReduceSplit::CPU,
             rows_per_workgroup: false,
             reduce: None,
+            reduce_rule: ReduceRule::BUILT_IN,
         }
     }
 }

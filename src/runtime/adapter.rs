@@ -41,17 +41,25 @@ pub struct AdapterReport {
     pub matmul_kernel: String,
     /// The loop-iteration limit lowering respects (`None`: no limit).
     pub loop_limit: Option<usize>,
-    /// What autotuning chose and measured, where it ran or was read from
-    /// the tuning cache (see [`crate::DeviceConfig::autotune`]).
+    /// The rule by which a reduction's sizes pick its kernel
+    /// (`tree-from-256`: a workgroup tree from 256 elements an output;
+    /// `-no-fours`: split sums do not read four elements at a time).
+    pub reduce_rule: String,
+    /// What autotuning chose and measured for the matmul kernel, where it
+    /// ran or was read from the tuning cache (see
+    /// [`crate::DeviceConfig::autotune`]).
     pub tuning: Option<crate::Tuning>,
+    /// What autotuning chose and measured for the reduction rule.
+    pub reduce_tuning: Option<crate::Tuning>,
 }
 
 impl AdapterReport {
     pub(crate) fn of(
         ctx: &GpuContext,
         target: &Target,
-        tuning: Option<crate::Tuning>,
+        tunings: Vec<crate::Tuning>,
     ) -> AdapterReport {
+        let of_kind = |kind: &str| tunings.iter().find(|t| t.kind == kind).cloned();
         let features = ctx
             .features
             .iter_names()
@@ -82,7 +90,9 @@ impl AdapterReport {
             features,
             matmul_kernel,
             loop_limit: target.loop_limit,
-            tuning,
+            reduce_rule: target.reduce_rule.name(),
+            tuning: of_kind("matmul"),
+            reduce_tuning: of_kind("reduce"),
         }
     }
 }
@@ -109,15 +119,16 @@ impl fmt::Display for AdapterReport {
         )?;
         writeln!(
             f,
-            "subgroups {}..={}, matmul {}, loop limit {}",
+            "subgroups {}..={}, matmul {}, reductions {}, loop limit {}",
             self.subgroup_sizes.0,
             self.subgroup_sizes.1,
             self.matmul_kernel,
+            self.reduce_rule,
             self.loop_limit
                 .map_or("none".to_string(), |l| l.to_string())
         )?;
         write!(f, "features: {}", self.features.join(", "))?;
-        if let Some(t) = &self.tuning {
+        for t in self.tuning.iter().chain(&self.reduce_tuning) {
             write!(f, "\ntuned {t}")?;
         }
         Ok(())

@@ -51,8 +51,9 @@ pub(crate) struct DeviceInner {
     /// Per-step host, device and hidden time (GPU devices).
     step_clock: StepClock,
     config: DeviceConfig,
-    /// What tuning chose for this device (GPU devices with tuning on).
-    pub tuning: Mutex<Option<crate::Tuning>>,
+    /// What tuning chose for this device, one per kind tuned (GPU devices
+    /// with tuning on).
+    pub tuning: Mutex<Vec<crate::Tuning>>,
 }
 
 pub(crate) enum Backend {
@@ -93,7 +94,7 @@ impl Device {
                 guards: Guards::new(),
                 step_clock: StepClock::default(),
                 config,
-                tuning: Mutex::new(None),
+                tuning: Mutex::new(Vec::new()),
             }),
         }
     }
@@ -136,29 +137,45 @@ impl Device {
     /// A device on `ctx`'s adapter, generating code for it, with the
     /// matmul kernel the config names, else the tuned one (read from the
     /// tuning cache or timed now; see [`DeviceConfig::autotune`]), else
-    /// the adapter's built-in choice.
+    /// the adapter's built-in choice; and reductions chosen by the tuned
+    /// rule where there is one (`tune::reduce`).
     pub(crate) fn on_context(ctx: Arc<GpuContext>, config: DeviceConfig) -> Device {
         let started = std::time::Instant::now();
-        let tuning = crate::tune::matmul::tune(&ctx, &config);
-        let tuned = tuning
+        let matmul = crate::tune::matmul::tune(&ctx, &config);
+        let reduce = crate::tune::reduce::tune(&ctx, &config);
+        let tuned = matmul
             .as_ref()
             .and_then(|t| crate::tune::matmul::parse(&t.winner));
+        let rule = reduce
+            .as_ref()
+            .and_then(|t| crate::kernel::ReduceRule::parse(&t.winner))
+            .unwrap_or(crate::kernel::ReduceRule::BUILT_IN);
         let target = Target::for_adapter(
             &ctx.info,
             &ctx.limits,
             ctx.features,
             config.matmul.or(tuned),
         )
-        .forcing_reduce(config.reduce);
+        .forcing_reduce(config.reduce)
+        .with_reduce_rule(rule);
         let dev = Device::with_backend(Backend::Gpu(ctx, target), config);
-        if let Some(t) = &tuning {
+        let tunings: Vec<crate::Tuning> = matmul.into_iter().chain(reduce).collect();
+        if !tunings.is_empty() {
             dev.inner.metrics.record("autotune", started.elapsed());
+        }
+        for t in &tunings {
             log::info!("autotune {t}");
         }
         if let Ok(mut slot) = dev.inner.tuning.lock() {
-            *slot = tuning;
+            *slot = tunings;
         }
         dev
+    }
+
+    /// A device on `ctx`'s adapter generating code for `target` as given
+    /// (the tuner's candidates), nothing tuned.
+    pub(crate) fn on_target(ctx: Arc<GpuContext>, target: Target, config: DeviceConfig) -> Device {
+        Device::with_backend(Backend::Gpu(ctx, target), config)
     }
 
     /// One device per GPU adapter of the machine (each discrete or
@@ -213,8 +230,13 @@ impl Device {
     pub fn adapter(&self) -> Option<crate::AdapterReport> {
         match &self.inner.backend {
             Backend::Gpu(ctx, target) => {
-                let tuning = self.inner.tuning.lock().ok().and_then(|t| t.clone());
-                Some(crate::AdapterReport::of(ctx, target, tuning))
+                let tunings = self
+                    .inner
+                    .tuning
+                    .lock()
+                    .map(|t| t.clone())
+                    .unwrap_or_default();
+                Some(crate::AdapterReport::of(ctx, target, tunings))
             }
             Backend::Cpu => None,
         }

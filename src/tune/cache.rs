@@ -40,6 +40,11 @@ impl TuneKey {
         }
     }
 
+    /// The kind of kernel tuned.
+    pub fn kind(&self) -> &str {
+        &self.kind
+    }
+
     /// The key as text.
     pub fn described(&self) -> &str {
         &self.described

@@ -4,14 +4,10 @@
 //! sampled rows, and the fastest kept where it beats the adapter's
 //! built-in choice by more than the noise margin.
 
-use std::collections::HashMap;
-use std::panic::AssertUnwindSafe;
-use std::sync::{Arc, Mutex};
-use std::time::Instant;
+use std::sync::Arc;
 
-use super::cache::{self, Record, TuneKey};
-use super::choice::{self, Timings};
-use super::{CandidateTiming, Tuning};
+use super::Tuning;
+use super::cache::{self, TuneKey};
 use crate::config::{Autotune, DeviceConfig, MatmulChoice};
 use crate::kernel::{MatmulKernel, Target};
 use crate::runtime::gpu::GpuContext;
@@ -106,111 +102,27 @@ pub(crate) fn tune(ctx: &Arc<GpuContext>, config: &DeviceConfig) -> Option<Tunin
     let shapes = shapes(mode);
     let shape_text = format!("{shapes:?} x{}", runs(mode));
     let key = TuneKey::new("matmul", &cache::adapter_facts(ctx), &names, &shape_text);
-    // One tuning per key and process, whatever the cache directory: two
-    // devices made at once wait for one timing instead of timing against
-    // each other (and without a writable cache, later devices reuse it).
-    let mut memo = TUNED.lock().unwrap_or_else(|e| e.into_inner());
-    let memo = memo.get_or_insert_with(HashMap::new);
-    if let Some(done) = memo.get(key.described()) {
-        return Some(Tuning {
-            from_cache: true,
-            seconds: 0.0,
-            ..done.clone()
-        });
-    }
-    let tuning = tune_or_read(ctx, &key, &cands, (&shapes, runs(mode)));
-    memo.insert(key.described().to_string(), tuning.clone());
-    Some(tuning)
-}
-
-/// This process's tunings by key (see `tune`).
-static TUNED: Mutex<Option<HashMap<String, Tuning>>> = Mutex::new(None);
-
-/// The tuning for `key`: read from the cache directory, or timed now
-/// (each of `cands` on each of `shapes`, `runs` times) and written there.
-fn tune_or_read(
-    ctx: &Arc<GpuContext>,
-    key: &TuneKey,
-    cands: &[MatmulChoice],
-    (shapes, runs): (&[(usize, usize, usize)], usize),
-) -> Tuning {
-    let names: Vec<&str> = cands.iter().map(|&c| name(c)).collect();
-    let dir = crate::runtime::gpu::disk_cache::cache_dir();
-    if let Some(record) = dir.as_deref().and_then(|d| cache::read(d, key, &names)) {
-        return Tuning {
-            kind: "matmul".to_string(),
-            winner: record.winner,
-            builtin: names[0].to_string(),
-            timings: record.timings,
-            from_cache: true,
-            seconds: 0.0,
-        };
-    }
-    let start = Instant::now();
-    let mut timings: Timings = Vec::new();
-    let mut failures: Vec<Option<String>> = Vec::new();
-    for &c in cands {
-        let dev = Device::on_context(
-            ctx.clone(),
-            DeviceConfig {
-                matmul: Some(c),
-                autotune: Some(Autotune::Off),
-                ..DeviceConfig::default()
-            },
-        );
-        let mut times = Vec::new();
-        let mut failure = None;
-        for &shape in shapes {
-            match time_one(&dev, shape, runs) {
-                Ok(t) => times.push(Some(t)),
-                Err(why) => {
-                    failure.get_or_insert(why);
-                    times.push(None);
-                }
-            }
-        }
-        timings.push(times);
-        failures.push(failure);
-    }
-    let relative = choice::relative_times(&timings);
-    let winner = names[choice::winner(&relative)].to_string();
-    let record = Record {
-        winner,
-        timings: names
+    Some(super::tuned(&key, &names, &mut || {
+        let devs: Vec<Device> = cands
             .iter()
-            .zip(relative.iter().zip(failures))
-            .map(|(n, (&r, f))| CandidateTiming {
-                name: n.to_string(),
-                relative: r,
-                failure: if r.is_none() {
-                    Some(f.unwrap_or_else(|| "the built-in choice failed".to_string()))
-                } else {
-                    None
-                },
+            .map(|&c| {
+                let config = DeviceConfig {
+                    matmul: Some(c),
+                    autotune: Some(Autotune::Off),
+                    ..DeviceConfig::default()
+                };
+                Device::on_context(ctx.clone(), config)
             })
-            .collect(),
-    };
-    if let Some(d) = &dir
-        && let Err(e) = cache::write(d, key, &record)
-    {
-        log::warn!(
-            "autotune: could not write the winners to {}: {e}",
-            d.display()
-        );
-    }
-    Tuning {
-        kind: "matmul".to_string(),
-        winner: record.winner,
-        builtin: names[0].to_string(),
-        timings: record.timings,
-        from_cache: false,
-        seconds: start.elapsed().as_secs_f64(),
-    }
+            .collect();
+        super::interleaved((devs.len(), shapes.len(), runs(mode)), &mut |c, w| {
+            trial(&devs[c], shapes[w])
+        })
+    }))
 }
 
 /// A deterministic operand in [-1, 1) (no RNG of the device: the check
 /// below recomputes it on the host).
-fn operand(len: usize, seed: u64) -> Vec<f32> {
+pub(super) fn operand(len: usize, seed: u64) -> Vec<f32> {
     let mut state = seed;
     (0..len)
         .map(|_| {
@@ -222,13 +134,13 @@ fn operand(len: usize, seed: u64) -> Vec<f32> {
         .collect()
 }
 
-/// The median seconds of an `m x k` by `k x n` product on `dev`, after a
-/// warm-up run whose values are checked against an f64 product on a few
-/// rows; `Err` names what failed (an error, a panic, a wrong value).
-fn time_one(dev: &Device, (m, k, n): (usize, usize, usize), runs: usize) -> Result<f64, String> {
+/// An `m x k` by `k x n` product on `dev`, its values checked against an
+/// f64 product on a few rows; `Err` names what failed (an error or a
+/// wrong value).
+fn trial(dev: &Device, (m, k, n): (usize, usize, usize)) -> Result<super::Trial<'_>, String> {
     let a_host = operand(m * k, 1);
     let b_host = operand(k * n, 2);
-    let outcome = std::panic::catch_unwind(AssertUnwindSafe(|| -> crate::Result<f64> {
+    let set_up = || -> crate::Result<(Tensor, Tensor)> {
         let a = Tensor::from_vec(a_host.clone(), [m, k], dev)?;
         let b = Tensor::from_vec(b_host.clone(), [k, n], dev)?;
         let got = a.matmul(&b).to_vec::<f32>()?;
@@ -236,23 +148,17 @@ fn time_one(dev: &Device, (m, k, n): (usize, usize, usize), runs: usize) -> Resu
             during: "autotune check".to_string(),
             message,
         })?;
-        let mut times = Vec::with_capacity(runs);
-        for _ in 0..runs {
-            let t = Instant::now();
-            let c = a.matmul(&b);
-            dev.mark_step()?;
-            dev.wait()?;
-            times.push(t.elapsed().as_secs_f64());
-            drop(c);
-        }
-        times.sort_by(f64::total_cmp);
-        Ok(times[times.len() / 2])
-    }));
-    match outcome {
-        Ok(Ok(t)) => Ok(t),
-        Ok(Err(e)) => Err(format!("{m}x{k}x{n}: {e}")),
-        Err(_) => Err(format!("{m}x{k}x{n}: panicked")),
-    }
+        Ok((a, b))
+    };
+    let (a, b) = set_up().map_err(|e| format!("{m}x{k}x{n}: {e}"))?;
+    Ok(Box::new(move || {
+        // Held through the step: a value nothing holds is not computed.
+        let product = a.matmul(&b);
+        dev.mark_step()?;
+        dev.wait()?;
+        drop(product);
+        Ok(())
+    }))
 }
 
 /// Checks eight spread rows of `got` against an f64 product.

@@ -2,19 +2,178 @@
 //! the winners cached per adapter so that later runs read them and never
 //! time again (runs stay reproducible).
 //!
-//! Today one decision is tuned: the matmul kernel of a GPU device (tiled,
+//! Two decisions are tuned: the matmul kernel of a GPU device (tiled,
 //! blocked or the lane kernel), timed on a few shapes of the sizes
-//! training steps use (`matmul`). The parts are separate so that more
+//! training steps use (`matmul`), and the rule by which a reduction's
+//! sizes pick its kernel (`reduce`: from how many elements a workgroup
+//! tree, whether sums read by fours), timed on reductions from rows of
+//! 32 elements to a whole tensor. The parts are separate so that more
 //! kinds can follow: the choice rule over timings (`choice`, pure and
 //! tested with fake timings), the cache of winners (`cache`, keyed by
-//! everything that could change a winner or make it invalid), and the
-//! timing of one kind's candidates (`matmul`).
+//! everything that could change a winner or make it invalid), the
+//! driver every kind shares (`tuned`: memo, cache, timing, record), and
+//! the timing of one kind's candidates (`matmul`, `reduce`).
 
 pub(crate) mod cache;
 pub(crate) mod choice;
 pub(crate) mod matmul;
+pub(crate) mod reduce;
 
+use std::collections::HashMap;
 use std::fmt;
+use std::panic::{AssertUnwindSafe, catch_unwind};
+use std::sync::Mutex;
+use std::time::Instant;
+
+use cache::{Record, TuneKey};
+
+/// One candidate's median time on each tuning workload (`None` where it
+/// failed) and the first failure's description.
+pub(crate) struct Measured {
+    pub times: Vec<Option<f64>>,
+    pub failure: Option<String>,
+}
+
+/// A candidate's work on one workload, set up and its values checked,
+/// ready to run once (its device waited for) each time it is called.
+pub(crate) type Trial<'a> = Box<dyn FnMut() -> crate::Result<()> + 'a>;
+
+/// Times each of `candidates` on each of `workloads` (`trial(c, w)` sets
+/// one up and checks its values, `Err` naming what failed) `runs` times,
+/// interleaved: per workload, each round runs every candidate once, so a
+/// machine whose speed drifts over seconds (lavapipe on a 2-core VM ran
+/// one kernel 1.5x slower a few seconds later) slows every candidate
+/// alike, where timing the candidates one after another would credit the
+/// drift to whichever ran in the fast stretch. A panic is a failure.
+pub(crate) fn interleaved<'a>(
+    (candidates, workloads, runs): (usize, usize, usize),
+    trial: &mut dyn FnMut(usize, usize) -> Result<Trial<'a>, String>,
+) -> Vec<Measured> {
+    let mut measured: Vec<Measured> = (0..candidates)
+        .map(|_| Measured {
+            times: Vec::with_capacity(workloads),
+            failure: None,
+        })
+        .collect();
+    for w in 0..workloads {
+        let mut trials: Vec<Option<Trial<'a>>> = (0..candidates)
+            .map(|c| {
+                let set_up = catch_unwind(AssertUnwindSafe(|| trial(c, w)))
+                    .unwrap_or_else(|_| Err("panicked".to_string()));
+                set_up
+                    .map_err(|why| measured[c].failure.get_or_insert(why).clone())
+                    .ok()
+            })
+            .collect();
+        let mut times: Vec<Vec<f64>> = vec![Vec::with_capacity(runs); candidates];
+        for _ in 0..runs {
+            for (c, slot) in trials.iter_mut().enumerate() {
+                let Some(run) = slot else { continue };
+                let start = Instant::now();
+                let outcome = catch_unwind(AssertUnwindSafe(run))
+                    .map_err(|_| "panicked".to_string())
+                    .and_then(|r| r.map_err(|e| e.to_string()));
+                match outcome {
+                    Ok(()) => times[c].push(start.elapsed().as_secs_f64()),
+                    Err(why) => {
+                        measured[c].failure.get_or_insert(why);
+                        *slot = None;
+                    }
+                }
+            }
+        }
+        for (c, mut t) in times.into_iter().enumerate() {
+            t.sort_by(f64::total_cmp);
+            let ok = trials[c].is_some() && !t.is_empty();
+            measured[c].times.push(ok.then(|| t[t.len() / 2]));
+        }
+    }
+    measured
+}
+
+/// This process's tunings by key (see `tuned`).
+static TUNED: Mutex<Option<HashMap<String, Tuning>>> = Mutex::new(None);
+
+/// The tuning for `key` over the candidates `names` (the built-in first):
+/// this process's earlier one; else read from the cache directory; else
+/// every candidate measured now (`measure`, in `names`' order), the winner chosen
+/// (`choice::winner`) and written to the cache directory. One tuning per
+/// key and process, whatever the cache directory: two devices made at
+/// once wait for one timing instead of timing against each other (and
+/// without a writable cache, later devices reuse it).
+pub(crate) fn tuned(
+    key: &TuneKey,
+    names: &[&str],
+    measure: &mut dyn FnMut() -> Vec<Measured>,
+) -> Tuning {
+    let mut memo = TUNED.lock().unwrap_or_else(|e| e.into_inner());
+    let memo = memo.get_or_insert_with(HashMap::new);
+    if let Some(done) = memo.get(key.described()) {
+        return Tuning {
+            from_cache: true,
+            seconds: 0.0,
+            ..done.clone()
+        };
+    }
+    let tuning = read_or_measure(key, names, measure);
+    memo.insert(key.described().to_string(), tuning.clone());
+    tuning
+}
+
+/// `tuned` past the memo: the cache directory's record, or a measurement.
+fn read_or_measure(
+    key: &TuneKey,
+    names: &[&str],
+    measure: &mut dyn FnMut() -> Vec<Measured>,
+) -> Tuning {
+    let kind = key.kind().to_string();
+    let builtin = names[0].to_string();
+    let dir = crate::runtime::gpu::disk_cache::cache_dir();
+    if let Some(record) = dir.as_deref().and_then(|d| cache::read(d, key, names)) {
+        return Tuning {
+            kind,
+            winner: record.winner,
+            builtin,
+            timings: record.timings,
+            from_cache: true,
+            seconds: 0.0,
+        };
+    }
+    let start = Instant::now();
+    let (timings, failures): (choice::Timings, Vec<Option<String>>) =
+        measure().into_iter().map(|m| (m.times, m.failure)).unzip();
+    let relative = choice::relative_times(&timings);
+    let record = Record {
+        winner: names[choice::winner(&relative)].to_string(),
+        timings: names
+            .iter()
+            .zip(relative.iter().zip(failures))
+            .map(|(n, (&r, f))| CandidateTiming {
+                name: n.to_string(),
+                relative: r,
+                failure: r
+                    .is_none()
+                    .then(|| f.unwrap_or_else(|| "the built-in choice failed".to_string())),
+            })
+            .collect(),
+    };
+    if let Some(d) = &dir
+        && let Err(e) = cache::write(d, key, &record)
+    {
+        log::warn!(
+            "autotune: could not write the winners to {}: {e}",
+            d.display()
+        );
+    }
+    Tuning {
+        kind,
+        winner: record.winner,
+        builtin,
+        timings: record.timings,
+        from_cache: false,
+        seconds: start.elapsed().as_secs_f64(),
+    }
+}
 
 /// One candidate's timing in a tuning run.
 #[derive(Clone, Debug, PartialEq)]
@@ -70,5 +229,55 @@ impl fmt::Display for Tuning {
             }
         }
         Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::cell::RefCell;
+
+    #[test]
+    fn candidates_run_in_rounds_and_failures_are_kept() {
+        // Three candidates, two workloads, two rounds: candidate 1 fails
+        // to set up workload 1, candidate 2 panics in its second run of
+        // workload 0 and is not run again there.
+        let order = RefCell::new(Vec::new());
+        let runs_of_2 = RefCell::new(0);
+        let measured = interleaved((3, 2, 2), &mut |c, w| {
+            if (c, w) == (1, 1) {
+                return Err("no kernel".to_string());
+            }
+            let (order, runs_of_2) = (&order, &runs_of_2);
+            Ok(Box::new(move || {
+                order.borrow_mut().push((c, w));
+                if (c, w) == (2, 0) {
+                    *runs_of_2.borrow_mut() += 1;
+                    assert!(*runs_of_2.borrow() < 2, "a failing kernel");
+                }
+                Ok(())
+            }))
+        });
+        assert_eq!(
+            *order.borrow(),
+            vec![
+                (0, 0),
+                (1, 0),
+                (2, 0),
+                (0, 0),
+                (1, 0),
+                (2, 0),
+                (0, 1),
+                (2, 1),
+                (0, 1),
+                (2, 1)
+            ]
+        );
+        let ok = |m: &Measured| m.times.iter().map(Option::is_some).collect::<Vec<_>>();
+        assert_eq!(ok(&measured[0]), vec![true, true]);
+        assert_eq!(ok(&measured[1]), vec![true, false]);
+        assert_eq!(measured[1].failure.as_deref(), Some("no kernel"));
+        assert_eq!(ok(&measured[2]), vec![false, true]);
+        assert_eq!(measured[2].failure.as_deref(), Some("panicked"));
     }
 }

@@ -1,0 +1,173 @@
+//! Tuning the rule by which a reduction's sizes pick its kernel
+//! (`kernel::ReduceRule`: from how many elements an output a workgroup
+//! tree reduces it, and whether split sums read four elements at a time):
+//! each candidate rule timed on sums from rows of 32 elements to a whole
+//! tensor, its values checked against f64 sums, and the fastest kept where
+//! it beats the built-in rule by more than the noise margin. A rule, not
+//! a kernel per shape: one choice per adapter, read by every reduction
+//! the device lowers (forced reductions and a site's kept strategies
+//! come first, as without tuning).
+
+use std::sync::Arc;
+
+use super::Tuning;
+use super::cache::{self, TuneKey};
+use crate::config::{Autotune, DeviceConfig};
+use crate::kernel::{ReduceRule, Target};
+use crate::runtime::gpu::GpuContext;
+use crate::{Device, Tensor};
+
+/// One reduction timed: a sum of `[rows, cols]` over `axis` (0: columns,
+/// strided; 1: rows), or over every element (`None`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct Workload {
+    pub rows: usize,
+    pub cols: usize,
+    pub axis: Option<usize>,
+}
+
+/// The reductions timed, 2M elements each: rows of 32, 256, 2,048 and
+/// 16,384 (short rows with many outputs, through a row per workgroup),
+/// 1,024 strided columns of 2,048, and a whole-tensor sum (split into
+/// parts, where sums by fours apply); `full` adds 16M-element ones.
+pub(crate) fn workloads(mode: Autotune) -> Vec<Workload> {
+    let w = |rows, cols, axis| Workload { rows, cols, axis };
+    let mut s = vec![
+        w(65_536, 32, Some(1)),
+        w(8192, 256, Some(1)),
+        w(1024, 2048, Some(1)),
+        w(128, 16_384, Some(1)),
+        w(2048, 1024, Some(0)),
+        w(2048, 1024, None),
+    ];
+    if mode == Autotune::Full {
+        s.extend([
+            w(262_144, 64, Some(1)),
+            w(4096, 4096, Some(0)),
+            w(4096, 4096, None),
+        ]);
+    }
+    s
+}
+
+/// Timed runs of each candidate on each workload after its checked run.
+fn runs(mode: Autotune) -> usize {
+    if mode == Autotune::Full { 7 } else { 3 }
+}
+
+/// The reduction rule for a device made with `config` on `ctx`: read from
+/// the tuning cache, or timed now and cached; `None` where the config
+/// forces a reduction kernel or tuning is off.
+pub(crate) fn tune(ctx: &Arc<GpuContext>, config: &DeviceConfig) -> Option<Tuning> {
+    let mode = super::matmul::mode(ctx, config);
+    if config.reduce.is_some() || mode == Autotune::Off {
+        return None;
+    }
+    let rules = ReduceRule::CANDIDATES;
+    let names: Vec<String> = rules.iter().map(ReduceRule::name).collect();
+    let names: Vec<&str> = names.iter().map(String::as_str).collect();
+    let workloads = workloads(mode);
+    let text = format!("{workloads:?} x{}", runs(mode));
+    let key = TuneKey::new("reduce", &cache::adapter_facts(ctx), &names, &text);
+    Some(super::tuned(&key, &names, &mut || {
+        let devs: Vec<Device> = rules
+            .iter()
+            .map(|&rule| {
+                let target = Target::for_adapter(&ctx.info, &ctx.limits, ctx.features, None)
+                    .with_reduce_rule(rule);
+                let off = DeviceConfig {
+                    autotune: Some(Autotune::Off),
+                    ..DeviceConfig::default()
+                };
+                Device::on_target(ctx.clone(), target, off)
+            })
+            .collect();
+        super::interleaved((devs.len(), workloads.len(), runs(mode)), &mut |c, w| {
+            trial(&devs[c], workloads[w])
+        })
+    }))
+}
+
+/// Workload `w` on `dev`, its values checked against f64 sums; `Err`
+/// names what failed (an error or a wrong value).
+fn trial(dev: &Device, w: Workload) -> Result<super::Trial<'_>, String> {
+    let host = super::matmul::operand(w.rows * w.cols, 3);
+    let sum = move |x: &Tensor| match w.axis {
+        Some(axis) => x.sum([axis], false),
+        None => x.sum_all(),
+    };
+    let set_up = || -> crate::Result<Tensor> {
+        let x = Tensor::from_vec(host.clone(), [w.rows, w.cols], dev)?;
+        let got = sum(&x).to_vec::<f32>()?;
+        check(&got, &host, w).map_err(|message| crate::Error::Device {
+            during: "autotune check".to_string(),
+            message,
+        })?;
+        Ok(x)
+    };
+    let x = set_up().map_err(|e| format!("{w:?}: {e}"))?;
+    Ok(Box::new(move || {
+        // Held through the step: a value nothing holds is not computed.
+        let y = sum(&x);
+        dev.mark_step()?;
+        dev.wait()?;
+        drop(y);
+        Ok(())
+    }))
+}
+
+/// Checks eight spread outputs of `got` against f64 sums of `host`.
+fn check(got: &[f32], host: &[f32], w: Workload) -> Result<(), String> {
+    let at = |r: usize, c: usize| f64::from(host[r * w.cols + c]);
+    let (outputs, reduced) = match w.axis {
+        Some(1) => (w.rows, w.cols),
+        Some(_) => (w.cols, w.rows),
+        None => (1, w.rows * w.cols),
+    };
+    if got.len() != outputs {
+        return Err(format!("{} outputs where {outputs}", got.len()));
+    }
+    let tol = 1e-6 * reduced as f64 + 1e-4;
+    for o in (0..8).map(|i| i * outputs / 8).filter(|&o| o < outputs) {
+        let want: f64 = match w.axis {
+            Some(1) => (0..w.cols).map(|c| at(o, c)).sum(),
+            Some(_) => (0..w.rows).map(|r| at(r, o)).sum(),
+            None => host.iter().map(|&v| f64::from(v)).sum(),
+        };
+        let g = f64::from(got[o]);
+        if (g - want).abs() > tol || g.is_nan() {
+            return Err(format!("wrong sum at output {o}: {g} where {want}"));
+        }
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_check_rejects_a_wrong_sum_and_accepts_a_right_one() {
+        let w = Workload {
+            rows: 4,
+            cols: 8,
+            axis: Some(1),
+        };
+        let host: Vec<f32> = (0..32).map(|i| i as f32 / 8.0).collect();
+        let rows: Vec<f32> = (0..4)
+            .map(|r| (0..8).map(|c| host[r * 8 + c]).sum())
+            .collect();
+        assert_eq!(check(&rows, &host, w), Ok(()));
+        let mut wrong = rows.clone();
+        wrong[2] += 1.0;
+        assert!(check(&wrong, &host, w).is_err());
+        let columns = Workload { axis: Some(0), ..w };
+        let cols: Vec<f32> = (0..8)
+            .map(|c| (0..4).map(|r| host[r * 8 + c]).sum())
+            .collect();
+        assert_eq!(check(&cols, &host, columns), Ok(()));
+        let whole = Workload { axis: None, ..w };
+        assert_eq!(check(&[host.iter().sum()], &host, whole), Ok(()));
+        assert!(check(&[0.0, 0.0], &host, whole).is_err(), "two outputs");
+    }
+}
