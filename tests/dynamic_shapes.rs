@@ -205,6 +205,31 @@ fn a_gpt_step_over_marked_sequence_lengths_compiles_once_per_structure() {
     assert_eq!(m.counter("graphs_specialized"), 2, "33 and 17: {m}");
 }
 
+/// A mark stays on the tensor through an in-place op: the step after
+/// it reads the tensor's new value, which is generic at its first size
+/// too. Two graphs compile (the in-place scale, the row sums), both at
+/// the first size.
+#[test]
+fn a_mark_stays_through_an_in_place_op() {
+    let Some(dev) = common::gpu() else { return };
+    for rows in [64usize, 50, 33] {
+        let host = common::data(rows * 24, rows as u64);
+        let x = Tensor::from_vec(host.clone(), [rows, 24], &dev)
+            .unwrap()
+            .mark_dynamic(0);
+        x.mul_(2.0);
+        dev.mark_step().unwrap();
+        let got = x.sum([1], false).to_vec::<f32>().unwrap();
+        let want: Vec<f32> = (0..rows)
+            .map(|r| (0..24).map(|c| 2.0 * host[r * 24 + c] as f64).sum::<f64>() as f32)
+            .collect();
+        common::assert_close(&got, &want, 1e-5, 1e-5, "row sums");
+    }
+    let m = dev.metrics();
+    assert_eq!(m.counter("graphs_compiled"), 2, "{m}");
+    assert_eq!(m.counter("graphs_specialized"), 4, "{m}");
+}
+
 #[test]
 #[should_panic(expected = "mark_dynamic: dim 2 is out of range for a tensor of shape [3, 4]")]
 fn marking_a_dim_the_tensor_lacks_panics_at_the_call() {

@@ -99,21 +99,33 @@ fn moved(before: usize, new: usize, factor: i64) -> Option<usize> {
 /// `64 * 784` elements become `96 * 784`. Numbers that are multiples by
 /// coincidence (a hidden width equal to the batch) move too, which costs
 /// a uniform read where a literal would do, or leaves a kernel whose
-/// probe differs in structure concrete. `None` when nothing moves.
+/// probe differs in structure concrete. `None` when nothing moves (no
+/// number is a multiple of a size `probe` can move) or a moved number
+/// would overflow.
 pub(crate) fn marked_probe_key(
     key: &GraphKey,
     marked: &[usize],
     probe: MarkedProbe,
 ) -> Option<GraphKey> {
+    // A size a probe cannot move (eight fewer than 9) stays where it is.
     let moved = |v: usize| -> Option<usize> {
+        // Each factor of a marked size moves (a batch of 64 by a sequence
+        // of 64, marked as one size, is 64 * 64 elements), taken a round
+        // of the marked sizes at a time, so that `12 * 48 * 128` with 48
+        // and 12 marked is read as both, not as 48 twice (`* 32`).
         let (mut rest, mut scale) = (v, 1usize);
-        for &b in marked {
-            if b > 1 && rest >= b && rest % b == 0 {
-                rest /= b;
-                scale = scale.checked_mul(probe.moved(b)?)?;
+        loop {
+            let before = rest;
+            for &b in marked {
+                if b > 1 && rest >= b && rest % b == 0 {
+                    rest /= b;
+                    scale = scale.checked_mul(probe.moved(b).unwrap_or(b))?;
+                }
+            }
+            if rest == before {
+                return rest.checked_mul(scale);
             }
         }
-        rest.checked_mul(scale)
     };
     let move_all = |values: &mut [usize]| -> Option<()> {
         for v in values {
@@ -121,8 +133,8 @@ pub(crate) fn marked_probe_key(
         }
         Some(())
     };
-    let mut probe = key.clone();
-    for node in &mut probe.nodes {
+    let mut probed = key.clone();
+    for node in &mut probed.nodes {
         move_all(&mut node.shape)?;
         match &mut node.kind {
             GKind::Input { layout, .. }
@@ -136,7 +148,7 @@ pub(crate) fn marked_probe_key(
             GKind::Op { .. } => {}
         }
     }
-    (probe != *key).then_some(probe)
+    (probed != *key).then_some(probed)
 }
 
 /// Where a probe moves a marked size. Each moves it by a multiple of eight,
@@ -261,6 +273,10 @@ mod tests {
         let probe = marked_probe_key(&key, &[48, 12], MarkedProbe::Far).expect("marked sizes");
         assert_eq!(probe.nodes[0].shape, vec![20, 72]);
         assert_eq!(probe.nodes[1].shape, vec![20 * 72 * 128]);
+        // A size met twice in one number moves twice.
+        let square =
+            marked_probe_key(&mlp_input(64 * 64), &[64], MarkedProbe::Near).expect("moves");
+        assert_eq!(square.nodes[1].shape, vec![72 * 72 * 784]);
         // Nothing to move: no probe.
         assert_eq!(
             marked_probe_key(&mlp_input(50), &[64], MarkedProbe::Near),

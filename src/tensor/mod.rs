@@ -177,7 +177,10 @@ impl Handle {
                 let mut v = self.value();
                 let stale = v.version != bversion || (v.node.is_pending() && !bnode.is_pending());
                 if stale {
-                    v.node = as_strided_node(&bnode, &self.shape, layout, bnode.location);
+                    let fresh = as_strided_node(&bnode, &self.shape, layout, bnode.location);
+                    // A size marked dynamic on the view stays marked.
+                    fresh.inherit_marks(&v.node);
+                    v.node = fresh;
                     v.version = bversion;
                 }
                 v.node.clone()
@@ -220,6 +223,8 @@ impl Handle {
         match &self.alias {
             Alias::Base => {
                 let mut v = self.value();
+                // A size marked dynamic stays marked across in-place ops.
+                new.inherit_marks(&v.node);
                 v.node = new;
                 v.version += 1;
             }
@@ -247,6 +252,7 @@ impl Handle {
                 );
                 base.assign(scattered, op);
                 let mut v = self.value();
+                new.inherit_marks(&v.node);
                 v.node = new;
                 v.version = base.version();
             }
@@ -398,8 +404,15 @@ impl Tensor {
     /// instead of compiling (without a mark, a trace site does this from
     /// the second size it sees). Sizes 0 and 1 stay specialised. Values
     /// are the same either way; a size that crosses a kernel's threshold
-    /// (a strategy valid only below some length) still compiles. Returns
-    /// a handle on the same tensor.
+    /// (a strategy valid only below some length) still compiles. The mark
+    /// acts at the first compile of a graph's structure at its trace site
+    /// (later sizes of a structure compiled unmarked are made generic
+    /// from their second size, as without a mark); it stays on the tensor
+    /// through in-place ops and on the views taken of it afterwards.
+    /// Sizes in the graph that are multiples of the marked size (a width
+    /// of 256 beside a batch of 64) are taken for sizes too: their kernels
+    /// read them from a uniform where a literal would do. Returns a handle
+    /// on the same tensor.
     ///
     /// ```
     /// # use lazywgpu::{Device, Tensor};

@@ -3,7 +3,9 @@
 //! from the site's last one (`kernel::generic`), and over those in which
 //! it differs from the same kernel at a third size, the probe
 //! (`graph::probe`), where the two sizes alone leave one generic kernel
-//! still to compile.
+//! still to compile. At the first compile of a structure with sizes the
+//! user marked dynamic, each kernel is made generic against the probes
+//! of the marked sizes instead (`marked_texts`).
 
 use std::panic::{AssertUnwindSafe, catch_unwind};
 use std::sync::Arc;
@@ -174,9 +176,18 @@ pub(super) fn marked_texts(traced: &Graph, cx: &CodegenContext) -> Option<Kernel
     if traced.dynamic_sizes.is_empty() {
         return None;
     }
-    let probes: Vec<Vec<Vec<Arc<Kernel>>>> = MarkedProbe::ALL
-        .iter()
-        .filter_map(|&p| marked_probe_key(&traced.key, &traced.dynamic_sizes, p))
+    // Small sizes move alike in several probes (16 is both eight more
+    // and half as much again): each distinct probe is lowered once.
+    let mut keys: Vec<GraphKey> = Vec::with_capacity(MarkedProbe::ALL.len());
+    for p in MarkedProbe::ALL {
+        if let Some(key) = marked_probe_key(&traced.key, &traced.dynamic_sizes, p)
+            && !keys.contains(&key)
+        {
+            keys.push(key);
+        }
+    }
+    let probes: Vec<Vec<Vec<Arc<Kernel>>>> = keys
+        .into_iter()
         .filter_map(|key| probe_kernels(traced, key, cx))
         .collect();
     let first = probes.first()?;
