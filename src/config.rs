@@ -39,7 +39,7 @@ pub struct DeviceConfig {
     pub reduce: Option<ReduceChoice>,
     /// Kernel autotuning on the adapter (`LAZYWGPU_AUTOTUNE=off|fast|full`):
     /// the first device made on an adapter times the matmul kernels it
-    /// can run, and five rules by which a reduction's sizes pick its
+    /// can run, and six rules by which a reduction's sizes pick its
     /// kernel, and keeps the fastest of each, cached per adapter and
     /// driver in the cache directory (`LAZYWGPU_CACHE_DIR`), so later
     /// runs read the winners and time nothing. `None`: `fast` on GPUs,

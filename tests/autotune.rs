@@ -44,26 +44,31 @@ fn the_first_device_tunes_and_the_next_reads_the_winner() {
     let files: Vec<_> = std::fs::read_dir(&dir)
         .unwrap()
         .filter_map(|e| e.ok())
-        .filter(|e| {
-            e.file_name()
-                .to_string_lossy()
-                .starts_with("autotune-matmul-")
-        })
+        .map(|e| e.file_name().to_string_lossy().into_owned())
         .collect();
-    assert_eq!(files.len(), 1);
-    // The reduction rule: five candidates timed, the built-in first, the
-    // winner the rule the device's reductions follow.
+    for kind in ["matmul", "reduce"] {
+        let prefix = format!("autotune-{kind}-");
+        let n = files.iter().filter(|f| f.starts_with(&prefix)).count();
+        assert_eq!(n, 1, "{kind}: {files:?}");
+    }
+    // The reduction rule: six candidates timed, the adapter kind's
+    // built-in first, the winner the rule the device's reductions follow.
     let reduce = report.reduce_tuning.clone().expect("reductions tuned");
     assert!(!reduce.from_cache && reduce.seconds > 0.0, "{reduce}");
-    assert_eq!(reduce.builtin, "tree-from-256");
-    assert_eq!(reduce.timings.len(), 5, "{reduce}");
+    let builtin = if report.device_type == "Cpu" {
+        "tree-from-4096"
+    } else {
+        "tree-from-256"
+    };
+    assert_eq!(reduce.builtin, builtin);
+    assert_eq!(reduce.timings.len(), 6, "{reduce}");
     assert!(
         reduce.timings.iter().all(|t| t.relative.is_some()),
         "{reduce}"
     );
     assert_eq!(report.reduce_rule, reduce.winner, "{report}");
 
-    let second = Device::gpu_with(config).unwrap();
+    let second = Device::gpu_with(config.clone()).unwrap();
     let second_report = second.adapter().unwrap();
     let again = second_report.tuning.clone().unwrap();
     assert!(again.from_cache && again.seconds == 0.0, "{again}");
@@ -84,7 +89,7 @@ fn the_first_device_tunes_and_the_next_reads_the_winner() {
     .unwrap();
     let off_report = off.adapter().unwrap();
     assert!(off_report.tuning.is_none() && off_report.reduce_tuning.is_none());
-    assert_eq!(off_report.reduce_rule, "tree-from-256");
+    assert_eq!(off_report.reduce_rule, builtin);
 
     // The tuned device's product against an f64 one.
     let (m, k, n) = (37, 300, 45);
@@ -96,10 +101,12 @@ fn the_first_device_tunes_and_the_next_reads_the_winner() {
     let got = at.matmul(&bt).to_vec::<f32>().unwrap();
     common::assert_close(&got, &want, 1e-4, 1e-4, "tuned matmul");
     // The tuned rule's sums over rows of several lengths and columns,
-    // against f64 sums.
+    // against f64 sums, each on a device of its own (a device keeps a
+    // site's first strategies at later sizes).
     for (rows, cols) in [(300, 7), (40, 1000), (3, 5000)] {
+        let dev = Device::gpu_with(config.clone()).unwrap();
         let host = common::data(rows * cols, 5);
-        let x = Tensor::from_vec(host.clone(), [rows, cols], &second).unwrap();
+        let x = Tensor::from_vec(host.clone(), [rows, cols], &dev).unwrap();
         let by_row = x.sum([1], false).to_vec::<f32>().unwrap();
         let by_col = x.sum([0], false).to_vec::<f32>().unwrap();
         let row_want: Vec<f32> = (0..rows)

@@ -151,13 +151,16 @@ fn golden_reduce_kernels(dev: &Device, x: &Tensor) {
         "reduce_argmax",
         &kernel_with(&x.argmax(0, false), per_invocation),
     );
-    // A first-NaN argmax over rows of 300, a workgroup tree an output.
+    // A first-NaN argmax over rows of 300, a workgroup tree an output
+    // (by the GPU rule: lavapipe's takes a tree from 4,096 elements).
     let long = Tensor::from_vec(vec![1.0f32; 2 * 300], [2, 300], dev).expect("long");
+    let gpu_rule = Target::lavapipe().with_reduce_rule(crate::kernel::ReduceRule::GPU);
     golden_kernel(
         "reduce_argmax_tree",
-        &kernel_with(
+        &kernel_on(
             &long.argmax(1, false),
             Strategy::Reduce(ReduceStrategy::WorkgroupTree),
+            &gpu_rule,
         ),
     );
     // The first stage of a split sum of 2^17 elements, read four at a time.

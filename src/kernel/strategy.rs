@@ -185,8 +185,8 @@ pub(crate) struct ReduceShape {
 /// kept from a site's earlier sizes): a workgroup tree from `tree_from`
 /// elements an output (a split reduction's part), else sums by fours
 /// where they are valid and `by_fours`, else one invocation per output.
-/// A value of `Target` (`Target::reduce_rule`) that tuning may change on
-/// the adapter (`tune::reduce`); `BUILT_IN` was measured on lavapipe.
+/// A value of `Target` (`Target::reduce_rule`): `CPU` or `GPU` by the
+/// adapter's kind, or the one tuning found fastest (`tune::reduce`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) struct ReduceRule {
     /// Elements an output from which a workgroup tree reduces it.
@@ -196,33 +196,44 @@ pub(crate) struct ReduceRule {
 }
 
 impl ReduceRule {
-    /// The rule without tuning: a tree from a workgroup's 256 elements.
-    pub const BUILT_IN: ReduceRule = ReduceRule {
+    /// GPUs: a tree from a workgroup's 256 elements (a loop per output
+    /// leaves most of a GPU idle).
+    pub const GPU: ReduceRule = ReduceRule {
         tree_from: WORKGROUP_SIZE,
         by_fours: true,
     };
 
-    /// The rules tuning times, the built-in one first: the tree from a
-    /// quarter, 4 and 16 times as many elements, and no sums by fours.
-    pub const CANDIDATES: [ReduceRule; 5] = [
-        ReduceRule::BUILT_IN,
-        ReduceRule {
-            tree_from: 64,
-            by_fours: true,
-        },
-        ReduceRule {
-            tree_from: 1024,
-            by_fours: true,
-        },
-        ReduceRule {
-            tree_from: 4096,
-            by_fours: true,
-        },
-        ReduceRule {
-            tree_from: WORKGROUP_SIZE,
-            by_fours: false,
-        },
-    ];
+    /// CPU adapters: a tree only from 4,096 elements. Lavapipe's barriers
+    /// are dear and a few invocations keep its cores busy: timed by the
+    /// tuner on six sums (PERFORMANCE.md), a tree from 4,096 took 0.43-0.47
+    /// of the time of a tree from 256 (geometric mean, four runs on one
+    /// 2-core AMD EPYC, two of them with `LP_NUM_THREADS=1`), and from
+    /// 16,384 no less.
+    pub const CPU: ReduceRule = ReduceRule {
+        tree_from: 4096,
+        by_fours: true,
+    };
+
+    /// The rules tuning times: `builtin` (the adapter kind's) first, a
+    /// tree from each of 64, 256, 1,024, 4,096 and 16,384 elements, and
+    /// `builtin` without sums by fours.
+    pub fn candidates(builtin: ReduceRule) -> Vec<ReduceRule> {
+        let mut out = vec![builtin];
+        for tree_from in [64, 256, 1024, 4096, 16_384] {
+            let rule = ReduceRule {
+                tree_from,
+                by_fours: true,
+            };
+            if !out.contains(&rule) {
+                out.push(rule);
+            }
+        }
+        out.push(ReduceRule {
+            by_fours: !builtin.by_fours,
+            ..builtin
+        });
+        out
+    }
 
     /// The name it is cached and reported under: `tree-from-256`, with
     /// `-no-fours` where sums are not read by fours.
@@ -231,11 +242,18 @@ impl ReduceRule {
         format!("tree-from-{}{fours}", self.tree_from)
     }
 
-    /// The candidate named `name`.
+    /// The rule named `name` (as `name` writes it).
     pub fn parse(name: &str) -> Option<ReduceRule> {
-        ReduceRule::CANDIDATES
-            .into_iter()
-            .find(|r| r.name() == name)
+        let rest = name.strip_prefix("tree-from-")?;
+        let (count, by_fours) = match rest.strip_suffix("-no-fours") {
+            Some(count) => (count, false),
+            None => (rest, true),
+        };
+        let tree_from = count.parse().ok().filter(|&n: &usize| n >= 1)?;
+        Some(ReduceRule {
+            tree_from,
+            by_fours,
+        })
     }
 }
 
@@ -395,22 +413,17 @@ mod tests {
     fn reductions_by_size_and_layout() {
         // W2's first stage: 16M elements in 131,072 parts of 128.
         assert_eq!(
-            choose_reduce(
-                sum(1 << 24, 1 << 17),
-                (None, None),
-                LIMIT,
-                ReduceRule::BUILT_IN
-            ),
+            choose_reduce(sum(1 << 24, 1 << 17), (None, None), LIMIT, ReduceRule::GPU),
             ReduceStrategy::SumByFours
         );
         // Its second stage: 131,072 partial sums, one output.
         assert_eq!(
-            choose_reduce(sum(1 << 17, 1), (None, None), LIMIT, ReduceRule::BUILT_IN),
+            choose_reduce(sum(1 << 17, 1), (None, None), LIMIT, ReduceRule::GPU),
             ReduceStrategy::WorkgroupTree
         );
         // A row sum of 100: one invocation per row.
         assert_eq!(
-            choose_reduce(sum(100, 1), (None, None), LIMIT, ReduceRule::BUILT_IN),
+            choose_reduce(sum(100, 1), (None, None), LIMIT, ReduceRule::GPU),
             ReduceStrategy::PerInvocation
         );
         // A split max, or a strided split sum, is not read by fours.
@@ -419,7 +432,7 @@ mod tests {
             ..sum(1 << 20, 8192)
         };
         assert_eq!(
-            choose_reduce(max, (None, None), LIMIT, ReduceRule::BUILT_IN),
+            choose_reduce(max, (None, None), LIMIT, ReduceRule::GPU),
             ReduceStrategy::PerInvocation
         );
         let strided = ReduceShape {
@@ -427,7 +440,7 @@ mod tests {
             ..sum(1 << 20, 8192)
         };
         assert_eq!(
-            choose_reduce(strided, (None, None), LIMIT, ReduceRule::BUILT_IN),
+            choose_reduce(strided, (None, None), LIMIT, ReduceRule::GPU),
             ReduceStrategy::PerInvocation
         );
     }
@@ -489,7 +502,7 @@ mod tests {
         let pick = |shape, rule| choose_reduce(shape, (None, None), LIMIT, rule);
         let from_1024 = ReduceRule::parse("tree-from-1024").expect("a candidate");
         let from_64 = ReduceRule::parse("tree-from-64").expect("a candidate");
-        assert_eq!(pick(sum(1000, 1), ReduceRule::BUILT_IN), WorkgroupTree);
+        assert_eq!(pick(sum(1000, 1), ReduceRule::GPU), WorkgroupTree);
         assert_eq!(pick(sum(1000, 1), from_1024), PerInvocation);
         assert_eq!(pick(sum(100, 1), from_64), WorkgroupTree);
         let no_fours = ReduceRule::parse("tree-from-256-no-fours").expect("a candidate");
@@ -500,11 +513,21 @@ mod tests {
             by_fours: true,
         };
         assert_eq!(pick(sum(1 << 20, 1), never), WorkgroupTree);
-        // Every candidate's name reads back as itself, the built-in first.
-        for rule in ReduceRule::CANDIDATES {
-            assert_eq!(ReduceRule::parse(&rule.name()), Some(rule));
+        // Every candidate's name reads back as itself, the built-in first,
+        // each once.
+        for builtin in [ReduceRule::GPU, ReduceRule::CPU] {
+            let candidates = ReduceRule::candidates(builtin);
+            assert_eq!(candidates[0], builtin);
+            assert_eq!(candidates.len(), 6, "{candidates:?}");
+            for rule in candidates {
+                assert_eq!(ReduceRule::parse(&rule.name()), Some(rule));
+            }
         }
-        assert_eq!(ReduceRule::CANDIDATES[0], ReduceRule::BUILT_IN);
+        assert_eq!(ReduceRule::parse("tree-from-0"), None);
+        assert_eq!(ReduceRule::parse("tree-from-x"), None);
+        // On a CPU adapter a row of 1,000 is one invocation's loop.
+        assert_eq!(pick(sum(1000, 1), ReduceRule::CPU), PerInvocation);
+        assert_eq!(pick(sum(5000, 1), ReduceRule::CPU), WorkgroupTree);
     }
 
     #[test]
@@ -513,7 +536,7 @@ mod tests {
         let tree = Some(Strategy::Reduce(WorkgroupTree));
         // Sizes alone would take a tree for 1,000 elements a result.
         assert_eq!(
-            choose_reduce(sum(1000, 1), (None, None), LIMIT, ReduceRule::BUILT_IN),
+            choose_reduce(sum(1000, 1), (None, None), LIMIT, ReduceRule::GPU),
             WorkgroupTree
         );
         assert_eq!(
@@ -521,7 +544,7 @@ mod tests {
                 sum(1000, 1),
                 (Some(PerInvocation), tree),
                 LIMIT,
-                ReduceRule::BUILT_IN
+                ReduceRule::GPU
             ),
             PerInvocation
         );
@@ -531,7 +554,7 @@ mod tests {
                 sum(10, 1),
                 (Some(WorkgroupTree), None),
                 LIMIT,
-                ReduceRule::BUILT_IN
+                ReduceRule::GPU
             ),
             WorkgroupTree
         );
@@ -540,7 +563,7 @@ mod tests {
                 sum(4096, 32),
                 (Some(SumByFours), None),
                 LIMIT,
-                ReduceRule::BUILT_IN
+                ReduceRule::GPU
             ),
             SumByFours
         );
@@ -551,7 +574,7 @@ mod tests {
                 sum(4096, 1),
                 (Some(SumByFours), None),
                 LIMIT,
-                ReduceRule::BUILT_IN
+                ReduceRule::GPU
             ),
             WorkgroupTree
         );
@@ -560,15 +583,15 @@ mod tests {
             ..sum(4096, 32)
         };
         assert_eq!(
-            choose_reduce(max, (Some(SumByFours), None), LIMIT, ReduceRule::BUILT_IN),
-            choose_reduce(max, (None, None), LIMIT, ReduceRule::BUILT_IN)
+            choose_reduce(max, (Some(SumByFours), None), LIMIT, ReduceRule::GPU),
+            choose_reduce(max, (None, None), LIMIT, ReduceRule::GPU)
         );
         assert_eq!(
             choose_reduce(
                 sum(70_000, 1),
                 (Some(PerInvocation), None),
                 LIMIT,
-                ReduceRule::BUILT_IN
+                ReduceRule::GPU
             ),
             WorkgroupTree
         );
@@ -581,7 +604,7 @@ mod tests {
         // A loss summed over a batch of 64 (640 elements, a workgroup
         // tree), then of 17 (170 elements): the tree is kept.
         assert_eq!(
-            choose_reduce(sum(170, 1), (None, None), LIMIT, ReduceRule::BUILT_IN),
+            choose_reduce(sum(170, 1), (None, None), LIMIT, ReduceRule::GPU),
             PerInvocation
         );
         assert_eq!(
@@ -589,7 +612,7 @@ mod tests {
                 sum(170, 1),
                 (None, reduce(WorkgroupTree)),
                 LIMIT,
-                ReduceRule::BUILT_IN
+                ReduceRule::GPU
             ),
             WorkgroupTree
         );
@@ -598,7 +621,7 @@ mod tests {
                 sum(1 << 15, 1),
                 (None, reduce(PerInvocation)),
                 LIMIT,
-                ReduceRule::BUILT_IN
+                ReduceRule::GPU
             ),
             PerInvocation
         );
@@ -610,7 +633,7 @@ mod tests {
                 sum(70_000, 1),
                 (None, reduce(PerInvocation)),
                 LIMIT,
-                ReduceRule::BUILT_IN
+                ReduceRule::GPU
             ),
             WorkgroupTree
         );
@@ -619,7 +642,7 @@ mod tests {
                 sum(60_000 * 4, 4),
                 (None, reduce(PerInvocation)),
                 LIMIT,
-                ReduceRule::BUILT_IN
+                ReduceRule::GPU
             ),
             PerInvocation
         );
@@ -628,7 +651,7 @@ mod tests {
                 sum(1 << 20, 1),
                 (None, reduce(PerInvocation)),
                 None,
-                ReduceRule::BUILT_IN
+                ReduceRule::GPU
             ),
             PerInvocation
         );
@@ -638,7 +661,7 @@ mod tests {
                 sum(4096, 32),
                 (None, reduce(SumByFours)),
                 LIMIT,
-                ReduceRule::BUILT_IN
+                ReduceRule::GPU
             ),
             SumByFours
         );
@@ -647,14 +670,14 @@ mod tests {
                 sum(4094, 32),
                 (None, reduce(SumByFours)),
                 LIMIT,
-                ReduceRule::BUILT_IN
+                ReduceRule::GPU
             ),
             PerInvocation
         );
         // Another kind of precedent (the site's graph changed) is ignored.
         let other = Some(Strategy::RowNorm);
         assert_eq!(
-            choose_reduce(sum(170, 1), (None, other), LIMIT, ReduceRule::BUILT_IN),
+            choose_reduce(sum(170, 1), (None, other), LIMIT, ReduceRule::GPU),
             PerInvocation
         );
 

@@ -41,8 +41,9 @@ pub(crate) struct Target {
     /// The reduction strategy to use wherever it is valid
     /// (`DeviceConfig::reduce`); `None`: chosen by sizes.
     pub reduce: Option<ReduceStrategy>,
-    /// How sizes choose a reduction kernel: the built-in rule, or the one
-    /// tuning found fastest on the adapter (`tune::reduce`).
+    /// How sizes choose a reduction kernel: the adapter kind's
+    /// (`ReduceRule::CPU` or `GPU`), or the one tuning found fastest on
+    /// the adapter (`tune::reduce`).
     pub reduce_rule: ReduceRule,
 }
 
@@ -162,7 +163,11 @@ impl Target {
             },
             rows_per_workgroup: !cpu,
             reduce: None,
-            reduce_rule: ReduceRule::BUILT_IN,
+            reduce_rule: if cpu {
+                ReduceRule::CPU
+            } else {
+                ReduceRule::GPU
+            },
         }
     }
 
@@ -215,7 +220,7 @@ impl Target {
             reduce_split: ReduceSplit::CPU,
             rows_per_workgroup: false,
             reduce: None,
-            reduce_rule: ReduceRule::BUILT_IN,
+            reduce_rule: ReduceRule::CPU,
         }
     }
 }

@@ -146,18 +146,19 @@ impl Device {
         let tuned = matmul
             .as_ref()
             .and_then(|t| crate::tune::matmul::parse(&t.winner));
-        let rule = reduce
-            .as_ref()
-            .and_then(|t| crate::kernel::ReduceRule::parse(&t.winner))
-            .unwrap_or(crate::kernel::ReduceRule::BUILT_IN);
-        let target = Target::for_adapter(
+        let mut target = Target::for_adapter(
             &ctx.info,
             &ctx.limits,
             ctx.features,
             config.matmul.or(tuned),
         )
-        .forcing_reduce(config.reduce)
-        .with_reduce_rule(rule);
+        .forcing_reduce(config.reduce);
+        if let Some(rule) = reduce
+            .as_ref()
+            .and_then(|t| crate::kernel::ReduceRule::parse(&t.winner))
+        {
+            target = target.with_reduce_rule(rule);
+        }
         let dev = Device::with_backend(Backend::Gpu(ctx, target), config);
         let tunings: Vec<crate::Tuning> = matmul.into_iter().chain(reduce).collect();
         if !tunings.is_empty() {

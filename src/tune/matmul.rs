@@ -102,20 +102,21 @@ pub(crate) fn tune(ctx: &Arc<GpuContext>, config: &DeviceConfig) -> Option<Tunin
     let shapes = shapes(mode);
     let shape_text = format!("{shapes:?} x{}", runs(mode));
     let key = TuneKey::new("matmul", &cache::adapter_facts(ctx), &names, &shape_text);
+    // A fresh device for each candidate and shape: a device keeps a
+    // trace site's first strategies (lane tiles) at its later sizes, so
+    // one device per candidate would time the first shape's choices on
+    // every shape.
+    let off = DeviceConfig {
+        autotune: Some(Autotune::Off),
+        ..DeviceConfig::default()
+    };
     Some(super::tuned(&key, &names, &mut || {
-        let devs: Vec<Device> = cands
-            .iter()
-            .map(|&c| {
-                let config = DeviceConfig {
-                    matmul: Some(c),
-                    autotune: Some(Autotune::Off),
-                    ..DeviceConfig::default()
-                };
-                Device::on_context(ctx.clone(), config)
-            })
-            .collect();
-        super::interleaved((devs.len(), shapes.len(), runs(mode)), &mut |c, w| {
-            trial(&devs[c], shapes[w])
+        super::interleaved((cands.len(), shapes.len(), runs(mode)), &mut |c, w| {
+            let target = Target::for_adapter(&ctx.info, &ctx.limits, ctx.features, Some(cands[c]));
+            trial(
+                Device::on_target(ctx.clone(), target, off.clone()),
+                shapes[w],
+            )
         })
     }))
 }
@@ -137,12 +138,12 @@ pub(super) fn operand(len: usize, seed: u64) -> Vec<f32> {
 /// An `m x k` by `k x n` product on `dev`, its values checked against an
 /// f64 product on a few rows; `Err` names what failed (an error or a
 /// wrong value).
-fn trial(dev: &Device, (m, k, n): (usize, usize, usize)) -> Result<super::Trial<'_>, String> {
+fn trial(dev: Device, (m, k, n): (usize, usize, usize)) -> Result<super::Trial<'static>, String> {
     let a_host = operand(m * k, 1);
     let b_host = operand(k * n, 2);
     let set_up = || -> crate::Result<(Tensor, Tensor)> {
-        let a = Tensor::from_vec(a_host.clone(), [m, k], dev)?;
-        let b = Tensor::from_vec(b_host.clone(), [k, n], dev)?;
+        let a = Tensor::from_vec(a_host.clone(), [m, k], &dev)?;
+        let b = Tensor::from_vec(b_host.clone(), [k, n], &dev)?;
         let got = a.matmul(&b).to_vec::<f32>()?;
         check(&got, &a_host, &b_host, (m, k, n)).map_err(|message| crate::Error::Device {
             during: "autotune check".to_string(),
@@ -151,7 +152,7 @@ fn trial(dev: &Device, (m, k, n): (usize, usize, usize)) -> Result<super::Trial<
         Ok((a, b))
     };
     let (a, b) = set_up().map_err(|e| format!("{m}x{k}x{n}: {e}"))?;
-    Ok(Box::new(move || {
+    Ok(Box::new(move || -> crate::Result<()> {
         // Held through the step: a value nothing holds is not computed.
         let product = a.matmul(&b);
         dev.mark_step()?;

@@ -44,7 +44,8 @@ pub(crate) type Trial<'a> = Box<dyn FnMut() -> crate::Result<()> + 'a>;
 /// machine whose speed drifts over seconds (lavapipe on a 2-core VM ran
 /// one kernel 1.5x slower a few seconds later) slows every candidate
 /// alike, where timing the candidates one after another would credit the
-/// drift to whichever ran in the fast stretch. A panic is a failure.
+/// drift to whichever ran in the fast stretch; each round starts with
+/// the next candidate. A panic is a failure.
 pub(crate) fn interleaved<'a>(
     (candidates, workloads, runs): (usize, usize, usize),
     trial: &mut dyn FnMut(usize, usize) -> Result<Trial<'a>, String>,
@@ -59,20 +60,24 @@ pub(crate) fn interleaved<'a>(
         let mut trials: Vec<Option<Trial<'a>>> = (0..candidates)
             .map(|c| {
                 let set_up = catch_unwind(AssertUnwindSafe(|| trial(c, w)))
-                    .unwrap_or_else(|_| Err("panicked".to_string()));
+                    .unwrap_or_else(|_| Err(format!("workload {w}: panicked")));
                 set_up
                     .map_err(|why| measured[c].failure.get_or_insert(why).clone())
                     .ok()
             })
             .collect();
         let mut times: Vec<Vec<f64>> = vec![Vec::with_capacity(runs); candidates];
-        for _ in 0..runs {
-            for (c, slot) in trials.iter_mut().enumerate() {
+        for round in 0..runs {
+            // Each round starts one candidate further on: none always
+            // runs first (after another kernel, or after the set-up).
+            for i in 0..candidates {
+                let c = (round + i) % candidates;
+                let slot = &mut trials[c];
                 let Some(run) = slot else { continue };
                 let start = Instant::now();
                 let outcome = catch_unwind(AssertUnwindSafe(run))
-                    .map_err(|_| "panicked".to_string())
-                    .and_then(|r| r.map_err(|e| e.to_string()));
+                    .map_err(|_| format!("workload {w}: panicked"))
+                    .and_then(|r| r.map_err(|e| format!("workload {w}: {e}")));
                 match outcome {
                     Ok(()) => times[c].push(start.elapsed().as_secs_f64()),
                     Err(why) => {
@@ -192,7 +197,7 @@ pub struct CandidateTiming {
 /// [`crate::AdapterReport::tuning`]).
 #[derive(Clone, Debug, PartialEq)]
 pub struct Tuning {
-    /// The kind of kernel tuned (`matmul`).
+    /// The kind of kernel tuned (`matmul`, `reduce`).
     pub kind: String,
     /// The candidate chosen.
     pub winner: String,
@@ -239,9 +244,9 @@ mod tests {
 
     #[test]
     fn candidates_run_in_rounds_and_failures_are_kept() {
-        // Three candidates, two workloads, two rounds: candidate 1 fails
-        // to set up workload 1, candidate 2 panics in its second run of
-        // workload 0 and is not run again there.
+        // Three candidates, two workloads, two rounds (the second starting
+        // with the next candidate): candidate 1 fails to set up workload
+        // 1, candidate 2 panics in its second run of workload 0.
         let order = RefCell::new(Vec::new());
         let runs_of_2 = RefCell::new(0);
         let measured = interleaved((3, 2, 2), &mut |c, w| {
@@ -264,13 +269,13 @@ mod tests {
                 (0, 0),
                 (1, 0),
                 (2, 0),
-                (0, 0),
                 (1, 0),
                 (2, 0),
+                (0, 0),
                 (0, 1),
                 (2, 1),
-                (0, 1),
-                (2, 1)
+                (2, 1),
+                (0, 1)
             ]
         );
         let ok = |m: &Measured| m.times.iter().map(Option::is_some).collect::<Vec<_>>();
@@ -278,6 +283,6 @@ mod tests {
         assert_eq!(ok(&measured[1]), vec![true, false]);
         assert_eq!(measured[1].failure.as_deref(), Some("no kernel"));
         assert_eq!(ok(&measured[2]), vec![false, true]);
-        assert_eq!(measured[2].failure.as_deref(), Some("panicked"));
+        assert_eq!(measured[2].failure.as_deref(), Some("workload 0: panicked"));
     }
 }

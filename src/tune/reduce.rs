@@ -63,41 +63,43 @@ pub(crate) fn tune(ctx: &Arc<GpuContext>, config: &DeviceConfig) -> Option<Tunin
     if config.reduce.is_some() || mode == Autotune::Off {
         return None;
     }
-    let rules = ReduceRule::CANDIDATES;
+    let builtin = Target::for_adapter(&ctx.info, &ctx.limits, ctx.features, None).reduce_rule;
+    let rules = ReduceRule::candidates(builtin);
     let names: Vec<String> = rules.iter().map(ReduceRule::name).collect();
     let names: Vec<&str> = names.iter().map(String::as_str).collect();
     let workloads = workloads(mode);
     let text = format!("{workloads:?} x{}", runs(mode));
     let key = TuneKey::new("reduce", &cache::adapter_facts(ctx), &names, &text);
+    // A fresh device for each candidate and workload: a device keeps a
+    // trace site's first strategy at its later sizes (the sums below are
+    // one site), so one device per candidate would time the first
+    // workload's pick on every workload.
+    let off = DeviceConfig {
+        autotune: Some(Autotune::Off),
+        ..DeviceConfig::default()
+    };
     Some(super::tuned(&key, &names, &mut || {
-        let devs: Vec<Device> = rules
-            .iter()
-            .map(|&rule| {
-                let target = Target::for_adapter(&ctx.info, &ctx.limits, ctx.features, None)
-                    .with_reduce_rule(rule);
-                let off = DeviceConfig {
-                    autotune: Some(Autotune::Off),
-                    ..DeviceConfig::default()
-                };
-                Device::on_target(ctx.clone(), target, off)
-            })
-            .collect();
-        super::interleaved((devs.len(), workloads.len(), runs(mode)), &mut |c, w| {
-            trial(&devs[c], workloads[w])
+        super::interleaved((rules.len(), workloads.len(), runs(mode)), &mut |c, w| {
+            let target = Target::for_adapter(&ctx.info, &ctx.limits, ctx.features, None)
+                .with_reduce_rule(rules[c]);
+            trial(
+                Device::on_target(ctx.clone(), target, off.clone()),
+                workloads[w],
+            )
         })
     }))
 }
 
 /// Workload `w` on `dev`, its values checked against f64 sums; `Err`
 /// names what failed (an error or a wrong value).
-fn trial(dev: &Device, w: Workload) -> Result<super::Trial<'_>, String> {
+fn trial(dev: Device, w: Workload) -> Result<super::Trial<'static>, String> {
     let host = super::matmul::operand(w.rows * w.cols, 3);
     let sum = move |x: &Tensor| match w.axis {
         Some(axis) => x.sum([axis], false),
         None => x.sum_all(),
     };
     let set_up = || -> crate::Result<Tensor> {
-        let x = Tensor::from_vec(host.clone(), [w.rows, w.cols], dev)?;
+        let x = Tensor::from_vec(host.clone(), [w.rows, w.cols], &dev)?;
         let got = sum(&x).to_vec::<f32>()?;
         check(&got, &host, w).map_err(|message| crate::Error::Device {
             during: "autotune check".to_string(),
@@ -116,7 +118,8 @@ fn trial(dev: &Device, w: Workload) -> Result<super::Trial<'_>, String> {
     }))
 }
 
-/// Checks eight spread outputs of `got` against f64 sums of `host`.
+/// Checks eight spread outputs of `got` and its last against f64 sums of
+/// `host`.
 fn check(got: &[f32], host: &[f32], w: Workload) -> Result<(), String> {
     let at = |r: usize, c: usize| f64::from(host[r * w.cols + c]);
     let (outputs, reduced) = match w.axis {
@@ -128,7 +131,10 @@ fn check(got: &[f32], host: &[f32], w: Workload) -> Result<(), String> {
         return Err(format!("{} outputs where {outputs}", got.len()));
     }
     let tol = 1e-6 * reduced as f64 + 1e-4;
-    for o in (0..8).map(|i| i * outputs / 8).filter(|&o| o < outputs) {
+    let mut sampled: Vec<usize> = (0..8).map(|i| i * outputs / 8).collect();
+    sampled.push(outputs - 1);
+    sampled.dedup();
+    for o in sampled {
         let want: f64 = match w.axis {
             Some(1) => (0..w.cols).map(|c| at(o, c)).sum(),
             Some(_) => (0..w.rows).map(|r| at(r, o)).sum(),
