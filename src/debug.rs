@@ -122,6 +122,17 @@ fn plan_text(name: &str, source: &KernelSource, origins: &[String]) -> String {
         "{name}: {} workgroups\nstrategy: {:?}\n",
         source.groups, source.strategy
     );
+    if !source.candidates.is_empty() {
+        let listed: Vec<String> = source
+            .candidates
+            .iter()
+            .map(|(name, valid)| {
+                let note = if *valid { "" } else { " (not valid here)" };
+                format!("{name}{note}")
+            })
+            .collect();
+        let _ = writeln!(text, "candidates: {}", listed.join(", "));
+    }
     for &w in &source.writes {
         let _ = writeln!(text, "writes n{w} {}", label(w));
     }

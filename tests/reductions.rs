@@ -626,6 +626,12 @@ fn every_reduction_kernel_matches_f64_when_forced() {
             lazywgpu::ReduceChoice::WorkgroupTree => "WorkgroupTree",
         };
         assert!(used(forced), "forced {}: no kernel took it", choice.name());
+        // Each reduction's plan lists the kernels that could compute it:
+        // by fours is no candidate for a max.
+        assert!(
+            plans.contains("candidates: PerInvocation, SumByFours (not valid here), WorkgroupTree"),
+            "{plans}"
+        );
         if choice != lazywgpu::ReduceChoice::ByFours {
             // Both are valid for every reduction here (one invocation per
             // part of the split 70,000-element one): nothing else ran.

@@ -8,7 +8,9 @@ use crate::dtype::DType;
 use crate::graph::GraphKey;
 use crate::graph::op::{BinaryOp, ReduceOp};
 use crate::kernel::ir::{Arith, Expr, Inst, Ty, Var};
-use crate::kernel::{Entry, ReduceShape, ReduceStrategy, WorkgroupArray, choose_reduce};
+use crate::kernel::{
+    Entry, ReduceShape, ReduceStrategy, WorkgroupArray, choose_reduce, reduce_candidates,
+};
 use crate::shape::numel;
 
 use super::reduce_ir::{
@@ -33,21 +35,24 @@ pub(super) fn reduce(
         .product();
     let total = outer * red.parts;
     let rank = in_shape.len();
+    let shape = ReduceShape {
+        op: red.op,
+        dtype: key.nodes[x].dtype,
+        reduced,
+        parts: red.parts,
+        trailing: red
+            .axes
+            .iter()
+            .enumerate()
+            .all(|(i, &d)| d == rank - red.axes.len() + i),
+        vectorizable: vectorizable(&key.nodes, x, g.stored, false),
+    };
+    let budget = g.context().target.loop_budget(1);
+    g.candidates = reduce_candidates(shape, budget);
     let strategy = choose_reduce(
-        ReduceShape {
-            op: red.op,
-            dtype: key.nodes[x].dtype,
-            reduced,
-            parts: red.parts,
-            trailing: red
-                .axes
-                .iter()
-                .enumerate()
-                .all(|(i, &d)| d == rank - red.axes.len() + i),
-            vectorizable: vectorizable(&key.nodes, x, g.stored, false),
-        },
+        shape,
         (g.context().target.reduce, g.context().precedent(red.root)),
-        g.context().target.loop_budget(1),
+        budget,
         g.context().target.reduce_rule,
     );
     let groups = total.div_ceil(WORKGROUP_SIZE as usize);

@@ -10,7 +10,7 @@ use crate::graph::GraphKey;
 use crate::graph::op::{BinaryOp, UnaryOp};
 use crate::kernel::ir::{Arith, Expr, Inst, Ty, Var};
 use crate::kernel::{Entry, WorkgroupArray};
-use crate::kernel::{GPU_ROW_MIN, SoftmaxStrategy, choose_softmax};
+use crate::kernel::{GPU_ROW_MIN, SoftmaxStrategy, choose_softmax, softmax_candidates};
 use crate::shape::numel;
 
 use super::norm::{f32_op, f32_unary};
@@ -32,6 +32,7 @@ pub(super) fn softmax(
     let vectorizable = vectorizable(&key.nodes, x, g.stored, false);
     let precedent = g.context().precedent(root);
     let budget = g.context().target.loop_budget(1);
+    g.candidates = softmax_candidates((len, inner), vectorizable, budget);
     let strategy = if g.context().target.rows_per_workgroup && len >= GPU_ROW_MIN {
         SoftmaxStrategy::RowPerWorkgroup
     } else {

@@ -73,6 +73,9 @@ pub(crate) struct KernelSource {
     /// of its dynamic literals for this graph, bound last as a uniform
     /// `dyn_sizes` (see `kernel::generic`).
     pub dyn_sizes: Option<Vec<u32>>,
+    /// The kernels that could have computed it, and whether each was
+    /// valid at its sizes (empty where there was no choice to make).
+    pub candidates: Vec<(String, bool)>,
     /// The kernel as a value, which `wgsl` was printed from.
     /// Shared: a site's record keeps it to compare the next sizes with.
     pub kernel: std::sync::Arc<Kernel>,

@@ -64,6 +64,7 @@ pub(crate) fn lower_kernel<'a>(
     let vec = choose_vec4(can, precedent);
     let mut g = Gen::new(&key.nodes, stored, aliases, cx);
     g.set_checks(key.checked);
+    g.candidates = vec![("vec4".to_string(), can), ("scalar".to_string(), true)];
     let gi = Expr::Invocation;
     let mut stores = Vec::new();
     for (k, &o) in outputs.iter().enumerate() {

@@ -19,6 +19,6 @@ pub(crate) use program::{Declared, Entry, Helpers, Kernel, WorkgroupArray};
 pub(crate) use strategy::{
     GPU_ROW_MIN, LaneTile, Precedents, ReduceRule, ReduceShape, ReduceStrategy, SoftmaxStrategy,
     Strategy, WORKGROUP_SIZE, choose_reduce, choose_softmax, choose_vec4, lane_reads_a_in_place,
-    lane_reads_b_in_place,
+    lane_reads_b_in_place, reduce_candidates, softmax_candidates,
 };
 pub(crate) use target::{LaneAdapter, MatmulKernel, ReduceSplit, Target};

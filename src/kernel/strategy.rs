@@ -257,6 +257,42 @@ impl ReduceRule {
     }
 }
 
+/// Every reduction kernel and whether it is valid for `shape` in a kernel
+/// whose loops may run `loop_budget` iterations (`LAZYWGPU_DUMP` lists
+/// them beside the one chosen).
+pub(crate) fn reduce_candidates(
+    shape: ReduceShape,
+    loop_budget: Option<usize>,
+) -> Vec<(String, bool)> {
+    [
+        ReduceStrategy::PerInvocation,
+        ReduceStrategy::SumByFours,
+        ReduceStrategy::WorkgroupTree,
+    ]
+    .into_iter()
+    .map(|s| (format!("{s:?}"), reduce_valid(s, shape, loop_budget)))
+    .collect()
+}
+
+/// Every softmax kernel and whether it is valid for rows of `len` (see
+/// `choose_softmax`), for `LAZYWGPU_DUMP`.
+pub(crate) fn softmax_candidates(
+    (len, inner): (usize, usize),
+    vectorizable: bool,
+    loop_budget: Option<usize>,
+) -> Vec<(String, bool)> {
+    let row_fits = loop_budget.is_none_or(|budget| 2 * len <= budget);
+    let by_vec4 = inner == 1 && len.is_multiple_of(4) && vectorizable;
+    vec![
+        (
+            format!("{:?}", SoftmaxStrategy::RowPerInvocationVec4),
+            by_vec4 && row_fits,
+        ),
+        (format!("{:?}", SoftmaxStrategy::RowPerInvocation), row_fits),
+        (format!("{:?}", SoftmaxStrategy::RowPerWorkgroup), true),
+    ]
+}
+
 /// The strategy for a reduction of `shape`: the `forced` one
 /// (`Target::reduce`) where that is valid for `shape`, else its
 /// precedent's where that is, else `rule`'s, in a kernel whose loops may
@@ -600,87 +636,80 @@ mod tests {
     #[test]
     fn a_precedent_is_kept_where_it_is_valid() {
         use ReduceStrategy::*;
-        let reduce = |p| Some(Strategy::Reduce(p));
+        // The strategy for `shape` with `kept` as the site's precedent,
+        // within `budget`.
+        let with = |shape, kept, budget| {
+            choose_reduce(
+                shape,
+                (None, Some(Strategy::Reduce(kept))),
+                budget,
+                ReduceRule::GPU,
+            )
+        };
         // A loss summed over a batch of 64 (640 elements, a workgroup
         // tree), then of 17 (170 elements): the tree is kept.
         assert_eq!(
             choose_reduce(sum(170, 1), (None, None), LIMIT, ReduceRule::GPU),
             PerInvocation
         );
-        assert_eq!(
-            choose_reduce(
-                sum(170, 1),
-                (None, reduce(WorkgroupTree)),
-                LIMIT,
-                ReduceRule::GPU
-            ),
-            WorkgroupTree
-        );
-        assert_eq!(
-            choose_reduce(
-                sum(1 << 15, 1),
-                (None, reduce(PerInvocation)),
-                LIMIT,
-                ReduceRule::GPU
-            ),
-            PerInvocation
-        );
+        assert_eq!(with(sum(170, 1), WorkgroupTree, LIMIT), WorkgroupTree);
+        assert_eq!(with(sum(1 << 15, 1), PerInvocation, LIMIT), PerInvocation);
         // Past the kernel's loop budget, one invocation per output would
         // stop early (lavapipe: 65,535 iterations): a tree instead, and
         // kept where nothing cuts loops short.
+        assert_eq!(with(sum(70_000, 1), PerInvocation, LIMIT), WorkgroupTree);
         assert_eq!(
-            choose_reduce(
-                sum(70_000, 1),
-                (None, reduce(PerInvocation)),
-                LIMIT,
-                ReduceRule::GPU
-            ),
-            WorkgroupTree
-        );
-        assert_eq!(
-            choose_reduce(
-                sum(60_000 * 4, 4),
-                (None, reduce(PerInvocation)),
-                LIMIT,
-                ReduceRule::GPU
-            ),
+            with(sum(60_000 * 4, 4), PerInvocation, LIMIT),
             PerInvocation
         );
-        assert_eq!(
-            choose_reduce(
-                sum(1 << 20, 1),
-                (None, reduce(PerInvocation)),
-                None,
-                ReduceRule::GPU
-            ),
-            PerInvocation
-        );
+        assert_eq!(with(sum(1 << 20, 1), PerInvocation, None), PerInvocation);
         // Sums by fours need a multiple of four elements.
-        assert_eq!(
-            choose_reduce(
-                sum(4096, 32),
-                (None, reduce(SumByFours)),
-                LIMIT,
-                ReduceRule::GPU
-            ),
-            SumByFours
-        );
-        assert_eq!(
-            choose_reduce(
-                sum(4094, 32),
-                (None, reduce(SumByFours)),
-                LIMIT,
-                ReduceRule::GPU
-            ),
-            PerInvocation
-        );
+        assert_eq!(with(sum(4096, 32), SumByFours, LIMIT), SumByFours);
+        assert_eq!(with(sum(4094, 32), SumByFours, LIMIT), PerInvocation);
         // Another kind of precedent (the site's graph changed) is ignored.
         let other = Some(Strategy::RowNorm);
         assert_eq!(
             choose_reduce(sum(170, 1), (None, other), LIMIT, ReduceRule::GPU),
             PerInvocation
         );
+    }
 
+    #[test]
+    fn candidates_say_which_kernels_are_valid() {
+        let names = |c: Vec<(String, bool)>| {
+            c.into_iter()
+                .filter(|&(_, ok)| ok)
+                .map(|(n, _)| n)
+                .collect::<Vec<_>>()
+        };
+        assert_eq!(
+            names(reduce_candidates(sum(100, 1), LIMIT)),
+            ["PerInvocation", "WorkgroupTree"]
+        );
+        assert_eq!(
+            names(reduce_candidates(sum(1 << 24, 1 << 17), LIMIT)),
+            ["PerInvocation", "SumByFours", "WorkgroupTree"]
+        );
+        assert_eq!(
+            names(reduce_candidates(sum(70_000, 1), LIMIT)),
+            ["WorkgroupTree"]
+        );
+        assert_eq!(
+            names(softmax_candidates((1024, 1), true, LIMIT)),
+            [
+                "RowPerInvocationVec4",
+                "RowPerInvocation",
+                "RowPerWorkgroup"
+            ]
+        );
+        assert_eq!(
+            names(softmax_candidates((40_000, 1), true, LIMIT)),
+            ["RowPerWorkgroup"]
+        );
+    }
+
+    #[test]
+    fn softmax_and_vec4_precedents_are_kept_where_valid() {
         use SoftmaxStrategy::*;
         let softmax = |p| Some(Strategy::Softmax(p));
         assert_eq!(

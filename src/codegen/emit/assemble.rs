@@ -45,6 +45,7 @@ impl Gen<'_> {
             scratch: Vec::new(),
             packs: Vec::new(),
             dyn_sizes: None,
+            candidates: self.candidates.clone(),
             kernel: std::sync::Arc::new(kernel),
         }
     }

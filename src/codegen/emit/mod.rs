@@ -84,6 +84,10 @@ pub(crate) struct Gen<'a> {
     checks: bool,
     /// Whether a check was lowered (the kernel then binds `checks`).
     uses_checks: bool,
+    /// The kernels that could have computed this one's root, and whether
+    /// each was valid at its sizes (set by the builders that choose:
+    /// reductions, softmax, elementwise), for `LAZYWGPU_DUMP`.
+    pub candidates: Vec<(String, bool)>,
 }
 
 impl<'a> Gen<'a> {
@@ -110,6 +114,7 @@ impl<'a> Gen<'a> {
             cx: *cx,
             checks: false,
             uses_checks: false,
+            candidates: Vec::new(),
         }
     }
 
