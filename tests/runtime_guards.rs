@@ -66,6 +66,35 @@ fn a_recompile_is_explained_with_what_changed_and_where() {
     assert!(metrics.counter("recompiles") >= 1);
 }
 
+/// AdamW's moments start as zeros, values the first step's graph reads
+/// as few shared inputs; from the second step each is stored on its own.
+/// The second step compiles again with the same ops and more inputs:
+/// warm-up, not a recompile (the diffusion example's U-Net warned here).
+#[test]
+fn an_optimizers_state_stored_after_its_first_step_is_warm_up() {
+    use lazywgpu::nn::{self, Module};
+    use lazywgpu::optim::{AdamW, Optimizer};
+    let Some(dev) = common::gpu() else { return };
+    dev.manual_seed(1);
+    let model = nn::Sequential::new()
+        .add(nn::Linear::new(784, 32, &dev))
+        .add(nn::ReLU)
+        .add(nn::Linear::new(32, 10, &dev));
+    let mut opt = AdamW::new(model.parameters(), 1e-3);
+    for _ in 0..3 {
+        let y = model.forward(&batch_of(&dev, 16));
+        let loss = (&y * &y).mean_all();
+        loss.backward();
+        opt.step();
+        opt.zero_grad();
+        dev.mark_step().unwrap();
+        loss.item::<f32>().unwrap();
+    }
+    let metrics = dev.metrics();
+    assert_eq!(metrics.counter("recompiles"), 0, "{metrics}");
+    assert!(metrics.warnings().is_empty(), "{metrics}");
+}
+
 #[test]
 fn the_recompile_budget_turns_the_next_recompile_into_an_error_naming_the_line() {
     let Some(dev) = common::gpu() else { return };

@@ -11,9 +11,11 @@ use crate::dtype::DType;
 /// What a recompilation changed.
 #[derive(Debug, PartialEq, Eq)]
 pub(crate) struct Recompile {
-    /// Not counted as a recompile: values that were computations last
-    /// time are stored data now (a model's initial parameters after the
-    /// first step: the graph lost nodes, gained inputs and no shape), or a
+    /// Not counted as a recompile: values that were computations (or
+    /// shared) last time are stored data now (a model's initial parameters
+    /// and an optimiser's zero moments after the first step: the graph
+    /// gained inputs, no op and no shape), the same nodes were created in
+    /// another order (parameters replaced by their first update), or a
     /// mode of the device was switched (fusion, anomaly checks).
     pub warm_up: bool,
     /// The node where the change shows, if one does.
@@ -23,6 +25,32 @@ pub(crate) struct Recompile {
 }
 
 impl GraphKey {
+    /// Whether `self` has the nodes of `before` (each op with its shape and
+    /// dtype, each input with its shape and dtype) in another order: the
+    /// same work, its values created in another order (parameters
+    /// replaced by their first update, made after the optimiser's state).
+    fn same_nodes_reordered(&self, before: &GraphKey) -> bool {
+        if self.nodes.len() != before.nodes.len() || self.outputs.len() != before.outputs.len() {
+            return false;
+        }
+        let signatures = |k: &GraphKey| {
+            let mut s: Vec<String> = k
+                .nodes
+                .iter()
+                .map(|n| {
+                    let kind = match &n.kind {
+                        GKind::Input { .. } => "input".to_string(),
+                        GKind::Op { op, .. } => format!("{op:?}"),
+                    };
+                    format!("{kind} {:?} {}", n.shape, n.dtype)
+                })
+                .collect();
+            s.sort_unstable();
+            s
+        };
+        signatures(self) == signatures(before)
+    }
+
     /// Explains why `self` needed a compile when `before` was the last
     /// graph of the same trace site. A value of a shape or dtype that
     /// `before` never had (a new batch size) is named first, since the
@@ -72,8 +100,14 @@ impl GraphKey {
                 .filter(|n| matches!(n.kind, GKind::Input { .. }))
                 .count()
         };
+        // Ops are what the graph computes: no more of them, and more
+        // inputs, is values computed or shared last time (a model's
+        // initial parameters; an optimiser's zero moments, a few stored
+        // zeros read by every update) stored on their own now.
+        let ops = |k: &GraphKey| k.nodes.len() - inputs(k);
+        let stored_since = ops(self) <= ops(before) && inputs(self) > inputs(before);
         Recompile {
-            warm_up: self.nodes.len() < before.nodes.len() && inputs(self) > inputs(before),
+            warm_up: stored_since || self.same_nodes_reordered(before),
             node,
             change,
         }
