@@ -95,6 +95,31 @@ fn an_optimizers_state_stored_after_its_first_step_is_warm_up() {
     assert!(metrics.warnings().is_empty(), "{metrics}");
 }
 
+/// The warm-up allowance is the site's second graph only: a structure
+/// that keeps changing (each read wired differently, same shapes) is a
+/// recompile from its third graph on, and past a budget of none an error.
+#[test]
+fn a_structure_that_keeps_changing_is_warm_up_once_only() {
+    let Some(dev) = common::gpu() else { return };
+    dev.set_recompile_budget(0);
+    let a = Tensor::from_vec(vec![1.0f32, 2.0], [2], &dev).unwrap();
+    let b = Tensor::from_vec(vec![3.0f32, 5.0], [2], &dev).unwrap();
+    // The same ops on the same lines, wired three ways: (x - y) * w + v.
+    let wired = |k: usize| {
+        let [x, y, w, v] = [[&a, &b, &a, &b], [&b, &a, &b, &a], [&a, &b, &b, &a]][k];
+        let z = &(&(x - y) * w) + v;
+        z.to_vec::<f32>()
+    };
+    assert_eq!(wired(0).unwrap(), vec![1.0, -1.0]);
+    assert_eq!(
+        wired(1).unwrap(),
+        vec![7.0, 17.0],
+        "the second graph: warm-up"
+    );
+    let err = wired(2).expect_err("the third graph is a recompile past the budget");
+    assert!(matches!(err, Error::RecompileBudget { .. }), "{err}");
+}
+
 #[test]
 fn the_recompile_budget_turns_the_next_recompile_into_an_error_naming_the_line() {
     let Some(dev) = common::gpu() else { return };

@@ -11,12 +11,12 @@ use crate::dtype::DType;
 /// What a recompilation changed.
 #[derive(Debug, PartialEq, Eq)]
 pub(crate) struct Recompile {
-    /// Not counted as a recompile: values that were computations (or
-    /// shared) last time are stored data now (a model's initial parameters
-    /// and an optimiser's zero moments after the first step: the graph
-    /// gained inputs, no op and no shape), the same nodes were created in
-    /// another order (parameters replaced by their first update), or a
-    /// mode of the device was switched (fusion, anomaly checks).
+    /// Not counted as a recompile: the site's second graph without a
+    /// value of a new shape or dtype (the first step stored what the
+    /// second reads: a model's initial parameters, replaced by their first
+    /// update; an optimiser's zero moments), values that were computations
+    /// last time stored now (the graph lost nodes and gained inputs), or
+    /// a mode of the device switched (fusion, anomaly checks).
     pub warm_up: bool,
     /// The node where the change shows, if one does.
     pub node: Option<usize>,
@@ -25,38 +25,14 @@ pub(crate) struct Recompile {
 }
 
 impl GraphKey {
-    /// Whether `self` has the nodes of `before` (each op with its shape and
-    /// dtype, each input with its shape and dtype) in another order: the
-    /// same work, its values created in another order (parameters
-    /// replaced by their first update, made after the optimiser's state).
-    fn same_nodes_reordered(&self, before: &GraphKey) -> bool {
-        if self.nodes.len() != before.nodes.len() || self.outputs.len() != before.outputs.len() {
-            return false;
-        }
-        let signatures = |k: &GraphKey| {
-            let mut s: Vec<String> = k
-                .nodes
-                .iter()
-                .map(|n| {
-                    let kind = match &n.kind {
-                        GKind::Input { .. } => "input".to_string(),
-                        GKind::Op { op, .. } => format!("{op:?}"),
-                    };
-                    format!("{kind} {:?} {}", n.shape, n.dtype)
-                })
-                .collect();
-            s.sort_unstable();
-            s
-        };
-        signatures(self) == signatures(before)
-    }
-
     /// Explains why `self` needed a compile when `before` was the last
     /// graph of the same trace site. A value of a shape or dtype that
     /// `before` never had (a new batch size) is named first, since the
     /// first structural difference is often only that initial values were
-    /// stored in between.
-    pub fn explain_recompile(&self, before: &GraphKey) -> Recompile {
+    /// stored in between. `first_recompile`: the site compiled one graph
+    /// so far, so this is its second step, where values made in the first
+    /// are stored (see `Recompile::warm_up`).
+    pub fn explain_recompile(&self, before: &GraphKey, first_recompile: bool) -> Recompile {
         if self.fused != before.fused || self.checked != before.checked {
             let (node, change) = self.first_difference(before);
             return Recompile {
@@ -100,14 +76,14 @@ impl GraphKey {
                 .filter(|n| matches!(n.kind, GKind::Input { .. }))
                 .count()
         };
-        // Ops are what the graph computes: no more of them, and more
-        // inputs, is values computed or shared last time (a model's
-        // initial parameters; an optimiser's zero moments, a few stored
-        // zeros read by every update) stored on their own now.
-        let ops = |k: &GraphKey| k.nodes.len() - inputs(k);
-        let stored_since = ops(self) <= ops(before) && inputs(self) > inputs(before);
+        // The second graph of a site without a new value differs from the
+        // first only in what the first step stored (parameters replaced by
+        // their first update, an optimiser's zero moments stored one by
+        // one): once a site, never again, so a structure that keeps
+        // changing is still warned about and counted.
+        let stored_since = self.nodes.len() < before.nodes.len() && inputs(self) > inputs(before);
         Recompile {
-            warm_up: stored_since || self.same_nodes_reordered(before),
+            warm_up: first_recompile || stored_since,
             node,
             change,
         }

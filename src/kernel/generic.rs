@@ -43,17 +43,11 @@ pub(crate) struct Generic {
 /// them. `None` when the two differ in anything but literals, or nothing
 /// differs.
 pub(crate) fn generalize(before: &Kernel, new: &Kernel, known: &[usize]) -> Option<Generic> {
-    if skeleton(before) != skeleton(new) {
-        return None;
-    }
-    let (lb, ln) = (literals(before), literals(new));
+    let (differing, ln) = compare(before, new)?;
     let mut dynamic: Vec<usize> = known.iter().copied().filter(|&i| i < ln.len()).collect();
-    for (i, (a, b)) in lb.iter().zip(&ln).enumerate() {
-        if a != b && !dynamic.contains(&i) {
-            dynamic.push(i);
-        }
-    }
+    dynamic.extend(differing);
     dynamic.sort_unstable();
+    dynamic.dedup();
     if dynamic.is_empty() {
         return None;
     }
@@ -89,18 +83,24 @@ pub(crate) fn generalize(before: &Kernel, new: &Kernel, known: &[usize]) -> Opti
 /// The literals (by their order in the kernel) in which two kernels of the
 /// same structure differ; `None` where their structure differs.
 pub(crate) fn differing_literals(a: &Kernel, b: &Kernel) -> Option<Vec<usize>> {
+    compare(a, b).map(|(differing, _)| differing)
+}
+
+/// Where `a` and `b` differ, if only in literals: the literals that differ
+/// (by their order in the kernel), and `b`'s literals.
+fn compare(a: &Kernel, b: &Kernel) -> Option<(Vec<usize>, Vec<Expr>)> {
     if skeleton(a) != skeleton(b) {
         return None;
     }
     let (la, lb) = (literals(a), literals(b));
-    Some(
-        la.iter()
-            .zip(&lb)
-            .enumerate()
-            .filter(|(_, (x, y))| x != y)
-            .map(|(i, _)| i)
-            .collect(),
-    )
+    let differing = la
+        .iter()
+        .zip(&lb)
+        .enumerate()
+        .filter(|(_, (x, y))| x != y)
+        .map(|(i, _)| i)
+        .collect();
+    Some((differing, lb))
 }
 
 /// The kernel's literals, in the fixed order `for_each_literal` visits

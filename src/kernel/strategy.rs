@@ -281,16 +281,17 @@ pub(crate) fn softmax_candidates(
     vectorizable: bool,
     loop_budget: Option<usize>,
 ) -> Vec<(String, bool)> {
-    let row_fits = loop_budget.is_none_or(|budget| 2 * len <= budget);
-    let by_vec4 = inner == 1 && len.is_multiple_of(4) && vectorizable;
-    vec![
-        (
-            format!("{:?}", SoftmaxStrategy::RowPerInvocationVec4),
-            by_vec4 && row_fits,
-        ),
-        (format!("{:?}", SoftmaxStrategy::RowPerInvocation), row_fits),
-        (format!("{:?}", SoftmaxStrategy::RowPerWorkgroup), true),
+    [
+        SoftmaxStrategy::RowPerInvocationVec4,
+        SoftmaxStrategy::RowPerInvocation,
+        SoftmaxStrategy::RowPerWorkgroup,
     ]
+    .into_iter()
+    .map(|s| {
+        let valid = softmax_valid(s, (len, inner), vectorizable, loop_budget);
+        (format!("{s:?}"), valid)
+    })
+    .collect()
 }
 
 /// The strategy for a reduction of `shape`: the `forced` one
@@ -379,22 +380,50 @@ pub(crate) fn choose_softmax(
     precedent: Option<Strategy>,
     loop_budget: Option<usize>,
 ) -> SoftmaxStrategy {
-    let by_vec4 = inner == 1 && len.is_multiple_of(4) && vectorizable;
-    let row_fits = loop_budget.is_none_or(|budget| 2 * len <= budget);
+    use SoftmaxStrategy::*;
+    let valid = |s| softmax_valid(s, (len, inner), vectorizable, loop_budget);
     match precedent {
-        Some(Strategy::Softmax(SoftmaxStrategy::RowPerInvocationVec4)) if by_vec4 && row_fits => {
-            SoftmaxStrategy::RowPerInvocationVec4
+        Some(Strategy::Softmax(RowPerInvocationVec4)) if valid(RowPerInvocationVec4) => {
+            RowPerInvocationVec4
         }
-        Some(Strategy::Softmax(SoftmaxStrategy::RowPerInvocation))
-        | Some(Strategy::Softmax(SoftmaxStrategy::RowPerInvocationVec4))
-            if row_fits =>
+        Some(Strategy::Softmax(RowPerInvocation | RowPerInvocationVec4))
+            if valid(RowPerInvocation) =>
         {
-            SoftmaxStrategy::RowPerInvocation
+            RowPerInvocation
         }
-        Some(Strategy::Softmax(SoftmaxStrategy::RowPerWorkgroup)) => {
-            SoftmaxStrategy::RowPerWorkgroup
+        Some(Strategy::Softmax(RowPerWorkgroup)) => RowPerWorkgroup,
+        // Many rows, or rows too short to keep a workgroup busy (a
+        // classifier's 10 logits): one invocation per row.
+        _ if valid(RowPerInvocation) && (rows >= 1024 || len <= 256) => {
+            if valid(RowPerInvocationVec4) {
+                RowPerInvocationVec4
+            } else {
+                RowPerInvocation
+            }
         }
-        _ => softmax_for(len, rows, inner, vectorizable, row_fits),
+        _ => RowPerWorkgroup,
+    }
+}
+
+/// Whether `strategy` computes a softmax over rows of `len` (`inner` the
+/// stride between a row's elements; `vectorizable`: the input can be read
+/// four elements at a time) in a kernel whose loops may run
+/// `loop_budget` iterations: a row per invocation (two passes over the
+/// row) only where the row fits, read as `vec4`s only along contiguous
+/// rows of a multiple of four.
+fn softmax_valid(
+    strategy: SoftmaxStrategy,
+    (len, inner): (usize, usize),
+    vectorizable: bool,
+    loop_budget: Option<usize>,
+) -> bool {
+    let row_fits = loop_budget.is_none_or(|budget| 2 * len <= budget);
+    match strategy {
+        SoftmaxStrategy::RowPerInvocationVec4 => {
+            row_fits && inner == 1 && len.is_multiple_of(4) && vectorizable
+        }
+        SoftmaxStrategy::RowPerInvocation => row_fits,
+        SoftmaxStrategy::RowPerWorkgroup => true,
     }
 }
 
@@ -402,28 +431,6 @@ pub(crate) fn choose_softmax(
 /// (`Target::rows_per_workgroup`): shorter rows (a classifier's logits)
 /// would leave most of a workgroup idle.
 pub(crate) const GPU_ROW_MIN: usize = 64;
-
-/// The strategy for a softmax, by its sizes alone (see `choose_softmax`);
-/// `row_fits`: a row per invocation fits the target's loop limit.
-fn softmax_for(
-    len: usize,
-    rows: usize,
-    inner: usize,
-    vectorizable: bool,
-    row_fits: bool,
-) -> SoftmaxStrategy {
-    // Many rows, or rows too short to keep a workgroup busy (a
-    // classifier's 10 logits): one invocation per row.
-    if row_fits && (rows >= 1024 || len <= 256) {
-        if inner == 1 && len.is_multiple_of(4) && vectorizable {
-            SoftmaxStrategy::RowPerInvocationVec4
-        } else {
-            SoftmaxStrategy::RowPerInvocation
-        }
-    } else {
-        SoftmaxStrategy::RowPerWorkgroup
-    }
-}
 
 #[cfg(test)]
 mod tests {

@@ -7,7 +7,6 @@
 use std::sync::Arc;
 
 use super::Tuning;
-use super::cache::{self, TuneKey};
 use crate::config::{Autotune, DeviceConfig, MatmulChoice};
 use crate::kernel::{MatmulKernel, Target};
 use crate::runtime::gpu::GpuContext;
@@ -22,11 +21,6 @@ pub(crate) fn shapes(mode: Autotune) -> Vec<(usize, usize, usize)> {
         s.extend([(2048, 2048, 2048), (64, 784, 128), (4096, 512, 512)]);
     }
     s
-}
-
-/// Timed runs of each candidate on each shape after its warm-up run.
-fn runs(mode: Autotune) -> usize {
-    if mode == Autotune::Full { 7 } else { 3 }
 }
 
 /// The name a choice is stored and printed under.
@@ -76,71 +70,36 @@ pub(crate) fn candidates(ctx: &GpuContext) -> Vec<MatmulChoice> {
     out
 }
 
-/// The tuning mode for `config` on `ctx`'s adapter: the config's, else
-/// `fast` on GPUs and `off` on CPU adapters (lavapipe's built-in choices
-/// were measured by hand, PERFORMANCE.md, and the test suite runs there).
-pub(crate) fn mode(ctx: &GpuContext, config: &DeviceConfig) -> Autotune {
-    config
-        .autotune
-        .unwrap_or(if ctx.info.device_type == wgpu::DeviceType::Cpu {
-            Autotune::Off
-        } else {
-            Autotune::Fast
-        })
-}
-
 /// The matmul kernel for a device made with `config` on `ctx`: read from
 /// the tuning cache, or timed now and cached; `None` where the config
 /// names a kernel or tuning is off.
 pub(crate) fn tune(ctx: &Arc<GpuContext>, config: &DeviceConfig) -> Option<Tuning> {
-    let mode = mode(ctx, config);
+    let mode = super::mode(ctx, config);
     if config.matmul.is_some() || mode == Autotune::Off {
         return None;
     }
-    let cands = candidates(ctx);
-    let names: Vec<&str> = cands.iter().map(|&c| name(c)).collect();
-    let shapes = shapes(mode);
-    let shape_text = format!("{shapes:?} x{}", runs(mode));
-    let key = TuneKey::new("matmul", &cache::adapter_facts(ctx), &names, &shape_text);
-    // A fresh device for each candidate and shape: a device keeps a
-    // trace site's first strategies (lane tiles) at its later sizes, so
-    // one device per candidate would time the first shape's choices on
-    // every shape.
-    let off = DeviceConfig {
-        autotune: Some(Autotune::Off),
-        ..DeviceConfig::default()
-    };
-    Some(super::tuned(&key, &names, &mut || {
-        super::interleaved((cands.len(), shapes.len(), runs(mode)), &mut |c, w| {
-            let target = Target::for_adapter(&ctx.info, &ctx.limits, ctx.features, Some(cands[c]));
-            trial(
-                Device::on_target(ctx.clone(), target, off.clone()),
-                shapes[w],
-            )
+    let candidates: Vec<(String, Target)> = candidates(ctx)
+        .into_iter()
+        .map(|c| {
+            let target = Target::for_adapter(&ctx.info, &ctx.limits, ctx.features, Some(c));
+            (name(c).to_string(), target)
         })
-    }))
-}
-
-/// A deterministic operand in [-1, 1) (no RNG of the device: the check
-/// below recomputes it on the host).
-pub(super) fn operand(len: usize, seed: u64) -> Vec<f32> {
-    let mut state = seed;
-    (0..len)
-        .map(|_| {
-            state = state
-                .wrapping_mul(6_364_136_223_846_793_005)
-                .wrapping_add(1_442_695_040_888_963_407);
-            ((state >> 40) as f32 / (1u64 << 24) as f32) * 2.0 - 1.0
-        })
-        .collect()
+        .collect();
+    Some(super::tune_targets(
+        ctx,
+        ("matmul", mode),
+        &candidates,
+        &shapes(mode),
+        trial,
+    ))
 }
 
 /// An `m x k` by `k x n` product on `dev`, its values checked against an
 /// f64 product on a few rows; `Err` names what failed (an error or a
 /// wrong value).
 fn trial(dev: Device, (m, k, n): (usize, usize, usize)) -> Result<super::Trial<'static>, String> {
-    let a_host = operand(m * k, 1);
-    let b_host = operand(k * n, 2);
+    let a_host = super::operand(m * k, 1);
+    let b_host = super::operand(k * n, 2);
     let set_up = || -> crate::Result<(Tensor, Tensor)> {
         let a = Tensor::from_vec(a_host.clone(), [m, k], &dev)?;
         let b = Tensor::from_vec(b_host.clone(), [k, n], &dev)?;

@@ -22,9 +22,13 @@ pub(crate) mod reduce;
 use std::collections::HashMap;
 use std::fmt;
 use std::panic::{AssertUnwindSafe, catch_unwind};
-use std::sync::Mutex;
+use std::sync::{Arc, Mutex};
 use std::time::Instant;
 
+use crate::Device;
+use crate::config::{Autotune, DeviceConfig};
+use crate::kernel::Target;
+use crate::runtime::gpu::GpuContext;
 use cache::{Record, TuneKey};
 
 /// One candidate's median time on each tuning workload (`None` where it
@@ -94,6 +98,69 @@ pub(crate) fn interleaved<'a>(
         }
     }
     measured
+}
+
+/// The tuning mode for `config` on `ctx`'s adapter: the config's, else
+/// `fast` on GPUs and `off` on CPU adapters (lavapipe's built-in choices
+/// were measured by hand, PERFORMANCE.md, and the test suite runs there).
+pub(crate) fn mode(ctx: &GpuContext, config: &DeviceConfig) -> Autotune {
+    config
+        .autotune
+        .unwrap_or(if ctx.info.device_type == wgpu::DeviceType::Cpu {
+            Autotune::Off
+        } else {
+            Autotune::Fast
+        })
+}
+
+/// Timed runs of each candidate on each workload after its checked run.
+fn runs(mode: Autotune) -> usize {
+    if mode == Autotune::Full { 7 } else { 3 }
+}
+
+/// A deterministic operand in [-1, 1) (no RNG of the device: the checks
+/// recompute it on the host).
+pub(crate) fn operand(len: usize, seed: u64) -> Vec<f32> {
+    let mut state = seed;
+    (0..len)
+        .map(|_| {
+            state = state
+                .wrapping_mul(6_364_136_223_846_793_005)
+                .wrapping_add(1_442_695_040_888_963_407);
+            ((state >> 40) as f32 / (1u64 << 24) as f32) * 2.0 - 1.0
+        })
+        .collect()
+}
+
+/// Tunes `kind` on `ctx`'s adapter: each of `candidates` (a name and the
+/// target it generates for, the built-in first) set up by `trial` on each
+/// of `workloads` and timed (`interleaved`), read from or written to the
+/// cache under a key of the adapter's facts, the names, the workloads and
+/// the runs (`tuned`). Every trial gets a fresh device: a device keeps a
+/// trace site's first strategies at its later sizes (lane tiles, a
+/// reduction's kernel), so one device per candidate would time the first
+/// workload's choices on every workload.
+pub(crate) fn tune_targets<W: Copy + fmt::Debug>(
+    ctx: &Arc<GpuContext>,
+    (kind, mode): (&str, Autotune),
+    candidates: &[(String, Target)],
+    workloads: &[W],
+    trial: fn(Device, W) -> Result<Trial<'static>, String>,
+) -> Tuning {
+    let names: Vec<&str> = candidates.iter().map(|(n, _)| n.as_str()).collect();
+    let runs = runs(mode);
+    let text = format!("{workloads:?} x{runs}");
+    let key = TuneKey::new(kind, &cache::adapter_facts(ctx), &names, &text);
+    let off = DeviceConfig {
+        autotune: Some(Autotune::Off),
+        ..DeviceConfig::default()
+    };
+    tuned(&key, &names, &mut || {
+        interleaved((candidates.len(), workloads.len(), runs), &mut |c, w| {
+            let dev = Device::on_target(ctx.clone(), candidates[c].1.clone(), off.clone());
+            trial(dev, workloads[w])
+        })
+    })
 }
 
 /// This process's tunings by key (see `tuned`).

@@ -11,7 +11,6 @@
 use std::sync::Arc;
 
 use super::Tuning;
-use super::cache::{self, TuneKey};
 use crate::config::{Autotune, DeviceConfig};
 use crate::kernel::{ReduceRule, Target};
 use crate::runtime::gpu::GpuContext;
@@ -50,50 +49,32 @@ pub(crate) fn workloads(mode: Autotune) -> Vec<Workload> {
     s
 }
 
-/// Timed runs of each candidate on each workload after its checked run.
-fn runs(mode: Autotune) -> usize {
-    if mode == Autotune::Full { 7 } else { 3 }
-}
-
 /// The reduction rule for a device made with `config` on `ctx`: read from
 /// the tuning cache, or timed now and cached; `None` where the config
 /// forces a reduction kernel or tuning is off.
 pub(crate) fn tune(ctx: &Arc<GpuContext>, config: &DeviceConfig) -> Option<Tuning> {
-    let mode = super::matmul::mode(ctx, config);
+    let mode = super::mode(ctx, config);
     if config.reduce.is_some() || mode == Autotune::Off {
         return None;
     }
-    let builtin = Target::for_adapter(&ctx.info, &ctx.limits, ctx.features, None).reduce_rule;
-    let rules = ReduceRule::candidates(builtin);
-    let names: Vec<String> = rules.iter().map(ReduceRule::name).collect();
-    let names: Vec<&str> = names.iter().map(String::as_str).collect();
-    let workloads = workloads(mode);
-    let text = format!("{workloads:?} x{}", runs(mode));
-    let key = TuneKey::new("reduce", &cache::adapter_facts(ctx), &names, &text);
-    // A fresh device for each candidate and workload: a device keeps a
-    // trace site's first strategy at its later sizes (the sums below are
-    // one site), so one device per candidate would time the first
-    // workload's pick on every workload.
-    let off = DeviceConfig {
-        autotune: Some(Autotune::Off),
-        ..DeviceConfig::default()
-    };
-    Some(super::tuned(&key, &names, &mut || {
-        super::interleaved((rules.len(), workloads.len(), runs(mode)), &mut |c, w| {
-            let target = Target::for_adapter(&ctx.info, &ctx.limits, ctx.features, None)
-                .with_reduce_rule(rules[c]);
-            trial(
-                Device::on_target(ctx.clone(), target, off.clone()),
-                workloads[w],
-            )
-        })
-    }))
+    let target = Target::for_adapter(&ctx.info, &ctx.limits, ctx.features, None);
+    let candidates: Vec<(String, Target)> = ReduceRule::candidates(target.reduce_rule)
+        .into_iter()
+        .map(|rule| (rule.name(), target.clone().with_reduce_rule(rule)))
+        .collect();
+    Some(super::tune_targets(
+        ctx,
+        ("reduce", mode),
+        &candidates,
+        &workloads(mode),
+        trial,
+    ))
 }
 
 /// Workload `w` on `dev`, its values checked against f64 sums; `Err`
 /// names what failed (an error or a wrong value).
 fn trial(dev: Device, w: Workload) -> Result<super::Trial<'static>, String> {
-    let host = super::matmul::operand(w.rows * w.cols, 3);
+    let host = super::operand(w.rows * w.cols, 3);
     let sum = move |x: &Tensor| match w.axis {
         Some(axis) => x.sum([axis], false),
         None => x.sum_all(),

@@ -19,6 +19,8 @@ use super::dynamic::KernelTexts;
 pub(crate) struct Site {
     /// Recompiles of the site so far.
     count: usize,
+    /// Graphs compiled for the site so far, warm-up included.
+    compiles: usize,
     records: Vec<SiteRecord>,
 }
 
@@ -86,10 +88,10 @@ pub(super) fn note_miss(caches: &mut GpuCaches, graph: &Graph) -> SiteNote {
         .map(|&o| graph.locations[o].to_string())
         .collect();
     let structure = graph.key.size_free_hash();
-    let Some((before, count)) = caches
+    let Some((before, count, compiles)) = caches
         .by_site
         .get(&site)
-        .and_then(|s| Some((&s.before(structure)?.key, s.count)))
+        .and_then(|s| Some((&s.before(structure)?.key, s.count, s.compiles)))
     else {
         log::debug!(
             "graph {:016x}: cache miss, new graph of {} nodes with outputs at {site:?}",
@@ -105,7 +107,7 @@ pub(super) fn note_miss(caches: &mut GpuCaches, graph: &Graph) -> SiteNote {
         };
     };
     let previous = count;
-    let explained = graph.key.explain_recompile(before);
+    let explained = graph.key.explain_recompile(before, compiles == 1);
     if explained.warm_up {
         log::debug!(
             "graph {:016x}: compile of the graph of outputs at {site:?}, not counted: {}",
@@ -179,6 +181,7 @@ pub(super) fn record_site(
     match caches.by_site.get_mut(&note.site) {
         Some(site) => {
             site.count = count;
+            site.compiles += 1;
             site.records.retain(|r| r.structure != note.structure);
             site.records.insert(0, record);
             site.records.truncate(RECORDS_PER_SITE);
@@ -186,6 +189,7 @@ pub(super) fn record_site(
         None => {
             let site = Site {
                 count,
+                compiles: 1,
                 records: vec![record],
             };
             caches.by_site.put(note.site, site);
