@@ -128,6 +128,10 @@ struct Args {
     /// Save the averaged (EMA) weights sampled with (safetensors)
     #[arg(long, value_name = "FILE")]
     save: Option<PathBuf>,
+    /// Print where the training step's peak device memory goes: the
+    /// buffers live at it, largest first, with the source line of each
+    #[arg(long)]
+    memory_report: bool,
     #[command(flatten)]
     device: DeviceArg,
     #[command(flatten)]
@@ -315,6 +319,7 @@ fn train(
     // Everything live in training, parameters, AdamW's moments and the
     // average included, before sampling.
     let training_peak = dev.metrics().counter("peak_bytes_live");
+    let training_report = dev.memory_report();
     let tail = &losses[losses.len().saturating_sub(50)..];
     let final_loss = tail.iter().map(|p| p.1).sum::<f64>() / tail.len().max(1) as f64;
     println!(
@@ -328,6 +333,12 @@ fn train(
         training_peak as f64 / 1e6,
         args.batch_size
     );
+    if args.memory_report {
+        match &training_report {
+            Some(report) => print!("{report}"),
+            None => println!("no memory report (the CPU backend keeps none)"),
+        }
+    }
     Ok((losses, ema))
 }
 

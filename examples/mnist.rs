@@ -114,6 +114,10 @@ struct Args {
     /// f32 weights (f16 with dynamic loss scaling)
     #[arg(long, value_enum, default_value_t = Precision::F32)]
     dtype: Precision,
+    /// Print where the training step's peak device memory goes: the
+    /// buffers live at it, largest first, with the source line of each
+    #[arg(long)]
+    memory_report: bool,
     #[command(flatten)]
     device: DeviceArg,
     #[command(flatten)]
@@ -259,6 +263,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     let mut step_rates = Vec::new();
     let started = Instant::now();
     let mut training_peak = 0;
+    let mut training_report = None;
     for epoch in 1..=epochs {
         let mut sync = SyncStats::default();
         let bar = if rank == 0 {
@@ -334,6 +339,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
             // before any evaluation (tools/torch_memory.py measures
             // PyTorch's the same way).
             training_peak = dev.metrics().counter("peak_bytes_live");
+            training_report = dev.memory_report();
         }
         // Every rank holds the same parameters: rank 0 evaluates.
         if rank == 0 {
@@ -366,6 +372,12 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         args.batch_size,
         dev.metrics().counter("peak_bytes_live") as f64 / 1e6,
     );
+    if args.memory_report {
+        match &training_report {
+            Some(report) => print!("{report}"),
+            None => println!("no memory report (the CPU backend keeps none)"),
+        }
+    }
     if let Some(scaler) = &scaler {
         println!(
             "f16 loss scale {} at the end, {} steps skipped",

@@ -110,6 +110,10 @@ struct Args {
     /// state-dict names)
     #[arg(long, value_name = "FILE")]
     save: Option<PathBuf>,
+    /// Print where the training step's peak device memory goes: the
+    /// buffers live at it, largest first, with the source line of each
+    #[arg(long)]
+    memory_report: bool,
     #[command(flatten)]
     device: DeviceArg,
     #[command(flatten)]
@@ -298,6 +302,7 @@ fn main() -> Result<(), Box<dyn Error>> {
     let mut step_secs = Vec::new();
     let mut step = 0u64;
     let mut training_peak = 0;
+    let mut training_report = None;
     let started = Instant::now();
     for epoch in 1..=args.epochs {
         let bar = ProgressBar::new(batches as u64);
@@ -337,6 +342,7 @@ fn main() -> Result<(), Box<dyn Error>> {
             // Everything live, parameters and scratch included, before
             // any evaluation (tools/torch_memory.py measures PyTorch's).
             training_peak = dev.metrics().counter("peak_bytes_live");
+            training_report = dev.memory_report();
         }
         let (test_loss, acc) = evaluate(&model, &test_loader, &data.normalize)?;
         accuracies.push((epoch as f64, 1.0 - acc));
@@ -365,6 +371,12 @@ fn main() -> Result<(), Box<dyn Error>> {
         args.batch_size,
         dev.metrics().counter("peak_bytes_live") as f64 / 1e6,
     );
+    if args.memory_report {
+        match &training_report {
+            Some(report) => print!("{report}"),
+            None => println!("no memory report (the CPU backend keeps none)"),
+        }
+    }
     println!("{}", dev.metrics());
     // With LAZYWGPU_PROFILE=1: where the device time went, per kernel.
     if let Some(profile) = dev.kernel_profile() {

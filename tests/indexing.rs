@@ -152,6 +152,113 @@ proptest! {
     }
 }
 
+/// Direct f64 transposed convolution, PyTorch's definition, as a
+/// scatter: input `(iy, ix)` through tap `(ky, kx)` lands on output
+/// `(iy * s - p + ky * d, ..)`. `w` is `[C_in, C_out / groups, KH, KW]`;
+/// the output is `out` positions in space.
+#[allow(clippy::too_many_arguments)]
+fn conv_transpose_f64(
+    x: &[f32],
+    xs: [usize; 4],
+    w: &[f32],
+    ws: [usize; 4],
+    groups: usize,
+    stride: (usize, usize),
+    pad: (usize, usize),
+    dil: (usize, usize),
+    out: (usize, usize),
+) -> Vec<f32> {
+    let [n, c, h, wd] = xs;
+    let [_, ocg, kh, kw] = ws;
+    let (cg, oc) = (c / groups, ocg * groups);
+    let mut acc = vec![0.0f64; n * oc * out.0 * out.1];
+    for ni in 0..n {
+        for ci in 0..c {
+            let g = ci / cg;
+            for iy in 0..h {
+                for ix in 0..wd {
+                    let v = x[((ni * c + ci) * h + iy) * wd + ix] as f64;
+                    for o in 0..ocg {
+                        for ky in 0..kh {
+                            for kx in 0..kw {
+                                let y = (iy * stride.0 + ky * dil.0) as isize - pad.0 as isize;
+                                let xo = (ix * stride.1 + kx * dil.1) as isize - pad.1 as isize;
+                                if y < 0 || xo < 0 || y as usize >= out.0 || xo as usize >= out.1 {
+                                    continue;
+                                }
+                                let oc_i = g * ocg + o;
+                                acc[((ni * oc + oc_i) * out.0 + y as usize) * out.1
+                                    + xo as usize] +=
+                                    v * w[((ci * ocg + o) * kh + ky) * kw + kx] as f64;
+                            }
+                        }
+                    }
+                }
+            }
+        }
+    }
+    acc.into_iter().map(|v| v as f32).collect()
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 24, ..ProptestConfig::default() })]
+
+    /// Strided transposed convolutions run as one convolution per stride
+    /// phase (dilation 1) or over the spread input (dilation above 1):
+    /// both against the scatter above, phases with no taps (a 1x1 kernel
+    /// at stride 3), output padding and padding larger than the kernel
+    /// included.
+    #[test]
+    fn conv_transpose2d_matches_f64(n in 1usize..3, cg in 1usize..3, ocg in 1usize..3, groups in 1usize..3, h in 1usize..7, w in 1usize..7, kh in 1usize..5, kw in 1usize..5, s in (1usize..4, 1usize..4), p in (0usize..3, 0usize..3), d in 1usize..3, op in (0usize..3, 0usize..3), bias in any::<bool>()) {
+        let op = (op.0 % s.0.max(d), op.1 % s.1.max(d));
+        let size = |i: usize, s: usize, p: usize, k: usize, op: usize| ((i - 1) * s + d * (k - 1) + op + 1).checked_sub(2 * p).filter(|&o| o > 0);
+        let (Some(oh), Some(ow)) = (size(h, s.0, p.0, kh, op.0), size(w, s.1, p.1, kw, op.1)) else { return Ok(()) };
+        let c = cg * groups;
+        let x = data(n * c * h * w, 11);
+        let wt = data(c * ocg * kh * kw, 12);
+        let b = data(ocg * groups, 13);
+        let mut expected = conv_transpose_f64(&x, [n, c, h, w], &wt, [c, ocg, kh, kw], groups, s, p, (d, d), (oh, ow));
+        if bias {
+            for (i, v) in expected.iter_mut().enumerate() {
+                *v += b[i / (oh * ow) % (ocg * groups)];
+            }
+        }
+        for dev in std::iter::once(Device::cpu()).chain(gpu()) {
+            let xt = Tensor::from_vec(x.clone(), [n, c, h, w], &dev).unwrap();
+            let wtt = Tensor::from_vec(wt.clone(), [c, ocg, kh, kw], &dev).unwrap();
+            let bt = Tensor::from_vec(b.clone(), [ocg * groups], &dev).unwrap();
+            let y = xt.conv_transpose2d(&wtt, bias.then_some(&bt), s, p, op, groups, (d, d));
+            prop_assert_eq!(y.shape(), &[n, ocg * groups, oh, ow][..]);
+            assert_close(&y.to_vec::<f32>().unwrap(), &expected, 1e-4, 1e-4, &format!("conv_transpose2d on {dev:?}"));
+        }
+    }
+
+    /// A strided convolution's input gradient (a transposed convolution of
+    /// the output gradient, by stride phases at dilation 1) against the
+    /// f64 scatter of the output gradient through the weights.
+    #[test]
+    fn conv2d_input_gradient_matches_f64(n in 1usize..3, c in 1usize..4, oc in 1usize..4, h in 1usize..10, w in 1usize..10, k in 1usize..4, s in (1usize..4, 1usize..4), p in 0usize..3, d in 1usize..3) {
+        prop_assume!(h + 2 * p > d * (k - 1) && w + 2 * p > d * (k - 1));
+        let oh = (h + 2 * p - d * (k - 1) - 1) / s.0 + 1;
+        let ow = (w + 2 * p - d * (k - 1) - 1) / s.1 + 1;
+        let x = data(n * c * h * w, 21);
+        let wt = data(oc * c * k * k, 22);
+        let g = data(n * oc * oh * ow, 23);
+        // The weight [OC, C, K, K] read as a transposed convolution's
+        // [C_in = OC, C_out = C, K, K].
+        let expected = conv_transpose_f64(&g, [n, oc, oh, ow], &wt, [oc, c, k, k], 1, s, (p, p), (d, d), (h, w));
+        for dev in std::iter::once(Device::cpu()).chain(gpu()) {
+            let xt = Tensor::from_vec(x.clone(), [n, c, h, w], &dev).unwrap();
+            xt.requires_grad_(true);
+            let wtt = Tensor::from_vec(wt.clone(), [oc, c, k, k], &dev).unwrap();
+            let gt = Tensor::from_vec(g.clone(), [n, oc, oh, ow], &dev).unwrap();
+            (xt.conv2d(&wtt, None, s, (p, p), (d, d)) * &gt).sum_all().backward();
+            let gx = xt.grad().expect("x has a gradient");
+            assert_close(&gx.to_vec::<f32>().unwrap(), &expected, 1e-4, 1e-4, &format!("conv2d input gradient on {dev:?}"));
+        }
+    }
+}
+
 #[test]
 fn conv_bias_relu_and_pooling_kernel_counts() {
     let Some(dev) = gpu() else { return };

@@ -291,6 +291,48 @@ fn a_convolution_holds_nothing_of_its_columns_size() {
     assert!(gx.iter().all(|v| v.is_finite()));
 }
 
+/// A strided convolution's input gradient is a transposed convolution
+/// run as one stride-1 convolution per stride phase, each reading the
+/// output gradient in place: nothing of the size of the output gradient
+/// spread by the stride (zeros between its elements, here twice the
+/// input) nor a packed copy of it is written, so the backward pass holds
+/// the input's gradient, the phases' results (together as large) and
+/// small things.
+#[test]
+fn a_strided_convolutions_input_gradient_spreads_nothing() {
+    let Some(dev) = gpu() else { return };
+    // A ResNet stage-2 shape: where the spread gradient was also packed.
+    let (n, c, h, w) = (64usize, 8usize, 28usize, 28usize);
+    let x = Tensor::randn([n, c, h, w], &dev);
+    let weight = Tensor::randn([2 * c, c, 3, 3], &dev) * 0.1;
+    x.requires_grad_(true);
+    let y = x.conv2d(&weight, None, (2, 2), (1, 1), (1, 1));
+    let loss = (&y * &y).sum_all();
+    dev.mark_step().unwrap();
+    dev.wait().unwrap();
+    let input_bytes = (n * c * h * w * 4) as u64;
+
+    dev.reset_metrics();
+    let held = dev.metrics().counter("bytes_live");
+    loss.backward();
+    dev.mark_step().unwrap();
+    dev.wait().unwrap();
+    let backward = dev.metrics().counter("peak_bytes_live") - held;
+    // The input's gradient, the four phases' results (as large together)
+    // and a phase's packed operand: 2.3 times the input. The spread
+    // gradient (twice the input) and its packed copy took 3.0 times.
+    let report = dev
+        .memory_report()
+        .map(|r| r.to_string())
+        .unwrap_or_default();
+    assert!(
+        backward * 4 <= 11 * input_bytes,
+        "backward peak {backward} bytes above what was held (the input is {input_bytes}):\n{report}"
+    );
+    let gx = x.grad().unwrap().to_vec::<f32>().unwrap();
+    assert!(gx.iter().all(|v| v.is_finite()));
+}
+
 /// The memory report names the step's peak and the largest buffers live
 /// then, each with the source line of the value it holds: here the input
 /// and the matmul's result, which the softmax after it reads.

@@ -75,15 +75,24 @@ pub(crate) struct LaneTile {
 pub(crate) const LANE_PACK_MAX_GROWTH: usize = 2;
 
 /// Whether a lane matmul reads its B operand in place (`view_elements`
-/// elements, read through a view of `source_elements` ones) instead of
-/// packing it into a texture: where the view reads its source many times
-/// over, as a convolution's windows do (a 3x3 window reads each input
-/// element 9 times), the packed copy is the im2col (663 MB for the MNIST
-/// CNN's evaluation batch), and reading in place keeps the convolution
-/// in its input's, weights' and output's memory. Texel fetches of a
-/// packed B are faster where the copy costs no more than its source.
-pub(crate) fn lane_reads_b_in_place(view_elements: usize, source_elements: usize) -> bool {
-    view_elements > LANE_PACK_MAX_GROWTH * source_elements.max(1)
+/// elements, read through a view of `source_elements` ones, by
+/// `row_tiles` workgroup row tiles) instead of packing it into a texture:
+/// where the view reads its source many times over, as a convolution's
+/// windows do (a 3x3 window reads each input element 9 times), the
+/// packed copy is the im2col (663 MB for the MNIST CNN's evaluation
+/// batch), and reading in place keeps the convolution in its input's,
+/// weights' and output's memory; and where one row tile reads B once (a
+/// weight gradient with as many rows as output channels), so the copy
+/// would be written and read once, the cost of reading in place with none
+/// of its gain (the U-Net's 1x1 skip convolution's weight gradient packed
+/// 2.4 MB at the step's peak). Texel fetches of a packed B are faster
+/// where the copy costs no more than its source and is read again.
+pub(crate) fn lane_reads_b_in_place(
+    view_elements: usize,
+    source_elements: usize,
+    row_tiles: usize,
+) -> bool {
+    view_elements > LANE_PACK_MAX_GROWTH * source_elements.max(1) || row_tiles < 1
 }
 
 /// Bytes of a lane matmul's packed A from which the kernel reads A in
@@ -450,6 +459,17 @@ mod tests {
             trailing: true,
             vectorizable: true,
         }
+    }
+
+    #[test]
+    fn a_lane_matmul_packs_b_only_where_the_copy_is_small_and_read_again() {
+        // A 3x3 convolution's windows: 9 reads of each input element.
+        assert!(lane_reads_b_in_place(9 * 1000, 1000, 4));
+        // A weight gradient with one row tile reads a 1x1 convolution's
+        // input once: packing would copy it to read it once.
+        assert!(lane_reads_b_in_place(1000, 1000, 1));
+        // Two row tiles read a packed B twice, from a copy no larger.
+        assert!(!lane_reads_b_in_place(1000, 1000, 2));
     }
 
     #[test]

@@ -7,7 +7,7 @@
 use std::panic::Location;
 
 use super::Tensor;
-use crate::autograd::conv::pad_or_crop_hw;
+use crate::autograd::conv::{pad_or_crop_hw, transposed_conv_by_phases};
 use crate::runtime::device::Device;
 
 /// How [`Tensor::interpolate`] fills the new positions.
@@ -161,6 +161,28 @@ impl Tensor {
             self.shape()[3],
         );
         let (c_out_g, kh, kw) = (weight.shape()[1], weight.shape()[2], weight.shape()[3]);
+        // Group g's [C_in/G, C_out/G, KH, KW] becomes the convolution
+        // weight [C_out/G, C_in/G, KH, KW].
+        let kernel = weight
+            .reshape([groups, c_in / groups, c_out_g, kh, kw])
+            .transpose(1, 2)
+            .reshape([groups * c_out_g, c_in / groups, kh, kw]);
+        // PyTorch's output size; `None` when the padding takes it all (the
+        // convolution below reports that).
+        let out_size = |i: usize, s: usize, p: usize, k: usize, op: usize| {
+            ((i - 1) * s + k + op).checked_sub(2 * p).filter(|&o| o > 0)
+        };
+        let out = (
+            out_size(h, stride.0, padding.0, kh, output_padding.0),
+            out_size(w, stride.1, padding.1, kw, output_padding.1),
+        );
+        if let ((Some(oh), Some(ow)), true) = (out, stride != (1, 1) && dilation == (1, 1)) {
+            let phased =
+                transposed_conv_by_phases(self, &kernel, bias, (oh, ow), stride, padding, groups);
+            if let Some(y) = phased {
+                return y;
+            }
+        }
         // Zeros between the input's elements: [N, C, H, 1, W, 1] padded to
         // [N, C, H, s0, W, s1], read as [N, C, H*s0, W*s1] and cut after
         // the last element.
@@ -183,13 +205,8 @@ impl Tensor {
             (lead_h, lead_h + output_padding.0 as isize),
             (lead_w, lead_w + output_padding.1 as isize),
         );
-        // Group g's [C_in/G, C_out/G, KH, KW] becomes the convolution
-        // weight [C_out/G, C_in/G, KH, KW], flipped in space.
-        let kernel = weight
-            .reshape([groups, c_in / groups, c_out_g, kh, kw])
-            .transpose(1, 2)
-            .reshape([groups * c_out_g, c_in / groups, kh, kw])
-            .flip([2, 3]);
+        // ... flipped in space.
+        let kernel = kernel.flip([2, 3]);
         padded.conv2d_groups(&kernel, bias, (1, 1), (0, 0), dilation, groups)
     }
 
