@@ -209,11 +209,8 @@ fn geometry(
     let batch = d.groups / d.tiles_mn.max(1);
     let (k4, n4) = (d.k.div_ceil(4), d.n.div_ceil(4));
     let LaneTile { rows, lanes, .. } = tile_for(d.m, n4, s, precedent);
-    let b_in_place = lane_reads_b_in_place(
-        batch * d.k * d.n,
-        source_elements(key, d.b),
-        d.m.div_ceil(rows),
-    );
+    let b_source = source_elements(key, d.b);
+    let b_in_place = lane_reads_b_in_place(batch * d.k * d.n, b_source, d.m.div_ceil(rows));
     // A broadcast over the batch is packed (or read) as its one matrix.
     let shared = shared_matrix(key, d.a, d.m, d.k).filter(|_| batch > 1);
     let (a_node, a_batch) = shared.map_or((d.a, batch), |src| (src, 1));

@@ -92,7 +92,7 @@ pub(crate) fn lane_reads_b_in_place(
     source_elements: usize,
     row_tiles: usize,
 ) -> bool {
-    view_elements > LANE_PACK_MAX_GROWTH * source_elements.max(1) || row_tiles < 1
+    view_elements > LANE_PACK_MAX_GROWTH * source_elements.max(1) || row_tiles <= 1
 }
 
 /// Bytes of a lane matmul's packed A from which the kernel reads A in

@@ -154,12 +154,7 @@ impl Tensor {
                 weight.shape()
             );
         }
-        let (n, c_in, h, w) = (
-            self.shape()[0],
-            self.shape()[1],
-            self.shape()[2],
-            self.shape()[3],
-        );
+        let (c_in, h, w) = (self.shape()[1], self.shape()[2], self.shape()[3]);
         let (c_out_g, kh, kw) = (weight.shape()[1], weight.shape()[2], weight.shape()[3]);
         // Group g's [C_in/G, C_out/G, KH, KW] becomes the convolution
         // weight [C_out/G, C_in/G, KH, KW].
@@ -183,18 +178,7 @@ impl Tensor {
                 return y;
             }
         }
-        // Zeros between the input's elements: [N, C, H, 1, W, 1] padded to
-        // [N, C, H, s0, W, s1], read as [N, C, H*s0, W*s1] and cut after
-        // the last element.
-        let spread = if stride == (1, 1) {
-            self.clone()
-        } else {
-            self.reshape([n, c_in, h, 1, w, 1])
-                .pad(&[(0, stride.0 - 1), (0, 0), (0, stride.1 - 1)], 0.0f32)
-                .reshape([n, c_in, h * stride.0, w * stride.1])
-                .narrow(2, 0, (h - 1) * stride.0 + 1)
-                .narrow(3, 0, (w - 1) * stride.1 + 1)
-        };
+        let spread = spread_by_stride(self, stride);
         let lead = |d: usize, k: usize, p: usize| (d * (k - 1)) as isize - p as isize;
         let (lead_h, lead_w) = (
             lead(dilation.0, kh, padding.0),
@@ -337,4 +321,20 @@ fn bins(n: usize, out: usize, dev: &Device) -> Tensor {
         }
     }
     Tensor::from_vec(m, [out, n], dev).expect("a bin matrix has its own size")
+}
+
+/// `x` `[N, C, H, W]` with `stride - 1` zeros between its elements in H
+/// and W: `[N, C, H, 1, W, 1]` padded to `[N, C, H, s0, W, s1]`, read as
+/// `[N, C, H*s0, W*s1]` and cut after the last element.
+fn spread_by_stride(x: &Tensor, stride: (usize, usize)) -> Tensor {
+    if stride == (1, 1) {
+        return x.clone();
+    }
+    let s = x.shape();
+    let (n, c, h, w) = (s[0], s[1], s[2], s[3]);
+    x.reshape([n, c, h, 1, w, 1])
+        .pad(&[(0, stride.0 - 1), (0, 0), (0, stride.1 - 1)], 0.0f32)
+        .reshape([n, c, h * stride.0, w * stride.1])
+        .narrow(2, 0, (h - 1) * stride.0 + 1)
+        .narrow(3, 0, (w - 1) * stride.1 + 1)
 }
