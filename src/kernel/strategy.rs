@@ -82,9 +82,10 @@ pub(crate) const LANE_PACK_MAX_GROWTH: usize = 2;
 /// packed copy is the im2col (663 MB for the MNIST CNN's evaluation
 /// batch), and reading in place keeps the convolution in its input's,
 /// weights' and output's memory; and where one row tile reads B once (a
-/// weight gradient with as many rows as output channels), so the copy
-/// would be written and read once, the cost of reading in place with none
-/// of its gain (the U-Net's 1x1 skip convolution's weight gradient packed
+/// weight gradient with as many rows as output channels) and the copy
+/// is large enough to matter (`LANE_B_READ_ONCE_MIN_BYTES`), so it would
+/// be written and read once, the cost of reading in place with none of
+/// its gain (the U-Net's 1x1 skip convolution's weight gradient packed
 /// 2.4 MB at the step's peak). Texel fetches of a packed B are faster
 /// where the copy costs no more than its source and is read again.
 pub(crate) fn lane_reads_b_in_place(
@@ -92,8 +93,13 @@ pub(crate) fn lane_reads_b_in_place(
     source_elements: usize,
     row_tiles: usize,
 ) -> bool {
-    view_elements > LANE_PACK_MAX_GROWTH * source_elements.max(1) || row_tiles <= 1
+    view_elements > LANE_PACK_MAX_GROWTH * source_elements.max(1)
+        || (row_tiles <= 1 && view_elements * 4 >= LANE_B_READ_ONCE_MIN_BYTES)
 }
+
+/// Bytes of a B operand read by one row tile from which a lane matmul
+/// reads it in place rather than packing it (see `lane_reads_b_in_place`).
+pub(crate) const LANE_B_READ_ONCE_MIN_BYTES: usize = 1 << 20;
 
 /// Bytes of a lane matmul's packed A from which the kernel reads A in
 /// place instead (where it can, see `lane_reads_a_in_place`).
@@ -466,10 +472,14 @@ mod tests {
         // A 3x3 convolution's windows: 9 reads of each input element.
         assert!(lane_reads_b_in_place(9 * 1000, 1000, 4));
         // A weight gradient with one row tile reads a 1x1 convolution's
-        // input once: packing would copy it to read it once.
-        assert!(lane_reads_b_in_place(1000, 1000, 1));
+        // input once: packing would copy 2.4 MB to read it once.
+        let once = 600_000;
+        assert!(lane_reads_b_in_place(once, once, 1));
         // Two row tiles read a packed B twice, from a copy no larger.
-        assert!(!lane_reads_b_in_place(1000, 1000, 2));
+        assert!(!lane_reads_b_in_place(once, once, 2));
+        // A small B read once is packed still: its copy costs no memory
+        // that matters.
+        assert!(!lane_reads_b_in_place(1000, 1000, 1));
     }
 
     #[test]
