@@ -78,8 +78,8 @@ pub(crate) fn pad_or_crop_hw(t: &Tensor, h: (isize, isize), w: (isize, isize)) -
 
 /// Where one stride phase of a transposed convolution reads, along one
 /// spatial dim: output positions `phase, phase + stride, ..` below the
-/// output size take the kernel taps `first_tap, first_tap + stride, ..`
-/// (`taps` of them), each a stride-1 correlation of the input padded by
+/// output size take the kernel taps `first_tap, first_tap + stride, ..`,
+/// each a stride-1 correlation of the input padded by
 /// `pad` (negative: cropped) at both ends.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 struct PhaseDim {
@@ -87,8 +87,6 @@ struct PhaseDim {
     len: usize,
     /// The first kernel tap that lands on this phase.
     first_tap: usize,
-    /// Kernel taps that land on it.
-    taps: usize,
     /// Padding of the input (before, after) for the stride-1 correlation.
     pad: (isize, isize),
 }
@@ -121,7 +119,6 @@ impl PhaseDim {
         Some(PhaseDim {
             len,
             first_tap,
-            taps,
             pad: (before, after),
         })
     }
@@ -197,12 +194,11 @@ pub(crate) fn transposed_conv_by_phases(
     )
 }
 
-/// The gradient of `conv2d` with respect to its input as a transposed
-/// convolution: spread `g` by the stride, pad by dilation*(k-1) -
-/// padding, convolve with the flipped, channel-swapped kernel `ws` (in
-/// the same groups). Its matmul has C rows, so it is the better choice
-/// once C fills a tile, and it needs no C*KH*KW columns in memory.
-/// `(h, w)`: the input's size.
+/// The gradient of `conv2d` with respect to its input: the transposed
+/// convolution of `g` by the same weights (`ws` `[OC, C/G, KH, KW]` is
+/// `conv_transpose2d`'s `[C_in, C_out/G, KH, KW]` with `C_in = OC`), the
+/// input's rows and columns that the forward's last window left unread
+/// given back as output padding. `(h, w)`: the input's size.
 fn input_grad_by_transposed_conv(
     g: &Tensor,
     ws: &Tensor,
@@ -210,52 +206,22 @@ fn input_grad_by_transposed_conv(
     win: Window,
     groups: usize,
 ) -> Tensor {
-    let (n, oc, oh, ow) = (g.shape()[0], g.shape()[1], g.shape()[2], g.shape()[3]);
-    let (cg, kh, kw) = (ws.shape()[1], ws.shape()[2], ws.shape()[3]);
-    // Group g's kernel [OC/G, C/G, KH, KW] becomes [C/G, OC/G, KH, KW]:
-    // the groups stacked give a grouped weight over OC input channels.
-    let swapped = if groups == 1 {
-        ws.transpose(0, 1)
-    } else {
-        ws.reshape([groups, oc / groups, cg, kh, kw])
-            .transpose(1, 2)
-            .reshape([groups * cg, oc / groups, kh, kw])
-    };
-    if win.stride != (1, 1) && win.dilation == (1, 1) {
-        let phased =
-            transposed_conv_by_phases(g, &swapped, None, (h, w), win.stride, win.padding, groups);
-        if let Some(gx) = phased {
-            return gx;
-        }
-    }
-    let spread = if win.stride == (1, 1) {
-        g.clone()
-    } else {
-        let z = Tensor::zeros(
-            [
-                n,
-                oc,
-                (oh - 1) * win.stride.0 + 1,
-                (ow - 1) * win.stride.1 + 1,
-            ],
-            g.device(),
-        );
-        z.slice(2, 0, usize::MAX, win.stride.0)
-            .slice(3, 0, usize::MAX, win.stride.1)
-            .copy_(g);
-        z
-    };
-    let lead_h = (win.dilation.0 * (kh - 1)) as isize - win.padding.0 as isize;
-    let lead_w = (win.dilation.1 * (kw - 1)) as isize - win.padding.1 as isize;
-    let tail_h = h as isize + win.dilation.0 as isize * (kh as isize - 1)
-        - lead_h
-        - spread.shape()[2] as isize;
-    let tail_w = w as isize + win.dilation.1 as isize * (kw as isize - 1)
-        - lead_w
-        - spread.shape()[3] as isize;
-    let padded = pad_or_crop_hw(&spread, (lead_h, tail_h), (lead_w, tail_w));
-    let flipped = swapped.flip([2, 3]);
-    padded.conv2d_groups(&flipped, None, (1, 1), (0, 0), win.dilation, groups)
+    let unread =
+        |size: usize, s: usize, p: usize, d: usize, k: usize| (size + 2 * p - d * (k - 1) - 1) % s;
+    let (kh, kw) = (ws.shape()[2], ws.shape()[3]);
+    let output_padding = (
+        unread(h, win.stride.0, win.padding.0, win.dilation.0, kh),
+        unread(w, win.stride.1, win.padding.1, win.dilation.1, kw),
+    );
+    g.conv_transpose2d(
+        ws,
+        None,
+        win.stride,
+        win.padding,
+        output_padding,
+        groups,
+        win.dilation,
+    )
 }
 
 /// Parts of the batch that a convolution's weight gradient sums
