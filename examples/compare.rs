@@ -291,6 +291,36 @@ struct Extra {
     figure: String,
 }
 
+/// The language-model ops: top-k over a GPT-2 vocabulary, a sort of a
+/// million elements, running sums along the vocabulary.
+fn run_lm_ops(dev: &Device, runs: usize) -> lazywgpu::Result<Vec<Extra>> {
+    let mut out = Vec::new();
+    dev.manual_seed(0);
+    let logits = Tensor::randn([8, 50_257], dev);
+    let million = Tensor::randn([1 << 20], dev);
+    dev.mark_step()?;
+    dev.wait()?;
+    let lm_ops: [(&str, &dyn Fn() -> Tensor); 3] = [
+        ("topk 8x50257 k=50", &|| logits.topk(50, -1, true).0),
+        ("argsort 2^20", &|| million.argsort(0, false)),
+        ("cumsum 8x50257", &|| logits.cumsum(-1)),
+    ];
+    for (name, op) in lm_ops {
+        let t = median_of(runs.min(5), || {
+            let y = op();
+            dev.mark_step().expect("step");
+            dev.wait().expect("wait");
+            drop(y);
+        });
+        out.push(Extra {
+            name: name.to_string(),
+            time: t,
+            figure: format!("{:.2} ms", t.as_secs_f64() * 1e3),
+        });
+    }
+    Ok(out)
+}
+
 /// The extra rows: matmuls of 1024^3 in f16 and bf16 (and of 4096^3 in
 /// f32, f16 and bf16 when `big`), top-k, sort and running sums of a
 /// language model's sizes, and one training step of PyTorch's MNIST
@@ -323,31 +353,7 @@ fn run_extra(dev: &Device, runs: usize, big: bool) -> lazywgpu::Result<Vec<Extra
             ),
         });
     }
-    // The language-model ops: top-k over a GPT-2 vocabulary, a sort of a
-    // million elements, running sums along the vocabulary.
-    dev.manual_seed(0);
-    let logits = Tensor::randn([8, 50_257], dev);
-    let million = Tensor::randn([1 << 20], dev);
-    dev.mark_step()?;
-    dev.wait()?;
-    let lm_ops: [(&str, &dyn Fn() -> Tensor); 3] = [
-        ("topk 8x50257 k=50", &|| logits.topk(50, -1, true).0),
-        ("argsort 2^20", &|| million.argsort(0, false)),
-        ("cumsum 8x50257", &|| logits.cumsum(-1)),
-    ];
-    for (name, op) in lm_ops {
-        let t = median_of(runs.min(5), || {
-            let y = op();
-            dev.mark_step().expect("step");
-            dev.wait().expect("wait");
-            drop(y);
-        });
-        out.push(Extra {
-            name: name.to_string(),
-            time: t,
-            figure: format!("{:.2} ms", t.as_secs_f64() * 1e3),
-        });
-    }
+    out.extend(run_lm_ops(dev, runs)?);
     dev.manual_seed(0);
     let model = mnist_cnn::cnn(dev);
     let mut opt = Adadelta::new(model.parameters(), 1.0);
@@ -552,6 +558,10 @@ struct Args {
     /// on lavapipe each takes seconds)
     #[arg(long)]
     big: bool,
+    /// Time only the language-model ops (top-k, argsort, cumsum) on the
+    /// GPU device, and print their rows
+    #[arg(long)]
+    lm_ops: bool,
     #[command(flatten)]
     out: OutDir,
 }
@@ -564,6 +574,18 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         None => None,
     };
     let out_dir = args.out.dir()?;
+    if args.lm_ops {
+        let dev = Device::gpu()?;
+        println!(
+            "{}: language-model ops, medians of {}",
+            dev.name(),
+            runs.min(5)
+        );
+        for row in run_lm_ops(&dev, runs)? {
+            println!("| {} | {} |", row.name, row.figure);
+        }
+        return Ok(());
+    }
     let gpu = Device::gpu();
     let cpu = Device::cpu();
     let machine = match &gpu {

@@ -187,6 +187,12 @@ pub(crate) struct ProcessConfig {
     /// Lavapipe's `LP_NUM_THREADS` and `LP_NATIVE_VECTOR_WIDTH`, where
     /// set: they change what is fastest, so they are part of a tuning key.
     pub lavapipe: Vec<(&'static str, String)>,
+    /// `LAZYWGPU_GPU_CHOICES=1`: generate the kernels a discrete GPU gets
+    /// (tiled matmul, reductions split from 4,096 elements into up to
+    /// four stages, a workgroup per normalised row) on whatever adapter
+    /// this is, its own facts (limits, loop limit) kept, so that the
+    /// GPU's schedules run, and are tested, on lavapipe.
+    pub gpu_choices: bool,
 }
 
 impl ProcessConfig {
@@ -236,6 +242,7 @@ impl ProcessConfig {
                 .into_iter()
                 .filter_map(|name| Some((name, text(name)?)))
                 .collect(),
+            gpu_choices: text("LAZYWGPU_GPU_CHOICES").is_some_and(|v| v != "0"),
         }
     }
 }

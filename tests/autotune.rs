@@ -55,10 +55,10 @@ fn the_first_device_tunes_and_the_next_reads_the_winner() {
     // built-in first, the winner the rule the device's reductions follow.
     let reduce = report.reduce_tuning.clone().expect("reductions tuned");
     assert!(!reduce.from_cache && reduce.seconds > 0.0, "{reduce}");
-    let builtin = if report.device_type == "Cpu" {
-        "tree-from-4096"
-    } else {
+    let builtin = if common::gpu_schedules(&first) {
         "tree-from-256"
+    } else {
+        "tree-from-4096"
     };
     assert_eq!(reduce.builtin, builtin);
     assert_eq!(reduce.timings.len(), 6, "{reduce}");

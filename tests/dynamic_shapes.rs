@@ -169,6 +169,11 @@ fn a_batch_marked_dynamic_compiles_generic_kernels_at_its_first_size() {
 /// its first length (48), and 64 again, where the loss's sum over
 /// `12 * 64 * 78` logits is a multiple of its workgroup's 256 and drops
 /// the loop tail that 48 and 33 need. 33 and 17 compile nothing.
+/// Where reductions split as for a GPU (`common::gpu_schedules`), that
+/// sum is split into `12 * t * 78 / 32` parts, a floor division of the
+/// size that the generic kernels' literals do not follow: 33 and 17
+/// compile, and 64 again runs the first 64's kernels (4 compiles, 1
+/// specialized; measured on an H100 and under `LAZYWGPU_GPU_CHOICES`).
 #[test]
 fn a_gpt_step_over_marked_sequence_lengths_compiles_once_per_structure() {
     use lazywgpu::data::{CharDataset, Split, SplitMix64};
@@ -201,8 +206,13 @@ fn a_gpt_step_over_marked_sequence_lengths_compiles_once_per_structure() {
     let want = run(&Device::cpu());
     common::assert_close(&got, &want, 1e-3, 1e-4, "losses");
     let m = gpu.metrics();
-    assert_eq!(m.counter("graphs_compiled"), 3, "64, 48 and 64 again: {m}");
-    assert_eq!(m.counter("graphs_specialized"), 2, "33 and 17: {m}");
+    let (compiled, specialized) = if common::gpu_schedules(&gpu) {
+        (4, 1)
+    } else {
+        (3, 2)
+    };
+    assert_eq!(m.counter("graphs_compiled"), compiled, "compiles: {m}");
+    assert_eq!(m.counter("graphs_specialized"), specialized, "{m}");
 }
 
 /// A mark stays on the tensor through an in-place op: the step after

@@ -106,8 +106,10 @@ fn batch_norm_kernels_per_step() {
     let train = kernels(true);
     eprintln!("conv + BatchNorm2d + relu + sum: {eval} kernels in eval, {train} in training");
     // Eval folds the normalisation into the convolution's epilogue: the
-    // matmul and the sum, nothing more.
-    assert!(eval <= 2, "eval: {eval} kernels");
+    // matmul and the sum, nothing more (the sum of 8,192 elements takes
+    // two stages where reductions split as for a GPU).
+    let sum_kernels = if common::gpu_schedules(&dev) { 2 } else { 1 };
+    assert!(eval <= 1 + sum_kernels, "eval: {eval} kernels");
     assert!(train > eval, "training adds the statistics' reductions");
 }
 

@@ -126,6 +126,80 @@ fn scans_past_the_loop_limit() {
     }
 }
 
+/// Checks `got` against f64 running values `want` of `x` (`shape`,
+/// `axis`): NaN and infinities exactly, finite values within `rtol` of
+/// the value plus `atol` of the running sum of magnitudes up to there
+/// (what rounding in any order of the same additions stays within).
+fn check_scan(got: &[f32], want: &[f64], x: &[f32], (shape, axis): (&[usize], usize), rtol: f64) {
+    let mags = scan_f64(
+        &x.iter().map(|v| v.abs()).collect::<Vec<_>>(),
+        shape,
+        axis,
+        false,
+    );
+    for (i, (&g, &w)) in got.iter().zip(want).enumerate() {
+        let g = f64::from(g);
+        let ok = if w.is_nan() {
+            g.is_nan()
+        } else if w.is_infinite() || w.abs() > f64::from(f32::MAX) {
+            g == w || (g.is_infinite() && g.signum() == w.signum())
+        } else {
+            (g - w).abs() <= rtol * w.abs() + 1e-6 * mags[i] + 1e-6
+        };
+        assert!(ok, "{shape:?} axis {axis}: element {i}: got {g}, want {w}");
+    }
+}
+
+proptest::proptest! {
+    #![proptest_config(proptest::prelude::ProptestConfig { cases: 10, .. Default::default() })]
+
+    /// Long lines over few of them, which the GPU's lowering splits into
+    /// chunks scanned in parallel (from 1,024 elements a line on GPUs;
+    /// lavapipe splits from 65,536, and splits these under
+    /// `LAZYWGPU_GPU_CHOICES=1`, as `.ci/run` runs them): every position
+    /// of the long axis, sums and products, f32 with NaN and infinities
+    /// at random places, i32 and f16, against f64 scans on both backends.
+    #[test]
+    fn long_scans_over_few_lines_match_f64(
+        len in 900usize..40_000,
+        pre in 1usize..4,
+        post in 1usize..3,
+        axis_first in proptest::bool::ANY,
+        seed in 0u64..1_000,
+        specials in proptest::collection::vec((0usize..1_000_000, 0usize..3), 0..3),
+    ) {
+        let (shape, axis) = if axis_first {
+            (vec![len, pre * post], 0)
+        } else {
+            (vec![pre, len, post], 1)
+        };
+        let n: usize = shape.iter().product();
+        let mut x = values(n, seed);
+        for &(at, kind) in &specials {
+            x[at % n] = [f32::NAN, f32::INFINITY, f32::NEG_INFINITY][kind];
+        }
+        let factors: Vec<f32> = x.iter().map(|v| if v.is_finite() { 1.0 + v / 64.0 } else { *v }).collect();
+        let ints: Vec<i32> = x.iter().map(|v| if v.is_finite() { (v * 50.0) as i32 } else { 7 }).collect();
+        for dev in devices() {
+            let t = Tensor::from_vec(x.clone(), shape.clone(), &dev).unwrap();
+            let got = t.cumsum(axis as isize).to_vec::<f32>().unwrap();
+            check_scan(&got, &scan_f64(&x, &shape, axis, false), &x, (&shape, axis), 1e-6);
+            let t = Tensor::from_vec(factors.clone(), shape.clone(), &dev).unwrap();
+            let got = t.cumprod(axis as isize).to_vec::<f32>().unwrap();
+            check_scan(&got, &scan_f64(&factors, &shape, axis, true), &factors, (&shape, axis), 1e-4);
+            let t = Tensor::from_vec(ints.clone(), shape.clone(), &dev).unwrap();
+            let got: Vec<i32> = t.cumsum(axis as isize).to_vec().unwrap();
+            let as_f32: Vec<f32> = ints.iter().map(|&v| v as f32).collect();
+            let want = scan_f64(&as_f32, &shape, axis, false);
+            proptest::prop_assert!(got.iter().zip(&want).all(|(&g, &w)| f64::from(g) == w), "i32 cumsum on {}", dev.name());
+            let t = Tensor::from_vec(x.clone(), shape.clone(), &dev).unwrap().cast(DType::F16);
+            let got = t.cumsum(axis as isize).cast(DType::F32).to_vec::<f32>().unwrap();
+            let halves: Vec<f32> = x.iter().map(|&v| half::f16::from_f32(v).to_f32()).collect();
+            check_scan(&got, &scan_f64(&halves, &shape, axis, false), &halves, (&shape, axis), 1e-3);
+        }
+    }
+}
+
 #[test]
 fn scan_dtypes_follow_the_input() {
     for dev in devices() {

@@ -168,6 +168,40 @@ fn sorts_of_a_million_elements_and_of_many_lines() {
     }
 }
 
+proptest::proptest! {
+    #![proptest_config(proptest::prelude::ProptestConfig { cases: 8, .. Default::default() })]
+
+    /// Long lines over few of them, which the GPU's lowering sorts in
+    /// runs and merges (from 2,048 elements a line on GPUs, 16,384 on
+    /// lavapipe; lengths not a multiple of a run included): either axis,
+    /// both directions, ties, NaN, infinities and signed zeros, against
+    /// the stable sort above on both backends.
+    #[test]
+    fn long_sorts_over_few_lines_match_a_stable_sort(
+        len in 1_500usize..40_000,
+        lines in 1usize..4,
+        axis_first in proptest::bool::ANY,
+        descending in proptest::bool::ANY,
+        ties in proptest::bool::ANY,
+        seed in 0u64..1_000,
+        specials in proptest::collection::vec((0usize..1_000_000, 0usize..4), 0..6),
+    ) {
+        let (shape, axis) = if axis_first { (vec![len, lines], 0) } else { (vec![lines, len], 1) };
+        let n = len * lines;
+        let mut x = values(n, seed, ties);
+        for &(at, kind) in &specials {
+            x[at % n] = [f32::NAN, f32::INFINITY, f32::NEG_INFINITY, -0.0][kind];
+        }
+        let want = oracle(&x, &shape, axis, descending);
+        for dev in devices() {
+            let t = Tensor::from_vec(x.clone(), shape.clone(), &dev).unwrap();
+            let got = t.argsort(axis as isize, descending).to_vec::<i64>().unwrap();
+            let first_wrong = got.iter().zip(&want).position(|(g, w)| g != w);
+            proptest::prop_assert!(first_wrong.is_none(), "{shape:?} axis {axis} descending {descending} on {}: first wrong at {first_wrong:?}", dev.name());
+        }
+    }
+}
+
 #[test]
 fn sorts_of_integers_bools_and_half_floats() {
     for dev in devices() {

@@ -17,7 +17,7 @@ use super::reduce::reduce;
 use super::reduce_ir::Reduction;
 use super::scan::scan;
 use super::softmax::softmax;
-use super::sort::sort;
+use super::sort::{merge_runs, sort};
 use super::wgsl::{CodegenContext, KernelSource, Launch, TextureUse};
 use crate::dtype::DType;
 use crate::graph::GraphKey;
@@ -110,16 +110,29 @@ fn build_root(
             let built = attention(g, key, root, *param_base, *causal, outputs);
             RootKernel::plain(built, Strategy::Attention)
         }
-        Op::Scan { op, axis } => {
-            let built = scan(g, key, root, (*op, *axis), outputs);
+        Op::Scan { op, axis, chunk } => {
+            let built = scan(g, key, root, (*op, *axis, *chunk), outputs);
             RootKernel::plain(built, Strategy::Scan)
         }
-        Op::Sort { axis, descending } => {
+        Op::Sort {
+            axis,
+            descending,
+            run,
+        } => {
             assert!(
                 only_root,
                 "a sort works in its own output (schedule::epilogues)"
             );
-            let built = sort(g, key, root, (*axis, *descending));
+            let built = sort(g, key, root, (*axis, *descending, *run));
+            RootKernel::plain(built, Strategy::Sort)
+        }
+        Op::MergeRuns {
+            axis,
+            descending,
+            run,
+        } => {
+            assert!(only_root, "a merge of sorted runs takes no epilogue");
+            let built = merge_runs(g, key, root, (*axis, *descending, *run));
             RootKernel::plain(built, Strategy::Sort)
         }
         other => unreachable!("{} is not a kernel root", other.name()),

@@ -1,26 +1,30 @@
 //! Running sums and products along one axis (`cumsum`, `cumprod`), built
 //! as IR: an invocation per line along the axis, walking it once in order
 //! (a linear scan), storing each running value and its epilogue as it
-//! goes. The loop over the line stays within the kernel's loop budget
-//! (unrolled copies past lavapipe's 65,535 iterations).
+//! goes; or, in graphs lowered for the GPU (`schedule::split_long_scans`),
+//! an invocation per chunk of a line, starting from the running value of
+//! the chunks before it (the scan's second input). The loop over the
+//! line or chunk stays within the kernel's loop budget (unrolled copies
+//! past lavapipe's 65,535 iterations).
 
 use super::emit::Gen;
-use super::reduce_ir::{Combine, identity, split_index, strided};
+use super::reduce_ir::{Combine, identity, split_index, strided, uarith};
 use super::roots::store_outputs;
 use super::wgsl::WORKGROUP_SIZE;
 use crate::graph::GraphKey;
 use crate::graph::op::ReduceOp;
 use crate::kernel::Entry;
-use crate::kernel::ir::{Expr, Inst, Ty};
+use crate::kernel::ir::{Arith, Expr, Inst, Ty};
 use crate::shape::numel;
 
-/// The kernel of `Scan { op, axis }` at `root`: its entry, body and the
-/// number of invocations (one per line along `axis`).
+/// The kernel of `Scan { op, axis, chunk }` at `root`: its entry, body
+/// and workgroup count (an invocation per line along `axis`, or per
+/// chunk of `chunk` elements of a line).
 pub(super) fn scan(
     g: &mut Gen,
     key: &GraphKey,
     root: usize,
-    (op, axis): (ReduceOp, usize),
+    (op, axis, chunk): (ReduceOp, usize, usize),
     outputs: &[usize],
 ) -> (Entry, Vec<Inst>, usize) {
     let x = key.nodes[root].inputs[0];
@@ -28,8 +32,24 @@ pub(super) fn scan(
     let dtype = key.nodes[x].dtype.compute();
     let len = shape[axis];
     let lines = numel(&shape) / len.max(1);
-    let line = g.emit("o", Ty::U32, Expr::Invocation);
+    let chunk = if chunk == 0 { len.max(1) } else { chunk };
+    let chunks = len.div_ceil(chunk).max(1);
+    let axes = [axis];
+    let (line, this_chunk) = if chunks == 1 {
+        (g.emit("o", Ty::U32, Expr::Invocation), None)
+    } else {
+        let line = g.emit("o", Ty::U32, uarith(Arith::Div, Expr::Invocation, chunks));
+        let c = g.emit("c", Ty::U32, uarith(Arith::Rem, Expr::Invocation, chunks));
+        (line, Some(c))
+    };
     let acc = g.variable_of("acc", Ty::scalar(dtype), identity(op, dtype));
+    let start = match this_chunk {
+        Some(c) => {
+            start_from_carry(g, key, root, (&line, &c), &acc);
+            uarith(Arith::Mul, c, chunk)
+        }
+        None => Expr::U32(0),
+    };
     let best = Expr::U32(0);
     let cx = Combine {
         op,
@@ -37,26 +57,74 @@ pub(super) fn scan(
         acc: &acc,
         best: &best,
     };
-    let axes = [axis];
-    strided(g, (&Expr::U32(0), 1, len), &|g, r| {
-        let i = g.emit("i", Ty::U32, split_index(&shape, &axes, &line, &r));
-        let v = g.value(x, &i, false, false);
-        cx.combine(g, &v, &r);
-        let running = g.emit("run", Ty::scalar(dtype), acc.clone());
-        store_outputs(g, key, (root, outputs), &i, &running);
+    let ragged = !len.is_multiple_of(chunk);
+    strided(g, (&start, 1, chunk), &|g, r| {
+        let body = g.block(|g| {
+            let i = g.emit("i", Ty::U32, split_index(&shape, &axes, &line, &r));
+            let v = g.value(x, &i, false, false);
+            cx.combine(g, &v, &r);
+            let running = g.emit("run", Ty::scalar(dtype), acc.clone());
+            store_outputs(g, key, (root, outputs), &i, &running);
+        });
+        if ragged {
+            // The last chunk of a line ends early.
+            g.push(Inst::If {
+                cond: uarith(Arith::Lt, r, len),
+                body,
+            });
+        } else {
+            body.into_iter().for_each(|inst| g.push(inst));
+        }
     });
     // Invocations past the last line (the grid is whole workgroups)
     // return at once (`per_invocation`).
+    let invocations = lines * chunks;
     let entry = Entry {
         workgroup_size: WORKGROUP_SIZE as usize,
         per_invocation: true,
-        count: Expr::count(lines),
+        count: Expr::count(invocations),
         arrays: Vec::new(),
         subgroup_id: false,
     };
     (
         entry,
         g.body().to_vec(),
-        lines.div_ceil(WORKGROUP_SIZE as usize),
+        invocations.div_ceil(WORKGROUP_SIZE as usize),
     )
+}
+
+/// Chunk `c` of `line` (past the first) starts `acc` from the running
+/// value of the chunks before it: element `c - 1` along the axis of the
+/// scan's second input.
+fn start_from_carry(
+    g: &mut Gen,
+    key: &GraphKey,
+    root: usize,
+    (line, c): (&Expr, &Expr),
+    acc: &Expr,
+) {
+    let node = &key.nodes[root];
+    let carry = node.inputs[1];
+    let crate::graph::GKind::Op {
+        op: crate::graph::op::Op::Scan { axis, .. },
+        ..
+    } = node.kind
+    else {
+        unreachable!("a chunked scan's root is a scan")
+    };
+    let carry_shape = key.nodes[carry].shape.clone();
+    let body = g.block(|g| {
+        let before = uarith(Arith::Sub, c.clone(), 1);
+        let i = g.emit(
+            "ci",
+            Ty::U32,
+            split_index(&carry_shape, &[axis], line, &before),
+        );
+        let v = g.value(carry, &i, false, false);
+        g.assign(acc, v);
+    });
+    g.push(Inst::If {
+        cond: uarith(Arith::Ne, c.clone(), 0),
+        body,
+    });
 }

@@ -26,27 +26,28 @@ use crate::shape::numel;
 /// step's pairs among 256.
 const SORT_WORKGROUP: usize = 256;
 
-/// The kernel of `Sort { axis, descending }` at `root` (which it writes,
-/// as `i32` indices along `axis`, and no epilogue): its entry, body and
-/// workgroup count (one per line).
+/// The kernel of `Sort { axis, descending, run }` at `root` (which it
+/// writes, as `i32` indices along `axis`, and no epilogue): its entry,
+/// body and workgroup count (one per line, or per run of `run` elements
+/// of a line).
 pub(super) fn sort(
     g: &mut Gen,
     key: &GraphKey,
     root: usize,
-    (axis, descending): (usize, bool),
+    (axis, descending, run): (usize, bool, usize),
 ) -> (Entry, Vec<Inst>, usize) {
-    let line = SortLine::new(g, key, root, (axis, descending));
+    let line = SortLine::new(g, key, root, (axis, descending, run));
     line.identity_permutation(g);
     g.push(Inst::StorageBarrier);
     line.bitonic_network(g);
     let entry = Entry {
         workgroup_size: line.wg,
         per_invocation: false,
-        count: Expr::count(line.lines),
+        count: Expr::count(line.lines * line.runs),
         arrays: Vec::new(),
         subgroup_id: false,
     };
-    (entry, g.body().to_vec(), line.lines)
+    (entry, g.body().to_vec(), line.lines * line.runs)
 }
 
 /// One line's sort as the parts of the kernel see it: the input, the
@@ -59,12 +60,19 @@ struct SortLine {
     root: usize,
     shape: Vec<usize>,
     axes: [usize; 1],
-    /// The line this workgroup sorts.
+    /// The line this workgroup sorts (part of).
     line: Expr,
+    /// The line position of the first element this workgroup sorts.
+    start: Expr,
+    /// The number of elements this workgroup sorts (a run's, the last
+    /// run of a line possibly shorter).
+    count: Expr,
+    /// Runs a line is sorted in (1: whole lines).
+    runs: usize,
     out: Buffer,
     dtype: DType,
     descending: bool,
-    /// Elements of a line.
+    /// Elements sorted together: a line's, or a run's.
     len: usize,
     /// Lines in all (workgroups).
     lines: usize,
@@ -83,12 +91,23 @@ struct SortLine {
 impl SortLine {
     /// The sizes of the network along `axis` of `root`'s input, and the
     /// line variable (emitted first, as the kernel's first statement).
-    fn new(g: &mut Gen, key: &GraphKey, root: usize, (axis, descending): (usize, bool)) -> Self {
+    fn new(
+        g: &mut Gen,
+        key: &GraphKey,
+        root: usize,
+        (axis, descending, run): (usize, bool, usize),
+    ) -> Self {
         let x = key.nodes[root].inputs[0];
         let shape = key.nodes[x].shape.clone();
         let dtype = key.nodes[x].dtype.compute();
-        let len = shape[axis];
-        let lines = numel(&shape) / len.max(1);
+        let line_len = shape[axis];
+        let lines = numel(&shape) / line_len.max(1);
+        let len = if run == 0 {
+            line_len
+        } else {
+            run.min(line_len)
+        };
+        let runs = line_len.div_ceil(len.max(1)).max(1);
         let padded = len.next_power_of_two();
         let stages = padded.trailing_zeros() as usize;
         let pairs = padded / 2;
@@ -97,7 +116,20 @@ impl SortLine {
         // the identity loop and each step's pair loop share it (the stage
         // and step loops' few hundred come from the fixed allowance).
         let loops = stages * (stages + 1) / 2 + 1;
-        let line = g.emit("o", Ty::U32, Expr::Invocation);
+        let (line, start, count) = if runs == 1 {
+            let line = g.emit("o", Ty::U32, Expr::Invocation);
+            (line, Expr::U32(0), Expr::U32(len as u64))
+        } else {
+            let line = g.emit("o", Ty::U32, uarith(Arith::Div, Expr::Invocation, runs));
+            let r = uarith(Arith::Rem, Expr::Invocation, runs);
+            let start = g.emit("s", Ty::U32, uarith(Arith::Mul, r, len));
+            let left = Expr::arith(Arith::Sub, Expr::U32(line_len as u64), start.clone());
+            let count = Expr::Call {
+                f: crate::kernel::ir::Builtin::Min,
+                args: vec![left, Expr::U32(len as u64)],
+            };
+            (line, start, g.emit("n", Ty::U32, count))
+        };
         let out = Buffer {
             output: true,
             k: 0,
@@ -110,6 +142,9 @@ impl SortLine {
             shape,
             axes: [axis],
             line,
+            start,
+            count,
+            runs,
             out,
             dtype,
             descending,
@@ -123,13 +158,23 @@ impl SortLine {
         }
     }
 
-    /// The flat position of element `k` of this line.
+    /// The flat position of element `k` of what this workgroup sorts.
     fn position(&self, g: &mut Gen, k: Expr) -> Expr {
+        let k = self.in_line(k);
         g.emit(
             "p",
             Ty::U32,
             split_index(&self.shape, &self.axes, &self.line, &k),
         )
+    }
+
+    /// The line position of element `k` of what this workgroup sorts.
+    fn in_line(&self, k: Expr) -> Expr {
+        if self.runs > 1 {
+            Expr::arith(Arith::Add, self.start.clone(), k)
+        } else {
+            k
+        }
     }
 
     /// The original index stored at flat position `p`.
@@ -160,12 +205,21 @@ impl SortLine {
     /// from.
     fn identity_permutation(&self, g: &mut Gen) {
         strided_within(g, (&Expr::Local, self.wg, self.len), self.loops, &|g, k| {
-            let p = self.position(g, k.clone());
-            let value = Expr::Construct {
-                ty: Ty::scalar(DType::I32),
-                x: Box::new(k),
-            };
-            g.push(store(self.out, p, value, self.root));
+            let body = g.block(|g| {
+                let p = self.position(g, k.clone());
+                let index = self.in_line(k.clone());
+                let value = Expr::Construct {
+                    ty: Ty::scalar(DType::I32),
+                    x: Box::new(index),
+                };
+                g.push(store(self.out, p, value, self.root));
+            });
+            guarded(
+                g,
+                self.runs > 1,
+                Expr::arith(Arith::Lt, k.clone(), self.count.clone()),
+                body,
+            );
         });
     }
 
@@ -213,7 +267,7 @@ impl SortLine {
                 let (a, b) = comparator(g, t, &half, &mirrored);
                 let body = g.block(|g| self.compare_and_swap(g, &a, &b));
                 g.push(Inst::If {
-                    cond: uarith(Arith::Lt, b, self.len),
+                    cond: Expr::arith(Arith::Lt, b, self.count.clone()),
                     body,
                 });
             },
@@ -314,4 +368,204 @@ fn comes_first(
         equal = or(equal, and(nan(v), nan(w)));
     }
     or(less, and(equal, lt(i, j)))
+}
+
+/// Pushes `body`, inside `if cond` where `needed`.
+fn guarded(g: &mut Gen, needed: bool, cond: Expr, body: Vec<Inst>) {
+    if needed {
+        g.push(Inst::If { cond, body });
+    } else {
+        body.into_iter().for_each(|inst| g.push(inst));
+    }
+}
+
+/// The kernel of `MergeRuns { axis, descending, run }` at `root`: an
+/// invocation per element `p` of a line, whose index (in the second
+/// input, sorted in runs of `run`) goes to its place in the merge of its
+/// run and the other run of its pair: its position in its own run plus
+/// the number of the other run's elements that come before it, found by
+/// binary search (keys are distinct: ties are ordered by the original
+/// index). Returns the entry, body and workgroup count.
+pub(super) fn merge_runs(
+    g: &mut Gen,
+    key: &GraphKey,
+    root: usize,
+    (axis, descending, run): (usize, bool, usize),
+) -> (Entry, Vec<Inst>, usize) {
+    let (x, sorted) = (key.nodes[root].inputs[0], key.nodes[root].inputs[1]);
+    let shape = key.nodes[x].shape.clone();
+    let len = shape[axis];
+    let line = g.emit("o", Ty::U32, uarith(Arith::Div, Expr::Invocation, len));
+    let p = g.emit("e", Ty::U32, uarith(Arith::Rem, Expr::Invocation, len));
+    let m = MergeLine {
+        x,
+        sorted,
+        shape: shape.clone(),
+        axes: [axis],
+        line,
+        dtype: key.nodes[x].dtype.compute(),
+        descending,
+    };
+    let pair = Pair::of(g, &p, run, len);
+    let own_at = m.at(g, &p);
+    let mine = g.value(sorted, &own_at, false, false);
+    let mine = g.emit("ix", Ty::scalar(DType::I32), mine);
+    let my_key = m.key_of(g, &mine);
+    let before = m.count_before(g, (&pair, run), (&mine, &my_key));
+    let within = Expr::arith(Arith::Sub, p, pair.own_start);
+    let dest = Expr::arith(
+        Arith::Add,
+        Expr::arith(Arith::Add, pair.base, within),
+        before,
+    );
+    let dest = g.emit("d", Ty::U32, dest);
+    let dest_at = m.at(g, &dest);
+    let out = Buffer {
+        output: true,
+        k: 0,
+        part: None,
+        half: None,
+    };
+    g.push(store(out, dest_at, mine, root));
+    let total = numel(&shape);
+    let entry = Entry {
+        workgroup_size: super::wgsl::WORKGROUP_SIZE as usize,
+        per_invocation: true,
+        count: Expr::count(total),
+        arrays: Vec::new(),
+        subgroup_id: false,
+    };
+    let groups = total.div_ceil(super::wgsl::WORKGROUP_SIZE as usize);
+    (entry, g.body().to_vec(), groups)
+}
+
+/// One line of a merge as its kernel sees it: the input compared, the
+/// indices sorted in runs, the line's geometry and the order.
+struct MergeLine {
+    x: usize,
+    sorted: usize,
+    shape: Vec<usize>,
+    axes: [usize; 1],
+    line: Expr,
+    dtype: DType,
+    descending: bool,
+}
+
+/// The two runs an element's run is merged with: where the merged run
+/// starts (`base`), where the element's own run starts, and the other
+/// run's start and length (shorter, or empty, past the line's end).
+struct Pair {
+    base: Expr,
+    own_start: Expr,
+    other: Expr,
+    other_len: Expr,
+}
+
+impl Pair {
+    /// The pair of runs of `run` elements that line position `p` (of a
+    /// line of `len`) is merged in.
+    fn of(g: &mut Gen, p: &Expr, run: usize, len: usize) -> Pair {
+        let base = uarith(Arith::Mul, uarith(Arith::Div, p.clone(), 2 * run), 2 * run);
+        let base = g.emit("pb", Ty::U32, base);
+        let left = uarith(Arith::Rem, uarith(Arith::Div, p.clone(), run), 2);
+        let left = g.emit("l", Ty::BOOL, uarith(Arith::Eq, left, 0));
+        let select = |a: Expr, b: Expr| Expr::Select {
+            cond: Box::new(left.clone()),
+            then: Box::new(a),
+            otherwise: Box::new(b),
+        };
+        let middle = uarith(Arith::Add, base.clone(), run);
+        let own_start = g.emit("os", Ty::U32, select(base.clone(), middle.clone()));
+        let other = g.emit("ob", Ty::U32, select(middle, base.clone()));
+        let remaining = Expr::arith(Arith::Sub, Expr::U32(len as u64), other.clone());
+        let other_len = Expr::Select {
+            cond: Box::new(uarith(Arith::Lt, other.clone(), len)),
+            then: Box::new(Expr::Call {
+                f: crate::kernel::ir::Builtin::Min,
+                args: vec![remaining, Expr::U32(run as u64)],
+            }),
+            otherwise: Box::new(Expr::U32(0)),
+        };
+        let other_len = g.emit("on", Ty::U32, other_len);
+        Pair {
+            base,
+            own_start,
+            other,
+            other_len,
+        }
+    }
+}
+
+impl MergeLine {
+    /// The flat position of line position `k`.
+    fn at(&self, g: &mut Gen, k: &Expr) -> Expr {
+        g.emit(
+            "p",
+            Ty::U32,
+            split_index(&self.shape, &self.axes, &self.line, k),
+        )
+    }
+
+    /// The input's value at original index `ix` of this line.
+    fn key_of(&self, g: &mut Gen, ix: &Expr) -> Expr {
+        let k = Expr::Construct {
+            ty: Ty::U32,
+            x: Box::new(ix.clone()),
+        };
+        let q = self.at(g, &k);
+        g.value(self.x, &q, false, false)
+    }
+
+    /// How many of the other run's elements come before `(mine,
+    /// my_key)`: a binary search of at most `log2(run) + 1` halvings.
+    fn count_before(
+        &self,
+        g: &mut Gen,
+        (pair, run): (&Pair, usize),
+        (mine, my_key): (&Expr, &Expr),
+    ) -> Expr {
+        let lo = g.variable_of("lo", Ty::U32, Expr::U32(0));
+        let hi = g.variable_of("hi", Ty::U32, pair.other_len.clone());
+        let step = g.block(|g| {
+            let mid = Expr::arith(Arith::Add, lo.clone(), hi.clone());
+            let mid = g.emit("mid", Ty::U32, uarith(Arith::Shr, mid, 1));
+            let pos = Expr::arith(Arith::Add, pair.other.clone(), mid.clone());
+            let pos = self.at(g, &pos);
+            let theirs = g.value(self.sorted, &pos, false, false);
+            let theirs = g.emit("jx", Ty::scalar(DType::I32), theirs);
+            let their_key = self.key_of(g, &theirs);
+            let first = comes_first(
+                (&their_key, &theirs),
+                (my_key, mine),
+                self.dtype,
+                self.descending,
+            );
+            let first = g.emit("h", Ty::BOOL, first);
+            let choose = |a: Expr, b: Expr| Expr::Select {
+                cond: Box::new(first.clone()),
+                then: Box::new(a),
+                otherwise: Box::new(b),
+            };
+            let up = g.emit(
+                "nl",
+                Ty::U32,
+                choose(uarith(Arith::Add, mid.clone(), 1), lo.clone()),
+            );
+            let down = g.emit("nh", Ty::U32, choose(hi.clone(), mid));
+            g.assign(&lo, up);
+            g.assign(&hi, down);
+        });
+        let search = vec![Inst::If {
+            cond: Expr::arith(Arith::Lt, lo.clone(), hi.clone()),
+            body: step,
+        }];
+        let counter = g.fresh("j");
+        g.push(Inst::Loop {
+            counter,
+            count: Expr::count(run.next_power_of_two().trailing_zeros() as usize + 1),
+            unroll: 1,
+            body: search,
+        });
+        lo
+    }
 }

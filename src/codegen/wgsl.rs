@@ -178,6 +178,7 @@ pub(crate) fn vectorizable(
                 | Op::Attention { .. }
                 | Op::Scan { .. }
                 | Op::Sort { .. }
+                | Op::MergeRuns { .. }
                 | Op::Pad(_)
                 | Op::Flip(_)
                 | Op::Gather(_)

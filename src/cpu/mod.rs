@@ -236,6 +236,7 @@ fn eval(op: &Op, dtype: DType, shape: &[usize], p: &[u32], inputs: &[&Arr]) -> A
         | Op::Attention { .. }
         | Op::Scan { .. }
         | Op::Sort { .. }
+        | Op::MergeRuns { .. }
         | Op::Matmul => {
             let values = root_values(op, shape, p, inputs);
             Arr::from_bits(dtype, shape, reduce::to_bits(&values, dtype))
@@ -277,11 +278,25 @@ fn root_values(op: &Op, shape: &[usize], p: &[u32], inputs: &[&Arr]) -> Vec<f64>
             let (k, v) = (inputs[1].to_f64(), inputs[2].to_f64());
             reduce::attention((&x(), &k, &v), dims, scale, *causal)
         }
-        Op::Scan { op, axis } => reduce::scan(*op, &x(), shape, *axis),
-        Op::Sort { axis, descending } => reduce::argsort(&x(), shape, *axis, *descending)
-            .into_iter()
-            .map(f64::from)
-            .collect(),
+        Op::Scan { op, axis, chunk } => {
+            // Chunked scans are a lowering for the GPU
+            // (`schedule::split_long_scans`).
+            assert_eq!(*chunk, 0, "the CPU reference runs traced graphs only");
+            reduce::scan(*op, &x(), shape, *axis)
+        }
+        Op::Sort {
+            axis,
+            descending,
+            run,
+        } => {
+            // Sorts in runs are a lowering for the GPU
+            // (`schedule::split_long_sorts`).
+            assert_eq!(*run, 0, "the CPU reference runs traced graphs only");
+            reduce::argsort(&x(), shape, *axis, *descending)
+                .into_iter()
+                .map(f64::from)
+                .collect()
+        }
         Op::Matmul => {
             let (a, b) = (inputs[0], inputs[1]);
             reduce::matmul(&a.to_f64(), &b.to_f64(), &a.shape(), &b.shape())

@@ -247,11 +247,18 @@ pub enum Op {
     /// Running sums (`op` `Sum`) or products (`Prod`) along `axis`, the
     /// output shaped as the input: element `j` combines elements `0..=j`
     /// in order. One kernel, an invocation per line along the axis.
+    /// With `chunk > 0` (only in graphs lowered for the GPU, see
+    /// `schedule::split_long_scans`) an invocation per chunk of `chunk`
+    /// elements of a line, the second input holding the running value
+    /// of each line's chunks but its last (`[.., chunks - 1, ..]` along
+    /// `axis`), which chunk `c > 0` starts from.
     Scan {
         /// How elements combine (`Sum` or `Prod`).
         op: ReduceOp,
         /// The scanned dim.
         axis: usize,
+        /// Elements an invocation scans (0: a whole line).
+        chunk: usize,
     },
     /// The `i32` indices that sort the input along `axis` (a stable sort;
     /// NaN greatest; `descending` puts the greatest first, equal values
@@ -262,6 +269,26 @@ pub enum Op {
         axis: usize,
         /// Greatest first.
         descending: bool,
+        /// Elements sorted together (0: whole lines). With `run > 0` (a
+        /// power of two; only in graphs lowered for the GPU, see
+        /// `schedule::split_long_sorts`) each run of `run` elements of a
+        /// line is sorted alone, by a workgroup of its own; the indices
+        /// are still the line's.
+        run: usize,
+    },
+    /// The indices of the first input's lines sorted as `Sort` sorts
+    /// them, from the second input's indices sorted in runs of `run`
+    /// (merged in pairs into runs of `2 * run`): an invocation per
+    /// element finds its place in the other run of its pair by binary
+    /// search. Only in graphs lowered for the GPU
+    /// (`schedule::split_long_sorts`); always written, no epilogue.
+    MergeRuns {
+        /// The sorted dim.
+        axis: usize,
+        /// Greatest first.
+        descending: bool,
+        /// Elements of each sorted run of the second input.
+        run: usize,
     },
     /// The first input (the base) with the elements that the strided view
     /// `Layout` selects replaced by the second input (the view's new
@@ -296,7 +323,7 @@ impl Op {
                 op: ReduceOp::Prod, ..
             } => "cumprod",
             Op::Scan { .. } => "cumsum",
-            Op::Sort { .. } => "argsort",
+            Op::Sort { .. } | Op::MergeRuns { .. } => "argsort",
             Op::Normalize { rms: false } => "normalize",
             Op::Normalize { rms: true } => "rms_normalize",
             Op::NormalizeBackward { rms: false } => "normalize_backward",
@@ -319,13 +346,14 @@ impl Op {
                 | Op::Attention { .. }
                 | Op::Scan { .. }
                 | Op::Sort { .. }
+                | Op::MergeRuns { .. }
         )
     }
 
     /// Kernel roots whose kernel works in its own output buffer (reads
     /// back what it wrote): always written, never with an epilogue.
     pub fn works_in_its_output(&self) -> bool {
-        matches!(self, Op::Sort { .. })
+        matches!(self, Op::Sort { .. } | Op::MergeRuns { .. })
     }
 
     /// Movement ops change only which element is read, never values.

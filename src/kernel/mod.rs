@@ -21,4 +21,4 @@ pub(crate) use strategy::{
     Strategy, WORKGROUP_SIZE, choose_reduce, choose_softmax, choose_vec4, lane_reads_a_in_place,
     lane_reads_b_in_place, reduce_candidates, softmax_candidates,
 };
-pub(crate) use target::{LaneAdapter, MatmulKernel, ReduceSplit, Target};
+pub(crate) use target::{LaneAdapter, MatmulKernel, ReduceSplit, ScanSplit, SortSplit, Target};

@@ -30,6 +30,12 @@ pub(crate) struct Target {
     pub loop_limit: Option<usize>,
     /// How long reductions into few results are split into stages.
     pub reduce_split: ReduceSplit,
+    /// When running sums and products over long lines are split into
+    /// chunks scanned in parallel.
+    pub scan_split: ScanSplit,
+    /// When sorts of long lines are split into runs sorted apart and
+    /// merged.
+    pub sort_split: SortSplit,
     /// Whether row kernels (layer norm forward and gradient, softmax rows
     /// of at least `strategy::GPU_ROW_MIN`) give each row a workgroup
     /// rather than one invocation: on GPUs, where a row per invocation
@@ -58,6 +64,89 @@ pub(crate) struct ReduceSplit {
     /// Stages a reduction may be split into: 2 keeps the second stage
     /// whole however many parts it reduces; more split it again.
     pub max_stages: usize,
+}
+
+/// When a running sum or product (`cumsum`, `cumprod`) along lines of
+/// `len` elements, `lines` of them, is split into chunks scanned in
+/// parallel (`schedule::split::split_long_scans`): one invocation
+/// walking a whole line leaves the adapter idle where lines are few and
+/// long (a sampler's cumulative sum over a 50,257-token vocabulary, 8
+/// rows: 8 invocations).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct ScanSplit {
+    /// Line lengths from which a scan is split.
+    pub from: usize,
+    /// Lines up to which a scan is split (more lines already spread
+    /// over the adapter).
+    pub max_lines: usize,
+}
+
+impl ScanSplit {
+    /// CPU adapters: lines past lavapipe's loop limit (65,536 elements
+    /// and more), up to 16 of them. Shorter lines stay whole: at 8 x
+    /// 50,257 the split measured no faster there (3.8-9.8 ms whole,
+    /// 4.7-12.3 ms split, alternated on a 2-core EPYC).
+    pub const CPU: ScanSplit = ScanSplit {
+        from: 1 << 16,
+        max_lines: 16,
+    };
+    /// GPUs: from 1,024 elements a line, up to 8,192 lines.
+    pub const GPU: ScanSplit = ScanSplit {
+        from: 1 << 10,
+        max_lines: 1 << 13,
+    };
+
+    /// The elements a chunk covers in a scan of `lines` lines of `len`,
+    /// or `None` to scan whole lines: a power of two near `sqrt(len)`
+    /// (at least 64), so that the chunks' running values, scanned in
+    /// turn, are about as many as a chunk's elements.
+    pub fn chunk(&self, len: usize, lines: usize) -> Option<usize> {
+        if len < self.from || lines > self.max_lines {
+            return None;
+        }
+        let chunk = len.isqrt().next_power_of_two().max(64);
+        (chunk < len).then_some(chunk)
+    }
+}
+
+/// When a sort (`argsort`, and `sort`/`topk` on it) of lines of `len`
+/// elements, `lines` of them, is split into runs of `run` elements, each
+/// sorted by a workgroup of its own, then merged in pairs by one kernel
+/// a doubling (`schedule::split::split_long_sorts`): one workgroup
+/// sorting a whole line runs `log2(len)^2 / 2` steps of the network
+/// alone (a million elements: 217 ms on an H100, 15 s on lavapipe).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct SortSplit {
+    /// Line lengths from which a sort is split.
+    pub from: usize,
+    /// Lines up to which a sort is split.
+    pub max_lines: usize,
+    /// Elements of each run sorted by one workgroup (a power of two).
+    pub run: usize,
+}
+
+impl SortSplit {
+    /// CPU adapters: lines from 16,384 elements, up to 64 of them, in
+    /// runs of 2,048 (2^20 elements: 5.6 s where one workgroup took
+    /// 17-20 s, alternated on a 2-core EPYC).
+    pub const CPU: SortSplit = SortSplit {
+        from: 1 << 14,
+        max_lines: 64,
+        run: 1 << 11,
+    };
+    /// GPUs: lines from 2,048 elements, up to 16,384 of them, in runs of
+    /// 1,024.
+    pub const GPU: SortSplit = SortSplit {
+        from: 1 << 11,
+        max_lines: 1 << 14,
+        run: 1 << 10,
+    };
+
+    /// The run length a sort of `lines` lines of `len` is split into, or
+    /// `None` to sort whole lines.
+    pub fn run(&self, len: usize, lines: usize) -> Option<usize> {
+        (len >= self.from && len > self.run && lines <= self.max_lines).then_some(self.run)
+    }
 }
 
 impl ReduceSplit {
@@ -162,12 +251,29 @@ impl Target {
                 ReduceSplit::GPU
             },
             rows_per_workgroup: !cpu,
+            scan_split: if cpu { ScanSplit::CPU } else { ScanSplit::GPU },
+            sort_split: if cpu { SortSplit::CPU } else { SortSplit::GPU },
             reduce: None,
             reduce_rule: if cpu {
                 ReduceRule::CPU
             } else {
                 ReduceRule::GPU
             },
+        }
+    }
+
+    /// This target with a discrete GPU's reductions and rows
+    /// (`ReduceSplit::GPU`, `ReduceRule::GPU`, a workgroup per row) and
+    /// its own adapter's facts (`LAZYWGPU_GPU_CHOICES`; the GPU's tiled
+    /// matmul is asked for where the target is made).
+    pub fn with_gpu_choices(self) -> Target {
+        Target {
+            reduce_split: ReduceSplit::GPU,
+            scan_split: ScanSplit::GPU,
+            sort_split: SortSplit::GPU,
+            rows_per_workgroup: true,
+            reduce_rule: ReduceRule::GPU,
+            ..self
         }
     }
 
@@ -218,6 +324,8 @@ impl Target {
             shader_f16: true,
             loop_limit: Some(LAVAPIPE_LOOP_LIMIT),
             reduce_split: ReduceSplit::CPU,
+            scan_split: ScanSplit::CPU,
+            sort_split: SortSplit::CPU,
             rows_per_workgroup: false,
             reduce: None,
             reduce_rule: ReduceRule::CPU,
@@ -251,5 +359,31 @@ mod tests {
         // Never below one alignment unit, never below 16 bytes (a vec4).
         assert_eq!(binding_part_bytes(100, 256), 256);
         assert_eq!(binding_part_bytes(100, 4), 96);
+    }
+
+    #[test]
+    fn long_scans_over_few_lines_split_into_chunks_near_the_square_root() {
+        let gpu = ScanSplit::GPU;
+        // A sampler's running sum over GPT-2's vocabulary, 8 rows.
+        assert_eq!(gpu.chunk(50_257, 8), Some(256));
+        assert_eq!(gpu.chunk(1 << 20, 1), Some(1024));
+        // Short lines, or lines enough to fill the adapter: whole lines.
+        assert_eq!(gpu.chunk(1023, 1), None);
+        assert_eq!(gpu.chunk(50_257, 1 << 14), None);
+        // Chunks of at least 64, and never the whole line.
+        assert_eq!(gpu.chunk(1024, 1), Some(64));
+        assert_eq!(ScanSplit { from: 2, ..gpu }.chunk(64, 1), None);
+        assert_eq!(ScanSplit::CPU.chunk(2048, 1), None);
+        assert_eq!(ScanSplit::CPU.chunk(70_001, 2), Some(512));
+    }
+
+    #[test]
+    fn long_sorts_over_few_lines_split_into_runs() {
+        assert_eq!(SortSplit::GPU.run(1 << 20, 1), Some(1024));
+        assert_eq!(SortSplit::GPU.run(50_257, 8), Some(1024));
+        assert_eq!(SortSplit::GPU.run(1024, 1), None);
+        assert_eq!(SortSplit::GPU.run(4096, 1 << 15), None);
+        assert_eq!(SortSplit::CPU.run(1 << 20, 1), Some(2048));
+        assert_eq!(SortSplit::CPU.run(10_000, 1), None);
     }
 }

@@ -45,6 +45,16 @@ pub struct AdapterReport {
     /// (`tree-from-256`: a workgroup tree from 256 elements an output;
     /// `-no-fours`: split sums do not read four elements at a time).
     pub reduce_rule: String,
+    /// Reduced elements from which a reduction into few results is split
+    /// into stages of partial results (4,096 on GPUs, 65,536 on CPU
+    /// adapters; `LAZYWGPU_GPU_CHOICES=1` takes the GPU's anywhere).
+    pub reduce_split_from: usize,
+    /// The most stages such a reduction is split into (4 on GPUs, 2 on
+    /// CPU adapters).
+    pub reduce_stages: usize,
+    /// Whether row kernels (layer norm, long softmax rows) give each row
+    /// a workgroup (GPUs) rather than an invocation (CPU adapters).
+    pub rows_per_workgroup: bool,
     /// What autotuning chose and measured for the matmul kernel, where it
     /// ran or was read from the tuning cache (see
     /// [`crate::DeviceConfig::autotune`]).
@@ -91,6 +101,9 @@ impl AdapterReport {
             matmul_kernel,
             loop_limit: target.loop_limit,
             reduce_rule: target.reduce_rule.name(),
+            reduce_split_from: target.reduce_split.threshold,
+            reduce_stages: target.reduce_split.max_stages,
+            rows_per_workgroup: target.rows_per_workgroup,
             tuning: of_kind("matmul"),
             reduce_tuning: of_kind("reduce"),
         }
@@ -119,11 +132,18 @@ impl fmt::Display for AdapterReport {
         )?;
         writeln!(
             f,
-            "subgroups {}..={}, matmul {}, reductions {}, loop limit {}",
+            "subgroups {}..={}, matmul {}, reductions {} (split from {} into up to {} stages), rows per {}, loop limit {}",
             self.subgroup_sizes.0,
             self.subgroup_sizes.1,
             self.matmul_kernel,
             self.reduce_rule,
+            self.reduce_split_from,
+            self.reduce_stages,
+            if self.rows_per_workgroup {
+                "workgroup"
+            } else {
+                "invocation"
+            },
             self.loop_limit
                 .map_or("none".to_string(), |l| l.to_string())
         )?;

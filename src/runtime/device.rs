@@ -146,13 +146,9 @@ impl Device {
         let tuned = matmul
             .as_ref()
             .and_then(|t| crate::tune::matmul::parse(&t.winner));
-        let mut target = Target::for_adapter(
-            &ctx.info,
-            &ctx.limits,
-            ctx.features,
-            config.matmul.or(tuned),
-        )
-        .forcing_reduce(config.reduce);
+        let mut target = ctx
+            .target(config.matmul.or(tuned))
+            .forcing_reduce(config.reduce);
         if let Some(rule) = reduce
             .as_ref()
             .and_then(|t| crate::kernel::ReduceRule::parse(&t.winner))

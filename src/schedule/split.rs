@@ -8,7 +8,7 @@
 
 use crate::graph::op::{BinaryOp, Op, ReduceOp};
 use crate::graph::{GKind, GNode, GraphKey};
-use crate::kernel::{ReduceSplit, Target};
+use crate::kernel::{ReduceSplit, ScanSplit, SortSplit, Target};
 use crate::shape::{Layout, contiguous_strides, numel};
 
 /// Outputs up to which a long reduction is split (more outputs already
@@ -210,6 +210,120 @@ fn is_long_matmul(key: &GraphKey, node: &GNode) -> bool {
         && a_shape[r - 1] >= SPLIT_K_THRESHOLD
 }
 
+/// `key` with every long scan over few lines split into chunks
+/// (`ScanSplit::chunk`): the totals of each line's chunks but its last
+/// (a reduction over a strided view of the input, no copy), their
+/// running values (a scan along the chunks), and the chunked scan
+/// (`Op::Scan` with `chunk`), whose chunks start from those running
+/// values. Chunk totals are kept in the compute dtype (f32 for half
+/// inputs), as the unsplit scan's running value is. One pass; nodes
+/// keep their order.
+pub(crate) fn split_long_scans(key: &GraphKey, policy: ScanSplit) -> Lowered {
+    let mut lowering = Lowering::new(key);
+    for (i, node) in key.nodes.iter().enumerate() {
+        let inputs: Vec<usize> = node.inputs.iter().map(|&j| lowering.new_index[j]).collect();
+        let split = match node.kind {
+            GKind::Op {
+                op: Op::Scan { op, axis, chunk: 0 },
+                ..
+            } => {
+                let len = node.shape[axis];
+                let lines = numel(&node.shape) / len.max(1);
+                policy.chunk(len, lines).map(|chunk| (op, axis, chunk))
+            }
+            _ => None,
+        };
+        let Some((op, axis, chunk)) = split else {
+            lowering.keep(i, node, inputs);
+            continue;
+        };
+        let shape = &node.shape;
+        let before_last = shape[axis].div_ceil(chunk) - 1;
+        let with_axis = |middle: &[usize]| [&shape[..axis], middle, &shape[axis + 1..]].concat();
+        let strides = contiguous_strides(shape);
+        let s = strides[axis];
+        let view_strides = [&strides[..axis], &[chunk * s, s], &strides[axis + 1..]].concat();
+        let dtype = node.dtype.compute();
+        let view = Op::AsStrided(Layout {
+            strides: view_strides,
+            offset: 0,
+        });
+        let x = inputs[0];
+        let x_dtype = key.nodes[node.inputs[0]].dtype;
+        let chunks = lowering.push(i, view, with_axis(&[before_last, chunk]), x_dtype, vec![x]);
+        let total = Op::Reduce {
+            op,
+            axes: vec![axis + 1],
+            parts: 1,
+        };
+        let totals = lowering.push(i, total, with_axis(&[before_last, 1]), dtype, vec![chunks]);
+        let totals = lowering.push(
+            i,
+            Op::Reshape,
+            with_axis(&[before_last]),
+            dtype,
+            vec![totals],
+        );
+        let running = Op::Scan { op, axis, chunk: 0 };
+        let carry = lowering.push(i, running, with_axis(&[before_last]), dtype, vec![totals]);
+        let scan = Op::Scan { op, axis, chunk };
+        let out = lowering.push(i, scan, shape.clone(), node.dtype, vec![x, carry]);
+        lowering.new_index.push(out);
+    }
+    lowering.finish(key)
+}
+
+/// `key` with every sort of long lines over few of them split into runs
+/// (`SortSplit::run`): the runs sorted apart (`Op::Sort` with `run`),
+/// then merged in pairs (`Op::MergeRuns`), one node a doubling of the
+/// run, the last holding the line's order. One pass; nodes keep their
+/// order.
+pub(crate) fn split_long_sorts(key: &GraphKey, policy: SortSplit) -> Lowered {
+    let mut lowering = Lowering::new(key);
+    for (i, node) in key.nodes.iter().enumerate() {
+        let inputs: Vec<usize> = node.inputs.iter().map(|&j| lowering.new_index[j]).collect();
+        let split = match node.kind {
+            GKind::Op {
+                op:
+                    Op::Sort {
+                        axis,
+                        descending,
+                        run: 0,
+                    },
+                ..
+            } => {
+                let len = node.shape[axis];
+                let lines = numel(&node.shape) / len.max(1);
+                policy.run(len, lines).map(|run| (axis, descending, run))
+            }
+            _ => None,
+        };
+        let Some((axis, descending, run)) = split else {
+            lowering.keep(i, node, inputs);
+            continue;
+        };
+        let (shape, dtype, x) = (&node.shape, node.dtype, inputs[0]);
+        let runs = Op::Sort {
+            axis,
+            descending,
+            run,
+        };
+        let mut sorted = lowering.push(i, runs, shape.clone(), dtype, vec![x]);
+        let mut run = run;
+        while run < shape[axis] {
+            let merge = Op::MergeRuns {
+                axis,
+                descending,
+                run,
+            };
+            sorted = lowering.push(i, merge, shape.clone(), dtype, vec![x, sorted]);
+            run *= 2;
+        }
+        lowering.new_index.push(sorted);
+    }
+    lowering.finish(key)
+}
+
 /// A graph being lowered node by node: the nodes so far, the traced node
 /// each computes (part of), and where each traced node's value went.
 struct Lowering {
@@ -272,12 +386,25 @@ impl Lowering {
 }
 
 /// The graph lowered for `target`: long matmuls split along K where
-/// loops are limited (`split_long_matmuls`), then long reductions split
+/// loops are limited (`split_long_matmuls`), long scans over few lines
+/// into chunks (`split_long_scans`), long sorts into runs and merges
+/// (`split_long_sorts`), then long reductions split
 /// into stages (`split_reductions`, again on the stages it made while a
 /// later stage is still long, up to the target's `max_stages`); `origin`
 /// maps to the traced graph. Each pass is linear in the graph.
 pub(crate) fn lower_for_gpu(key: &GraphKey, target: &Target) -> Lowered {
-    let mut lowered = split_long_matmuls(key, target.loop_limit);
+    let matmuls = split_long_matmuls(key, target.loop_limit);
+    let scans = split_long_scans(&matmuls.key, target.scan_split);
+    let sorts = split_long_sorts(&scans.key, target.sort_split);
+    let origin = sorts
+        .origin
+        .iter()
+        .map(|&o| matmuls.origin[scans.origin[o]])
+        .collect();
+    let mut lowered = Lowered {
+        key: sorts.key,
+        origin,
+    };
     for _ in 1..target.reduce_split.max_stages.max(2) {
         let next = split_reductions(&lowered.key, target.reduce_split);
         if next.key.nodes.len() == lowered.key.nodes.len() {

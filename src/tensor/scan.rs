@@ -54,7 +54,14 @@ impl Tensor {
         let x = cast_node(&self.node(), dtype, loc);
         let axis = resolve_axis(name, axis, self.rank());
         let shape = x.shape.clone();
-        let node = Node::pending(Op::Scan { op, axis }, vec![x], vec![], shape, dtype, loc);
+        let node = Node::pending(
+            Op::Scan { op, axis, chunk: 0 },
+            vec![x],
+            vec![],
+            shape,
+            dtype,
+            loc,
+        );
         let out = Tensor::from_node(node, self.device());
         rules::scan(op, self, axis, &out);
         out

@@ -150,7 +150,11 @@ impl Tensor {
         };
         let shape = x.shape.clone();
         let node = Node::pending(
-            Op::Sort { axis, descending },
+            Op::Sort {
+                axis,
+                descending,
+                run: 0,
+            },
             vec![x],
             Vec::new(),
             shape,

@@ -56,7 +56,7 @@ fn choice_of(kernel: MatmulKernel) -> MatmulChoice {
 /// for a kernel the adapter cannot run (the lane kernel without a fixed
 /// subgroup size) gives another, which is then not a candidate of its own.
 pub(crate) fn candidates(ctx: &GpuContext) -> Vec<MatmulChoice> {
-    let built = |c| choice_of(Target::for_adapter(&ctx.info, &ctx.limits, ctx.features, c).matmul);
+    let built = |c| choice_of(ctx.target(c).matmul);
     let mut out = vec![built(None)];
     for c in [
         MatmulChoice::Tiled,
@@ -81,7 +81,7 @@ pub(crate) fn tune(ctx: &Arc<GpuContext>, config: &DeviceConfig) -> Option<Tunin
     let candidates: Vec<(String, Target)> = candidates(ctx)
         .into_iter()
         .map(|c| {
-            let target = Target::for_adapter(&ctx.info, &ctx.limits, ctx.features, Some(c));
+            let target = ctx.target(Some(c));
             (name(c).to_string(), target)
         })
         .collect();

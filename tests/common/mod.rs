@@ -159,3 +159,13 @@ pub fn assert_losses_follow(
 }
 
 pub mod parity;
+
+/// Whether `dev` schedules kernels as for a GPU: long reductions split
+/// from 4,096 elements into up to four stages (GPUs, and lavapipe under
+/// `LAZYWGPU_GPU_CHOICES=1`), rather than lavapipe's two stages from
+/// 65,536. Tests that count kernels or compiles expect each schedule's
+/// own counts.
+#[allow(dead_code)]
+pub fn gpu_schedules(dev: &Device) -> bool {
+    dev.adapter().is_some_and(|a| a.reduce_stages > 2)
+}

@@ -48,6 +48,22 @@ pub(crate) struct GpuContext {
 static CONTEXT: OnceLock<Mutex<Option<Arc<GpuContext>>>> = OnceLock::new();
 
 impl GpuContext {
+    /// The target kernels are generated for on this adapter
+    /// (`Target::for_adapter`, the matmul kernel `matmul` where that
+    /// names one), with a discrete GPU's choices under
+    /// `LAZYWGPU_GPU_CHOICES=1` (`ProcessConfig::gpu_choices`).
+    pub(crate) fn target(&self, matmul: Option<crate::MatmulChoice>) -> crate::kernel::Target {
+        let gpu_choices = crate::config::ProcessConfig::get().gpu_choices;
+        let matmul = matmul.or(gpu_choices.then_some(crate::MatmulChoice::Tiled));
+        let target =
+            crate::kernel::Target::for_adapter(&self.info, &self.limits, self.features, matmul);
+        if gpu_choices {
+            target.with_gpu_choices()
+        } else {
+            target
+        }
+    }
+
     /// The shared context, created on first use. A failed attempt is not
     /// remembered, so a later call may succeed.
     pub fn shared() -> Result<Arc<GpuContext>> {
