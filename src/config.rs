@@ -242,7 +242,7 @@ impl ProcessConfig {
                 .into_iter()
                 .filter_map(|name| Some((name, text(name)?)))
                 .collect(),
-            gpu_choices: text("LAZYWGPU_GPU_CHOICES").is_some_and(|v| v != "0"),
+            gpu_choices: text("LAZYWGPU_GPU_CHOICES").is_some_and(|v| v == "1" || v == "true"),
         }
     }
 }

@@ -200,6 +200,48 @@ proptest::proptest! {
     }
 }
 
+/// Running sums of non-negative weights, most of them zero (a sampler's
+/// top-k mask over a vocabulary), never decrease along a line: where the
+/// GPU's lowering scans a line in chunks, a chunk's last running value
+/// and the running value the next chunk starts from must be the same
+/// number, or `multinomial` could draw a zero-weight token at a chunk's
+/// border. Checked on both backends (and under `LAZYWGPU_GPU_CHOICES=1`,
+/// as `.ci/run` runs it, on lavapipe's chunks).
+#[test]
+fn running_sums_of_non_negative_values_never_decrease() {
+    for (rows, len, seed) in [(8usize, 50_257usize, 1u64), (3, 20_000, 2), (2, 70_001, 3)] {
+        let w: Vec<f32> = values(rows * len, seed)
+            .iter()
+            .enumerate()
+            .map(|(i, v)| {
+                // One weight in eight non-zero, of magnitudes 1e-3 to 1e3,
+                // so that sums round in their last bits.
+                if i % 8 == (seed as usize) % 8 {
+                    10f32.powf(v * 1.5).abs()
+                } else {
+                    0.0
+                }
+            })
+            .collect();
+        for dev in devices() {
+            let t = Tensor::from_vec(w.clone(), [rows, len], &dev).unwrap();
+            let got = t.cumsum(1).to_vec::<f32>().unwrap();
+            for r in 0..rows {
+                let line = &got[r * len..(r + 1) * len];
+                let fall = line.windows(2).position(|p| p[1] < p[0]);
+                assert!(
+                    fall.is_none(),
+                    "{rows}x{len} row {r} on {}: the running sum falls after element {fall:?}",
+                    dev.name()
+                );
+            }
+            // Thousands of f32 additions of magnitudes up to 1e3 in order.
+            let want = scan_f64(&w, &[rows, len], 1, false);
+            check_scan(&got, &want, &w, (&[rows, len], 1), 2e-5);
+        }
+    }
+}
+
 #[test]
 fn scan_dtypes_follow_the_input() {
     for dev in devices() {

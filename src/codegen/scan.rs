@@ -2,10 +2,11 @@
 //! as IR: an invocation per line along the axis, walking it once in order
 //! (a linear scan), storing each running value and its epilogue as it
 //! goes; or, in graphs lowered for the GPU (`schedule::split_long_scans`),
-//! an invocation per chunk of a line, starting from the running value of
-//! the chunks before it (the scan's second input). The loop over the
-//! line or chunk stays within the kernel's loop budget (unrolled copies
-//! past lavapipe's 65,535 iterations).
+//! an invocation per chunk of a line (each chunk scanned alone), and an
+//! invocation per element combining its chunk's scan with the running
+//! value of the chunks before. The loop over the line or chunk stays
+//! within the kernel's loop budget (unrolled copies past lavapipe's
+//! 65,535 iterations).
 
 use super::emit::Gen;
 use super::reduce_ir::{Combine, identity, split_index, strided, uarith};
@@ -19,7 +20,8 @@ use crate::shape::numel;
 
 /// The kernel of `Scan { op, axis, chunk }` at `root`: its entry, body
 /// and workgroup count (an invocation per line along `axis`, or per
-/// chunk of `chunk` elements of a line).
+/// chunk of `chunk` elements of a line; with a second input, per element,
+/// `add_carries`).
 pub(super) fn scan(
     g: &mut Gen,
     key: &GraphKey,
@@ -27,6 +29,9 @@ pub(super) fn scan(
     (op, axis, chunk): (ReduceOp, usize, usize),
     outputs: &[usize],
 ) -> (Entry, Vec<Inst>, usize) {
+    if key.nodes[root].inputs.len() == 2 {
+        return add_carries(g, key, root, (op, axis, chunk), outputs);
+    }
     let x = key.nodes[root].inputs[0];
     let shape = key.nodes[x].shape.clone();
     let dtype = key.nodes[x].dtype.compute();
@@ -35,21 +40,14 @@ pub(super) fn scan(
     let chunk = if chunk == 0 { len.max(1) } else { chunk };
     let chunks = len.div_ceil(chunk).max(1);
     let axes = [axis];
-    let (line, this_chunk) = if chunks == 1 {
-        (g.emit("o", Ty::U32, Expr::Invocation), None)
+    let (line, start) = if chunks == 1 {
+        (g.emit("o", Ty::U32, Expr::Invocation), Expr::U32(0))
     } else {
         let line = g.emit("o", Ty::U32, uarith(Arith::Div, Expr::Invocation, chunks));
-        let c = g.emit("c", Ty::U32, uarith(Arith::Rem, Expr::Invocation, chunks));
-        (line, Some(c))
+        let c = uarith(Arith::Rem, Expr::Invocation, chunks);
+        (line, g.emit("s", Ty::U32, uarith(Arith::Mul, c, chunk)))
     };
     let acc = g.variable_of("acc", Ty::scalar(dtype), identity(op, dtype));
-    let start = match this_chunk {
-        Some(c) => {
-            start_from_carry(g, key, root, (&line, &c), &acc);
-            uarith(Arith::Mul, c, chunk)
-        }
-        None => Expr::U32(0),
-    };
     let best = Expr::U32(0);
     let cx = Combine {
         op,
@@ -78,7 +76,51 @@ pub(super) fn scan(
     });
     // Invocations past the last line (the grid is whole workgroups)
     // return at once (`per_invocation`).
-    let invocations = lines * chunks;
+    per_invocation(g, lines * chunks)
+}
+
+/// The kernel of a chunked scan's last stage (`Scan { chunk }` over the
+/// chunks' own scans and the running values of the chunks, see
+/// `Op::Scan`): an invocation per element, `carry[c - 1]` combined with
+/// the element's scan within its chunk `c`, once. The last element of
+/// chunk `c` then equals `carry[c]` to the bit (both are the same
+/// combine of the same two values), so running sums of non-negative
+/// values never decrease across a chunk's border, as `multinomial`
+/// needs.
+fn add_carries(
+    g: &mut Gen,
+    key: &GraphKey,
+    root: usize,
+    (op, axis, chunk): (ReduceOp, usize, usize),
+    outputs: &[usize],
+) -> (Entry, Vec<Inst>, usize) {
+    let local = key.nodes[root].inputs[0];
+    let shape = key.nodes[local].shape.clone();
+    let dtype = key.nodes[local].dtype.compute();
+    let len = shape[axis];
+    let line = g.emit("o", Ty::U32, uarith(Arith::Div, Expr::Invocation, len));
+    let k = g.emit("k", Ty::U32, uarith(Arith::Rem, Expr::Invocation, len));
+    let c = g.emit("c", Ty::U32, uarith(Arith::Div, k.clone(), chunk));
+    let acc = g.variable_of("acc", Ty::scalar(dtype), identity(op, dtype));
+    start_from_carry(g, key, root, (&line, &c), &acc);
+    let i = g.emit("i", Ty::U32, split_index(&shape, &[axis], &line, &k));
+    let v = g.value(local, &i, false, false);
+    let best = Expr::U32(0);
+    let cx = Combine {
+        op,
+        dtype,
+        acc: &acc,
+        best: &best,
+    };
+    cx.combine(g, &v, &k);
+    let value = g.emit("run", Ty::scalar(dtype), acc.clone());
+    store_outputs(g, key, (root, outputs), &i, &value);
+    per_invocation(g, numel(&shape))
+}
+
+/// The entry and workgroup count of a kernel of `invocations`
+/// invocations, those past the last returning at once.
+fn per_invocation(g: &Gen, invocations: usize) -> (Entry, Vec<Inst>, usize) {
     let entry = Entry {
         workgroup_size: WORKGROUP_SIZE as usize,
         per_invocation: true,

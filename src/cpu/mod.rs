@@ -297,6 +297,11 @@ fn root_values(op: &Op, shape: &[usize], p: &[u32], inputs: &[&Arr]) -> Vec<f64>
                 .map(f64::from)
                 .collect()
         }
+        Op::MergeRuns { .. } => {
+            unreachable!(
+                "merges of sorted runs are a lowering for the GPU (schedule::split_long_sorts); the CPU reference runs traced graphs only"
+            )
+        }
         Op::Matmul => {
             let (a, b) = (inputs[0], inputs[1]);
             reduce::matmul(&a.to_f64(), &b.to_f64(), &a.shape(), &b.shape())

@@ -248,10 +248,13 @@ pub enum Op {
     /// output shaped as the input: element `j` combines elements `0..=j`
     /// in order. One kernel, an invocation per line along the axis.
     /// With `chunk > 0` (only in graphs lowered for the GPU, see
-    /// `schedule::split_long_scans`) an invocation per chunk of `chunk`
-    /// elements of a line, the second input holding the running value
-    /// of each line's chunks but its last (`[.., chunks - 1, ..]` along
-    /// `axis`), which chunk `c > 0` starts from.
+    /// `schedule::split_long_scans`): over one input, each chunk of
+    /// `chunk` elements of a line scanned alone (an invocation a chunk);
+    /// over two, the first holding those chunks' scans and the second
+    /// the running value of each line's chunks but its last (`[..,
+    /// chunks - 1, ..]` along `axis`), element `k` of chunk `c > 0`
+    /// combined with the second's element `c - 1` (an invocation an
+    /// element).
     Scan {
         /// How elements combine (`Sum` or `Prod`).
         op: ReduceOp,

@@ -211,13 +211,16 @@ fn is_long_matmul(key: &GraphKey, node: &GNode) -> bool {
 }
 
 /// `key` with every long scan over few lines split into chunks
-/// (`ScanSplit::chunk`): the totals of each line's chunks but its last
-/// (a reduction over a strided view of the input, no copy), their
-/// running values (a scan along the chunks), and the chunked scan
-/// (`Op::Scan` with `chunk`), whose chunks start from those running
-/// values. Chunk totals are kept in the compute dtype (f32 for half
-/// inputs), as the unsplit scan's running value is. One pass; nodes
-/// keep their order.
+/// (`ScanSplit::chunk`): each chunk scanned alone (`Op::Scan` with
+/// `chunk`, one input), the running values of each line's chunks but its
+/// last (a scan along the chunks of their scans' last elements, read
+/// through a strided view: no copy), and each element's chunk scan
+/// combined with the running value of the chunks before it (`Op::Scan`
+/// with `chunk`, two inputs). A chunk's last element and the running
+/// value after it are then one and the same combine, so running sums of
+/// non-negative values never decrease. Chunk scans and running values
+/// are kept in the compute dtype (f32 for half inputs), as the unsplit
+/// scan's running value is. One pass; nodes keep their order.
 pub(crate) fn split_long_scans(key: &GraphKey, policy: ScanSplit) -> Lowered {
     let mut lowering = Lowering::new(key);
     for (i, node) in key.nodes.iter().enumerate() {
@@ -239,35 +242,26 @@ pub(crate) fn split_long_scans(key: &GraphKey, policy: ScanSplit) -> Lowered {
         };
         let shape = &node.shape;
         let before_last = shape[axis].div_ceil(chunk) - 1;
-        let with_axis = |middle: &[usize]| [&shape[..axis], middle, &shape[axis + 1..]].concat();
-        let strides = contiguous_strides(shape);
-        let s = strides[axis];
-        let view_strides = [&strides[..axis], &[chunk * s, s], &strides[axis + 1..]].concat();
+        let with_axis = |middle: usize| [&shape[..axis], &[middle], &shape[axis + 1..]].concat();
         let dtype = node.dtype.compute();
-        let view = Op::AsStrided(Layout {
-            strides: view_strides,
-            offset: 0,
+        let scan = |chunk| Op::Scan { op, axis, chunk };
+        let local = lowering.push(i, scan(chunk), shape.clone(), dtype, vec![inputs[0]]);
+        let mut strides = contiguous_strides(shape);
+        let s = strides[axis];
+        strides[axis] = chunk * s;
+        let ends = Op::AsStrided(Layout {
+            strides,
+            offset: (chunk - 1) * s,
         });
-        let x = inputs[0];
-        let x_dtype = key.nodes[node.inputs[0]].dtype;
-        let chunks = lowering.push(i, view, with_axis(&[before_last, chunk]), x_dtype, vec![x]);
-        let total = Op::Reduce {
-            op,
-            axes: vec![axis + 1],
-            parts: 1,
-        };
-        let totals = lowering.push(i, total, with_axis(&[before_last, 1]), dtype, vec![chunks]);
-        let totals = lowering.push(
+        let ends = lowering.push(i, ends, with_axis(before_last), dtype, vec![local]);
+        let carry = lowering.push(i, scan(0), with_axis(before_last), dtype, vec![ends]);
+        let out = lowering.push(
             i,
-            Op::Reshape,
-            with_axis(&[before_last]),
-            dtype,
-            vec![totals],
+            scan(chunk),
+            shape.clone(),
+            node.dtype,
+            vec![local, carry],
         );
-        let running = Op::Scan { op, axis, chunk: 0 };
-        let carry = lowering.push(i, running, with_axis(&[before_last]), dtype, vec![totals]);
-        let scan = Op::Scan { op, axis, chunk };
-        let out = lowering.push(i, scan, shape.clone(), node.dtype, vec![x, carry]);
         lowering.new_index.push(out);
     }
     lowering.finish(key)
