@@ -3,7 +3,8 @@
 //! have (lavapipe in CI, whose own policy splits only from 65,536), and
 //! checked against f64 loops: sums, means, products, maxima and minima of
 //! all elements and of a few long rows, at sizes around each stage's
-//! threshold, with a NaN where one must win.
+//! threshold, with a NaN where one must win. And the GPU's lowering of
+//! long scans and sorts, node by node.
 
 use crate::kernel::{ReduceSplit, Target};
 use crate::{Device, Tensor};
@@ -98,4 +99,89 @@ fn reductions_split_into_a_gpus_stages_match_f64_loops() {
         close(got[r], want, &format!("row {r}"));
         close(by_t[r], want, &format!("row {r} through the transpose"));
     }
+}
+
+/// The ops and shapes of the nodes `key` computes, in order.
+fn ops_of(key: &crate::graph::GraphKey) -> Vec<(crate::graph::op::Op, Vec<usize>)> {
+    key.nodes
+        .iter()
+        .filter_map(|n| match &n.kind {
+            crate::graph::GKind::Op { op, .. } => Some((op.clone(), n.shape.clone())),
+            _ => None,
+        })
+        .collect()
+}
+
+/// The graph of `f` applied to an f32 input of `shape`.
+fn graph_of(shape: &[usize], f: impl Fn(&Tensor) -> Tensor) -> crate::graph::Graph {
+    let n: usize = shape.iter().product();
+    let x = Tensor::from_vec(vec![0.5f32; n], shape, &Device::cpu()).expect("input");
+    crate::graph::Graph::collect(&[f(&x).node()], true)
+}
+
+#[test]
+fn a_long_scan_lowers_to_chunk_scans_their_running_values_and_one_combine() {
+    use crate::graph::op::{Op, ReduceOp};
+    use crate::kernel::ScanSplit;
+    use crate::shape::Layout;
+    let mut gpu = Target::lavapipe();
+    gpu.scan_split = ScanSplit::GPU;
+    let graph = graph_of(&[8, 50_257], |x| x.cumsum(1));
+    let scan = |chunk| Op::Scan {
+        op: ReduceOp::Sum,
+        axis: 1,
+        chunk,
+    };
+    // 197 chunks of 256: the 196 before the last end at 255, 511, ...
+    let ends = Op::AsStrided(Layout {
+        strides: vec![50_257, 256],
+        offset: 255,
+    });
+    assert_eq!(
+        ops_of(&super::lower_for_gpu(&graph.key, &gpu).key),
+        vec![
+            (scan(256), vec![8, 50_257]),
+            (ends, vec![8, 196]),
+            (scan(0), vec![8, 196]),
+            (scan(256), vec![8, 50_257]),
+        ]
+    );
+    // Lavapipe's policy leaves lines within its loop limit whole.
+    let whole = super::lower_for_gpu(&graph.key, &Target::lavapipe());
+    assert_eq!(ops_of(&whole.key), vec![(scan(0), vec![8, 50_257])]);
+}
+
+#[test]
+fn a_long_sort_lowers_to_sorted_runs_and_a_merge_per_doubling() {
+    use crate::graph::op::Op;
+    use crate::kernel::SortSplit;
+    let mut gpu = Target::lavapipe();
+    gpu.sort_split = SortSplit::GPU;
+    // 5,000 elements: runs of 1,024, merged into 2,048, 4,096, 8,192.
+    let graph = graph_of(&[3, 5_000], |x| x.argsort(1, true));
+    let lowered = super::lower_for_gpu(&graph.key, &gpu);
+    let merge = |run| Op::MergeRuns {
+        axis: 1,
+        descending: true,
+        run,
+    };
+    let sort = Op::Sort {
+        axis: 1,
+        descending: true,
+        run: 1024,
+    };
+    let shape = vec![3, 5_000];
+    assert_eq!(
+        ops_of(&lowered.key),
+        vec![
+            (sort, shape.clone()),
+            (merge(1024), shape.clone()),
+            (merge(2048), shape.clone()),
+            (merge(4096), shape),
+        ]
+    );
+    // Each merge reads the input's values and the runs before it.
+    let n = lowered.key.nodes.len();
+    assert_eq!(lowered.key.nodes[n - 1].inputs, vec![0, n - 2]);
+    assert!(lowered.origin.iter().all(|&o| o < graph.key.nodes.len()));
 }
