@@ -8,7 +8,6 @@
 use super::emit::Gen;
 use super::norm::{f32_op, f32_unary};
 use super::roots::store_outputs;
-use super::wgsl::WORKGROUP_SIZE;
 use crate::dtype::DType;
 use crate::graph::GraphKey;
 use crate::graph::op::{BinaryOp, UnaryOp};
@@ -66,18 +65,8 @@ pub(super) fn attention(
     });
     g.push(plain_loop(j, s_len, key_row));
     write_row(g, key, (root, outputs), (acc, ev), &s);
-    let entry = Entry {
-        workgroup_size: WORKGROUP_SIZE as usize,
-        per_invocation: true,
-        count: Expr::count(rows),
-        arrays: Vec::new(),
-        subgroup_id: false,
-    };
-    (
-        entry,
-        g.body().to_vec(),
-        rows.div_ceil(WORKGROUP_SIZE as usize),
-    )
+    let entry = Entry::per_invocation(rows);
+    (entry, g.body().to_vec(), Entry::groups_for(rows))
 }
 
 /// The online softmax's step for score `x`: the new maximum `mn`, the

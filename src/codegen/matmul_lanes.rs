@@ -37,7 +37,7 @@ use super::matmul::{
     MatmulDims, OutputBlock, TileIds, VEC4, accumulators, add, below, both, fadd, fmul, lit,
     matmul_dims, modulo, over, plus, splat_lane, store_block, tile_ids, tile_load, times,
 };
-use super::wgsl::{CodegenContext, KernelSource, Launch, TextureUse, WORKGROUP_SIZE};
+use super::wgsl::{CodegenContext, KernelSource, Launch, TextureUse};
 use crate::graph::op::Op;
 use crate::graph::{GKind, GraphKey};
 use crate::kernel::ir::{Builtin, Expr, Inst, Ty};
@@ -709,15 +709,9 @@ fn pack(
         layer,
         value: texel,
     });
-    let entry = Entry {
-        workgroup_size: WORKGROUP_SIZE as usize,
-        per_invocation: true,
-        count: Expr::count(texels),
-        arrays: Vec::new(),
-        subgroup_id: false,
-    };
+    let entry = Entry::per_invocation(texels);
     let launch = Launch {
-        groups: texels.div_ceil(WORKGROUP_SIZE as usize),
+        groups: Entry::groups_for(texels),
         strategy: Strategy::Pack,
         textures: vec![TextureUse {
             slot,

@@ -55,7 +55,7 @@ pub(super) fn reduce(
         budget,
         g.context().target.reduce_rule,
     );
-    let groups = total.div_ceil(WORKGROUP_SIZE as usize);
+    let groups = Entry::groups_for(total);
     let (entry, body, groups) = match strategy {
         ReduceStrategy::SumByFours => {
             let (entry, body) = sum_by_fours(g, key, red);
@@ -116,13 +116,7 @@ fn sum_by_fours(g: &mut Gen, key: &GraphKey, red: &Reduction<'_>) -> (Entry, Vec
         sum,
     );
     store_outputs(g, key, (red.root, red.outputs), &Expr::Invocation, &result);
-    let entry = Entry {
-        workgroup_size: WORKGROUP_SIZE as usize,
-        per_invocation: true,
-        count: Expr::count(total),
-        arrays: Vec::new(),
-        subgroup_id: false,
-    };
+    let entry = Entry::per_invocation(total);
     (entry, g.body().to_vec())
 }
 

@@ -6,7 +6,7 @@
 
 use super::emit::Gen;
 use super::roots::store_outputs;
-use super::wgsl::{WORKGROUP_SIZE, unroll_for};
+use super::wgsl::unroll_for;
 use crate::dtype::DType;
 use crate::graph::GraphKey;
 use crate::graph::op::{BinaryOp, ReduceOp};
@@ -71,13 +71,7 @@ pub(super) fn reduce_per_invocation(
     };
     let result = g.emit("result", root_ty, result);
     store_outputs(g, key, (red.root, red.outputs), &Expr::Invocation, &result);
-    let entry = Entry {
-        workgroup_size: WORKGROUP_SIZE as usize,
-        per_invocation: true,
-        count: Expr::count(outer * parts),
-        arrays: Vec::new(),
-        subgroup_id: false,
-    };
+    let entry = Entry::per_invocation(outer * parts);
     (entry, g.body().to_vec())
 }
 
@@ -147,6 +141,16 @@ pub(super) fn strided_within(
             cond: uarith(Arith::Lt, r, len),
             body: tail,
         });
+    }
+}
+
+/// Pushes `body`, inside `if cond` where `needed` (an element past a
+/// ragged end), as it is elsewhere.
+pub(super) fn guarded(g: &mut Gen, needed: bool, cond: Expr, body: Vec<Inst>) {
+    if needed {
+        g.push(Inst::If { cond, body });
+    } else {
+        body.into_iter().for_each(|inst| g.push(inst));
     }
 }
 

@@ -9,9 +9,8 @@
 //! 65,535 iterations).
 
 use super::emit::Gen;
-use super::reduce_ir::{Combine, identity, split_index, strided, uarith};
+use super::reduce_ir::{Combine, guarded, identity, split_index, strided, uarith};
 use super::roots::store_outputs;
-use super::wgsl::WORKGROUP_SIZE;
 use crate::graph::GraphKey;
 use crate::graph::op::ReduceOp;
 use crate::kernel::Entry;
@@ -64,19 +63,18 @@ pub(super) fn scan(
             let running = g.emit("run", Ty::scalar(dtype), acc.clone());
             store_outputs(g, key, (root, outputs), &i, &running);
         });
-        if ragged {
-            // The last chunk of a line ends early.
-            g.push(Inst::If {
-                cond: uarith(Arith::Lt, r, len),
-                body,
-            });
-        } else {
-            body.into_iter().for_each(|inst| g.push(inst));
-        }
+        // The last chunk of a line ends early.
+        guarded(g, ragged, uarith(Arith::Lt, r, len), body);
     });
     // Invocations past the last line (the grid is whole workgroups)
     // return at once (`per_invocation`).
-    per_invocation(g, lines * chunks)
+    let invocations = lines * chunks;
+    let launch = Entry::groups_for(invocations);
+    (
+        Entry::per_invocation(invocations),
+        g.body().to_vec(),
+        launch,
+    )
 }
 
 /// The kernel of a chunked scan's last stage (`Scan { chunk }` over the
@@ -102,7 +100,7 @@ fn add_carries(
     let k = g.emit("k", Ty::U32, uarith(Arith::Rem, Expr::Invocation, len));
     let c = g.emit("c", Ty::U32, uarith(Arith::Div, k.clone(), chunk));
     let acc = g.variable_of("acc", Ty::scalar(dtype), identity(op, dtype));
-    start_from_carry(g, key, root, (&line, &c), &acc);
+    start_from_carry(g, (key, root, axis), (&line, &c), &acc);
     let i = g.emit("i", Ty::U32, split_index(&shape, &[axis], &line, &k));
     let v = g.value(local, &i, false, false);
     let best = Expr::U32(0);
@@ -115,23 +113,12 @@ fn add_carries(
     cx.combine(g, &v, &k);
     let value = g.emit("run", Ty::scalar(dtype), acc.clone());
     store_outputs(g, key, (root, outputs), &i, &value);
-    per_invocation(g, numel(&shape))
-}
-
-/// The entry and workgroup count of a kernel of `invocations`
-/// invocations, those past the last returning at once.
-fn per_invocation(g: &Gen, invocations: usize) -> (Entry, Vec<Inst>, usize) {
-    let entry = Entry {
-        workgroup_size: WORKGROUP_SIZE as usize,
-        per_invocation: true,
-        count: Expr::count(invocations),
-        arrays: Vec::new(),
-        subgroup_id: false,
-    };
+    let invocations = numel(&shape);
+    let launch = Entry::groups_for(invocations);
     (
-        entry,
+        Entry::per_invocation(invocations),
         g.body().to_vec(),
-        invocations.div_ceil(WORKGROUP_SIZE as usize),
+        launch,
     )
 }
 
@@ -140,20 +127,11 @@ fn per_invocation(g: &Gen, invocations: usize) -> (Entry, Vec<Inst>, usize) {
 /// scan's second input.
 fn start_from_carry(
     g: &mut Gen,
-    key: &GraphKey,
-    root: usize,
+    (key, root, axis): (&GraphKey, usize, usize),
     (line, c): (&Expr, &Expr),
     acc: &Expr,
 ) {
-    let node = &key.nodes[root];
-    let carry = node.inputs[1];
-    let crate::graph::GKind::Op {
-        op: crate::graph::op::Op::Scan { axis, .. },
-        ..
-    } = node.kind
-    else {
-        unreachable!("a chunked scan's root is a scan")
-    };
+    let carry = key.nodes[root].inputs[1];
     let carry_shape = key.nodes[carry].shape.clone();
     let body = g.block(|g| {
         let before = uarith(Arith::Sub, c.clone(), 1);

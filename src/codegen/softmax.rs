@@ -38,7 +38,7 @@ pub(super) fn softmax(
     } else {
         choose_softmax((len, rows, inner), vectorizable, precedent, budget)
     };
-    let groups = rows.div_ceil(WORKGROUP_SIZE as usize);
+    let groups = Entry::groups_for(rows);
     let ids = (root, x);
     let (entry, body, groups, vec_out) = match strategy {
         SoftmaxStrategy::RowPerInvocationVec4 => {
@@ -177,13 +177,7 @@ fn softmax_per_thread_vec4(
         let y = g.emit("y", v4, Expr::select(bad.clone(), nan, y));
         store_vec4(g, key, (root, outputs), (i, &y), whole_vec4);
     });
-    let entry = Entry {
-        workgroup_size: WORKGROUP_SIZE as usize,
-        per_invocation: true,
-        count: Expr::count(rows),
-        arrays: Vec::new(),
-        subgroup_id: false,
-    };
+    let entry = Entry::per_invocation(rows);
     (entry, g.body().to_vec(), whole_vec4)
 }
 
@@ -365,12 +359,6 @@ fn softmax_per_thread(
         let r = g.emit("r", Ty::F32, Expr::select(bad.clone(), nan, y));
         store_outputs(g, key, (root, outputs), i, &r);
     });
-    let entry = Entry {
-        workgroup_size: WORKGROUP_SIZE as usize,
-        per_invocation: true,
-        count: Expr::count(rows),
-        arrays: Vec::new(),
-        subgroup_id: false,
-    };
+    let entry = Entry::per_invocation(rows);
     (entry, g.body().to_vec())
 }

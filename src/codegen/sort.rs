@@ -15,7 +15,7 @@
 //! budget (unrolled copies where a line is long).
 
 use super::emit::Gen;
-use super::reduce_ir::{split_index, strided_within, uarith};
+use super::reduce_ir::{guarded, split_index, strided_within, uarith};
 use crate::dtype::DType;
 use crate::graph::GraphKey;
 use crate::kernel::Entry;
@@ -189,16 +189,7 @@ impl SortLine {
     /// The input's value at original index `ix` of this line: the key the
     /// network compares.
     fn key_at(&self, g: &mut Gen, ix: &Expr) -> Expr {
-        let k = Expr::Construct {
-            ty: Ty::U32,
-            x: Box::new(ix.clone()),
-        };
-        let p = g.emit(
-            "q",
-            Ty::U32,
-            split_index(&self.shape, &self.axes, &self.line, &k),
-        );
-        g.value(self.x, &p, false, false)
+        key_at(g, self.x, (&self.shape, self.axes[0], &self.line), ix)
     }
 
     /// Writes the identity permutation, the indices the network starts
@@ -293,6 +284,17 @@ impl SortLine {
     }
 }
 
+/// The value of input `x` (of `shape`, sorted along `axis`) at original
+/// index `ix` of `line`: the key a sort or a merge compares.
+fn key_at(g: &mut Gen, x: usize, (shape, axis, line): (&[usize], usize, &Expr), ix: &Expr) -> Expr {
+    let k = Expr::Construct {
+        ty: Ty::U32,
+        x: Box::new(ix.clone()),
+    };
+    let p = g.emit("q", Ty::U32, split_index(shape, &[axis], line, &k));
+    g.value(x, &p, false, false)
+}
+
 /// The line positions `(a, b)` comparator `t` of a step compares, with
 /// `a < b`: `half` apart, or mirrored within their block of `2 * half`
 /// on a stage's first step.
@@ -370,15 +372,6 @@ fn comes_first(
     or(less, and(equal, lt(i, j)))
 }
 
-/// Pushes `body`, inside `if cond` where `needed`.
-fn guarded(g: &mut Gen, needed: bool, cond: Expr, body: Vec<Inst>) {
-    if needed {
-        g.push(Inst::If { cond, body });
-    } else {
-        body.into_iter().for_each(|inst| g.push(inst));
-    }
-}
-
 /// The kernel of `MergeRuns { axis, descending, run }` at `root`: an
 /// invocation per element `p` of a line, whose index (in the second
 /// input, sorted in runs of `run`) goes to its place in the merge of its
@@ -428,14 +421,8 @@ pub(super) fn merge_runs(
     };
     g.push(store(out, dest_at, mine, root));
     let total = numel(&shape);
-    let entry = Entry {
-        workgroup_size: super::wgsl::WORKGROUP_SIZE as usize,
-        per_invocation: true,
-        count: Expr::count(total),
-        arrays: Vec::new(),
-        subgroup_id: false,
-    };
-    let groups = total.div_ceil(super::wgsl::WORKGROUP_SIZE as usize);
+    let entry = Entry::per_invocation(total);
+    let groups = Entry::groups_for(total);
     (entry, g.body().to_vec(), groups)
 }
 
@@ -508,12 +495,7 @@ impl MergeLine {
 
     /// The input's value at original index `ix` of this line.
     fn key_of(&self, g: &mut Gen, ix: &Expr) -> Expr {
-        let k = Expr::Construct {
-            ty: Ty::U32,
-            x: Box::new(ix.clone()),
-        };
-        let q = self.at(g, &k);
-        g.value(self.x, &q, false, false)
+        key_at(g, self.x, (&self.shape, self.axes[0], &self.line), ix)
     }
 
     /// How many of the other run's elements come before `(mine,

@@ -99,16 +99,10 @@ impl ElementwiseKernel<'_> {
             vec,
         } = self;
         let invocations = if vec { numel / 4 } else { numel };
-        let entry = Entry {
-            workgroup_size: WORKGROUP_SIZE as usize,
-            per_invocation: true,
-            count: Expr::count(invocations),
-            arrays: Vec::new(),
-            subgroup_id: false,
-        };
+        let entry = Entry::per_invocation(invocations);
         let body = g.body().iter().chain(&stores).cloned().collect();
         let launch = Launch {
-            groups: invocations.div_ceil(WORKGROUP_SIZE as usize),
+            groups: Entry::groups_for(invocations),
             strategy: Strategy::Elementwise { vec4: vec },
             textures: Vec::new(),
         };

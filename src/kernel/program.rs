@@ -53,6 +53,25 @@ pub(crate) struct Entry {
     pub subgroup_id: bool,
 }
 
+impl Entry {
+    /// An invocation per unit of work, `invocations` of them, in
+    /// workgroups of `WORKGROUP_SIZE` (no workgroup memory, no lanes).
+    pub fn per_invocation(invocations: usize) -> Entry {
+        Entry {
+            workgroup_size: super::WORKGROUP_SIZE,
+            per_invocation: true,
+            count: Expr::count(invocations),
+            arrays: Vec::new(),
+            subgroup_id: false,
+        }
+    }
+
+    /// The workgroups that `per_invocation(invocations)` launches.
+    pub fn groups_for(invocations: usize) -> usize {
+        invocations.div_ceil(super::WORKGROUP_SIZE)
+    }
+}
+
 /// An array in workgroup memory.
 #[derive(Clone, Debug, PartialEq)]
 pub(crate) struct WorkgroupArray {

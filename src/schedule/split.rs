@@ -42,39 +42,33 @@ pub(crate) fn split_parts(
 /// `parts`), the reduction of that dim, and a reshape back to the
 /// original node's shape. One pass; nodes keep their order.
 pub(crate) fn split_reductions(key: &GraphKey, policy: ReduceSplit) -> Lowered {
-    let mut lowering = Lowering::new(key);
-    for (i, node) in key.nodes.iter().enumerate() {
-        let inputs: Vec<usize> = node.inputs.iter().map(|&j| lowering.new_index[j]).collect();
-        let split = match &node.kind {
-            GKind::Op {
-                op: Op::Reduce { op, axes, parts: 1 },
-                ..
-            } => {
-                let in_shape = &key.nodes[node.inputs[0]].shape;
-                let reduced: usize = axes.iter().map(|&d| in_shape[d]).product();
-                let outer = numel(&node.shape);
-                split_parts(*op, reduced, outer, policy).map(|parts| (*op, axes.clone(), parts))
-            }
-            _ => None,
+    lower_each(key, |lowering, i, node, inputs| {
+        let GKind::Op {
+            op: Op::Reduce { op, axes, parts: 1 },
+            ..
+        } = &node.kind
+        else {
+            return None;
         };
-        let Some((op, axes, parts)) = split else {
-            lowering.keep(i, node, inputs);
-            continue;
-        };
+        let in_shape = &key.nodes[node.inputs[0]].shape;
+        let reduced: usize = axes.iter().map(|&d| in_shape[d]).product();
+        let parts = split_parts(*op, reduced, numel(&node.shape), policy)?;
         let mut partial_shape = node.shape.clone();
         partial_shape.push(parts);
         let last = partial_shape.len() - 1;
         let mut total_shape = node.shape.clone();
         total_shape.push(1);
-        let reduce = |op, axes, parts| Op::Reduce { op, axes, parts };
+        let reduce = |axes, parts| Op::Reduce {
+            op: *op,
+            axes,
+            parts,
+        };
         let dtype = node.dtype;
-        let partial = lowering.push(i, reduce(op, axes, parts), partial_shape, dtype, inputs);
-        let total = reduce(op, vec![last], 1);
-        let total = lowering.push(i, total, total_shape, dtype, vec![partial]);
-        let out = lowering.push(i, Op::Reshape, node.shape.clone(), dtype, vec![total]);
-        lowering.new_index.push(out);
-    }
-    lowering.finish(key)
+        let partial = reduce(axes.clone(), parts);
+        let partial = lowering.push(i, partial, partial_shape, dtype, inputs.to_vec());
+        let total = lowering.push(i, reduce(vec![last], 1), total_shape, dtype, vec![partial]);
+        Some(lowering.push(i, Op::Reshape, node.shape.clone(), dtype, vec![total]))
+    })
 }
 
 /// Inner dimensions from which a matmul is split on adapters whose loops
@@ -94,13 +88,9 @@ const SPLIT_K_CHUNK: usize = 1 << 17;
 /// a whole number of chunks. Matmuls whose operands' batch dims differ
 /// are left whole. One pass; nodes keep their order.
 pub(crate) fn split_long_matmuls(key: &GraphKey, loop_limit: Option<usize>) -> Lowered {
-    let mut lowering = Lowering::new(key);
-    for (i, node) in key.nodes.iter().enumerate() {
-        let inputs: Vec<usize> = node.inputs.iter().map(|&j| lowering.new_index[j]).collect();
-        let split = loop_limit.is_some() && is_long_matmul(key, node);
-        if !split {
-            lowering.keep(i, node, inputs);
-            continue;
+    lower_each(key, |lowering, i, node, inputs| {
+        if loop_limit.is_none() || !is_long_matmul(key, node) {
+            return None;
         }
         let a_shape = &key.nodes[node.inputs[0]].shape;
         let b_shape = &key.nodes[node.inputs[1]].shape;
@@ -146,14 +136,12 @@ pub(crate) fn split_long_matmuls(key: &GraphKey, loop_limit: Option<usize>) -> L
         let summed = lowering.push(i, sum, with_batch(&[1, m, n]), dtype, vec![partial]);
         let mut out = lowering.push(i, Op::Reshape, node.shape.clone(), dtype, vec![summed]);
         if rest > 0 {
-            let last =
-                remainder_matmul(&mut lowering, (i, node), (inputs[0], inputs[1]), parts * c);
+            let last = remainder_matmul(lowering, (i, node), (inputs[0], inputs[1]), parts * c);
             let add = Op::Binary(BinaryOp::Add);
             out = lowering.push(i, add, node.shape.clone(), dtype, vec![out, last]);
         }
-        lowering.new_index.push(out);
-    }
-    lowering.finish(key)
+        Some(out)
+    })
 }
 
 /// The matmul of the columns of A and rows of B from `done` on (the
@@ -222,25 +210,16 @@ fn is_long_matmul(key: &GraphKey, node: &GNode) -> bool {
 /// are kept in the compute dtype (f32 for half inputs), as the unsplit
 /// scan's running value is. One pass; nodes keep their order.
 pub(crate) fn split_long_scans(key: &GraphKey, policy: ScanSplit) -> Lowered {
-    let mut lowering = Lowering::new(key);
-    for (i, node) in key.nodes.iter().enumerate() {
-        let inputs: Vec<usize> = node.inputs.iter().map(|&j| lowering.new_index[j]).collect();
-        let split = match node.kind {
-            GKind::Op {
-                op: Op::Scan { op, axis, chunk: 0 },
-                ..
-            } => {
-                let len = node.shape[axis];
-                let lines = numel(&node.shape) / len.max(1);
-                policy.chunk(len, lines).map(|chunk| (op, axis, chunk))
-            }
-            _ => None,
-        };
-        let Some((op, axis, chunk)) = split else {
-            lowering.keep(i, node, inputs);
-            continue;
+    lower_each(key, |lowering, i, node, inputs| {
+        let GKind::Op {
+            op: Op::Scan { op, axis, chunk: 0 },
+            ..
+        } = node.kind
+        else {
+            return None;
         };
         let shape = &node.shape;
+        let chunk = policy.chunk(shape[axis], numel(shape) / shape[axis].max(1))?;
         let before_last = shape[axis].div_ceil(chunk) - 1;
         let with_axis = |middle: usize| [&shape[..axis], &[middle], &shape[axis + 1..]].concat();
         let dtype = node.dtype.compute();
@@ -255,16 +234,9 @@ pub(crate) fn split_long_scans(key: &GraphKey, policy: ScanSplit) -> Lowered {
         });
         let ends = lowering.push(i, ends, with_axis(before_last), dtype, vec![local]);
         let carry = lowering.push(i, scan(0), with_axis(before_last), dtype, vec![ends]);
-        let out = lowering.push(
-            i,
-            scan(chunk),
-            shape.clone(),
-            node.dtype,
-            vec![local, carry],
-        );
-        lowering.new_index.push(out);
-    }
-    lowering.finish(key)
+        let sources = vec![local, carry];
+        Some(lowering.push(i, scan(chunk), shape.clone(), node.dtype, sources))
+    })
 }
 
 /// `key` with every sort of long lines over few of them split into runs
@@ -273,37 +245,27 @@ pub(crate) fn split_long_scans(key: &GraphKey, policy: ScanSplit) -> Lowered {
 /// run, the last holding the line's order. One pass; nodes keep their
 /// order.
 pub(crate) fn split_long_sorts(key: &GraphKey, policy: SortSplit) -> Lowered {
-    let mut lowering = Lowering::new(key);
-    for (i, node) in key.nodes.iter().enumerate() {
-        let inputs: Vec<usize> = node.inputs.iter().map(|&j| lowering.new_index[j]).collect();
-        let split = match node.kind {
-            GKind::Op {
-                op:
-                    Op::Sort {
-                        axis,
-                        descending,
-                        run: 0,
-                    },
-                ..
-            } => {
-                let len = node.shape[axis];
-                let lines = numel(&node.shape) / len.max(1);
-                policy.run(len, lines).map(|run| (axis, descending, run))
-            }
-            _ => None,
-        };
-        let Some((axis, descending, run)) = split else {
-            lowering.keep(i, node, inputs);
-            continue;
+    lower_each(key, |lowering, i, node, inputs| {
+        let GKind::Op {
+            op:
+                Op::Sort {
+                    axis,
+                    descending,
+                    run: 0,
+                },
+            ..
+        } = node.kind
+        else {
+            return None;
         };
         let (shape, dtype, x) = (&node.shape, node.dtype, inputs[0]);
+        let mut run = policy.run(shape[axis], numel(shape) / shape[axis].max(1))?;
         let runs = Op::Sort {
             axis,
             descending,
             run,
         };
         let mut sorted = lowering.push(i, runs, shape.clone(), dtype, vec![x]);
-        let mut run = run;
         while run < shape[axis] {
             let merge = Op::MergeRuns {
                 axis,
@@ -313,9 +275,40 @@ pub(crate) fn split_long_sorts(key: &GraphKey, policy: SortSplit) -> Lowered {
             sorted = lowering.push(i, merge, shape.clone(), dtype, vec![x, sorted]);
             run *= 2;
         }
-        lowering.new_index.push(sorted);
+        Some(sorted)
+    })
+}
+
+/// `key` with each node that `rewrite` lowers (given the lowering so
+/// far, the node's number and the new numbers of its inputs) replaced by
+/// the nodes it pushes, the last of which it returns; the others kept as
+/// they are. One pass; nodes keep their order.
+fn lower_each(
+    key: &GraphKey,
+    mut rewrite: impl FnMut(&mut Lowering, usize, &GNode, &[usize]) -> Option<usize>,
+) -> Lowered {
+    let mut lowering = Lowering::new(key);
+    for (i, node) in key.nodes.iter().enumerate() {
+        let inputs: Vec<usize> = node.inputs.iter().map(|&j| lowering.new_index[j]).collect();
+        match rewrite(&mut lowering, i, node, &inputs) {
+            Some(out) => lowering.new_index.push(out),
+            None => lowering.keep(i, node, inputs),
+        }
     }
     lowering.finish(key)
+}
+
+impl Lowered {
+    /// This lowering followed by `pass` over the graph it made, each node
+    /// still mapped to the traced node it computes (part of).
+    fn then(self, pass: impl FnOnce(&GraphKey) -> Lowered) -> Lowered {
+        let next = pass(&self.key);
+        let origin = next.origin.iter().map(|&o| self.origin[o]).collect();
+        Lowered {
+            key: next.key,
+            origin,
+        }
+    }
 }
 
 /// A graph being lowered node by node: the nodes so far, the traced node
@@ -387,28 +380,15 @@ impl Lowering {
 /// later stage is still long, up to the target's `max_stages`); `origin`
 /// maps to the traced graph. Each pass is linear in the graph.
 pub(crate) fn lower_for_gpu(key: &GraphKey, target: &Target) -> Lowered {
-    let matmuls = split_long_matmuls(key, target.loop_limit);
-    let scans = split_long_scans(&matmuls.key, target.scan_split);
-    let sorts = split_long_sorts(&scans.key, target.sort_split);
-    let origin = sorts
-        .origin
-        .iter()
-        .map(|&o| matmuls.origin[scans.origin[o]])
-        .collect();
-    let mut lowered = Lowered {
-        key: sorts.key,
-        origin,
-    };
+    let mut lowered = split_long_matmuls(key, target.loop_limit)
+        .then(|k| split_long_scans(k, target.scan_split))
+        .then(|k| split_long_sorts(k, target.sort_split));
     for _ in 1..target.reduce_split.max_stages.max(2) {
-        let next = split_reductions(&lowered.key, target.reduce_split);
-        if next.key.nodes.len() == lowered.key.nodes.len() {
+        let before = lowered.key.nodes.len();
+        lowered = lowered.then(|k| split_reductions(k, target.reduce_split));
+        if lowered.key.nodes.len() == before {
             break;
         }
-        let origin = next.origin.iter().map(|&o| lowered.origin[o]).collect();
-        lowered = Lowered {
-            key: next.key,
-            origin,
-        };
     }
     lowered
 }
