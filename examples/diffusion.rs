@@ -329,7 +329,7 @@ fn train(
         tail.len()
     );
     println!(
-        "peak device memory in training: {:.1} MB (batch {})",
+        "peak device memory in training: {:.2} MB (batch {})",
         training_peak as f64 / 1e6,
         args.batch_size
     );
@@ -369,7 +369,6 @@ fn main() -> Result<(), Box<dyn Error>> {
         groups,
     };
     let model = UNet::new(config, &dev);
-    let ema_model = UNet::new(config, &dev);
     println!(
         "lazywgpu diffusion: {} images of {channels}x{h}x{w} ({what}) on {}, U-Net of width {} ({} parameters), T = {}",
         dataset.len(),
@@ -389,13 +388,15 @@ fn main() -> Result<(), Box<dyn Error>> {
     let started = Instant::now();
     let (losses, ema) = train(&args, &model, &schedule, &loader, &dev)?;
 
-    // Sample with the averaged weights.
-    ema.copy_to(&ema_model.params());
+    // Sample with the averaged weights, copied into the trained model:
+    // its own weights are not needed any more, and a second U-Net made
+    // beforehand would hold its parameters through every training step.
+    ema.copy_to(&model.params());
     let n = args.grid * args.grid;
     let shape = [n, channels, h, w];
     let t0 = Instant::now();
     let images = sample(
-        &ema_model,
+        &model,
         &schedule,
         shape,
         args.sample_steps,
@@ -440,7 +441,7 @@ fn main() -> Result<(), Box<dyn Error>> {
     .map_err(|e| format!("writing {}: {e}", plot_path.display()))?;
     println!("loss curve written to {}", plot_path.display());
     if let Some(path) = &args.save {
-        nn::save_safetensors(&ema_model, path)
+        nn::save_safetensors(&model, path)
             .map_err(|e| format!("saving to {}: {e}", path.display()))?;
         println!("averaged weights saved to {}", path.display());
     }

@@ -367,7 +367,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         }
     );
     println!(
-        "peak device memory: {:.1} MB in training (batch {}), {:.1} MB with evaluation (batch {EVAL_BATCH})",
+        "peak device memory: {:.2} MB in training (batch {}), {:.2} MB with evaluation (batch {EVAL_BATCH})",
         training_peak as f64 / 1e6,
         args.batch_size,
         dev.metrics().counter("peak_bytes_live") as f64 / 1e6,

@@ -2,19 +2,25 @@
 """PyTorch's peak memory for one training step of PyTorch's MNIST example
 network (batch 64, dropout, Adadelta lr 1.0) and for its evaluation batch
 (1,000 digits under no_grad), and for one training step of the ResNet of
-examples/resnet.rs (tools/resnet_reference.py's model: batch 64, SGD with
-Nesterov momentum and weight decay) and of the diffusion U-Net of
-examples/diffusion.rs (its default width 16 on 28x28 digits, batch 16, noise
-MSE, AdamW lr 2e-3, the EMA of the weights updated in the step), on the
-CPU: the bytes held before the step
-(parameters, gradients, optimiser state, the batch) plus the highest level
-its own allocations reach during the step, read from the profiler's
-memory events. Compare with the `mnist`, `resnet` and `diffusion` examples'
-"peak device memory" lines (lazywgpu counts its buffers and scratch textures the same way: all
-that is live, parameters included). Run by hand where PyTorch is
-installed (CI does not run it), in the same sitting:
+examples/resnet.rs (tools/resnet_reference.py's model: batch 64, the
+batch cropped and normalised in the step, SGD with Nesterov momentum and
+weight decay) and of the diffusion U-Net of examples/diffusion.rs (its
+default width 16 on 28x28 digits, batch 16, noise MSE, AdamW lr 2e-3, the
+EMA of the weights updated in the step), on the CPU: the bytes held
+before the step (parameters, gradients, optimiser state, the batch) plus
+the highest level its own allocations reach during the step, from every
+allocation and free the profiler saw, in time order (those inside an op
+included). Compare with the `mnist`, `resnet` and `diffusion` examples'
+"peak device memory" lines: lazywgpu counts every buffer and scratch
+texture it allocates the same way, parameters included.
 
-    python3 tools/torch_memory.py
+    python3 tools/torch_memory.py            # every allocation
+    python3 tools/torch_memory.py --op-end   # the level at op ends only
+
+`--op-end` is the measure used before 2026-11-27: it takes the level at
+the end of each op, so what an op allocates and frees within itself (a
+convolution's column buffers) never counts, a lower bound. Run by hand
+where PyTorch is installed (CI does not run it), in the same sitting.
 """
 import os
 import sys
@@ -39,19 +45,46 @@ def tensor_bytes(tensors):
     return sum(t.numel() * t.element_size() for t in tensors if t is not None)
 
 
+def memory_timeline(run):
+    """The allocations (+bytes) and frees (-bytes) made by `run` on the
+    CPU, in time order, each event as the allocator saw it: those inside
+    an op (a convolution's column buffers, its backward's temporaries)
+    included. (PyTorch's own per-op CPU totals also count MKLDNN/IDEEP
+    device events; ideep allocates through the CPU allocator, whose
+    events these are.)"""
+    with profile(activities=[ProfilerActivity.CPU], profile_memory=True) as prof:
+        run()
+    cpu = torch._C._autograd.DeviceType.CPU
+    events = [e for e in prof.profiler.kineto_results.events()
+              if e.name() == "[memory]" and e.device_type() == cpu]
+    events.sort(key=lambda e: e.start_ns())
+    return [e.nbytes() for e in events]
+
+
+def op_end_level(run):
+    """The former measure, kept for comparison: the level taken at the
+    end of each op (an op's total allocations less its frees), so what an
+    op allocates and frees inside itself never counts."""
+    with profile(activities=[ProfilerActivity.CPU], profile_memory=True) as prof:
+        run()
+    events = [e for e in prof.events() if e.self_cpu_memory_usage != 0]
+    events.sort(key=lambda e: e.time_range.start)
+    return [e.self_cpu_memory_usage for e in events]
+
+
+# Which measure `peak_of` takes: "allocations" (every allocation, as
+# lazywgpu counts every buffer and scratch texture it allocates, within
+# a kernel or not) or "op-end" (the level at op ends only).
+MEASURE = "allocations"
+
+
 def peak_of(run):
     """The highest level the allocations made by `run` reach above what
     was held before it (a running sum of the profiler's memory events)."""
-    with profile(activities=[ProfilerActivity.CPU], profile_memory=True) as prof:
-        run()
-    # Each event's own allocations less its own frees (an op's total
-    # also holds those of the ops inside it); "[memory]" events are those
-    # made outside any op. Within one op the level is taken at its end.
-    events = [e for e in prof.events() if e.self_cpu_memory_usage != 0]
-    events.sort(key=lambda e: e.time_range.start)
+    changes = (memory_timeline if MEASURE == "allocations" else op_end_level)(run)
     level = peak = 0
-    for e in events:
-        level += e.self_cpu_memory_usage
+    for change in changes:
+        level += change
         peak = max(peak, level)
     return peak
 
@@ -87,13 +120,15 @@ def main():
         held_eval = tensor_bytes(params) + tensor_bytes(state) + tensor_bytes([xe])
         evaluation = held_eval + peak_of(lambda: model(xe).argmax(1))
     mb = 1e6
-    print(f"PyTorch {torch.__version__}, CPU, {torch.get_num_threads()} threads")
-    print(f"training step (batch 64): peak {train / mb:.1f} MB "
+    measure = ("every allocation counted" if MEASURE == "allocations"
+               else "levels at op ends only")
+    print(f"PyTorch {torch.__version__}, CPU, {torch.get_num_threads()} threads; {measure}")
+    print(f"training step (batch 64): peak {train / mb:.2f} MB "
           f"({held / mb:.1f} MB parameters, optimiser state and batch held before it)")
-    print(f"evaluation (batch 1000, no_grad): peak {evaluation / mb:.1f} MB")
-    print(f"ResNet training step (batch 64): peak {resnet_step() / mb:.1f} MB")
+    print(f"evaluation (batch 1000, no_grad): peak {evaluation / mb:.2f} MB")
+    print(f"ResNet training step (batch 64): peak {resnet_step() / mb:.2f} MB")
     unet_peak, unet_params = unet_step()
-    print(f"U-Net training step (batch {UNET_BATCH}): peak {unet_peak / mb:.1f} MB "
+    print(f"U-Net training step (batch {UNET_BATCH}): peak {unet_peak / mb:.2f} MB "
           f"({unet_params} parameters)")
 
 
@@ -102,20 +137,28 @@ def resnet_step():
     import os
     import sys
     sys.path.insert(0, os.path.dirname(__file__))
-    from resnet_reference import ResNet, trainer
+    from resnet_reference import (MEAN, PADDING, SIZE, STD, ResNet, augment,
+                                  compose_rng, crop_draws, trainer)
     torch.manual_seed(0)
     model = ResNet()
     step = trainer(model, 125)
-    x = torch.randn(64, 1, 28, 28)
+    x = torch.rand(64, 1, 28, 28)
     y = torch.randint(0, 10, (64,))
-    for _ in range(3):
-        step(x, y)
+
+    def augmented_step(s):
+        # The example's step: the loader's batch cropped with padding and
+        # normalised (examples/resnet.rs does it on the device, in the step).
+        crops = crop_draws(compose_rng(0, s), 64, 28, 28, SIZE, PADDING)
+        return step(augment(x, crops, [False] * 64, SIZE, PADDING, MEAN, STD), y)
+
+    for s in range(3):
+        augmented_step(s)
     # The parameters and SGD's momentum buffers (one of each parameter's
     # size, inside the trainer's optimiser), BatchNorm's buffers, the batch.
     params = list(model.parameters())
     held = 2 * tensor_bytes(params) + tensor_bytes(list(model.buffers()))
     held += tensor_bytes([x, y])
-    return held + peak_of(lambda: step(x, y))
+    return held + peak_of(lambda: augmented_step(3))
 
 
 # examples/diffusion.rs's defaults: --width 16 (GroupNorm's groups
@@ -165,9 +208,9 @@ def unet_step():
     for _ in range(3):
         step()
     # The parameters, AdamW's two moments (and its step counters), the
-    # average, the schedule's tables and the batch. Not counted: the
-    # example's second U-Net for sampling, made before training (one more
-    # copy of the parameters in its count if its weights are live then).
+    # average, the schedule's tables and the batch. (The example samples
+    # with the trained model after copying the average into it, so it
+    # holds no second U-Net while training.)
     params = list(model.parameters())
     state = [v for s in opt.state.values() for v in s.values() if torch.is_tensor(v)]
     held = tensor_bytes(params) + tensor_bytes(state) + tensor_bytes(shadow)
@@ -176,4 +219,6 @@ def unet_step():
 
 
 if __name__ == "__main__":
+    if "--op-end" in sys.argv[1:]:
+        MEASURE = "op-end"
     main()

@@ -42,7 +42,8 @@ use crate::graph::op::Op;
 use crate::graph::{GKind, GraphKey};
 use crate::kernel::ir::{Builtin, Expr, Inst, Ty};
 use crate::kernel::{
-    Entry, LaneAdapter, LaneTile, Strategy, lane_reads_a_in_place, lane_reads_b_in_place,
+    Entry, LaneAdapter, LaneTile, StoredView, Strategy, lane_reads_a_in_place,
+    lane_reads_b_in_place,
 };
 
 /// Rows of the output a workgroup computes (at most): 32 `vec4`
@@ -128,11 +129,23 @@ fn shared_matrix(key: &GraphKey, node: usize, m: usize, k: usize) -> Option<usiz
     }
 }
 
-/// Elements of the node that `node`'s view chain reads: of a stored
-/// input read through a layout (a view of it bound as its own input),
-/// those its layout reaches at most.
+/// The node whose elements `node`'s view chain reads from memory: past
+/// views and constant pads (a padded value's border is computed per
+/// read, never stored, so a convolution's windows over a padded input
+/// hold only the input).
+fn read_source(key: &GraphKey, node: usize) -> usize {
+    let mut node = viewed(key, node);
+    while let GKind::Op { op: Op::Pad(_), .. } = key.nodes[node].kind {
+        node = viewed(key, key.nodes[node].inputs[0]);
+    }
+    node
+}
+
+/// Elements of the node that `node`'s view chain reads (`read_source`):
+/// of a stored input read through a layout (a view of it bound as its
+/// own input), those its layout reaches at most.
 fn source_elements(key: &GraphKey, node: usize) -> usize {
-    let n = &key.nodes[viewed(key, node)];
+    let n = &key.nodes[read_source(key, node)];
     let elements: usize = n.shape.iter().product();
     match &n.kind {
         GKind::Input { layout, .. } => {
@@ -194,6 +207,33 @@ fn tile_for(m: usize, n4: usize, s: usize, precedent: Option<Strategy>) -> LaneT
     }
 }
 
+/// A's node and batch (a matrix broadcast over the batch is packed, or
+/// read, as its one matrix: `shared_matrix`) and whether the kernel reads
+/// it in place. `kept`: the site's precedent read A in place.
+fn a_operand(
+    key: &GraphKey,
+    stored: &dyn Fn(usize) -> bool,
+    d: &MatmulDims,
+    batch: usize,
+    kept: bool,
+) -> (usize, usize, bool) {
+    let shared = shared_matrix(key, d.a, d.m, d.k).filter(|_| batch > 1);
+    let (node, a_batch) = shared.map_or((d.a, batch), |src| (src, 1));
+    // An operand read as one matrix (a convolution's weights, shared by
+    // the batch) is `Single` even in a batched matmul.
+    let stored_view = match (stored(viewed(key, node)), a_batch) {
+        (false, _) => StoredView::No,
+        (true, 0 | 1) => StoredView::Single,
+        (true, _) => StoredView::Batched,
+    };
+    // A site's later sizes keep reading A in place where its precedent
+    // did (valid at every size), so a size that crosses the packing
+    // threshold keeps the kernel's code and its generic kernel.
+    let in_place = (kept && stored_view != StoredView::No)
+        || lane_reads_a_in_place(a_batch * d.m * d.k, source_elements(key, node), stored_view);
+    (node, a_batch, in_place)
+}
+
 fn geometry(
     key: &GraphKey,
     stored: &dyn Fn(usize) -> bool,
@@ -208,17 +248,15 @@ fn geometry(
     }
     let batch = d.groups / d.tiles_mn.max(1);
     let (k4, n4) = (d.k.div_ceil(4), d.n.div_ceil(4));
-    let LaneTile { rows, lanes, .. } = tile_for(d.m, n4, s, precedent);
+    let LaneTile {
+        rows,
+        lanes,
+        a_in_place: kept_a,
+        ..
+    } = tile_for(d.m, n4, s, precedent);
     let b_source = source_elements(key, d.b);
     let b_in_place = lane_reads_b_in_place(batch * d.k * d.n, b_source, d.m.div_ceil(rows));
-    // A broadcast over the batch is packed (or read) as its one matrix.
-    let shared = shared_matrix(key, d.a, d.m, d.k).filter(|_| batch > 1);
-    let (a_node, a_batch) = shared.map_or((d.a, batch), |src| (src, 1));
-    let a_in_place = lane_reads_a_in_place(
-        a_batch * d.m * d.k,
-        source_elements(key, a_node),
-        stored(viewed(key, a_node)),
-    );
+    let (a_node, a_batch, a_in_place) = a_operand(key, stored, &d, batch, kept_a);
     let max = adapter.max_texture;
     // A's row blocks hold whole workgroup row tiles, B's column blocks
     // whole workgroup column tiles: a workgroup reads one layer of each.
@@ -266,7 +304,8 @@ fn geometry(
         tiles_n: n4.div_ceil(lanes),
         a,
         b,
-        a_shared: shared.is_some(),
+        // One matrix read for a batch of them: `shared_matrix`'s.
+        a_shared: a_batch != batch,
         a_in_place,
         b_in_place,
         d,

@@ -216,7 +216,10 @@ impl DataLoader {
     pub fn epoch(&self, epoch: u64) -> Batches {
         let order = self.batch_indices(epoch);
         let total = order.len();
-        let (tx, rx) = sync_channel(self.prefetch);
+        // The thread holds the batch it is sending besides those queued:
+        // a channel of `prefetch - 1` keeps `prefetch` ready, not one more
+        // (each a batch's device memory).
+        let (tx, rx) = sync_channel(self.prefetch - 1);
         let stop = Arc::new(AtomicBool::new(false));
         let job = Job {
             dataset: self.dataset.clone(),

@@ -6,6 +6,7 @@ mod binding;
 mod donation;
 pub(crate) mod generic;
 pub(crate) mod ir;
+mod lane_packing;
 mod legalise;
 pub(crate) mod listing;
 mod program;
@@ -14,11 +15,12 @@ mod target;
 
 pub(crate) use binding::Binding;
 pub(crate) use donation::{reads_output_elsewhere, reads_output_off_its_stores};
+pub(crate) use lane_packing::{StoredView, lane_reads_a_in_place, lane_reads_b_in_place};
 pub(crate) use legalise::legalise;
 pub(crate) use program::{Declared, Entry, Helpers, Kernel, WorkgroupArray};
 pub(crate) use strategy::{
     GPU_ROW_MIN, LaneTile, Precedents, ReduceRule, ReduceShape, ReduceStrategy, SoftmaxStrategy,
-    Strategy, WORKGROUP_SIZE, choose_reduce, choose_softmax, choose_vec4, lane_reads_a_in_place,
-    lane_reads_b_in_place, reduce_candidates, softmax_candidates,
+    Strategy, WORKGROUP_SIZE, choose_reduce, choose_softmax, choose_vec4, reduce_candidates,
+    softmax_candidates,
 };
 pub(crate) use target::{LaneAdapter, MatmulKernel, ReduceSplit, ScanSplit, SortSplit, Target};

@@ -18,6 +18,7 @@
 
 mod donation;
 mod split;
+mod written;
 
 pub(crate) use donation::reads_only_at_own_element;
 #[cfg(test)]
@@ -27,6 +28,7 @@ pub(crate) use split::{Lowered, lower_for_gpu};
 use crate::graph::op::Op;
 use crate::graph::{GKind, GraphKey};
 use crate::shape::numel;
+use written::written_nodes;
 
 /// What a kernel computes.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -91,47 +93,6 @@ pub(crate) fn schedule(key: &GraphKey, max_outputs: usize) -> Schedule {
     let write_root = roots_read_elsewhere(key, &written, &epilogue_of);
     Schedule {
         kernels: group_kernels(key, &written, &epilogue_of, &write_root, max_outputs),
-    }
-}
-
-/// Which nodes are written to memory: the outputs; unfused, every
-/// computed node; fused, also the computed operands of matmuls.
-fn written_nodes(key: &GraphKey) -> Vec<bool> {
-    let mut written = vec![false; key.nodes.len()];
-    for &o in &key.outputs {
-        written[o] = true;
-    }
-    if !key.fused {
-        for (i, n) in key.nodes.iter().enumerate() {
-            if let GKind::Op { op, .. } = &n.kind {
-                if !op.is_movement() && *op != Op::Scalar {
-                    written[i] = true;
-                }
-            }
-        }
-    } else {
-        realize_matmul_operands(key, &mut written);
-        realize_scatters(key, &mut written);
-    }
-    written
-}
-
-/// Marks every scatter-add written. Inlined, a scatter-add is a loop over
-/// its whole source at each element it computes, redone in every kernel
-/// that reads it: the GPT step's tied embedding gradient (65 x 128, a
-/// loop over 768 token ids an element) fed both the optimiser's update
-/// and the gradient norm's sum of squares, whose single kernel spent 4.9
-/// ms of a 7.5 ms step on an H200 recomputing it. Written once, each
-/// reader loads it.
-fn realize_scatters(key: &GraphKey, written: &mut [bool]) {
-    for (n, node) in key.nodes.iter().enumerate() {
-        if let GKind::Op {
-            op: Op::ScatterAdd(_),
-            ..
-        } = &node.kind
-        {
-            written[n] = true;
-        }
     }
 }
 
@@ -285,50 +246,6 @@ fn group_kernels(
         }
     }
     kernels
-}
-
-/// Marks as written the computed values that a matmul reads. A matmul
-/// loads each operand element once per tile of the other side (N/64 times
-/// for the left operand), so elementwise work inlined into its loads is
-/// repeated that often: an activation gradient (relu mask times a pooled
-/// gradient) feeding a transposed convolution made it 3x slower than the
-/// same matmul over stored data. Movement (reshape, expand, strided
-/// windows, flips, padding) stays inlined: it is index arithmetic only.
-fn realize_matmul_operands(key: &GraphKey, written: &mut [bool]) {
-    let nodes = &key.nodes;
-    // What is decided for a node does not depend on which matmul reached
-    // it, so each node is visited once for all of them (linear time).
-    let mut seen = vec![false; nodes.len()];
-    for (m, node) in nodes.iter().enumerate() {
-        if op_of(key, m) != Some(&Op::Matmul) {
-            continue;
-        }
-        let mut stack = node.inputs.clone();
-        while let Some(n) = stack.pop() {
-            if std::mem::replace(&mut seen[n], true) {
-                continue;
-            }
-            let Some(op) = op_of(key, n) else {
-                continue; // stored input
-            };
-            if op.is_kernel_root() || written[n] {
-                continue;
-            }
-            match op {
-                Op::Scalar | Op::Arange => {}
-                _ if op.is_movement() || matches!(op, Op::Pad(_)) => {
-                    stack.extend_from_slice(&nodes[n].inputs);
-                }
-                _ => {
-                    log::debug!(
-                        "node {n} ({}): written, read repeatedly by matmul {m}",
-                        op.name()
-                    );
-                    written[n] = true;
-                }
-            }
-        }
-    }
 }
 
 /// Which kernel roots a node reaches, summarised so that combining two

@@ -226,7 +226,7 @@ pub(super) fn executable(
     let texts = make_generic(
         &caches.pipelines,
         (traced, before, site.structure),
-        &cx,
+        (&cx, &chosen),
         &mut sources,
     );
     let compiles = sources
@@ -356,15 +356,20 @@ fn supported(target: &Target, graph: &Graph) -> Result<()> {
 fn make_generic(
     pipelines: &LruCache<String, Arc<wgpu::ComputePipeline>>,
     (traced, before, structure): (&Graph, Option<&SiteRecord>, u64),
-    cx: &CodegenContext,
+    (cx, chosen): (&CodegenContext, &Precedents),
     sources: &mut [KernelSource],
 ) -> KernelTexts {
     let printing = Printing {
         compiled: &|wgsl| pipelines.contains(wgsl),
         origins: cx.origins,
     };
+    // Probes are lowered with this graph's own strategies, as a later
+    // size of the site would be: a choice that depends on a size (an
+    // operand packed below a threshold, read in place above it) then
+    // does not make the probes' kernels differ from the graph's.
     let plain = CodegenContext {
         origins: None,
+        precedents: Some(chosen),
         ..*cx
     };
     // The first compile of this structure, with sizes the user marked

@@ -1,0 +1,308 @@
+//! Which nodes of a fused graph are written to memory rather than
+//! recomputed in each kernel that reads them: the outputs, and values
+//! whose recomputation would cost more than their buffer (a matmul's
+//! computed operands, scatter-adds, a merge of roots that would otherwise
+//! be held until the backward pass). Each rule is one pass over the graph.
+
+use super::{index_preserving, is_root, op_of};
+use crate::graph::op::Op;
+use crate::graph::{GKind, GraphKey};
+use crate::shape::numel;
+
+/// Which nodes are written to memory: the outputs; unfused, every
+/// computed node; fused, also the computed operands of matmuls.
+pub(super) fn written_nodes(key: &GraphKey) -> Vec<bool> {
+    let mut written = vec![false; key.nodes.len()];
+    for &o in &key.outputs {
+        written[o] = true;
+    }
+    if !key.fused {
+        for (i, n) in key.nodes.iter().enumerate() {
+            if let GKind::Op { op, .. } = &n.kind {
+                if !op.is_movement() && *op != Op::Scalar {
+                    written[i] = true;
+                }
+            }
+        }
+    } else {
+        realize_matmul_operands(key, &mut written);
+        realize_scatters(key, &mut written);
+        realize_merges_of_dying_roots(key, &mut written);
+    }
+    written
+}
+
+/// The root of `size` elements that `j` is computed from, through views
+/// and elementwise ops (a bias added) each read only by the next, if
+/// nothing else reads that root (`consumers`: readers of each node). A
+/// chain is walked from its one reader only, so the walks together are
+/// linear.
+fn dying_root(
+    key: &GraphKey,
+    consumers: &[usize],
+    written: &[bool],
+    mut j: usize,
+    size: usize,
+) -> Option<usize> {
+    let nodes = &key.nodes;
+    while consumers[j] == 1 && !is_root(key, j) && !written[j] {
+        let op = op_of(key, j)?;
+        let mut full = (nodes[j].inputs.iter()).filter(|&&i| holds_elements(key, i) == size);
+        j = match (full.next(), full.next()) {
+            (Some(&i), None) if op.is_movement() || index_preserving(op) => i,
+            _ => return None,
+        };
+    }
+    (is_root(key, j) && consumers[j] == 1 && numel(&nodes[j].shape) == size).then_some(j)
+}
+
+/// Elements node `n`'s value is made of: a broadcast (an expand, or a
+/// stored input read through zero strides, as a bias is) holds those of
+/// its source, not of its shape.
+fn holds_elements(key: &GraphKey, n: usize) -> usize {
+    let node = &key.nodes[n];
+    match &node.kind {
+        GKind::Input { layout, .. } => (node.shape.iter().zip(&layout.strides))
+            .map(|(&d, &s)| d.saturating_sub(1) * s)
+            .sum::<usize>()
+            .saturating_add(1)
+            .min(numel(&node.shape)),
+        GKind::Op { op: Op::Expand, .. } => numel(&key.nodes[node.inputs[0]].shape),
+        GKind::Op { .. } => numel(&node.shape),
+    }
+}
+
+/// Marks written an elementwise node that merges two or more kernel
+/// roots of its own size read by nothing else (`conv(h) + skip(x)`), where
+/// the node is read more than once (a norm's statistics and its
+/// normalisation, forward and backward). Inlined, each reader recomputes
+/// it, so both roots stay in memory until its last reader, in a training
+/// step until the backward pass; written once, they are released as soon
+/// as it is, and its readers load one value instead of two. (The U-Net's
+/// output ResBlock held both 0.8 MB convolution outputs through the
+/// backward pass at the step's peak.) One pass over the graph.
+fn realize_merges_of_dying_roots(key: &GraphKey, written: &mut [bool]) {
+    let nodes = &key.nodes;
+    let mut consumers = vec![0usize; nodes.len()];
+    for n in nodes {
+        for &j in &n.inputs {
+            consumers[j] += 1;
+        }
+    }
+    for &o in &key.outputs {
+        consumers[o] += 1; // held by the caller
+    }
+    let is_view = |n: usize| op_of(key, n).is_some_and(Op::is_movement);
+    // Readers of each node's value that compute (views followed), capped
+    // at 2; one pass in reverse topological order.
+    let mut readers = vec![0usize; nodes.len()];
+    for n in (0..nodes.len()).rev() {
+        let inputs = &nodes[n].inputs;
+        for (i, &j) in inputs.iter().enumerate() {
+            if inputs[..i].contains(&j) {
+                continue; // `z * z` reads `z` once
+            }
+            let through = if is_view(n) { readers[n] } else { 1 };
+            readers[j] = (readers[j] + through).min(2);
+        }
+    }
+    for n in 0..nodes.len() {
+        if written[n] || readers[n] < 2 || !op_of(key, n).is_some_and(index_preserving) {
+            continue;
+        }
+        let size = numel(&nodes[n].shape);
+        let mut roots: Vec<usize> = (nodes[n].inputs.iter())
+            .filter_map(|&j| dying_root(key, &consumers, written, j, size))
+            .collect();
+        roots.dedup();
+        if roots.len() >= 2 {
+            log::debug!("node {n}: written, it merges roots {roots:?} read by nothing else");
+            written[n] = true;
+        }
+    }
+}
+
+/// Marks every scatter-add written. Inlined, a scatter-add is a loop over
+/// its whole source at each element it computes, redone in every kernel
+/// that reads it: the GPT step's tied embedding gradient (65 x 128, a
+/// loop over 768 token ids an element) fed both the optimiser's update
+/// and the gradient norm's sum of squares, whose single kernel spent 4.9
+/// ms of a 7.5 ms step on an H200 recomputing it. Written once, each
+/// reader loads it.
+fn realize_scatters(key: &GraphKey, written: &mut [bool]) {
+    for (n, node) in key.nodes.iter().enumerate() {
+        if let GKind::Op {
+            op: Op::ScatterAdd(_),
+            ..
+        } = &node.kind
+        {
+            written[n] = true;
+        }
+    }
+}
+
+/// Marks as written the computed values that a matmul reads. A matmul
+/// loads each operand element once per tile of the other side (N/64 times
+/// for the left operand), so elementwise work inlined into its loads is
+/// repeated that often: an activation gradient (relu mask times a pooled
+/// gradient) feeding a transposed convolution made it 3x slower than the
+/// same matmul over stored data. Movement (reshape, expand, strided
+/// windows, flips, padding) stays inlined: it is index arithmetic only,
+/// and so is a select by position joining two parts (`Tensor::cat` of
+/// two tensors): written, a concatenation copies parts that are held
+/// anyway (the U-Net's skip, 0.8 MB at its step's peak).
+fn realize_matmul_operands(key: &GraphKey, written: &mut [bool]) {
+    let nodes = &key.nodes;
+    let positional = positional_nodes(key);
+    // What is decided for a node does not depend on which matmul reached
+    // it, so each node is visited once for all of them (linear time).
+    let mut seen = vec![false; nodes.len()];
+    for (m, node) in nodes.iter().enumerate() {
+        if op_of(key, m) != Some(&Op::Matmul) {
+            continue;
+        }
+        let mut stack = node.inputs.clone();
+        while let Some(n) = stack.pop() {
+            if std::mem::replace(&mut seen[n], true) {
+                continue;
+            }
+            let Some(op) = op_of(key, n) else {
+                continue; // stored input
+            };
+            if op.is_kernel_root() || written[n] {
+                continue;
+            }
+            match op {
+                Op::Scalar | Op::Arange => {}
+                _ if op.is_movement() || matches!(op, Op::Pad(_)) => {
+                    stack.extend_from_slice(&nodes[n].inputs);
+                }
+                // A join of two parts only: each further part is another
+                // select, and `select` evaluates both sides, so a cat of k
+                // parts inlined would read k padded parts per element at
+                // every one of the matmul's repeated loads.
+                Op::Where
+                    if positional[nodes[n].inputs[0]]
+                        && !nodes[n].inputs[1..].iter().any(|&v| {
+                            op_of(key, v) == Some(&Op::Where) && positional[nodes[v].inputs[0]]
+                        }) =>
+                {
+                    stack.extend_from_slice(&nodes[n].inputs[1..]);
+                }
+                _ => {
+                    log::debug!(
+                        "node {n} ({}): written, read repeatedly by matmul {m}",
+                        op.name()
+                    );
+                    written[n] = true;
+                }
+            }
+        }
+    }
+}
+
+/// Per node: whether its value depends on the element's position only
+/// (an `arange`, scalars, and elementwise or movement ops of those), as
+/// the condition of `Tensor::cat`'s selects does. One pass.
+fn positional_nodes(key: &GraphKey) -> Vec<bool> {
+    let mut positional = vec![false; key.nodes.len()];
+    for (n, node) in key.nodes.iter().enumerate() {
+        positional[n] = match op_of(key, n) {
+            Some(Op::Arange | Op::Scalar) => true,
+            Some(op)
+                if op.is_movement() || matches!(op, Op::Unary(_) | Op::Binary(_) | Op::Cast(_)) =>
+            {
+                node.inputs.iter().all(|&i| positional[i])
+            }
+            _ => false,
+        };
+    }
+    positional
+}
+
+/// The rules checked on graphs traced on the CPU device, without a GPU.
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::graph::Graph;
+    use crate::graph::op::BinaryOp;
+    use crate::{Device, DeviceConfig, Tensor};
+
+    fn input(shape: &[usize], dev: &Device) -> Tensor {
+        let n: usize = shape.iter().product();
+        let values = (0..n).map(|i| (i % 7) as f32 * 0.1).collect::<Vec<_>>();
+        Tensor::from_vec(values, shape, dev).expect("input")
+    }
+
+    /// The written nodes' ops when `outputs` are computed, fused.
+    fn written_ops(outputs: &[&Tensor]) -> Vec<Op> {
+        let nodes: Vec<_> = outputs.iter().map(|t| t.node()).collect();
+        let key = Graph::collect(&nodes, true).key;
+        let written = written_nodes(&key);
+        (0..key.nodes.len())
+            .filter(|&n| written[n] && !key.outputs.contains(&n))
+            .filter_map(|n| op_of(&key, n).cloned())
+            .collect()
+    }
+
+    /// A ResBlock's end: two convolutions (each with its bias) of `x`.
+    fn two_convolutions(dev: &Device) -> (Tensor, Tensor) {
+        let x = input(&[2, 4, 6, 6], dev);
+        let (w3, w1, b) = (
+            input(&[4, 4, 3, 3], dev),
+            input(&[4, 4, 1, 1], dev),
+            input(&[4], dev),
+        );
+        let h = x.conv2d(&w3, Some(&b), (1, 1), (1, 1), (1, 1));
+        let skip = x.conv2d(&w1, Some(&b), (1, 1), (0, 0), (1, 1));
+        (h, skip)
+    }
+
+    #[test]
+    fn a_sum_of_two_dying_convolutions_read_twice_is_written() {
+        let dev = Device::cpu_with(DeviceConfig::default());
+        let (h, skip) = two_convolutions(&dev);
+        let z = &h + &skip;
+        let (total, squares) = (z.sum_all(), (&z * &z).mean_all());
+        let ops = written_ops(&[&total, &squares]);
+        assert_eq!(ops, vec![Op::Binary(BinaryOp::Add)], "{ops:?}");
+    }
+
+    #[test]
+    fn a_sum_read_once_or_of_a_root_read_elsewhere_stays_inlined() {
+        let dev = Device::cpu_with(DeviceConfig::default());
+        let (h, skip) = two_convolutions(&dev);
+        // One reader: computed where it is read, nothing held longer.
+        let once = (&h + &skip).sum_all();
+        assert_eq!(written_ops(&[&once]), vec![]);
+        // One reader reading it twice is still one reader.
+        let z = &h + &skip;
+        assert_eq!(written_ops(&[&(&z * &z).sum_all()]), vec![]);
+        // `h` is read elsewhere, so it stays in memory either way.
+        let z = &h + &skip;
+        let (total, squares, other) = (z.sum_all(), (&z * &z).mean_all(), h.max_all());
+        assert_eq!(written_ops(&[&total, &squares, &other]), vec![]);
+    }
+
+    #[test]
+    fn a_concatenation_read_by_a_matmul_is_not_copied() {
+        let dev = Device::cpu_with(DeviceConfig::default());
+        let (h, skip) = two_convolutions(&dev);
+        let joined = Tensor::cat(&[&h, &skip], 1); // [2, 8, 6, 6]
+        let w = input(&[3, 8, 1, 1], &dev);
+        let y = joined.conv2d(&w, None, (1, 1), (0, 0), (1, 1)).sum_all();
+        let ops = written_ops(&[&y]);
+        assert!(!ops.contains(&Op::Where), "{ops:?}");
+        // Three parts are written once: inlined, each load would read
+        // all three.
+        let three = Tensor::cat(&[&h, &skip, &h], 1); // [2, 12, 6, 6]
+        let w3 = input(&[3, 12, 1, 1], &dev);
+        let y = three.conv2d(&w3, None, (1, 1), (0, 0), (1, 1)).sum_all();
+        assert_eq!(written_ops(&[&y]), vec![Op::Where]);
+        // A select by data, not by position, is computed once for the
+        // matmul's repeated reads.
+        let picked = h.gt(0.5f32).where_cond(&h, &skip);
+        let y = picked.conv2d(&w.slice(1, 0, 4, 1), None, (1, 1), (0, 0), (1, 1));
+        assert_eq!(written_ops(&[&y.sum_all()]), vec![Op::Where]);
+    }
+}
