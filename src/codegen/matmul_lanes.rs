@@ -227,8 +227,10 @@ fn a_operand(
         (true, _) => StoredView::Batched,
     };
     // A site's later sizes keep reading A in place where its precedent
-    // did (valid at every size), so a size that crosses the packing
-    // threshold keeps the kernel's code and its generic kernel.
+    // did (valid at every size), so a smaller size that falls below the
+    // packing threshold keeps the kernel's code and its generic kernel.
+    // One way only: a site first seen packed that grows past the
+    // threshold reads in place from then on, a recompile.
     let in_place = (kept && stored_view != StoredView::No)
         || lane_reads_a_in_place(a_batch * d.m * d.k, source_elements(key, node), stored_view);
     (node, a_batch, in_place)

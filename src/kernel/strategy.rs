@@ -63,7 +63,8 @@ pub(crate) struct LaneTile {
     /// Lanes, four columns each (a power of two from the subgroup size).
     pub lanes: usize,
     /// Whether A is read in place through its view rather than packed
-    /// into a texture first (`lane_reads_a_in_place`).
+    /// into a texture first (`lane_reads_a_in_place`, or kept from the
+    /// site's precedent).
     pub a_in_place: bool,
     /// Whether B is read in place through its view rather than packed
     /// into a texture first (`lane_reads_b_in_place`).

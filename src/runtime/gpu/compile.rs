@@ -363,10 +363,14 @@ fn make_generic(
         compiled: &|wgsl| pipelines.contains(wgsl),
         origins: cx.origins,
     };
-    // Probes are lowered with this graph's own strategies, as a later
-    // size of the site would be: a choice that depends on a size (an
-    // operand packed below a threshold, read in place above it) then
-    // does not make the probes' kernels differ from the graph's.
+    // Probes are lowered with this graph's strategies (its own, where the
+    // site's earlier graph had none: at the first compile of a structure
+    // with marked sizes, all of them), as a later size of the site would
+    // be: a choice that depends on a size (an operand packed below a
+    // threshold, read in place above it) then does not make the probes'
+    // kernels differ from the graph's. Where this graph left an earlier
+    // precedent, the probe may still differ; that loses a generic kernel,
+    // never a value (generic kernels are made from this graph's own).
     let plain = CodegenContext {
         origins: None,
         precedents: Some(chosen),
