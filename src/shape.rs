@@ -78,6 +78,17 @@ impl Layout {
             .all(|(&dim, (&s, &e))| dim <= 1 || s == e)
     }
 
+    /// Elements of its buffer that `shape` read through this layout
+    /// reaches at most, from its first: no more than the shape holds, and
+    /// fewer where strides repeat elements (a broadcast bias reaches its
+    /// own length).
+    pub fn elements_reached(&self, shape: &[usize]) -> usize {
+        let last: usize = (shape.iter().zip(&self.strides))
+            .map(|(&d, &s)| d.saturating_sub(1) * s)
+            .sum();
+        shape.iter().product::<usize>().min(last.saturating_add(1))
+    }
+
     /// Buffer position of the element at row-major linear index `linear`.
     pub fn position(&self, shape: &[usize], mut linear: usize) -> usize {
         let mut pos = self.offset;

@@ -146,15 +146,9 @@ fn read_source(key: &GraphKey, node: usize) -> usize {
 /// own input), those its layout reaches at most.
 fn source_elements(key: &GraphKey, node: usize) -> usize {
     let n = &key.nodes[read_source(key, node)];
-    let elements: usize = n.shape.iter().product();
     match &n.kind {
-        GKind::Input { layout, .. } => {
-            let last = (n.shape.iter().zip(&layout.strides))
-                .map(|(&d, &s)| d.saturating_sub(1) * s)
-                .sum::<usize>();
-            elements.min(last + 1)
-        }
-        _ => elements,
+        GKind::Input { layout, .. } => layout.elements_reached(&n.shape),
+        GKind::Op { .. } => n.shape.iter().product(),
     }
 }
 

@@ -38,7 +38,6 @@ pub(super) fn scan(
     let lines = numel(&shape) / len.max(1);
     let chunk = if chunk == 0 { len.max(1) } else { chunk };
     let chunks = len.div_ceil(chunk).max(1);
-    let axes = [axis];
     let (line, start) = if chunks == 1 {
         (g.emit("o", Ty::U32, Expr::Invocation), Expr::U32(0))
     } else {
@@ -57,11 +56,7 @@ pub(super) fn scan(
     let ragged = !len.is_multiple_of(chunk);
     strided(g, (&start, 1, chunk), &|g, r| {
         let body = g.block(|g| {
-            let i = g.emit("i", Ty::U32, split_index(&shape, &axes, &line, &r));
-            let v = g.value(x, &i, false, false);
-            cx.combine(g, &v, &r);
-            let running = g.emit("run", Ty::scalar(dtype), acc.clone());
-            store_outputs(g, key, (root, outputs), &i, &running);
+            scan_element(g, (key, root, outputs), (x, &shape, axis), &cx, (&line, &r));
         });
         // The last chunk of a line ends early.
         guarded(g, ragged, uarith(Arith::Lt, r, len), body);
@@ -101,8 +96,6 @@ fn add_carries(
     let c = g.emit("c", Ty::U32, uarith(Arith::Div, k.clone(), chunk));
     let acc = g.variable_of("acc", Ty::scalar(dtype), identity(op, dtype));
     start_from_carry(g, (key, root, axis), (&line, &c), &acc);
-    let i = g.emit("i", Ty::U32, split_index(&shape, &[axis], &line, &k));
-    let v = g.value(local, &i, false, false);
     let best = Expr::U32(0);
     let cx = Combine {
         op,
@@ -110,9 +103,13 @@ fn add_carries(
         acc: &acc,
         best: &best,
     };
-    cx.combine(g, &v, &k);
-    let value = g.emit("run", Ty::scalar(dtype), acc.clone());
-    store_outputs(g, key, (root, outputs), &i, &value);
+    scan_element(
+        g,
+        (key, root, outputs),
+        (local, &shape, axis),
+        &cx,
+        (&line, &k),
+    );
     let invocations = numel(&shape);
     let launch = Entry::groups_for(invocations);
     (
@@ -120,6 +117,23 @@ fn add_carries(
         g.body().to_vec(),
         launch,
     )
+}
+
+/// One step of a scan: element `r` of `line` of `x` (`shape`, scanned
+/// along `axis`) combined into the running value, which is stored to
+/// the scan's outputs at that element.
+fn scan_element(
+    g: &mut Gen,
+    (key, root, outputs): (&GraphKey, usize, &[usize]),
+    (x, shape, axis): (usize, &[usize], usize),
+    cx: &Combine,
+    (line, r): (&Expr, &Expr),
+) {
+    let i = g.emit("i", Ty::U32, split_index(shape, &[axis], line, r));
+    let v = g.value(x, &i, false, false);
+    cx.combine(g, &v, r);
+    let running = g.emit("run", Ty::scalar(cx.dtype), cx.acc.clone());
+    store_outputs(g, key, (root, outputs), &i, &running);
 }
 
 /// Chunk `c` of `line` (past the first) starts `acc` from the running

@@ -139,12 +139,18 @@ impl BufferPool {
         self.metrics.gauge("bytes_pooled", -(bytes as i64));
     }
 
-    /// An idle resource of `key` from `idle` (`bytes` of it), no longer
-    /// counted as pooled; the caller counts it live.
-    fn reuse<K: Ord + Copy, V>(&self, idle: &Idle<K, V>, key: &K, bytes: u64) -> Option<V> {
-        let (_, reused) = idle.take_first(*key..=*key)?;
-        self.metrics.gauge("bytes_pooled", -(bytes as i64));
-        Some(reused)
+    /// An idle resource of the smallest key in `keys` from `idle`, with
+    /// its key, no longer counted as pooled (`bytes` of a key); the caller
+    /// counts it live.
+    fn reuse<K: Ord + Copy, V>(
+        &self,
+        idle: &Idle<K, V>,
+        keys: RangeInclusive<K>,
+        bytes: impl Fn(&K) -> u64,
+    ) -> Option<(K, V)> {
+        let (key, reused) = idle.take_first(keys)?;
+        self.metrics.gauge("bytes_pooled", -(bytes(&key) as i64));
+        Some((key, reused))
     }
 
     /// A resource of `bytes` made by `create` within the memory limit
@@ -197,8 +203,8 @@ impl BufferPool {
         create: impl FnOnce() -> wgpu::TextureView,
     ) -> Result<PooledTexture, Shortfall> {
         let bytes = texture_bytes(size);
-        let view = match self.reuse(&self.free_textures, &size, bytes) {
-            Some(view) => view,
+        let view = match self.reuse(&self.free_textures, size..=size, |&s| texture_bytes(s)) {
+            Some((_, view)) => view,
             None => {
                 let view = self.create(device, bytes, create)?;
                 self.metrics.add("textures_allocated", 1);
@@ -241,12 +247,11 @@ impl BufferPool {
         device: &wgpu::Device,
         class: u64,
     ) -> Result<PooledBuffer, Shortfall> {
-        let fitting = self.free.take_first(class..=class + class / 8);
+        let fitting = self.reuse(&self.free, class..=class + class / 8, |&size| size);
         let (class, buffer) = match fitting {
-            Some((size, b)) => {
-                self.metrics.gauge("bytes_pooled", -(size as i64));
+            Some(reused) => {
                 self.metrics.add("pool_reuses", 1);
-                (size, b)
+                reused
             }
             None => {
                 let buffer = self.create(device, class, || {

@@ -62,11 +62,7 @@ fn dying_root(
 fn holds_elements(key: &GraphKey, n: usize) -> usize {
     let node = &key.nodes[n];
     match &node.kind {
-        GKind::Input { layout, .. } => (node.shape.iter().zip(&layout.strides))
-            .map(|(&d, &s)| d.saturating_sub(1) * s)
-            .sum::<usize>()
-            .saturating_add(1)
-            .min(numel(&node.shape)),
+        GKind::Input { layout, .. } => layout.elements_reached(&node.shape),
         GKind::Op { op: Op::Expand, .. } => numel(&key.nodes[node.inputs[0]].shape),
         GKind::Op { .. } => numel(&node.shape),
     }
