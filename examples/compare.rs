@@ -649,6 +649,13 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         }
         Err(_) => (None, None, None, None, None, None, None),
     };
+    // The matmul classes tuned while the workloads ran (GPU devices with
+    // tuning on), with each candidate's time relative to the device's own.
+    if let Some(r) = gpu.as_ref().ok().and_then(Device::adapter) {
+        for t in &r.matmul_class_tunings {
+            eprintln!("tuned {t}");
+        }
+    }
     eprintln!("CPU reference backend ...");
     let cpu_runs = run_lazy(&cpu, runs.min(5), true)?;
     let w5_cpu = run_w5(&cpu, 10)?.step;

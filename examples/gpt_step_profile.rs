@@ -1,6 +1,7 @@
 //! Where a GPT training step's time goes on this machine's adapter: the
-//! baby GPT of `examples/gpt.rs` (batch 12 x 64, AdamW, clipping), 20
-//! steps back to back after 3 of warm-up, then 10 more with the device
+//! baby GPT of `examples/gpt.rs` (batch 12 x 64, AdamW, clipping): the
+//! first step's time and the tuning in it, 20 steps back to back after 3
+//! of warm-up, then 10 more with the device
 //! idle before each (the host's own time), and the metrics report. With
 //! `LAZYWGPU_PROFILE=1` it also prints the dearest kernels by their
 //! device timestamps (profiling waits after each graph, so the step
@@ -25,7 +26,28 @@ fn main() -> lazywgpu::Result<()> {
         None => println!("{}", dev.name()),
     }
     let mut step = gpt_step::trainer(&dev)?;
-    for _ in 0..3 {
+    // The first step compiles every graph (and, with tuning on, times the
+    // matmul classes it meets that the tuning cache lacks).
+    let tuned_secs = |dev: &Device| {
+        dev.metrics()
+            .timer("autotune")
+            .map_or(0.0, |t| t.total.as_secs_f64())
+    };
+    let at_creation = tuned_secs(&dev);
+    let first = Instant::now();
+    step()?;
+    dev.wait()?;
+    println!(
+        "tuning at device creation: {at_creation:.2} s; first step: {:.2} s, of which {:.2} s timing matmul classes",
+        first.elapsed().as_secs_f64(),
+        tuned_secs(&dev) - at_creation
+    );
+    if let Some(report) = dev.adapter() {
+        for t in &report.matmul_class_tunings {
+            println!("tuned {t}");
+        }
+    }
+    for _ in 0..2 {
         step()?;
     }
     dev.wait()?;

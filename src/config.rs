@@ -42,12 +42,19 @@ pub struct DeviceConfig {
     /// can run, and six rules by which a reduction's sizes pick its
     /// kernel, and keeps the fastest of each, cached per adapter and
     /// driver in the cache directory (`LAZYWGPU_CACHE_DIR`), so later
-    /// runs read the winners and time nothing. `None`: `fast` on GPUs,
+    /// runs read the winners and time nothing. Then the first graph with
+    /// a matmul of a new class of sizes (dtype, and batch, rows,
+    /// contraction and columns in buckets of powers of four) times the
+    /// matmul kernels again on that class's sizes and keeps the fastest
+    /// for the class, cached the same way; a process spends at most 5 s
+    /// (`fast`) or 60 s (`full`) on classes, and a class met after that
+    /// keeps the device's kernel. `None`: `fast` on GPUs,
     /// `off` on CPU adapters such as lavapipe, whose built-in choices were
     /// measured by hand. The matmul is not tuned where `matmul` names a
     /// kernel, nor the reductions where `reduce` does. See
-    /// [`AdapterReport::tuning`](crate::AdapterReport::tuning) and
-    /// [`AdapterReport::reduce_tuning`](crate::AdapterReport::reduce_tuning).
+    /// [`AdapterReport::tuning`](crate::AdapterReport::tuning),
+    /// [`AdapterReport::reduce_tuning`](crate::AdapterReport::reduce_tuning)
+    /// and [`AdapterReport::matmul_class_tunings`](crate::AdapterReport::matmul_class_tunings).
     pub autotune: Option<Autotune>,
     /// The most bytes this device's buffers may hold, live and idle in its
     /// pool together (`LAZYWGPU_MEMORY_LIMIT=BYTES`, with an optional `K`,

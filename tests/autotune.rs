@@ -51,6 +51,10 @@ fn the_first_device_tunes_and_the_next_reads_the_winner() {
         let n = files.iter().filter(|f| f.starts_with(&prefix)).count();
         assert_eq!(n, 1, "{kind}: {files:?}");
     }
+    assert!(
+        report.matmul_class_tunings.is_empty(),
+        "no matmul compiled yet"
+    );
     // The reduction rule: six candidates timed, the adapter kind's
     // built-in first, the winner the rule the device's reductions follow.
     let reduce = report.reduce_tuning.clone().expect("reductions tuned");
@@ -90,6 +94,66 @@ fn the_first_device_tunes_and_the_next_reads_the_winner() {
     let off_report = off.adapter().unwrap();
     assert!(off_report.tuning.is_none() && off_report.reduce_tuning.is_none());
     assert_eq!(off_report.reduce_rule, builtin);
+
+    // Per-class tuning: the first product of a class times the kernels
+    // on that class's sizes (the second device's winner timed first)
+    // and writes a file of its own; a product of other sizes in the same
+    // class times nothing more; another class is timed apart.
+    let product = |dev: &Device, (m, k, n): (usize, usize, usize)| {
+        let a = common::data(m * k, 6);
+        let b = common::data(k * n, 7);
+        let want = common::matmul_f64(&a, &b, (1, m, k, n));
+        let at = Tensor::from_vec(a, [m, k], dev).unwrap();
+        let bt = Tensor::from_vec(b, [k, n], dev).unwrap();
+        let got = at.matmul(&bt).to_vec::<f32>().unwrap();
+        common::assert_close(&got, &want, 1e-4, 1e-4, "per-class tuned matmul");
+    };
+    product(&second, (40, 300, 50));
+    let classes = second.adapter().unwrap().matmul_class_tunings;
+    assert_eq!(classes.len(), 1, "{classes:?}");
+    let class = &classes[0];
+    assert_eq!(
+        class.class.as_deref(),
+        Some("f32 1 x 17..64 x 257..1024 x 17..64")
+    );
+    assert!(!class.from_cache && class.seconds > 0.0, "{class}");
+    assert_eq!(class.builtin, again.winner, "{class}");
+    assert_eq!(class.timings[0].relative, Some(1.0), "{class}");
+    assert!(
+        class.timings.iter().all(|t| t.relative.is_some()),
+        "{class}"
+    );
+    product(&second, (37, 300, 45));
+    product(&second, (5, 7, 3));
+    let classes = second.adapter().unwrap().matmul_class_tunings;
+    assert_eq!(classes.len(), 2, "{classes:?}");
+    assert_eq!(
+        classes[1].class.as_deref(),
+        Some("f32 1 x 5..16 x 5..16 x 2..4")
+    );
+    let class_files = std::fs::read_dir(&dir)
+        .unwrap()
+        .filter_map(|e| e.ok())
+        .filter(|e| {
+            e.file_name()
+                .to_string_lossy()
+                .starts_with("autotune-matmul-")
+        })
+        .count();
+    assert_eq!(class_files, 3, "the adapter's matmul file and two classes");
+    // A later device reads the class's winner back.
+    let third = Device::gpu_with(config.clone()).unwrap();
+    product(&third, (64, 1000, 60));
+    let read = third.adapter().unwrap().matmul_class_tunings;
+    assert_eq!(read.len(), 1, "{read:?}");
+    assert!(read[0].from_cache && read[0].seconds == 0.0, "{}", read[0]);
+    assert_eq!(
+        (&read[0].winner, &read[0].timings),
+        (&class.winner, &class.timings)
+    );
+    // Tuning off tunes no class.
+    product(&off, (40, 300, 50));
+    assert!(off.adapter().unwrap().matmul_class_tunings.is_empty());
 
     // The tuned device's product against an f64 one.
     let (m, k, n) = (37, 300, 45);

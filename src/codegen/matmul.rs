@@ -12,7 +12,7 @@ use crate::dtype::DType;
 use crate::graph::GraphKey;
 use crate::graph::op::BinaryOp;
 use crate::kernel::ir::{Arith, Builtin, Expr, Inst, Ty, Var};
-use crate::kernel::{Entry, WorkgroupArray};
+use crate::kernel::{Entry, MatmulClass, WorkgroupArray};
 
 /// A `vec4<f32>`: a tile slot, a texel, an accumulator of four outputs.
 pub(super) const VEC4: Ty = Ty::of(DType::F32, true);
@@ -142,6 +142,17 @@ pub(super) fn matmul_dims(key: &GraphKey, root: usize) -> MatmulDims {
         tiles_mn: tiles_m * tiles_n,
         groups: batch * tiles_m * tiles_n,
     }
+}
+
+/// The class of matmul `root` (its dtype and sizes in buckets), which
+/// picks its kernel where the target has one tuned for it.
+pub(crate) fn matmul_class(key: &GraphKey, root: usize) -> MatmulClass {
+    let a_shape = &key.nodes[key.nodes[root].inputs[0]].shape;
+    let r = a_shape.len();
+    let n = key.nodes[key.nodes[root].inputs[1]].shape[r - 1];
+    let batch: usize = a_shape[..r - 2].iter().product();
+    let sizes = (batch, a_shape[r - 2], a_shape[r - 1], n);
+    MatmulClass::of(key.nodes[root].dtype, sizes)
 }
 
 /// A workgroup's output tile: its batch entry `bi` and its tile row `tm`

@@ -26,6 +26,7 @@ mod norm_test;
 #[cfg(test)]
 mod primitives_test;
 
+pub(crate) use matmul::matmul_class;
 pub(crate) use render::kernel_wgsl;
 pub(crate) use roots::generate_root_kernel;
 pub(crate) use validate::validate_wgsl;

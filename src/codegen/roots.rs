@@ -10,7 +10,7 @@
 
 use super::attention::attention;
 use super::emit::Gen;
-use super::matmul::{matmul, matmul_blocked};
+use super::matmul::{matmul, matmul_blocked, matmul_class};
 use super::matmul_lanes::{ScratchOperand, matmul_lanes};
 use super::norm::normalize;
 use super::reduce::reduce;
@@ -147,7 +147,7 @@ fn matmul_root(
     (root, outputs): (usize, &[usize]),
     stored: &dyn Fn(usize) -> bool,
 ) -> RootKernel {
-    let kind = g.context().target.matmul;
+    let kind = g.context().target.matmul_for(matmul_class(key, root));
     if let MatmulKernel::Lanes(adapter) = kind
         && let Some(l) = matmul_lanes(g, key, root, outputs, stored, adapter)
     {

@@ -9,6 +9,7 @@ pub(crate) mod ir;
 mod lane_packing;
 mod legalise;
 pub(crate) mod listing;
+mod matmul_class;
 mod program;
 mod strategy;
 mod target;
@@ -17,6 +18,7 @@ pub(crate) use binding::Binding;
 pub(crate) use donation::{reads_output_elsewhere, reads_output_off_its_stores};
 pub(crate) use lane_packing::{StoredView, lane_reads_a_in_place, lane_reads_b_in_place};
 pub(crate) use legalise::legalise;
+pub(crate) use matmul_class::{CPU_TIMED_MACS, GPU_TIMED_MACS, MatmulClass};
 pub(crate) use program::{Declared, Entry, Helpers, Kernel, WorkgroupArray};
 pub(crate) use strategy::{
     GPU_ROW_MIN, LaneTile, Precedents, ReduceRule, ReduceShape, ReduceStrategy, SoftmaxStrategy,

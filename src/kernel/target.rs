@@ -4,6 +4,9 @@
 //! A `Target` can be written by hand, so lowering and code generation are
 //! testable without an adapter.
 
+use std::collections::BTreeMap;
+
+use super::matmul_class::MatmulClass;
 use super::strategy::{ReduceRule, ReduceStrategy};
 /// The adapter facts and choices that shape generated kernels.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -15,8 +18,12 @@ pub(crate) struct Target {
     pub binding_part_bytes: usize,
     /// Storage buffers one kernel may bind.
     pub max_storage_buffers: usize,
-    /// The matmul kernel to generate.
+    /// The matmul kernel to generate where `matmul_by_class` has none.
     pub matmul: MatmulKernel,
+    /// The matmul kernel tuned for each class of sizes seen (the
+    /// runtime's per-class tuning, `tune::classes`), which overrides
+    /// `matmul` for products of that class.
+    pub matmul_by_class: BTreeMap<MatmulClass, MatmulKernel>,
     /// Whether kernels may store `f16` (wgpu's `SHADER_F16`); without it
     /// an f16 graph is an [`crate::Error::Unsupported`].
     pub shader_f16: bool,
@@ -241,6 +248,7 @@ impl Target {
             ),
             max_storage_buffers: limits.max_storage_buffers_per_shader_stage as usize,
             matmul,
+            matmul_by_class: BTreeMap::new(),
             shader_f16: features.contains(wgpu::Features::SHADER_F16),
             // Every CPU adapter wgpu finds on Linux is Mesa's (lavapipe or
             // llvmpipe through gallivm); others loop as long as asked.
@@ -275,6 +283,15 @@ impl Target {
             reduce_rule: ReduceRule::GPU,
             ..self
         }
+    }
+
+    /// The matmul kernel for a product of `class`: its tuned kernel, else
+    /// the target's.
+    pub fn matmul_for(&self, class: MatmulClass) -> MatmulKernel {
+        self.matmul_by_class
+            .get(&class)
+            .copied()
+            .unwrap_or(self.matmul)
     }
 
     /// This target with reductions forced to `choice` wherever valid.
@@ -321,6 +338,7 @@ impl Target {
                 max_texture: 16384,
                 max_layers: 2048,
             }),
+            matmul_by_class: BTreeMap::new(),
             shader_f16: true,
             loop_limit: Some(LAVAPIPE_LOOP_LIMIT),
             reduce_split: ReduceSplit::CPU,

@@ -61,6 +61,10 @@ pub struct AdapterReport {
     pub tuning: Option<crate::Tuning>,
     /// What autotuning chose and measured for the reduction rule.
     pub reduce_tuning: Option<crate::Tuning>,
+    /// What per-class tuning chose and measured for each class of matmul
+    /// sizes compiled so far (each `Tuning::class` names its class), in
+    /// the order they were first compiled.
+    pub matmul_class_tunings: Vec<crate::Tuning>,
 }
 
 impl AdapterReport {
@@ -69,7 +73,17 @@ impl AdapterReport {
         target: &Target,
         tunings: Vec<crate::Tuning>,
     ) -> AdapterReport {
-        let of_kind = |kind: &str| tunings.iter().find(|t| t.kind == kind).cloned();
+        let of_kind = |kind: &str| {
+            tunings
+                .iter()
+                .find(|t| t.kind == kind && t.class.is_none())
+                .cloned()
+        };
+        let matmul_class_tunings = tunings
+            .iter()
+            .filter(|t| t.class.is_some())
+            .cloned()
+            .collect();
         let features = ctx
             .features
             .iter_names()
@@ -106,6 +120,7 @@ impl AdapterReport {
             rows_per_workgroup: target.rows_per_workgroup,
             tuning: of_kind("matmul"),
             reduce_tuning: of_kind("reduce"),
+            matmul_class_tunings,
         }
     }
 }
@@ -148,7 +163,8 @@ impl fmt::Display for AdapterReport {
                 .map_or("none".to_string(), |l| l.to_string())
         )?;
         write!(f, "features: {}", self.features.join(", "))?;
-        for t in self.tuning.iter().chain(&self.reduce_tuning) {
+        let tunings = self.tuning.iter().chain(&self.reduce_tuning);
+        for t in tunings.chain(&self.matmul_class_tunings) {
             write!(f, "\ntuned {t}")?;
         }
         Ok(())

@@ -19,6 +19,7 @@ use crate::runtime::pool::BufferPool;
 use crate::runtime::storage::{DataBuffer, Storage};
 use crate::shape::numel;
 use crate::tensor::{Handle, LiveTensors};
+use crate::tune::classes::ClassTuner;
 
 /// A device: the wgpu GPU backend or the ndarray CPU reference backend.
 ///
@@ -51,9 +52,10 @@ pub(crate) struct DeviceInner {
     /// Per-step host, device and hidden time (GPU devices).
     step_clock: StepClock,
     config: DeviceConfig,
-    /// What tuning chose for this device, one per kind tuned (GPU devices
-    /// with tuning on).
-    pub tuning: Mutex<Vec<crate::Tuning>>,
+    /// What tuning chose for this device, one per kind tuned and one per
+    /// matmul class tuned (GPU devices with tuning on; shared with the
+    /// per-class tuner in `gpu_caches`).
+    pub tuning: Arc<Mutex<Vec<crate::Tuning>>>,
 }
 
 pub(crate) enum Backend {
@@ -73,6 +75,12 @@ struct RngState {
 impl Device {
     fn with_backend(backend: Backend, config: DeviceConfig) -> Device {
         let metrics = Arc::new(Metrics::new());
+        let tuning = Arc::new(Mutex::new(Vec::new()));
+        let mut gpu_caches = GpuCaches::new(config.dump_dir.clone(), config.recompile_budget);
+        if let Backend::Gpu(ctx, _) = &backend {
+            gpu_caches.matmul_classes =
+                ClassTuner::new(ctx, &config, tuning.clone(), metrics.clone());
+        }
         Device {
             inner: Arc::new(DeviceInner {
                 backend,
@@ -87,14 +95,11 @@ impl Device {
                 verify: AtomicBool::new(config.verify),
                 checks: AtomicBool::new(config.checks),
                 corrupt_next: AtomicBool::new(false),
-                gpu_caches: Mutex::new(GpuCaches::new(
-                    config.dump_dir.clone(),
-                    config.recompile_budget,
-                )),
+                gpu_caches: Mutex::new(gpu_caches),
                 guards: Guards::new(),
                 step_clock: StepClock::default(),
                 config,
-                tuning: Mutex::new(Vec::new()),
+                tuning,
             }),
         }
     }

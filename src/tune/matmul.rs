@@ -10,7 +10,7 @@ use super::Tuning;
 use crate::config::{Autotune, DeviceConfig, MatmulChoice};
 use crate::kernel::{MatmulKernel, Target};
 use crate::runtime::gpu::GpuContext;
-use crate::{Device, Tensor};
+use crate::{DType, Device, Tensor};
 
 /// The products timed (m, k, n): a square one, a GPT-sized layer's
 /// activations times its weight (768 rows of 128 into 512), a weight
@@ -44,7 +44,7 @@ pub(crate) fn parse(name: &str) -> Option<MatmulChoice> {
 }
 
 /// The choice a generated kernel corresponds to.
-fn choice_of(kernel: MatmulKernel) -> MatmulChoice {
+pub(crate) fn choice_of(kernel: MatmulKernel) -> MatmulChoice {
     match kernel {
         MatmulKernel::Tiled => MatmulChoice::Tiled,
         MatmulKernel::Blocked => MatmulChoice::Blocked,
@@ -98,19 +98,72 @@ pub(crate) fn tune(ctx: &Arc<GpuContext>, config: &DeviceConfig) -> Option<Tunin
 /// f64 product on a few rows; `Err` names what failed (an error or a
 /// wrong value).
 fn trial(dev: Device, (m, k, n): (usize, usize, usize)) -> Result<super::Trial<'static>, String> {
-    let a_host = super::operand(m * k, 1);
-    let b_host = super::operand(k * n, 2);
+    class_trial(
+        dev,
+        ClassWorkload {
+            dtype: DType::F32,
+            sizes: (1, m, k, n),
+        },
+    )
+}
+
+/// What a per-class tuning times: products of `dtype`, `sizes` =
+/// `(batch, m, k, n)` (its `Debug` text is part of the tuning's key).
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct ClassWorkload {
+    pub dtype: DType,
+    pub sizes: (usize, usize, usize, usize),
+}
+
+/// A workload's product on `dev` (operands made in f32 and cast to its
+/// dtype), its first batch entry's values checked against an f64
+/// product of the cast operands; `Err` names what failed.
+pub(crate) fn class_trial(
+    dev: Device,
+    work: ClassWorkload,
+) -> Result<super::Trial<'static>, String> {
+    let (batch, m, k, n) = work.sizes;
+    let shape = |rows, cols| -> Vec<usize> {
+        if batch == 1 {
+            vec![rows, cols]
+        } else {
+            vec![batch, rows, cols]
+        }
+    };
+    // The values the device holds after the cast, for the f64 check.
+    let rounded = |v: Vec<f32>| -> Vec<f32> {
+        v.into_iter()
+            .map(|x| match work.dtype {
+                DType::F16 => half::f16::from_f32(x).to_f32(),
+                DType::BF16 => half::bf16::from_f32(x).to_f32(),
+                _ => x,
+            })
+            .collect()
+    };
+    let a_host = super::operand(batch * m * k, 1);
+    let b_host = super::operand(batch * k * n, 2);
+    let (a_check, b_check) = (
+        rounded(a_host[..m * k].to_vec()),
+        rounded(b_host[..k * n].to_vec()),
+    );
     let set_up = || -> crate::Result<(Tensor, Tensor)> {
-        let a = Tensor::from_vec(a_host.clone(), [m, k], &dev)?;
-        let b = Tensor::from_vec(b_host.clone(), [k, n], &dev)?;
-        let got = a.matmul(&b).to_vec::<f32>()?;
-        check(&got, &a_host, &b_host, (m, k, n)).map_err(|message| crate::Error::Device {
-            during: "autotune check".to_string(),
-            message,
+        let a = Tensor::from_vec(a_host.clone(), shape(m, k), &dev)?.cast(work.dtype);
+        let b = Tensor::from_vec(b_host.clone(), shape(k, n), &dev)?.cast(work.dtype);
+        let got = a.matmul(&b).cast(DType::F32).to_vec::<f32>()?;
+        let eps = match work.dtype {
+            DType::F16 => 1e-3,
+            DType::BF16 => 8e-3,
+            _ => 1e-6,
+        };
+        check(&got[..m * n], &a_check, &b_check, (m, k, n), eps).map_err(|message| {
+            crate::Error::Device {
+                during: "autotune check".to_string(),
+                message,
+            }
         })?;
         Ok((a, b))
     };
-    let (a, b) = set_up().map_err(|e| format!("{m}x{k}x{n}: {e}"))?;
+    let (a, b) = set_up().map_err(|e| format!("{work:?}: {e}"))?;
     Ok(Box::new(move || -> crate::Result<()> {
         // Held through the step: a value nothing holds is not computed.
         let product = a.matmul(&b);
@@ -121,19 +174,22 @@ fn trial(dev: Device, (m, k, n): (usize, usize, usize)) -> Result<super::Trial<'
     }))
 }
 
-/// Checks eight spread rows of `got` against an f64 product.
+/// Checks eight spread rows of `got` against an f64 product, within
+/// `1e-5` per contracted element plus `eps` (the dtype's rounding of the
+/// result) of each value.
 fn check(
     got: &[f32],
     a: &[f32],
     b: &[f32],
     (m, k, n): (usize, usize, usize),
+    eps: f64,
 ) -> Result<(), String> {
-    let tol = 1e-5 * k as f64 + 1e-5;
     for r in (0..8).map(|i| i * m / 8) {
         for j in 0..n {
             let want: f64 = (0..k)
                 .map(|p| f64::from(a[r * k + p]) * f64::from(b[p * n + j]))
                 .sum();
+            let tol = 1e-5 * k as f64 + 1e-5 + eps * want.abs();
             let g = f64::from(got[r * n + j]);
             if (g - want).abs() > tol || g.is_nan() {
                 return Err(format!("wrong value at [{r}, {j}]: {g} where {want}"));

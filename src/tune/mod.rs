@@ -16,6 +16,7 @@
 
 pub(crate) mod cache;
 pub(crate) mod choice;
+pub(crate) mod classes;
 pub(crate) mod matmul;
 pub(crate) mod reduce;
 
@@ -204,6 +205,7 @@ fn read_or_measure(
     if let Some(record) = dir.as_deref().and_then(|d| cache::read(d, key, names)) {
         return Tuning {
             kind,
+            class: None,
             winner: record.winner,
             builtin,
             timings: record.timings,
@@ -239,6 +241,7 @@ fn read_or_measure(
     }
     Tuning {
         kind,
+        class: None,
         winner: record.winner,
         builtin,
         timings: record.timings,
@@ -266,6 +269,11 @@ pub struct CandidateTiming {
 pub struct Tuning {
     /// The kind of kernel tuned (`matmul`, `reduce`).
     pub kind: String,
+    /// The class of sizes a per-class tuning timed and chose for
+    /// (`f32 1 x 17..64 x 257..1024 x 65..256`: dtype, then batch, rows,
+    /// contraction and columns as the ranges the class holds); `None`
+    /// for the adapter-wide tunings made with the device.
+    pub class: Option<String>,
     /// The candidate chosen.
     pub winner: String,
     /// The adapter's built-in choice, which a candidate must beat by more
@@ -283,8 +291,11 @@ impl fmt::Display for Tuning {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         write!(
             f,
-            "{}: {} (built-in {}; {}):",
+            "{}{}: {} (built-in {}; {}):",
             self.kind,
+            self.class
+                .as_ref()
+                .map_or(String::new(), |c| format!(" [{c}]")),
             self.winner,
             self.builtin,
             if self.from_cache {

@@ -19,6 +19,7 @@ use crate::kernel::{Precedents, Target};
 use crate::metrics::Metrics;
 use crate::schedule::{KernelGroup, KernelKind, Lowered, lower_for_gpu, schedule};
 use crate::shape::numel;
+use crate::tune::classes::ClassTuner;
 
 use super::bind::CachedBindGroup;
 use super::context::GpuContext;
@@ -166,6 +167,9 @@ pub(crate) struct GpuCaches {
     pub recompile_budget: Option<usize>,
     /// `LAZYWGPU_DUMP`: where newly compiled graphs are written.
     dump_dir: Option<std::path::PathBuf>,
+    /// The matmul kernel of each class of sizes, tuned where first
+    /// compiled (`None`: tuning off, or a kernel named).
+    pub matmul_classes: Option<ClassTuner>,
 }
 
 impl GpuCaches {
@@ -176,6 +180,7 @@ impl GpuCaches {
             by_site: LruCache::new(NonZeroUsize::new(256).expect("nonzero")),
             recompile_budget,
             dump_dir,
+            matmul_classes: None,
         }
     }
 }
@@ -201,6 +206,9 @@ pub(super) fn executable(
     let traced = graph;
     let Lowered { key, origin } = lower_for_gpu(&traced.key, target);
     let graph = &traced.lowered(key, &origin);
+    // Each matmul's kernel by its class, classes met first tuned now.
+    let by_class = (caches.matmul_classes.as_mut()).map(|t| t.target_for(target, &graph.key));
+    let target = by_class.as_ref().unwrap_or(target);
     // Dumped kernels name the graph node and source line on each line.
     let origins = caches.dump_dir.as_ref().map(|_| node_labels(graph));
     // Another size of a site compiled before keeps its strategies (each

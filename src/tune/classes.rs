@@ -1,0 +1,223 @@
+//! Per-class matmul tuning: the first time a graph with a matmul of a
+//! class (`kernel::MatmulClass`: dtype and sizes in buckets) is compiled
+//! on a device with tuning on, each matmul kernel the adapter can run is
+//! timed on a product of that class, and the fastest generates that
+//! class's products from then on. Winners are cached on disk per class
+//! and adapter, like the adapter-wide tunings (`tuned`), so later runs
+//! read them and time nothing. A process spends at most a budget of
+//! seconds timing classes; a class met after that keeps the device's
+//! kernel (and is timed by a later run).
+
+use std::collections::BTreeMap;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use super::Tuning;
+use super::matmul::{ClassWorkload, candidates, choice_of, class_trial, name, parse};
+use crate::config::{Autotune, DeviceConfig};
+use crate::graph::op::Op;
+use crate::graph::{GKind, GraphKey};
+use crate::kernel::{CPU_TIMED_MACS, GPU_TIMED_MACS, MatmulClass, MatmulKernel, Target};
+use crate::metrics::Metrics;
+use crate::runtime::gpu::GpuContext;
+
+/// Seconds of timing a process may spend on classes in `mode`: a few
+/// for `fast` (the default on GPUs), a minute for `full`.
+fn budget(mode: Autotune) -> Duration {
+    Duration::from_secs(if mode == Autotune::Full { 60 } else { 5 })
+}
+
+/// Seconds this process has spent timing classes, on every device.
+static SPENT: Mutex<Duration> = Mutex::new(Duration::ZERO);
+
+/// One device's per-class choices and what it needs to make more.
+pub(crate) struct ClassTuner {
+    ctx: Arc<GpuContext>,
+    mode: Autotune,
+    /// The kernel each class seen so far generates with: tuned, read
+    /// from the cache, or the device's own where the budget was spent
+    /// (kept, so that one process never changes a class's kernel).
+    chosen: BTreeMap<MatmulClass, MatmulKernel>,
+    /// The device's tunings, where each class's is added for its report.
+    tunings: Arc<Mutex<Vec<Tuning>>>,
+    metrics: Arc<Metrics>,
+}
+
+impl ClassTuner {
+    /// The tuner of a device made with `config` on `ctx`, or `None` where
+    /// the config names a matmul kernel or tuning is off.
+    pub fn new(
+        ctx: &Arc<GpuContext>,
+        config: &DeviceConfig,
+        tunings: Arc<Mutex<Vec<Tuning>>>,
+        metrics: Arc<Metrics>,
+    ) -> Option<ClassTuner> {
+        let mode = super::mode(ctx, config);
+        (config.matmul.is_none() && mode != Autotune::Off).then(|| ClassTuner {
+            ctx: ctx.clone(),
+            mode,
+            chosen: BTreeMap::new(),
+            tunings,
+            metrics,
+        })
+    }
+
+    /// `target` with a kernel for the class of every matmul in `key`,
+    /// each class not seen before tuned first (or read from the cache).
+    pub fn target_for(&mut self, target: &Target, key: &GraphKey) -> Target {
+        let mut tuned = target.clone();
+        for class in matmul_classes(key) {
+            let kernel = match self.chosen.get(&class) {
+                Some(&k) => k,
+                None => {
+                    let k = self.choose(target, class);
+                    self.chosen.insert(class, k);
+                    k
+                }
+            };
+            tuned.matmul_by_class.insert(class, kernel);
+        }
+        tuned
+    }
+
+    /// The kernel for `class`: its tuning's winner, or `target`'s own
+    /// where the budget is spent or the winner cannot be generated.
+    fn choose(&self, target: &Target, class: MatmulClass) -> MatmulKernel {
+        let spent = *SPENT.lock().unwrap_or_else(|e| e.into_inner());
+        if spent >= budget(self.mode) {
+            log::info!(
+                "autotune: matmul [{class}] keeps the device's kernel (the {:?} budget of {:.0} s is spent)",
+                self.mode,
+                budget(self.mode).as_secs_f64()
+            );
+            return target.matmul;
+        }
+        let tuning = self.tune(target, class);
+        *SPENT.lock().unwrap_or_else(|e| e.into_inner()) += Duration::from_secs_f64(tuning.seconds);
+        if !tuning.from_cache {
+            self.metrics
+                .record("autotune", Duration::from_secs_f64(tuning.seconds));
+        }
+        log::info!("autotune {tuning}");
+        let kernel = parse(&tuning.winner).map(|c| self.ctx.target(Some(c)).matmul);
+        if let Ok(mut all) = self.tunings.lock() {
+            all.push(tuning);
+        }
+        kernel.unwrap_or(target.matmul)
+    }
+
+    /// Times (or reads) the candidates for `class`: `target`'s kernel
+    /// first, then every other kernel the adapter can run.
+    fn tune(&self, target: &Target, class: MatmulClass) -> Tuning {
+        let own = choice_of(target.matmul);
+        let mut choices = vec![own];
+        choices.extend(candidates(&self.ctx).into_iter().filter(|&c| c != own));
+        let named: Vec<(String, Target)> = choices
+            .into_iter()
+            .map(|c| (name(c).to_string(), self.ctx.target(Some(c))))
+            .collect();
+        let max_macs = if self.ctx.info.device_type == wgpu::DeviceType::Cpu {
+            CPU_TIMED_MACS
+        } else {
+            GPU_TIMED_MACS
+        };
+        let work = ClassWorkload {
+            dtype: class.dtype,
+            sizes: class.timed_sizes(max_macs),
+        };
+        let tuning = super::tune_targets(
+            &self.ctx,
+            ("matmul", self.mode),
+            &named,
+            &[work],
+            class_trial,
+        );
+        Tuning {
+            class: Some(class.to_string()),
+            ..tuning
+        }
+    }
+}
+
+/// The classes of the matmuls in `key`, each once, in node order.
+pub(crate) fn matmul_classes(key: &GraphKey) -> Vec<MatmulClass> {
+    let mut classes = Vec::new();
+    for (i, node) in key.nodes.iter().enumerate() {
+        if let GKind::Op { op: Op::Matmul, .. } = &node.kind {
+            let class = crate::codegen::matmul_class(key, i);
+            if !classes.contains(&class) {
+                classes.push(class);
+            }
+        }
+    }
+    classes
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::DType;
+    use crate::graph::GNode;
+    use crate::shape::Layout;
+
+    /// A graph of products of inputs of `shapes` (pairs of `[.., m, k]`
+    /// and `[.., k, n]`), each product one output.
+    fn products(shapes: &[(Vec<usize>, Vec<usize>)]) -> GraphKey {
+        let mut nodes = Vec::new();
+        let mut outputs = Vec::new();
+        for (a, b) in shapes {
+            for shape in [a, b] {
+                nodes.push(GNode {
+                    kind: GKind::Input {
+                        slot: nodes.len(),
+                        layout: Layout::contiguous(shape),
+                    },
+                    shape: shape.clone(),
+                    dtype: DType::F32,
+                    inputs: vec![],
+                });
+            }
+            let mut out = a.clone();
+            *out.last_mut().expect("a matrix") = b[b.len() - 1];
+            outputs.push(nodes.len());
+            nodes.push(GNode {
+                kind: GKind::Op {
+                    op: Op::Matmul,
+                    param_base: 0,
+                },
+                shape: out,
+                dtype: DType::F32,
+                inputs: vec![nodes.len() - 2, nodes.len() - 1],
+            });
+        }
+        let n = outputs.len();
+        GraphKey {
+            outputs,
+            nodes,
+            fused: true,
+            checked: false,
+            donatable: vec![false; n],
+            buffer_group: vec![0; n],
+        }
+    }
+
+    #[test]
+    fn a_graph_lists_each_matmul_class_once() {
+        let key = products(&[
+            (vec![64, 784], vec![784, 128]),
+            (vec![50, 784], vec![784, 128]),
+            (vec![784, 64], vec![64, 128]),
+            (vec![12, 64, 16], vec![12, 16, 64]),
+        ]);
+        let classes = matmul_classes(&key);
+        let text: Vec<String> = classes.iter().map(|c| c.to_string()).collect();
+        assert_eq!(
+            text,
+            [
+                "f32 1 x 17..64 x 257..1024 x 65..256",
+                "f32 1 x 257..1024 x 17..64 x 65..256",
+                "f32 5..16 x 17..64 x 5..16 x 17..64",
+            ]
+        );
+    }
+}
