@@ -46,9 +46,10 @@ pub struct DeviceConfig {
     /// a matmul of a new class of sizes (dtype, and batch, rows,
     /// contraction and columns in buckets of powers of four) times the
     /// matmul kernels again on that class's sizes and keeps the fastest
-    /// for the class, cached the same way; a process spends at most 5 s
-    /// (`fast`) or 60 s (`full`) on classes, and a class met after that
-    /// keeps the device's kernel. `None`: `fast` on GPUs,
+    /// for the class, cached the same way. A class is timed only while
+    /// the process has spent under 5 s (`fast`) or 60 s (`full`) timing
+    /// classes; a class met after that whose winner is not cached keeps
+    /// the device's kernel. `None`: `fast` on GPUs,
     /// `off` on CPU adapters such as lavapipe, whose built-in choices were
     /// measured by hand. The matmul is not tuned where `matmul` names a
     /// kernel, nor the reductions where `reduce` does. See

@@ -151,6 +151,22 @@ fn the_first_device_tunes_and_the_next_reads_the_winner() {
         (&read[0].winner, &read[0].timings),
         (&class.winner, &class.timings)
     );
+    // A batch marked dynamic that crosses into another class keeps the
+    // kernel its site got first: the second size compiles nothing.
+    let mut compiled = None;
+    for rows in [40, 9] {
+        let a = common::data(rows * 300, 8);
+        let b = common::data(300 * 50, 9);
+        let want = common::matmul_f64(&a, &b, (1, rows, 300, 50));
+        let at = Tensor::from_vec(a, [rows, 300], &third)
+            .unwrap()
+            .mark_dynamic(0);
+        let bt = Tensor::from_vec(b, [300, 50], &third).unwrap();
+        let got = at.matmul(&bt).to_vec::<f32>().unwrap();
+        common::assert_close(&got, &want, 1e-4, 1e-4, "marked batch");
+        let now = third.metrics().counter("kernels_compiled");
+        assert_eq!(*compiled.get_or_insert(now), now, "{rows} rows compiled");
+    }
     // Tuning off tunes no class.
     product(&off, (40, 300, 50));
     assert!(off.adapter().unwrap().matmul_class_tunings.is_empty());

@@ -147,7 +147,7 @@ fn matmul_root(
     (root, outputs): (usize, &[usize]),
     stored: &dyn Fn(usize) -> bool,
 ) -> RootKernel {
-    let kind = g.context().target.matmul_for(matmul_class(key, root));
+    let kind = matmul_kind(g.context(), key, root);
     if let MatmulKernel::Lanes(adapter) = kind
         && let Some(l) = matmul_lanes(g, key, root, outputs, stored, adapter)
     {
@@ -170,6 +170,23 @@ fn matmul_root(
         (MatmulKernel::Blocked, matmul_blocked(g, key, root, outputs))
     };
     RootKernel::plain(built, Strategy::Matmul { kernel, tile: None })
+}
+
+/// The matmul kernel to try for `root`: its class's, where the target has
+/// per-class choices (tuning on) and the trace site compiled no matmul
+/// there before; else the kernel the site's earlier sizes generated
+/// (a site keeps its kernel, as it keeps its other strategies, so that a
+/// size marked dynamic crossing into another class reuses its kernels
+/// instead of compiling again); with tuning off, the target's.
+fn matmul_kind(cx: CodegenContext, key: &GraphKey, root: usize) -> MatmulKernel {
+    let target = cx.target;
+    if target.matmul_by_class.is_empty() {
+        return target.matmul;
+    }
+    match cx.precedent(root) {
+        Some(Strategy::Matmul { kernel, .. }) => kernel,
+        _ => target.matmul_for(matmul_class(key, root)),
+    }
 }
 
 /// A root's kernel as its builder made it, and what it needs dispatched
@@ -241,5 +258,86 @@ pub(super) fn store_outputs_by(
     for (k, (&o, v)) in outputs.iter().zip(values).enumerate() {
         let stmt = g.store(k, o, idx, v, vec);
         g.push(stmt);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::graph::{GKind, GNode};
+    use crate::kernel::{MatmulClass, Precedents, Target};
+    use crate::shape::Layout;
+
+    /// `[rows, 300] @ [300, 50]`: inputs 0 and 1, the product node 2.
+    fn product(rows: usize) -> GraphKey {
+        let input = |slot, shape: Vec<usize>| GNode {
+            kind: GKind::Input {
+                slot,
+                layout: Layout::contiguous(&shape),
+            },
+            shape,
+            dtype: DType::F32,
+            inputs: vec![],
+        };
+        let nodes = vec![
+            input(0, vec![rows, 300]),
+            input(1, vec![300, 50]),
+            GNode {
+                kind: GKind::Op {
+                    op: Op::Matmul,
+                    param_base: 0,
+                },
+                shape: vec![rows, 50],
+                dtype: DType::F32,
+                inputs: vec![0, 1],
+            },
+        ];
+        GraphKey {
+            outputs: vec![2],
+            nodes,
+            fused: true,
+            checked: false,
+            donatable: vec![false],
+            buffer_group: vec![0],
+        }
+    }
+
+    #[test]
+    fn a_matmul_takes_its_classs_kernel_unless_its_site_had_one() {
+        let (wide, narrow) = (product(40), product(9));
+        let mut target = Target::lavapipe();
+        let class =
+            |key: &GraphKey| MatmulClass::of(DType::F32, (1, key.nodes[0].shape[0], 300, 50));
+        target
+            .matmul_by_class
+            .insert(class(&wide), MatmulKernel::Blocked);
+        target
+            .matmul_by_class
+            .insert(class(&narrow), MatmulKernel::Tiled);
+        let cx = CodegenContext::plain(&target);
+        assert_eq!(matmul_kind(cx, &wide, 2), MatmulKernel::Blocked);
+        assert_eq!(matmul_kind(cx, &narrow, 2), MatmulKernel::Tiled);
+        // The site's first size generated the blocked kernel: its later
+        // sizes keep it, whatever their class.
+        let mut first = Precedents::default();
+        first.record(
+            2,
+            Strategy::Matmul {
+                kernel: MatmulKernel::Blocked,
+                tile: None,
+            },
+        );
+        let later = CodegenContext {
+            precedents: Some(&first),
+            ..cx
+        };
+        assert_eq!(matmul_kind(later, &narrow, 2), MatmulKernel::Blocked);
+        // Tuning off: the target's kernel, precedent or not.
+        let off = Target::lavapipe();
+        let off_cx = CodegenContext {
+            target: &off,
+            ..later
+        };
+        assert_eq!(matmul_kind(off_cx, &narrow, 2), off.matmul);
     }
 }

@@ -49,6 +49,10 @@ pub(crate) const GPU_TIMED_MACS: usize = 1 << 30;
 /// 512^3 took 6.3 s, more than the whole `fast` budget).
 pub(crate) const CPU_TIMED_MACS: usize = 1 << 24;
 
+/// The most elements a class's timed operands and result hold together
+/// (64 MiB of f32).
+const MAX_TIMED_ELEMENTS: usize = 1 << 24;
+
 impl MatmulClass {
     /// The class of a product of `batch` matrices, `m x k` by `k x n`,
     /// of `dtype`.
@@ -64,7 +68,10 @@ impl MatmulClass {
 
     /// The sizes `(batch, m, k, n)` a tuning of this class times: each
     /// dimension's representative, the largest halved (batch first) while
-    /// the product takes more than `max_macs` multiply-adds.
+    /// the product takes more than `max_macs` multiply-adds or its
+    /// operands and result more than `MAX_TIMED_ELEMENTS` (a class with
+    /// a short contraction, `2^15 x 1 x 2^15`, takes few multiply-adds
+    /// but a 1 GiB result).
     pub fn timed_sizes(self, max_macs: usize) -> (usize, usize, usize, usize) {
         let mut s = [
             representative(self.batch),
@@ -72,7 +79,10 @@ impl MatmulClass {
             representative(self.k),
             representative(self.n),
         ];
-        while s.iter().product::<usize>() > max_macs {
+        let too_large = |[b, m, k, n]: [usize; 4]| {
+            b * m * k * n > max_macs || b * (m * k + k * n + m * n) > MAX_TIMED_ELEMENTS
+        };
+        while too_large(s) {
             let largest = if s[0] > 1 {
                 0
             } else {
@@ -168,5 +178,13 @@ mod tests {
             }
         }
         assert_eq!(huge.timed_sizes(GPU_TIMED_MACS), (1, 1024, 1024, 1024));
+        // A short contraction: few multiply-adds, a large result.
+        let wide = MatmulClass::of(DType::F32, (1, 1 << 15, 1, 1 << 15));
+        let (b, m, k, n) = wide.timed_sizes(GPU_TIMED_MACS);
+        assert!(
+            b * (m * k + k * n + m * n) <= MAX_TIMED_ELEMENTS,
+            "{m} {k} {n}"
+        );
+        assert_eq!(k, 1);
     }
 }

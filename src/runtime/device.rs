@@ -119,9 +119,8 @@ impl Device {
         Ok(Device::on_context(GpuContext::shared()?, config))
     }
 
-    /// A device on the process's adapter generating code for `target`
-    /// instead of the adapter's own (tests of one target's lowering on
-    /// another adapter: a GPU's reduction stages on lavapipe); `None`
+    /// A device on the process's adapter generating code for `target` as
+    /// written, tuning off (tests of a GPU's lowering on lavapipe); `None`
     /// without an adapter, a panic then where `LAZYWGPU_REQUIRE_GPU` is set.
     #[cfg(test)]
     pub(crate) fn gpu_for_target(target: Target) -> Option<Device> {
@@ -133,10 +132,12 @@ impl Device {
             );
             return None;
         };
-        Some(Device::with_backend(
-            Backend::Gpu(ctx, target),
-            DeviceConfig::default(),
-        ))
+        // Tuning off: class tuning would replace the target's matmul.
+        let config = DeviceConfig {
+            autotune: Some(crate::config::Autotune::Off),
+            ..DeviceConfig::default()
+        };
+        Some(Device::with_backend(Backend::Gpu(ctx, target), config))
     }
 
     /// A device on `ctx`'s adapter, generating code for it, with the

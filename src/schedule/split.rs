@@ -23,18 +23,23 @@ pub(crate) struct Lowered {
 }
 
 /// The parts a reduction of `reduced` elements into `outer` results is
-/// split into under `policy`, or `None` to keep it in one stage: about
-/// `per_part` elements a part, so that the first stage runs one
-/// invocation per part (no workgroup tree), neighbours reading
-/// neighbouring elements.
+/// split into under `policy`, or `None` to keep it in one stage: a power
+/// of two, so that each part takes `per_part` to `2 * per_part` elements
+/// and the first stage runs one invocation per part (no workgroup tree),
+/// neighbours reading neighbouring elements. A power of two rather than
+/// `reduced / per_part` keeps the graph's structure (the partial
+/// results' shape) the same over a range of sizes, so a size marked
+/// dynamic does not compile its reduction again at each value.
 pub(crate) fn split_parts(
     op: ReduceOp,
     reduced: usize,
     outer: usize,
     policy: ReduceSplit,
 ) -> Option<usize> {
-    (reduced >= policy.threshold && outer <= SPLIT_MAX_OUTPUTS && !op.is_arg())
-        .then(|| (reduced / policy.per_part).clamp(2, 1 << 17))
+    (reduced >= policy.threshold && outer <= SPLIT_MAX_OUTPUTS && !op.is_arg()).then(|| {
+        let parts = (reduced / policy.per_part).clamp(2, 1 << 17);
+        1 << (usize::BITS - 1 - parts.leading_zeros())
+    })
 }
 
 /// `key` with every long reduction split in two stages (see the module

@@ -102,6 +102,59 @@ fn reductions_split_into_a_gpus_stages_match_f64_loops() {
 }
 
 /// The ops and shapes of the nodes `key` computes, in order.
+#[test]
+fn split_parts_are_powers_of_two_shared_by_a_range_of_sizes() {
+    use super::split::split_parts;
+    use crate::graph::op::ReduceOp;
+    let parts = |n| split_parts(ReduceOp::Sum, n, 1, ReduceSplit::GPU);
+    assert_eq!(parts(4095), None, "below the threshold");
+    assert_eq!(parts(4096), Some(128));
+    for n in [5000, 6000, 7000, 8191] {
+        assert_eq!(parts(n), Some(128), "{n} elements");
+    }
+    assert_eq!(parts(8192), Some(256));
+    assert_eq!(parts(1 << 30), Some(1 << 17), "at most 2^17 parts");
+    assert_eq!(
+        split_parts(ReduceOp::ArgMax, 1 << 20, 1, ReduceSplit::GPU),
+        None
+    );
+    for n in (4096..200_000).step_by(997) {
+        let p = parts(n).unwrap();
+        assert!(p.is_power_of_two(), "{n}: {p}");
+        assert!(n / p >= 32 && n / p < 64, "{n} elements in {p} parts");
+    }
+}
+
+/// A sum over a size marked dynamic, split into a GPU's stages, at four
+/// sizes that share a power of two of parts: the first compiles, the
+/// others reuse its kernels (each value checked against an f64 sum).
+#[test]
+fn a_marked_long_sum_compiles_once_over_sizes_that_share_their_parts() {
+    let Some(dev) = gpu_policy_device() else {
+        return;
+    };
+    let mut after_first = None;
+    for &n in &[5000usize, 6000, 7000, 8000] {
+        let host = values(n, n as u64);
+        let x = Tensor::from_vec(host.clone(), [n], &dev)
+            .unwrap()
+            .mark_dynamic(0);
+        let sum: f64 = host.iter().map(|&v| f64::from(v)).sum();
+        close(
+            x.sum_all().item::<f32>().unwrap(),
+            sum,
+            &format!("sum of {n}"),
+        );
+        let compiled = dev.metrics().counter("kernels_compiled");
+        after_first.get_or_insert(compiled);
+    }
+    assert_eq!(
+        dev.metrics().counter("kernels_compiled"),
+        after_first.unwrap_or(0),
+        "kernels compiled after the first size"
+    );
+}
+
 fn ops_of(key: &crate::graph::GraphKey) -> Vec<(crate::graph::op::Op, Vec<usize>)> {
     key.nodes
         .iter()

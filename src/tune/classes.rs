@@ -4,9 +4,12 @@
 //! timed on a product of that class, and the fastest generates that
 //! class's products from then on. Winners are cached on disk per class
 //! and adapter, like the adapter-wide tunings (`tuned`), so later runs
-//! read them and time nothing. A process spends at most a budget of
-//! seconds timing classes; a class met after that keeps the device's
-//! kernel (and is timed by a later run).
+//! read them and time nothing. A process starts timing a class only
+//! while it has spent less than a budget of seconds timing classes (one
+//! class's timing may run past it); a class met after that, whose winner
+//! neither the process nor the cache has, keeps the device's kernel (and
+//! is timed by a later run). Cached winners are used whatever the
+//! budget.
 
 use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex};
@@ -34,9 +37,11 @@ static SPENT: Mutex<Duration> = Mutex::new(Duration::ZERO);
 pub(crate) struct ClassTuner {
     ctx: Arc<GpuContext>,
     mode: Autotune,
-    /// The kernel each class seen so far generates with: tuned, read
-    /// from the cache, or the device's own where the budget was spent
-    /// (kept, so that one process never changes a class's kernel).
+    /// The kernel each class seen so far generates with on this device:
+    /// tuned, read from the cache, or the device's own where the budget
+    /// was spent (kept, so that the device never changes a class's
+    /// kernel; devices of one process agree on every class tuned, which
+    /// they share through the tunings' memo).
     chosen: BTreeMap<MatmulClass, MatmulKernel>,
     /// The device's tunings, where each class's is added for its report.
     tunings: Arc<Mutex<Vec<Tuning>>>,
@@ -80,19 +85,19 @@ impl ClassTuner {
         tuned
     }
 
-    /// The kernel for `class`: its tuning's winner, or `target`'s own
-    /// where the budget is spent or the winner cannot be generated.
+    /// The kernel for `class`: its tuning's winner (this process's, the
+    /// cache directory's, or timed now while the budget lasts), or
+    /// `target`'s own where the budget is spent or the winner cannot be
+    /// generated.
     fn choose(&self, target: &Target, class: MatmulClass) -> MatmulKernel {
-        let spent = *SPENT.lock().unwrap_or_else(|e| e.into_inner());
-        if spent >= budget(self.mode) {
+        let Some(tuning) = self.tune(target, class) else {
             log::info!(
                 "autotune: matmul [{class}] keeps the device's kernel (the {:?} budget of {:.0} s is spent)",
                 self.mode,
                 budget(self.mode).as_secs_f64()
             );
             return target.matmul;
-        }
-        let tuning = self.tune(target, class);
+        };
         *SPENT.lock().unwrap_or_else(|e| e.into_inner()) += Duration::from_secs_f64(tuning.seconds);
         if !tuning.from_cache {
             self.metrics
@@ -106,9 +111,10 @@ impl ClassTuner {
         kernel.unwrap_or(target.matmul)
     }
 
-    /// Times (or reads) the candidates for `class`: `target`'s kernel
-    /// first, then every other kernel the adapter can run.
-    fn tune(&self, target: &Target, class: MatmulClass) -> Tuning {
+    /// The tuning of `class` (`target`'s kernel first, then every other
+    /// kernel the adapter can run): this process's or the cache's, else
+    /// timed now if the process has budget left, else `None`.
+    fn tune(&self, target: &Target, class: MatmulClass) -> Option<Tuning> {
         let own = choice_of(target.matmul);
         let mut choices = vec![own];
         choices.extend(candidates(&self.ctx).into_iter().filter(|&c| c != own));
@@ -122,20 +128,24 @@ impl ClassTuner {
             GPU_TIMED_MACS
         };
         let work = ClassWorkload {
+            class: Some(class),
             dtype: class.dtype,
             sizes: class.timed_sizes(max_macs),
         };
-        let tuning = super::tune_targets(
+        let budget = budget(self.mode);
+        let may_time = || *SPENT.lock().unwrap_or_else(|e| e.into_inner()) < budget;
+        let tuning = super::tune_targets_if(
             &self.ctx,
             ("matmul", self.mode),
             &named,
             &[work],
             class_trial,
-        );
-        Tuning {
+            &may_time,
+        )?;
+        Some(Tuning {
             class: Some(class.to_string()),
             ..tuning
-        }
+        })
     }
 }
 

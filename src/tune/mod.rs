@@ -143,11 +143,28 @@ pub(crate) fn operand(len: usize, seed: u64) -> Vec<f32> {
 /// workload's choices on every workload.
 pub(crate) fn tune_targets<W: Copy + fmt::Debug>(
     ctx: &Arc<GpuContext>,
-    (kind, mode): (&str, Autotune),
+    kind_mode: (&str, Autotune),
     candidates: &[(String, Target)],
     workloads: &[W],
     trial: fn(Device, W) -> Result<Trial<'static>, String>,
 ) -> Tuning {
+    tune_targets_if(ctx, kind_mode, candidates, workloads, trial, &|| true)
+        .unwrap_or_else(|| unreachable!("timing was allowed"))
+}
+
+/// `tune_targets`, timing only where `may_time()` says so when neither
+/// this process nor the cache directory has the tuning (`None` then).
+/// The trials run outside any autocast scope of the calling thread (a
+/// graph compiled inside `autocast` would otherwise time f16 products
+/// for an f32 class).
+pub(crate) fn tune_targets_if<W: Copy + fmt::Debug>(
+    ctx: &Arc<GpuContext>,
+    (kind, mode): (&str, Autotune),
+    candidates: &[(String, Target)],
+    workloads: &[W],
+    trial: fn(Device, W) -> Result<Trial<'static>, String>,
+    may_time: &dyn Fn() -> bool,
+) -> Option<Tuning> {
     let names: Vec<&str> = candidates.iter().map(|(n, _)| n.as_str()).collect();
     let runs = runs(mode);
     let text = format!("{workloads:?} x{runs}");
@@ -156,45 +173,68 @@ pub(crate) fn tune_targets<W: Copy + fmt::Debug>(
         autotune: Some(Autotune::Off),
         ..DeviceConfig::default()
     };
-    tuned(&key, &names, &mut || {
+    let mut measure = || {
+        let _plain = crate::amp::AutocastGuard::new(None);
         interleaved((candidates.len(), workloads.len(), runs), &mut |c, w| {
             let dev = Device::on_target(ctx.clone(), candidates[c].1.clone(), off.clone());
             trial(dev, workloads[w])
         })
-    })
+    };
+    tuned(&key, &names, (&mut measure, may_time))
 }
 
 /// This process's tunings by key (see `tuned`).
 static TUNED: Mutex<Option<HashMap<String, Tuning>>> = Mutex::new(None);
 
 /// The tuning for `key` over the candidates `names` (the built-in first):
-/// this process's earlier one; else read from the cache directory; else
-/// every candidate measured now (`measure`, in `names`' order), the winner chosen
-/// (`choice::winner`) and written to the cache directory. One tuning per
-/// key and process, whatever the cache directory: two devices made at
-/// once wait for one timing instead of timing against each other (and
-/// without a writable cache, later devices reuse it).
+/// this process's earlier one; else read from the cache directory; else,
+/// where `may_measure()`, every candidate measured now (`measure`, in
+/// `names`' order), the winner chosen (`choice::winner`) and written to
+/// the cache directory (`None` where it may not). One tuning per key and
+/// process, whatever the cache directory: two devices made at once wait
+/// for one timing instead of timing against each other (and without a
+/// writable cache, later devices reuse it).
 pub(crate) fn tuned(
     key: &TuneKey,
     names: &[&str],
-    measure: &mut dyn FnMut() -> Vec<Measured>,
-) -> Tuning {
+    (measure, may_measure): (&mut dyn FnMut() -> Vec<Measured>, &dyn Fn() -> bool),
+) -> Option<Tuning> {
     let mut memo = TUNED.lock().unwrap_or_else(|e| e.into_inner());
     let memo = memo.get_or_insert_with(HashMap::new);
     if let Some(done) = memo.get(key.described()) {
-        return Tuning {
+        return Some(Tuning {
             from_cache: true,
             seconds: 0.0,
             ..done.clone()
-        };
+        });
     }
-    let tuning = read_or_measure(key, names, measure);
+    let tuning = match read(key, names) {
+        Some(read) => read,
+        None if may_measure() => measure_now(key, names, measure),
+        None => return None,
+    };
     memo.insert(key.described().to_string(), tuning.clone());
-    tuning
+    Some(tuning)
 }
 
-/// `tuned` past the memo: the cache directory's record, or a measurement.
-fn read_or_measure(
+/// The cache directory's record for `key`, where it has one.
+fn read(key: &TuneKey, names: &[&str]) -> Option<Tuning> {
+    let dir = crate::runtime::gpu::disk_cache::cache_dir()?;
+    let record = cache::read(&dir, key, names)?;
+    Some(Tuning {
+        kind: key.kind().to_string(),
+        class: None,
+        winner: record.winner,
+        builtin: names[0].to_string(),
+        timings: record.timings,
+        from_cache: true,
+        seconds: 0.0,
+    })
+}
+
+/// Every candidate measured now, the winner chosen and written to the
+/// cache directory (where there is one).
+fn measure_now(
     key: &TuneKey,
     names: &[&str],
     measure: &mut dyn FnMut() -> Vec<Measured>,
@@ -202,17 +242,6 @@ fn read_or_measure(
     let kind = key.kind().to_string();
     let builtin = names[0].to_string();
     let dir = crate::runtime::gpu::disk_cache::cache_dir();
-    if let Some(record) = dir.as_deref().and_then(|d| cache::read(d, key, names)) {
-        return Tuning {
-            kind,
-            class: None,
-            winner: record.winner,
-            builtin,
-            timings: record.timings,
-            from_cache: true,
-            seconds: 0.0,
-        };
-    }
     let start = Instant::now();
     let (timings, failures): (choice::Timings, Vec<Option<String>>) =
         measure().into_iter().map(|m| (m.times, m.failure)).unzip();
