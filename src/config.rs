@@ -49,7 +49,8 @@ pub struct DeviceConfig {
     /// for the class, cached the same way. A class is timed only while
     /// the process has spent under 5 s (`fast`) or 60 s (`full`) timing
     /// classes; a class met after that whose winner is not cached keeps
-    /// the device's kernel. `None`: `fast` on GPUs,
+    /// the device's kernel. A trace site keeps the kernel its first size
+    /// got at its later sizes, whatever their class. `None`: `fast` on GPUs,
     /// `off` on CPU adapters such as lavapipe, whose built-in choices were
     /// measured by hand. The matmul is not tuned where `matmul` names a
     /// kernel, nor the reductions where `reduce` does. See

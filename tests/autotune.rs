@@ -124,7 +124,14 @@ fn the_first_device_tunes_and_the_next_reads_the_winner() {
         "{class}"
     );
     product(&second, (37, 300, 45));
-    product(&second, (5, 7, 3));
+    // A product of another class on a line of its own (the site of
+    // `product` keeps the kernel its first size got).
+    let (a, b) = (common::data(5 * 7, 10), common::data(7 * 3, 11));
+    let want = common::matmul_f64(&a, &b, (1, 5, 7, 3));
+    let at = Tensor::from_vec(a, [5, 7], &second).unwrap();
+    let bt = Tensor::from_vec(b, [7, 3], &second).unwrap();
+    let got = at.matmul(&bt).to_vec::<f32>().unwrap();
+    common::assert_close(&got, &want, 1e-4, 1e-4, "another class");
     let classes = second.adapter().unwrap().matmul_class_tunings;
     assert_eq!(classes.len(), 2, "{classes:?}");
     assert_eq!(
@@ -152,7 +159,8 @@ fn the_first_device_tunes_and_the_next_reads_the_winner() {
         (&class.winner, &class.timings)
     );
     // A batch marked dynamic that crosses into another class keeps the
-    // kernel its site got first: the second size compiles nothing.
+    // kernel its site got first: the second size compiles nothing and
+    // tunes no class.
     let mut compiled = None;
     for rows in [40, 9] {
         let a = common::data(rows * 300, 8);
@@ -167,6 +175,13 @@ fn the_first_device_tunes_and_the_next_reads_the_winner() {
         let now = third.metrics().counter("kernels_compiled");
         assert_eq!(*compiled.get_or_insert(now), now, "{rows} rows compiled");
     }
+    let tuned = third.adapter().unwrap().matmul_class_tunings;
+    assert!(
+        tuned
+            .iter()
+            .all(|t| t.class.as_deref() != Some("f32 1 x 5..16 x 257..1024 x 17..64")),
+        "the 9-row class was tuned: {tuned:?}"
+    );
     // Tuning off tunes no class.
     product(&off, (40, 300, 50));
     assert!(off.adapter().unwrap().matmul_class_tunings.is_empty());

@@ -180,7 +180,7 @@ fn matmul_root(
 /// instead of compiling again); with tuning off, the target's.
 fn matmul_kind(cx: CodegenContext, key: &GraphKey, root: usize) -> MatmulKernel {
     let target = cx.target;
-    if target.matmul_by_class.is_empty() {
+    if target.matmul_by_class.is_none() {
         return target.matmul;
     }
     match cx.precedent(root) {
@@ -308,12 +308,13 @@ mod tests {
         let mut target = Target::lavapipe();
         let class =
             |key: &GraphKey| MatmulClass::of(DType::F32, (1, key.nodes[0].shape[0], 300, 50));
-        target
-            .matmul_by_class
-            .insert(class(&wide), MatmulKernel::Blocked);
-        target
-            .matmul_by_class
-            .insert(class(&narrow), MatmulKernel::Tiled);
+        target.matmul_by_class = Some(
+            [
+                (class(&wide), MatmulKernel::Blocked),
+                (class(&narrow), MatmulKernel::Tiled),
+            ]
+            .into(),
+        );
         let cx = CodegenContext::plain(&target);
         assert_eq!(matmul_kind(cx, &wide, 2), MatmulKernel::Blocked);
         assert_eq!(matmul_kind(cx, &narrow, 2), MatmulKernel::Tiled);
@@ -332,6 +333,15 @@ mod tests {
             ..cx
         };
         assert_eq!(matmul_kind(later, &narrow, 2), MatmulKernel::Blocked);
+        // So it does where every class of the graph is lent (no class
+        // tuned, the table empty but tuning on).
+        let mut lent_all = Target::lavapipe();
+        lent_all.matmul_by_class = Some(Default::default());
+        let lent_cx = CodegenContext {
+            target: &lent_all,
+            ..later
+        };
+        assert_eq!(matmul_kind(lent_cx, &narrow, 2), MatmulKernel::Blocked);
         // Tuning off: the target's kernel, precedent or not.
         let off = Target::lavapipe();
         let off_cx = CodegenContext {

@@ -100,6 +100,17 @@ impl Precedents {
     pub fn get(&self, node: usize) -> Option<Strategy> {
         self.0.get(&node).copied()
     }
+
+    /// These precedents without the strategies `drop` picks.
+    pub fn without(&self, drop: impl Fn(&Strategy) -> bool) -> Precedents {
+        Precedents(
+            self.0
+                .iter()
+                .filter(|(_, s)| !drop(s))
+                .map(|(&n, &s)| (n, s))
+                .collect(),
+        )
+    }
 }
 
 /// Whether an elementwise kernel works on `vec4`s: where it `can`, unless

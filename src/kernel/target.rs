@@ -20,10 +20,12 @@ pub(crate) struct Target {
     pub max_storage_buffers: usize,
     /// The matmul kernel to generate where `matmul_by_class` has none.
     pub matmul: MatmulKernel,
-    /// The matmul kernel tuned for each class of sizes seen (the
-    /// runtime's per-class tuning, `tune::classes`), which overrides
-    /// `matmul` for products of that class.
-    pub matmul_by_class: BTreeMap<MatmulClass, MatmulKernel>,
+    /// Where matmuls are tuned per class of sizes (`tune::classes`; `None`
+    /// with tuning off): the kernel tuned for each class the graph being
+    /// compiled has, which takes the place of `matmul` for products of
+    /// that class, unless the product's trace site generated a kernel
+    /// before (`codegen::roots::matmul_kind`).
+    pub matmul_by_class: Option<BTreeMap<MatmulClass, MatmulKernel>>,
     /// Whether kernels may store `f16` (wgpu's `SHADER_F16`); without it
     /// an f16 graph is an [`crate::Error::Unsupported`].
     pub shader_f16: bool,
@@ -66,7 +68,9 @@ pub(crate) struct Target {
 pub(crate) struct ReduceSplit {
     /// Reduced elements from which a reduction is split.
     pub threshold: usize,
-    /// Elements each partial result of a first stage covers.
+    /// Elements each partial result of a first stage covers at least
+    /// (up to twice as many: the part count is a power of two, see
+    /// `schedule::split::split_parts`).
     pub per_part: usize,
     /// Stages a reduction may be split into: 2 keeps the second stage
     /// whole however many parts it reduces; more split it again.
@@ -248,7 +252,7 @@ impl Target {
             ),
             max_storage_buffers: limits.max_storage_buffers_per_shader_stage as usize,
             matmul,
-            matmul_by_class: BTreeMap::new(),
+            matmul_by_class: None,
             shader_f16: features.contains(wgpu::Features::SHADER_F16),
             // Every CPU adapter wgpu finds on Linux is Mesa's (lavapipe or
             // llvmpipe through gallivm); others loop as long as asked.
@@ -288,9 +292,8 @@ impl Target {
     /// The matmul kernel for a product of `class`: its tuned kernel, else
     /// the target's.
     pub fn matmul_for(&self, class: MatmulClass) -> MatmulKernel {
-        self.matmul_by_class
-            .get(&class)
-            .copied()
+        (self.matmul_by_class.as_ref())
+            .and_then(|by_class| by_class.get(&class).copied())
             .unwrap_or(self.matmul)
     }
 
@@ -338,7 +341,7 @@ impl Target {
                 max_texture: 16384,
                 max_layers: 2048,
             }),
-            matmul_by_class: BTreeMap::new(),
+            matmul_by_class: None,
             shader_f16: true,
             loop_limit: Some(LAVAPIPE_LOOP_LIMIT),
             reduce_split: ReduceSplit::CPU,

@@ -25,11 +25,12 @@ pub(crate) struct Lowered {
 /// The parts a reduction of `reduced` elements into `outer` results is
 /// split into under `policy`, or `None` to keep it in one stage: a power
 /// of two, so that each part takes `per_part` to `2 * per_part` elements
-/// and the first stage runs one invocation per part (no workgroup tree),
-/// neighbours reading neighbouring elements. A power of two rather than
-/// `reduced / per_part` keeps the graph's structure (the partial
-/// results' shape) the same over a range of sizes, so a size marked
-/// dynamic does not compile its reduction again at each value.
+/// (more past 2^17 parts) and the first stage runs one invocation per
+/// part (no workgroup tree), neighbours reading neighbouring elements. A
+/// power of two rather than `reduced / per_part` keeps the lowered
+/// graph's shapes (the partial results') and its kernels' literals the
+/// same over a range of sizes, so a size marked dynamic does not compile
+/// its reduction again at each value.
 pub(crate) fn split_parts(
     op: ReduceOp,
     reduced: usize,

@@ -101,7 +101,6 @@ fn reductions_split_into_a_gpus_stages_match_f64_loops() {
     }
 }
 
-/// The ops and shapes of the nodes `key` computes, in order.
 #[test]
 fn split_parts_are_powers_of_two_shared_by_a_range_of_sizes() {
     use super::split::split_parts;
@@ -155,6 +154,7 @@ fn a_marked_long_sum_compiles_once_over_sizes_that_share_their_parts() {
     );
 }
 
+/// The ops and shapes of the nodes `key` computes, in order.
 fn ops_of(key: &crate::graph::GraphKey) -> Vec<(crate::graph::op::Op, Vec<usize>)> {
     key.nodes
         .iter()

@@ -5,8 +5,8 @@
 //! class's products from then on. Winners are cached on disk per class
 //! and adapter, like the adapter-wide tunings (`tuned`), so later runs
 //! read them and time nothing. A process starts timing a class only
-//! while it has spent less than a budget of seconds timing classes (one
-//! class's timing may run past it); a class met after that, whose winner
+//! while it has spent less than a budget of seconds timing classes (a
+//! timing under way may run past it, one per thread compiling); a class met after that, whose winner
 //! neither the process nor the cache has, keeps the device's kernel (and
 //! is timed by a later run). Cached winners are used whatever the
 //! budget.
@@ -20,7 +20,9 @@ use super::matmul::{ClassWorkload, candidates, choice_of, class_trial, name, par
 use crate::config::{Autotune, DeviceConfig};
 use crate::graph::op::Op;
 use crate::graph::{GKind, GraphKey};
-use crate::kernel::{CPU_TIMED_MACS, GPU_TIMED_MACS, MatmulClass, MatmulKernel, Target};
+use crate::kernel::{
+    CPU_TIMED_MACS, GPU_TIMED_MACS, MatmulClass, MatmulKernel, Precedents, Strategy, Target,
+};
 use crate::metrics::Metrics;
 use crate::runtime::gpu::GpuContext;
 
@@ -68,10 +70,22 @@ impl ClassTuner {
     }
 
     /// `target` with a kernel for the class of every matmul in `key`,
-    /// each class not seen before tuned first (or read from the cache).
-    pub fn target_for(&mut self, target: &Target, key: &GraphKey) -> Target {
-        let mut tuned = target.clone();
-        for class in matmul_classes(key) {
+    /// each class not seen before tuned first (or read from the cache);
+    /// matmuls whose trace site lends them a kernel (`precedents`, see
+    /// `codegen::roots::matmul_kind`) need none and tune nothing.
+    pub fn target_for(
+        &mut self,
+        target: &Target,
+        key: &GraphKey,
+        precedents: Option<&Precedents>,
+    ) -> Target {
+        let mut by_class = BTreeMap::new();
+        let lent = |node| {
+            precedents
+                .and_then(|p| p.get(node))
+                .is_some_and(|s| matches!(s, Strategy::Matmul { .. }))
+        };
+        for class in matmul_classes(key, &lent) {
             let kernel = match self.chosen.get(&class) {
                 Some(&k) => k,
                 None => {
@@ -80,9 +94,12 @@ impl ClassTuner {
                     k
                 }
             };
-            tuned.matmul_by_class.insert(class, kernel);
+            by_class.insert(class, kernel);
         }
-        tuned
+        Target {
+            matmul_by_class: Some(by_class),
+            ..target.clone()
+        }
     }
 
     /// The kernel for `class`: its tuning's winner (this process's, the
@@ -149,11 +166,14 @@ impl ClassTuner {
     }
 }
 
-/// The classes of the matmuls in `key`, each once, in node order.
-pub(crate) fn matmul_classes(key: &GraphKey) -> Vec<MatmulClass> {
+/// The classes of the matmuls in `key` but those `skip` names, each once,
+/// in node order.
+pub(crate) fn matmul_classes(key: &GraphKey, skip: &dyn Fn(usize) -> bool) -> Vec<MatmulClass> {
     let mut classes = Vec::new();
     for (i, node) in key.nodes.iter().enumerate() {
-        if let GKind::Op { op: Op::Matmul, .. } = &node.kind {
+        if let GKind::Op { op: Op::Matmul, .. } = &node.kind
+            && !skip(i)
+        {
             let class = crate::codegen::matmul_class(key, i);
             if !classes.contains(&class) {
                 classes.push(class);
@@ -219,7 +239,7 @@ mod tests {
             (vec![784, 64], vec![64, 128]),
             (vec![12, 64, 16], vec![12, 16, 64]),
         ]);
-        let classes = matmul_classes(&key);
+        let classes = matmul_classes(&key, &|_| false);
         let text: Vec<String> = classes.iter().map(|c| c.to_string()).collect();
         assert_eq!(
             text,

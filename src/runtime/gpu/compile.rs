@@ -206,30 +206,30 @@ pub(super) fn executable(
     let traced = graph;
     let Lowered { key, origin } = lower_for_gpu(&traced.key, target);
     let graph = &traced.lowered(key, &origin);
-    // Each matmul's kernel by its class, classes met first tuned now (not
-    // counted as compile time: the `autotune` timer has it).
-    let tuning_start = std::time::Instant::now();
-    let by_class = (caches.matmul_classes.as_mut()).map(|t| t.target_for(target, &graph.key));
-    let target = by_class.as_ref().unwrap_or(target);
-    let compile_start = compile_start + tuning_start.elapsed();
     // Dumped kernels name the graph node and source line on each line.
     let origins = caches.dump_dir.as_ref().map(|_| node_labels(graph));
     // Another size of a site compiled before keeps its strategies (each
     // one checked valid for its kernel's sizes: a site whose graph
     // changed may see its nodes' old strategies, never wrong values).
-    let before = caches
-        .by_site
-        .peek(&site.site)
-        .and_then(|s| s.before(site.structure));
+    let tuned_classes = caches.matmul_classes.is_some();
+    let before = (caches.by_site.peek(&site.site)).and_then(|s| s.before(site.structure));
+    let precedents = before.map(|b| b.precedents_for(site.structure, tuned_classes));
+    // Each matmul's kernel by its class, classes met first tuned now (not
+    // counted as compile time: the `autotune` timer has it).
+    let tuning_start = std::time::Instant::now();
+    let by_class = (caches.matmul_classes.as_mut())
+        .map(|t| t.target_for(target, &graph.key, precedents.as_ref()));
+    let target = by_class.as_ref().unwrap_or(target);
+    let compile_start = compile_start + tuning_start.elapsed();
     let cx = CodegenContext {
         target,
         origins: origins.as_deref(),
-        precedents: before.map(|b| &b.precedents),
+        precedents: precedents.as_ref(),
     };
     let (groups, available, mut sources) = generate(graph, &cx);
     let mut chosen = precedents_of(&groups, &sources);
-    if let Some(b) = before {
-        chosen.inherit(&b.precedents);
+    if let Some(p) = &precedents {
+        chosen.inherit(p);
     }
     let donations = plan_donations(graph, &cx, &groups, &available, &mut sources);
     // Dynamic sizes: kernels generic over what changed since the site's

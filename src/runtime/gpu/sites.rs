@@ -52,6 +52,19 @@ pub(crate) struct SiteRecord {
 }
 
 impl SiteRecord {
+    /// Its strategies as precedents for a graph of `structure`: all of
+    /// them, except that a record of another structure lends no matmul
+    /// kernel where `tuned_classes` (per-class tuning picks kernels: the
+    /// matmul at the same node of another graph may be another product,
+    /// whose kernel would take the place of this one's tuned class).
+    pub(super) fn precedents_for(&self, structure: u64, tuned_classes: bool) -> Precedents {
+        if !tuned_classes || self.has_structure(structure) {
+            return self.precedents.clone();
+        }
+        self.precedents
+            .without(|s| matches!(s, crate::kernel::Strategy::Matmul { .. }))
+    }
+
     /// Whether the record is of the structure `structure` (a
     /// `GraphKey::size_free_hash`), not another structure's at this site.
     pub(super) fn has_structure(&self, structure: u64) -> bool {
