@@ -6,10 +6,10 @@
 //! and adapter, like the adapter-wide tunings (`tuned`), so later runs
 //! read them and time nothing. A process starts timing a class only
 //! while it has spent less than a budget of seconds timing classes (a
-//! timing under way may run past it, one per thread compiling); a class met after that, whose winner
-//! neither the process nor the cache has, keeps the device's kernel (and
-//! is timed by a later run). Cached winners are used whatever the
-//! budget.
+//! timing under way may run past it, one per thread compiling); a class
+//! met after that, whose winner neither the process nor the cache has,
+//! keeps the device's kernel (and is timed by a later run). Cached
+//! winners are used whatever the budget.
 
 use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex};
