@@ -123,14 +123,25 @@ pub(super) struct MatmulDims {
     pub groups: usize,
 }
 
-/// The operands, sizes and output tiles of matmul `root`.
-pub(super) fn matmul_dims(key: &GraphKey, root: usize) -> MatmulDims {
+/// The sizes `(batch, m, k, n)` of matmul `root`: `batch` products of
+/// `m x k` by `k x n`.
+fn matmul_sizes(key: &GraphKey, root: usize) -> (usize, usize, usize, usize) {
     let (a, b) = (key.nodes[root].inputs[0], key.nodes[root].inputs[1]);
     let a_shape = &key.nodes[a].shape;
     let r = a_shape.len();
-    let (m, k) = (a_shape[r - 2], a_shape[r - 1]);
-    let n = key.nodes[b].shape[r - 1];
-    let batch: usize = a_shape[..r - 2].iter().product();
+    let batch = a_shape[..r - 2].iter().product();
+    (
+        batch,
+        a_shape[r - 2],
+        a_shape[r - 1],
+        key.nodes[b].shape[r - 1],
+    )
+}
+
+/// The operands, sizes and output tiles of matmul `root`.
+pub(super) fn matmul_dims(key: &GraphKey, root: usize) -> MatmulDims {
+    let (a, b) = (key.nodes[root].inputs[0], key.nodes[root].inputs[1]);
+    let (batch, m, k, n) = matmul_sizes(key, root);
     let (tiles_m, tiles_n) = (m.div_ceil(TILE_M), n.div_ceil(TILE_N));
     MatmulDims {
         a,
@@ -147,12 +158,7 @@ pub(super) fn matmul_dims(key: &GraphKey, root: usize) -> MatmulDims {
 /// The class of matmul `root` (its dtype and sizes in buckets), which
 /// picks its kernel where the target has one tuned for it.
 pub(crate) fn matmul_class(key: &GraphKey, root: usize) -> MatmulClass {
-    let a_shape = &key.nodes[key.nodes[root].inputs[0]].shape;
-    let r = a_shape.len();
-    let n = key.nodes[key.nodes[root].inputs[1]].shape[r - 1];
-    let batch: usize = a_shape[..r - 2].iter().product();
-    let sizes = (batch, a_shape[r - 2], a_shape[r - 1], n);
-    MatmulClass::of(key.nodes[root].dtype, sizes)
+    MatmulClass::of(key.nodes[root].dtype, matmul_sizes(key, root))
 }
 
 /// A workgroup's output tile: its batch entry `bi` and its tile row `tm`

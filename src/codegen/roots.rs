@@ -264,65 +264,42 @@ pub(super) fn store_outputs_by(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::graph::{GKind, GNode};
+    use crate::graph::{GKind, Graph};
     use crate::kernel::{MatmulClass, Precedents, Target};
-    use crate::shape::Layout;
+    use crate::{Device, Tensor};
 
-    /// `[rows, 300] @ [300, 50]`: inputs 0 and 1, the product node 2.
-    fn product(rows: usize) -> GraphKey {
-        let input = |slot, shape: Vec<usize>| GNode {
-            kind: GKind::Input {
-                slot,
-                layout: Layout::contiguous(&shape),
-            },
-            shape,
-            dtype: DType::F32,
-            inputs: vec![],
-        };
-        let nodes = vec![
-            input(0, vec![rows, 300]),
-            input(1, vec![300, 50]),
-            GNode {
-                kind: GKind::Op {
-                    op: Op::Matmul,
-                    param_base: 0,
-                },
-                shape: vec![rows, 50],
-                dtype: DType::F32,
-                inputs: vec![0, 1],
-            },
-        ];
-        GraphKey {
-            outputs: vec![2],
-            nodes,
-            fused: true,
-            checked: false,
-            donatable: vec![false],
-            buffer_group: vec![0],
-        }
+    /// The traced graph of `[rows, 300] @ [300, 50]`, and its matmul node.
+    fn product(rows: usize) -> (GraphKey, usize) {
+        let dev = Device::cpu();
+        let a = Tensor::from_vec(vec![0.5f32; rows * 300], [rows, 300], &dev).expect("a");
+        let b = Tensor::from_vec(vec![0.5f32; 300 * 50], [300, 50], &dev).expect("b");
+        let key = Graph::collect(&[a.matmul(&b).node()], true).key;
+        let node = (key.nodes.iter())
+            .position(|n| matches!(n.kind, GKind::Op { op: Op::Matmul, .. }))
+            .expect("a matmul");
+        (key, node)
     }
 
     #[test]
     fn a_matmul_takes_its_classs_kernel_unless_its_site_had_one() {
-        let (wide, narrow) = (product(40), product(9));
+        let ((wide, at), (narrow, nt)) = (product(40), product(9));
         let mut target = Target::lavapipe();
-        let class =
-            |key: &GraphKey| MatmulClass::of(DType::F32, (1, key.nodes[0].shape[0], 300, 50));
+        let class = |rows| MatmulClass::of(DType::F32, (1, rows, 300, 50));
         target.matmul_by_class = Some(
             [
-                (class(&wide), MatmulKernel::Blocked),
-                (class(&narrow), MatmulKernel::Tiled),
+                (class(40), MatmulKernel::Blocked),
+                (class(9), MatmulKernel::Tiled),
             ]
             .into(),
         );
         let cx = CodegenContext::plain(&target);
-        assert_eq!(matmul_kind(cx, &wide, 2), MatmulKernel::Blocked);
-        assert_eq!(matmul_kind(cx, &narrow, 2), MatmulKernel::Tiled);
+        assert_eq!(matmul_kind(cx, &wide, at), MatmulKernel::Blocked);
+        assert_eq!(matmul_kind(cx, &narrow, nt), MatmulKernel::Tiled);
         // The site's first size generated the blocked kernel: its later
         // sizes keep it, whatever their class.
         let mut first = Precedents::default();
         first.record(
-            2,
+            nt,
             Strategy::Matmul {
                 kernel: MatmulKernel::Blocked,
                 tile: None,
@@ -332,7 +309,7 @@ mod tests {
             precedents: Some(&first),
             ..cx
         };
-        assert_eq!(matmul_kind(later, &narrow, 2), MatmulKernel::Blocked);
+        assert_eq!(matmul_kind(later, &narrow, nt), MatmulKernel::Blocked);
         // So it does where every class of the graph is lent (no class
         // tuned, the table empty but tuning on).
         let mut lent_all = Target::lavapipe();
@@ -341,13 +318,13 @@ mod tests {
             target: &lent_all,
             ..later
         };
-        assert_eq!(matmul_kind(lent_cx, &narrow, 2), MatmulKernel::Blocked);
+        assert_eq!(matmul_kind(lent_cx, &narrow, nt), MatmulKernel::Blocked);
         // Tuning off: the target's kernel, precedent or not.
         let off = Target::lavapipe();
         let off_cx = CodegenContext {
             target: &off,
             ..later
         };
-        assert_eq!(matmul_kind(off_cx, &narrow, 2), off.matmul);
+        assert_eq!(matmul_kind(off_cx, &narrow, nt), off.matmul);
     }
 }

@@ -186,59 +186,25 @@ pub(crate) fn matmul_classes(key: &GraphKey, skip: &dyn Fn(usize) -> bool) -> Ve
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::DType;
-    use crate::graph::GNode;
-    use crate::shape::Layout;
-
-    /// A graph of products of inputs of `shapes` (pairs of `[.., m, k]`
-    /// and `[.., k, n]`), each product one output.
-    fn products(shapes: &[(Vec<usize>, Vec<usize>)]) -> GraphKey {
-        let mut nodes = Vec::new();
-        let mut outputs = Vec::new();
-        for (a, b) in shapes {
-            for shape in [a, b] {
-                nodes.push(GNode {
-                    kind: GKind::Input {
-                        slot: nodes.len(),
-                        layout: Layout::contiguous(shape),
-                    },
-                    shape: shape.clone(),
-                    dtype: DType::F32,
-                    inputs: vec![],
-                });
-            }
-            let mut out = a.clone();
-            *out.last_mut().expect("a matrix") = b[b.len() - 1];
-            outputs.push(nodes.len());
-            nodes.push(GNode {
-                kind: GKind::Op {
-                    op: Op::Matmul,
-                    param_base: 0,
-                },
-                shape: out,
-                dtype: DType::F32,
-                inputs: vec![nodes.len() - 2, nodes.len() - 1],
-            });
-        }
-        let n = outputs.len();
-        GraphKey {
-            outputs,
-            nodes,
-            fused: true,
-            checked: false,
-            donatable: vec![false; n],
-            buffer_group: vec![0; n],
-        }
-    }
+    use crate::graph::Graph;
+    use crate::{Device, Tensor};
 
     #[test]
     fn a_graph_lists_each_matmul_class_once() {
-        let key = products(&[
-            (vec![64, 784], vec![784, 128]),
-            (vec![50, 784], vec![784, 128]),
-            (vec![784, 64], vec![64, 128]),
-            (vec![12, 64, 16], vec![12, 16, 64]),
-        ]);
+        let dev = Device::cpu();
+        let t = |shape: &[usize]| {
+            let n = shape.iter().product();
+            Tensor::from_vec(vec![0.5f32; n], shape, &dev).expect("input")
+        };
+        let w = t(&[784, 128]);
+        let products = [
+            t(&[64, 784]).matmul(&w),
+            t(&[50, 784]).matmul(&w),
+            t(&[784, 64]).matmul(&t(&[64, 128])),
+            t(&[12, 64, 16]).matmul(&t(&[12, 16, 64])),
+        ];
+        let nodes: Vec<_> = products.iter().map(Tensor::node).collect();
+        let key = Graph::collect(&nodes, true).key;
         let classes = matmul_classes(&key, &|_| false);
         let text: Vec<String> = classes.iter().map(|c| c.to_string()).collect();
         assert_eq!(

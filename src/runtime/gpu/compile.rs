@@ -218,13 +218,13 @@ pub(super) fn executable(
     // counted as compile time: the `autotune` timer has it).
     let tuning_start = std::time::Instant::now();
     let by_class = (caches.matmul_classes.as_mut())
-        .map(|t| t.target_for(target, &graph.key, precedents.as_ref()));
+        .map(|t| t.target_for(target, &graph.key, precedents.as_deref()));
     let target = by_class.as_ref().unwrap_or(target);
     let compile_start = compile_start + tuning_start.elapsed();
     let cx = CodegenContext {
         target,
         origins: origins.as_deref(),
-        precedents: precedents.as_ref(),
+        precedents: precedents.as_deref(),
     };
     let (groups, available, mut sources) = generate(graph, &cx);
     let mut chosen = precedents_of(&groups, &sources);

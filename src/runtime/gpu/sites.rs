@@ -3,6 +3,8 @@
 //! to say what changed, to count recompiles against the budget, and to
 //! give a new size of a graph its last compile's kernels and strategies.
 
+use std::borrow::Cow;
+
 use crate::error::Error;
 use crate::graph::{Graph, GraphKey, Recompile};
 use crate::kernel::Precedents;
@@ -57,12 +59,17 @@ impl SiteRecord {
     /// kernel where `tuned_classes` (per-class tuning picks kernels: the
     /// matmul at the same node of another graph may be another product,
     /// whose kernel would take the place of this one's tuned class).
-    pub(super) fn precedents_for(&self, structure: u64, tuned_classes: bool) -> Precedents {
+    pub(super) fn precedents_for(
+        &self,
+        structure: u64,
+        tuned_classes: bool,
+    ) -> Cow<'_, Precedents> {
         if !tuned_classes || self.has_structure(structure) {
-            return self.precedents.clone();
+            return Cow::Borrowed(&self.precedents);
         }
-        self.precedents
-            .without(|s| matches!(s, crate::kernel::Strategy::Matmul { .. }))
+        Cow::Owned(
+            (self.precedents).without(|s| matches!(s, crate::kernel::Strategy::Matmul { .. })),
+        )
     }
 
     /// Whether the record is of the structure `structure` (a
