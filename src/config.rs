@@ -28,7 +28,7 @@ pub struct DeviceConfig {
     /// Write each newly compiled graph's IR, DOT and WGSL here
     /// (`LAZYWGPU_DUMP=DIR`).
     pub dump_dir: Option<PathBuf>,
-    /// The matmul kernel (`LAZYWGPU_MATMUL=tiled|blocked|lanes`); `None`:
+    /// The matmul kernel (`LAZYWGPU_MATMUL=tiled|blocked|lanes|coop`); `None`:
     /// the one that measured fastest on the adapter's kind.
     pub matmul: Option<MatmulChoice>,
     /// The reduction kernel to use wherever it is valid
@@ -100,6 +100,12 @@ pub enum MatmulChoice {
     /// such as lavapipe; `Blocked` where an operand would not fit in a
     /// texture or subgroups vary in size).
     Lanes,
+    /// 16x16 cooperative matrices (tensor cores) on tiles staged in
+    /// workgroup memory, for `f16` products, on adapters that offer
+    /// `f16` operands with an `f32` accumulator (wgpu's
+    /// `EXPERIMENTAL_COOPERATIVE_MATRIX`; `Tiled` elsewhere, and for
+    /// products of other dtypes).
+    Coop,
 }
 
 /// A reduction kernel to ask for (see [`DeviceConfig::reduce`]).
@@ -315,9 +321,10 @@ impl DeviceConfig {
             Ok("tiled") => Some(MatmulChoice::Tiled),
             Ok("blocked") => Some(MatmulChoice::Blocked),
             Ok("lanes") => Some(MatmulChoice::Lanes),
+            Ok("coop") => Some(MatmulChoice::Coop),
             Ok("") | Err(_) => None,
             Ok(other) => {
-                log::warn!("LAZYWGPU_MATMUL={other}: not tiled, blocked or lanes; ignored");
+                log::warn!("LAZYWGPU_MATMUL={other}: not tiled, blocked, lanes or coop; ignored");
                 None
             }
         };

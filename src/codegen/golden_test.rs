@@ -242,6 +242,45 @@ fn golden_matmul_kernels() {
     golden_kernel("matmul_lanes", lanes);
 }
 
+/// The cooperative-matrix matmul on an `f16` product (its operands cast
+/// from `f32` in its prologue, a bias and relu in its epilogue) for an
+/// adapter of 32-lane subgroups: a workgroup of four subgroups, `f16`
+/// tiles and an `f32` output tile in workgroup memory, valid for naga
+/// with cooperative matrices; an `f32` product on the same target takes
+/// the tiled kernel.
+#[test]
+fn golden_coop_matmul_kernel() {
+    use crate::DType;
+    use crate::kernel::CoopAdapter;
+    let dev = Device::cpu_with(DeviceConfig::default());
+    let a = Tensor::from_vec(vec![0.5f32; 5 * 24], [5, 24], &dev).expect("a");
+    let w = Tensor::from_vec(vec![0.25f32; 6 * 24], [6, 24], &dev).expect("w");
+    let product = |a: &Tensor, w: &Tensor| (a.matmul(&w.t()) + 1.0).relu();
+    let half = product(&a.to_dtype(DType::F16), &w.to_dtype(DType::F16));
+    let coop = MatmulKernel::Coop(CoopAdapter { subgroup: 32 });
+    let target = Target {
+        matmul: coop,
+        ..Target::lavapipe()
+    };
+    let strategy = Strategy::Matmul {
+        kernel: coop,
+        tile: None,
+    };
+    let kernel = kernel_on(&half, strategy, &target);
+    assert_eq!(kernel.kernel.entry.workgroup_size, 128);
+    let bytes: usize = (kernel.kernel.entry.arrays.iter())
+        .map(|a| a.len * if a.element.dtype == DType::F16 { 2 } else { 4 })
+        .sum();
+    assert_eq!(bytes, CoopAdapter::WORKGROUP_BYTES);
+    assert!(kernel.kernel.helpers.cooperative_matrix && kernel.kernel.helpers.f16);
+    golden_kernel("coop_matmul_f16", &kernel);
+    let tiled = Strategy::Matmul {
+        kernel: MatmulKernel::Tiled,
+        tile: None,
+    };
+    kernel_on(&product(&a, &w), tiled, &target);
+}
+
 /// Where K makes the K steps and their rows pass lavapipe's loop budget
 /// (70,000: 4,375 steps of 16 rows), the rows of each step are unrolled
 /// in pairs (a budget of 13 rows a step), in both tiled kernels.

@@ -4,6 +4,7 @@ mod attention;
 mod emit;
 mod exprs;
 mod matmul;
+mod matmul_coop;
 mod matmul_lanes;
 mod norm;
 mod reduce;

@@ -9,7 +9,7 @@ use super::render::kernel_wgsl;
 use super::validate::validate_wgsl;
 use crate::dtype::DType;
 use crate::kernel::ir::{
-    Arith, Buffer, Builtin, CoopAccess, CoopMatrix, CoopRole, Expr, Inst, Ty, Var,
+    Arith, Buffer, Builtin, CoopAccess, CoopMatrix, CoopMemory, CoopRole, Expr, Inst, Ty, Var,
 };
 use crate::kernel::{Binding, Declared, Entry, Helpers, Kernel};
 
@@ -54,7 +54,7 @@ fn coop_matmul() -> Kernel {
         role,
     };
     let at = |output, k, offset: Expr| CoopAccess {
-        buffer: buffer(output, k),
+        memory: CoopMemory::Buffer(buffer(output, k)),
         offset,
         stride: u(n),
         row_major: true,

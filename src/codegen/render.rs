@@ -5,7 +5,7 @@
 use std::fmt::{self, Write};
 
 use crate::dtype::DType;
-use crate::kernel::ir::{Buffer, Builtin, CoopMatrix, Expr, Inst, PartAccess, Ty, Var};
+use crate::kernel::ir::{Buffer, Builtin, CoopMatrix, CoopMemory, Expr, Inst, PartAccess, Ty, Var};
 use crate::kernel::{Binding, Declared, Entry, Kernel};
 
 use super::exprs::{
@@ -175,6 +175,7 @@ fn call_text(func: Builtin, args: &[Expr]) -> String {
         Builtin::Max => "max",
         Builtin::Any => "any",
         Builtin::Vec4 => "vec4<f32>",
+        Builtin::ToF16 => "f16",
         Builtin::SubgroupBroadcast => "subgroupBroadcast",
         Builtin::SubgroupShuffle => "subgroupShuffle",
         Builtin::SubgroupShuffleXor => "subgroupShuffleXor",
@@ -270,7 +271,7 @@ pub(crate) fn kernel_wgsl(kernel: &Kernel, origins: Option<&[String]>) -> String
             out,
             "var<workgroup> {}: array<{}, {}>;",
             a.var,
-            wgsl_type(a.element),
+            array_element_type(a.element),
             a.len
         );
     }
@@ -466,7 +467,7 @@ fn memory_statement(inst: &Inst, origins: Option<&[String]>) -> Option<String> {
             "var {var} = coopLoad{}<{}>(&{}[{}], {});",
             if from.row_major { "T" } else { "" },
             coop_type(*matrix),
-            from.buffer,
+            coop_memory(from.memory),
             from.offset,
             from.stride
         ),
@@ -474,7 +475,7 @@ fn memory_statement(inst: &Inst, origins: Option<&[String]>) -> Option<String> {
         Inst::CoopStore { var, to } => format!(
             "coopStore{}({var}, &{}[{}], {});",
             if to.row_major { "T" } else { "" },
-            to.buffer,
+            coop_memory(to.memory),
             to.offset,
             to.stride
         ),
@@ -527,12 +528,32 @@ fn render_parts(
     out.push('\n');
 }
 
-/// The WGSL type of a cooperative matrix (`coop_mat8x8<f32, A>`).
+/// A workgroup array's element type: an `f16` array holds real `f16`s
+/// (cooperative matrices load them), every other its values' type.
+fn array_element_type(element: Ty) -> String {
+    if element.dtype == DType::F16 && !element.vec {
+        "f16".to_string()
+    } else {
+        wgsl_type(element)
+    }
+}
+
+/// The name of the buffer or workgroup array a cooperative matrix is
+/// loaded from or stored to.
+fn coop_memory(memory: CoopMemory) -> String {
+    match memory {
+        CoopMemory::Buffer(b) => b.to_string(),
+        CoopMemory::Workgroup(var) => var.to_string(),
+    }
+}
+
+/// The WGSL type of a cooperative matrix (`coop_mat8x8<f32, A>`): its
+/// elements are the memory's own (an `f16` matrix holds real `f16`s).
 fn coop_type(m: CoopMatrix) -> String {
     format!(
         "coop_mat{0}x{0}<{1}, {2:?}>",
         m.size,
-        value_type(m.dtype, false),
+        array_element_type(Ty::scalar(m.dtype)),
         m.role
     )
 }

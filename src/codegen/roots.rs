@@ -11,6 +11,7 @@
 use super::attention::attention;
 use super::emit::Gen;
 use super::matmul::{matmul, matmul_blocked, matmul_class};
+use super::matmul_coop::matmul_coop;
 use super::matmul_lanes::{ScratchOperand, matmul_lanes};
 use super::norm::normalize;
 use super::reduce::reduce;
@@ -140,7 +141,9 @@ fn build_root(
 }
 
 /// A matmul root's kernel: the lane kernel where the target has one and
-/// the operands fit its textures, else the tiled or the blocked kernel.
+/// the operands fit its textures, the cooperative-matrix kernel for an
+/// `f16` product where the target has one, else the tiled or the blocked
+/// kernel.
 fn matmul_root(
     g: &mut Gen,
     key: &GraphKey,
@@ -164,7 +167,19 @@ fn matmul_root(
             scratch: l.scratch,
         };
     }
-    let (kernel, built) = if kind == MatmulKernel::Tiled {
+    if let MatmulKernel::Coop(adapter) = kind
+        && key.nodes[root].dtype == DType::F16
+    {
+        let built = matmul_coop(g, key, (root, outputs), adapter);
+        return RootKernel::plain(
+            built,
+            Strategy::Matmul {
+                kernel: kind,
+                tile: None,
+            },
+        );
+    }
+    let (kernel, built) = if matches!(kind, MatmulKernel::Tiled | MatmulKernel::Coop(_)) {
         (MatmulKernel::Tiled, matmul(g, key, root, outputs))
     } else {
         (MatmulKernel::Blocked, matmul_blocked(g, key, root, outputs))

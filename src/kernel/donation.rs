@@ -49,7 +49,7 @@ fn indices(body: &mut [Inst], stores: &mut Vec<Option<Expr>>, reads: &mut Vec<Op
             Inst::Store { buffer, index, .. } if buffer.output => {
                 stores.push(Some(index.clone()));
             }
-            Inst::CoopLoad { from, .. } if from.buffer.output => reads.push(None),
+            Inst::CoopLoad { from, .. } if from.reads_an_output() => reads.push(None),
             _ => {}
         }
         for e in inst.exprs_mut() {
@@ -79,7 +79,7 @@ fn walk(body: &mut [Inst], own: &Expr, found: &mut bool) {
                 access: PartAccess::Read(_),
                 ..
             } if buffer.output && index != own => *found = true,
-            Inst::CoopLoad { from, .. } if from.buffer.output => *found = true,
+            Inst::CoopLoad { from, .. } if from.reads_an_output() => *found = true,
             _ => {}
         }
         for e in inst.exprs_mut() {

@@ -350,6 +350,10 @@ pub(crate) enum Builtin {
     Any,
     /// A `vec4<f32>` of four `f32`s.
     Vec4,
+    /// An `f32` rounded to a real `f16` (not widened back): the element
+    /// of a workgroup array of `f16` (`program::WorkgroupArray` of
+    /// element dtype `F16`), which cooperative matrices load.
+    ToF16,
     /// `args[0]` as lane `args[1]` (a uniform `u32`) of the subgroup holds it.
     SubgroupBroadcast,
     /// The texel at column `args[0]`, row `args[1]`, layer `args[2]` of
@@ -408,25 +412,33 @@ pub(crate) struct CoopMatrix {
 
 /// The operand a cooperative matrix is: `C += A * B`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
-#[cfg_attr(
-    not(test),
-    expect(
-        dead_code,
-        reason = "built by the CPU-only primitives test; no lowering emits it on the adapters here yet"
-    )
-)]
 pub(crate) enum CoopRole {
     A,
     B,
     C,
 }
 
+/// The memory a cooperative matrix is loaded from or stored to: a
+/// storage buffer, or a workgroup array (`program::WorkgroupArray`).
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub(crate) enum CoopMemory {
+    #[cfg_attr(
+        not(test),
+        expect(
+            dead_code,
+            reason = "built by the CPU-only primitives test; the matmul stages its tiles in workgroup memory"
+        )
+    )]
+    Buffer(Buffer),
+    Workgroup(Var),
+}
+
 /// Where a cooperative matrix is loaded from or stored to: element
-/// `offset` of `buffer` is its first, rows (or columns unless
+/// `offset` of `memory` is its first, rows (or columns unless
 /// `row_major`) `stride` elements apart.
 #[derive(Clone, Debug, PartialEq)]
 pub(crate) struct CoopAccess {
-    pub buffer: Buffer,
+    pub memory: CoopMemory,
     pub offset: Expr,
     pub stride: Expr,
     pub row_major: bool,
@@ -483,35 +495,14 @@ pub(crate) enum Inst {
         value: Expr,
     },
     /// A cooperative matrix variable loaded from `from`.
-    #[cfg_attr(
-        not(test),
-        expect(
-            dead_code,
-            reason = "built by the CPU-only primitives test; no lowering emits it on the adapters here yet"
-        )
-    )]
     CoopLoad {
         var: Var,
         matrix: CoopMatrix,
         from: CoopAccess,
     },
     /// `acc = a * b + acc` on cooperative matrices of roles A, B and C.
-    #[cfg_attr(
-        not(test),
-        expect(
-            dead_code,
-            reason = "built by the CPU-only primitives test; no lowering emits it on the adapters here yet"
-        )
-    )]
     CoopMultiplyAdd { acc: Var, a: Var, b: Var },
     /// Stores cooperative matrix `var` to `to`.
-    #[cfg_attr(
-        not(test),
-        expect(
-            dead_code,
-            reason = "built by the CPU-only primitives test; no lowering emits it on the adapters here yet"
-        )
-    )]
     CoopStore { var: Var, to: CoopAccess },
     /// Writes `value` (a `vec4<f32>`) at column `x`, row `y`, layer
     /// `layer` of the storage texture array bound as `texture`.
@@ -555,6 +546,14 @@ pub(crate) enum Inst {
     /// Anomaly mode: flags `node` in the kernel's `checks` buffer when
     /// `check` fails.
     Check { check: Check, node: usize },
+}
+
+impl CoopAccess {
+    /// Whether it reads or writes an output binding (a workgroup array
+    /// is none).
+    pub fn reads_an_output(&self) -> bool {
+        matches!(self.memory, CoopMemory::Buffer(b) if b.output)
+    }
 }
 
 impl Inst {

@@ -6,7 +6,7 @@
 
 use std::fmt;
 
-use super::ir::{Builtin, Check, CoopAccess, Expr, Inst, PartAccess};
+use super::ir::{Builtin, Check, CoopAccess, CoopMemory, Expr, Inst, PartAccess};
 
 /// A cooperative matrix's place in the IR notation:
 /// `in0[offset; stride s, rows]`.
@@ -19,10 +19,22 @@ impl fmt::Display for CoopPlace<'_> {
         write!(
             f,
             "{}[{}; stride {}, {major}]",
-            a.buffer,
+            CoopMemoryName(a.memory),
             IrExpr(&a.offset),
             IrExpr(&a.stride)
         )
+    }
+}
+
+/// A buffer's or workgroup array's name.
+struct CoopMemoryName(CoopMemory);
+
+impl fmt::Display for CoopMemoryName {
+    fn fmt(&self, f: &mut fmt::Formatter) -> fmt::Result {
+        match self.0 {
+            CoopMemory::Buffer(b) => write!(f, "{b}"),
+            CoopMemory::Workgroup(var) => write!(f, "{var}"),
+        }
     }
 }
 
@@ -46,6 +58,7 @@ impl fmt::Display for IrExpr<'_> {
                     Builtin::Max => "max",
                     Builtin::Any => "any",
                     Builtin::Vec4 => "vec4",
+                    Builtin::ToF16 => "to_f16",
                     Builtin::SubgroupBroadcast => "subgroup_broadcast",
                     Builtin::SubgroupShuffle => "subgroup_shuffle",
                     Builtin::SubgroupShuffleXor => "subgroup_shuffle_xor",

@@ -25,4 +25,6 @@ pub(crate) use strategy::{
     Strategy, WORKGROUP_SIZE, choose_reduce, choose_softmax, choose_vec4, reduce_candidates,
     softmax_candidates,
 };
-pub(crate) use target::{LaneAdapter, MatmulKernel, ReduceSplit, ScanSplit, SortSplit, Target};
+pub(crate) use target::{
+    CoopAdapter, LaneAdapter, MatmulKernel, ReduceSplit, ScanSplit, SortSplit, Target,
+};

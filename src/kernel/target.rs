@@ -198,6 +198,26 @@ pub(crate) enum MatmulKernel {
     /// Texture-packed operands and subgroup broadcasts (CPU adapters);
     /// falls back to `Blocked` where the textures would not fit.
     Lanes(LaneAdapter),
+    /// 16x16 cooperative matrices of `f16` accumulated in `f32`, on
+    /// tiles staged in workgroup memory (`codegen::matmul_coop`), for
+    /// `f16` products; others fall back to `Tiled`.
+    Coop(CoopAdapter),
+}
+
+/// What the adapter offers the cooperative-matrix matmul: a 16x16x16
+/// configuration of `f16` operands and an `f32` accumulator, one known
+/// subgroup size, and the workgroup memory its tiles take.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct CoopAdapter {
+    /// The subgroup size, fixed for every pipeline (NVIDIA: 32): a
+    /// workgroup holds four subgroups, one per 32x32 quarter of its tile.
+    pub subgroup: usize,
+}
+
+impl CoopAdapter {
+    /// Workgroup memory the kernel takes: the f16 A and B tiles of one K
+    /// step (64 x 32 and 32 x 64) and the f32 output tile (64 x 64).
+    pub const WORKGROUP_BYTES: usize = (64 * 32 + 32 * 64) * 2 + 64 * 64 * 4;
 }
 
 /// What the adapter offers the lane matmul.
@@ -222,10 +242,12 @@ impl Target {
     /// The target of an adapter: its limits, and the matmul kernel that
     /// measured fastest on its kind (see `codegen::matmul_lanes`) unless
     /// `matmul` names one.
+    /// `coop_f16`: whether the adapter lists a 16x16x16 cooperative
+    /// matrix of `f16` operands and an `f32` accumulator.
     pub fn for_adapter(
         info: &wgpu::AdapterInfo,
         limits: &wgpu::Limits,
-        features: wgpu::Features,
+        (features, coop_f16): (wgpu::Features, bool),
         matmul: Option<crate::MatmulChoice>,
     ) -> Target {
         // The lane kernel names lanes by number: it needs one known
@@ -237,8 +259,19 @@ impl Target {
                 max_texture: limits.max_texture_dimension_2d as usize,
                 max_layers: limits.max_texture_array_layers as usize,
             }));
+        let coop = (coop_f16
+            && features.contains(wgpu::Features::EXPERIMENTAL_COOPERATIVE_MATRIX)
+            && features.contains(wgpu::Features::SHADER_F16)
+            && info.subgroup_min_size == info.subgroup_max_size
+            && info.subgroup_max_size > 0
+            && (4 * info.subgroup_max_size) <= limits.max_compute_invocations_per_workgroup
+            && CoopAdapter::WORKGROUP_BYTES as u32 <= limits.max_compute_workgroup_storage_size)
+            .then_some(MatmulKernel::Coop(CoopAdapter {
+                subgroup: info.subgroup_max_size as usize,
+            }));
         let cpu = info.device_type == wgpu::DeviceType::Cpu;
         let matmul = match matmul {
+            Some(crate::MatmulChoice::Coop) => coop.unwrap_or(MatmulKernel::Tiled),
             Some(crate::MatmulChoice::Tiled) => MatmulKernel::Tiled,
             Some(crate::MatmulChoice::Blocked) => MatmulKernel::Blocked,
             Some(crate::MatmulChoice::Lanes) => lanes.unwrap_or(MatmulKernel::Blocked),

@@ -93,6 +93,7 @@ impl AdapterReport {
             MatmulKernel::Tiled => "tiled 4x4".to_string(),
             MatmulKernel::Blocked => "blocked 8x8".to_string(),
             MatmulKernel::Lanes(l) => format!("lanes (subgroup {})", l.subgroup),
+            MatmulKernel::Coop(c) => format!("coop 16x16 f16 (subgroup {})", c.subgroup),
         };
         let driver = [ctx.info.driver.as_str(), ctx.info.driver_info.as_str()]
             .iter()

@@ -134,7 +134,11 @@ impl ClassTuner {
     fn tune(&self, target: &Target, class: MatmulClass) -> Option<Tuning> {
         let own = choice_of(target.matmul);
         let mut choices = vec![own];
-        choices.extend(candidates(&self.ctx).into_iter().filter(|&c| c != own));
+        choices.extend(
+            candidates(&self.ctx, class.dtype)
+                .into_iter()
+                .filter(|&c| c != own),
+        );
         let named: Vec<(String, Target)> = choices
             .into_iter()
             .map(|c| (name(c).to_string(), self.ctx.target(Some(c))))

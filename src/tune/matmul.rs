@@ -29,6 +29,7 @@ pub(crate) fn name(choice: MatmulChoice) -> &'static str {
         MatmulChoice::Tiled => "tiled",
         MatmulChoice::Blocked => "blocked",
         MatmulChoice::Lanes => "lanes",
+        MatmulChoice::Coop => "coop",
     }
 }
 
@@ -38,6 +39,7 @@ pub(crate) fn parse(name: &str) -> Option<MatmulChoice> {
         MatmulChoice::Tiled,
         MatmulChoice::Blocked,
         MatmulChoice::Lanes,
+        MatmulChoice::Coop,
     ]
     .into_iter()
     .find(|&c| self::name(c) == name)
@@ -49,21 +51,26 @@ pub(crate) fn choice_of(kernel: MatmulKernel) -> MatmulChoice {
         MatmulKernel::Tiled => MatmulChoice::Tiled,
         MatmulKernel::Blocked => MatmulChoice::Blocked,
         MatmulKernel::Lanes(_) => MatmulChoice::Lanes,
+        MatmulKernel::Coop(_) => MatmulChoice::Coop,
     }
 }
 
-/// The kernels the adapter can run, its built-in choice first: asking
-/// for a kernel the adapter cannot run (the lane kernel without a fixed
-/// subgroup size) gives another, which is then not a candidate of its own.
-pub(crate) fn candidates(ctx: &GpuContext) -> Vec<MatmulChoice> {
+/// The kernels the adapter can run on products of `dtype`, its built-in
+/// choice first: asking for a kernel the adapter cannot run (the lane
+/// kernel without a fixed subgroup size) gives another, which is then not
+/// a candidate of its own; the cooperative-matrix kernel computes `f16`
+/// products only (others would time the tiled kernel it falls back to).
+pub(crate) fn candidates(ctx: &GpuContext, dtype: DType) -> Vec<MatmulChoice> {
     let built = |c| choice_of(ctx.target(c).matmul);
     let mut out = vec![built(None)];
     for c in [
         MatmulChoice::Tiled,
         MatmulChoice::Blocked,
         MatmulChoice::Lanes,
+        MatmulChoice::Coop,
     ] {
-        if built(Some(c)) == c && !out.contains(&c) {
+        let computes = c != MatmulChoice::Coop || dtype == DType::F16;
+        if computes && built(Some(c)) == c && !out.contains(&c) {
             out.push(c);
         }
     }
@@ -78,7 +85,7 @@ pub(crate) fn tune(ctx: &Arc<GpuContext>, config: &DeviceConfig) -> Option<Tunin
     if config.matmul.is_some() || mode == Autotune::Off {
         return None;
     }
-    let candidates: Vec<(String, Target)> = candidates(ctx)
+    let candidates: Vec<(String, Target)> = candidates(ctx, DType::F32)
         .into_iter()
         .map(|c| {
             let target = ctx.target(Some(c));

@@ -120,10 +120,9 @@ impl Gen<'_> {
             erf: self.uses_erf,
             // Rounding, and bf16's word halves (f16 loads and stores convert).
             halves: self.uses_half || bf16,
-            f16: dtypes.any(|d| d == DType::F16),
-            // No lowering builds cooperative matrices yet (no adapter here
-            // runs them); hand-built kernels set it.
-            cooperative_matrix: false,
+            // Cooperative matrices load `f16` tiles from workgroup memory.
+            f16: self.uses_coop || dtypes.any(|d| d == DType::F16),
+            cooperative_matrix: self.uses_coop,
         }
     }
 }

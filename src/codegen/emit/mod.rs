@@ -77,6 +77,8 @@ pub(crate) struct Gen<'a> {
     uses_erf: bool,
     /// Whether a 16-bit float is rounded, loaded or stored.
     uses_half: bool,
+    /// Whether the body uses cooperative matrices (on `f16` tiles).
+    uses_coop: bool,
     aliases: &'a [(usize, usize)],
     /// The target (binding part size) and node labels for annotations.
     cx: CodegenContext<'a>,
@@ -110,6 +112,7 @@ impl<'a> Gen<'a> {
             uses_pow: false,
             uses_erf: false,
             uses_half: false,
+            uses_coop: false,
             aliases,
             cx: *cx,
             checks: false,
@@ -238,6 +241,12 @@ impl<'a> Gen<'a> {
                 access: PartAccess::Write(value),
             },
         }
+    }
+
+    /// Marks the kernel as using cooperative matrices (WGSL's `enable
+    /// wgpu_cooperative_matrix`, and `f16` for their tiles).
+    pub fn use_cooperative_matrices(&mut self) {
+        self.uses_coop = true;
     }
 
     /// Turns anomaly checks on for what is lowered from now on.

@@ -22,6 +22,9 @@ pub(crate) struct GpuContext {
     pub limits: wgpu::Limits,
     /// The features requested (and granted) for the device.
     pub features: wgpu::Features,
+    /// Whether the adapter lists 16x16x16 cooperative matrices of `f16`
+    /// operands with an `f32` accumulator (and the feature was granted).
+    pub coop_f16: bool,
     /// The submission thread, on adapters whose submit runs the work
     /// before returning (CPU adapters; `LAZYWGPU_SUBMIT_THREAD=0|1`
     /// overrides). `None`: submit on the caller's thread.
@@ -43,6 +46,14 @@ pub(crate) struct GpuContext {
     pub pipeline_cache: Option<DiskPipelineCache>,
 }
 
+/// Whether `p` is the cooperative-matrix configuration the matmul uses:
+/// 16x16x16, `f16` operands, `f32` accumulator.
+fn coop_f16_config(p: &wgpu::CooperativeMatrixProperties) -> bool {
+    (p.m_size, p.n_size, p.k_size) == (16, 16, 16)
+        && p.ab_type == wgpu::CooperativeScalarType::F16
+        && p.cr_type == wgpu::CooperativeScalarType::F32
+}
+
 /// One device per process: wgpu devices are dear to create (lavapipe spins
 /// up threads for each), and `Device::gpu()` is called freely in tests.
 static CONTEXT: OnceLock<Mutex<Option<Arc<GpuContext>>>> = OnceLock::new();
@@ -55,8 +66,12 @@ impl GpuContext {
     pub(crate) fn target(&self, matmul: Option<crate::MatmulChoice>) -> crate::kernel::Target {
         let gpu_choices = crate::config::ProcessConfig::get().gpu_choices;
         let matmul = matmul.or(gpu_choices.then_some(crate::MatmulChoice::Tiled));
-        let target =
-            crate::kernel::Target::for_adapter(&self.info, &self.limits, self.features, matmul);
+        let target = crate::kernel::Target::for_adapter(
+            &self.info,
+            &self.limits,
+            (self.features, self.coop_f16),
+            matmul,
+        );
         if gpu_choices {
             target.with_gpu_choices()
         } else {
@@ -142,13 +157,36 @@ impl GpuContext {
             | wgpu::Features::SHADER_F16
             | wgpu::Features::TIMESTAMP_QUERY
             | wgpu::Features::PIPELINE_CACHE;
-        let features = adapter.features() & wanted;
+        let mut features = adapter.features() & wanted;
+        // Cooperative matrices (tensor cores) only where the adapter
+        // lists the one configuration the matmul uses.
+        let coop_f16 = adapter
+            .features()
+            .contains(wgpu::Features::EXPERIMENTAL_COOPERATIVE_MATRIX)
+            && adapter
+                .cooperative_matrix_properties()
+                .iter()
+                .any(coop_f16_config);
+        if coop_f16 {
+            features |= wgpu::Features::EXPERIMENTAL_COOPERATIVE_MATRIX;
+        }
+        // SAFETY: wgpu marks cooperative matrices experimental, which
+        // it asks callers to acknowledge; the only experimental feature
+        // requested is that one, and only its 16x16 f16 configuration
+        // with an f32 accumulator is used, by one kernel
+        // (`codegen::matmul_coop`), checked against f64 products by the
+        // tuning trial and by `tests/coop_matmul.rs`.
+        let experimental_features = if coop_f16 {
+            unsafe { wgpu::ExperimentalFeatures::enabled() }
+        } else {
+            wgpu::ExperimentalFeatures::disabled()
+        };
         let (device, queue) = adapter
             .request_device(&wgpu::DeviceDescriptor {
                 label: Some("lazywgpu"),
                 required_features: features,
                 required_limits: limits.clone(),
-                experimental_features: wgpu::ExperimentalFeatures::disabled(),
+                experimental_features,
                 memory_hints: wgpu::MemoryHints::Performance,
                 trace: wgpu::Trace::Off,
             })
@@ -204,6 +242,7 @@ impl GpuContext {
             info,
             limits,
             features,
+            coop_f16,
             submitter,
             profile: profiling.then(KernelProfile::default),
             uncaptured,
