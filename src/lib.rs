@@ -95,7 +95,7 @@
 //! | `LAZYWGPU_RECOMPILE_BUDGET=N` | recompiles of a trace site past `N` are errors |
 //! | `LAZYWGPU_DUMP=DIR` | write each new graph's IR, DOT and WGSL |
 //! | `LAZYWGPU_PROFILE=1` | time every kernel ([`Device::kernel_profile`]) |
-//! | `LAZYWGPU_MATMUL=tiled\|blocked\|lanes` | the matmul kernel ([`MatmulChoice`]) |
+//! | `LAZYWGPU_MATMUL=tiled\|blocked\|lanes\|coop` | the matmul kernel ([`MatmulChoice`]) |
 //! | `LAZYWGPU_REDUCE=per-invocation\|by-fours\|tree` | the reduction kernel wherever it is valid ([`ReduceChoice`]) |
 //! | `LAZYWGPU_FUSED_ATTENTION=1` | attention without a mask tensor as one kernel |
 //! | `LAZYWGPU_SUBMIT_THREAD=0\|1` | submit from a thread of its own (default on CPU adapters) |

@@ -83,10 +83,12 @@ fn check(
         let want = to_f16(epilogue.map_or(to_f16(e), |f| f(to_f16(e))));
         let g = g as f64;
         if want.is_nan() || want.is_infinite() || s.is_nan() || s.is_infinite() {
-            // A NaN or an infinity among the terms: PyTorch's result is
-            // NaN or the same infinity.
+            // A NaN or an infinity among the terms: the f64 oracle is NaN
+            // exactly where PyTorch's result is (a NaN term, inf - inf,
+            // inf * 0), else the same infinity, or what the epilogue
+            // makes of it.
             assert!(
-                g.is_nan() && (want.is_nan() || s.is_infinite()) || g == want,
+                if want.is_nan() { g.is_nan() } else { g == want },
                 "{what}: element {i} is {g}, want {want}"
             );
             continue;
@@ -144,6 +146,7 @@ fn f16_products_on_cooperative_matrices_match_an_f64_oracle() {
         (1, 128, 1000, 96),
         (1, 3, 40, 200),
         (3, 33, 48, 20),
+        (2, 70, 40, 66),
     ];
     for (seed, &(batch, m, k, n)) in shapes.iter().enumerate() {
         let seed = seed as u64;

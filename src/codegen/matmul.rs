@@ -480,8 +480,8 @@ pub(super) fn matmul_blocked(
 }
 
 /// Output tile of a workgroup (rows, columns), and the K step.
-const TILE_M: usize = 64;
-const TILE_N: usize = 64;
+pub(super) const TILE_M: usize = 64;
+pub(super) const TILE_N: usize = 64;
 const TILE_K: usize = 16;
 
 /// The 64x64-tiled matmul with 256 invocations of 4x4 outputs (real

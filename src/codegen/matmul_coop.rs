@@ -16,7 +16,8 @@
 
 use super::emit::Gen;
 use super::matmul::{
-    MatmulDims, TileIds, add, below, both, lit, matmul_dims, modulo, over, tile_ids, times,
+    MatmulDims, TILE_M, TILE_N, TileIds, add, below, both, lit, matmul_dims, modulo, over,
+    tile_ids, times,
 };
 use super::roots::store_outputs;
 use crate::dtype::DType;
@@ -29,6 +30,7 @@ use crate::kernel::{CoopAdapter, Entry, WorkgroupArray};
 /// The output tile's side (rows and columns), as `matmul_dims` counts
 /// workgroups.
 const TILE: usize = 64;
+const _: () = assert!(TILE == TILE_M && TILE == TILE_N);
 /// The K elements staged per step.
 const STEP: usize = 32;
 /// A fragment's side.
@@ -38,10 +40,11 @@ const QUARTER: usize = 32;
 
 /// The three workgroup arrays: the `f16` A tile (`TILE` rows of `STEP`),
 /// the `f16` B tile (`STEP` rows of `TILE`) and the `f32` output tile
-/// (`TILE` rows of `TILE`), row-major. Rows padded by 16 bytes (40, 72
-/// and 68 elements apart) measured 1.8x slower on an H200 (46.5 against
-/// 25.9 ms for 4096^3) and gave wrong values there (an infinity's sign
-/// flipped in a 16^3 product), though naga accepts them.
+/// (`TILE` rows of `TILE`), row-major. A build with rows padded by 16
+/// bytes (40, 72 and 68 elements apart) measured 1.8x slower on an H200
+/// (46.5 against 25.9 ms for 4096^3) and failed the f64 test there (an
+/// infinity's sign flipped in a 16^3 product); why it failed was not
+/// found, and it was not kept.
 struct CoopTiles {
     a: Var,
     b: Var,
@@ -85,6 +88,7 @@ fn in_tile(var: Var, offset: Expr, stride: usize) -> CoopAccess {
 /// `body(g, q)` for each `q` in `0..count` this invocation takes: `lid`,
 /// `lid + threads`, ...
 fn per_invocation(g: &mut Gen, (count, threads): (usize, usize), body: &dyn Fn(&mut Gen, &Expr)) {
+    assert_eq!(count % threads, 0, "a tile's slots split evenly");
     let s = g.fresh("s");
     let inner = g.block(|g| {
         let q = g.emit("q", Ty::U32, add(Expr::Local, times(Expr::Var(s), threads)));

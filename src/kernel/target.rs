@@ -215,6 +215,30 @@ pub(crate) struct CoopAdapter {
 }
 
 impl CoopAdapter {
+    /// What the adapter offers the kernel where it lists the 16x16x16
+    /// `f16`/`f32` configuration: `None` unless it stores `f16`, has
+    /// subgroups of one known size, and fits a workgroup of four of them
+    /// with the kernel's tiles. The kernel also takes subgroup `s` to be
+    /// invocations `s * size .. (s + 1) * size` of its workgroup, as
+    /// NVIDIA's drivers form them (Vulkan does not promise it).
+    pub fn of(
+        info: &wgpu::AdapterInfo,
+        limits: &wgpu::Limits,
+        features: wgpu::Features,
+    ) -> Option<CoopAdapter> {
+        let size = info.subgroup_max_size;
+        (features.contains(wgpu::Features::SHADER_F16)
+            && features.contains(wgpu::Features::SUBGROUP)
+            && info.subgroup_min_size == size
+            && size > 0
+            && 4 * size <= limits.max_compute_invocations_per_workgroup
+            && 4 * size <= limits.max_compute_workgroup_size_x
+            && Self::WORKGROUP_BYTES as u32 <= limits.max_compute_workgroup_storage_size)
+            .then_some(CoopAdapter {
+                subgroup: size as usize,
+            })
+    }
+
     /// Workgroup memory the kernel takes: the f16 A and B tiles of one K
     /// step (64 x 32 and 32 x 64) and the f32 output tile (64 x 64).
     pub const WORKGROUP_BYTES: usize = (64 * 32 + 32 * 64) * 2 + 64 * 64 * 4;
@@ -259,16 +283,10 @@ impl Target {
                 max_texture: limits.max_texture_dimension_2d as usize,
                 max_layers: limits.max_texture_array_layers as usize,
             }));
-        let coop = (coop_f16
-            && features.contains(wgpu::Features::EXPERIMENTAL_COOPERATIVE_MATRIX)
-            && features.contains(wgpu::Features::SHADER_F16)
-            && info.subgroup_min_size == info.subgroup_max_size
-            && info.subgroup_max_size > 0
-            && (4 * info.subgroup_max_size) <= limits.max_compute_invocations_per_workgroup
-            && CoopAdapter::WORKGROUP_BYTES as u32 <= limits.max_compute_workgroup_storage_size)
-            .then_some(MatmulKernel::Coop(CoopAdapter {
-                subgroup: info.subgroup_max_size as usize,
-            }));
+        let coop = (coop_f16 && features.contains(wgpu::Features::EXPERIMENTAL_COOPERATIVE_MATRIX))
+            .then(|| CoopAdapter::of(info, limits, features))
+            .flatten()
+            .map(MatmulKernel::Coop);
         let cpu = info.device_type == wgpu::DeviceType::Cpu;
         let matmul = match matmul {
             Some(crate::MatmulChoice::Coop) => coop.unwrap_or(MatmulKernel::Tiled),

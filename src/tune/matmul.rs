@@ -1,8 +1,9 @@
 //! Tuning the matmul kernel of a GPU device: each kernel the adapter can
-//! run (tiled, blocked, the lane kernel) timed on shapes of the sizes
-//! training steps use, its values checked against an f64 product on
-//! sampled rows, and the fastest kept where it beats the adapter's
-//! built-in choice by more than the noise margin.
+//! run (tiled, blocked, the lane kernel; for `f16` classes the
+//! cooperative-matrix kernel too) timed on shapes of the sizes training
+//! steps use, its values checked against an f64 product on sampled rows,
+//! and the fastest kept where it beats the adapter's built-in choice by
+//! more than the noise margin.
 
 use std::sync::Arc;
 

@@ -159,14 +159,16 @@ impl GpuContext {
             | wgpu::Features::PIPELINE_CACHE;
         let mut features = adapter.features() & wanted;
         // Cooperative matrices (tensor cores) only where the adapter
-        // lists the one configuration the matmul uses.
+        // lists the one configuration the matmul uses and can run that
+        // kernel (`CoopAdapter::of`).
         let coop_f16 = adapter
             .features()
             .contains(wgpu::Features::EXPERIMENTAL_COOPERATIVE_MATRIX)
             && adapter
                 .cooperative_matrix_properties()
                 .iter()
-                .any(coop_f16_config);
+                .any(coop_f16_config)
+            && crate::kernel::CoopAdapter::of(&info, &limits, features).is_some();
         if coop_f16 {
             features |= wgpu::Features::EXPERIMENTAL_COOPERATIVE_MATRIX;
         }
