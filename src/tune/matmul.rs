@@ -132,8 +132,8 @@ pub(crate) struct ClassWorkload {
 }
 
 /// A workload's product on `dev` (operands made in f32 and cast to its
-/// dtype), its first batch entry's values checked against an f64
-/// product of the cast operands; `Err` names what failed.
+/// dtype), its first and last batch entries' values checked against an
+/// f64 product of the cast operands; `Err` names what failed.
 pub(crate) fn class_trial(
     dev: Device,
     work: ClassWorkload,
@@ -158,10 +158,21 @@ pub(crate) fn class_trial(
     };
     let a_host = super::operand(batch * m * k, 1);
     let b_host = super::operand(batch * k * n, 2);
-    let (a_check, b_check) = (
-        rounded(a_host[..m * k].to_vec()),
-        rounded(b_host[..k * n].to_vec()),
-    );
+    // The first and the last batch entry (a kernel that gets the batch
+    // offsets wrong fails the last).
+    let entries: Vec<usize> = if batch > 1 {
+        vec![0, batch - 1]
+    } else {
+        vec![0]
+    };
+    let checked: Vec<(usize, Vec<f32>, Vec<f32>)> = entries
+        .iter()
+        .map(|&e| {
+            let a = rounded(a_host[e * m * k..][..m * k].to_vec());
+            let b = rounded(b_host[e * k * n..][..k * n].to_vec());
+            (e, a, b)
+        })
+        .collect();
     let set_up = || -> crate::Result<(Tensor, Tensor)> {
         let a = Tensor::from_vec(a_host.clone(), shape(m, k), &dev)?.cast(work.dtype);
         let b = Tensor::from_vec(b_host.clone(), shape(k, n), &dev)?.cast(work.dtype);
@@ -171,12 +182,15 @@ pub(crate) fn class_trial(
             DType::BF16 => 8e-3,
             _ => 1e-6,
         };
-        check(&got[..m * n], &a_check, &b_check, (m, k, n), eps).map_err(|message| {
-            crate::Error::Device {
-                during: "autotune check".to_string(),
-                message,
-            }
-        })?;
+        for (e, a_check, b_check) in &checked {
+            let got = &got[e * m * n..][..m * n];
+            check(got, a_check, b_check, (m, k, n), eps).map_err(|message| {
+                crate::Error::Device {
+                    during: "autotune check".to_string(),
+                    message: format!("batch entry {e}: {message}"),
+                }
+            })?;
+        }
         // The cast operands stored now, so that every timed run is the
         // same compiled graph (a product of stored values).
         dev.mark_step()?;
