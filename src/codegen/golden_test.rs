@@ -240,6 +240,18 @@ fn golden_matmul_kernels() {
     golden_kernel("matmul_pack_a", pack_a);
     golden_kernel("matmul_pack_b", pack_b);
     golden_kernel("matmul_lanes", lanes);
+    let listed: Vec<(&str, bool)> = (lanes.candidates.iter())
+        .map(|(name, valid)| (name.as_str(), *valid))
+        .collect();
+    assert_eq!(
+        listed,
+        [
+            ("tiled", true),
+            ("blocked", true),
+            ("lanes", true),
+            ("coop", false)
+        ]
+    );
 }
 
 /// The cooperative-matrix matmul on an `f16` product (its operands cast
@@ -257,11 +269,13 @@ fn golden_coop_matmul_kernel() {
     let w = Tensor::from_vec(vec![0.25f32; 6 * 24], [6, 24], &dev).expect("w");
     let product = |a: &Tensor, w: &Tensor| (a.matmul(&w.t()) + 1.0).relu();
     let half = product(&a.to_dtype(DType::F16), &w.to_dtype(DType::F16));
-    let coop = MatmulKernel::Coop(CoopAdapter { subgroup: 32 });
-    let target = Target {
+    let adapter = CoopAdapter { subgroup: 32 };
+    let coop = MatmulKernel::Coop(adapter);
+    let mut target = Target {
         matmul: coop,
         ..Target::lavapipe()
     };
+    target.adapter_matmuls.coop = Some(adapter);
     let strategy = Strategy::Matmul {
         kernel: coop,
         tile: None,
@@ -274,11 +288,19 @@ fn golden_coop_matmul_kernel() {
     assert_eq!(bytes, CoopAdapter::WORKGROUP_BYTES);
     assert!(kernel.kernel.helpers.cooperative_matrix && kernel.kernel.helpers.f16);
     golden_kernel("coop_matmul_f16", &kernel);
+    let all_valid = ["tiled", "blocked", "lanes", "coop"].map(|k| (k.to_string(), true));
+    assert_eq!(kernel.candidates, all_valid);
     let tiled = Strategy::Matmul {
         kernel: MatmulKernel::Tiled,
         tile: None,
     };
-    kernel_on(&product(&a, &w), tiled, &target);
+    let f32_product = kernel_on(&product(&a, &w), tiled, &target);
+    let coop_invalid = [("coop", false)].map(|(k, v)| (k.to_string(), v));
+    assert_eq!(
+        f32_product.candidates[3..],
+        coop_invalid,
+        "coop computes f16 only"
+    );
 }
 
 /// Where K makes the K steps and their rows pass lavapipe's loop budget

@@ -151,9 +151,16 @@ fn matmul_root(
     stored: &dyn Fn(usize) -> bool,
 ) -> RootKernel {
     let kind = matmul_kind(g.context(), key, root);
-    if let MatmulKernel::Lanes(adapter) = kind
-        && let Some(l) = matmul_lanes(g, key, root, outputs, stored, adapter)
-    {
+    let dtype = key.nodes[root].dtype;
+    g.candidates = (g.context().target.adapter_matmuls).candidates(dtype);
+    if let MatmulKernel::Lanes(adapter) = kind {
+        let Some(l) = matmul_lanes(g, key, root, outputs, stored, adapter) else {
+            // Operands too large for its textures: not valid at these sizes.
+            if let Some(lanes) = g.candidates.iter_mut().find(|(name, _)| name == "lanes") {
+                lanes.1 = false;
+            }
+            return tiled_or_blocked(g, key, (root, outputs), MatmulKernel::Blocked);
+        };
         return RootKernel {
             entry: l.entry,
             body: l.body,
@@ -168,7 +175,7 @@ fn matmul_root(
         };
     }
     if let MatmulKernel::Coop(adapter) = kind
-        && key.nodes[root].dtype == DType::F16
+        && dtype == DType::F16
     {
         let built = matmul_coop(g, key, (root, outputs), adapter);
         return RootKernel::plain(
@@ -179,6 +186,17 @@ fn matmul_root(
             },
         );
     }
+    tiled_or_blocked(g, key, (root, outputs), kind)
+}
+
+/// The tiled kernel (for `kind` tiled, or a kernel that fell back to
+/// it), else the blocked one.
+fn tiled_or_blocked(
+    g: &mut Gen,
+    key: &GraphKey,
+    (root, outputs): (usize, &[usize]),
+    kind: MatmulKernel,
+) -> RootKernel {
     let (kernel, built) = if matches!(kind, MatmulKernel::Tiled | MatmulKernel::Coop(_)) {
         (MatmulKernel::Tiled, matmul(g, key, root, outputs))
     } else {

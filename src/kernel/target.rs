@@ -26,6 +26,10 @@ pub(crate) struct Target {
     /// that class, unless the product's trace site generated a kernel
     /// before (`codegen::roots::matmul_kind`).
     pub matmul_by_class: Option<BTreeMap<MatmulClass, MatmulKernel>>,
+    /// The matmul kernels that need more than any adapter offers, where
+    /// this one offers what they need (`LAZYWGPU_DUMP` lists every matmul
+    /// kernel and whether it is valid for a product).
+    pub adapter_matmuls: AdapterMatmuls,
     /// Whether kernels may store `f16` (wgpu's `SHADER_F16`); without it
     /// an f16 graph is an [`crate::Error::Unsupported`].
     pub shader_f16: bool,
@@ -204,6 +208,33 @@ pub(crate) enum MatmulKernel {
     Coop(CoopAdapter),
 }
 
+/// What the adapter offers the kernels that need more than the tiled and
+/// blocked ones (`None`: that kernel cannot run here).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub(crate) struct AdapterMatmuls {
+    pub lanes: Option<LaneAdapter>,
+    pub coop: Option<CoopAdapter>,
+}
+
+impl AdapterMatmuls {
+    /// Every matmul kernel and whether it can compute a product of
+    /// `dtype` here: the tiled and blocked kernels always; the lane kernel
+    /// where the adapter has one fixed subgroup size (its textures must
+    /// also hold the operands, which its builder decides); the
+    /// cooperative-matrix kernel for `f16` where the adapter offers it.
+    pub fn candidates(self, dtype: crate::DType) -> Vec<(String, bool)> {
+        vec![
+            ("tiled".to_string(), true),
+            ("blocked".to_string(), true),
+            ("lanes".to_string(), self.lanes.is_some()),
+            (
+                "coop".to_string(),
+                self.coop.is_some() && dtype == crate::DType::F16,
+            ),
+        ]
+    }
+}
+
 /// What the adapter offers the cooperative-matrix matmul: a 16x16x16
 /// configuration of `f16` operands and an `f32` accumulator, one known
 /// subgroup size, and the workgroup memory its tiles take.
@@ -276,17 +307,20 @@ impl Target {
     ) -> Target {
         // The lane kernel names lanes by number: it needs one known
         // subgroup size.
-        let lanes = (features.contains(wgpu::Features::SUBGROUP)
-            && info.subgroup_min_size == info.subgroup_max_size)
-            .then_some(MatmulKernel::Lanes(LaneAdapter {
-                subgroup: info.subgroup_max_size as usize,
-                max_texture: limits.max_texture_dimension_2d as usize,
-                max_layers: limits.max_texture_array_layers as usize,
-            }));
-        let coop = (coop_f16 && features.contains(wgpu::Features::EXPERIMENTAL_COOPERATIVE_MATRIX))
-            .then(|| CoopAdapter::of(info, limits, features))
-            .flatten()
-            .map(MatmulKernel::Coop);
+        let adapter_matmuls = AdapterMatmuls {
+            lanes: (features.contains(wgpu::Features::SUBGROUP)
+                && info.subgroup_min_size == info.subgroup_max_size)
+                .then_some(LaneAdapter {
+                    subgroup: info.subgroup_max_size as usize,
+                    max_texture: limits.max_texture_dimension_2d as usize,
+                    max_layers: limits.max_texture_array_layers as usize,
+                }),
+            coop: (coop_f16 && features.contains(wgpu::Features::EXPERIMENTAL_COOPERATIVE_MATRIX))
+                .then(|| CoopAdapter::of(info, limits, features))
+                .flatten(),
+        };
+        let lanes = adapter_matmuls.lanes.map(MatmulKernel::Lanes);
+        let coop = adapter_matmuls.coop.map(MatmulKernel::Coop);
         let cpu = info.device_type == wgpu::DeviceType::Cpu;
         let matmul = match matmul {
             Some(crate::MatmulChoice::Coop) => coop.unwrap_or(MatmulKernel::Tiled),
@@ -304,6 +338,7 @@ impl Target {
             max_storage_buffers: limits.max_storage_buffers_per_shader_stage as usize,
             matmul,
             matmul_by_class: None,
+            adapter_matmuls,
             shader_f16: features.contains(wgpu::Features::SHADER_F16),
             // Every CPU adapter wgpu finds on Linux is Mesa's (lavapipe or
             // llvmpipe through gallivm); others loop as long as asked.
@@ -384,15 +419,20 @@ impl Target {
     /// subgroups of 8), for tests that generate kernels without a device.
     #[cfg(test)]
     pub fn lavapipe() -> Target {
+        const LANES: LaneAdapter = LaneAdapter {
+            subgroup: 8,
+            max_texture: 16384,
+            max_layers: 2048,
+        };
         Target {
             binding_part_bytes: 128 << 20,
             max_storage_buffers: 32,
-            matmul: MatmulKernel::Lanes(LaneAdapter {
-                subgroup: 8,
-                max_texture: 16384,
-                max_layers: 2048,
-            }),
+            matmul: MatmulKernel::Lanes(LANES),
             matmul_by_class: None,
+            adapter_matmuls: AdapterMatmuls {
+                lanes: Some(LANES),
+                coop: None,
+            },
             shader_f16: true,
             loop_limit: Some(LAVAPIPE_LOOP_LIMIT),
             reduce_split: ReduceSplit::CPU,

@@ -60,7 +60,7 @@ pub(crate) struct DeviceInner {
 
 pub(crate) enum Backend {
     /// The process's wgpu device, and what this device generates code for.
-    Gpu(Arc<GpuContext>, Target),
+    Gpu(Arc<GpuContext>, Box<Target>),
     Cpu,
 }
 
@@ -137,7 +137,7 @@ impl Device {
             autotune: Some(crate::config::Autotune::Off),
             ..DeviceConfig::default()
         };
-        Some(Device::with_backend(Backend::Gpu(ctx, target), config))
+        Some(Device::on_target(ctx, target, config))
     }
 
     /// A device on `ctx`'s adapter, generating code for it, with the
@@ -161,7 +161,7 @@ impl Device {
         {
             target = target.with_reduce_rule(rule);
         }
-        let dev = Device::with_backend(Backend::Gpu(ctx, target), config);
+        let dev = Device::with_backend(Backend::Gpu(ctx, Box::new(target)), config);
         let tunings: Vec<crate::Tuning> = matmul.into_iter().chain(reduce).collect();
         if !tunings.is_empty() {
             dev.inner.metrics.record("autotune", started.elapsed());
@@ -178,7 +178,7 @@ impl Device {
     /// A device on `ctx`'s adapter generating code for `target` as given
     /// (the tuner's candidates), nothing tuned.
     pub(crate) fn on_target(ctx: Arc<GpuContext>, target: Target, config: DeviceConfig) -> Device {
-        Device::with_backend(Backend::Gpu(ctx, target), config)
+        Device::with_backend(Backend::Gpu(ctx, Box::new(target)), config)
     }
 
     /// One device per GPU adapter of the machine (each discrete or
