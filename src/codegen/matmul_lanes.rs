@@ -308,6 +308,18 @@ fn geometry(
     })
 }
 
+/// Whether the lane matmul can compute `root` on `adapter` (its subgroup
+/// size and textures; `matmul_lanes` is `None` exactly where not).
+pub(super) fn lanes_fit(
+    cx: CodegenContext,
+    key: &GraphKey,
+    root: usize,
+    stored: &dyn Fn(usize) -> bool,
+    adapter: LaneAdapter,
+) -> bool {
+    geometry(key, stored, root, adapter, cx.precedent(root)).is_some()
+}
+
 /// The lane matmul of `root` writing `outputs`, or `None` where its
 /// textures would pass the adapter's limits (the caller then uses
 /// another kernel).

@@ -12,7 +12,7 @@ use super::attention::attention;
 use super::emit::Gen;
 use super::matmul::{matmul, matmul_blocked, matmul_class};
 use super::matmul_coop::matmul_coop;
-use super::matmul_lanes::{ScratchOperand, matmul_lanes};
+use super::matmul_lanes::{ScratchOperand, lanes_fit, matmul_lanes};
 use super::norm::normalize;
 use super::reduce::reduce;
 use super::reduce_ir::Reduction;
@@ -152,13 +152,19 @@ fn matmul_root(
 ) -> RootKernel {
     let kind = matmul_kind(g.context(), key, root);
     let dtype = key.nodes[root].dtype;
-    g.candidates = (g.context().target.adapter_matmuls).candidates(dtype);
+    let cx = g.context();
+    let offered = cx.target.adapter_matmuls;
+    g.candidates = offered.candidates(dtype);
+    if let Some(adapter) = offered.lanes
+        && !lanes_fit(cx, key, root, stored, adapter)
+        && let Some(lanes) = g.candidates.iter_mut().find(|(name, _)| name == "lanes")
+    {
+        // The lane kernel cannot take this product (its subgroup size or
+        // its textures).
+        lanes.1 = false;
+    }
     if let MatmulKernel::Lanes(adapter) = kind {
         let Some(l) = matmul_lanes(g, key, root, outputs, stored, adapter) else {
-            // Operands too large for its textures: not valid at these sizes.
-            if let Some(lanes) = g.candidates.iter_mut().find(|(name, _)| name == "lanes") {
-                lanes.1 = false;
-            }
             return tiled_or_blocked(g, key, (root, outputs), MatmulKernel::Blocked);
         };
         return RootKernel {

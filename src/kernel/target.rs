@@ -26,9 +26,10 @@ pub(crate) struct Target {
     /// that class, unless the product's trace site generated a kernel
     /// before (`codegen::roots::matmul_kind`).
     pub matmul_by_class: Option<BTreeMap<MatmulClass, MatmulKernel>>,
-    /// The matmul kernels that need more than any adapter offers, where
-    /// this one offers what they need (`LAZYWGPU_DUMP` lists every matmul
-    /// kernel and whether it is valid for a product).
+    /// What this adapter offers the kernels that need more than the tiled
+    /// and blocked ones (the lane and cooperative-matrix kernels);
+    /// `LAZYWGPU_DUMP` lists every matmul kernel and whether it is valid
+    /// for a product.
     pub adapter_matmuls: AdapterMatmuls,
     /// Whether kernels may store `f16` (wgpu's `SHADER_F16`); without it
     /// an f16 graph is an [`crate::Error::Unsupported`].
@@ -219,8 +220,9 @@ pub(crate) struct AdapterMatmuls {
 impl AdapterMatmuls {
     /// Every matmul kernel and whether it can compute a product of
     /// `dtype` here: the tiled and blocked kernels always; the lane kernel
-    /// where the adapter has one fixed subgroup size (its textures must
-    /// also hold the operands, which its builder decides); the
+    /// where the adapter has subgroups and one fixed subgroup size (it
+    /// also needs a power of two of at most 32 and textures that hold the
+    /// operands, which `codegen::roots` checks per product); the
     /// cooperative-matrix kernel for `f16` where the adapter offers it.
     pub fn candidates(self, dtype: crate::DType) -> Vec<(String, bool)> {
         vec![
