@@ -144,3 +144,36 @@ fn tensors_and_devices_are_send_and_sync() {
     check::<Device>();
     check::<DeviceConfig>();
 }
+
+/// `dump_dir`: a matmul's plan lists every matmul kernel and whether it
+/// can compute the product here; the cooperative-matrix kernel never can
+/// for an f32 product (it computes f16 only).
+#[test]
+fn dump_lists_the_matmul_candidates() {
+    let dir = std::env::temp_dir().join(format!("lazywgpu-dump-mm-{}", std::process::id()));
+    let config = DeviceConfig {
+        dump_dir: Some(dir.clone()),
+        ..DeviceConfig::default()
+    };
+    let Some(dev) = gpu_with(config) else { return };
+    let a = Tensor::from_vec(vec![0.5f32; 6 * 8], [6, 8], &dev).unwrap();
+    let b = Tensor::from_vec(vec![0.25f32; 8 * 5], [8, 5], &dev).unwrap();
+    let got = a.matmul(&b).to_vec::<f32>().unwrap();
+    assert!(got.iter().all(|&v| v == 1.0), "{got:?}");
+    let plans: Vec<String> = std::fs::read_dir(&dir)
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .filter(|p| p.to_string_lossy().ends_with(".plan.txt"))
+        .map(|p| std::fs::read_to_string(p).unwrap())
+        .collect();
+    let matmul = plans
+        .iter()
+        .find(|p| p.contains("strategy: Matmul"))
+        .unwrap_or_else(|| panic!("no matmul plan in {plans:?}"));
+    assert!(
+        matmul.contains("candidates: tiled, blocked, lanes")
+            && matmul.contains("coop (not valid here)"),
+        "{matmul}"
+    );
+    std::fs::remove_dir_all(&dir).ok();
+}
