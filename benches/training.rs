@@ -28,21 +28,11 @@ fn bench_w5(c: &mut Criterion) {
         Err(e) => eprintln!("no GPU adapter, W5 on the CPU backend only: {e}"),
     }
     for dev in devices {
-        dev.manual_seed(0);
-        let model = nn::Sequential::new()
-            .add(nn::Linear::new(784, 128, &dev))
-            .add(nn::ReLU)
-            .add(nn::Linear::new(128, 10, &dev));
-        let mut opt = Sgd::new(model.parameters(), 0.01);
-        let x = Tensor::randn([64, 784], &dev);
-        let y = (Tensor::rand([64], &dev) * 10.0).floor().cast(DType::I32);
+        let (model, mut opt) = mlp(&dev);
+        let (x, y) = batch_of(64, &dev);
         group.bench_function(dev.name(), |b| {
             b.iter(|| {
-                opt.zero_grad();
-                let loss = F::cross_entropy(&model.forward(&x), &y);
-                loss.backward();
-                opt.step();
-                dev.mark_step().expect("step");
+                step(&dev, (&model, &mut opt), (&x, &y));
                 dev.wait().expect("wait");
             })
         });
@@ -54,24 +44,45 @@ fn bench_w5(c: &mut Criterion) {
     group.finish();
 }
 
-/// One traced MLP step (forward, backward, update) at batch `batch` and
-/// its submission; returns the host time from the first op to
-/// `mark_step`'s return.
+/// The 784-128-10 MLP on `dev` (seeded) and its SGD optimiser.
+fn mlp(dev: &Device) -> (nn::Sequential, Sgd) {
+    dev.manual_seed(0);
+    let model = nn::Sequential::new()
+        .add(nn::Linear::new(784, 128, dev))
+        .add(nn::ReLU)
+        .add(nn::Linear::new(128, 10, dev));
+    let opt = Sgd::new(model.parameters(), 0.01);
+    (model, opt)
+}
+
+/// A random batch of `batch` images and labels.
+fn batch_of(batch: usize, dev: &Device) -> (Tensor, Tensor) {
+    let x = Tensor::randn([batch, 784], dev);
+    let y = (Tensor::rand([batch], dev) * 10.0).floor().cast(DType::I32);
+    (x, y)
+}
+
+/// One traced step (forward, backward, update) and its submission.
+fn step(dev: &Device, (model, opt): (&nn::Sequential, &mut Sgd), (x, y): (&Tensor, &Tensor)) {
+    opt.zero_grad();
+    let loss = F::cross_entropy(&model.forward(x), y);
+    loss.backward();
+    opt.step();
+    dev.mark_step().expect("step");
+}
+
+/// One step at batch `batch`, its inputs computed first; returns the host
+/// time from the first op to `mark_step`'s return.
 fn step_at(
     dev: &Device,
     (model, opt): (&nn::Sequential, &mut Sgd),
     batch: usize,
 ) -> std::time::Duration {
-    let x = Tensor::randn([batch, 784], dev);
-    let y = (Tensor::rand([batch], dev) * 10.0).floor().cast(DType::I32);
+    let (x, y) = batch_of(batch, dev);
     dev.mark_step().expect("inputs");
     dev.wait().expect("wait");
     let start = std::time::Instant::now();
-    opt.zero_grad();
-    let loss = F::cross_entropy(&model.forward(&x), &y);
-    loss.backward();
-    opt.step();
-    dev.mark_step().expect("step");
+    step(dev, (model, opt), (&x, &y));
     let host = start.elapsed();
     dev.wait().expect("wait");
     host
@@ -87,12 +98,7 @@ fn bench_new_size(c: &mut Criterion) {
     };
     let mut group = c.benchmark_group("W5 step at a new batch size (host time)");
     group.sample_size(10);
-    dev.manual_seed(0);
-    let model = nn::Sequential::new()
-        .add(nn::Linear::new(784, 128, &dev))
-        .add(nn::ReLU)
-        .add(nn::Linear::new(128, 10, &dev));
-    let mut opt = Sgd::new(model.parameters(), 0.01);
+    let (model, mut opt) = mlp(&dev);
     for batch in [64, 50, 33] {
         step_at(&dev, (&model, &mut opt), batch);
     }

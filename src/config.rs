@@ -108,6 +108,32 @@ pub enum MatmulChoice {
     Coop,
 }
 
+impl MatmulChoice {
+    /// Every matmul kernel, in the order candidates are listed.
+    pub const ALL: [MatmulChoice; 4] = [
+        MatmulChoice::Tiled,
+        MatmulChoice::Blocked,
+        MatmulChoice::Lanes,
+        MatmulChoice::Coop,
+    ];
+
+    /// The name `LAZYWGPU_MATMUL` takes for it (and tunings and dumps
+    /// print).
+    pub fn name(self) -> &'static str {
+        match self {
+            MatmulChoice::Tiled => "tiled",
+            MatmulChoice::Blocked => "blocked",
+            MatmulChoice::Lanes => "lanes",
+            MatmulChoice::Coop => "coop",
+        }
+    }
+
+    /// The kernel named `name`.
+    pub fn named(name: &str) -> Option<MatmulChoice> {
+        MatmulChoice::ALL.into_iter().find(|c| c.name() == name)
+    }
+}
+
 /// A reduction kernel to ask for (see [`DeviceConfig::reduce`]).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum ReduceChoice {
@@ -318,14 +344,15 @@ impl DeviceConfig {
     /// byte count that does not parse, is ignored with a logged warning).
     pub fn from_env() -> DeviceConfig {
         let matmul = match std::env::var("LAZYWGPU_MATMUL").as_deref() {
-            Ok("tiled") => Some(MatmulChoice::Tiled),
-            Ok("blocked") => Some(MatmulChoice::Blocked),
-            Ok("lanes") => Some(MatmulChoice::Lanes),
-            Ok("coop") => Some(MatmulChoice::Coop),
             Ok("") | Err(_) => None,
-            Ok(other) => {
-                log::warn!("LAZYWGPU_MATMUL={other}: not tiled, blocked, lanes or coop; ignored");
-                None
+            Ok(name) => {
+                let choice = MatmulChoice::named(name);
+                if choice.is_none() {
+                    log::warn!(
+                        "LAZYWGPU_MATMUL={name}: not tiled, blocked, lanes or coop; ignored"
+                    );
+                }
+                choice
             }
         };
         let reduce = match std::env::var("LAZYWGPU_REDUCE").as_deref() {

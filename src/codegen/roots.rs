@@ -153,16 +153,14 @@ fn matmul_root(
     let kind = matmul_kind(g.context(), key, root);
     let dtype = key.nodes[root].dtype;
     let cx = g.context();
-    let offered = cx.target.adapter_matmuls;
-    g.candidates = offered.candidates(dtype);
-    if let Some(adapter) = offered.lanes
-        && !lanes_fit(cx, key, root, stored, adapter)
-        && let Some(lanes) = g.candidates.iter_mut().find(|(name, _)| name == "lanes")
-    {
-        // The lane kernel cannot take this product (its subgroup size or
-        // its textures).
-        lanes.1 = false;
-    }
+    let fits = |adapter| lanes_fit(cx, key, root, stored, adapter);
+    g.candidates = (cx
+        .target
+        .adapter_matmuls
+        .candidates(dtype, &fits)
+        .into_iter())
+    .map(|(c, valid)| (c.name().to_string(), valid))
+    .collect();
     if let MatmulKernel::Lanes(adapter) = kind {
         let Some(l) = matmul_lanes(g, key, root, outputs, stored, adapter) else {
             return tiled_or_blocked(g, key, (root, outputs), MatmulKernel::Blocked);

@@ -220,20 +220,26 @@ pub(crate) struct AdapterMatmuls {
 impl AdapterMatmuls {
     /// Every matmul kernel and whether it can compute a product of
     /// `dtype` here: the tiled and blocked kernels always; the lane kernel
-    /// where the adapter has subgroups and one fixed subgroup size (it
-    /// also needs a power of two of at most 32 and textures that hold the
-    /// operands, which `codegen::roots` checks per product); the
+    /// where the adapter has subgroups of one fixed size and `lanes_fit`
+    /// (its subgroup size and textures for the product at hand); the
     /// cooperative-matrix kernel for `f16` where the adapter offers it.
-    pub fn candidates(self, dtype: crate::DType) -> Vec<(String, bool)> {
-        vec![
-            ("tiled".to_string(), true),
-            ("blocked".to_string(), true),
-            ("lanes".to_string(), self.lanes.is_some()),
-            (
-                "coop".to_string(),
-                self.coop.is_some() && dtype == crate::DType::F16,
-            ),
-        ]
+    pub fn candidates(
+        self,
+        dtype: crate::DType,
+        lanes_fit: &dyn Fn(LaneAdapter) -> bool,
+    ) -> Vec<(crate::MatmulChoice, bool)> {
+        use crate::MatmulChoice as C;
+        C::ALL
+            .into_iter()
+            .map(|c| {
+                let valid = match c {
+                    C::Tiled | C::Blocked => true,
+                    C::Lanes => self.lanes.is_some_and(lanes_fit),
+                    C::Coop => self.coop.is_some() && dtype == crate::DType::F16,
+                };
+                (c, valid)
+            })
+            .collect()
     }
 }
 
@@ -299,12 +305,13 @@ impl Target {
     /// The target of an adapter: its limits, and the matmul kernel that
     /// measured fastest on its kind (see `codegen::matmul_lanes`) unless
     /// `matmul` names one.
-    /// `coop_f16`: whether the adapter lists a 16x16x16 cooperative
-    /// matrix of `f16` operands and an `f32` accumulator.
+    /// The cooperative-matrix kernel where `features` has
+    /// `EXPERIMENTAL_COOPERATIVE_MATRIX`, which the device requests only
+    /// where the adapter lists that kernel's configuration.
     pub fn for_adapter(
         info: &wgpu::AdapterInfo,
         limits: &wgpu::Limits,
-        (features, coop_f16): (wgpu::Features, bool),
+        features: wgpu::Features,
         matmul: Option<crate::MatmulChoice>,
     ) -> Target {
         // The lane kernel names lanes by number: it needs one known
@@ -317,7 +324,8 @@ impl Target {
                     max_texture: limits.max_texture_dimension_2d as usize,
                     max_layers: limits.max_texture_array_layers as usize,
                 }),
-            coop: (coop_f16 && features.contains(wgpu::Features::EXPERIMENTAL_COOPERATIVE_MATRIX))
+            coop: features
+                .contains(wgpu::Features::EXPERIMENTAL_COOPERATIVE_MATRIX)
                 .then(|| CoopAdapter::of(info, limits, features))
                 .flatten(),
         };

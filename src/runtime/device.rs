@@ -151,7 +151,7 @@ impl Device {
         let reduce = crate::tune::reduce::tune(&ctx, &config);
         let tuned = matmul
             .as_ref()
-            .and_then(|t| crate::tune::matmul::parse(&t.winner));
+            .and_then(|t| crate::MatmulChoice::named(&t.winner));
         let mut target = ctx
             .target(config.matmul.or(tuned))
             .forcing_reduce(config.reduce);

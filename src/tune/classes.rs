@@ -16,8 +16,8 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use super::Tuning;
-use super::matmul::{ClassWorkload, candidates, choice_of, class_trial, name, parse};
-use crate::config::{Autotune, DeviceConfig};
+use super::matmul::{ClassWorkload, candidates, choice_of, class_trial};
+use crate::config::{Autotune, DeviceConfig, MatmulChoice};
 use crate::graph::op::Op;
 use crate::graph::{GKind, GraphKey};
 use crate::kernel::{
@@ -121,7 +121,7 @@ impl ClassTuner {
                 .record("autotune", Duration::from_secs_f64(tuning.seconds));
         }
         log::info!("autotune {tuning}");
-        let kernel = parse(&tuning.winner).map(|c| self.ctx.target(Some(c)).matmul);
+        let kernel = MatmulChoice::named(&tuning.winner).map(|c| self.ctx.target(Some(c)).matmul);
         if let Ok(mut all) = self.tunings.lock() {
             all.push(tuning);
         }
@@ -141,7 +141,7 @@ impl ClassTuner {
         );
         let named: Vec<(String, Target)> = choices
             .into_iter()
-            .map(|c| (name(c).to_string(), self.ctx.target(Some(c))))
+            .map(|c| (c.name().to_string(), self.ctx.target(Some(c))))
             .collect();
         let max_macs = if self.ctx.info.device_type == wgpu::DeviceType::Cpu {
             CPU_TIMED_MACS

@@ -24,28 +24,6 @@ pub(crate) fn shapes(mode: Autotune) -> Vec<(usize, usize, usize)> {
     s
 }
 
-/// The name a choice is stored and printed under.
-pub(crate) fn name(choice: MatmulChoice) -> &'static str {
-    match choice {
-        MatmulChoice::Tiled => "tiled",
-        MatmulChoice::Blocked => "blocked",
-        MatmulChoice::Lanes => "lanes",
-        MatmulChoice::Coop => "coop",
-    }
-}
-
-/// The choice stored under `name`.
-pub(crate) fn parse(name: &str) -> Option<MatmulChoice> {
-    [
-        MatmulChoice::Tiled,
-        MatmulChoice::Blocked,
-        MatmulChoice::Lanes,
-        MatmulChoice::Coop,
-    ]
-    .into_iter()
-    .find(|&c| self::name(c) == name)
-}
-
 /// The choice a generated kernel corresponds to.
 pub(crate) fn choice_of(kernel: MatmulKernel) -> MatmulChoice {
     match kernel {
@@ -56,22 +34,13 @@ pub(crate) fn choice_of(kernel: MatmulKernel) -> MatmulChoice {
     }
 }
 
-/// The kernels the adapter can run on products of `dtype`, its built-in
-/// choice first: asking for a kernel the adapter cannot run (the lane
-/// kernel without a fixed subgroup size) gives another, which is then not
-/// a candidate of its own; the cooperative-matrix kernel computes `f16`
-/// products only (others would time the tiled kernel it falls back to).
+/// The kernels the adapter can run on products of `dtype`
+/// (`AdapterMatmuls::candidates`), its built-in choice first.
 pub(crate) fn candidates(ctx: &GpuContext, dtype: DType) -> Vec<MatmulChoice> {
-    let built = |c| choice_of(ctx.target(c).matmul);
-    let mut out = vec![built(None)];
-    for c in [
-        MatmulChoice::Tiled,
-        MatmulChoice::Blocked,
-        MatmulChoice::Lanes,
-        MatmulChoice::Coop,
-    ] {
-        let computes = c != MatmulChoice::Coop || dtype == DType::F16;
-        if computes && built(Some(c)) == c && !out.contains(&c) {
+    let target = ctx.target(None);
+    let mut out = vec![choice_of(target.matmul)];
+    for (c, valid) in target.adapter_matmuls.candidates(dtype, &|_| true) {
+        if valid && !out.contains(&c) {
             out.push(c);
         }
     }
@@ -90,7 +59,7 @@ pub(crate) fn tune(ctx: &Arc<GpuContext>, config: &DeviceConfig) -> Option<Tunin
         .into_iter()
         .map(|c| {
             let target = ctx.target(Some(c));
-            (name(c).to_string(), target)
+            (c.name().to_string(), target)
         })
         .collect();
     Some(super::tune_targets(

@@ -20,11 +20,9 @@ pub(crate) struct GpuContext {
     pub queue: wgpu::Queue,
     pub info: wgpu::AdapterInfo,
     pub limits: wgpu::Limits,
-    /// The features requested (and granted) for the device.
+    /// The features requested (and granted) for the device
+    /// (`requested_features`).
     pub features: wgpu::Features,
-    /// Whether the adapter lists 16x16x16 cooperative matrices of `f16`
-    /// operands with an `f32` accumulator (and the feature was granted).
-    pub coop_f16: bool,
     /// The submission thread, on adapters whose submit runs the work
     /// before returning (CPU adapters; `LAZYWGPU_SUBMIT_THREAD=0|1`
     /// overrides). `None`: submit on the caller's thread.
@@ -44,6 +42,46 @@ pub(crate) struct GpuContext {
     /// Compiled pipelines kept across processes, where the backend
     /// allows it (see `super::disk_cache`).
     pub pipeline_cache: Option<DiskPipelineCache>,
+}
+
+/// The features to request: what the library uses of what the adapter
+/// offers (requesting all of them fails on adapters that report
+/// experimental ones), and cooperative matrices (tensor cores) only where
+/// the adapter lists the one configuration the matmul uses and can run
+/// that kernel (`CoopAdapter::of`); with them, wgpu's acknowledgement of
+/// experimental features.
+fn requested_features(
+    adapter: &wgpu::Adapter,
+    info: &wgpu::AdapterInfo,
+    limits: &wgpu::Limits,
+) -> (wgpu::Features, wgpu::ExperimentalFeatures) {
+    let wanted = wgpu::Features::SUBGROUP
+        | wgpu::Features::SHADER_F16
+        | wgpu::Features::TIMESTAMP_QUERY
+        | wgpu::Features::PIPELINE_CACHE;
+    let features = adapter.features() & wanted;
+    let coop_f16 = adapter
+        .features()
+        .contains(wgpu::Features::EXPERIMENTAL_COOPERATIVE_MATRIX)
+        && adapter
+            .cooperative_matrix_properties()
+            .iter()
+            .any(coop_f16_config)
+        && crate::kernel::CoopAdapter::of(info, limits, features).is_some();
+    if !coop_f16 {
+        return (features, wgpu::ExperimentalFeatures::disabled());
+    }
+    // SAFETY: wgpu marks cooperative matrices experimental, which it asks
+    // callers to acknowledge; the only experimental feature requested is
+    // that one, and only its 16x16 f16 configuration with an f32
+    // accumulator is used, by one kernel (`codegen::matmul_coop`), checked
+    // against f64 products by the tuning trial and by
+    // `tests/coop_matmul.rs`.
+    let acknowledged = unsafe { wgpu::ExperimentalFeatures::enabled() };
+    (
+        features | wgpu::Features::EXPERIMENTAL_COOPERATIVE_MATRIX,
+        acknowledged,
+    )
 }
 
 /// Whether `p` is the cooperative-matrix configuration the matmul uses:
@@ -66,12 +104,8 @@ impl GpuContext {
     pub(crate) fn target(&self, matmul: Option<crate::MatmulChoice>) -> crate::kernel::Target {
         let gpu_choices = crate::config::ProcessConfig::get().gpu_choices;
         let matmul = matmul.or(gpu_choices.then_some(crate::MatmulChoice::Tiled));
-        let target = crate::kernel::Target::for_adapter(
-            &self.info,
-            &self.limits,
-            (self.features, self.coop_f16),
-            matmul,
-        );
+        let target =
+            crate::kernel::Target::for_adapter(&self.info, &self.limits, self.features, matmul);
         if gpu_choices {
             target.with_gpu_choices()
         } else {
@@ -150,39 +184,7 @@ impl GpuContext {
     async fn create_on(adapter: wgpu::Adapter) -> Result<GpuContext> {
         let info = adapter.get_info();
         let limits = adapter.limits();
-        // Request what the adapter offers, not wgpu's small defaults, and
-        // only the features we use (requesting all of them fails on adapters
-        // that report experimental ones).
-        let wanted = wgpu::Features::SUBGROUP
-            | wgpu::Features::SHADER_F16
-            | wgpu::Features::TIMESTAMP_QUERY
-            | wgpu::Features::PIPELINE_CACHE;
-        let mut features = adapter.features() & wanted;
-        // Cooperative matrices (tensor cores) only where the adapter
-        // lists the one configuration the matmul uses and can run that
-        // kernel (`CoopAdapter::of`).
-        let coop_f16 = adapter
-            .features()
-            .contains(wgpu::Features::EXPERIMENTAL_COOPERATIVE_MATRIX)
-            && adapter
-                .cooperative_matrix_properties()
-                .iter()
-                .any(coop_f16_config)
-            && crate::kernel::CoopAdapter::of(&info, &limits, features).is_some();
-        if coop_f16 {
-            features |= wgpu::Features::EXPERIMENTAL_COOPERATIVE_MATRIX;
-        }
-        // SAFETY: wgpu marks cooperative matrices experimental, which
-        // it asks callers to acknowledge; the only experimental feature
-        // requested is that one, and only its 16x16 f16 configuration
-        // with an f32 accumulator is used, by one kernel
-        // (`codegen::matmul_coop`), checked against f64 products by the
-        // tuning trial and by `tests/coop_matmul.rs`.
-        let experimental_features = if coop_f16 {
-            unsafe { wgpu::ExperimentalFeatures::enabled() }
-        } else {
-            wgpu::ExperimentalFeatures::disabled()
-        };
+        let (features, experimental_features) = requested_features(&adapter, &info, &limits);
         let (device, queue) = adapter
             .request_device(&wgpu::DeviceDescriptor {
                 label: Some("lazywgpu"),
@@ -244,7 +246,6 @@ impl GpuContext {
             info,
             limits,
             features,
-            coop_f16,
             submitter,
             profile: profiling.then(KernelProfile::default),
             uncaptured,
