@@ -337,3 +337,37 @@ fn two_graphs_with_outputs_on_one_line_keep_their_own_generic_kernels() {
     assert_eq!(m.counter("graphs_compiled"), 4, "{m}");
     assert_eq!(m.counter("graphs_specialized"), 6, "{m}");
 }
+
+/// A size that crosses a guard of a kernel's code (a sum over `12 * t * 78`
+/// elements drops its loop tail where that is a multiple of its
+/// workgroup's 256, at `t = 64`) compiles that kernel again, and the
+/// recompile warning names the kernel, the op and line it computes, and
+/// the first line of its IR that the sizes changed. Values against an
+/// f64 oracle at every size.
+#[test]
+fn a_recompile_warning_names_the_kernel_guard_the_sizes_crossed() {
+    let Some(dev) = common::gpu() else { return };
+    if common::gpu_schedules(&dev) {
+        // Split in stages as for a GPU, the sum has no loop tail.
+        return;
+    }
+    for t in [48usize, 33, 64] {
+        let n = 12 * t * 78;
+        let data: Vec<f32> = (0..n).map(|i| (i % 7) as f32 * 0.125).collect();
+        let x = Tensor::from_vec(data.clone(), [12, t, 78], &dev).unwrap();
+        let sum = (x.exp() * 2.0).sum([0, 1, 2], false);
+        let got = sum.to_vec::<f32>().unwrap()[0] as f64;
+        let want: f64 = data.iter().map(|&v| (v as f64).exp() * 2.0).sum();
+        assert!((got - want).abs() <= 1e-5 * want, "t {t}: {got} vs {want}");
+        dev.mark_step().unwrap();
+    }
+    let m = dev.metrics();
+    assert_eq!(m.counter("recompiles"), 2, "{m}");
+    let last = m.warnings().last().expect("a recompile warning");
+    assert!(
+        last.contains("not generic over the new sizes: kernel 0 (")
+            && last.contains("dynamic_shapes.rs:")
+            && last.contains("` -> `"),
+        "{last}"
+    );
+}

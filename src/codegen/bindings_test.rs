@@ -50,6 +50,8 @@ pub(super) fn kernels_checked(
                 &cx,
             ),
         };
+        let mut source = source;
+        source.print_wgsl(None);
         for &w in &source.writes {
             stored[w] = true;
         }

@@ -49,6 +49,9 @@ pub(crate) struct Launch {
 /// Generated code for one kernel and what it binds.
 #[derive(Clone, Debug)]
 pub(crate) struct KernelSource {
+    /// Its WGSL, empty until printed (`print_wgsl`): lowering builds the
+    /// kernel value only, and a dispatch that finds a generic kernel
+    /// compiled takes that kernel's text instead of printing its own.
     pub wgsl: String,
     /// The kernel IR it was printed from (`kernel::ir`), listed only when
     /// dumping (`CodegenContext::origins`), else empty.
@@ -136,6 +139,17 @@ impl KernelSource {
         self.bindings()
             .filter(|b| !matches!(b, Binding::Texture { .. }))
             .count()
+    }
+
+    /// Prints each of its dispatches not printed yet (`origins`: as
+    /// `CodegenContext::origins`).
+    pub fn print_wgsl(&mut self, origins: Option<&[String]>) {
+        for pack in &mut self.packs {
+            pack.print_wgsl(origins);
+        }
+        if self.wgsl.is_empty() {
+            self.wgsl = super::render::kernel_wgsl(&self.kernel, origins);
+        }
     }
 
     /// What is dispatched for this kernel, in order: its packing kernels,

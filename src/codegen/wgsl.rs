@@ -254,14 +254,16 @@ mod tests {
     }
 
     fn kernel_of(key: &GraphKey) -> KernelSource {
-        generate_kernel(
+        let mut source = generate_kernel(
             key,
             &key.outputs,
             4,
             &|i| i == 0,
             &[],
             &CodegenContext::plain(&Target::lavapipe()),
-        )
+        );
+        source.print_wgsl(None);
+        source
     }
 
     #[test]
@@ -321,7 +323,8 @@ mod tests {
         let own = key(vec![input.clone(), add(0, 0)]);
         let lowered = lower_kernel(&own, &[1], 4096, &stored, &[(0, 0)], &cx);
         assert!(!lowered.reads_donated_elsewhere());
-        let source = lowered.render();
+        let mut source = lowered.render();
+        source.print_wgsl(None);
         assert_eq!(source.parts(true), vec![16]);
         assert!(source.wgsl.contains("out0_p15"), "{}", source.wgsl);
         // x + x.t(): also read at the transposed element.

@@ -80,6 +80,89 @@ pub(crate) fn generalize(before: &Kernel, new: &Kernel, known: &[usize]) -> Opti
     })
 }
 
+/// The values that `concrete` (a kernel lowered for new sizes) gives the
+/// dynamic literals of `generic` (made generic over the literals at
+/// `dynamic` by `generalize`), where `concrete` is that kernel but for
+/// them; `None` where it differs in anything else (its structure, or a
+/// literal that was the same at earlier sizes). The same test as
+/// `generalize` against the kernel it was made from, with no literal
+/// newly dynamic, without copying or printing either kernel: a size met
+/// again binds the generic kernel after one walk. `concrete` is left as
+/// it was.
+pub(crate) fn values_for(
+    generic: &Kernel,
+    dynamic: &[usize],
+    concrete: &mut Kernel,
+) -> Option<Vec<u32>> {
+    let (sizes, bindings) = generic.bindings.split_last()?;
+    if !matches!(sizes.binding, Binding::Sizes { .. }) || *bindings != concrete.bindings[..] {
+        return None;
+    }
+    // Each dynamic literal swapped for its read, as `generalize` makes
+    // it, then swapped back: the kernel compared in place.
+    let mut replaced = Vec::with_capacity(dynamic.len());
+    let mut at = 0;
+    for_each_literal(concrete, &mut |e| {
+        if let Ok(slot) = dynamic.binary_search(&at) {
+            let read = Expr::Size {
+                slot,
+                dtype: literal_dtype(e),
+            };
+            replaced.push(std::mem::replace(e, read));
+        }
+        at += 1;
+    });
+    let same = replaced.len() == dynamic.len()
+        && concrete.entry == generic.entry
+        && concrete.helpers == generic.helpers
+        && concrete.body == generic.body;
+    // The concrete kernel reads no sizes: each read is one placed above.
+    let mut restore = replaced.iter();
+    visit_kernel(concrete, is_size, &mut |e| {
+        if let Some(literal) = restore.next() {
+            *e = literal.clone();
+        }
+    });
+    if !same {
+        return None;
+    }
+    replaced.iter().map(word).collect()
+}
+
+/// Why `new` cannot be made generic against `before` (the same dispatch
+/// lowered at earlier sizes): the first line in which their IR listings
+/// differ once every literal is erased, the guard a size crossed (a
+/// buffer bound in more parts, another workgroup size, a loop tail at
+/// one size only, another strategy's body). `None` where they differ in
+/// literals alone.
+pub(crate) fn structural_difference(before: &Kernel, new: &Kernel) -> Option<String> {
+    let (a, b) = (skeleton(before), skeleton(new));
+    if a == b {
+        return None;
+    }
+    if a.helpers != b.helpers {
+        return Some(format!(
+            "helper functions {:?} -> {:?}",
+            a.helpers, b.helpers
+        ));
+    }
+    // Lines compared without digits: a variable's number shifts after
+    // an instruction more or less, and literals are erased already.
+    let shape = |line: &str| -> String { line.chars().filter(|c| !c.is_ascii_digit()).collect() };
+    let (la, lb) = (a.to_string(), b.to_string());
+    let mut pairs = la.lines().zip(lb.lines());
+    let differing =
+        (pairs.clone().find(|(x, y)| shape(x) != shape(y))).or_else(|| pairs.find(|(x, y)| x != y));
+    Some(match differing {
+        Some((x, y)) => format!("`{}` -> `{}`", x.trim(), y.trim()),
+        None => format!(
+            "{} lines of IR -> {}",
+            la.lines().count(),
+            lb.lines().count()
+        ),
+    })
+}
+
 /// The literals (by their order in the kernel) in which two kernels of the
 /// same structure differ; `None` where their structure differs.
 pub(crate) fn differing_literals(a: &Kernel, b: &Kernel) -> Option<Vec<usize>> {
@@ -128,27 +211,43 @@ fn skeleton(kernel: &Kernel) -> Kernel {
 /// Calls `f` on each numeric literal of the kernel (the entry's count,
 /// then the body's expressions, outer before inner, in order).
 fn for_each_literal(kernel: &mut Kernel, f: &mut dyn FnMut(&mut Expr)) {
-    visit_expr(&mut kernel.entry.count, f);
-    visit_body(&mut kernel.body, f);
+    visit_kernel(kernel, is_literal, f);
 }
 
-fn visit_body(body: &mut [Inst], f: &mut dyn FnMut(&mut Expr)) {
+/// Whether `e` is a numeric literal.
+fn is_literal(e: &Expr) -> bool {
+    matches!(e, Expr::U32(_) | Expr::I32(_) | Expr::F32(_))
+}
+
+/// Whether `e` reads a dynamic size.
+fn is_size(e: &Expr) -> bool {
+    matches!(e, Expr::Size { .. })
+}
+
+/// Calls `f` on each expression of the kernel that is a `leaf` (its
+/// children not visited), in the order `for_each_literal` names.
+fn visit_kernel(kernel: &mut Kernel, leaf: fn(&Expr) -> bool, f: &mut dyn FnMut(&mut Expr)) {
+    visit_expr(&mut kernel.entry.count, leaf, f);
+    visit_body(&mut kernel.body, leaf, f);
+}
+
+fn visit_body(body: &mut [Inst], leaf: fn(&Expr) -> bool, f: &mut dyn FnMut(&mut Expr)) {
     for inst in body {
         for e in inst.exprs_mut() {
-            visit_expr(e, f);
+            visit_expr(e, leaf, f);
         }
         for nested in inst.bodies_mut() {
-            visit_body(nested, f);
+            visit_body(nested, leaf, f);
         }
     }
 }
 
-fn visit_expr(e: &mut Expr, f: &mut dyn FnMut(&mut Expr)) {
-    if matches!(e, Expr::U32(_) | Expr::I32(_) | Expr::F32(_)) {
+fn visit_expr(e: &mut Expr, leaf: fn(&Expr) -> bool, f: &mut dyn FnMut(&mut Expr)) {
+    if leaf(e) {
         f(e);
         return;
     }
-    e.for_each_child_mut(&mut |child| visit_expr(child, f));
+    e.for_each_child_mut(&mut |child| visit_expr(child, leaf, f));
 }
 
 /// The dtype of a literal.
@@ -264,5 +363,57 @@ mod tests {
         assert_eq!(differing_literals(&b64, &other), None);
         let b50 = kernel(39_200, 0.02);
         assert_eq!(differing_literals(&b64, &b50), Some(vec![0, 2]));
+    }
+
+    #[test]
+    fn a_kernel_that_lowers_to_a_generic_one_gets_its_values_and_is_left_as_it_was() {
+        let (b64, b50) = (kernel(50_176, 1.0 / 64.0), kernel(39_200, 0.02));
+        let g = generalize(&b64, &b50, &[]).expect("same structure");
+        // Random sizes: the walk agrees with `generalize` against the
+        // kernel the generic one was made from, and never moves the
+        // kernel it reads.
+        let mut seed = 0x9e37_79b9_u32;
+        for _ in 0..64 {
+            seed = seed.wrapping_mul(1_664_525).wrapping_add(1_013_904_223);
+            let batch = 1 + (seed >> 8) as usize % 100_000;
+            let mut new = kernel(batch * 784, 1.0 / batch as f32);
+            let before = new.clone();
+            let values = values_for(&g.kernel, &g.dynamic, &mut new);
+            assert_eq!(new, before, "the concrete kernel is restored");
+            let want = generalize(&b50, &new, &g.dynamic).map(|w| w.values);
+            assert_eq!(values, want, "batch {batch}");
+        }
+        // A literal that was the same at both sizes (the rows of 784)
+        // changes: not this generic kernel; nor another structure.
+        let mut wider = b50.clone();
+        for_each_literal(&mut wider, &mut |e| {
+            if *e == Expr::U32(784) {
+                *e = Expr::U32(785);
+            }
+        });
+        assert_eq!(values_for(&g.kernel, &g.dynamic, &mut wider.clone()), None);
+        assert!(generalize(&b50, &wider, &g.dynamic).is_some_and(|w| w.dynamic.len() > 2));
+        let mut other = b50.clone();
+        other.entry.workgroup_size = 64;
+        assert_eq!(values_for(&g.kernel, &g.dynamic, &mut other), None);
+        // A concrete kernel (no sizes binding) is never a generic one.
+        assert_eq!(values_for(&b64, &[], &mut b64.clone()), None);
+    }
+
+    #[test]
+    fn a_structural_difference_names_the_first_line_that_differs() {
+        let (b64, b50) = (kernel(50_176, 1.0 / 64.0), kernel(39_200, 0.02));
+        assert_eq!(structural_difference(&b64, &b50), None, "literals only");
+        let mut wider = b50.clone();
+        wider.entry.workgroup_size = 64;
+        let why = structural_difference(&b64, &wider).expect("differs");
+        assert!(
+            why.contains("workgroups of 256") && why.contains("workgroups of 64"),
+            "{why}"
+        );
+        let mut longer = b50.clone();
+        longer.body.pop();
+        let why = structural_difference(&b64, &longer).expect("differs");
+        assert_eq!(why, "3 lines of IR -> 2", "{b64}");
     }
 }

@@ -6,7 +6,6 @@ use crate::dtype::DType;
 use crate::kernel::ir::{Inst, Ty};
 use crate::kernel::{Binding, Declared, Entry, Helpers, Kernel, legalise};
 
-use super::super::render::kernel_wgsl;
 use super::super::source::{KernelSource, Launch, TextureUse};
 use super::{Gen, part_names};
 
@@ -36,7 +35,7 @@ impl Gen<'_> {
             String::new()
         };
         KernelSource {
-            wgsl: kernel_wgsl(&kernel, self.cx.origins),
+            wgsl: String::new(),
             ir,
             reads: self.reads(),
             writes,

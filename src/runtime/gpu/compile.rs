@@ -8,7 +8,7 @@ use std::sync::{Arc, Mutex};
 use lru::LruCache;
 
 use super::dynamic::{KernelTexts, Printing, generalize_kernels, marked_texts, probe_texts};
-use super::sites::{Site, SiteRecord, note_miss, record_site};
+use super::sites::{Site, SiteNote, SiteRecord, note_miss, record_site};
 use crate::codegen::{
     CodegenContext, KernelSource, generate_kernel, generate_root_kernel, validate_wgsl,
 };
@@ -240,15 +240,11 @@ pub(super) fn executable(
         (&cx, &chosen),
         &mut sources,
     );
-    let compiles = sources
-        .iter()
-        .flat_map(KernelSource::dispatches)
-        .any(|s| !caches.pipelines.contains(&s.wgsl));
-    if compiles {
-        if let Some(e) = site.over_budget.take() {
-            return Err(e);
-        }
-    }
+    let compiles = needs_compiling(
+        caches,
+        (&mut site, graph, cx.origins),
+        (&mut sources, &texts),
+    )?;
     let kernels = compile_kernels((ctx, target), caches, metrics, graph, sources)?;
     metrics.add(
         if compiles {
@@ -267,6 +263,32 @@ pub(super) fn executable(
     let exe = Arc::new(assemble(ctx, graph, origin, kernels, donations));
     remember(caches, traced, exe.clone());
     Ok((exe, compiles))
+}
+
+/// Prints the kernels that found no generic kernel compiled (only
+/// these), and says whether any needs a pipeline compiled: then the
+/// site's recompile warning names the kernels and the guards their sizes
+/// crossed, and a site past its recompile budget fails.
+fn needs_compiling(
+    caches: &GpuCaches,
+    (site, graph, origins): (&mut SiteNote, &Graph, Option<&[String]>),
+    (sources, texts): (&mut [KernelSource], &KernelTexts),
+) -> Result<bool> {
+    for source in sources.iter_mut() {
+        source.print_wgsl(origins);
+    }
+    let compiled = |wgsl: &str| caches.pipelines.contains(wgsl);
+    let compiles = sources
+        .iter()
+        .flat_map(KernelSource::dispatches)
+        .any(|s| !compiled(&s.wgsl));
+    if compiles {
+        site.explain_kernels(graph, (sources, texts), &compiled);
+        if let Some(e) = site.over_budget.take() {
+            return Err(e);
+        }
+    }
+    Ok(compiles)
 }
 
 /// Compiles (or finds compiled) the pipelines of each of `graph`'s

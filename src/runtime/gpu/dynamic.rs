@@ -15,12 +15,43 @@ use super::donate::plan_donations;
 use crate::codegen::{CodegenContext, KernelSource, kernel_wgsl, validate_wgsl};
 use crate::graph::{Graph, GraphKey, MarkedProbe, marked_probe_key, probe_key};
 use crate::kernel::Kernel;
-use crate::kernel::generic::{Generic, differing_literals, generalize};
+use crate::kernel::generic::{
+    Generic, differing_literals, generalize, structural_difference, values_for,
+};
 use crate::schedule::{Lowered, lower_for_gpu};
 
-/// One dispatch's kernel lowered for a graph's own sizes, and which of
-/// its literals are dynamic (none: it stayed concrete).
-pub(crate) type DispatchText = (Arc<Kernel>, Vec<usize>);
+/// One dispatch's kernel lowered for a graph's own sizes, which of its
+/// literals are dynamic (none: it stayed concrete), and the generic
+/// kernel made from it.
+#[derive(Clone)]
+pub(crate) struct DispatchText {
+    /// The kernel lowered for the graph's own sizes.
+    pub concrete: Arc<Kernel>,
+    /// Which of its literals are dynamic, by their order in the kernel.
+    pub dynamic: Vec<usize>,
+    /// The kernel the site bound for it and its WGSL (printed without
+    /// origins): the generic kernel made from it, or itself where it
+    /// stayed concrete. A later size that lowers to that kernel but for
+    /// the dynamic literals binds it after one walk (`values_for`), with
+    /// nothing compared, copied or printed.
+    pub generic: Option<(Arc<Kernel>, Arc<str>)>,
+    /// Why it stayed concrete against the site's last kernel of this
+    /// dispatch (`generic::structural_difference`: the guard the sizes
+    /// crossed), for the recompile warning.
+    pub not_generic: Option<String>,
+}
+
+impl DispatchText {
+    /// A kernel that stayed concrete, or that a probe lowered.
+    fn concrete(kernel: Arc<Kernel>, dynamic: Vec<usize>) -> DispatchText {
+        DispatchText {
+            concrete: kernel,
+            dynamic,
+            generic: None,
+            not_generic: None,
+        }
+    }
+}
 
 /// Per kernel, per dispatch (its packing kernels, then itself): the
 /// kernels a new size is compared with, the last first. A generic kernel
@@ -51,7 +82,8 @@ pub(super) fn generalize_kernels(
     printing: Printing<'_>,
     probe: &mut dyn FnMut(usize, usize) -> Option<Arc<Kernel>>,
 ) -> KernelTexts {
-    let mut record = Vec::with_capacity(sources.len());
+    let sources_len = sources.len();
+    let mut record = Vec::with_capacity(sources_len);
     for (k, source) in sources.iter_mut().enumerate() {
         // The site's last texts of this kernel's dispatches, if it had as
         // many.
@@ -70,6 +102,21 @@ pub(super) fn generalize_kernels(
         texts.push(generalize_dispatch(source, last, printing, &mut || {
             probe(k, d)
         }));
+        if let Some(last) = before.filter(|b| b.len() != sources_len) {
+            // Kernels of another schedule are not compared one by one.
+            let why = format!(
+                "the graph lowers to {sources_len} kernels, {} at the last sizes",
+                last.len()
+            );
+            for t in texts.iter_mut().filter_map(|t| t.first_mut()) {
+                if t.generic
+                    .as_ref()
+                    .is_none_or(|(g, _)| Arc::ptr_eq(g, &t.concrete))
+                {
+                    t.not_generic = Some(why.clone());
+                }
+            }
+        }
         record.push(texts);
     }
     record
@@ -87,46 +134,101 @@ fn generalize_dispatch(
     Printing { compiled, origins }: Printing<'_>,
     probe: &mut dyn FnMut() -> Option<Arc<Kernel>>,
 ) -> Vec<DispatchText> {
+    if origins.is_none()
+        && let Some(found) = bind_known_generic(s, before)
+    {
+        return vec![found];
+    }
     let concrete = s.kernel.clone();
     // A literal that WGSL needs constant (a subgroup broadcast's lane)
     // makes the generic kernel invalid: keep the concrete one. A kernel
-    // compiled before was valid then.
-    let printed = |g: &Generic| kernel_wgsl(&g.kernel, origins);
-    let valid = |g: &Generic| {
-        let text = printed(g);
-        compiled(&text) || validate_wgsl(&text).is_ok()
+    // compiled before was valid then. Each generic kernel is printed
+    // once, and carries its text.
+    let printed = |g: Generic| {
+        let text = kernel_wgsl(&g.kernel, origins);
+        (g, text)
     };
-    let two_sizes = before
-        .iter()
-        .find_map(|(kernel, known)| generalize(kernel, &concrete, known).filter(valid));
+    let valid = |(_, text): &(Generic, String)| compiled(text) || validate_wgsl(text).is_ok();
+    let two_sizes = before.iter().find_map(|t| {
+        generalize(&t.concrete, &concrete, &t.dynamic)
+            .map(printed)
+            .filter(valid)
+    });
     let generic = match two_sizes {
-        Some(g) if !compiled(&printed(&g)) => {
+        Some((g, text)) if !compiled(&text) => {
             let three_sizes = probe()
                 .and_then(|p| generalize(&p, &concrete, &g.dynamic))
+                .map(printed)
                 .filter(valid);
-            Some(three_sizes.unwrap_or(g))
+            Some(three_sizes.unwrap_or((g, text)))
         }
         other => other,
     };
     match generic {
-        Some(g) => {
-            s.wgsl = printed(&g);
+        Some((g, text)) => {
+            s.wgsl = text;
             if !s.ir.is_empty() {
                 s.ir = g.kernel.to_string();
             }
             s.kernel = Arc::new(g.kernel);
             s.dyn_sizes = Some(g.values);
-            vec![(concrete, g.dynamic)]
+            // Printed with origins (a dump), the text is not the one a
+            // later size would look up.
+            let generic = origins
+                .is_none()
+                .then(|| (s.kernel.clone(), Arc::from(s.wgsl.as_str())));
+            vec![DispatchText {
+                concrete,
+                dynamic: g.dynamic,
+                generic,
+                not_generic: None,
+            }]
         }
         None => {
-            let mut texts = vec![(concrete, Vec::new())];
-            if !before.is_empty() {
-                log::debug!("a dispatch is not generic over the new sizes");
+            // A kernel that stays concrete is its own bound kernel: the
+            // next size that lowers to the same value takes its text.
+            let mut text = DispatchText::concrete(concrete, Vec::new());
+            if origins.is_none() {
+                s.print_wgsl(None);
+                text.generic = Some((s.kernel.clone(), Arc::from(s.wgsl.as_str())));
             }
-            texts.extend(before.iter().find(|(_, d)| !d.is_empty()).cloned());
+            if let Some(last) = before.first() {
+                let why =
+                    structural_difference(&last.concrete, &text.concrete).unwrap_or_else(|| {
+                        "a literal that cannot be read from the sizes binding".to_string()
+                    });
+                log::debug!("a dispatch is not generic over the new sizes: {why}");
+                text.not_generic = Some(why);
+            }
+            let mut texts = vec![text];
+            texts.extend(before.iter().find(|t| !t.dynamic.is_empty()).cloned());
             texts
         }
     }
+}
+
+/// Binds `s` to the generic kernel of one of the site's earlier
+/// dispatches (`before`) where `s` lowered to it but for its dynamic
+/// literals: its kernel, WGSL and those literals' values. Returns the
+/// record kept for the site (unchanged); `None` where none matches.
+fn bind_known_generic(s: &mut KernelSource, before: &[DispatchText]) -> Option<DispatchText> {
+    let kernel = Arc::make_mut(&mut s.kernel);
+    let (found, values) = before.iter().find_map(|t| {
+        let (generic, _) = t.generic.as_ref()?;
+        if t.dynamic.is_empty() {
+            // A concrete kernel: the same value, or not at all.
+            return (**generic == *kernel).then_some((t, None));
+        }
+        Some((t, Some(values_for(generic, &t.dynamic, kernel)?)))
+    })?;
+    let (generic, wgsl) = found.generic.as_ref()?;
+    s.wgsl = wgsl.to_string();
+    s.kernel = generic.clone();
+    s.dyn_sizes = values;
+    Some(DispatchText {
+        not_generic: None,
+        ..found.clone()
+    })
 }
 
 /// The kernels of the probe `key` of `traced` (see `graph::probe`), per
@@ -218,7 +320,7 @@ fn known_across(kernels: &[&Arc<Kernel>]) -> Vec<DispatchText> {
                 .collect();
             known.sort_unstable();
             known.dedup();
-            (a.clone(), known)
+            DispatchText::concrete(a.clone(), known)
         })
         .collect()
 }

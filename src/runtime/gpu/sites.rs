@@ -12,6 +12,7 @@ use crate::metrics::Metrics;
 
 use super::compile::GpuCaches;
 use super::dynamic::KernelTexts;
+use crate::codegen::KernelSource;
 
 /// A trace site (the source lines of a graph's outputs): the graphs
 /// compiled for it, newest first, one per structure without sizes
@@ -92,6 +93,54 @@ pub(super) struct SiteNote {
     /// The error to give instead, past the recompile budget, if the graph
     /// needs a kernel compiled.
     pub over_budget: Option<Error>,
+}
+
+impl SiteNote {
+    /// Adds to the recompile warning why kernels compile again: the
+    /// kernels among `sources` that need a pipeline (not `compiled`),
+    /// each with the guard its sizes crossed (`texts`: the site's record
+    /// of this graph, see `DispatchText::not_generic`). The first three
+    /// are named, by the node each writes first and its source line.
+    pub(super) fn explain_kernels(
+        &mut self,
+        graph: &Graph,
+        (sources, texts): (&[KernelSource], &KernelTexts),
+        compiled: &dyn Fn(&str) -> bool,
+    ) {
+        let Some(warning) = &mut self.warning else {
+            return;
+        };
+        let mut reasons = Vec::new();
+        for (k, (source, texts)) in sources.iter().zip(texts).enumerate() {
+            for (dispatch, text) in source.dispatches().zip(texts) {
+                let Some(why) = text.first().and_then(|t| t.not_generic.as_ref()) else {
+                    continue;
+                };
+                if compiled(&dispatch.wgsl) || reasons.iter().any(|(w, _)| *w == why) {
+                    continue;
+                }
+                let node = source.writes.first().copied();
+                let label = node.map_or_else(String::new, |n| {
+                    format!(
+                        " ({} recorded at {})",
+                        graph.op_label(n),
+                        graph.locations[n]
+                    )
+                });
+                reasons.push((why, format!("kernel {k}{label}: {why}")));
+            }
+        }
+        if !reasons.is_empty() {
+            let more = reasons.len().saturating_sub(3);
+            reasons.truncate(3);
+            warning.push_str("; not generic over the new sizes: ");
+            let reasons: Vec<&str> = reasons.iter().map(|(_, r)| r.as_str()).collect();
+            warning.push_str(&reasons.join("; "));
+            if more > 0 {
+                warning.push_str(&format!(" (and {more} more)"));
+            }
+        }
+    }
 }
 
 /// Tells a recompilation (the same output source lines as a graph
