@@ -50,8 +50,8 @@ pub(crate) struct Launch {
 #[derive(Clone, Debug)]
 pub(crate) struct KernelSource {
     /// Its WGSL, empty until printed (`print_wgsl`): lowering builds the
-    /// kernel value only, and a dispatch that finds a generic kernel
-    /// compiled takes that kernel's text instead of printing its own.
+    /// kernel value only, and a dispatch that lowers to a kernel its
+    /// site bound before takes that kernel's text instead of printing.
     pub wgsl: String,
     /// The kernel IR it was printed from (`kernel::ir`), listed only when
     /// dumping (`CodegenContext::origins`), else empty.

@@ -1,4 +1,4 @@
-//! Lowering and printing of one kernel of elementwise work.
+//! Lowering of one kernel of elementwise work (the runtime prints it).
 //!
 //! Each invocation owns one element index `gi` of the kernel's iteration
 //! space. A node's value at an index is emitted once as a `let` (memoised by
@@ -89,7 +89,8 @@ impl ElementwiseKernel<'_> {
         reads_output_elsewhere(self.g.body(), &Expr::Invocation)
     }
 
-    /// The kernel printed as WGSL, with what it binds.
+    /// The kernel as a value, with what it binds (printed later:
+    /// `KernelSource::print_wgsl`).
     pub fn render(self) -> KernelSource {
         let ElementwiseKernel {
             g,
@@ -110,7 +111,7 @@ impl ElementwiseKernel<'_> {
     }
 }
 
-/// `lower_kernel`, printed.
+/// `lower_kernel`, assembled as a kernel value.
 pub(crate) fn generate_kernel(
     key: &GraphKey,
     outputs: &[usize],

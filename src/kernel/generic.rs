@@ -117,12 +117,14 @@ pub(crate) fn values_for(
         && concrete.helpers == generic.helpers
         && concrete.body == generic.body;
     // The concrete kernel reads no sizes: each read is one placed above.
-    let mut restore = replaced.iter();
+    let mut seen = 0;
     visit_kernel(concrete, is_size, &mut |e| {
-        if let Some(literal) = restore.next() {
+        if let Some(literal) = replaced.get(seen) {
             *e = literal.clone();
         }
+        seen += 1;
     });
+    debug_assert_eq!(seen, replaced.len(), "a size read in a concrete kernel");
     if !same {
         return None;
     }
@@ -140,14 +142,45 @@ pub(crate) fn structural_difference(before: &Kernel, new: &Kernel) -> Option<Str
     if a == b {
         return None;
     }
+    // What a launch fixes first, named as such; then the listing.
+    let (ea, eb) = (&a.entry, &b.entry);
+    if (ea.workgroup_size, ea.per_invocation) != (eb.workgroup_size, eb.per_invocation) {
+        let unit = |per: bool| if per { "invocations" } else { "workgroups" };
+        return Some(format!(
+            "workgroups of {} indexing {} -> of {} indexing {}",
+            ea.workgroup_size,
+            unit(ea.per_invocation),
+            eb.workgroup_size,
+            unit(eb.per_invocation)
+        ));
+    }
+    if a.bindings != b.bindings {
+        let list = |k: &Kernel| {
+            let described: Vec<String> = k.binding_list().map(|b| b.describe()).collect();
+            described.join(", ")
+        };
+        return Some(format!("bindings [{}] -> [{}]", list(&a), list(&b)));
+    }
+    let arrays = |k: &Kernel| -> Vec<String> {
+        (k.entry.arrays.iter())
+            .map(|w| format!("[{}; {}]", w.element, w.len))
+            .collect()
+    };
+    if arrays(&a) != arrays(&b) {
+        return Some(format!(
+            "workgroup arrays {:?} -> {:?}",
+            arrays(&a),
+            arrays(&b)
+        ));
+    }
     if a.helpers != b.helpers {
         return Some(format!(
             "helper functions {:?} -> {:?}",
             a.helpers, b.helpers
         ));
     }
-    // Lines compared without digits: a variable's number shifts after
-    // an instruction more or less, and literals are erased already.
+    // Lines compared without digits first: a variable's number shifts
+    // after an instruction more or less (literals are erased already).
     let shape = |line: &str| -> String { line.chars().filter(|c| !c.is_ascii_digit()).collect() };
     let (la, lb) = (a.to_string(), b.to_string());
     let mut pairs = la.lines().zip(lb.lines());
@@ -407,9 +440,9 @@ mod tests {
         let mut wider = b50.clone();
         wider.entry.workgroup_size = 64;
         let why = structural_difference(&b64, &wider).expect("differs");
-        assert!(
-            why.contains("workgroups of 256") && why.contains("workgroups of 64"),
-            "{why}"
+        assert_eq!(
+            why,
+            "workgroups of 256 indexing invocations -> of 64 indexing invocations"
         );
         let mut longer = b50.clone();
         longer.body.pop();

@@ -265,8 +265,8 @@ pub(super) fn executable(
     Ok((exe, compiles))
 }
 
-/// Prints the kernels that found no generic kernel compiled (only
-/// these), and says whether any needs a pipeline compiled: then the
+/// Prints the dispatches not printed yet (in a dump, where kernels are
+/// not bound from a site's record: all of them), and says whether any needs a pipeline compiled: then the
 /// site's recompile warning names the kernels and the guards their sizes
 /// crossed, and a site past its recompile budget fails.
 fn needs_compiling(

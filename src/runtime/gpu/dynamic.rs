@@ -25,15 +25,16 @@ use crate::schedule::{Lowered, lower_for_gpu};
 /// kernel made from it.
 #[derive(Clone)]
 pub(crate) struct DispatchText {
-    /// The kernel lowered for the graph's own sizes.
+    /// The kernel lowered for the sizes of the graph that recorded it
+    /// (an earlier size's, where a later one bound its generic kernel).
     pub concrete: Arc<Kernel>,
     /// Which of its literals are dynamic, by their order in the kernel.
     pub dynamic: Vec<usize>,
     /// The kernel the site bound for it and its WGSL (printed without
     /// origins): the generic kernel made from it, or itself where it
     /// stayed concrete. A later size that lowers to that kernel but for
-    /// the dynamic literals binds it after one walk (`values_for`), with
-    /// nothing compared, copied or printed.
+    /// the dynamic literals binds it after one walk and one comparison
+    /// (`values_for`), with no kernel copied and nothing printed.
     pub generic: Option<(Arc<Kernel>, Arc<str>)>,
     /// Why it stayed concrete against the site's last kernel of this
     /// dispatch (`generic::structural_difference`: the guard the sizes
@@ -82,8 +83,17 @@ pub(super) fn generalize_kernels(
     printing: Printing<'_>,
     probe: &mut dyn FnMut(usize, usize) -> Option<Arc<Kernel>>,
 ) -> KernelTexts {
-    let sources_len = sources.len();
-    let mut record = Vec::with_capacity(sources_len);
+    // Where the schedule changed, kernels are still paired by position
+    // (a kernel binds only what it equals), but a kernel that stays
+    // concrete is explained by the schedule, not by its pair.
+    let schedule_changed = before.filter(|b| b.len() != sources.len()).map(|b| {
+        format!(
+            "the graph lowers to {} kernels, {} at the site's last sizes",
+            sources.len(),
+            b.len()
+        )
+    });
+    let mut record = Vec::with_capacity(sources.len());
     for (k, source) in sources.iter_mut().enumerate() {
         // The site's last texts of this kernel's dispatches, if it had as
         // many.
@@ -102,17 +112,9 @@ pub(super) fn generalize_kernels(
         texts.push(generalize_dispatch(source, last, printing, &mut || {
             probe(k, d)
         }));
-        if let Some(last) = before.filter(|b| b.len() != sources_len) {
-            // Kernels of another schedule are not compared one by one.
-            let why = format!(
-                "the graph lowers to {sources_len} kernels, {} at the last sizes",
-                last.len()
-            );
+        if let Some(why) = &schedule_changed {
             for t in texts.iter_mut().filter_map(|t| t.first_mut()) {
-                if t.generic
-                    .as_ref()
-                    .is_none_or(|(g, _)| Arc::ptr_eq(g, &t.concrete))
-                {
+                if t.dynamic.is_empty() {
                     t.not_generic = Some(why.clone());
                 }
             }
@@ -135,9 +137,9 @@ fn generalize_dispatch(
     probe: &mut dyn FnMut() -> Option<Arc<Kernel>>,
 ) -> Vec<DispatchText> {
     if origins.is_none()
-        && let Some(found) = bind_known_generic(s, before)
+        && let Some(record) = bind_known_generic(s, before)
     {
-        return vec![found];
+        return record;
     }
     let concrete = s.kernel.clone();
     // A literal that WGSL needs constant (a subgroup broadcast's lane)
@@ -195,7 +197,7 @@ fn generalize_dispatch(
             if let Some(last) = before.first() {
                 let why =
                     structural_difference(&last.concrete, &text.concrete).unwrap_or_else(|| {
-                        "a literal that cannot be read from the sizes binding".to_string()
+                        "it differs from the site's last kernel in literals only, which made no valid generic kernel".to_string()
                     });
                 log::debug!("a dispatch is not generic over the new sizes: {why}");
                 text.not_generic = Some(why);
@@ -210,25 +212,30 @@ fn generalize_dispatch(
 /// Binds `s` to the generic kernel of one of the site's earlier
 /// dispatches (`before`) where `s` lowered to it but for its dynamic
 /// literals: its kernel, WGSL and those literals' values. Returns the
-/// record kept for the site (unchanged); `None` where none matches.
-fn bind_known_generic(s: &mut KernelSource, before: &[DispatchText]) -> Option<DispatchText> {
+/// record kept for the site (the entry bound, and the generic one behind
+/// a concrete one); `None` where none matches.
+fn bind_known_generic(s: &mut KernelSource, before: &[DispatchText]) -> Option<Vec<DispatchText>> {
     let kernel = Arc::make_mut(&mut s.kernel);
-    let (found, values) = before.iter().find_map(|t| {
-        let (generic, _) = t.generic.as_ref()?;
+    let (found, (generic, wgsl), values) = before.iter().find_map(|t| {
+        let bound = t.generic.as_ref()?;
         if t.dynamic.is_empty() {
             // A concrete kernel: the same value, or not at all.
-            return (**generic == *kernel).then_some((t, None));
+            return (*bound.0 == *kernel).then_some((t, bound, None));
         }
-        Some((t, Some(values_for(generic, &t.dynamic, kernel)?)))
+        Some((t, bound, Some(values_for(&bound.0, &t.dynamic, kernel)?)))
     })?;
-    let (generic, wgsl) = found.generic.as_ref()?;
     s.wgsl = wgsl.to_string();
     s.kernel = generic.clone();
     s.dyn_sizes = values;
-    Some(DispatchText {
+    let mut record = vec![DispatchText {
         not_generic: None,
         ..found.clone()
-    })
+    }];
+    // A generic kernel stays behind a concrete one, as where it compiled.
+    if found.dynamic.is_empty() {
+        record.extend(before.iter().find(|t| !t.dynamic.is_empty()).cloned());
+    }
+    Some(record)
 }
 
 /// The kernels of the probe `key` of `traced` (see `graph::probe`), per

@@ -47,8 +47,9 @@ pub(crate) struct SiteRecord {
     /// Its `GraphKey::size_free_hash`.
     structure: u64,
     /// Per kernel, per dispatch (its packing kernels, then itself): the
-    /// text lowered for the site's last sizes, and which of its literals
-    /// are dynamic (see `generalize`).
+    /// kernels a later size is compared with (see `dynamic::DispatchText`:
+    /// a kernel lowered at one of the site's sizes, which of its literals
+    /// are dynamic, the kernel bound and its WGSL).
     pub kernels: KernelTexts,
     /// The strategies its kernels chose.
     pub precedents: Precedents,
@@ -130,15 +131,19 @@ impl SiteNote {
                 reasons.push((why, format!("kernel {k}{label}: {why}")));
             }
         }
-        if !reasons.is_empty() {
-            let more = reasons.len().saturating_sub(3);
-            reasons.truncate(3);
-            warning.push_str("; not generic over the new sizes: ");
-            let reasons: Vec<&str> = reasons.iter().map(|(_, r)| r.as_str()).collect();
-            warning.push_str(&reasons.join("; "));
-            if more > 0 {
-                warning.push_str(&format!(" (and {more} more)"));
-            }
+        if reasons.is_empty() {
+            return;
+        }
+        let more = reasons.len().saturating_sub(3);
+        reasons.truncate(3);
+        let reasons: Vec<&str> = reasons.iter().map(|(_, r)| r.as_str()).collect();
+        let mut why = format!("; not generic over the new sizes: {}", reasons.join("; "));
+        if more > 0 {
+            why.push_str(&format!(" (and {more} more)"));
+        }
+        warning.push_str(&why);
+        if let Some(Error::RecompileBudget { change, .. }) = &mut self.over_budget {
+            change.push_str(&why);
         }
     }
 }
