@@ -86,9 +86,9 @@ pub(crate) fn generalize(before: &Kernel, new: &Kernel, known: &[usize]) -> Opti
 /// them; `None` where it differs in anything else (its structure, or a
 /// literal that was the same at earlier sizes). The same test as
 /// `generalize` against the kernel it was made from, with no literal
-/// newly dynamic, without copying or printing either kernel: a size met
-/// again binds the generic kernel after one walk. `concrete` is left as
-/// it was.
+/// newly dynamic, without copying or printing either kernel: a new size
+/// binds the generic kernel after two walks (its literals swapped for
+/// reads and back) and one comparison. `concrete` is left as it was.
 pub(crate) fn values_for(
     generic: &Kernel,
     dynamic: &[usize],
@@ -132,11 +132,12 @@ pub(crate) fn values_for(
 }
 
 /// Why `new` cannot be made generic against `before` (the same dispatch
-/// lowered at earlier sizes): the first line in which their IR listings
-/// differ once every literal is erased, the guard a size crossed (a
-/// buffer bound in more parts, another workgroup size, a loop tail at
-/// one size only, another strategy's body). `None` where they differ in
-/// literals alone.
+/// lowered at earlier sizes), the guard a size crossed, once every
+/// literal is erased: another workgroup size, the first binding that
+/// differs (a buffer bound in more parts), other workgroup arrays or
+/// helpers, else the first line in which their IR listings differ (a
+/// loop tail at one size only, another strategy's body). `None` where
+/// they differ in literals alone.
 pub(crate) fn structural_difference(before: &Kernel, new: &Kernel) -> Option<String> {
     let (a, b) = (skeleton(before), skeleton(new));
     if a == b {
@@ -155,23 +156,32 @@ pub(crate) fn structural_difference(before: &Kernel, new: &Kernel) -> Option<Str
         ));
     }
     if a.bindings != b.bindings {
-        let list = |k: &Kernel| {
-            let described: Vec<String> = k.binding_list().map(|b| b.describe()).collect();
-            described.join(", ")
+        // The first binding that differs, as the listing spells it.
+        let spelled = |d: Option<&Declared>| {
+            d.map_or("none".to_string(), |d| {
+                let element = (d.element)
+                    .map(|t| format!(": {}{}", t.dtype, if t.vec { "x4" } else { "" }))
+                    .unwrap_or_default();
+                format!("{}{element} = {}", d.name, d.binding.describe())
+            })
         };
-        return Some(format!("bindings [{}] -> [{}]", list(&a), list(&b)));
+        let at = (0..a.bindings.len().max(b.bindings.len()))
+            .find(|&i| a.bindings.get(i) != b.bindings.get(i))
+            .unwrap_or(0);
+        return Some(format!(
+            "binding {at}: `{}` -> `{}`",
+            spelled(a.bindings.get(at)),
+            spelled(b.bindings.get(at))
+        ));
     }
-    let arrays = |k: &Kernel| -> Vec<String> {
-        (k.entry.arrays.iter())
+    let arrays = |k: &Kernel| -> String {
+        let each: Vec<String> = (k.entry.arrays.iter())
             .map(|w| format!("[{}; {}]", w.element, w.len))
-            .collect()
+            .collect();
+        each.join(", ")
     };
     if arrays(&a) != arrays(&b) {
-        return Some(format!(
-            "workgroup arrays {:?} -> {:?}",
-            arrays(&a),
-            arrays(&b)
-        ));
+        return Some(format!("workgroup arrays {} -> {}", arrays(&a), arrays(&b)));
     }
     if a.helpers != b.helpers {
         return Some(format!(
@@ -444,6 +454,14 @@ mod tests {
             why,
             "workgroups of 256 indexing invocations -> of 64 indexing invocations"
         );
+        let mut bound = b50.clone();
+        bound.bindings.push(Declared {
+            binding: Binding::Read { node: 3, part: 1 },
+            name: "in0_p1".to_string(),
+            element: Some(Ty::F32),
+        });
+        let why = structural_difference(&b64, &bound).expect("differs");
+        assert_eq!(why, "binding 0: `none` -> `in0_p1: f32 = read n3 part 1`");
         let mut longer = b50.clone();
         longer.body.pop();
         let why = structural_difference(&b64, &longer).expect("differs");

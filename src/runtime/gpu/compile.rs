@@ -265,8 +265,8 @@ pub(super) fn executable(
     Ok((exe, compiles))
 }
 
-/// Prints the dispatches not printed yet (in a dump, where kernels are
-/// not bound from a site's record: all of them), and says whether any needs a pipeline compiled: then the
+/// Prints the dispatches not printed yet (the kernels that stayed
+/// concrete, in a dump), and says whether any needs a pipeline compiled: then the
 /// site's recompile warning names the kernels and the guards their sizes
 /// crossed, and a site past its recompile budget fails.
 fn needs_compiling(
@@ -417,7 +417,7 @@ fn make_generic(
         }
     }
     let mut probe = None;
-    generalize_kernels(
+    let mut texts = generalize_kernels(
         before.map(|b| &b.kernels),
         sources,
         printing,
@@ -426,7 +426,15 @@ fn make_generic(
                 .get_or_insert_with(|| before.and_then(|b| probe_texts(traced, &b.key, &plain)));
             texts.as_ref()?.get(k)?.get(d).cloned()
         },
-    )
+    );
+    // Kernels of another structure are paired by position only: the
+    // recompile warning's change in the graph says why they compile.
+    if before.is_some_and(|b| !b.has_structure(structure)) {
+        for t in texts.iter_mut().flatten().flatten() {
+            t.not_generic = None;
+        }
+    }
+    texts
 }
 
 /// Anomaly mode: the two flag words the kernels set, cleared at each run.

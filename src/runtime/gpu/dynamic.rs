@@ -20,9 +20,9 @@ use crate::kernel::generic::{
 };
 use crate::schedule::{Lowered, lower_for_gpu};
 
-/// One dispatch's kernel lowered for a graph's own sizes, which of its
-/// literals are dynamic (none: it stayed concrete), and the generic
-/// kernel made from it.
+/// One dispatch as a site recorded it: its kernel lowered at one of the
+/// site's sizes, which of its literals are dynamic (none: it stayed
+/// concrete), and the kernel bound for it.
 #[derive(Clone)]
 pub(crate) struct DispatchText {
     /// The kernel lowered for the sizes of the graph that recorded it
@@ -33,7 +33,7 @@ pub(crate) struct DispatchText {
     /// The kernel the site bound for it and its WGSL (printed without
     /// origins): the generic kernel made from it, or itself where it
     /// stayed concrete. A later size that lowers to that kernel but for
-    /// the dynamic literals binds it after one walk and one comparison
+    /// the dynamic literals binds it after two walks and one comparison
     /// (`values_for`), with no kernel copied and nothing printed.
     pub generic: Option<(Arc<Kernel>, Arc<str>)>,
     /// Why it stayed concrete against the site's last kernel of this
@@ -97,9 +97,8 @@ pub(super) fn generalize_kernels(
     for (k, source) in sources.iter_mut().enumerate() {
         // The site's last texts of this kernel's dispatches, if it had as
         // many.
-        let previous = before
-            .and_then(|texts| texts.get(k))
-            .filter(|p| p.len() == source.packs.len() + 1);
+        let of_kernel = before.and_then(|texts| texts.get(k));
+        let previous = of_kernel.filter(|p| p.len() == source.packs.len() + 1);
         let mut texts = Vec::with_capacity(source.packs.len() + 1);
         for (d, pack) in source.packs.iter_mut().enumerate() {
             let last = previous.map_or(&[][..], |p| &p[d]);
@@ -112,6 +111,18 @@ pub(super) fn generalize_kernels(
         texts.push(generalize_dispatch(source, last, printing, &mut || {
             probe(k, d)
         }));
+        if let (Some(last), None) = (of_kernel, previous) {
+            let why = format!(
+                "{} dispatches with its packing kernels, {} at the site's last sizes",
+                source.packs.len() + 1,
+                last.len()
+            );
+            for t in texts.iter_mut().filter_map(|t| t.first_mut()) {
+                if t.dynamic.is_empty() {
+                    t.not_generic = Some(why.clone());
+                }
+            }
+        }
         if let Some(why) = &schedule_changed {
             for t in texts.iter_mut().filter_map(|t| t.first_mut()) {
                 if t.dynamic.is_empty() {
@@ -194,7 +205,7 @@ fn generalize_dispatch(
                 s.print_wgsl(None);
                 text.generic = Some((s.kernel.clone(), Arc::from(s.wgsl.as_str())));
             }
-            if let Some(last) = before.first() {
+            if let Some(last) = before.first().filter(|l| *l.concrete != *text.concrete) {
                 let why =
                     structural_difference(&last.concrete, &text.concrete).unwrap_or_else(|| {
                         "it differs from the site's last kernel in literals only, which made no valid generic kernel".to_string()

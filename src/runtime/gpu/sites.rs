@@ -101,7 +101,8 @@ impl SiteNote {
     /// kernels among `sources` that need a pipeline (not `compiled`),
     /// each with the guard its sizes crossed (`texts`: the site's record
     /// of this graph, see `DispatchText::not_generic`). The first three
-    /// are named, by the node each writes first and its source line.
+    /// are named, by the node each writes first and its source line. (A
+    /// site past its budget fails with the graph's change alone.)
     pub(super) fn explain_kernels(
         &mut self,
         graph: &Graph,
@@ -142,9 +143,6 @@ impl SiteNote {
             why.push_str(&format!(" (and {more} more)"));
         }
         warning.push_str(&why);
-        if let Some(Error::RecompileBudget { change, .. }) = &mut self.over_budget {
-            change.push_str(&why);
-        }
     }
 }
 
