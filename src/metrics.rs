@@ -31,7 +31,12 @@ pub const STANDARD_COUNTERS: &[&str] = &[
     "graphs_compiled",
     "graphs_specialized",
     "recompiles",
+    // Dispatches lowered to kernel IR by compiles (a graph found in the
+    // executable cache lowers none), and of those, the ones bound to the
+    // kernel their trace site bound at earlier sizes, neither generalized
+    // again nor printed.
     "kernels_lowered",
+    "kernels_bound",
     "kernels_compiled",
     "pipeline_cache_hits",
     "kernel_launches",

@@ -97,7 +97,8 @@ fn the_issue_sequence_compiles_two_graphs() {
 fn sizes_lower_their_kernels_and_a_cached_graph_lowers_none() {
     // Every compiled graph lowers its kernels, also a size whose kernels
     // were all found generic (sizes are not yet symbols bound without
-    // lowering); a graph found in the cache lowers nothing.
+    // lowering); a graph found in the cache lowers nothing. A size after
+    // the second binds the kernels the site bound (`kernels_bound`).
     let Some(first) = train_checked(&[64]) else {
         return;
     };
@@ -107,6 +108,15 @@ fn sizes_lower_their_kernels_and_a_cached_graph_lowers_none() {
     assert_eq!(again.counter("kernels_lowered"), per_graph, "{again}");
     let other = train_checked(&[64, 50, 33]).expect("a GPU");
     assert_eq!(other.counter("kernels_lowered"), 3 * per_graph, "{other}");
+    // 50 binds only the kernels that do not depend on the batch (the
+    // same value as at 64); 33 lowers to the kernels 50 bound (generic
+    // over the batch, or those same ones): each is bound as it was,
+    // compared with that kernel alone and not printed.
+    assert_eq!(first.counter("kernels_bound"), 0, "{first}");
+    let two = train_checked(&[64, 50]).expect("a GPU");
+    let at_50 = two.counter("kernels_bound");
+    assert!(at_50 < per_graph / 2, "{two}");
+    assert_eq!(other.counter("kernels_bound"), at_50 + per_graph, "{other}");
 }
 
 #[test]

@@ -234,12 +234,14 @@ pub(super) fn executable(
     let donations = plan_donations(graph, &cx, &groups, &available, &mut sources);
     // Dynamic sizes: kernels generic over what changed since the site's
     // last graph; when every one is found compiled, nothing compiles.
+    let bound = std::cell::Cell::new(0);
     let texts = make_generic(
-        &caches.pipelines,
+        (&caches.pipelines, &bound),
         (traced, before, site.structure),
         (&cx, &chosen),
         &mut sources,
     );
+    metrics.add("kernels_bound", bound.get());
     let compiles = needs_compiling(
         caches,
         (&mut site, graph, cx.origins),
@@ -387,7 +389,10 @@ fn supported(target: &Target, graph: &Graph) -> Result<()> {
 /// against the probe of the marked sizes. Returns the kernels to record
 /// for the site.
 fn make_generic(
-    pipelines: &LruCache<String, Arc<wgpu::ComputePipeline>>,
+    (pipelines, bound): (
+        &LruCache<String, Arc<wgpu::ComputePipeline>>,
+        &std::cell::Cell<u64>,
+    ),
     (traced, before, structure): (&Graph, Option<&SiteRecord>, u64),
     (cx, chosen): (&CodegenContext, &Precedents),
     sources: &mut [KernelSource],
@@ -395,6 +400,7 @@ fn make_generic(
     let printing = Printing {
         compiled: &|wgsl| pipelines.contains(wgsl),
         origins: cx.origins,
+        bound,
     };
     // Probes are lowered with this graph's strategies (its own, where the
     // site's earlier graph had none: at the first compile of a structure

@@ -68,6 +68,9 @@ pub(crate) type KernelTexts = Vec<Vec<Vec<DispatchText>>>;
 pub(super) struct Printing<'a> {
     pub compiled: &'a dyn Fn(&str) -> bool,
     pub origins: Option<&'a [String]>,
+    /// Counts the dispatches bound to a kernel the site bound before,
+    /// nothing compared but that kernel, nothing printed.
+    pub bound: &'a std::cell::Cell<u64>,
 }
 
 /// Makes each kernel of a recompiled site generic over the literals in
@@ -144,12 +147,17 @@ pub(super) fn generalize_kernels(
 fn generalize_dispatch(
     s: &mut KernelSource,
     before: &[DispatchText],
-    Printing { compiled, origins }: Printing<'_>,
+    Printing {
+        compiled,
+        origins,
+        bound,
+    }: Printing<'_>,
     probe: &mut dyn FnMut() -> Option<Arc<Kernel>>,
 ) -> Vec<DispatchText> {
     if origins.is_none()
         && let Some(record) = bind_known_generic(s, before)
     {
+        bound.set(bound.get() + 1);
         return record;
     }
     let concrete = s.kernel.clone();
@@ -197,27 +205,36 @@ fn generalize_dispatch(
                 not_generic: None,
             }]
         }
-        None => {
-            // A kernel that stays concrete is its own bound kernel: the
-            // next size that lowers to the same value takes its text.
-            let mut text = DispatchText::concrete(concrete, Vec::new());
-            if origins.is_none() {
-                s.print_wgsl(None);
-                text.generic = Some((s.kernel.clone(), Arc::from(s.wgsl.as_str())));
-            }
-            if let Some(last) = before.first().filter(|l| *l.concrete != *text.concrete) {
-                let why =
-                    structural_difference(&last.concrete, &text.concrete).unwrap_or_else(|| {
-                        "it differs from the site's last kernel in literals only, which made no valid generic kernel".to_string()
-                    });
-                log::debug!("a dispatch is not generic over the new sizes: {why}");
-                text.not_generic = Some(why);
-            }
-            let mut texts = vec![text];
-            texts.extend(before.iter().find(|t| !t.dynamic.is_empty()).cloned());
-            texts
-        }
+        None => stays_concrete(s, concrete, before, origins),
     }
+}
+
+/// The record of a dispatch that stays concrete (`concrete`, `s`'s own
+/// kernel): its own bound kernel, so that the next size that lowers to
+/// the same value takes its text (printed now, where not in a dump),
+/// with why it is not generic against the site's last kernel; then the
+/// site's generic kernel behind it.
+fn stays_concrete(
+    s: &mut KernelSource,
+    concrete: Arc<Kernel>,
+    before: &[DispatchText],
+    origins: Option<&[String]>,
+) -> Vec<DispatchText> {
+    let mut text = DispatchText::concrete(concrete, Vec::new());
+    if origins.is_none() {
+        s.print_wgsl(None);
+        text.generic = Some((s.kernel.clone(), Arc::from(s.wgsl.as_str())));
+    }
+    if let Some(last) = before.first().filter(|l| *l.concrete != *text.concrete) {
+        let why = structural_difference(&last.concrete, &text.concrete).unwrap_or_else(|| {
+            "it differs from the site's last kernel in literals only, which made no valid generic kernel".to_string()
+        });
+        log::debug!("a dispatch is not generic over the new sizes: {why}");
+        text.not_generic = Some(why);
+    }
+    let mut texts = vec![text];
+    texts.extend(before.iter().find(|t| !t.dynamic.is_empty()).cloned());
+    texts
 }
 
 /// Binds `s` to the generic kernel of one of the site's earlier
