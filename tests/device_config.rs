@@ -17,6 +17,17 @@ fn gpu_with(config: DeviceConfig) -> Option<Device> {
     Some(Device::gpu_with(config).expect("a GPU device"))
 }
 
+/// A GPU device dumping what it compiles into a fresh directory of this
+/// process named after `tag`, and that directory.
+fn dumping(tag: &str) -> Option<(Device, std::path::PathBuf)> {
+    let dir = std::env::temp_dir().join(format!("lazywgpu-{tag}-{}", std::process::id()));
+    let config = DeviceConfig {
+        dump_dir: Some(dir.clone()),
+        ..DeviceConfig::default()
+    };
+    Some((gpu_with(config)?, dir))
+}
+
 /// Every matmul kernel, chosen per device in one process, over odd batched
 /// shapes with a transposed operand and a fused bias-and-relu epilogue.
 #[test]
@@ -70,12 +81,9 @@ fn a_default_device_stays_lazy() {
 /// the node and source line of each line) and kernel plans are written.
 #[test]
 fn dump_writes_ir_dot_and_wgsl() {
-    let dir = std::env::temp_dir().join(format!("lazywgpu-dump-{}", std::process::id()));
-    let config = DeviceConfig {
-        dump_dir: Some(dir.clone()),
-        ..DeviceConfig::default()
+    let Some((dev, dir)) = dumping("dump") else {
+        return;
     };
-    let Some(dev) = gpu_with(config) else { return };
     let x = Tensor::from_vec(vec![1.0f32, 2.0, 3.0, 4.0], [2, 2], &dev).unwrap();
     let y = (&x * 2.0).exp().t() + 1.0;
     y.to_vec::<f32>().unwrap();
@@ -150,12 +158,9 @@ fn tensors_and_devices_are_send_and_sync() {
 /// for an f32 product (it computes f16 only).
 #[test]
 fn dump_lists_the_matmul_candidates() {
-    let dir = std::env::temp_dir().join(format!("lazywgpu-dump-mm-{}", std::process::id()));
-    let config = DeviceConfig {
-        dump_dir: Some(dir.clone()),
-        ..DeviceConfig::default()
+    let Some((dev, dir)) = dumping("dump-mm") else {
+        return;
     };
-    let Some(dev) = gpu_with(config) else { return };
     let a = Tensor::from_vec(vec![0.5f32; 6 * 8], [6, 8], &dev).unwrap();
     let b = Tensor::from_vec(vec![0.25f32; 8 * 5], [8, 5], &dev).unwrap();
     let got = a.matmul(&b).to_vec::<f32>().unwrap();

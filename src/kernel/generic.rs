@@ -56,16 +56,7 @@ pub(crate) fn generalize(before: &Kernel, new: &Kernel, known: &[usize]) -> Opti
         .map(|&i| word(&ln[i]))
         .collect::<Option<_>>()?;
     let mut kernel = new.clone();
-    let mut at = 0;
-    for_each_literal(&mut kernel, &mut |e| {
-        if let Ok(slot) = dynamic.binary_search(&at) {
-            *e = Expr::Size {
-                slot,
-                dtype: literal_dtype(e),
-            };
-        }
-        at += 1;
-    });
+    read_sizes_at(&mut kernel, &dynamic);
     kernel.bindings.push(Declared {
         binding: Binding::Sizes {
             vec4s: dynamic.len().div_ceil(4),
@@ -100,18 +91,7 @@ pub(crate) fn values_for(
     }
     // Each dynamic literal swapped for its read, as `generalize` makes
     // it, then swapped back: the kernel compared in place.
-    let mut replaced = Vec::with_capacity(dynamic.len());
-    let mut at = 0;
-    for_each_literal(concrete, &mut |e| {
-        if let Ok(slot) = dynamic.binary_search(&at) {
-            let read = Expr::Size {
-                slot,
-                dtype: literal_dtype(e),
-            };
-            replaced.push(std::mem::replace(e, read));
-        }
-        at += 1;
-    });
+    let replaced = read_sizes_at(concrete, dynamic);
     let same = replaced.len() == dynamic.len()
         && concrete.entry == generic.entry
         && concrete.helpers == generic.helpers
@@ -129,6 +109,25 @@ pub(crate) fn values_for(
         return None;
     }
     replaced.iter().map(word).collect()
+}
+
+/// Replaces the literals at `dynamic` (positions in `for_each_literal`'s
+/// order, sorted) by reads of the sizes binding, slot by slot, and
+/// returns the literals replaced, in order.
+fn read_sizes_at(kernel: &mut Kernel, dynamic: &[usize]) -> Vec<Expr> {
+    let mut replaced = Vec::with_capacity(dynamic.len());
+    let mut at = 0;
+    for_each_literal(kernel, &mut |e| {
+        if let Ok(slot) = dynamic.binary_search(&at) {
+            let read = Expr::Size {
+                slot,
+                dtype: literal_dtype(e),
+            };
+            replaced.push(std::mem::replace(e, read));
+        }
+        at += 1;
+    });
+    replaced
 }
 
 /// Why `new` cannot be made generic against `before` (the same dispatch
@@ -157,14 +156,7 @@ pub(crate) fn structural_difference(before: &Kernel, new: &Kernel) -> Option<Str
     }
     if a.bindings != b.bindings {
         // The first binding that differs, as the listing spells it.
-        let spelled = |d: Option<&Declared>| {
-            d.map_or("none".to_string(), |d| {
-                let element = (d.element)
-                    .map(|t| format!(": {}{}", t.dtype, if t.vec { "x4" } else { "" }))
-                    .unwrap_or_default();
-                format!("{}{element} = {}", d.name, d.binding.describe())
-            })
-        };
+        let spelled = |d: Option<&Declared>| d.map_or("none".to_string(), Declared::to_string);
         let at = (0..a.bindings.len().max(b.bindings.len()))
             .find(|&i| a.bindings.get(i) != b.bindings.get(i))
             .unwrap_or(0);

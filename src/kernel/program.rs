@@ -104,20 +104,22 @@ impl Kernel {
     }
 }
 
+impl fmt::Display for Declared {
+    /// As the IR listing names a binding: `in0_p1: f32 = read n3 part 1`.
+    fn fmt(&self, f: &mut fmt::Formatter) -> fmt::Result {
+        write!(f, "{}", self.name)?;
+        if let Some(t) = self.element {
+            write!(f, ": {}{}", t.dtype, if t.vec { "x4" } else { "" })?;
+        }
+        write!(f, " = {}", self.binding.describe())
+    }
+}
+
 impl fmt::Display for Kernel {
     /// The kernel as IR: its bindings, launch and body.
     fn fmt(&self, f: &mut fmt::Formatter) -> fmt::Result {
         for (i, d) in self.bindings.iter().enumerate() {
-            let element = d
-                .element
-                .map(|t| format!(": {}{}", t.dtype, if t.vec { "x4" } else { "" }))
-                .unwrap_or_default();
-            writeln!(
-                f,
-                "binding {i} {}{element} = {}",
-                d.name,
-                d.binding.describe()
-            )?;
+            writeln!(f, "binding {i} {d}")?;
         }
         let Entry {
             workgroup_size,

@@ -114,19 +114,16 @@ pub(super) fn generalize_kernels(
         texts.push(generalize_dispatch(source, last, printing, &mut || {
             probe(k, d)
         }));
-        if let (Some(last), None) = (of_kernel, previous) {
-            let why = format!(
+        // Dispatches not compared one by one are explained by what kept
+        // them apart: the schedule, else this kernel's packing kernels.
+        let unpaired = (of_kernel.filter(|_| previous.is_none())).map(|last| {
+            format!(
                 "{} dispatches with its packing kernels, {} at the site's last sizes",
                 source.packs.len() + 1,
                 last.len()
-            );
-            for t in texts.iter_mut().filter_map(|t| t.first_mut()) {
-                if t.dynamic.is_empty() {
-                    t.not_generic = Some(why.clone());
-                }
-            }
-        }
-        if let Some(why) = &schedule_changed {
+            )
+        });
+        if let Some(why) = schedule_changed.as_ref().or(unpaired.as_ref()) {
             for t in texts.iter_mut().filter_map(|t| t.first_mut()) {
                 if t.dynamic.is_empty() {
                     t.not_generic = Some(why.clone());
