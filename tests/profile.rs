@@ -1,4 +1,5 @@
-//! `LAZYWGPU_PROFILE=1`: every kernel of a graph is timed on the device.
+//! `LAZYWGPU_PROFILE=1`: every kernel of a graph is timed, by the
+//! device's timestamps on a GPU and by the wall clock on a CPU adapter.
 //! One test in its own process: the switch is read when the GPU context is
 //! created.
 
@@ -15,20 +16,24 @@ fn kernel_profile_lists_every_kernel_with_its_launches() {
     let a = Tensor::rand([64, 32], &dev);
     let b = Tensor::rand([32, 16], &dev);
     dev.mark_step().unwrap();
+    dev.wait().unwrap();
     dev.reset_metrics();
+    let start = std::time::Instant::now();
     for _ in 0..3 {
         let y = (a.matmul(&b) + 1.0).relu().sum([0], false);
         let v: Vec<f32> = y.to_vec().unwrap();
         assert_eq!(v.len(), 16);
     }
-    let Some(report) = dev.kernel_profile() else {
-        // Only adapters without timestamp queries get here; lavapipe has them.
-        assert!(
-            !dev.name().contains("llvmpipe"),
-            "lavapipe supports timestamp queries"
-        );
-        return;
-    };
+    let elapsed = start.elapsed();
+    let report = dev
+        .kernel_profile()
+        .expect("profiling is on for every GPU adapter");
+    // A CPU adapter's kernels are timed by the wall clock (its timestamps
+    // do not time the shader's work), a GPU's by its timestamps.
+    let clock = report.lines().next().unwrap_or_default();
+    let cpu = dev.name().contains("llvmpipe");
+    assert_eq!(clock.contains("wall time"), cpu, "{report}");
+    assert_eq!(clock.contains("device timestamps"), !cpu, "{report}");
     let matmul = report
         .lines()
         .find(|l| l.starts_with("| matmul [64, 16]"))
@@ -41,10 +46,29 @@ fn kernel_profile_lists_every_kernel_with_its_launches() {
             || l.starts_with("| sum [1, 16]")),
         "{report}"
     );
+    // Each kernel ran alone inside the loop: by the wall clock, their
+    // times add up to no more than the loop's (lavapipe's timestamps of
+    // threaded submits once summed past the step's wall time).
+    if cpu {
+        let total_ms: f64 = (report.lines())
+            .filter(|l| {
+                l.starts_with("| ") && !l.starts_with("| kernel") && !l.starts_with("| ---")
+            })
+            .map(|l| {
+                let cells: Vec<&str> = l.split('|').map(str::trim).collect();
+                cells[3].trim_end_matches(" ms").parse::<f64>().unwrap()
+            })
+            .sum();
+        assert!(total_ms > 0.0, "{report}");
+        assert!(
+            total_ms <= elapsed.as_secs_f64() * 1e3,
+            "kernels {total_ms} ms in a loop of {elapsed:?}:\n{report}"
+        );
+    }
     dev.reset_metrics();
     assert_eq!(
         dev.kernel_profile().unwrap().lines().count(),
-        2,
-        "reset clears the table"
+        4,
+        "reset clears the table (its clock line, a blank line and the header stay)"
     );
 }

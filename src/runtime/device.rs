@@ -324,10 +324,13 @@ impl Device {
         }
     }
 
-    /// Device time per kernel as a markdown table, dearest first, when
-    /// the process runs with `LAZYWGPU_PROFILE=1` on a GPU adapter with
-    /// timestamp queries (`None` otherwise). Profiling waits for every
-    /// graph, so use it to see where device time goes, not to time a loop.
+    /// Time per kernel as a markdown table, dearest first, under a line
+    /// naming the clock, when the process runs with `LAZYWGPU_PROFILE=1`
+    /// on a GPU adapter (`None` otherwise): device timestamps on a GPU,
+    /// the wall clock around each kernel's submit and wait on a CPU
+    /// adapter, whose timestamps do not time the shader's work. Profiling
+    /// runs and waits for each kernel alone, so use it to see where
+    /// device time goes, not to time a loop.
     pub fn kernel_profile(&self) -> Option<String> {
         match &self.inner.backend {
             Backend::Gpu(ctx, _) => ctx.profile.as_ref().map(|p| p.report()),

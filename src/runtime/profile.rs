@@ -1,20 +1,56 @@
-//! `LAZYWGPU_PROFILE=1`: device time of every kernel, from timestamp
-//! queries written at the start and end of a compute pass per kernel.
-//! Profiling waits for each graph to finish (to read its timestamps), so
-//! it changes the timing of the program around it; kernel times are what
-//! it is for.
+//! `LAZYWGPU_PROFILE=1`: the time of every kernel, each run alone (a
+//! compute pass of its own, submitted and waited for). On a GPU the
+//! clock is the device's timestamps at both ends of the pass; on a CPU
+//! adapter it is the host's wall clock around the submit and the wait
+//! (`ProfileClock`). Profiling waits for each kernel, so it changes the
+//! timing of the program around it; kernel times are what it is for.
 
 use std::collections::BTreeMap;
 use std::sync::Mutex;
 
-/// Device time per kernel label, accumulated over a run.
-#[derive(Default)]
+/// Which clock times a kernel.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum ProfileClock {
+    /// Timestamp queries at the start and end of the kernel's pass.
+    Timestamps,
+    /// The host's wall clock from the kernel's submit to the end of the
+    /// wait for it: CPU adapters, whose timestamps do not time the
+    /// shader's work (lavapipe's summed to 0.16 s of a GPT step whose
+    /// 1.26 s the host spent 94 % in shader code), and adapters without
+    /// timestamp queries. It includes the submit and the wait (tens of
+    /// microseconds).
+    Wall,
+}
+
+impl ProfileClock {
+    /// The clock for an adapter of `device_type`, with or without
+    /// timestamp queries.
+    pub fn for_adapter(device_type: wgpu::DeviceType, timestamps: bool) -> ProfileClock {
+        if device_type == wgpu::DeviceType::Cpu || !timestamps {
+            ProfileClock::Wall
+        } else {
+            ProfileClock::Timestamps
+        }
+    }
+}
+
+/// Time per kernel label, accumulated over a run.
 pub(crate) struct KernelProfile {
+    /// The clock every time here was read from.
+    pub clock: ProfileClock,
     /// label -> (launches, total nanoseconds)
     totals: Mutex<BTreeMap<String, (u64, f64)>>,
 }
 
 impl KernelProfile {
+    /// An empty profile timed by `clock`.
+    pub fn new(clock: ProfileClock) -> KernelProfile {
+        KernelProfile {
+            clock,
+            totals: Mutex::default(),
+        }
+    }
+
     /// Adds one launch of `label` that took `ns`.
     pub fn add(&self, label: String, ns: f64) {
         let mut t = self.totals.lock().unwrap_or_else(|e| e.into_inner());
@@ -23,13 +59,21 @@ impl KernelProfile {
         e.1 += ns;
     }
 
-    /// A markdown table, the dearest kernels first.
+    /// A markdown table, the dearest kernels first, under a line naming
+    /// the clock.
     pub fn report(&self) -> String {
         let t = self.totals.lock().unwrap_or_else(|e| e.into_inner());
         let mut rows: Vec<(&String, &(u64, f64))> = t.iter().collect();
         rows.sort_by(|a, b| b.1.1.total_cmp(&a.1.1));
         let all: f64 = rows.iter().map(|r| r.1.1).sum();
-        let mut out = String::from(
+        let clock = match self.clock {
+            ProfileClock::Timestamps => "device timestamps at both ends of each kernel's pass",
+            ProfileClock::Wall => {
+                "wall time from each kernel's submit to the end of the wait for it (a CPU adapter, or no timestamp queries)"
+            }
+        };
+        let mut out = format!("kernel times: {clock}\n\n");
+        out.push_str(
             "| kernel (first output, shape, where recorded) | launches | total | mean | share |\n| --- | --- | --- | --- | --- |\n",
         );
         for (label, &(n, ns)) in rows {

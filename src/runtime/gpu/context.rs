@@ -7,7 +7,7 @@ use std::sync::{Arc, Mutex, OnceLock};
 
 use crate::error::{Error, Result};
 use crate::runtime::pool::{BufferPool, size_class};
-use crate::runtime::profile::{self, KernelProfile};
+use crate::runtime::profile::{self, KernelProfile, ProfileClock};
 use crate::runtime::storage::GpuBuffer;
 use crate::runtime::submit::Submitter;
 
@@ -27,8 +27,7 @@ pub(crate) struct GpuContext {
     /// before returning (CPU adapters; `LAZYWGPU_SUBMIT_THREAD=0|1`
     /// overrides). `None`: submit on the caller's thread.
     submitter: Option<Submitter>,
-    /// Kernel timings (`LAZYWGPU_PROFILE=1` on an adapter with timestamp
-    /// queries).
+    /// Kernel timings (`LAZYWGPU_PROFILE=1`), by the adapter's clock.
     pub profile: Option<KernelProfile>,
     /// The last error wgpu reported outside an error scope.
     uncaptured: Arc<Mutex<Option<String>>>,
@@ -212,7 +211,13 @@ impl GpuContext {
             limits.max_storage_buffer_binding_size,
             limits.max_buffer_size
         );
-        let profiling = profile::requested() && features.contains(wgpu::Features::TIMESTAMP_QUERY);
+        let profile = profile::requested().then(|| {
+            KernelProfile::new(ProfileClock::for_adapter(
+                info.device_type,
+                features.contains(wgpu::Features::TIMESTAMP_QUERY),
+            ))
+        });
+        let profiling = profile.is_some();
         // Profiling submits on the caller's thread: lavapipe's timestamps
         // of work submitted from the submission thread came out inflated
         // several times over (their sum exceeded the step's wall time).
@@ -247,7 +252,7 @@ impl GpuContext {
             limits,
             features,
             submitter,
-            profile: profiling.then(KernelProfile::default),
+            profile,
             uncaptured,
         })
     }

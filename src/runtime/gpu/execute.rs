@@ -13,6 +13,7 @@ use crate::runtime::memory_report::{
     BufferRole, PlannedBuffer, ReportedBuffer, largest_listed, live_at, report_of,
 };
 use crate::runtime::pool::{BufferPool, size_class};
+use crate::runtime::profile::ProfileClock;
 use crate::runtime::storage::{DataBuffer, Storage};
 use crate::shape::{Layout, numel};
 
@@ -59,15 +60,19 @@ pub(crate) fn run_graph(
     let mut encoder = ctx
         .device
         .create_command_encoder(&wgpu::CommandEncoderDescriptor::default());
-    // Profiling: one pass per kernel, with timestamps at both ends.
-    let queries = ctx.profile.as_ref().map(|_| {
-        ctx.device.create_query_set(&wgpu::QuerySetDescriptor {
-            label: Some("lazywgpu kernel timestamps"),
-            ty: wgpu::QueryType::Timestamp,
-            count: 2 * exe.kernels.len().max(1) as u32,
-        })
-    });
-    run.encode(&mut encoder, queries.as_ref())?;
+    // Profiling: one pass per kernel, with timestamps at both ends where
+    // they time the work.
+    let queries = (ctx.profile.as_ref())
+        .filter(|p| p.clock == ProfileClock::Timestamps)
+        .map(|_| {
+            ctx.device.create_query_set(&wgpu::QuerySetDescriptor {
+                label: Some("lazywgpu kernel timestamps"),
+                ty: wgpu::QueryType::Timestamp,
+                count: 2 * exe.kernels.len().max(1) as u32,
+            })
+        });
+    let profiling = ctx.profile.as_ref().map(|_| queries.as_ref());
+    run.encode(&mut encoder, profiling)?;
     run.report_memory();
     metrics.add("kernel_launches", exe.kernels.len() as u64);
     metrics.add("kernel_bytes_read", exe.work.bytes_read);
@@ -97,8 +102,8 @@ pub(crate) fn run_graph(
     ctx.submit(commands);
     drop(order);
     metrics.record("encode_submit", encode_start.elapsed());
-    if let Some(staging) = timestamps {
-        run.record_profile(&staging)?;
+    if ctx.profile.is_some() {
+        run.record_profile(timestamps.as_ref())?;
     }
     metrics.add("graphs_executed", 1);
     ctx.take_error(&format!("graph {:016x}", graph.hash))?;
@@ -125,6 +130,9 @@ struct Run<'a> {
     /// The device's live bytes while each kernel encoded so far held its
     /// buffers and scratch (for the memory report).
     levels: Vec<u64>,
+    /// Profiling by the wall clock: each kernel's time so far, in
+    /// nanoseconds.
+    kernel_wall_ns: Vec<f64>,
 }
 
 impl<'a> Run<'a> {
@@ -148,6 +156,7 @@ impl<'a> Run<'a> {
             buffers: vec![None; nodes.len()],
             written: vec![None; nodes.len()],
             levels: Vec::with_capacity(exe.kernels.len()),
+            kernel_wall_ns: Vec::new(),
         };
         for (i, n) in nodes.iter().enumerate() {
             if let GKind::Input { slot, .. } = n.kind {
@@ -208,13 +217,16 @@ impl<'a> Run<'a> {
         }
     }
 
-    /// Encodes every kernel: in one compute pass, or (profiling) one pass
-    /// per kernel with timestamps, each submitted and waited for alone.
+    /// Encodes every kernel: in one compute pass, or (`profiling`) one
+    /// pass per kernel, each submitted and waited for alone, with
+    /// timestamps where the profile's clock is the device's (the query
+    /// set) and its wall time kept otherwise.
     fn encode(
         &mut self,
         encoder: &mut wgpu::CommandEncoder,
-        queries: Option<&wgpu::QuerySet>,
+        profiling: Option<Option<&wgpu::QuerySet>>,
     ) -> Result<()> {
+        let queries = profiling.flatten();
         if let Some(flags) = &self.exe.checks {
             encoder.clear_buffer(flags, 0, None);
         }
@@ -223,7 +235,7 @@ impl<'a> Run<'a> {
             let dispatches = self
                 .dispatches(k)
                 .map_err(|e| self.naming_live_buffers(e, ki))?;
-            if queries.is_some() || pass.is_none() {
+            if profiling.is_some() || pass.is_none() {
                 drop(pass.take());
                 let timestamp_writes = queries.map(|query_set| wgpu::ComputePassTimestampWrites {
                     query_set,
@@ -250,7 +262,7 @@ impl<'a> Run<'a> {
             for &n in &self.exe.releases[ki] {
                 self.written[n] = None;
             }
-            if queries.is_some() {
+            if profiling.is_some() {
                 // Profiling: each kernel runs alone, so that a driver that
                 // overlaps independent dispatches, as lavapipe does, cannot
                 // blur the times.
@@ -260,8 +272,10 @@ impl<'a> Run<'a> {
                     .device
                     .create_command_encoder(&wgpu::CommandEncoderDescriptor::default());
                 let done = std::mem::replace(encoder, fresh);
+                let start = std::time::Instant::now();
                 self.ctx.submit(done.finish());
                 self.ctx.wait()?;
+                self.kernel_wall_ns.push(start.elapsed().as_nanos() as f64);
             }
         }
         Ok(())
@@ -482,16 +496,25 @@ impl<'a> Run<'a> {
             .ok_or_else(|| self.error(format!("output node {o} has no buffer")))
     }
 
-    /// Reads the kernels' timestamps back and adds them to the profile.
-    fn record_profile(&self, staging: &wgpu::Buffer) -> Result<()> {
+    /// Adds each kernel's time to the profile: its timestamps, read back
+    /// from `staging`, or the wall time `encode` kept.
+    fn record_profile(&self, staging: Option<&wgpu::Buffer>) -> Result<()> {
         let Some(profile) = self.ctx.profile.as_ref() else {
             return Ok(());
         };
-        let ticks: Vec<u64> =
-            pollster::block_on(self.ctx.read_mapped(staging, "reading kernel timestamps"))?;
-        let period = self.ctx.queue.get_timestamp_period() as f64;
+        let times: Vec<f64> = match staging {
+            Some(staging) => {
+                let ticks: Vec<u64> =
+                    pollster::block_on(self.ctx.read_mapped(staging, "reading kernel timestamps"))?;
+                let period = self.ctx.queue.get_timestamp_period() as f64;
+                (ticks.chunks_exact(2))
+                    .map(|pair| pair[1].saturating_sub(pair[0]) as f64 * period)
+                    .collect()
+            }
+            None => self.kernel_wall_ns.clone(),
+        };
         let nodes = &self.exe.key.nodes;
-        for (k, pair) in self.exe.kernels.iter().zip(ticks.chunks_exact(2)) {
+        for (k, ns) in self.exe.kernels.iter().zip(times) {
             let label = match k.source.writes.first() {
                 Some(&w) => format!(
                     "{} {:?} ({} outputs) @ {}",
@@ -502,7 +525,7 @@ impl<'a> Run<'a> {
                 ),
                 None => "kernel without outputs".to_string(),
             };
-            profile.add(label, pair[1].saturating_sub(pair[0]) as f64 * period);
+            profile.add(label, ns);
         }
         Ok(())
     }
