@@ -207,14 +207,24 @@ proptest! {
     }
 
     #[test]
-    fn matmul_shapes(m in 1usize..4, k in 1usize..4, n in 1usize..4, batch in 0usize..3, kind in 0usize..4, seed in 0u64..1000) {
+    fn matmul_shapes(m in 1usize..4, k in 1usize..4, n in 1usize..4, batch in 0usize..3, kind in 0usize..7, seed in 0u64..1000) {
+        // Kinds 3-6: a batched `a` times a matrix shared by every batch,
+        // whose gradient folds the batch into the contraction (two batch
+        // dims, a 1-D `b`, and a Linear layer's transposed weight view).
         let (a, b) = match kind {
             0 => (vec![m, k], vec![k, n]),
             1 => (vec![k], vec![k, n]),
             2 => (vec![m, k], vec![k]),
-            _ => (vec![batch + 1, m, k], vec![k, n]),
+            3 => (vec![batch + 1, m, k], vec![k, n]),
+            4 => (vec![2, batch + 1, m, k], vec![k, n]),
+            5 => (vec![batch + 1, m, k], vec![k]),
+            _ => (vec![batch + 1, m, k], vec![n, k]),
         };
-        check("matmul", &[a, b], seed, &|x: &[Tensor]| x[0].matmul(&x[1]));
+        if kind == 6 {
+            check("matmul", &[a, b], seed, &|x: &[Tensor]| x[0].matmul(&x[1].t()));
+        } else {
+            check("matmul", &[a, b], seed, &|x: &[Tensor]| x[0].matmul(&x[1]));
+        }
     }
 
     #[test]
