@@ -200,7 +200,6 @@ impl Gen<'_> {
         let body = self.scoped_insts(|g| {
             let j = g.emit("j", Ty::U32, j);
             let k = g.value(inputs[1], &j, false, false);
-            let v = g.value(inputs[2], &j, false, false);
             let size = indexed_axis_len(g.nodes, n).expect("a scatter-add indexes an axis");
             g.check(
                 Check::Index {
@@ -217,9 +216,17 @@ impl Gen<'_> {
                 Expr::arith(Arith::Eq, as_position, target),
                 Expr::arith(Arith::Ge, k, Expr::I32(0)),
             ]);
+            // The source element is read (and its inlined chain
+            // computed) only where its index names this position: most
+            // iterations of the scan skip it (an embedding's gradient
+            // matches one row in the vocabulary's size).
+            let add = g.block(|g| {
+                let v = g.value(inputs[2], &j, false, false);
+                g.body.push(Inst::Accumulate { var: acc, value: v });
+            });
             g.body.push(Inst::If {
                 cond: names_this,
-                body: vec![Inst::Accumulate { var: acc, value: v }],
+                body: add,
             });
         });
         let scan = self.counted_loop(counter, src_shape[axis], body);
