@@ -28,8 +28,76 @@ pub(super) fn written_nodes(key: &GraphKey) -> Vec<bool> {
         realize_matmul_operands(key, &mut written);
         realize_scatters(key, &mut written);
         realize_merges_of_dying_roots(key, &mut written);
+        realize_operands_of_row_passes(key, &mut written);
     }
     written
+}
+
+/// Distinct stored values an inlined operand may read before writing it
+/// once costs fewer loads than recomputing it in every pass.
+const ROW_PASS_READS: usize = 3;
+
+/// Marks written the computed operand of a root that reads each row in
+/// several passes (a layer or RMS norm: three forward, four backward; a
+/// softmax: two or three), where the operand's inlined work reads at
+/// least `ROW_PASS_READS` stored values. Inlined, every pass recomputes
+/// it: the GPT step's residual stream (token and position embeddings
+/// gathered, then each block's two matmul outputs added) was recomputed
+/// in every pass of every layer norm, forward and backward, seven loads
+/// an element a pass. With `k` reads and `p` passes, writing it costs
+/// `k + 1 + p` loads and stores an element against `k * p` inlined.
+///
+/// One pass in topological order: each node's stored reads as a set
+/// capped at `ROW_PASS_READS` (a union of capped sets is exact up to the
+/// cap), a written operand's set becoming itself.
+fn realize_operands_of_row_passes(key: &GraphKey, written: &mut [bool]) {
+    let nodes = &key.nodes;
+    let mut reads: Vec<Vec<usize>> = Vec::with_capacity(nodes.len());
+    for (n, node) in nodes.iter().enumerate() {
+        let set = match op_of(key, n) {
+            None => vec![n],
+            Some(_) if written[n] || is_root(key, n) => vec![n],
+            Some(Op::Scalar | Op::Arange) => Vec::new(),
+            Some(_) => {
+                let mut set: Vec<usize> = Vec::new();
+                for &i in &node.inputs {
+                    for &r in &reads[i] {
+                        if set.len() < ROW_PASS_READS && !set.contains(&r) {
+                            set.push(r);
+                        }
+                    }
+                }
+                set
+            }
+        };
+        reads.push(set);
+        if !matches!(
+            op_of(key, n),
+            Some(Op::Normalize { .. } | Op::NormalizeBackward { .. } | Op::Softmax { .. })
+        ) {
+            continue;
+        }
+        for &j in &node.inputs {
+            if reads[j].len() < ROW_PASS_READS {
+                continue;
+            }
+            // The value under the views the root reads it through.
+            let mut path = vec![j];
+            let mut c = j;
+            while op_of(key, c).is_some_and(Op::is_movement) {
+                c = nodes[c].inputs[0];
+                path.push(c);
+            }
+            if op_of(key, c).is_none() || written[c] || is_root(key, c) {
+                continue;
+            }
+            log::debug!("node {c}: written, recomputed in each row pass of root {n}");
+            written[c] = true;
+            for &v in &path {
+                reads[v] = vec![c];
+            }
+        }
+    }
 }
 
 /// The root of `size` elements that `j` is computed from, through views
@@ -278,6 +346,32 @@ mod tests {
         let z = &h + &skip;
         let (total, squares, other) = (z.sum_all(), (&z * &z).mean_all(), h.max_all());
         assert_eq!(written_ops(&[&total, &squares, &other]), vec![]);
+    }
+
+    #[test]
+    fn a_norm_or_softmax_operand_reading_three_values_is_written_once() {
+        use crate::nn::functional as F;
+        let dev = Device::cpu_with(DeviceConfig::default());
+        let (a, b, c) = (
+            input(&[6, 8], &dev),
+            input(&[6, 8], &dev),
+            input(&[6, 8], &dev),
+        );
+        let add = Op::Binary(BinaryOp::Add);
+        // Three stored reads a pass: written once, read by each pass.
+        let stream = &(&a + &b) + &c;
+        let y = F::layer_norm(&stream, &[8], None, None, 1e-5);
+        assert_eq!(written_ops(&[&y]), vec![add.clone()]);
+        assert_eq!(written_ops(&[&stream.softmax(1)]), vec![add.clone()]);
+        // Through a view, the value under it is written.
+        let viewed = stream.reshape([3, 16]);
+        assert_eq!(written_ops(&[&viewed.log_softmax(1)]), vec![add.clone()]);
+        // Two reads (a residual and its branch) stay inlined, as does a
+        // value read three times over the same stored input.
+        let two = &a + &b;
+        assert_eq!(written_ops(&[&two.softmax(1)]), vec![]);
+        let same = &(&a * 2.0) + &(&a * &a);
+        assert_eq!(written_ops(&[&same.softmax(1)]), vec![]);
     }
 
     #[test]
