@@ -208,9 +208,10 @@ proptest! {
 
     #[test]
     fn matmul_shapes(m in 1usize..4, k in 1usize..4, n in 1usize..4, batch in 0usize..3, kind in 0usize..7, seed in 0u64..1000) {
-        // Kinds 3-6: a batched `a` times a matrix shared by every batch,
-        // whose gradient folds the batch into the contraction (two batch
-        // dims, a 1-D `b`, and a Linear layer's transposed weight view).
+        // Kinds 3-6: a batched `a` times a matrix or vector shared by
+        // every batch, computed as one product of batch * m rows (two
+        // batch dims, a 1-D `b`, and a Linear layer's transposed weight
+        // view).
         let (a, b) = match kind {
             0 => (vec![m, k], vec![k, n]),
             1 => (vec![k], vec![k, n]),

@@ -407,20 +407,12 @@ pub(crate) fn matmul(a: &Tensor, b: &Tensor, out: &Tensor) {
             sum_to(&full, &a2_shape).reshape(a_shape.clone())
         });
         let gb = sa.as_ref().map(|a2| {
-            // A matrix b shared by every batch of a (a Linear layer's
-            // weight): the batch sum folds into the contraction, one
-            // [k, n] matmul over batch * m rows, as PyTorch computes it,
-            // rather than a [batch, k, n] matmul and a sum over it.
-            let (a2, g2) = match fold_batches(a2, &g2, b2_shape.len()) {
-                Some(folded) => folded,
-                None => (a2.clone(), g2.clone()),
-            };
             // When b is a transposed view (a Linear layer's `w.t()`),
             // compute its gradient transposed, (g^T a)^T: the matmul then
             // writes w's gradient in w's own layout, so the optimiser's
             // update reads it at the same index and fuses as its epilogue.
             let full = if b_transposed {
-                g2.transpose(-1, -2).matmul(&a2).transpose(-1, -2)
+                g2.transpose(-1, -2).matmul(a2).transpose(-1, -2)
             } else {
                 a2.transpose(-1, -2).matmul(&g2)
             };
@@ -428,25 +420,6 @@ pub(crate) fn matmul(a: &Tensor, b: &Tensor, out: &Tensor) {
         });
         vec![ga, gb]
     });
-}
-
-/// `a` ([batch.., m, k]) and the output's gradient `g` ([batch.., m, n])
-/// as matrices of batch * m rows, where the other operand has no batch
-/// dims (`b_rank` 2) and `a` has all of `g`'s: then b's gradient, the
-/// sum over the batch of a^T g, is one matmul of the two. `None` where
-/// there is no batch to fold or `a` is broadcast over part of it.
-fn fold_batches(a: &Tensor, g: &Tensor, b_rank: usize) -> Option<(Tensor, Tensor)> {
-    let rank = g.rank();
-    if b_rank != 2
-        || rank <= 2
-        || a.rank() != rank
-        || a.shape()[..rank - 2] != g.shape()[..rank - 2]
-    {
-        return None;
-    }
-    let rows: usize = g.shape()[..rank - 1].iter().product();
-    let (k, n) = (a.shape()[rank - 1], g.shape()[rank - 1]);
-    Some((a.reshape([rows, k]), g.reshape([rows, n])))
 }
 
 /// Whether `t` is a view that reads a row-major matrix transposed (its

@@ -365,6 +365,9 @@ impl Tensor {
                 a.shape, b.shape
             );
         };
+        if ra > 2 && rb == 2 {
+            return self.matmul_batch_as_rows(other);
+        }
         let a_full: Vec<usize> = batch.iter().copied().chain([m, k]).collect();
         let b_full: Vec<usize> = batch.iter().copied().chain([k, n]).collect();
         let out_full: Vec<usize> = batch.iter().copied().chain([m, n]).collect();
@@ -395,5 +398,24 @@ impl Tensor {
         let out = Tensor::from_node(reshape_node(&node, &shape, loc), self.device());
         rules::matmul(self, other, &out);
         out
+    }
+
+    /// A batched `self` (`[batch.., m, k]`) times a matrix (`[k, n]`) or
+    /// a vector (`[k]`) as one product of `batch * m` rows, as PyTorch
+    /// folds it: the matrix is one operand read by every row (a batched
+    /// product would see it broadcast, once per batch entry), and its
+    /// gradient is one product over all the rows rather than a product
+    /// per batch entry and a sum.
+    #[track_caller]
+    fn matmul_batch_as_rows(&self, matrix: &Tensor) -> Tensor {
+        let _op = crate::graph::record_as("matmul");
+        let shape = self.shape();
+        let (lead, k) = shape.split_at(shape.len() - 1);
+        let rows: usize = lead.iter().product();
+        let mut out_shape = lead.to_vec();
+        out_shape.extend(matrix.shape().get(1));
+        (self.reshape([rows, k[0]]))
+            .matmul_in_own_dtype(matrix)
+            .reshape(out_shape)
     }
 }
