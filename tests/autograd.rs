@@ -340,6 +340,47 @@ fn pooling() {
     });
 }
 
+/// A max pool whose windows tile the input sends each window's gradient
+/// to its first maximum only, as PyTorch's scatter to the pooling indices
+/// does: a NaN or infinite output gradient reaches no other element, ties
+/// go to the first, and the rows and columns past the last window get
+/// zero.
+#[test]
+fn tiled_max_pool_gradient_reaches_only_the_first_maximum() {
+    let mut devices = vec![Device::cpu()];
+    devices.extend(gpu());
+    // One channel of 3 x 5: windows of 2 x 2 cover rows 0-1, columns 0-3.
+    #[rustfmt::skip]
+    let x = [
+        1.0, 5.0, 2.0, 2.0, 9.0,
+        3.0, 4.0, 2.0, 0.0, 9.0,
+        7.0, 7.0, 7.0, 7.0, 7.0f32,
+    ];
+    let g = [f32::NAN, f32::INFINITY];
+    #[rustfmt::skip]
+    let want = [
+        0.0, f32::NAN, f32::INFINITY, 0.0, 0.0,
+        0.0, 0.0, 0.0, 0.0, 0.0,
+        0.0, 0.0, 0.0, 0.0, 0.0,
+    ];
+    for dev in devices {
+        let xt = Tensor::from_vec(x.to_vec(), [1, 1, 3, 5], &dev).unwrap();
+        xt.requires_grad_(true);
+        let y = xt.max_pool2d((2, 2), (2, 2), (0, 0));
+        assert_eq!(y.shape(), &[1, 1, 1, 2]);
+        let gt = Tensor::from_vec(g.to_vec(), [1, 1, 1, 2], &dev).unwrap();
+        y.backward_with(&gt);
+        let got: Vec<f32> = xt.grad().expect("a gradient").to_vec().unwrap();
+        for (i, (a, e)) in got.iter().zip(&want).enumerate() {
+            assert!(
+                a == e || (a.is_nan() && e.is_nan()),
+                "element {i} on {}: {a}, want {e} ({got:?})",
+                dev.name()
+            );
+        }
+    }
+}
+
 #[test]
 fn gradients_accumulate_and_flow_through_shared_inputs() {
     // y = x*x + x uses x three times: dy/dx = 2x + 1.
