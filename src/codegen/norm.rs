@@ -9,7 +9,7 @@
 use super::emit::Gen;
 use super::reduce_ir::{strided_within, workgroup_tree};
 use super::roots::store_outputs;
-use super::wgsl::{WORKGROUP_SIZE, unroll_for};
+use super::wgsl::unroll_for;
 use crate::dtype::DType;
 use crate::graph::GraphKey;
 use crate::graph::op::{BinaryOp, UnaryOp};
@@ -172,7 +172,7 @@ impl RowPasses {
             };
             (row_entry(ROW_WORKGROUP, false, rows, vec![array]), rows)
         } else {
-            let wg = WORKGROUP_SIZE as usize;
+            let wg = ROWS_PER_WORKGROUP_CPU;
             (row_entry(wg, true, rows, Vec::new()), rows.div_ceil(wg))
         }
     }
@@ -193,6 +193,11 @@ fn row_entry(wg: usize, per_invocation: bool, rows: usize, arrays: Vec<Workgroup
 /// one of AMD's waves of 64; rows of a model's width (128-4096) give each
 /// a few to a few dozen elements.
 const ROW_WORKGROUP: usize = 64;
+
+/// Rows of a workgroup where each invocation takes a row (CPU adapters):
+/// a model's batch of rows (768 in the baby GPT's step) in workgroups of
+/// 256 made three, which two cores split two to one.
+const ROWS_PER_WORKGROUP_CPU: usize = 64;
 
 /// A row's mean (none for the root mean square) and reciprocal standard
 /// deviation.

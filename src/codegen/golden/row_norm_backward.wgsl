@@ -3,9 +3,9 @@ fn param_word(i: u32) -> u32 { return params[i / 4u][i % 4u]; }
 @group(0) @binding(1) var<storage, read> in0: array<f32>;
 @group(0) @binding(2) var<storage, read_write> out0: array<f32>;
 
-@compute @workgroup_size(256)
+@compute @workgroup_size(64)
 fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>, @builtin(local_invocation_index) lid: u32) {
-let gi = (wid.y * nwg.x + wid.x) * 256u + lid;
+let gi = (wid.y * nwg.x + wid.x) * 64u + lid;
 if (gi >= 4u) { return; }
     let i02: u32 = gi * 24u;
     let v3: f32 = in0[i02];
