@@ -3,9 +3,10 @@
 //! first step's time and the tuning in it, 20 steps back to back after 3
 //! of warm-up, then 10 more with the device
 //! idle before each (the host's own time), and the metrics report. With
-//! `LAZYWGPU_PROFILE=1` it also prints the dearest kernels by their
-//! device timestamps (profiling waits after each graph, so the step
-//! times are then not the ones to quote).
+//! `LAZYWGPU_PROFILE=1` it also prints the dearest kernels, each run
+//! alone and timed by the device's timestamps on a GPU or by the wall
+//! clock on a CPU adapter (profiling waits after each kernel, so the
+//! step times are then not the ones to quote).
 //!
 //! ```sh
 //! cargo run --release --example gpt_step_profile

@@ -205,8 +205,9 @@ impl Default for DeviceConfig {
 /// device is made): later changes to the environment are not seen.
 #[derive(Clone, Debug, PartialEq)]
 pub(crate) struct ProcessConfig {
-    /// `LAZYWGPU_PROFILE=1`: time every kernel (where the adapter has
-    /// timestamp queries), submitting on the caller's thread.
+    /// `LAZYWGPU_PROFILE=1`: time every kernel, each run alone (by the
+    /// device's timestamps, or the wall clock on CPU adapters),
+    /// submitting on the caller's thread.
     pub profile: bool,
     /// `LAZYWGPU_SUBMIT_THREAD=1|0`: submit on a thread of its own or on
     /// the caller's; `None`: a thread on CPU adapters only.

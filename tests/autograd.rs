@@ -340,11 +340,11 @@ fn pooling() {
     });
 }
 
-/// A max pool whose windows tile the input sends each window's gradient
-/// to its first maximum only, as PyTorch's scatter to the pooling indices
-/// does: a NaN or infinite output gradient reaches no other element, ties
-/// go to the first, and the rows and columns past the last window get
-/// zero.
+/// A max pool sends each window's gradient to its first maximum only, as
+/// PyTorch's scatter to the pooling indices does: a NaN or infinite
+/// output gradient reaches no other element, ties go to the first, and
+/// the rows and columns past the last window get zero. Windows that tile
+/// the input (this test) and overlapping ones (the next) take two paths.
 #[test]
 fn tiled_max_pool_gradient_reaches_only_the_first_maximum() {
     let mut devices = vec![Device::cpu()];
@@ -375,6 +375,37 @@ fn tiled_max_pool_gradient_reaches_only_the_first_maximum() {
             assert!(
                 a == e || (a.is_nan() && e.is_nan()),
                 "element {i} on {}: {a}, want {e} ({got:?})",
+                dev.name()
+            );
+        }
+    }
+}
+
+/// Overlapping windows (2 x 2, stride 1) whose maximum is the same
+/// element: their gradients, one of them NaN, all reach it and nothing
+/// else.
+#[test]
+fn overlapping_max_pool_gradient_reaches_only_the_maxima() {
+    let mut devices = vec![Device::cpu()];
+    devices.extend(gpu());
+    #[rustfmt::skip]
+    let x = [
+        1.0, 2.0, 0.0,
+        0.0, 9.0, 0.0,
+        0.0, 0.0, 0.0f32,
+    ];
+    let g = [f32::NAN, 1.0, 2.0, 3.0];
+    for dev in devices {
+        let xt = Tensor::from_vec(x.to_vec(), [1, 1, 3, 3], &dev).unwrap();
+        xt.requires_grad_(true);
+        let y = xt.max_pool2d((2, 2), (1, 1), (0, 0));
+        let gt = Tensor::from_vec(g.to_vec(), [1, 1, 2, 2], &dev).unwrap();
+        y.backward_with(&gt);
+        let got: Vec<f32> = xt.grad().expect("a gradient").to_vec().unwrap();
+        for (i, a) in got.iter().enumerate() {
+            assert!(
+                if i == 4 { a.is_nan() } else { *a == 0.0 },
+                "element {i} on {}: {a} ({got:?})",
                 dev.name()
             );
         }

@@ -8,7 +8,6 @@
 //! kernel) is never written.
 
 use super::{record, save, wants};
-use crate::dtype::DType;
 use crate::tensor::Tensor;
 
 /// Window geometry shared by the forward op and its gradient.
@@ -314,8 +313,12 @@ pub(crate) fn max_pool2d(x: &Tensor, win: Window, out: &Tensor) {
             return vec![Some(tiled_max_pool_grad(g, &first, (h, w), win.kernel))];
         }
         let slots = Tensor::arange(0, (kh * kw) as i32, 1, xs.device());
-        let mask = slots.eq(&first).cast(DType::F32);
-        let contrib = (mask * g.unsqueeze(-1)).reshape([n, c, oh, ow, kh, kw]);
+        // A select, not a product with a 0/1 mask: a NaN or infinite
+        // gradient reaches the maximum only (`0 * NaN` would reach the
+        // whole window).
+        let contrib = (slots.eq(&first))
+            .where_cond(g.unsqueeze(-1), 0.0f32)
+            .reshape([n, c, oh, ow, kh, kw]);
         vec![Some(col2im(&contrib, h, w, win))]
     });
 }

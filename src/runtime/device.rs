@@ -328,7 +328,8 @@ impl Device {
     /// naming the clock, when the process runs with `LAZYWGPU_PROFILE=1`
     /// on a GPU adapter (`None` otherwise): device timestamps on a GPU,
     /// the wall clock around each kernel's submit and wait on a CPU
-    /// adapter, whose timestamps do not time the shader's work. Profiling
+    /// adapter, whose timestamps do not time the shader's work, and on a
+    /// GPU without timestamp queries. Profiling
     /// runs and waits for each kernel alone, so use it to see where
     /// device time goes, not to time a loop.
     pub fn kernel_profile(&self) -> Option<String> {

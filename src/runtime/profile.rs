@@ -17,8 +17,9 @@ pub(crate) enum ProfileClock {
     /// wait for it: CPU adapters, whose timestamps do not time the
     /// shader's work (lavapipe's summed to 0.16 s of a GPT step whose
     /// 1.26 s the host spent 94 % in shader code), and adapters without
-    /// timestamp queries. It includes the submit and the wait (tens of
-    /// microseconds).
+    /// timestamp queries. It includes the submit and the wait, whose
+    /// polls sleep up to 0.2 ms (`gpu::wait`): a kernel of tens of
+    /// microseconds reads several times too long.
     Wall,
 }
 

@@ -33,23 +33,48 @@ pub(super) fn written_nodes(key: &GraphKey) -> Vec<bool> {
     written
 }
 
-/// Distinct stored values an inlined operand may read before writing it
-/// once costs fewer loads than recomputing it in every pass.
-const ROW_PASS_READS: usize = 3;
+/// The fewest distinct stored values from which an operand read in
+/// several passes is written (two, a scaled gradient `gy * weight`,
+/// count a broadcast weight as a full read).
+const ROW_PASS_READS_MIN: usize = 3;
+
+/// The most distinct stored reads counted per node: enough to decide
+/// for any number of passes (`writes_pay`).
+const ROW_PASS_READS_CAP: usize = 4;
+
+/// How many passes over each row the kernel of root `op` makes, if it
+/// reads its operands more than once.
+fn row_passes(op: &Op) -> Option<usize> {
+    match op {
+        Op::Normalize { rms } => Some(3 - usize::from(*rms)),
+        Op::NormalizeBackward { rms } => Some(4 - usize::from(*rms)),
+        Op::Softmax { .. } => Some(2),
+        _ => None,
+    }
+}
+
+/// Whether writing an operand that reads `k` stored values, read in `p`
+/// passes, costs fewer loads and stores an element (`k + 1 + p`) than
+/// recomputing it in each pass (`k * p`).
+fn writes_pay(k: usize, p: usize) -> bool {
+    k >= ROW_PASS_READS_MIN && k * p > k + 1 + p
+}
 
 /// Marks written the computed operand of a root that reads each row in
 /// several passes (a layer or RMS norm: three forward, four backward; a
-/// softmax: two or three), where the operand's inlined work reads at
-/// least `ROW_PASS_READS` stored values. Inlined, every pass recomputes
-/// it: the GPT step's residual stream (token and position embeddings
-/// gathered, then each block's two matmul outputs added) was recomputed
-/// in every pass of every layer norm, forward and backward, seven loads
-/// an element a pass. With `k` reads and `p` passes, writing it costs
-/// `k + 1 + p` loads and stores an element against `k * p` inlined.
+/// softmax: two or more), where recomputing its inlined work in every
+/// pass costs more than writing it once (`writes_pay`): the GPT step's
+/// residual stream (token and position embeddings gathered, then each
+/// block's two matmul outputs added) was recomputed in every pass of
+/// every layer norm, forward and backward, seven loads an element a
+/// pass.
 ///
 /// One pass in topological order: each node's stored reads as a set
-/// capped at `ROW_PASS_READS` (a union of capped sets is exact up to the
-/// cap), a written operand's set becoming itself.
+/// capped at `ROW_PASS_READS_CAP` (a union of capped sets is exact up to
+/// the cap). A written operand's set, and its views', become itself;
+/// nodes already computed from it keep the reads through it, so a later
+/// root may write one of them too (a buffer more than needed, never a
+/// wrong value).
 fn realize_operands_of_row_passes(key: &GraphKey, written: &mut [bool]) {
     let nodes = &key.nodes;
     let mut reads: Vec<Vec<usize>> = Vec::with_capacity(nodes.len());
@@ -62,7 +87,7 @@ fn realize_operands_of_row_passes(key: &GraphKey, written: &mut [bool]) {
                 let mut set: Vec<usize> = Vec::new();
                 for &i in &node.inputs {
                     for &r in &reads[i] {
-                        if set.len() < ROW_PASS_READS && !set.contains(&r) {
+                        if set.len() < ROW_PASS_READS_CAP && !set.contains(&r) {
                             set.push(r);
                         }
                     }
@@ -71,14 +96,11 @@ fn realize_operands_of_row_passes(key: &GraphKey, written: &mut [bool]) {
             }
         };
         reads.push(set);
-        if !matches!(
-            op_of(key, n),
-            Some(Op::Normalize { .. } | Op::NormalizeBackward { .. } | Op::Softmax { .. })
-        ) {
+        let Some(passes) = op_of(key, n).and_then(row_passes) else {
             continue;
-        }
+        };
         for &j in &node.inputs {
-            if reads[j].len() < ROW_PASS_READS {
+            if !writes_pay(reads[j].len(), passes) {
                 continue;
             }
             // The value under the views the root reads it through.
@@ -349,29 +371,32 @@ mod tests {
     }
 
     #[test]
-    fn a_norm_or_softmax_operand_reading_three_values_is_written_once() {
+    fn a_norm_or_softmax_operand_is_written_where_its_passes_pay_for_it() {
         use crate::nn::functional as F;
         let dev = Device::cpu_with(DeviceConfig::default());
-        let (a, b, c) = (
-            input(&[6, 8], &dev),
-            input(&[6, 8], &dev),
-            input(&[6, 8], &dev),
-        );
+        let [a, b, c, d] = [0; 4].map(|_| input(&[6, 8], &dev));
         let add = Op::Binary(BinaryOp::Add);
-        // Three stored reads a pass: written once, read by each pass.
-        let stream = &(&a + &b) + &c;
-        let y = F::layer_norm(&stream, &[8], None, None, 1e-5);
+        // Three stored reads a pass in a layer norm's three passes (9
+        // loads inlined, 7 written): written once, read by each pass.
+        let three = &(&a + &b) + &c;
+        let y = F::layer_norm(&three, &[8], None, None, 1e-5);
         assert_eq!(written_ops(&[&y]), vec![add.clone()]);
-        assert_eq!(written_ops(&[&stream.softmax(1)]), vec![add.clone()]);
+        // A softmax's two passes pay for it from four reads (8 against 7),
+        // not from three (6 against 6).
+        assert_eq!(written_ops(&[&three.softmax(1)]), vec![]);
+        let four = &three + &d;
+        assert_eq!(written_ops(&[&four.softmax(1)]), vec![add.clone()]);
         // Through a view, the value under it is written.
-        let viewed = stream.reshape([3, 16]);
+        let viewed = four.reshape([3, 16]);
         assert_eq!(written_ops(&[&viewed.log_softmax(1)]), vec![add.clone()]);
         // Two reads (a residual and its branch) stay inlined, as does a
         // value read three times over the same stored input.
         let two = &a + &b;
-        assert_eq!(written_ops(&[&two.softmax(1)]), vec![]);
+        let y = F::layer_norm(&two, &[8], None, None, 1e-5);
+        assert_eq!(written_ops(&[&y]), vec![]);
         let same = &(&a * 2.0) + &(&a * &a);
-        assert_eq!(written_ops(&[&same.softmax(1)]), vec![]);
+        let y = F::layer_norm(&same, &[8], None, None, 1e-5);
+        assert_eq!(written_ops(&[&y]), vec![]);
     }
 
     #[test]

@@ -218,9 +218,10 @@ impl GpuContext {
             ))
         });
         let profiling = profile.is_some();
-        // Profiling submits on the caller's thread: lavapipe's timestamps
-        // of work submitted from the submission thread came out inflated
-        // several times over (their sum exceeded the step's wall time).
+        // Profiling submits on the caller's thread: each kernel's submit
+        // and wait are timed there by the wall clock (CPU adapters), and
+        // lavapipe's timestamps of work submitted from the submission
+        // thread came out inflated several times over.
         let threaded = ProcessConfig::get()
             .submit_thread
             .unwrap_or(info.device_type == wgpu::DeviceType::Cpu)
