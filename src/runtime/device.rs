@@ -324,14 +324,10 @@ impl Device {
         }
     }
 
-    /// Time per kernel as a markdown table, dearest first, under a line
-    /// naming the clock, when the process runs with `LAZYWGPU_PROFILE=1`
-    /// on a GPU adapter (`None` otherwise): device timestamps on a GPU,
-    /// the wall clock around each kernel's submit and wait on a CPU
-    /// adapter, whose timestamps do not time the shader's work, and on a
-    /// GPU without timestamp queries. Profiling
-    /// runs and waits for each kernel alone, so use it to see where
-    /// device time goes, not to time a loop.
+    /// Time per kernel, dearest first, under a line naming the clock (the
+    /// device's timestamps, or the wall clock on CPU adapters), with
+    /// `LAZYWGPU_PROFILE=1` on a GPU adapter (`None` otherwise). Each
+    /// kernel runs alone: it shows where time goes, not a loop's time.
     pub fn kernel_profile(&self) -> Option<String> {
         match &self.inner.backend {
             Backend::Gpu(ctx, _) => ctx.profile.as_ref().map(|p| p.report()),

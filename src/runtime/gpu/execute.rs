@@ -60,17 +60,7 @@ pub(crate) fn run_graph(
     let mut encoder = ctx
         .device
         .create_command_encoder(&wgpu::CommandEncoderDescriptor::default());
-    // Profiling: one pass per kernel, with timestamps at both ends where
-    // they time the work.
-    let queries = (ctx.profile.as_ref())
-        .filter(|p| p.clock == ProfileClock::Timestamps)
-        .map(|_| {
-            ctx.device.create_query_set(&wgpu::QuerySetDescriptor {
-                label: Some("lazywgpu kernel timestamps"),
-                ty: wgpu::QueryType::Timestamp,
-                count: 2 * exe.kernels.len().max(1) as u32,
-            })
-        });
+    let queries = timestamp_queries(ctx, exe.kernels.len());
     let profiling = ctx.profile.as_ref().map(|_| queries.as_ref());
     run.encode(&mut encoder, profiling)?;
     run.report_memory();
@@ -591,6 +581,19 @@ impl<'a> Run<'a> {
             })
             .collect()
     }
+}
+
+/// Profiling by the device's clock: a query set for timestamps at both
+/// ends of each of `kernels` kernels' passes.
+fn timestamp_queries(ctx: &GpuContext, kernels: usize) -> Option<wgpu::QuerySet> {
+    let profile = ctx.profile.as_ref()?;
+    (profile.clock == ProfileClock::Timestamps).then(|| {
+        ctx.device.create_query_set(&wgpu::QuerySetDescriptor {
+            label: Some("lazywgpu kernel timestamps"),
+            ty: wgpu::QueryType::Timestamp,
+            count: 2 * kernels.max(1) as u32,
+        })
+    })
 }
 
 /// Resolves the timestamp queries of `kernels` kernels into a buffer the
