@@ -340,6 +340,32 @@ fn pooling() {
     });
 }
 
+/// `x` (one channel, `rows` x `cols`) through a max pool of 2 x 2
+/// windows at `stride`, its output's gradient `g`: x's gradient on each
+/// device, with the device's name.
+fn max_pool_gradients(
+    x: &[f32],
+    (rows, cols): (usize, usize),
+    stride: usize,
+    g: &[f32],
+) -> Vec<(String, Vec<f32>)> {
+    let mut devices = vec![Device::cpu()];
+    devices.extend(gpu());
+    devices
+        .into_iter()
+        .map(|dev| {
+            let xt = Tensor::from_vec(x.to_vec(), [1, 1, rows, cols], &dev).unwrap();
+            xt.requires_grad_(true);
+            let y = xt.max_pool2d((2, 2), (stride, stride), (0, 0));
+            assert_eq!(y.numel(), g.len(), "{:?}", y.shape());
+            let gt = Tensor::from_vec(g.to_vec(), y.shape(), &dev).unwrap();
+            y.backward_with(&gt);
+            let got = xt.grad().expect("a gradient").to_vec().unwrap();
+            (dev.name(), got)
+        })
+        .collect()
+}
+
 /// A max pool sends each window's gradient to its first maximum only, as
 /// PyTorch's scatter to the pooling indices does: a NaN or infinite
 /// output gradient reaches no other element, ties go to the first, and
@@ -347,8 +373,6 @@ fn pooling() {
 /// the input (this test) and overlapping ones (the next) take two paths.
 #[test]
 fn tiled_max_pool_gradient_reaches_only_the_first_maximum() {
-    let mut devices = vec![Device::cpu()];
-    devices.extend(gpu());
     // One channel of 3 x 5: windows of 2 x 2 cover rows 0-1, columns 0-3.
     #[rustfmt::skip]
     let x = [
@@ -356,26 +380,17 @@ fn tiled_max_pool_gradient_reaches_only_the_first_maximum() {
         3.0, 4.0, 2.0, 0.0, 9.0,
         7.0, 7.0, 7.0, 7.0, 7.0f32,
     ];
-    let g = [f32::NAN, f32::INFINITY];
     #[rustfmt::skip]
     let want = [
         0.0, f32::NAN, f32::INFINITY, 0.0, 0.0,
         0.0, 0.0, 0.0, 0.0, 0.0,
         0.0, 0.0, 0.0, 0.0, 0.0,
     ];
-    for dev in devices {
-        let xt = Tensor::from_vec(x.to_vec(), [1, 1, 3, 5], &dev).unwrap();
-        xt.requires_grad_(true);
-        let y = xt.max_pool2d((2, 2), (2, 2), (0, 0));
-        assert_eq!(y.shape(), &[1, 1, 1, 2]);
-        let gt = Tensor::from_vec(g.to_vec(), [1, 1, 1, 2], &dev).unwrap();
-        y.backward_with(&gt);
-        let got: Vec<f32> = xt.grad().expect("a gradient").to_vec().unwrap();
+    for (dev, got) in max_pool_gradients(&x, (3, 5), 2, &[f32::NAN, f32::INFINITY]) {
         for (i, (a, e)) in got.iter().zip(&want).enumerate() {
             assert!(
                 a == e || (a.is_nan() && e.is_nan()),
-                "element {i} on {}: {a}, want {e} ({got:?})",
-                dev.name()
+                "element {i} on {dev}: {a}, want {e} ({got:?})"
             );
         }
     }
@@ -386,27 +401,17 @@ fn tiled_max_pool_gradient_reaches_only_the_first_maximum() {
 /// else.
 #[test]
 fn overlapping_max_pool_gradient_reaches_only_the_maxima() {
-    let mut devices = vec![Device::cpu()];
-    devices.extend(gpu());
     #[rustfmt::skip]
     let x = [
         1.0, 2.0, 0.0,
         0.0, 9.0, 0.0,
         0.0, 0.0, 0.0f32,
     ];
-    let g = [f32::NAN, 1.0, 2.0, 3.0];
-    for dev in devices {
-        let xt = Tensor::from_vec(x.to_vec(), [1, 1, 3, 3], &dev).unwrap();
-        xt.requires_grad_(true);
-        let y = xt.max_pool2d((2, 2), (1, 1), (0, 0));
-        let gt = Tensor::from_vec(g.to_vec(), [1, 1, 2, 2], &dev).unwrap();
-        y.backward_with(&gt);
-        let got: Vec<f32> = xt.grad().expect("a gradient").to_vec().unwrap();
+    for (dev, got) in max_pool_gradients(&x, (3, 3), 1, &[f32::NAN, 1.0, 2.0, 3.0]) {
         for (i, a) in got.iter().enumerate() {
             assert!(
                 if i == 4 { a.is_nan() } else { *a == 0.0 },
-                "element {i} on {}: {a} ({got:?})",
-                dev.name()
+                "element {i} on {dev}: {a} ({got:?})"
             );
         }
     }

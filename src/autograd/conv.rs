@@ -349,16 +349,9 @@ fn tiled_max_pool_grad(
     let (n, c, oh, ow) = (s[0], s[1], s[2], s[3]);
     // Each output element broadcast over its window: [N, C, OH*KH, OW*KW].
     let up = |t: &Tensor| {
-        t.reshape([n, c, oh, 1, ow, 1])
-            .expand([
-                n as isize,
-                c as isize,
-                oh as isize,
-                kh as isize,
-                ow as isize,
-                kw as isize,
-            ])
-            .reshape([n, c, oh * kh, ow * kw])
+        (t.reshape([n, c, oh, ow]))
+            .repeat_interleave(kh, Some(2))
+            .repeat_interleave(kw, Some(3))
     };
     // Each input element's slot in its window.
     let dev = g.device();

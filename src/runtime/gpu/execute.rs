@@ -61,8 +61,7 @@ pub(crate) fn run_graph(
         .device
         .create_command_encoder(&wgpu::CommandEncoderDescriptor::default());
     let queries = timestamp_queries(ctx, exe.kernels.len());
-    let profiling = ctx.profile.as_ref().map(|_| queries.as_ref());
-    run.encode(&mut encoder, profiling)?;
+    run.encode(&mut encoder, queries.as_ref())?;
     run.report_memory();
     metrics.add("kernel_launches", exe.kernels.len() as u64);
     metrics.add("kernel_bytes_read", exe.work.bytes_read);
@@ -92,8 +91,8 @@ pub(crate) fn run_graph(
     ctx.submit(commands);
     drop(order);
     metrics.record("encode_submit", encode_start.elapsed());
-    if ctx.profile.is_some() {
-        run.record_profile(timestamps.as_ref())?;
+    if let Some(staging) = timestamps {
+        run.record_profile(&staging)?;
     }
     metrics.add("graphs_executed", 1);
     ctx.take_error(&format!("graph {:016x}", graph.hash))?;
@@ -120,9 +119,6 @@ struct Run<'a> {
     /// The device's live bytes while each kernel encoded so far held its
     /// buffers and scratch (for the memory report).
     levels: Vec<u64>,
-    /// Profiling by the wall clock: each kernel's time so far, in
-    /// nanoseconds.
-    kernel_wall_ns: Vec<f64>,
 }
 
 impl<'a> Run<'a> {
@@ -146,7 +142,6 @@ impl<'a> Run<'a> {
             buffers: vec![None; nodes.len()],
             written: vec![None; nodes.len()],
             levels: Vec::with_capacity(exe.kernels.len()),
-            kernel_wall_ns: Vec::new(),
         };
         for (i, n) in nodes.iter().enumerate() {
             if let GKind::Input { slot, .. } = n.kind {
@@ -207,17 +202,18 @@ impl<'a> Run<'a> {
         }
     }
 
-    /// Encodes every kernel: in one compute pass, or (`profiling`) one
-    /// pass per kernel, each submitted and waited for alone, with
-    /// timestamps where the profile's clock is the device's (the query
-    /// set) and its wall time kept otherwise.
+    /// Encodes every kernel: in one compute pass, or (profiling) one pass
+    /// per kernel, each submitted and waited for alone, with timestamps
+    /// (`queries`) where the profile's clock is the device's, its wall
+    /// time added to the profile otherwise.
     fn encode(
         &mut self,
         encoder: &mut wgpu::CommandEncoder,
-        profiling: Option<Option<&wgpu::QuerySet>>,
+        queries: Option<&wgpu::QuerySet>,
     ) -> Result<()> {
-        let queries = profiling.flatten();
-        if profiling.is_some() && queries.is_none() {
+        let profile = self.ctx.profile.as_ref();
+        let by_wall_clock = profile.is_some() && queries.is_none();
+        if by_wall_clock {
             // By the wall clock, the first kernel's submit would also run
             // what is pending on the queue (this run's uploads, the last
             // run's copies): an empty submit and a wait, untimed, run it
@@ -235,7 +231,7 @@ impl<'a> Run<'a> {
             let dispatches = self
                 .dispatches(k)
                 .map_err(|e| self.naming_live_buffers(e, ki))?;
-            if profiling.is_some() || pass.is_none() {
+            if profile.is_some() || pass.is_none() {
                 drop(pass.take());
                 let timestamp_writes = queries.map(|query_set| wgpu::ComputePassTimestampWrites {
                     query_set,
@@ -262,7 +258,7 @@ impl<'a> Run<'a> {
             for &n in &self.exe.releases[ki] {
                 self.written[n] = None;
             }
-            if profiling.is_some() {
+            if let Some(profile) = profile {
                 // Profiling: each kernel runs alone, so that a driver that
                 // overlaps independent dispatches, as lavapipe does, cannot
                 // blur the times.
@@ -275,7 +271,9 @@ impl<'a> Run<'a> {
                 let start = std::time::Instant::now();
                 self.ctx.submit(done);
                 self.ctx.wait()?;
-                self.kernel_wall_ns.push(start.elapsed().as_nanos() as f64);
+                if by_wall_clock {
+                    profile.add(self.profile_label(k), start.elapsed().as_nanos() as f64);
+                }
             }
         }
         Ok(())
@@ -496,38 +494,34 @@ impl<'a> Run<'a> {
             .ok_or_else(|| self.error(format!("output node {o} has no buffer")))
     }
 
-    /// Adds each kernel's time to the profile: its timestamps, read back
-    /// from `staging`, or the wall time `encode` kept.
-    fn record_profile(&self, staging: Option<&wgpu::Buffer>) -> Result<()> {
+    /// Reads the kernels' timestamps back and adds them to the profile.
+    fn record_profile(&self, staging: &wgpu::Buffer) -> Result<()> {
         let Some(profile) = self.ctx.profile.as_ref() else {
             return Ok(());
         };
-        let times: Vec<f64> = match staging {
-            Some(staging) => {
-                let ticks: Vec<u64> =
-                    pollster::block_on(self.ctx.read_mapped(staging, "reading kernel timestamps"))?;
-                let period = self.ctx.queue.get_timestamp_period() as f64;
-                (ticks.chunks_exact(2))
-                    .map(|pair| pair[1].saturating_sub(pair[0]) as f64 * period)
-                    .collect()
-            }
-            None => self.kernel_wall_ns.clone(),
-        };
-        let nodes = &self.exe.key.nodes;
-        for (k, ns) in self.exe.kernels.iter().zip(times) {
-            let label = match k.source.writes.first() {
-                Some(&w) => format!(
-                    "{} {:?} ({} outputs) @ {}",
-                    self.op_label(w),
-                    nodes[w].shape,
-                    k.source.writes.len(),
-                    self.location(w)
-                ),
-                None => "kernel without outputs".to_string(),
-            };
-            profile.add(label, ns);
+        let ticks: Vec<u64> =
+            pollster::block_on(self.ctx.read_mapped(staging, "reading kernel timestamps"))?;
+        let period = self.ctx.queue.get_timestamp_period() as f64;
+        for (k, pair) in self.exe.kernels.iter().zip(ticks.chunks_exact(2)) {
+            let ns = pair[1].saturating_sub(pair[0]) as f64 * period;
+            profile.add(self.profile_label(k), ns);
         }
         Ok(())
+    }
+
+    /// Kernel `k` as the profile names it: its first output's op, shape
+    /// and source line.
+    fn profile_label(&self, k: &CompiledKernel) -> String {
+        match k.source.writes.first() {
+            Some(&w) => format!(
+                "{} {:?} ({} outputs) @ {}",
+                self.op_label(w),
+                self.exe.key.nodes[w].shape,
+                k.source.writes.len(),
+                self.location(w)
+            ),
+            None => "kernel without outputs".to_string(),
+        }
     }
 
     /// Anomaly mode: waits for the run and turns the earliest node its
