@@ -5,12 +5,12 @@
 //! softmax, each matmul kernel with its packing kernels, and buffers bound
 //! in parts (a target with tiny bindings).
 
-use super::{CodegenContext, KernelSource, generate_kernel, generate_root_kernel};
+use super::{CodegenContext, KernelSource, generate};
 use crate::graph::Graph;
 use crate::kernel::{
     Binding, MatmulKernel, ReduceSplit, ReduceStrategy, SoftmaxStrategy, Strategy, Target,
 };
-use crate::schedule::{KernelKind, schedule, split_reductions};
+use crate::schedule::{plan, split_reductions};
 use crate::{Device, DeviceConfig, Tensor};
 
 /// Every kernel (and packing kernel) of the graph computing `outputs`, as
@@ -28,33 +28,11 @@ pub(super) fn kernels_checked(
     let nodes: Vec<_> = outputs.iter().map(|t| t.node()).collect();
     let graph = Graph::collect_with(&nodes, true, checked);
     let key = &split_reductions(&graph.key, ReduceSplit::CPU).key;
-    let mut stored: Vec<bool> = key
-        .nodes
-        .iter()
-        .map(|n| matches!(n.kind, crate::graph::GKind::Input { .. }))
-        .collect();
-    let mut out = Vec::new();
     let cx = CodegenContext::plain(target);
-    for group in schedule(key, 30).kernels {
-        let source = match group.kind {
-            KernelKind::Elementwise => {
-                generate_kernel(key, &group.outputs, group.numel, &|i| stored[i], &[], &cx)
-            }
-            KernelKind::Root { node, write_root } => generate_root_kernel(
-                key,
-                node,
-                write_root,
-                &group.outputs,
-                &|i| stored[i],
-                &[],
-                &cx,
-            ),
-        };
-        let mut source = source;
+    let mut plan = plan(key, target);
+    let mut out = Vec::new();
+    for mut source in generate(key, &cx, &mut plan) {
         source.print_wgsl(None);
-        for &w in &source.writes {
-            stored[w] = true;
-        }
         out.extend(source.packs.iter().cloned());
         out.push(source);
     }

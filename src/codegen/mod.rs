@@ -7,6 +7,7 @@ mod matmul;
 mod matmul_coop;
 mod matmul_lanes;
 mod norm;
+mod planned;
 mod reduce;
 mod reduce_ir;
 mod render;
@@ -25,10 +26,13 @@ mod golden_test;
 #[cfg(test)]
 mod norm_test;
 #[cfg(test)]
+mod planned_test;
+#[cfg(test)]
 mod primitives_test;
 
 pub(crate) use matmul::matmul_class;
+pub(crate) use planned::generate;
 pub(crate) use render::kernel_wgsl;
 pub(crate) use roots::generate_root_kernel;
 pub(crate) use validate::validate_wgsl;
-pub(crate) use wgsl::{CodegenContext, KernelSource, generate_kernel, lower_kernel};
+pub(crate) use wgsl::{CodegenContext, KernelSource, lower_kernel};

@@ -159,6 +159,7 @@ impl KernelSource {
     }
 
     /// Nodes read from buffers by this kernel or its packing kernels.
+    #[cfg(test)]
     pub fn all_reads(&self) -> impl Iterator<Item = usize> + '_ {
         self.dispatches().flat_map(|d| d.reads.iter().copied())
     }

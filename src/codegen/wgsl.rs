@@ -112,6 +112,7 @@ impl ElementwiseKernel<'_> {
 }
 
 /// `lower_kernel`, assembled as a kernel value.
+#[cfg(test)]
 pub(crate) fn generate_kernel(
     key: &GraphKey,
     outputs: &[usize],

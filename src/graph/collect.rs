@@ -24,6 +24,24 @@ pub(crate) struct GNode {
     pub inputs: Vec<usize>,
 }
 
+impl GNode {
+    /// Elements of the node's buffer that kernels may touch: an input's
+    /// furthest element under its layout (a strided view reaches past
+    /// its own few elements), else its element count.
+    pub fn extent(&self) -> usize {
+        let count = crate::shape::numel(&self.shape);
+        match &self.kind {
+            GKind::Input { layout, .. } if count > 0 => {
+                1 + layout.offset
+                    + (self.shape.iter().zip(&layout.strides))
+                        .map(|(&d, &s)| (d - 1) * s)
+                        .sum::<usize>()
+            }
+            _ => count,
+        }
+    }
+}
+
 /// Stored data read by the graph, or an op computed in it.
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
 pub(crate) enum GKind {

@@ -2,6 +2,23 @@
 //! that the runtime binds from and that a test checks against the
 //! bindings each generated WGSL module declares (read by naga).
 
+/// Bindings that `elements` values of `size_in_bytes` each take in parts
+/// of `part_bytes` (`vec`: counted in groups of four): one, unless they
+/// are larger than a part.
+pub(crate) fn binding_parts(
+    elements: usize,
+    size_in_bytes: usize,
+    vec: bool,
+    part_bytes: usize,
+) -> usize {
+    let elements = if vec {
+        elements.div_ceil(4) * 4
+    } else {
+        elements
+    };
+    (elements * size_in_bytes).div_ceil(part_bytes).max(1)
+}
+
 /// One binding of a kernel's bind group, in order from binding 0.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) enum Binding {

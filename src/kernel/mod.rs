@@ -14,7 +14,7 @@ mod program;
 mod strategy;
 mod target;
 
-pub(crate) use binding::Binding;
+pub(crate) use binding::{Binding, binding_parts};
 pub(crate) use donation::{reads_output_elsewhere, reads_output_off_its_stores};
 pub(crate) use lane_packing::{StoredView, lane_reads_a_in_place, lane_reads_b_in_place};
 pub(crate) use legalise::legalise;

@@ -1,14 +1,169 @@
-//! Donation legality, decided on the graph: an output of an elementwise
-//! kernel may be written into the buffer of an input the kernel reads
-//! only if every read of that input happens at the reading invocation's
-//! own element (then each element is read before the same invocation
-//! overwrites it, and no other invocation reads it). Which inputs may be
-//! donated at all (nothing that outlives the run can read them) is
-//! decided when the graph is collected (`graph::collect`).
+//! Donation, decided on the graph: which outputs write into the buffer of
+//! an input the graph alone still needs (so an in-place update such as
+//! `w -= lr * g` allocates nothing), and which into the buffer of an
+//! intermediate their kernel is the last to read (a gradient computed
+//! from a saved activation, of its size: the two are never live
+//! together). An output may take a value's buffer only if its kernel
+//! reads that value at each invocation's own element alone (then each
+//! element is read before the same invocation overwrites it, and no
+//! other invocation reads it). Which inputs may be donated at all
+//! (nothing that outlives the run can read them) is decided when the
+//! graph is collected (`graph::collect`).
 
+use super::KernelKind;
+use super::plan::Plan;
 use crate::graph::op::Op;
 use crate::graph::{GKind, GraphKey};
 use crate::shape::numel;
+
+/// Outputs that write into another node's buffer: `(output, node)`.
+#[derive(Clone, Debug, Default)]
+pub(crate) struct Donations {
+    /// Into a donated input's buffer (bound when a run starts).
+    pub inputs: Vec<(usize, usize)>,
+    /// Into the buffer of an intermediate that the output's kernel reads
+    /// last (taken over when that kernel is encoded).
+    pub intermediates: Vec<(usize, usize)>,
+}
+
+/// The donations of `plan`'s kernels (each also set as an alias of the
+/// kernel that takes the buffer): to inputs, then to intermediates.
+pub(super) fn plan_donations(key: &GraphKey, plan: &mut Plan) -> Donations {
+    let mut last_reader: Vec<Option<usize>> = vec![None; key.nodes.len()];
+    for (k, kernel) in plan.kernels.iter().enumerate() {
+        for &r in &kernel.reads {
+            last_reader[r] = Some(k);
+        }
+    }
+    let mut taken = vec![false; key.nodes.len()];
+    let donations = Donations {
+        inputs: donate_inputs(key, plan, &last_reader, &mut taken),
+        intermediates: take_over_intermediates(key, plan, &last_reader, &mut taken),
+    };
+    if !donations.inputs.is_empty() || !donations.intermediates.is_empty() {
+        log::debug!(
+            "outputs take over donated inputs {:?} and intermediates {:?}",
+            donations.inputs,
+            donations.intermediates
+        );
+    }
+    donations
+}
+
+/// The donations to inputs: per buffer (`GraphKey::buffer_group`: an
+/// input and the views of it bound as inputs of their own), one output of
+/// the buffer's last reader, where that kernel reads the buffer through
+/// one input (kernels run in order, so every earlier reader has read it
+/// by then); of any elementwise kernel where nothing reads it.
+fn donate_inputs(
+    key: &GraphKey,
+    plan: &mut Plan,
+    last_reader: &[Option<usize>],
+    taken: &mut [bool],
+) -> Vec<(usize, usize)> {
+    let slots = key.donatable.len();
+    let inputs: Vec<(usize, usize, usize)> = (key.nodes.iter().enumerate())
+        .filter_map(|(x, node)| match node.kind {
+            GKind::Input { slot, .. } => Some((x, slot, key.buffer_group[slot])),
+            _ => None,
+        })
+        .collect();
+    // Per buffer: its last reader, and how many of its inputs that
+    // kernel reads.
+    let mut last = vec![None; slots];
+    for &(x, _, group) in &inputs {
+        last[group] = last[group].max(last_reader[x]);
+    }
+    let mut read_by_last = vec![0usize; slots];
+    for &(x, _, group) in &inputs {
+        read_by_last[group] +=
+            usize::from(last_reader[x].is_some() && last_reader[x] == last[group]);
+    }
+    let mut given = vec![false; slots];
+    let mut donations = Vec::new();
+    for &(x, slot, group) in &inputs {
+        if !key.donatable[slot] || given[group] {
+            continue;
+        }
+        let candidates: Vec<usize> = match last[group] {
+            None => (0..plan.kernels.len())
+                .filter(|&k| plan.kernels[k].group.kind == KernelKind::Elementwise)
+                .collect(),
+            Some(k) if last_reader[x] == Some(k) && read_by_last[group] == 1 => vec![k],
+            Some(_) => continue,
+        };
+        for k in candidates {
+            if let Some(o) = take(key, plan, (x, k), taken) {
+                donations.push((o, x));
+                given[group] = true;
+                break;
+            }
+        }
+    }
+    donations
+}
+
+/// The intermediates taken over: one output of the kernel that reads an
+/// intermediate last (after the kernel that writes it), where it fits.
+fn take_over_intermediates(
+    key: &GraphKey,
+    plan: &mut Plan,
+    last_reader: &[Option<usize>],
+    taken: &mut [bool],
+) -> Vec<(usize, usize)> {
+    let mut is_output = vec![false; key.nodes.len()];
+    for &o in &key.outputs {
+        is_output[o] = true;
+    }
+    let mut took = Vec::new();
+    for x in 0..key.nodes.len() {
+        if let (Some(j), Some(k)) = (plan.writer[x], last_reader[x])
+            && j < k
+            && !is_output[x]
+            && let Some(o) = take(key, plan, (x, k), taken)
+        {
+            took.push((o, x));
+        }
+    }
+    took
+}
+
+/// Lets the first output of kernel `k` not yet `taken` that fits node
+/// `x`'s buffer write into it, where `k` reads `x` only at each
+/// invocation's own element; returns the output.
+fn take(
+    key: &GraphKey,
+    plan: &mut Plan,
+    (x, k): (usize, usize),
+    taken: &mut [bool],
+) -> Option<usize> {
+    let nodes = &key.nodes;
+    let group = &plan.kernels[k].group;
+    let stored = |n: usize| plan.stored_before(key, k, n);
+    for (j, &o) in group.outputs.iter().enumerate() {
+        let fits = numel(&nodes[o].shape) == numel(&nodes[x].shape)
+            && nodes[o].dtype.wgsl_storage_type() == nodes[x].dtype.wgsl_storage_type()
+            && nodes[o].dtype.size_in_bytes() == nodes[x].dtype.size_in_bytes();
+        if taken[o] || !fits {
+            continue;
+        }
+        if !reads_only_at_own_element(key, &group.outputs, &stored, x) {
+            return None;
+        }
+        // The output's position among those the kernel writes (a root
+        // kernel writes its root first, where it does).
+        let position = match group.kind {
+            KernelKind::Root {
+                write_root: true, ..
+            } => j + 1,
+            _ => j,
+        };
+        plan.kernels[k].aliases.push((x, position));
+        taken[o] = true;
+        return Some(o);
+    }
+    None
+}
 
 /// Whether the elementwise kernel writing `outputs` reads node `x` only
 /// at each invocation's own element index. `stored(n)`: node `n` is read

@@ -17,10 +17,12 @@
 //! (movement ops stay index arithmetic: views never copy).
 
 mod donation;
+mod plan;
 mod split;
 mod written;
 
-pub(crate) use donation::reads_only_at_own_element;
+pub(crate) use donation::Donations;
+pub(crate) use plan::{KernelPlan, Plan, plan};
 #[cfg(test)]
 pub(crate) use split::split_reductions;
 pub(crate) use split::{Lowered, lower_for_gpu};
@@ -51,6 +53,21 @@ pub(crate) struct KernelGroup {
     /// Written nodes: for a root kernel, its epilogue outputs (the root,
     /// when written, is not listed here).
     pub outputs: Vec<usize>,
+}
+
+impl KernelGroup {
+    /// The nodes it writes, in binding order: its root where it writes
+    /// it, then its other outputs.
+    pub fn writes(&self) -> impl Iterator<Item = usize> + '_ {
+        let root = match self.kind {
+            KernelKind::Root {
+                node,
+                write_root: true,
+            } => Some(node),
+            _ => None,
+        };
+        root.into_iter().chain(self.outputs.iter().copied())
+    }
 }
 
 /// The kernels of a graph in execution order.

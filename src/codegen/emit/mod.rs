@@ -121,30 +121,11 @@ impl<'a> Gen<'a> {
         }
     }
 
-    /// Elements of node `n`'s buffer that kernels may touch: an input's
-    /// furthest element under its layout, else its element count.
-    fn extent(&self, n: usize) -> usize {
-        let node = &self.nodes[n];
-        let count = numel(&node.shape);
-        match &node.kind {
-            GKind::Input { layout, .. } if count > 0 => {
-                1 + layout.offset
-                    + node
-                        .shape
-                        .iter()
-                        .zip(&layout.strides)
-                        .map(|(&d, &s)| (d - 1) * s)
-                        .sum::<usize>()
-            }
-            _ => count,
-        }
-    }
-
     /// Bindings a read of node `n` needs: its buffer, up to the furthest
     /// element its layout reaches, in parts of
     /// `Target::binding_part_bytes` (one, unless it is larger than that).
     pub fn parts_of(&self, n: usize, vec: bool) -> usize {
-        self.parts_for(n, self.extent(n), vec)
+        self.parts_for(n, self.nodes[n].extent(), vec)
     }
 
     /// Bindings a write of node `n` needs: the buffer a kernel writes
@@ -159,12 +140,7 @@ impl<'a> Gen<'a> {
     /// take (`vec`: counted in groups of four).
     fn parts_for(&self, n: usize, elements: usize, vec: bool) -> usize {
         let size = self.nodes[n].dtype.size_in_bytes();
-        let elements = if vec {
-            elements.div_ceil(4) * 4
-        } else {
-            elements
-        };
-        (elements * size).div_ceil(self.part_bytes()).max(1)
+        crate::kernel::binding_parts(elements, size, vec, self.part_bytes())
     }
 
     /// Reads element `pos` of node `n` from input or output binding `k`:

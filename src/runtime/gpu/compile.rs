@@ -9,21 +9,17 @@ use lru::LruCache;
 
 use super::dynamic::{KernelTexts, Printing, generalize_kernels, marked_texts, probe_texts};
 use super::sites::{Site, SiteNote, SiteRecord, note_miss, record_site};
-use crate::codegen::{
-    CodegenContext, KernelSource, generate_kernel, generate_root_kernel, validate_wgsl,
-};
+use crate::codegen::{CodegenContext, KernelSource, generate, validate_wgsl};
 use crate::error::{Error, Result};
-use crate::graph::op::Op;
-use crate::graph::{GKind, Graph, GraphKey};
+use crate::graph::{Graph, GraphKey};
 use crate::kernel::{Precedents, Target};
 use crate::metrics::Metrics;
-use crate::schedule::{KernelGroup, KernelKind, Lowered, lower_for_gpu, schedule};
+use crate::schedule::{Donations, KernelKind, Lowered, Plan, lower_for_gpu, plan};
 use crate::shape::numel;
 use crate::tune::classes::ClassTuner;
 
 use super::bind::CachedBindGroup;
 use super::context::GpuContext;
-use super::donate::{Donations, plan_donations};
 
 /// One compiled kernel of an executable.
 pub(super) struct CompiledKernel {
@@ -111,46 +107,6 @@ impl Work {
     }
 }
 
-/// Liveness of intermediates: each is released after the last kernel that
-/// reads it (or right after the kernel that writes it, if none does).
-fn plan_releases(
-    key: &GraphKey,
-    kernels: &[CompiledKernel],
-    donations: &Donations,
-) -> Vec<Vec<usize>> {
-    let mut last_use: Vec<Option<usize>> = vec![None; key.nodes.len()];
-    let mut writer: Vec<Option<usize>> = vec![None; key.nodes.len()];
-    for (k, kernel) in kernels.iter().enumerate() {
-        for n in kernel
-            .source
-            .writes
-            .iter()
-            .copied()
-            .chain(kernel.source.all_reads())
-        {
-            last_use[n] = Some(k);
-        }
-        for &w in &kernel.source.writes {
-            writer[w] = Some(k);
-        }
-    }
-    // An intermediate whose buffer an output takes over is read by the
-    // output's kernel through the output's binding (so it is not among
-    // that kernel's reads): it lives until that kernel.
-    for &(o, x) in &donations.intermediates {
-        last_use[x] = last_use[x].max(writer[o]);
-    }
-    let mut releases = vec![Vec::new(); kernels.len()];
-    for kernel in kernels {
-        for &w in &kernel.source.writes {
-            if let (false, Some(k)) = (key.outputs.contains(&w), last_use[w]) {
-                releases[k].push(w);
-            }
-        }
-    }
-    releases
-}
-
 /// Compiled work of one `Device`: executables by graph structure, pipelines
 /// by WGSL text (a kernel shared by two graphs compiles once).
 pub(crate) struct GpuCaches {
@@ -226,12 +182,12 @@ pub(super) fn executable(
         origins: origins.as_deref(),
         precedents: precedents.as_deref(),
     };
-    let (groups, available, mut sources) = generate(graph, &cx);
-    let mut chosen = precedents_of(&groups, &sources);
+    let mut plan = plan(&graph.key, target);
+    let mut sources = generate(&graph.key, &cx, &mut plan);
+    let mut chosen = precedents_of(&plan, &sources);
     if let Some(p) = &precedents {
         chosen.inherit(p);
     }
-    let donations = plan_donations(graph, &cx, &groups, &available, &mut sources);
     // Dynamic sizes: kernels generic over what changed since the site's
     // last graph; when every one is found compiled, nothing compiles.
     let bound = std::cell::Cell::new(0);
@@ -262,7 +218,7 @@ pub(super) fn executable(
         let sources: Vec<&KernelSource> = kernels.iter().map(|k| &k.source).collect();
         crate::debug::dump(dir, graph, &sources, origins);
     }
-    let exe = Arc::new(assemble(ctx, graph, origin, kernels, donations));
+    let exe = Arc::new(assemble(ctx, graph, origin, kernels, plan));
     remember(caches, traced, exe.clone());
     Ok((exe, compiles))
 }
@@ -315,34 +271,28 @@ fn compile_kernels(
 }
 
 /// The executable of `graph`'s compiled `kernels`, with the buffers each
-/// kernel releases planned and, in anomaly mode, the checks buffer.
+/// kernel takes over and releases (from `plan`) and, in anomaly mode,
+/// the checks buffer.
 fn assemble(
     ctx: &GpuContext,
     graph: &Graph,
     origin: Vec<usize>,
     mut kernels: Vec<CompiledKernel>,
-    donations: Donations,
+    plan: Plan,
 ) -> Executable {
-    let mut writer: Vec<Option<usize>> = vec![None; graph.key.nodes.len()];
-    for (k, kernel) in kernels.iter().enumerate() {
-        for &w in &kernel.source.writes {
-            writer[w] = Some(k);
-        }
-    }
-    for &(o, x) in &donations.intermediates {
-        if let Some(k) = writer[o] {
+    for &(o, x) in &plan.donations.intermediates {
+        if let Some(k) = plan.writer[o] {
             kernels[k].takes_over.push((o, x));
         }
     }
-    let releases = plan_releases(&graph.key, &kernels, &donations);
     let checks = graph.key.checked.then(|| checks_buffer(ctx));
     Executable {
         key: graph.key.clone(),
         origin,
         work: Work::of(&graph.key, &kernels),
         kernels,
-        donations,
-        releases,
+        releases: plan.releases(&graph.key),
+        donations: plan.donations,
         checks,
     }
 }
@@ -456,9 +406,10 @@ fn checks_buffer(ctx: &GpuContext) -> wgpu::Buffer {
 }
 
 /// The strategy of each kernel, keyed by its root or its first output.
-fn precedents_of(groups: &[KernelGroup], sources: &[KernelSource]) -> Precedents {
+fn precedents_of(plan: &Plan, sources: &[KernelSource]) -> Precedents {
     let mut chosen = Precedents::default();
-    for (group, source) in groups.iter().zip(sources) {
+    for (kernel, source) in plan.kernels.iter().zip(sources) {
+        let group = &kernel.group;
         let node = match group.kind {
             KernelKind::Root { node, .. } => Some(node),
             KernelKind::Elementwise => Precedents::elementwise_node(&group.outputs),
@@ -480,136 +431,6 @@ fn node_labels(graph: &Graph) -> Vec<String> {
         .enumerate()
         .map(|(i, (_, loc))| format!("{} {loc}", graph.op_label(i)))
         .collect()
-}
-
-/// The kernels of `graph` in order: their groups, which nodes each may
-/// read from memory, and their generated code. The schedule bounds a
-/// kernel's outputs, but what it reads is known only once its expressions
-/// are inlined: an elementwise kernel over the binding limit is cut in two
-/// and both are generated again (the second may read the first's outputs).
-pub(super) fn generate(
-    graph: &Graph,
-    cx: &CodegenContext,
-) -> (Vec<KernelGroup>, Vec<Vec<bool>>, Vec<KernelSource>) {
-    let max_bindings = cx.target.max_storage_buffers;
-    let mut groups = schedule(&graph.key, max_bindings.saturating_sub(2).max(1)).kernels;
-    let mut stored: Vec<bool> = graph
-        .key
-        .nodes
-        .iter()
-        .map(|n| matches!(n.kind, GKind::Input { .. }))
-        .collect();
-    let mut available = Vec::with_capacity(groups.len());
-    let mut sources = Vec::with_capacity(groups.len());
-    let mut k = 0;
-    while k < groups.len() {
-        let group = &groups[k];
-        let read = |i: usize| stored[i];
-        let source = match group.kind {
-            KernelKind::Elementwise => {
-                generate_kernel(&graph.key, &group.outputs, group.numel, &read, &[], cx)
-            }
-            KernelKind::Root { node, write_root } => {
-                let epilogue = &group.outputs;
-                generate_root_kernel(&graph.key, node, write_root, epilogue, &read, &[], cx)
-            }
-        };
-        if group.kind == KernelKind::Elementwise
-            && source.buffer_bindings() > max_bindings
-            && group.outputs.len() > 1
-        {
-            let half = group.outputs.len() / 2;
-            let rest = groups[k].outputs.split_off(half);
-            let numel = groups[k].numel;
-            let second = KernelGroup {
-                kind: KernelKind::Elementwise,
-                numel,
-                outputs: rest,
-            };
-            groups.insert(k + 1, second);
-            continue;
-        }
-        // One output (or a kernel root's prologue) that reads too many
-        // stored values (a sum of many reductions, a chain of writes
-        // through many windows): a value inlined into it that reads about
-        // half of them is written first by a kernel of its own, and this
-        // one reads it instead.
-        if source.buffer_bindings() > max_bindings {
-            let output = match group.kind {
-                KernelKind::Elementwise => group.outputs[0],
-                KernelKind::Root { node, .. } => node,
-            };
-            if let Some(m) = half_of_the_reads(&graph.key, output, &stored) {
-                let first = KernelGroup {
-                    kind: KernelKind::Elementwise,
-                    numel: numel(&graph.key.nodes[m].shape),
-                    outputs: vec![m],
-                };
-                groups.insert(k, first);
-                continue;
-            }
-        }
-        available.push(stored.clone());
-        for &o in &source.writes {
-            stored[o] = true;
-        }
-        sources.push(source);
-        k += 1;
-    }
-    (groups, available, sources)
-}
-
-/// The value inlined into `output`'s kernel (computed, not stored, not
-/// a scalar) whose stored reads are nearest half of the kernel's, if one
-/// reads at least two: writing it first divides the kernel's bindings.
-/// Each node's reads are counted once, as a set capped at `CAP` (enough
-/// to compare against any binding limit), so this is linear in the
-/// kernel's nodes.
-fn half_of_the_reads(key: &GraphKey, output: usize, stored: &[bool]) -> Option<usize> {
-    const CAP: usize = 4096;
-    let nodes = &key.nodes;
-    let inlined = |n: usize| {
-        !stored[n]
-            && !matches!(
-                nodes[n].kind,
-                GKind::Input { .. } | GKind::Op { op: Op::Scalar, .. }
-            )
-    };
-    // Post-order over the inlined nodes reachable from the output.
-    let mut reads: std::collections::HashMap<usize, Vec<usize>> = std::collections::HashMap::new();
-    let mut stack = vec![(output, false)];
-    while let Some((n, expanded)) = stack.pop() {
-        if reads.contains_key(&n) {
-            continue;
-        }
-        if !expanded {
-            stack.push((n, true));
-            for &i in &nodes[n].inputs {
-                if inlined(i) && !reads.contains_key(&i) {
-                    stack.push((i, false));
-                }
-            }
-            continue;
-        }
-        let mut set: Vec<usize> = Vec::new();
-        for &i in &nodes[n].inputs {
-            if stored[i] {
-                set.push(i);
-            } else if let Some(r) = reads.get(&i) {
-                set.extend_from_slice(r);
-            }
-        }
-        set.sort_unstable();
-        set.dedup();
-        set.truncate(CAP);
-        reads.insert(n, set);
-    }
-    let total = reads.get(&output)?.len();
-    reads
-        .iter()
-        .filter(|&(&n, r)| n != output && r.len() >= 2 && r.len() < total)
-        .min_by_key(|&(&n, r)| (r.len().abs_diff(total / 2), n))
-        .map(|(&n, _)| n)
 }
 
 /// Kernel `k` of `graph` compiled: its pipelines (and its packing

@@ -10,15 +10,14 @@
 use std::panic::{AssertUnwindSafe, catch_unwind};
 use std::sync::Arc;
 
-use super::compile::generate;
-use super::donate::plan_donations;
+use crate::codegen::generate;
 use crate::codegen::{CodegenContext, KernelSource, kernel_wgsl, validate_wgsl};
 use crate::graph::{Graph, GraphKey, MarkedProbe, marked_probe_key, probe_key};
 use crate::kernel::Kernel;
 use crate::kernel::generic::{
     Generic, differing_literals, generalize, structural_difference, values_for,
 };
-use crate::schedule::{Lowered, lower_for_gpu};
+use crate::schedule::{Lowered, lower_for_gpu, plan};
 
 /// One dispatch as a site recorded it: its kernel lowered at one of the
 /// site's sizes, which of its literals are dynamic (none: it stayed
@@ -278,9 +277,8 @@ fn probe_kernels(
     let generated = catch_unwind(AssertUnwindSafe(|| {
         let Lowered { key, origin } = lower_for_gpu(&probe.key, cx.target);
         let graph = probe.lowered(key, &origin);
-        let (groups, available, mut sources) = generate(&graph, cx);
-        plan_donations(&graph, cx, &groups, &available, &mut sources);
-        sources
+        let mut plan = plan(&graph.key, cx.target);
+        generate(&graph.key, cx, &mut plan)
             .iter()
             .map(|s| s.dispatches().map(|d| d.kernel.clone()).collect())
             .collect()

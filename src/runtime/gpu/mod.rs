@@ -6,7 +6,6 @@ mod bind;
 mod compile;
 mod context;
 pub(crate) mod disk_cache;
-mod donate;
 mod dynamic;
 mod execute;
 mod scratch;

@@ -1,0 +1,191 @@
+//! The plan (`schedule::plan`) against the code generated from it: each
+//! kernel's planned reads are the values its code loads (never fewer),
+//! a planned kernel stays within the adapter's storage-binding limit, and
+//! an alias the plan gives is one the code honours.
+
+use std::collections::BTreeSet;
+
+use super::{CodegenContext, generate};
+use crate::graph::{GKind, Graph};
+use crate::kernel::{Binding, ReduceSplit, Target};
+use crate::schedule::{plan, split_reductions};
+use crate::{Device, DeviceConfig, Tensor};
+
+fn input(shape: &[usize], seed: f32, dev: &Device) -> Tensor {
+    let n: usize = shape.iter().product();
+    let data = (0..n).map(|i| ((i as f32 + seed) * 0.37).sin()).collect();
+    Tensor::from_vec(data, shape, dev).expect("input")
+}
+
+/// Storage buffers a generated kernel binds (what the adapter limits).
+fn storage_bindings(bindings: impl Iterator<Item = Binding>) -> usize {
+    bindings
+        .filter(|b| match b {
+            Binding::Read { .. } | Binding::Write { .. } | Binding::Checks => true,
+            Binding::Params { uniform_bytes } => uniform_bytes.is_none(),
+            Binding::Texture { .. } | Binding::Sizes { .. } => false,
+        })
+        .count()
+}
+
+/// Plans and generates the graph of `outputs` on `target`, checks every
+/// kernel against its plan, and returns (kernels, kernels whose planned
+/// reads are more than their code's, donations).
+fn check(outputs: &[&Tensor], target: &Target, what: &str) -> (usize, usize, usize) {
+    let nodes: Vec<_> = outputs.iter().map(|t| t.node()).collect();
+    let graph = Graph::collect(&nodes, true);
+    let key = &split_reductions(&graph.key, ReduceSplit::CPU).key;
+    let mut plan = plan(key, target);
+    let sources = generate(key, &CodegenContext::plain(target), &mut plan);
+    assert_eq!(sources.len(), plan.kernels.len(), "{what}");
+    let mut wider = 0;
+    for (k, (kernel, source)) in plan.kernels.iter().zip(&sources).enumerate() {
+        let planned: BTreeSet<usize> = kernel.reads.iter().copied().collect();
+        // A value an output writes over is read through that output's
+        // binding.
+        let aliased = kernel.aliases.iter().map(|&(x, _)| x);
+        let loaded: BTreeSet<usize> = source.all_reads().chain(aliased).collect();
+        assert!(
+            loaded.is_subset(&planned),
+            "{what}, kernel {k}: its code loads {loaded:?}, planned {planned:?}"
+        );
+        wider += usize::from(loaded != planned);
+        assert_eq!(
+            source.writes,
+            kernel.group.writes().collect::<Vec<_>>(),
+            "{what}, kernel {k}: writes"
+        );
+        for dispatch in source.dispatches() {
+            let bound = storage_bindings(dispatch.bindings());
+            assert!(
+                bound <= target.max_storage_buffers,
+                "{what}, kernel {k}: {bound} storage bindings, limit {}",
+                target.max_storage_buffers
+            );
+        }
+        for &(x, _) in &kernel.aliases {
+            assert!(
+                plan.kernels[k + 1..]
+                    .iter()
+                    .all(|later| !later.reads.contains(&x)),
+                "{what}: kernel {k} takes n{x}'s buffer, which a later kernel reads"
+            );
+        }
+    }
+    let donations = plan.donations.inputs.len() + plan.donations.intermediates.len();
+    let aliases: usize = plan.kernels.iter().map(|k| k.aliases.len()).sum();
+    assert_eq!(donations, aliases, "{what}: every donation is an alias");
+    (sources.len(), wider, donations)
+}
+
+/// A step of a two-layer MLP: forward, backward, SGD updates.
+fn mlp_step(dev: &Device) -> Vec<Tensor> {
+    let x = input(&[16, 24], 1.0, dev);
+    let w1 = input(&[24, 32], 2.0, dev);
+    let w2 = input(&[32, 8], 3.0, dev);
+    w1.requires_grad_(true);
+    w2.requires_grad_(true);
+    let loss = x.matmul(&w1).relu().matmul(&w2).log_softmax(-1).mean_all();
+    loss.backward();
+    let step = |w: &Tensor| w.detach() - w.grad().expect("grad") * 0.1;
+    vec![loss, step(&w1), step(&w2)]
+}
+
+#[test]
+fn planned_reads_cover_every_load_and_kernels_fit_their_bindings() {
+    let dev = Device::cpu_with(DeviceConfig::default());
+    let x = input(&[64, 128], 0.0, &dev);
+    let many: Vec<Tensor> = (0..40).map(|i| input(&[8, 8], i as f32, &dev)).collect();
+    let sum_of_many = many.iter().skip(1).fold(many[0].clone(), |acc, t| acc + t);
+    let sum_of_sums = (many.iter())
+        .map(|t| t.sum([1], false))
+        .reduce(|acc, s| acc + s)
+        .expect("sums");
+    let outputs_of_many: Vec<Tensor> = many.iter().map(|t| (t * 2.0).exp()).collect();
+    let step = mlp_step(&dev);
+    let softmax_t = x.t().softmax(-1);
+    let cases: Vec<(Vec<&Tensor>, &str)> = vec![
+        (step.iter().collect(), "MLP step"),
+        (vec![&sum_of_many], "a sum of 40 inputs"),
+        (vec![&sum_of_sums], "a sum of 40 row sums"),
+        (outputs_of_many.iter().collect(), "40 outputs of one size"),
+        (vec![&softmax_t], "softmax of a transposed view"),
+    ];
+    let lavapipe = Target::lavapipe();
+    let eight = Target {
+        max_storage_buffers: 8,
+        ..Target::lavapipe()
+    };
+    let mut widened = 0;
+    for (outputs, what) in &cases {
+        let (kernels, wider, _) = check(outputs, &lavapipe, what);
+        assert!(kernels > 0, "{what}");
+        widened += wider;
+        let (divided, _, _) = check(outputs, &eight, &format!("{what}, 8 bindings"));
+        assert!(
+            divided >= kernels,
+            "{what}: {divided} kernels at 8 bindings"
+        );
+    }
+    // The walk on the graph is the code's own loads in these graphs.
+    assert_eq!(widened, 0, "planned reads wider than the code's loads");
+    let (at_32, _, _) = check(&[&sum_of_many], &lavapipe, "a sum of 40 inputs");
+    let (at_8, _, _) = check(&[&sum_of_many], &eight, "a sum of 40 inputs");
+    assert!(at_8 > at_32, "{at_8} kernels at 8 bindings, {at_32} at 32");
+    // Bindings of 1 KiB: ten reads of 2 KiB take twenty, which the plan
+    // counts (one binding each would fit 32).
+    let parts = Target {
+        max_storage_buffers: 16,
+        binding_part_bytes: 1024,
+        ..Target::lavapipe()
+    };
+    let ten: Vec<Tensor> = (0..10).map(|i| input(&[16, 32], i as f32, &dev)).collect();
+    let sum_of_ten = ten.iter().skip(1).fold(ten[0].clone(), |acc, t| acc + t);
+    let (whole, _, _) = check(&[&sum_of_ten], &lavapipe, "a sum of 10 inputs");
+    let (in_parts, _, _) = check(&[&sum_of_ten], &parts, "a sum of 10 inputs in parts");
+    assert_eq!(whole, 1);
+    assert!(in_parts > 1, "{in_parts} kernels");
+}
+
+#[test]
+fn an_update_in_place_writes_into_its_donated_input() {
+    let dev = Device::cpu_with(DeviceConfig::default());
+    let w = input(&[32, 32], 0.0, &dev);
+    let g = input(&[32, 32], 1.0, &dev);
+    let updated = &w - &g * 0.1;
+    let nodes = [updated.node()];
+    let mut graph = Graph::collect(&nodes, true);
+    // Both inputs may be given up (as a step's old parameters are).
+    graph.key.donatable = vec![true; graph.key.donatable.len()];
+    let target = Target::lavapipe();
+    let mut plan = plan(&graph.key, &target);
+    let inputs: Vec<usize> = (graph.key.nodes.iter().enumerate())
+        .filter(|(_, n)| matches!(n.kind, GKind::Input { .. }))
+        .map(|(i, _)| i)
+        .collect();
+    assert_eq!(plan.kernels.len(), 1);
+    assert_eq!(plan.donations.inputs.len(), 1, "{:?}", plan.donations);
+    let (output, taken) = plan.donations.inputs[0];
+    assert_eq!(output, graph.key.outputs[0]);
+    assert!(inputs.contains(&taken));
+    assert_eq!(plan.kernels[0].aliases, vec![(taken, 0)]);
+    // The code reads the donated input through the output's binding.
+    let sources = generate(&graph.key, &CodegenContext::plain(&target), &mut plan);
+    assert!(!sources[0].reads.contains(&taken), "{:?}", sources[0].reads);
+    // A transposed read of the input is not at its own element: no alias.
+    let transposed = &w.t() - &g * 0.1;
+    let nodes = [transposed.node()];
+    let mut graph = Graph::collect(&nodes, true);
+    graph.key.donatable = vec![true; graph.key.donatable.len()];
+    let plan = crate::schedule::plan(&graph.key, &target);
+    let w_node = (graph.key.nodes.iter())
+        .position(
+            |n| matches!(&n.kind, GKind::Input { layout, .. } if !layout.is_row_major(&n.shape)),
+        )
+        .expect("the transposed input");
+    assert!(
+        !plan.donations.inputs.iter().any(|&(_, x)| x == w_node),
+        "{:?}",
+        plan.donations
+    );
+}
