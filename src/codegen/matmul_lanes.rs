@@ -211,7 +211,10 @@ fn a_operand(
     batch: usize,
     kept: bool,
 ) -> (usize, usize, bool) {
-    let shared = shared_matrix(key, d.a, d.m, d.k).filter(|_| batch > 1);
+    // An expand that is itself stored is read as it is: its source may
+    // be released by then (the plan lists the expand as what is read).
+    let shared =
+        shared_matrix(key, d.a, d.m, d.k).filter(|&src| batch > 1 && (src == d.a || !stored(d.a)));
     let (node, a_batch) = shared.map_or((d.a, batch), |src| (src, 1));
     // An operand read as one matrix (a convolution's weights, shared by
     // the batch) is `Single` even in a batched matmul.

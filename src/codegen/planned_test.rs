@@ -7,7 +7,7 @@ use std::collections::BTreeSet;
 
 use super::{CodegenContext, generate};
 use crate::graph::{GKind, Graph};
-use crate::kernel::{Binding, ReduceSplit, Target};
+use crate::kernel::{ReduceSplit, Target};
 use crate::schedule::{plan, split_reductions};
 use crate::{Device, DeviceConfig, Tensor};
 
@@ -15,17 +15,6 @@ fn input(shape: &[usize], seed: f32, dev: &Device) -> Tensor {
     let n: usize = shape.iter().product();
     let data = (0..n).map(|i| ((i as f32 + seed) * 0.37).sin()).collect();
     Tensor::from_vec(data, shape, dev).expect("input")
-}
-
-/// Storage buffers a generated kernel binds (what the adapter limits).
-fn storage_bindings(bindings: impl Iterator<Item = Binding>) -> usize {
-    bindings
-        .filter(|b| match b {
-            Binding::Read { .. } | Binding::Write { .. } | Binding::Checks => true,
-            Binding::Params { uniform_bytes } => uniform_bytes.is_none(),
-            Binding::Texture { .. } | Binding::Sizes { .. } => false,
-        })
-        .count()
 }
 
 /// Plans and generates the graph of `outputs` on `target`, checks every
@@ -56,7 +45,8 @@ fn check(outputs: &[&Tensor], target: &Target, what: &str) -> (usize, usize, usi
             "{what}, kernel {k}: writes"
         );
         for dispatch in source.dispatches() {
-            let bound = storage_bindings(dispatch.bindings());
+            // As the runtime counts them: every binding but textures.
+            let bound = dispatch.buffer_bindings();
             assert!(
                 bound <= target.max_storage_buffers,
                 "{what}, kernel {k}: {bound} storage bindings, limit {}",
@@ -104,12 +94,26 @@ fn planned_reads_cover_every_load_and_kernels_fit_their_bindings() {
     let outputs_of_many: Vec<Tensor> = many.iter().map(|t| (t * 2.0).exp()).collect();
     let step = mlp_step(&dev);
     let softmax_t = x.t().softmax(-1);
+    // A softmax reading its input again in its epilogue (by elements,
+    // where its rows are read as vec4s): two bindings of one value.
+    let softmax_times_x = x.softmax(-1) * &x;
+    // Views of stored values made contiguous: outputs that are graph
+    // inputs, read by the kernel that writes them.
+    let views: Vec<Tensor> = many.iter().map(|t| t.t()).collect();
+    // A computed matrix times a batch of matrices: A is broadcast over
+    // the batch (an expand), its computed matrix written, the lane kernel
+    // packing it once for the batch.
+    let b = input(&[4, 128, 32], 5.0, &dev);
+    let batched = (&x * 2.0).matmul(&b);
     let cases: Vec<(Vec<&Tensor>, &str)> = vec![
         (step.iter().collect(), "MLP step"),
         (vec![&sum_of_many], "a sum of 40 inputs"),
         (vec![&sum_of_sums], "a sum of 40 row sums"),
         (outputs_of_many.iter().collect(), "40 outputs of one size"),
         (vec![&softmax_t], "softmax of a transposed view"),
+        (vec![&softmax_times_x], "softmax times its input"),
+        (views.iter().collect(), "40 views made contiguous"),
+        (vec![&batched], "batched matmul of an expand"),
     ];
     let lavapipe = Target::lavapipe();
     let eight = Target {

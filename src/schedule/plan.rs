@@ -101,8 +101,8 @@ pub(crate) fn plan(key: &GraphKey, target: &Target) -> Plan {
     while k < groups.len() {
         let stored = |n: usize| is_input(n) || writer[n].is_some();
         let group = &groups[k];
-        let reads = reads_of(key, group, &stored);
-        if storage_bindings(key, group, &reads, target) > max_bindings {
+        let (prologue, epilogue) = reads_by_part(key, group, &stored);
+        if storage_bindings(key, group, (&prologue, &epilogue), target) > max_bindings {
             if let Some(split) = within_bindings(key, group, &stored) {
                 match split {
                     Split::Halves(second) => {
@@ -117,7 +117,7 @@ pub(crate) fn plan(key: &GraphKey, target: &Target) -> Plan {
         }
         let kernel = KernelPlan {
             group: groups[k].clone(),
-            reads,
+            reads: union(prologue, epilogue),
             aliases: Vec::new(),
         };
         for w in kernel.group.writes() {
@@ -174,47 +174,70 @@ fn within_bindings(
     }))
 }
 
-/// The stored values kernel `group` reads: a walk from what it computes
-/// (its root and outputs) down through the values it inlines, stopping
-/// at stored ones. Each node is visited once.
-pub(crate) fn reads_of(
+/// The values read by either part of a kernel, ascending.
+fn union(mut prologue: Vec<usize>, epilogue: Vec<usize>) -> Vec<usize> {
+    prologue.extend(epilogue);
+    prologue.sort_unstable();
+    prologue.dedup();
+    prologue
+}
+
+/// The stored values a kernel's root reads (its prologue: none for an
+/// elementwise kernel) and those its outputs read, each a walk from what
+/// it computes down through the values it inlines, stopping at stored
+/// ones (a graph input among its outputs, a view made contiguous, is
+/// read). Apart because a root may read its prologue as `vec4`s and its
+/// epilogue by elements, binding a value read by both twice.
+fn reads_by_part(
     key: &GraphKey,
     group: &KernelGroup,
     stored: &dyn Fn(usize) -> bool,
+) -> (Vec<usize>, Vec<usize>) {
+    match group.kind {
+        KernelKind::Root { node, .. } => (
+            walk_reads(key, &[node], None, stored),
+            walk_reads(key, &group.outputs, Some(node), stored),
+        ),
+        KernelKind::Elementwise => (Vec::new(), walk_reads(key, &group.outputs, None, stored)),
+    }
+}
+
+/// The stored values reached from `starts` through values not stored,
+/// not passing `computed` (a root its epilogue reads from a register).
+/// Each node is visited once.
+fn walk_reads(
+    key: &GraphKey,
+    starts: &[usize],
+    computed: Option<usize>,
+    stored: &dyn Fn(usize) -> bool,
 ) -> Vec<usize> {
     let nodes = &key.nodes;
-    let mut stack: Vec<usize> = Vec::with_capacity(group.outputs.len() + 1);
-    if let KernelKind::Root { node, .. } = group.kind {
-        stack.push(node);
-    }
-    stack.extend_from_slice(&group.outputs);
-    let computed_here = stack.clone();
+    let mut stack: Vec<usize> = starts.to_vec();
     let mut seen = std::collections::HashSet::new();
     let mut reads = Vec::new();
     while let Some(n) = stack.pop() {
-        if !seen.insert(n) {
+        if Some(n) == computed || !seen.insert(n) {
             continue;
         }
-        if stored(n) && !computed_here.contains(&n) {
+        if stored(n) {
             reads.push(n);
-            continue;
+        } else if !matches!(nodes[n].kind, GKind::Op { op: Op::Scalar, .. }) {
+            stack.extend_from_slice(&nodes[n].inputs);
         }
-        if matches!(nodes[n].kind, GKind::Op { op: Op::Scalar, .. }) {
-            continue;
-        }
-        stack.extend_from_slice(&nodes[n].inputs);
     }
-    reads.sort_unstable();
     reads
 }
 
-/// The storage bindings kernel `group` takes at most: each value it reads
-/// and writes in its parts (counted as vec4 reads, the larger), the
-/// parameters (which may be a storage buffer) and the anomaly flags.
+/// The storage bindings kernel `group` takes at most: each value its
+/// root and its outputs read (a value both read counted twice) and each
+/// it writes, in their parts (counted as `vec4`s, the larger), the
+/// parameters, the dynamic sizes (both uniform, but the runtime counts
+/// them) and the anomaly flags. Packing kernels read part of the same
+/// values, so the kernel's own count bounds theirs.
 fn storage_bindings(
     key: &GraphKey,
     group: &KernelGroup,
-    reads: &[usize],
+    (prologue, epilogue): (&[usize], &[usize]),
     target: &Target,
 ) -> usize {
     let nodes = &key.nodes;
@@ -222,12 +245,14 @@ fn storage_bindings(
         let size = nodes[n].dtype.size_in_bytes();
         binding_parts(elements, size, true, target.binding_part_bytes)
     };
-    let read_parts: usize = reads.iter().map(|&n| parts(n, nodes[n].extent())).sum();
+    let read_parts: usize = (prologue.iter().chain(epilogue))
+        .map(|&n| parts(n, nodes[n].extent()))
+        .sum();
     let write_parts: usize = group
         .writes()
         .map(|n| parts(n, numel(&nodes[n].shape)))
         .sum();
-    read_parts + write_parts + 1 + usize::from(key.checked)
+    read_parts + write_parts + 2 + usize::from(key.checked)
 }
 
 /// The value inlined into `output`'s kernel (computed, not stored, not
