@@ -9,9 +9,9 @@
 //! waited for): after batches of 64, 50 and 33 have made the step's
 //! kernels generic over the batch, a new size compiles no pipeline, but
 //! it still lowers the graph to check that it lowers to them (the
-//! compiler issue's target is under 1 ms; 5.3 ms on the 2-core AMD EPYC's
-//! lavapipe, PERFORMANCE.md). Beside it, the same share at a size
-//! already compiled.
+//! compiler issue's target is under 1 ms; 3.7 ms on the 2-core AMD EPYC's
+//! lavapipe, PERFORMANCE.md's sixteenth session). Beside it, the same
+//! share at a size already compiled.
 
 #[path = "support/ndarray_mlp.rs"]
 mod ndarray_mlp;
