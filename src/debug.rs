@@ -9,6 +9,7 @@ use crate::dtype::DType;
 use crate::error::{Error, Result};
 use crate::graph::{GKind, Graph, GraphKey};
 use crate::kernel::Binding;
+use crate::schedule::Plan;
 
 /// One line per node: `%i = op(%a, %b) : [shape] dtype  @ file:line:col`.
 pub(crate) fn ir_text(graph: &Graph) -> String {
@@ -83,23 +84,29 @@ pub(crate) fn dot(graph: &Graph) -> String {
 /// Writes the IR, the DOT graph and each kernel's WGSL (with the packing
 /// kernels dispatched before it, as `kernelK.packJ`) under `dir`, named by
 /// the graph hash. Failures are logged, never fatal.
-pub(crate) fn dump(dir: &Path, graph: &Graph, kernels: &[&KernelSource], origins: &[String]) {
+pub(crate) fn dump(
+    dir: &Path,
+    (graph, plan): (&Graph, &Plan),
+    kernels: &[&KernelSource],
+    origins: &[String],
+) {
     let stem = format!("{:016x}", graph.hash);
     let mut files: Vec<(String, String)> = vec![
         (format!("{stem}.ir.txt"), ir_text(graph)),
         (format!("{stem}.dot"), dot(graph)),
     ];
+    let releases = plan.releases(&graph.key);
     for (k, source) in kernels.iter().enumerate() {
         let name = format!("{stem}.kernel{k}");
         files.push((format!("{name}.wgsl"), source.wgsl.clone()));
-        files.push((
-            format!("{name}.plan.txt"),
-            plan_text(&name, source, origins),
-        ));
+        let planned = planned_text((plan, k), &releases[k], origins);
+        let text = plan_text(&name, source, &planned, origins);
+        files.push((format!("{name}.plan.txt"), text));
         for (j, pack) in source.packs.iter().enumerate() {
             let name = format!("{name}.pack{j}");
             files.push((format!("{name}.wgsl"), pack.wgsl.clone()));
-            files.push((format!("{name}.plan.txt"), plan_text(&name, pack, origins)));
+            let text = plan_text(&name, pack, "", origins);
+            files.push((format!("{name}.plan.txt"), text));
         }
     }
     if let Err(e) = std::fs::create_dir_all(dir) {
@@ -113,10 +120,33 @@ pub(crate) fn dump(dir: &Path, graph: &Graph, kernels: &[&KernelSource], origins
     }
 }
 
+/// What the scheduler planned for kernel `k` (`schedule::plan`), as
+/// text: the stored values it reads, the values whose buffers its outputs
+/// write over, and the intermediates released once it is encoded.
+fn planned_text((plan, k): (&Plan, usize), releases: &[usize], origins: &[String]) -> String {
+    let label = |n: usize| origins.get(n).map_or("?", String::as_str);
+    let kernel = &plan.kernels[k];
+    let mut text = String::from("planned reads:");
+    for &r in &kernel.reads {
+        let _ = write!(text, "\n  n{r} {}", label(r));
+    }
+    let outputs: Vec<usize> = kernel.group.writes().collect();
+    for &(x, position) in &kernel.aliases {
+        let o = outputs.get(position).copied().unwrap_or(usize::MAX);
+        let _ = write!(text, "\nn{o} writes over n{x} {}", label(x));
+    }
+    if !releases.is_empty() {
+        let listed: Vec<String> = releases.iter().map(|n| format!("n{n}")).collect();
+        let _ = write!(text, "\nreleased once encoded: {}", listed.join(", "));
+    }
+    text.push('\n');
+    text
+}
+
 /// What a kernel was decided to be, as text: what it writes, its grid,
-/// its bindings in order (each node named with its op and source line),
-/// and its body in the kernel IR (`kernel::ir`).
-fn plan_text(name: &str, source: &KernelSource, origins: &[String]) -> String {
+/// what was `planned` for it, its bindings in order (each node named with
+/// its op and source line), and its body in the kernel IR (`kernel::ir`).
+fn plan_text(name: &str, source: &KernelSource, planned: &str, origins: &[String]) -> String {
     let label = |n: usize| origins.get(n).map_or("?", String::as_str);
     let mut text = format!(
         "{name}: {} workgroups\nstrategy: {:?}\n",
@@ -136,6 +166,7 @@ fn plan_text(name: &str, source: &KernelSource, origins: &[String]) -> String {
     for &w in &source.writes {
         let _ = writeln!(text, "writes n{w} {}", label(w));
     }
+    text.push_str(planned);
     let _ = writeln!(text, "bindings:");
     for (i, b) in source.bindings().enumerate() {
         let node = match b {

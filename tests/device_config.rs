@@ -131,6 +131,17 @@ fn dump_writes_ir_dot_and_wgsl() {
         plan.contains("write n") && plan.contains("read n"),
         "{plan}"
     );
+    // What the scheduler planned: the one kernel reads the input, named
+    // by its line.
+    let planned = plan
+        .split("planned reads:\n")
+        .nth(1)
+        .and_then(|rest| rest.lines().next())
+        .unwrap_or_else(|| panic!("no planned reads:\n{plan}"));
+    assert!(
+        planned.starts_with("  n0 ") && planned.contains(here),
+        "{plan}"
+    );
     // Beside it, the kernel IR the WGSL was printed from: SSA lets naming
     // their nodes, and the store.
     assert!(plan.contains("kernel IR:"), "{plan}");

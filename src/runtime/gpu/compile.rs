@@ -216,7 +216,7 @@ pub(super) fn executable(
     record_site(caches, metrics, traced, (site, texts, chosen, compiles));
     if let (Some(dir), Some(origins)) = (&caches.dump_dir, &origins) {
         let sources: Vec<&KernelSource> = kernels.iter().map(|k| &k.source).collect();
-        crate::debug::dump(dir, graph, &sources, origins);
+        crate::debug::dump(dir, (graph, &plan), &sources, origins);
     }
     let exe = Arc::new(assemble(ctx, graph, origin, kernels, plan));
     remember(caches, traced, exe.clone());
