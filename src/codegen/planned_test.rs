@@ -1,12 +1,14 @@
-//! The plan (`schedule::plan`) against the code generated from it: each
-//! kernel's planned reads are the values its code loads (never fewer),
-//! a planned kernel stays within the adapter's storage-binding limit, and
-//! an alias the plan gives is one the code honours.
+//! The plan (`schedule::plan`) against the code generated from it, on
+//! chosen graphs and on random programs: each kernel's planned reads are
+//! the values its code loads (never fewer), its code binds no more than
+//! the plan allowed (within the adapter's storage-binding limit where
+//! the plan could divide it), and no kernel reads a value after an
+//! output took its buffer.
 
 use std::collections::BTreeSet;
 
 use super::{CodegenContext, generate};
-use crate::graph::{GKind, Graph};
+use crate::graph::{GKind, Graph, GraphKey};
 use crate::kernel::{ReduceSplit, Target};
 use crate::schedule::{plan, split_reductions};
 use crate::{Device, DeviceConfig, Tensor};
@@ -24,6 +26,35 @@ fn check(outputs: &[&Tensor], target: &Target, what: &str) -> (usize, usize, usi
     let nodes: Vec<_> = outputs.iter().map(|t| t.node()).collect();
     let graph = Graph::collect(&nodes, true);
     let key = &split_reductions(&graph.key, ReduceSplit::CPU).key;
+    check_key(key, target, what, true)
+}
+
+/// `check` with every input the outputs do not hold given up (as a
+/// training step's old parameters are), the binding limit checked
+/// against the plan's own bound (a kernel whose epilogue alone reads
+/// past the limit cannot be divided).
+fn check_donating(outputs: &[&Tensor], target: &Target, what: &str) -> (usize, usize, usize) {
+    let nodes: Vec<_> = outputs.iter().map(|t| t.node()).collect();
+    let graph = Graph::collect(&nodes, true);
+    let mut key = split_reductions(&graph.key, ReduceSplit::CPU).key;
+    let mut held = vec![false; key.donatable.len()];
+    for &o in &key.outputs {
+        if let GKind::Input { slot, .. } = key.nodes[o].kind {
+            held[key.buffer_group[slot]] = true;
+        }
+    }
+    for slot in 0..key.donatable.len() {
+        key.donatable[slot] = !held[key.buffer_group[slot]];
+    }
+    check_key(&key, target, what, false)
+}
+
+fn check_key(
+    key: &GraphKey,
+    target: &Target,
+    what: &str,
+    within_limit: bool,
+) -> (usize, usize, usize) {
     let mut plan = plan(key, target);
     let sources = generate(key, &CodegenContext::plain(target), &mut plan);
     assert_eq!(sources.len(), plan.kernels.len(), "{what}");
@@ -44,11 +75,16 @@ fn check(outputs: &[&Tensor], target: &Target, what: &str) -> (usize, usize, usi
             kernel.group.writes().collect::<Vec<_>>(),
             "{what}, kernel {k}: writes"
         );
+        let allowed = plan.bindings_bound(key, k, target);
         for dispatch in source.dispatches() {
             // As the runtime counts them: every binding but textures.
             let bound = dispatch.buffer_bindings();
             assert!(
-                bound <= target.max_storage_buffers,
+                bound <= allowed,
+                "{what}, kernel {k}: {bound} storage bindings, planned at most {allowed}"
+            );
+            assert!(
+                !within_limit || bound <= target.max_storage_buffers,
                 "{what}, kernel {k}: {bound} storage bindings, limit {}",
                 target.max_storage_buffers
             );
@@ -192,4 +228,80 @@ fn an_update_in_place_writes_into_its_donated_input() {
         "{:?}",
         plan.donations
     );
+}
+
+/// One op of a random program over 8 x 8 values: which earlier values it
+/// reads (indices taken modulo the values made so far).
+#[derive(Clone, Copy, Debug)]
+enum RandomOp {
+    Exp(usize),
+    Add(usize, usize),
+    Mul(usize, usize),
+    Transpose(usize),
+    RowSum(usize),
+    Softmax(usize),
+    Matmul(usize, usize),
+    Flip(usize),
+}
+
+fn random_op() -> impl proptest::strategy::Strategy<Value = RandomOp> {
+    use proptest::prelude::*;
+    let i = 0usize..64;
+    prop_oneof![
+        i.clone().prop_map(RandomOp::Exp),
+        (i.clone(), i.clone()).prop_map(|(a, b)| RandomOp::Add(a, b)),
+        (i.clone(), i.clone()).prop_map(|(a, b)| RandomOp::Mul(a, b)),
+        i.clone().prop_map(RandomOp::Transpose),
+        i.clone().prop_map(RandomOp::RowSum),
+        i.clone().prop_map(RandomOp::Softmax),
+        (i.clone(), i.clone()).prop_map(|(a, b)| RandomOp::Matmul(a, b)),
+        i.prop_map(RandomOp::Flip),
+    ]
+}
+
+/// The values of a random program: `inputs` stored values, then one per op.
+fn run_random(ops: &[RandomOp], inputs: usize, dev: &Device) -> Vec<Tensor> {
+    let mut values: Vec<Tensor> = (0..inputs).map(|i| input(&[8, 8], i as f32, dev)).collect();
+    for op in ops {
+        let at = |i: usize| values[i % values.len()].clone();
+        let next = match *op {
+            RandomOp::Exp(a) => (at(a) * 0.1).exp(),
+            RandomOp::Add(a, b) => at(a) + at(b),
+            RandomOp::Mul(a, b) => at(a) * at(b),
+            RandomOp::Transpose(a) => at(a).t(),
+            RandomOp::RowSum(a) => at(a).sum([1], true) + at(a),
+            RandomOp::Softmax(a) => at(a).softmax(-1),
+            RandomOp::Matmul(a, b) => at(a).matmul(&at(b)),
+            RandomOp::Flip(a) => at(a).flip([0]),
+        };
+        values.push(next);
+    }
+    values
+}
+
+proptest::proptest! {
+    #![proptest_config(proptest::prelude::ProptestConfig::with_cases(64))]
+
+    /// Random programs (views, reductions, softmax, matmuls, reused
+    /// values), a random set of their values read, the inputs given up:
+    /// each kernel's code loads no value its plan does not list, stays
+    /// within the binding limit (32, and 6), and no kernel reads a value
+    /// after another's output took its buffer.
+    #[test]
+    fn random_programs_keep_to_their_plans(
+        ops in proptest::collection::vec(random_op(), 1..24),
+        picks in proptest::collection::vec(0usize..64, 1..6),
+        inputs in 1usize..4,
+    ) {
+        let dev = Device::cpu_with(DeviceConfig::default());
+        let values = run_random(&ops, inputs, &dev);
+        let outputs: Vec<&Tensor> = picks.iter().map(|&p| &values[p % values.len()]).collect();
+        let six = Target {
+            max_storage_buffers: 6,
+            ..Target::lavapipe()
+        };
+        for target in [Target::lavapipe(), six] {
+            check_donating(&outputs, &target, "random program");
+        }
+    }
 }

@@ -72,6 +72,16 @@ impl Plan {
         releases
     }
 
+    /// The storage bindings the plan allows kernel `k` at most (see
+    /// `storage_bindings`): what its code may bind.
+    #[cfg(test)]
+    pub fn bindings_bound(&self, key: &GraphKey, k: usize, target: &Target) -> usize {
+        let group = &self.kernels[k].group;
+        let stored = |n: usize| self.stored_before(key, k, n);
+        let (prologue, epilogue) = reads_by_part(key, group, &stored);
+        storage_bindings(key, group, (&prologue, &epilogue), target)
+    }
+
     /// Drops the aliases of kernel `k` (its code read an aliased value
     /// elsewhere than at the element it stores) and their donations.
     pub fn drop_aliases(&mut self, k: usize) {
