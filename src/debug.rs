@@ -132,8 +132,10 @@ fn planned_text((plan, k): (&Plan, usize), releases: &[usize], origins: &[String
     }
     let outputs: Vec<usize> = kernel.group.writes().collect();
     for &(x, position) in &kernel.aliases {
-        let o = outputs.get(position).copied().unwrap_or(usize::MAX);
-        let _ = write!(text, "\nn{o} writes over n{x} {}", label(x));
+        let o = outputs
+            .get(position)
+            .map_or("?".to_string(), |o| format!("n{o}"));
+        let _ = write!(text, "\n{o} writes over n{x} {}", label(x));
     }
     if !releases.is_empty() {
         let listed: Vec<String> = releases.iter().map(|n| format!("n{n}")).collect();

@@ -158,7 +158,10 @@ enum Split {
 /// of several outputs into two halves (each may still be divided when
 /// planned in turn); else the value inlined into its output (or a root's
 /// prologue) that reads about half of its stored values, written first.
-/// `None` where neither applies (one output reading one huge value).
+/// `None` where neither applies: one output reading one huge value, an
+/// epilogue reading many stored values, a root's prologue whose one
+/// operand reads them all (none divided yet: the kernel stays over the
+/// limit, and compiling it is an error naming it).
 fn within_bindings(
     key: &GraphKey,
     group: &KernelGroup,
