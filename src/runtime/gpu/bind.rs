@@ -10,6 +10,7 @@ use crate::kernel::Binding;
 use crate::metrics::Metrics;
 use crate::runtime::storage::GpuBuffer;
 
+use super::compile::SizesRange;
 use super::context::GpuContext;
 
 /// Bind groups kept per dispatch.
@@ -48,7 +49,7 @@ pub(super) fn bind_group(
     (params, checks, sizes): (
         Option<&Arc<GpuBuffer>>,
         Option<&wgpu::Buffer>,
-        Option<&wgpu::Buffer>,
+        Option<&SizesRange>,
     ),
     (buffers, written): (&[NodeBuffer], &[NodeBuffer]),
     (scratch, scratch_bytes): (&[wgpu::TextureView], u64),
@@ -119,7 +120,7 @@ fn resources_of(
     (params, checks, sizes): (
         Option<&Arc<GpuBuffer>>,
         Option<&wgpu::Buffer>,
-        Option<&wgpu::Buffer>,
+        Option<&SizesRange>,
     ),
     (buffers, written): (&[NodeBuffer], &[NodeBuffer]),
     scratch: &[wgpu::TextureView],
@@ -130,7 +131,7 @@ fn resources_of(
         message,
     };
     let missing = |n: usize| error(format!("node {n} is read before it is written"));
-    // A buffer the run binds whole (anomaly flags, dynamic sizes).
+    // A buffer the run binds whole (the anomaly flags).
     let whole = |b: Option<&wgpu::Buffer>, what: &str| {
         b.map(|b| BoundResource::Buffer(b.clone(), 0, None))
             .ok_or_else(|| error(format!("kernel binds {what} but the run has none")))
@@ -171,7 +172,12 @@ fn resources_of(
             )?,
             Binding::Texture { slot, .. } => BoundResource::Texture(scratch[slot].clone()),
             Binding::Checks => whole(checks, "anomaly checks")?,
-            Binding::Sizes { .. } => whole(sizes, "dynamic sizes")?,
+            Binding::Sizes { .. } => {
+                let r = sizes.ok_or_else(|| {
+                    error("kernel binds dynamic sizes but the run has none".into())
+                })?;
+                BoundResource::Buffer(r.buffer.clone(), r.offset, Some(r.size))
+            }
         });
     }
     Ok(resources)

@@ -36,11 +36,22 @@ pub(super) struct CompiledKernel {
     /// ~12 µs a kernel on lavapipe).
     pub(super) bind_groups: Vec<Mutex<Vec<CachedBindGroup>>>,
     /// Per dispatch (the packs', then its own): the values of a generic
-    /// kernel's dynamic sizes, as the uniform buffer it binds last.
-    pub(super) sizes: Vec<Option<wgpu::Buffer>>,
+    /// kernel's dynamic sizes, as the range of the executable's one
+    /// sizes buffer that it binds last.
+    pub(super) sizes: Vec<Option<SizesRange>>,
     /// `(output, intermediate)`: outputs it writes into the buffer of an
     /// intermediate it reads last (`Donations::intermediates`).
     pub(super) takes_over: Vec<(usize, usize)>,
+}
+
+/// Where a dispatch's dynamic sizes lie: a range of the uniform buffer
+/// that holds every generic dispatch's sizes for one executable (one
+/// buffer made per new size, not one per dispatch).
+#[derive(Clone, Debug)]
+pub(super) struct SizesRange {
+    pub(super) buffer: wgpu::Buffer,
+    pub(super) offset: u64,
+    pub(super) size: std::num::NonZeroU64,
 }
 
 /// A compiled graph: its kernels in order, and which outputs are written
@@ -263,11 +274,53 @@ fn compile_kernels(
     // symbols the executable could bind without lowering).
     let lowered = sources.iter().flat_map(KernelSource::dispatches).count();
     metrics.add("kernels_lowered", lowered as u64);
-    sources
+    let mut kernels = sources
         .into_iter()
         .enumerate()
         .map(|(k, source)| compile_kernel((ctx, target), caches, metrics, graph, (k, source)))
-        .collect()
+        .collect::<Result<Vec<_>>>()?;
+    place_sizes(ctx, &mut kernels);
+    Ok(kernels)
+}
+
+/// Writes every generic dispatch's dynamic sizes into one uniform buffer,
+/// each at an offset the adapter allows a uniform binding to start at,
+/// and gives each dispatch its range.
+fn place_sizes(ctx: &GpuContext, kernels: &mut [CompiledKernel]) {
+    let align = u64::from(ctx.device.limits().min_uniform_buffer_offset_alignment).max(16);
+    let mut words: Vec<u32> = Vec::new();
+    let mut ranges: Vec<(usize, usize, u64, u64)> = Vec::new();
+    for (k, kernel) in kernels.iter().enumerate() {
+        for (d, dispatch) in kernel.source.dispatches().enumerate() {
+            let Some(values) = &dispatch.dyn_sizes else {
+                continue;
+            };
+            let offset = (words.len() as u64 * 4).next_multiple_of(align);
+            words.resize(offset as usize / 4, 0);
+            words.extend_from_slice(values);
+            // The kernel declares whole vec4s.
+            words.resize(offset as usize / 4 + values.len().div_ceil(4).max(1) * 4, 0);
+            ranges.push((k, d, offset, words.len() as u64 * 4 - offset));
+        }
+    }
+    if ranges.is_empty() {
+        return;
+    }
+    use wgpu::util::DeviceExt;
+    let buffer = ctx
+        .device
+        .create_buffer_init(&wgpu::util::BufferInitDescriptor {
+            label: Some("lazywgpu dynamic sizes"),
+            contents: bytemuck::cast_slice(&words),
+            usage: wgpu::BufferUsages::UNIFORM,
+        });
+    for (k, d, offset, size) in ranges {
+        kernels[k].sizes[d] = std::num::NonZeroU64::new(size).map(|size| SizesRange {
+            buffer: buffer.clone(),
+            offset,
+            size,
+        });
+    }
 }
 
 /// The executable of `graph`'s compiled `kernels`, with the buffers each
@@ -465,10 +518,8 @@ fn compile_kernel(
     }
     let pipeline = pipeline(ctx, caches, metrics, &source.wgsl, graph.hash, k)?;
     let bind_groups = (0..=packs.len()).map(|_| Mutex::new(Vec::new())).collect();
-    let sizes = source
-        .dispatches()
-        .map(|s| s.dyn_sizes.as_ref().map(|values| sizes_buffer(ctx, values)))
-        .collect();
+    // Placed once every kernel is compiled (`place_sizes`).
+    let sizes = source.dispatches().map(|_| None).collect();
     Ok(CompiledKernel {
         sizes,
         pipeline,
@@ -478,19 +529,6 @@ fn compile_kernel(
         bind_groups,
         takes_over: Vec::new(),
     })
-}
-
-/// A uniform buffer holding `values`, in whole `vec4<u32>`s.
-fn sizes_buffer(ctx: &GpuContext, values: &[u32]) -> wgpu::Buffer {
-    let mut words = values.to_vec();
-    words.resize(values.len().div_ceil(4).max(1) * 4, 0);
-    use wgpu::util::DeviceExt;
-    ctx.device
-        .create_buffer_init(&wgpu::util::BufferInitDescriptor {
-            label: Some("lazywgpu dynamic sizes"),
-            contents: bytemuck::cast_slice(&words),
-            usage: wgpu::BufferUsages::UNIFORM,
-        })
 }
 
 /// Workgroup grid for `groups` workgroups: past the per-dimension limit the
