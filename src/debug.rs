@@ -130,12 +130,8 @@ fn planned_text((plan, k): (&Plan, usize), releases: &[usize], origins: &[String
     for &r in &kernel.reads {
         let _ = write!(text, "\n  n{r} {}", label(r));
     }
-    let outputs: Vec<usize> = kernel.group.writes().collect();
-    for &(x, position) in &kernel.aliases {
-        let o = outputs
-            .get(position)
-            .map_or("?".to_string(), |o| format!("n{o}"));
-        let _ = write!(text, "\n{o} writes over n{x} {}", label(x));
+    for (o, x) in plan.takes(k) {
+        let _ = write!(text, "\nn{o} writes over n{x} {}", label(x));
     }
     if !releases.is_empty() {
         let listed: Vec<String> = releases.iter().map(|n| format!("n{n}")).collect();

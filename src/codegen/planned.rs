@@ -9,8 +9,8 @@ use crate::schedule::{KernelKind, KernelPlan, Plan};
 
 /// The code of each of `plan`'s kernels, in order, each lowered once as
 /// planned. A kernel whose code reads an aliased value elsewhere than at
-/// the elements it stores there is lowered again without its aliases,
-/// and its donations are dropped from the plan: the graph rules that out
+/// the elements it stores there is lowered again without its aliases
+/// (its donations, which are its aliases, are then dropped): the graph rules that out
 /// for what it decides (`schedule::reads_only_at_own_element`), but a
 /// root's strategy decides which invocation stores each element.
 pub(crate) fn generate(key: &GraphKey, cx: &CodegenContext, plan: &mut Plan) -> Vec<KernelSource> {
@@ -18,7 +18,7 @@ pub(crate) fn generate(key: &GraphKey, cx: &CodegenContext, plan: &mut Plan) -> 
         .map(|k| match generate_planned(key, cx, plan, k) {
             Some(source) => source,
             None => {
-                plan.drop_aliases(k);
+                plan.kernels[k].aliases.clear();
                 generate_planned(key, cx, plan, k).expect("a kernel without aliases lowers")
             }
         })

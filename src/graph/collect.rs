@@ -86,6 +86,15 @@ impl GraphKey {
         self.hash(&mut h);
         h.finish()
     }
+
+    /// Per node: whether it is one of the graph's outputs.
+    pub fn output_mask(&self) -> Vec<bool> {
+        let mut is_output = vec![false; self.nodes.len()];
+        for &o in &self.outputs {
+            is_output[o] = true;
+        }
+        is_output
+    }
 }
 
 impl GraphKey {

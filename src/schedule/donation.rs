@@ -26,9 +26,9 @@ pub(crate) struct Donations {
     pub intermediates: Vec<(usize, usize)>,
 }
 
-/// The donations of `plan`'s kernels (each also set as an alias of the
-/// kernel that takes the buffer): to inputs, then to intermediates.
-pub(super) fn plan_donations(key: &GraphKey, plan: &mut Plan) -> Donations {
+/// Decides the donations of `plan`'s kernels, each set as an alias of
+/// the kernel that takes the buffer: to inputs, then to intermediates.
+pub(super) fn plan_donations(key: &GraphKey, plan: &mut Plan) {
     let mut last_reader: Vec<Option<usize>> = vec![None; key.nodes.len()];
     for (k, kernel) in plan.kernels.iter().enumerate() {
         for &r in &kernel.reads {
@@ -36,18 +36,8 @@ pub(super) fn plan_donations(key: &GraphKey, plan: &mut Plan) -> Donations {
         }
     }
     let mut taken = vec![false; key.nodes.len()];
-    let donations = Donations {
-        inputs: donate_inputs(key, plan, &last_reader, &mut taken),
-        intermediates: take_over_intermediates(key, plan, &last_reader, &mut taken),
-    };
-    if !donations.inputs.is_empty() || !donations.intermediates.is_empty() {
-        log::debug!(
-            "outputs take over donated inputs {:?} and intermediates {:?}",
-            donations.inputs,
-            donations.intermediates
-        );
-    }
-    donations
+    donate_inputs(key, plan, &last_reader, &mut taken);
+    take_over_intermediates(key, plan, &last_reader, &mut taken);
 }
 
 /// The donations to inputs: per buffer (`GraphKey::buffer_group`: an
@@ -60,7 +50,7 @@ fn donate_inputs(
     plan: &mut Plan,
     last_reader: &[Option<usize>],
     taken: &mut [bool],
-) -> Vec<(usize, usize)> {
+) {
     let slots = key.donatable.len();
     let inputs: Vec<(usize, usize, usize)> = (key.nodes.iter().enumerate())
         .filter_map(|(x, node)| match node.kind {
@@ -80,7 +70,6 @@ fn donate_inputs(
             usize::from(last_reader[x].is_some() && last_reader[x] == last[group]);
     }
     let mut given = vec![false; slots];
-    let mut donations = Vec::new();
     for &(x, slot, group) in &inputs {
         if !key.donatable[slot] || given[group] {
             continue;
@@ -92,15 +81,10 @@ fn donate_inputs(
             Some(k) if last_reader[x] == Some(k) && read_by_last[group] == 1 => vec![k],
             Some(_) => continue,
         };
-        for k in candidates {
-            if let Some(o) = take(key, plan, (x, k), taken) {
-                donations.push((o, x));
-                given[group] = true;
-                break;
-            }
-        }
+        given[group] = candidates
+            .into_iter()
+            .any(|k| take(key, plan, (x, k), taken));
     }
-    donations
 }
 
 /// The intermediates taken over: one output of the kernel that reads an
@@ -110,59 +94,43 @@ fn take_over_intermediates(
     plan: &mut Plan,
     last_reader: &[Option<usize>],
     taken: &mut [bool],
-) -> Vec<(usize, usize)> {
-    let mut is_output = vec![false; key.nodes.len()];
-    for &o in &key.outputs {
-        is_output[o] = true;
-    }
-    let mut took = Vec::new();
+) {
+    let is_output = key.output_mask();
     for x in 0..key.nodes.len() {
         if let (Some(j), Some(k)) = (plan.writer[x], last_reader[x])
             && j < k
             && !is_output[x]
-            && let Some(o) = take(key, plan, (x, k), taken)
         {
-            took.push((o, x));
+            take(key, plan, (x, k), taken);
         }
     }
-    took
 }
 
 /// Lets the first output of kernel `k` not yet `taken` that fits node
-/// `x`'s buffer write into it, where `k` reads `x` only at each
-/// invocation's own element; returns the output.
-fn take(
-    key: &GraphKey,
-    plan: &mut Plan,
-    (x, k): (usize, usize),
-    taken: &mut [bool],
-) -> Option<usize> {
+/// `x`'s buffer write into it (an alias of the kernel), where `k` reads
+/// `x` only at each invocation's own element; says whether one did.
+fn take(key: &GraphKey, plan: &mut Plan, (x, k): (usize, usize), taken: &mut [bool]) -> bool {
     let nodes = &key.nodes;
     let group = &plan.kernels[k].group;
     let stored = |n: usize| plan.stored_before(key, k, n);
-    for (j, &o) in group.outputs.iter().enumerate() {
-        let fits = numel(&nodes[o].shape) == numel(&nodes[x].shape)
+    let fits = |o: usize| {
+        numel(&nodes[o].shape) == numel(&nodes[x].shape)
             && nodes[o].dtype.wgsl_storage_type() == nodes[x].dtype.wgsl_storage_type()
-            && nodes[o].dtype.size_in_bytes() == nodes[x].dtype.size_in_bytes();
-        if taken[o] || !fits {
-            continue;
-        }
-        if !reads_only_at_own_element(key, &group.outputs, &stored, x) {
-            return None;
-        }
-        // The output's position among those the kernel writes (a root
-        // kernel writes its root first, where it does).
-        let position = match group.kind {
-            KernelKind::Root {
-                write_root: true, ..
-            } => j + 1,
-            _ => j,
-        };
-        plan.kernels[k].aliases.push((x, position));
-        taken[o] = true;
-        return Some(o);
+            && nodes[o].dtype.size_in_bytes() == nodes[x].dtype.size_in_bytes()
+    };
+    let Some(o) = (group.outputs.iter().copied()).find(|&o| !taken[o] && fits(o)) else {
+        return false;
+    };
+    if !reads_only_at_own_element(key, &group.outputs, &stored, x) {
+        return false;
     }
-    None
+    // The output's position among those the kernel writes.
+    let Some(position) = group.writes().position(|w| w == o) else {
+        return false;
+    };
+    plan.kernels[k].aliases.push((x, position));
+    taken[o] = true;
+    true
 }
 
 /// Whether the elementwise kernel writing `outputs` reads node `x` only

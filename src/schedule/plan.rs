@@ -33,9 +33,6 @@ pub(crate) struct Plan {
     pub kernels: Vec<KernelPlan>,
     /// Per node: the kernel that writes it, if one does.
     pub writer: Vec<Option<usize>>,
-    /// The outputs that write into other values' buffers (each also
-    /// listed in its kernel's `aliases`).
-    pub donations: Donations,
 }
 
 impl Plan {
@@ -57,10 +54,7 @@ impl Plan {
                 last_use[n] = Some(k);
             }
         }
-        let mut is_output = vec![false; key.nodes.len()];
-        for &o in &key.outputs {
-            is_output[o] = true;
-        }
+        let is_output = key.output_mask();
         let mut releases = vec![Vec::new(); self.kernels.len()];
         for kernel in &self.kernels {
             for w in kernel.group.writes() {
@@ -82,18 +76,27 @@ impl Plan {
         storage_bindings(key, group, (&prologue, &epilogue), target)
     }
 
-    /// Drops the aliases of kernel `k` (its code read an aliased value
-    /// elsewhere than at the element it stores) and their donations.
-    pub fn drop_aliases(&mut self, k: usize) {
-        let outputs: Vec<usize> = self.kernels[k].group.writes().collect();
-        let dropped: Vec<(usize, usize)> = std::mem::take(&mut self.kernels[k].aliases)
-            .into_iter()
-            .map(|(x, position)| (outputs[position], x))
-            .collect();
-        self.donations.inputs.retain(|d| !dropped.contains(d));
-        self.donations
-            .intermediates
-            .retain(|d| !dropped.contains(d));
+    /// The outputs of kernel `k` that write into another value's buffer,
+    /// as `(output, value)`: its aliases.
+    pub fn takes(&self, k: usize) -> impl Iterator<Item = (usize, usize)> + '_ {
+        let kernel = &self.kernels[k];
+        (kernel.aliases.iter())
+            .filter_map(|&(x, position)| Some((kernel.group.writes().nth(position)?, x)))
+    }
+
+    /// Every kernel's aliases, as donations to inputs and takeovers of
+    /// intermediates.
+    pub fn donations(&self, key: &GraphKey) -> Donations {
+        let mut donations = Donations::default();
+        for k in 0..self.kernels.len() {
+            for (o, x) in self.takes(k) {
+                match key.nodes[x].kind {
+                    GKind::Input { .. } => donations.inputs.push((o, x)),
+                    GKind::Op { .. } => donations.intermediates.push((o, x)),
+                }
+            }
+        }
+        donations
     }
 }
 
@@ -136,12 +139,8 @@ pub(crate) fn plan(key: &GraphKey, target: &Target) -> Plan {
         kernels.push(kernel);
         k += 1;
     }
-    let mut plan = Plan {
-        kernels,
-        writer,
-        donations: Donations::default(),
-    };
-    plan.donations = plan_donations(key, &mut plan);
+    let mut plan = Plan { kernels, writer };
+    plan_donations(key, &mut plan);
     plan
 }
 

@@ -333,7 +333,8 @@ fn assemble(
     mut kernels: Vec<CompiledKernel>,
     plan: Plan,
 ) -> Executable {
-    for &(o, x) in &plan.donations.intermediates {
+    let donations = plan.donations(&graph.key);
+    for &(o, x) in &donations.intermediates {
         if let Some(k) = plan.writer[o] {
             kernels[k].takes_over.push((o, x));
         }
@@ -345,7 +346,7 @@ fn assemble(
         work: Work::of(&graph.key, &kernels),
         kernels,
         releases: plan.releases(&graph.key),
-        donations: plan.donations,
+        donations,
         checks,
     }
 }
