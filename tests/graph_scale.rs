@@ -374,3 +374,69 @@ fn a_value_that_reads_more_reductions_than_a_kernel_may_bind_is_split() {
         );
     }
 }
+
+/// A row sum, a softmax and a matmul, each plus 40 values laid along its
+/// output's rows or columns: the epilogue fused into the root's kernel
+/// reads more stored values than a kernel may bind (32 on lavapipe), so
+/// the epilogue gets a kernel of its own (and is divided again there).
+/// Each failed to compile ("kernel needs 42 storage buffers") before.
+#[test]
+fn roots_whose_epilogues_read_more_values_than_a_kernel_may_bind_are_split() {
+    let (m, k, n, extra) = (6usize, 9usize, 5usize, 40usize);
+    let value = |i: usize, seed: usize| ((i * 7 + seed * 3) % 13) as f64 * 0.25 - 1.5;
+    let x: Vec<f64> = (0..m * k).map(|i| value(i, 1)).collect();
+    let w: Vec<f64> = (0..k * n).map(|i| value(i, 2)).collect();
+    let adds: Vec<Vec<f64>> = (0..extra)
+        .map(|e| (0..m.max(n)).map(|i| value(i, e + 3)).collect())
+        .collect();
+    let column_sum = |i: usize, len: usize| (adds.iter()).map(|a| a[i % len]).sum::<f64>();
+    // The f64 oracle: each root, then its 40 additions.
+    let sums: Vec<f64> = (0..m)
+        .map(|r| x[r * k..(r + 1) * k].iter().sum::<f64>() + column_sum(r, m))
+        .collect();
+    let mut softmax = vec![0.0; m * k];
+    for r in 0..m {
+        let row = &x[r * k..(r + 1) * k];
+        let max = row.iter().cloned().fold(f64::NEG_INFINITY, f64::max);
+        let total: f64 = row.iter().map(|v| (v - max).exp()).sum();
+        for c in 0..k {
+            softmax[r * k + c] = (row[c] - max).exp() / total + column_sum(r, m);
+        }
+    }
+    let mut product = vec![0.0; m * n];
+    for r in 0..m {
+        for c in 0..n {
+            let dot: f64 = (0..k).map(|j| x[r * k + j] * w[j * n + c]).sum();
+            product[r * n + c] = dot + column_sum(c, n);
+        }
+    }
+    let f32s = |v: &[f64]| v.iter().map(|&a| a as f32).collect::<Vec<f32>>();
+    for dev in common::devices() {
+        let xt = Tensor::from_vec(f32s(&x), [m, k], &dev).unwrap();
+        let wt = Tensor::from_vec(f32s(&w), [k, n], &dev).unwrap();
+        let add = |root: Tensor, len: usize, shape: [usize; 2]| {
+            (adds.iter()).fold(root, |acc, a| {
+                let t = Tensor::from_vec(f32s(&a[..len]), [len], &dev).unwrap();
+                acc + t.reshape(shape.to_vec())
+            })
+        };
+        let cases = [
+            (
+                "row sum",
+                add(xt.sum([1], false), m, [1, m]).reshape([m]),
+                sums.clone(),
+            ),
+            ("softmax", add(xt.softmax(-1), m, [m, 1]), softmax.clone()),
+            ("matmul", add(xt.matmul(&wt), n, [1, n]), product.clone()),
+        ];
+        for (what, got, want) in cases {
+            assert_close(
+                &got.to_vec::<f32>().unwrap(),
+                &f32s(&want),
+                1e-5,
+                1e-4,
+                &format!("{what} plus {extra} values on {dev:?}"),
+            );
+        }
+    }
+}

@@ -116,7 +116,8 @@ pub(crate) fn plan(key: &GraphKey, target: &Target) -> Plan {
         let group = &groups[k];
         let (prologue, epilogue) = reads_by_part(key, group, &stored);
         if storage_bindings(key, group, (&prologue, &epilogue), target) > max_bindings {
-            if let Some(split) = within_bindings(key, group, &stored) {
+            let parts = (prologue.as_slice(), epilogue.as_slice());
+            if let Some(split) = within_bindings(key, group, parts, &stored, target) {
                 match split {
                     Split::Halves(second) => {
                         let first = groups[k].outputs.len() - second.outputs.len();
@@ -124,6 +125,16 @@ pub(crate) fn plan(key: &GraphKey, target: &Target) -> Plan {
                         groups.insert(k + 1, second);
                     }
                     Split::WriteFirst(first) => groups.insert(k, first),
+                    Split::Epilogue(epilogue) => {
+                        if let KernelKind::Root { node, .. } = groups[k].kind {
+                            groups[k].kind = KernelKind::Root {
+                                node,
+                                write_root: true,
+                            };
+                        }
+                        groups[k].outputs.clear();
+                        groups.insert(k + 1, epilogue);
+                    }
                 }
                 continue;
             }
@@ -151,20 +162,26 @@ enum Split {
     Halves(KernelGroup),
     /// A value it inlines, written first by a kernel of its own.
     WriteFirst(KernelGroup),
+    /// A root's epilogue, given a kernel of its own right after the
+    /// root's (which then writes the root, for the epilogue to read).
+    Epilogue(KernelGroup),
 }
 
 /// How to divide `group`, over the binding limit: an elementwise kernel
 /// of several outputs into two halves (each may still be divided when
-/// planned in turn); else the value inlined into its output (or a root's
-/// prologue) that reads about half of its stored values, written first.
-/// `None` where neither applies: one output reading one huge value, an
-/// epilogue reading many stored values, a root's prologue whose one
-/// operand reads them all (none divided yet: the kernel stays over the
-/// limit, and compiling it is an error naming it).
+/// planned in turn); a root whose prologue fits but not with its
+/// epilogue, into the root and an elementwise kernel of its epilogue
+/// (planned in turn); else the value inlined into its output (or a
+/// root's prologue, its operand itself included) that reads about half
+/// of its stored values, written first. `None` where none applies: one
+/// node reading past the limit directly (the kernel stays over it, and
+/// compiling it is an error naming it).
 fn within_bindings(
     key: &GraphKey,
     group: &KernelGroup,
+    (prologue, epilogue): (&[usize], &[usize]),
     stored: &dyn Fn(usize) -> bool,
+    target: &Target,
 ) -> Option<Split> {
     if group.kind == KernelKind::Elementwise && group.outputs.len() > 1 {
         let half = group.outputs.len() / 2;
@@ -174,11 +191,30 @@ fn within_bindings(
             outputs: group.outputs[half..].to_vec(),
         }));
     }
-    let output = match group.kind {
-        KernelKind::Elementwise => group.outputs[0],
-        KernelKind::Root { node, .. } => node,
+    let (output, root) = match group.kind {
+        KernelKind::Elementwise => (group.outputs[0], false),
+        KernelKind::Root { node, .. } => (node, true),
     };
-    let m = half_of_the_reads(key, output, stored)?;
+    if root && !group.outputs.is_empty() {
+        let alone = KernelGroup {
+            kind: KernelKind::Root {
+                node: output,
+                write_root: true,
+            },
+            numel: group.numel,
+            outputs: Vec::new(),
+        };
+        if storage_bindings(key, &alone, (prologue, &[]), target) <= target.max_storage_buffers
+            || epilogue.len() > prologue.len()
+        {
+            return Some(Split::Epilogue(KernelGroup {
+                kind: KernelKind::Elementwise,
+                numel: group.numel,
+                outputs: group.outputs.clone(),
+            }));
+        }
+    }
+    let m = half_of_the_reads(key, output, root, stored)?;
     Some(Split::WriteFirst(KernelGroup {
         kind: KernelKind::Elementwise,
         numel: numel(&key.nodes[m].shape),
@@ -269,13 +305,16 @@ fn storage_bindings(
 
 /// The value inlined into `output`'s kernel (computed, not stored, not
 /// a scalar) whose stored reads are nearest half of the kernel's, if one
-/// reads at least two: writing it first divides the kernel's bindings.
+/// reads at least two and fewer than all (or all, where `output` is a
+/// root: its operand written first leaves the root one read): writing it
+/// first divides the kernel's bindings.
 /// Each node's reads are counted once, as a set capped at `CAP` (enough
 /// to compare against any binding limit), so this is linear in the
 /// kernel's nodes.
 fn half_of_the_reads(
     key: &GraphKey,
     output: usize,
+    root: bool,
     stored: &dyn Fn(usize) -> bool,
 ) -> Option<usize> {
     const CAP: usize = 4096;
@@ -319,7 +358,7 @@ fn half_of_the_reads(
     let total = reads.get(&output)?.len();
     reads
         .iter()
-        .filter(|&(&n, r)| n != output && r.len() >= 2 && r.len() < total)
+        .filter(|&(&n, r)| n != output && r.len() >= 2 && (r.len() < total || root))
         .min_by_key(|&(&n, r)| (r.len().abs_diff(total / 2), n))
         .map(|(&n, _)| n)
 }
