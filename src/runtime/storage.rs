@@ -21,5 +21,16 @@ pub(crate) enum DataBuffer {
     Cpu(Arc<Vec<u32>>),
 }
 
+impl DataBuffer {
+    /// Which memory this is (its address): equal for two handles of one
+    /// buffer, as views of one stored value are.
+    pub fn identity(&self) -> usize {
+        match self {
+            DataBuffer::Gpu(buffer) => Arc::as_ptr(buffer) as usize,
+            DataBuffer::Cpu(data) => Arc::as_ptr(data) as usize,
+        }
+    }
+}
+
 /// A wgpu storage buffer (from the device's pool, to which it returns).
 pub(crate) type GpuBuffer = crate::runtime::pool::PooledBuffer;
