@@ -12,7 +12,7 @@ use std::sync::Arc;
 use super::node::{Node, NodeState};
 use super::op::Op;
 use crate::dtype::DType;
-use crate::runtime::storage::{DataBuffer, GpuBuffer, Storage};
+use crate::runtime::storage::{DataBuffer, Storage};
 use crate::shape::Layout;
 
 /// One node of a collected graph. Inputs are indices of earlier nodes.
@@ -456,7 +456,7 @@ fn donatable_inputs(
         unread_after_the_run(nodes, outputs, inputs.len(), handles, internal_refs);
     // The slots on each buffer: a parameter and the views of it the
     // step read (`w.t()`) are inputs of their own on one buffer.
-    let mut first_on: FxHashMap<*const GpuBuffer, usize> = FxHashMap::default();
+    let mut first_on: FxHashMap<usize, usize> = FxHashMap::default();
     let mut group: Vec<usize> = (0..inputs.len()).collect();
     let mut members = vec![0usize; inputs.len()];
     let mut all_free = vec![true; inputs.len()];
@@ -470,7 +470,7 @@ fn donatable_inputs(
         let first = if Arc::strong_count(buf) == 2 {
             slot
         } else {
-            *first_on.entry(Arc::as_ptr(buf)).or_insert(slot)
+            *first_on.entry(input.buffer.identity()).or_insert(slot)
         };
         group[slot] = first;
         members[first] += 1;
