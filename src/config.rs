@@ -235,6 +235,10 @@ pub(crate) struct ProcessConfig {
     /// this is, its own facts (limits, loop limit) kept, so that the
     /// GPU's schedules run, and are tested, on lavapipe.
     pub gpu_choices: bool,
+    /// `LAZYWGPU_SHADER_CHECKS=1`: compile kernels with wgpu's runtime
+    /// checks (bounds and loop bounding) on Vulkan too, where the
+    /// driver's robust buffer access makes them redundant for buffers.
+    pub shader_checks: bool,
 }
 
 impl ProcessConfig {
@@ -285,6 +289,7 @@ impl ProcessConfig {
                 .filter_map(|name| Some((name, text(name)?)))
                 .collect(),
             gpu_choices: text("LAZYWGPU_GPU_CHOICES").is_some_and(|v| v == "1" || v == "true"),
+            shader_checks: text("LAZYWGPU_SHADER_CHECKS").is_some_and(|v| v == "1" || v == "true"),
         }
     }
 }
@@ -420,8 +425,9 @@ mod process_tests {
             ("LP_NUM_THREADS", "1"),
             ("HOME", "/home/u"),
         ]);
-        assert!(c.profile && !c.require_gpu);
+        assert!(c.profile && !c.require_gpu && !c.shader_checks);
         assert_eq!(c.submit_thread, Some(false));
+        assert!(from(&[("LAZYWGPU_SHADER_CHECKS", "1")]).shader_checks);
         assert_eq!(c.device, "gpu");
         assert_eq!(c.collective_timeout, Some(Duration::from_millis(2500)));
         assert_eq!(c.lavapipe, vec![("LP_NUM_THREADS", "1".to_string())]);

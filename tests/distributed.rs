@@ -11,7 +11,7 @@ use std::time::Duration;
 
 use common::parity::{self, Model};
 use lazywgpu::distributed::{DataParallel, ProcessGroup, ReduceOp};
-use lazywgpu::{DType, Device, Error, Tensor};
+use lazywgpu::{DType, Device, DeviceConfig, Error, MatmulChoice, Tensor};
 
 /// Runs `f(rank, group)` on one thread per rank and returns the results
 /// in rank order.
@@ -306,4 +306,62 @@ fn batch_norm_buffers_follow_rank_0_at_each_synchronisation() {
     );
     assert_eq!(results[0].1, results[0].0, "rank 0 keeps its own");
     assert_eq!((results[0].2, results[1].2), (1, 1));
+}
+
+/// Under data parallelism every rank generates rank 0's kernels: rank 0's
+/// device names the blocked matmul, rank 1's the lane kernel (lavapipe's
+/// own choice). After `DataParallel::new` both report and run rank 0's,
+/// so one product of the same values is the same bits on both ranks, and
+/// right against an f64 oracle.
+#[test]
+fn data_parallel_ranks_generate_rank_0s_kernels() {
+    if common::gpu().is_none() {
+        return;
+    }
+    let (m, k, n) = (37usize, 70usize, 45usize);
+    let value = |i: usize, seed: usize| ((i * 31 + seed * 17) % 29) as f32 * 0.07 - 1.0;
+    let x: Vec<f32> = (0..m * k).map(|i| value(i, 1)).collect();
+    let w: Vec<f32> = (0..k * n).map(|i| value(i, 2)).collect();
+    let results = on_ranks(2, |rank, g| {
+        let matmul = [MatmulChoice::Blocked, MatmulChoice::Lanes][rank];
+        let config = DeviceConfig {
+            matmul: Some(matmul),
+            ..DeviceConfig::from_env()
+        };
+        let dev = Device::gpu_with(config).unwrap();
+        let before = dev.adapter().unwrap();
+        // Each rank starts from its own weights: rank 0's are broadcast.
+        let own: Vec<f32> = w.iter().map(|v| v + rank as f32).collect();
+        let weight = Tensor::from_vec(own, [k, n], &dev).unwrap();
+        weight.requires_grad_(true);
+        let _ddp = DataParallel::new(g, vec![weight.clone()]).unwrap();
+        let after = dev.adapter().unwrap();
+        let xs = Tensor::from_vec(x.clone(), [m, k], &dev).unwrap();
+        let product = xs.matmul(&weight.detach()).to_vec::<f32>().unwrap();
+        (before, after, product)
+    });
+    let (before_0, after_0, product_0) = &results[0];
+    let (before_1, after_1, product_1) = &results[1];
+    assert!(after_0.kernels_pinned && after_1.kernels_pinned);
+    assert_eq!(after_0.matmul_kernel, before_0.matmul_kernel);
+    assert_eq!(
+        after_1.matmul_kernel, before_0.matmul_kernel,
+        "rank 1 made {} and kept it",
+        before_1.matmul_kernel
+    );
+    assert_eq!(after_1.reduce_rule, after_0.reduce_rule);
+    let bits = |v: &[f32]| v.iter().map(|f| f.to_bits()).collect::<Vec<u32>>();
+    assert_eq!(bits(product_0), bits(product_1), "the ranks' products");
+    for i in 0..m {
+        for j in 0..n {
+            let want: f64 = (0..k)
+                .map(|t| f64::from(x[i * k + t]) * f64::from(w[t * n + j]))
+                .sum();
+            let got = f64::from(product_0[i * n + j]);
+            assert!(
+                (got - want).abs() <= 1e-4 * (1.0 + want.abs()),
+                "[{i}, {j}]: {got} against {want}"
+            );
+        }
+    }
 }

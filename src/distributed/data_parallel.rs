@@ -17,9 +17,10 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use super::{ProcessGroup, ReduceOp, Reduced};
-use crate::error::Result;
+use crate::error::{Error, Result};
 use crate::graph::Node;
 use crate::shape::{Layout, numel};
+use crate::tune::pinned::KernelChoices;
 use crate::{DType, Tensor};
 
 /// The bucket size when none is given: large enough that an all-reduce
@@ -188,6 +189,7 @@ impl DataParallel {
             buffers: Vec::new(),
             buckets,
         };
+        ddp.share_kernel_choices()?;
         ddp.broadcast_parameters()?;
         Ok(ddp)
     }
@@ -199,6 +201,37 @@ impl DataParallel {
         self.buffers = buffers;
         self.broadcast_buffers()?;
         Ok(self)
+    }
+
+    /// Makes every rank's device generate rank 0's kernel choices: its
+    /// matmul kernel, the rule by which reductions pick theirs, and the
+    /// kernel of each class of matmul sizes it has tuned (each rebuilt
+    /// for the rank's own adapter). Ranks tuning for themselves could pick
+    /// other kernels (another machine's timings, another tuning cache) and
+    /// round their gradients differently. From then on no rank tunes a
+    /// class of matmul sizes (a class met later generates with the
+    /// device's matmul kernel on every rank). Where rank 0's device is the
+    /// CPU reference, nothing is pinned. [`DataParallel::new`] calls it.
+    fn share_kernel_choices(&self) -> Result<()> {
+        if self.world_size() == 1 {
+            return Ok(());
+        }
+        let dev = self.params[0].device();
+        let mine = match self.rank() {
+            0 => dev.kernel_choices().map(|c| c.text()).unwrap_or_default(),
+            _ => String::new(),
+        };
+        let text = broadcast_text(&self.group, &mine)?;
+        if text.is_empty() {
+            return Ok(());
+        }
+        let choices = KernelChoices::parse(&text).ok_or_else(|| Error::Collective {
+            op: "broadcast",
+            rank: self.rank(),
+            message: format!("rank 0's kernel choices did not arrive whole: {text:?}"),
+        })?;
+        dev.pin_kernel_choices(choices);
+        Ok(())
     }
 
     /// Copies rank 0's buffers to every rank (one broadcast each: they
@@ -406,6 +439,25 @@ fn shard(len: usize, rank: usize, world: usize) -> Range<usize> {
     let (base, extra) = (len / world, len % world);
     let start = rank * base + rank.min(extra);
     start..start + base + usize::from(rank < extra)
+}
+
+/// Rank 0's `text` on every rank (the others pass their own, ignored):
+/// its length, then its bytes, each summed over the ranks with zeros from
+/// every rank but 0 (bytes and lengths below 2^24 are exact in `f32`).
+fn broadcast_text(group: &ProcessGroup, text: &str) -> Result<String> {
+    let root = group.rank() == 0;
+    let len = if root { text.len() as f32 } else { 0.0 };
+    let len = group.all_reduce_vec(vec![len], ReduceOp::Sum)?[0] as usize;
+    let bytes: Vec<f32> = match root {
+        true => text.bytes().map(f32::from).collect(),
+        false => vec![0.0; len],
+    };
+    let bytes = group.all_reduce_vec(bytes, ReduceOp::Sum)?;
+    String::from_utf8(bytes.iter().map(|&b| b as u8).collect()).map_err(|e| Error::Collective {
+        op: "broadcast",
+        rank: group.rank(),
+        message: format!("rank 0's text is not UTF-8: {e}"),
+    })
 }
 
 #[cfg(test)]

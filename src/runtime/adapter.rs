@@ -65,6 +65,11 @@ pub struct AdapterReport {
     /// sizes compiled so far (each `Tuning::class` names its class), in
     /// the order they were first compiled.
     pub matmul_class_tunings: Vec<crate::Tuning>,
+    /// Whether the kernel choices above were handed to this device by
+    /// another (under [`crate::distributed::DataParallel`], rank 0's
+    /// device's, so that every rank generates the same kernels) rather
+    /// than made for it; matmul classes are then tuned no further.
+    pub kernels_pinned: bool,
 }
 
 impl AdapterReport {
@@ -122,6 +127,7 @@ impl AdapterReport {
             tuning: of_kind("matmul"),
             reduce_tuning: of_kind("reduce"),
             matmul_class_tunings,
+            kernels_pinned: false,
         }
     }
 }
@@ -167,6 +173,12 @@ impl fmt::Display for AdapterReport {
         let tunings = self.tuning.iter().chain(&self.reduce_tuning);
         for t in tunings.chain(&self.matmul_class_tunings) {
             write!(f, "\ntuned {t}")?;
+        }
+        if self.kernels_pinned {
+            write!(
+                f,
+                "\nkernel choices pinned to another device's (data parallelism: rank 0's)"
+            )?;
         }
         Ok(())
     }

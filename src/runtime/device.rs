@@ -1,5 +1,7 @@
 //! `Device`: where tensors live and graphs run.
 
+mod kernels;
+
 use crate::DType;
 use crate::graph::GKind;
 use std::fmt;
@@ -228,23 +230,6 @@ impl Device {
         }
     }
 
-    /// The adapter this device runs on, its limits and the kernels the
-    /// library chose for it (`None` on the CPU backend).
-    pub fn adapter(&self) -> Option<crate::AdapterReport> {
-        match &self.inner.backend {
-            Backend::Gpu(ctx, target) => {
-                let tunings = self
-                    .inner
-                    .tuning
-                    .lock()
-                    .map(|t| t.clone())
-                    .unwrap_or_default();
-                Some(crate::AdapterReport::of(ctx, target, tunings))
-            }
-            Backend::Cpu => None,
-        }
-    }
-
     /// Runs every pending tensor the program still holds, as one graph, and
     /// returns once the work is submitted (it does not wait for the device).
     ///
@@ -393,12 +378,7 @@ impl Device {
     /// [`MetricsSnapshot::warnings`]). The CPU reference compiles nothing,
     /// so the budget concerns GPU devices.
     pub fn set_recompile_budget(&self, budget: impl Into<Option<usize>>) {
-        let mut caches = self
-            .inner
-            .gpu_caches
-            .lock()
-            .unwrap_or_else(|e| e.into_inner());
-        caches.recompile_budget = budget.into();
+        self.gpu_caches().recompile_budget = budget.into();
     }
 
     /// Turns anomaly mode on or off (as `LAZYWGPU_CHECK=1` does): every

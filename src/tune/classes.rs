@@ -69,6 +69,11 @@ impl ClassTuner {
         })
     }
 
+    /// The kernel of each class met so far.
+    pub fn chosen(&self) -> &BTreeMap<MatmulClass, MatmulKernel> {
+        &self.chosen
+    }
+
     /// `target` with a kernel for the class of every matmul in `key`,
     /// each class not seen before tuned first (or read from the cache);
     /// matmuls whose trace site lends them a kernel (`precedents`, see

@@ -18,6 +18,7 @@ pub(crate) mod cache;
 pub(crate) mod choice;
 pub(crate) mod classes;
 pub(crate) mod matmul;
+pub(crate) mod pinned;
 pub(crate) mod reduce;
 
 use std::collections::HashMap;

@@ -2,6 +2,7 @@
 //! textures, liveness of intermediates, donations) from its schedule and
 //! generated code, cached by graph structure; pipelines cached by WGSL.
 
+use std::collections::BTreeMap;
 use std::num::NonZeroUsize;
 use std::sync::{Arc, Mutex};
 
@@ -17,6 +18,7 @@ use crate::metrics::Metrics;
 use crate::schedule::{Donations, KernelKind, Lowered, Plan, lower_for_gpu, plan};
 use crate::shape::numel;
 use crate::tune::classes::ClassTuner;
+use crate::tune::pinned::KernelChoices;
 
 use super::bind::CachedBindGroup;
 use super::context::GpuContext;
@@ -137,6 +139,9 @@ pub(crate) struct GpuCaches {
     /// The matmul kernel of each class of sizes, tuned where first
     /// compiled (`None`: tuning off, or a kernel named).
     pub matmul_classes: Option<ClassTuner>,
+    /// Kernel choices handed to this device (data parallelism: rank 0's),
+    /// in the place of its own and of any class tuning.
+    pinned: Option<KernelChoices>,
 }
 
 impl GpuCaches {
@@ -148,7 +153,40 @@ impl GpuCaches {
             recompile_budget,
             dump_dir,
             matmul_classes: None,
+            pinned: None,
         }
+    }
+
+    /// The kernel choices this device generates with on `ctx`: the
+    /// pinned ones, else `target`'s and its class tuner's.
+    pub fn kernel_choices(&self, target: &Target) -> KernelChoices {
+        self.pinned.clone().unwrap_or_else(|| {
+            let none = BTreeMap::new();
+            let classes = (self.matmul_classes.as_ref()).map_or(&none, ClassTuner::chosen);
+            KernelChoices::of(target, classes)
+        })
+    }
+
+    /// `target` as this device generates with it on `ctx`: with the
+    /// pinned choices, where there are (each matmul's kernel by its class
+    /// the pinned one; else the class tuner chooses per graph).
+    pub fn effective_target(&self, ctx: &GpuContext, target: &Target) -> Option<Target> {
+        let pinned = self.pinned.as_ref()?;
+        Some(Target {
+            matmul_by_class: Some(pinned.class_kernels(ctx)),
+            ..pinned.apply(ctx, target)
+        })
+    }
+
+    /// Generates with `choices` from now on, tuning no class; every graph
+    /// compiled before is dropped where they change what this device
+    /// generates (pipelines are kept: they are found by their code).
+    pub fn pin(&mut self, choices: KernelChoices, target: &Target) {
+        if self.kernel_choices(target) != choices || self.matmul_classes.is_some() {
+            self.executables.clear();
+            self.by_site.clear();
+        }
+        self.pinned = Some(choices);
     }
 }
 
@@ -178,14 +216,16 @@ pub(super) fn executable(
     // Another size of a site compiled before keeps its strategies (each
     // one checked valid for its kernel's sizes: a site whose graph
     // changed may see its nodes' old strategies, never wrong values).
-    let tuned_classes = caches.matmul_classes.is_some();
+    let pinned = caches.effective_target(ctx, target);
+    let tuned_classes = caches.matmul_classes.is_some() || pinned.is_some();
     let before = (caches.by_site.peek(&site.site)).and_then(|s| s.before(site.structure));
     let precedents = before.map(|b| b.precedents_for(site.structure, tuned_classes));
-    // Each matmul's kernel by its class, classes met first tuned now (not
-    // counted as compile time: the `autotune` timer has it).
+    // Not counted as compile time: the `autotune` timer has it.
     let tuning_start = std::time::Instant::now();
-    let by_class = (caches.matmul_classes.as_mut())
-        .map(|t| t.target_for(target, &graph.key, precedents.as_deref()));
+    let by_class = pinned.or_else(|| {
+        (caches.matmul_classes.as_mut())
+            .map(|t| t.target_for(target, &graph.key, precedents.as_deref()))
+    });
     let target = by_class.as_ref().unwrap_or(target);
     let compile_start = compile_start + tuning_start.elapsed();
     let cx = CodegenContext {
@@ -565,12 +605,21 @@ fn pipeline(
     };
     validate_wgsl(wgsl).map_err(compile_error)?;
     let scope = ctx.device.push_error_scope(wgpu::ErrorFilter::Validation);
-    let module = ctx
-        .device
-        .create_shader_module(wgpu::ShaderModuleDescriptor {
-            label: None,
-            source: wgpu::ShaderSource::Wgsl(wgsl.into()),
-        });
+    let descriptor = wgpu::ShaderModuleDescriptor {
+        label: None,
+        source: wgpu::ShaderSource::Wgsl(wgsl.into()),
+    };
+    let module = if shader_checks_needed(ctx) {
+        ctx.device.create_shader_module(descriptor)
+    } else {
+        // SAFETY: see `shader_checks_needed`: the driver bounds every
+        // buffer access, and the generated code's loops, local arrays and
+        // texture loads are bounded by construction.
+        unsafe {
+            ctx.device
+                .create_shader_module_trusted(descriptor, wgpu::ShaderRuntimeChecks::unchecked())
+        }
+    };
     let pipeline = ctx
         .device
         .create_compute_pipeline(&wgpu::ComputePipelineDescriptor {
@@ -588,4 +637,18 @@ fn pipeline(
     let pipeline = Arc::new(pipeline);
     caches.pipelines.put(wgsl.to_string(), pipeline.clone());
     Ok(pipeline)
+}
+
+/// Whether kernels are compiled with wgpu's runtime checks. Off on
+/// Vulkan, where wgpu enables the driver's robust buffer access, so that
+/// the driver bounds every storage access itself; what naga's checks
+/// would add there is a counter and a test in every loop (each loop of
+/// the generated code runs a count fixed before it starts: literal or
+/// dynamic-size bounds) and clamps on local arrays and texture loads
+/// (indexed by loop counters within their lengths, and coordinates taken
+/// with `min` into the texture), which cost 3-11 % of a GPT step on
+/// lavapipe (PERFORMANCE.md). On with `LAZYWGPU_SHADER_CHECKS=1`, and on
+/// other backends, whose drivers may not bound buffer accesses.
+fn shader_checks_needed(ctx: &GpuContext) -> bool {
+    crate::config::ProcessConfig::get().shader_checks || ctx.info.backend != wgpu::Backend::Vulkan
 }
