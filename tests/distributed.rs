@@ -324,8 +324,12 @@ fn data_parallel_ranks_generate_rank_0s_kernels() {
     let w: Vec<f32> = (0..k * n).map(|i| value(i, 2)).collect();
     let results = on_ranks(2, |rank, g| {
         let matmul = [MatmulChoice::Blocked, MatmulChoice::Lanes][rank];
+        let dump =
+            std::env::temp_dir().join(format!("lazywgpu-pinned-{}-rank{rank}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dump);
         let config = DeviceConfig {
             matmul: Some(matmul),
+            dump_dir: Some(dump.clone()),
             ..DeviceConfig::from_env()
         };
         let dev = Device::gpu_with(config).unwrap();
@@ -338,11 +342,23 @@ fn data_parallel_ranks_generate_rank_0s_kernels() {
         let after = dev.adapter().unwrap();
         let xs = Tensor::from_vec(x.clone(), [m, k], &dev).unwrap();
         let product = xs.matmul(&weight.detach()).to_vec::<f32>().unwrap();
-        (before, after, product)
+        // The matmul kernel the rank compiled, as its dump's plan names it.
+        let compiled = matmul_kernels_dumped(&dump);
+        let _ = std::fs::remove_dir_all(&dump);
+        (before, after, product, compiled)
     });
-    let (before_0, after_0, product_0) = &results[0];
-    let (before_1, after_1, product_1) = &results[1];
+    let (before_0, after_0, product_0, compiled_0) = &results[0];
+    let (before_1, after_1, product_1, compiled_1) = &results[1];
     assert!(after_0.kernels_pinned && after_1.kernels_pinned);
+    if before_1.matmul_kernel.starts_with("lanes") {
+        // The ranks' own choices differ where the adapter runs lanes.
+        assert_ne!(before_0.matmul_kernel, before_1.matmul_kernel);
+    }
+    assert!(
+        !compiled_0.is_empty() && compiled_0.iter().all(|k| k == "Blocked"),
+        "rank 0 compiled {compiled_0:?}"
+    );
+    assert_eq!(compiled_1, compiled_0, "rank 1's matmul kernels");
     assert_eq!(after_0.matmul_kernel, before_0.matmul_kernel);
     assert_eq!(
         after_1.matmul_kernel, before_0.matmul_kernel,
@@ -364,4 +380,24 @@ fn data_parallel_ranks_generate_rank_0s_kernels() {
             );
         }
     }
+}
+
+/// The matmul kernel of each matmul in the plans dumped under `dir`
+/// (`strategy: Matmul { kernel: Blocked, .. }` names `Blocked`).
+fn matmul_kernels_dumped(dir: &std::path::Path) -> Vec<String> {
+    let mut kernels = Vec::new();
+    for entry in std::fs::read_dir(dir).unwrap() {
+        let path = entry.unwrap().path();
+        if !path.to_string_lossy().ends_with(".plan.txt") {
+            continue;
+        }
+        let plan = std::fs::read_to_string(&path).unwrap();
+        for line in plan.lines() {
+            if let Some(rest) = line.strip_prefix("strategy: Matmul { kernel: ") {
+                let name: String = rest.chars().take_while(|c| c.is_alphanumeric()).collect();
+                kernels.push(name);
+            }
+        }
+    }
+    kernels
 }

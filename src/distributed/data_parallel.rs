@@ -206,7 +206,10 @@ impl DataParallel {
     /// Makes every rank's device generate rank 0's kernel choices: its
     /// matmul kernel, the rule by which reductions pick theirs, and the
     /// kernel of each class of matmul sizes it has tuned (each rebuilt
-    /// for the rank's own adapter). Ranks tuning for themselves could pick
+    /// for the rank's own adapter; what follows from an adapter's own
+    /// facts, such as its binding limits, stays the rank's, so ranks on
+    /// adapters of one kind run the same kernels). Ranks tuning for
+    /// themselves could pick
     /// other kernels (another machine's timings, another tuning cache) and
     /// round their gradients differently. From then on no rank tunes a
     /// class of matmul sizes (a class met later generates with the

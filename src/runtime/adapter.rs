@@ -65,10 +65,12 @@ pub struct AdapterReport {
     /// sizes compiled so far (each `Tuning::class` names its class), in
     /// the order they were first compiled.
     pub matmul_class_tunings: Vec<crate::Tuning>,
-    /// Whether the kernel choices above were handed to this device by
-    /// another (under [`crate::distributed::DataParallel`], rank 0's
-    /// device's, so that every rank generates the same kernels) rather
-    /// than made for it; matmul classes are then tuned no further.
+    /// Whether the kernel choices above (`matmul_kernel`, `reduce_rule`
+    /// and the kernel of each matmul class) are pinned: under
+    /// [`crate::distributed::DataParallel`], every rank's device, rank 0's
+    /// included, generates rank 0's choices, and no matmul class is tuned
+    /// after. `tuning` and `matmul_class_tunings` keep what this device's
+    /// own tuning measured before.
     pub kernels_pinned: bool,
 }
 

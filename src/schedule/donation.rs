@@ -137,7 +137,8 @@ fn take(key: &GraphKey, plan: &mut Plan, (x, k): (usize, usize), taken: &mut [bo
 /// at each invocation's own element index. `stored(n)`: node `n` is read
 /// from memory in this kernel (an input, or written by an earlier kernel)
 /// rather than computed in it. One walk over the nodes the kernel
-/// inlines, each visited at most once per index state.
+/// inlines, each visited at most once per index state (its cost is the
+/// kernel's, not the graph's).
 pub(crate) fn reads_only_at_own_element(
     key: &GraphKey,
     outputs: &[usize],
@@ -152,13 +153,16 @@ pub(crate) fn reads_only_at_own_element(
     // (node, read at the own index, is a kernel output computed here).
     let mut stack: Vec<(usize, bool, bool)> = outputs.iter().map(|&o| (o, true, true)).collect();
     // Bit 0: visited at the own index; bit 1: visited at another index.
-    let mut seen = vec![0u8; nodes.len()];
+    // A map of the nodes visited, not a flag per graph node: the walk
+    // stays within the kernel, and it runs once per candidate donation.
+    let mut seen: rustc_hash::FxHashMap<usize, u8> = rustc_hash::FxHashMap::default();
     while let Some((n, own, output)) = stack.pop() {
         let bit = if own { 1 } else { 2 };
-        if seen[n] & bit != 0 {
+        let flags = seen.entry(n).or_default();
+        if *flags & bit != 0 {
             continue;
         }
-        seen[n] |= bit;
+        *flags |= bit;
         if n == x {
             if !own || !own_layout {
                 return false;

@@ -8,7 +8,12 @@
 //! The choices travel as a line of text (`KernelChoices::text`), which a
 //! rank without a GPU sends empty; each rank rebuilds the kernels for its
 //! own adapter from the names (`KernelChoices::apply`), where a kernel
-//! the adapter cannot run falls back as a named one does.
+//! the adapter cannot run falls back as a named one does (the lane kernel
+//! to the blocked one). What follows from an adapter's own facts (its
+//! binding limits, its loop limit, where reductions, scans and sorts are
+//! split, rows per workgroup) stays each rank's: ranks on adapters of one
+//! kind run the same kernels, ranks on different kinds of adapter the
+//! same tuned choices.
 
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
