@@ -176,12 +176,7 @@ fn dump_lists_the_matmul_candidates() {
     let b = Tensor::from_vec(vec![0.25f32; 8 * 5], [8, 5], &dev).unwrap();
     let got = a.matmul(&b).to_vec::<f32>().unwrap();
     assert!(got.iter().all(|&v| v == 1.0), "{got:?}");
-    let plans: Vec<String> = std::fs::read_dir(&dir)
-        .unwrap()
-        .map(|e| e.unwrap().path())
-        .filter(|p| p.to_string_lossy().ends_with(".plan.txt"))
-        .map(|p| std::fs::read_to_string(p).unwrap())
-        .collect();
+    let plans = common::dumped_plans(&dir);
     let matmul = plans
         .iter()
         .find(|p| p.contains("strategy: Matmul"))

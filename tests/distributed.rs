@@ -368,36 +368,16 @@ fn data_parallel_ranks_generate_rank_0s_kernels() {
     assert_eq!(after_1.reduce_rule, after_0.reduce_rule);
     let bits = |v: &[f32]| v.iter().map(|f| f.to_bits()).collect::<Vec<u32>>();
     assert_eq!(bits(product_0), bits(product_1), "the ranks' products");
-    for i in 0..m {
-        for j in 0..n {
-            let want: f64 = (0..k)
-                .map(|t| f64::from(x[i * k + t]) * f64::from(w[t * n + j]))
-                .sum();
-            let got = f64::from(product_0[i * n + j]);
-            assert!(
-                (got - want).abs() <= 1e-4 * (1.0 + want.abs()),
-                "[{i}, {j}]: {got} against {want}"
-            );
-        }
-    }
+    let want = common::matmul_f64(&x, &w, (1, m, k, n));
+    common::assert_close(product_0, &want, 1e-4, 1e-4, "rank 0's product");
 }
 
 /// The matmul kernel of each matmul in the plans dumped under `dir`
 /// (`strategy: Matmul { kernel: Blocked, .. }` names `Blocked`).
 fn matmul_kernels_dumped(dir: &std::path::Path) -> Vec<String> {
-    let mut kernels = Vec::new();
-    for entry in std::fs::read_dir(dir).unwrap() {
-        let path = entry.unwrap().path();
-        if !path.to_string_lossy().ends_with(".plan.txt") {
-            continue;
-        }
-        let plan = std::fs::read_to_string(&path).unwrap();
-        for line in plan.lines() {
-            if let Some(rest) = line.strip_prefix("strategy: Matmul { kernel: ") {
-                let name: String = rest.chars().take_while(|c| c.is_alphanumeric()).collect();
-                kernels.push(name);
-            }
-        }
-    }
-    kernels
+    let plans = common::dumped_plans(dir);
+    (plans.iter().flat_map(|plan| plan.lines()))
+        .filter_map(|line| line.strip_prefix("strategy: Matmul { kernel: "))
+        .map(|rest| rest.chars().take_while(|c| c.is_alphanumeric()).collect())
+        .collect()
 }

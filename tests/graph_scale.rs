@@ -403,14 +403,12 @@ fn roots_whose_epilogues_read_more_values_than_a_kernel_may_bind_are_split() {
             softmax[r * k + c] = (row[c] - max).exp() / total + column_sum(r, m);
         }
     }
-    let mut product = vec![0.0; m * n];
-    for r in 0..m {
-        for c in 0..n {
-            let dot: f64 = (0..k).map(|j| x[r * k + j] * w[j * n + c]).sum();
-            product[r * n + c] = dot + column_sum(c, n);
-        }
-    }
     let f32s = |v: &[f64]| v.iter().map(|&a| a as f32).collect::<Vec<f32>>();
+    let product: Vec<f64> = common::matmul_f64(&f32s(&x), &f32s(&w), (1, m, k, n))
+        .iter()
+        .enumerate()
+        .map(|(e, &dot)| f64::from(dot) + column_sum(e % n, n))
+        .collect();
     for dev in common::devices() {
         let xt = Tensor::from_vec(f32s(&x), [m, k], &dev).unwrap();
         let wt = Tensor::from_vec(f32s(&w), [k, n], &dev).unwrap();

@@ -608,12 +608,7 @@ fn every_reduction_kernel_matches_f64_when_forced() {
         }
         dev.wait().unwrap();
         // Which kernels ran: each forced one wherever it is valid.
-        let plans: String = std::fs::read_dir(&dump)
-            .unwrap()
-            .filter_map(|e| e.ok())
-            .filter(|e| e.file_name().to_string_lossy().ends_with(".plan.txt"))
-            .map(|e| std::fs::read_to_string(e.path()).unwrap())
-            .collect();
+        let plans: String = common::dumped_plans(&dump).concat();
         let used = |s: &str| plans.contains(&format!("strategy: Reduce({s})"));
         let forced = match choice {
             lazywgpu::ReduceChoice::PerInvocation => "PerInvocation",

@@ -10,7 +10,7 @@ use crate::schedule::{KernelKind, KernelPlan, Plan};
 /// The code of each of `plan`'s kernels, in order, each lowered once as
 /// planned. A kernel whose code reads an aliased value elsewhere than at
 /// the elements it stores there is lowered again without its aliases
-/// (its donations, which are its aliases, are then dropped): the graph rules that out
+/// (so without its donations): the graph rules that out
 /// for what it decides (`schedule::reads_only_at_own_element`), but a
 /// root's strategy decides which invocation stores each element.
 pub(crate) fn generate(key: &GraphKey, cx: &CodegenContext, plan: &mut Plan) -> Vec<KernelSource> {

@@ -205,16 +205,14 @@ impl DataParallel {
 
     /// Makes every rank's device generate rank 0's kernel choices: its
     /// matmul kernel, the rule by which reductions pick theirs, and the
-    /// kernel of each class of matmul sizes it has tuned (each rebuilt
-    /// for the rank's own adapter; what follows from an adapter's own
-    /// facts, such as its binding limits, stays the rank's, so ranks on
-    /// adapters of one kind run the same kernels). Ranks tuning for
-    /// themselves could pick
-    /// other kernels (another machine's timings, another tuning cache) and
-    /// round their gradients differently. From then on no rank tunes a
-    /// class of matmul sizes (a class met later generates with the
-    /// device's matmul kernel on every rank). Where rank 0's device is the
-    /// CPU reference, nothing is pinned. [`DataParallel::new`] calls it.
+    /// kernel of each class of matmul sizes it has tuned, each rebuilt
+    /// for the rank's own adapter (`tune::pinned`). Ranks tuning for
+    /// themselves could pick other kernels (another machine's timings,
+    /// another tuning cache) and round their gradients differently. From
+    /// then on no rank tunes a class of matmul sizes (a class met later
+    /// generates with the device's matmul kernel on every rank). Where
+    /// rank 0's device is the CPU reference, nothing is pinned.
+    /// [`DataParallel::new`] calls it.
     fn share_kernel_choices(&self) -> Result<()> {
         if self.world_size() == 1 {
             return Ok(());
@@ -445,17 +443,15 @@ fn shard(len: usize, rank: usize, world: usize) -> Range<usize> {
 }
 
 /// Rank 0's `text` on every rank (the others pass their own, ignored):
-/// its length, then its bytes, each summed over the ranks with zeros from
-/// every rank but 0 (bytes and lengths below 2^24 are exact in `f32`).
+/// its length, then its bytes, a word each.
 fn broadcast_text(group: &ProcessGroup, text: &str) -> Result<String> {
     let root = group.rank() == 0;
-    let len = if root { text.len() as f32 } else { 0.0 };
-    let len = group.all_reduce_vec(vec![len], ReduceOp::Sum)?[0] as usize;
-    let bytes: Vec<f32> = match root {
-        true => text.bytes().map(f32::from).collect(),
-        false => vec![0.0; len],
+    let len = group.broadcast_words(vec![text.len() as u32], 0)?[0] as usize;
+    let bytes: Vec<u32> = match root {
+        true => text.bytes().map(u32::from).collect(),
+        false => vec![0; len],
     };
-    let bytes = group.all_reduce_vec(bytes, ReduceOp::Sum)?;
+    let bytes = group.broadcast_words(bytes, 0)?;
     String::from_utf8(bytes.iter().map(|&b| b as u8).collect()).map_err(|e| Error::Collective {
         op: "broadcast",
         rank: group.rank(),

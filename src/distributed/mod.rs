@@ -211,12 +211,8 @@ impl ProcessGroup {
             "broadcast: root {root} is not a rank of a group of {}",
             self.world_size()
         );
-        let mut bits = pollster::block_on(tensor.device().read_bits(&tensor.node()))?;
-        let timeout = self.timeout();
-        let done = self
-            .thread
-            .run(move |t: &mut dyn Transport| t.broadcast(&mut bits, root, timeout).map(|_| bits));
-        let bits = self.thread.wait(done, "broadcast")?;
+        let bits = pollster::block_on(tensor.device().read_bits(&tensor.node()))?;
+        let bits = self.broadcast_words(bits, root)?;
         if self.rank() != root {
             let value = Tensor::from_bits(
                 bits,
@@ -228,6 +224,16 @@ impl ProcessGroup {
             crate::no_grad(|| tensor.copy_(&value));
         }
         Ok(())
+    }
+
+    /// `root`'s `words` on every rank (each rank passes as many words as
+    /// `root`; host data, as `broadcast` sends a tensor's bits).
+    pub(crate) fn broadcast_words(&self, mut words: Vec<u32>, root: usize) -> Result<Vec<u32>> {
+        let timeout = self.timeout();
+        let done = self.thread.run(move |t: &mut dyn Transport| {
+            t.broadcast(&mut words, root, timeout).map(|_| words)
+        });
+        self.thread.wait(done, "broadcast")
     }
 
     /// Replaces `tensor`'s value on every rank by the element-wise

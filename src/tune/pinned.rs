@@ -7,7 +7,7 @@
 //!
 //! The choices travel as a line of text (`KernelChoices::text`), which a
 //! rank without a GPU sends empty; each rank rebuilds the kernels for its
-//! own adapter from the names (`KernelChoices::apply`), where a kernel
+//! own adapter from the names (`KernelChoices::target`), where a kernel
 //! the adapter cannot run falls back as a named one does (the lane kernel
 //! to the blocked one). What follows from an adapter's own facts (its
 //! binding limits, its loop limit, where reductions, scans and sorts are
@@ -99,22 +99,22 @@ impl KernelChoices {
         })
     }
 
-    /// `target` (made for `ctx`'s adapter) generating these choices: each
+    /// `target` (made for `ctx`'s adapter) generating these choices, each
     /// kernel as this adapter builds the one named (the blocked kernel
-    /// where it cannot run the lane kernel, say).
-    pub fn apply(&self, ctx: &GpuContext, target: &Target) -> Target {
+    /// where it cannot run the lane kernel, say), every matmul class's
+    /// kernel fixed (none tuned).
+    pub fn target(&self, ctx: &GpuContext, target: &Target) -> Target {
+        let kernel = |choice: MatmulChoice| ctx.target(Some(choice)).matmul;
         Target {
-            matmul: ctx.target(Some(self.matmul)).matmul,
+            matmul: kernel(self.matmul),
             reduce_rule: self.reduce_rule,
+            matmul_by_class: Some(
+                (self.classes.iter())
+                    .map(|(&class, &choice)| (class, kernel(choice)))
+                    .collect(),
+            ),
             ..target.clone()
         }
-    }
-
-    /// The class kernels, built for `ctx`'s adapter.
-    pub fn class_kernels(&self, ctx: &GpuContext) -> BTreeMap<MatmulClass, MatmulKernel> {
-        (self.classes.iter())
-            .map(|(&class, &choice)| (class, ctx.target(Some(choice)).matmul))
-            .collect()
     }
 }
 

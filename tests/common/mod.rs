@@ -56,6 +56,16 @@ pub fn data(n: usize, seed: u64) -> Vec<f32> {
         .collect()
 }
 
+/// The kernel plans (`*.plan.txt`) in a `LAZYWGPU_DUMP` directory.
+pub fn dumped_plans(dir: &std::path::Path) -> Vec<String> {
+    std::fs::read_dir(dir)
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .filter(|p| p.to_string_lossy().ends_with(".plan.txt"))
+        .map(|p| std::fs::read_to_string(p).unwrap())
+        .collect()
+}
+
 /// `a` ([bsz, m, k], row-major) times `b` ([k, n], shared by every batch
 /// entry), accumulated in f64.
 pub fn matmul_f64(a: &[f32], b: &[f32], (bsz, m, k, n): (usize, usize, usize, usize)) -> Vec<f32> {

@@ -21,9 +21,8 @@ impl Device {
                     .map(|t| t.clone())
                     .unwrap_or_default();
                 let caches = self.gpu_caches();
-                let pinned = caches.effective_target(ctx, target);
-                let mut report =
-                    crate::AdapterReport::of(ctx, pinned.as_ref().unwrap_or(target), tunings);
+                let pinned = caches.pinned_target();
+                let mut report = crate::AdapterReport::of(ctx, pinned.unwrap_or(target), tunings);
                 report.kernels_pinned = pinned.is_some();
                 Some(report)
             }
@@ -43,8 +42,8 @@ impl Device {
     /// Generates with `choices` (another device's) from now on, tuning
     /// no class of matmul sizes (on the CPU backend, nothing).
     pub(crate) fn pin_kernel_choices(&self, choices: KernelChoices) {
-        if let Backend::Gpu(_, target) = &self.inner.backend {
-            self.gpu_caches().pin(choices, target);
+        if let Backend::Gpu(ctx, target) = &self.inner.backend {
+            self.gpu_caches().pin(ctx, choices, target);
         }
     }
 

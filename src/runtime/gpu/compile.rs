@@ -139,9 +139,10 @@ pub(crate) struct GpuCaches {
     /// The matmul kernel of each class of sizes, tuned where first
     /// compiled (`None`: tuning off, or a kernel named).
     pub matmul_classes: Option<ClassTuner>,
-    /// Kernel choices handed to this device (data parallelism: rank 0's),
-    /// in the place of its own and of any class tuning.
-    pinned: Option<KernelChoices>,
+    /// Kernel choices handed to this device (data parallelism: rank 0's)
+    /// and the target they make, used in the place of the device's own
+    /// and of any class tuning.
+    pinned: Option<(KernelChoices, Target)>,
 }
 
 impl GpuCaches {
@@ -157,36 +158,33 @@ impl GpuCaches {
         }
     }
 
-    /// The kernel choices this device generates with on `ctx`: the
-    /// pinned ones, else `target`'s and its class tuner's.
+    /// The kernel choices this device generates with: the pinned ones,
+    /// else `target`'s and its class tuner's.
     pub fn kernel_choices(&self, target: &Target) -> KernelChoices {
-        self.pinned.clone().unwrap_or_else(|| {
-            let none = BTreeMap::new();
-            let classes = (self.matmul_classes.as_ref()).map_or(&none, ClassTuner::chosen);
-            KernelChoices::of(target, classes)
-        })
+        if let Some((choices, _)) = &self.pinned {
+            return choices.clone();
+        }
+        let none = BTreeMap::new();
+        let classes = (self.matmul_classes.as_ref()).map_or(&none, ClassTuner::chosen);
+        KernelChoices::of(target, classes)
     }
 
-    /// `target` as this device generates with it on `ctx`: with the
-    /// pinned choices, where there are (each matmul's kernel by its class
-    /// the pinned one; else the class tuner chooses per graph).
-    pub fn effective_target(&self, ctx: &GpuContext, target: &Target) -> Option<Target> {
-        let pinned = self.pinned.as_ref()?;
-        Some(Target {
-            matmul_by_class: Some(pinned.class_kernels(ctx)),
-            ..pinned.apply(ctx, target)
-        })
+    /// The target the pinned choices make, where there are.
+    pub fn pinned_target(&self) -> Option<&Target> {
+        self.pinned.as_ref().map(|(_, target)| target)
     }
 
-    /// Generates with `choices` from now on, tuning no class; every graph
+    /// Generates with `choices` from now on (their target built once for
+    /// `ctx` from the device's `target`), tuning no class; every graph
     /// compiled before is dropped where they change what this device
     /// generates (pipelines are kept: they are found by their code).
-    pub fn pin(&mut self, choices: KernelChoices, target: &Target) {
+    pub fn pin(&mut self, ctx: &GpuContext, choices: KernelChoices, target: &Target) {
         if self.kernel_choices(target) != choices || self.matmul_classes.is_some() {
             self.executables.clear();
             self.by_site.clear();
         }
-        self.pinned = Some(choices);
+        let pinned = choices.target(ctx, target);
+        self.pinned = Some((choices, pinned));
     }
 }
 
@@ -216,7 +214,7 @@ pub(super) fn executable(
     // Another size of a site compiled before keeps its strategies (each
     // one checked valid for its kernel's sizes: a site whose graph
     // changed may see its nodes' old strategies, never wrong values).
-    let pinned = caches.effective_target(ctx, target);
+    let pinned = caches.pinned_target().cloned();
     let tuned_classes = caches.matmul_classes.is_some() || pinned.is_some();
     let before = (caches.by_site.peek(&site.site)).and_then(|s| s.before(site.structure));
     let precedents = before.map(|b| b.precedents_for(site.structure, tuned_classes));
