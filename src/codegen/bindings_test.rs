@@ -226,6 +226,7 @@ fn kernels_carry_the_strategy_they_were_generated_with() {
                     rows: 32,
                     lanes: 8,
                     a_in_place: false,
+                    a_vec4: false,
                     b_in_place: false
                 })
             }

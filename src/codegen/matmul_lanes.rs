@@ -30,21 +30,20 @@
 //! be large or repeat its source (a convolution's windows as B; a weight
 //! gradient's output gradient as A, where A is stored) is read in place
 //! through its view instead (`lane_reads_a_in_place`,
-//! `lane_reads_b_in_place`), so a matmul holds no copy of it.
+//! `lane_reads_b_in_place`), so a matmul holds no copy of it; an A that
+//! lies row-major in memory is read four K values a load
+//! (`lane_operands::a_reads_vec4`).
 
 use super::emit::{Gen, SplitOperand, SplitPart};
+use super::lane_operands::{AOperand, a_operand, source_elements};
 use super::matmul::{
     MatmulDims, OutputBlock, TileIds, VEC4, accumulators, add, below, both, fadd, fmul, lit,
     matmul_dims, modulo, over, plus, splat_lane, store_block, tile_ids, tile_load, times,
 };
 use super::wgsl::{CodegenContext, KernelSource, Launch, TextureUse};
-use crate::graph::op::Op;
-use crate::graph::{GKind, GraphKey};
+use crate::graph::GraphKey;
 use crate::kernel::ir::{Builtin, Expr, Inst, Ty};
-use crate::kernel::{
-    Entry, LaneAdapter, LaneTile, StoredView, Strategy, lane_reads_a_in_place,
-    lane_reads_b_in_place,
-};
+use crate::kernel::{Entry, LaneAdapter, LaneTile, Strategy, lane_reads_b_in_place};
 
 /// Rows of the output a workgroup computes (at most): 32 `vec4`
 /// accumulators per lane measured faster than 8 or 16.
@@ -92,64 +91,11 @@ struct Geometry {
     a_shared: bool,
     /// Whether A is read in place through its view, not packed.
     a_in_place: bool,
+    /// Where A, read in place, is read four K values a load: the stored
+    /// node it lies in (`a_reads_vec4`).
+    a_vec4: Option<usize>,
     /// Whether B is read in place through its view, not packed.
     b_in_place: bool,
-}
-
-/// The node that `node`'s view chain (reshapes, broadcasts, strided
-/// views) reads: what a packed copy of `node` copies from.
-fn viewed(key: &GraphKey, mut node: usize) -> usize {
-    while let GKind::Op {
-        op: Op::Reshape | Op::Expand | Op::AsStrided(_),
-        ..
-    } = key.nodes[node].kind
-    {
-        node = key.nodes[node].inputs[0];
-    }
-    node
-}
-
-/// Where A (`node`, `m` x `k` per batch entry) is one matrix broadcast
-/// over the batch (a convolution's weights, shared by every sample): the
-/// node holding that one matrix, packed once instead of per entry.
-fn shared_matrix(key: &GraphKey, node: usize, m: usize, k: usize) -> Option<usize> {
-    let n = &key.nodes[node];
-    match &n.kind {
-        GKind::Op { op: Op::Expand, .. } => {
-            let src = n.inputs[0];
-            (key.nodes[src].shape.iter().product::<usize>() == m * k).then_some(src)
-        }
-        // A stored tensor broadcast by its layout: its entry 0 is the one
-        // matrix.
-        GKind::Input { layout, .. } => {
-            let batch_dims = n.shape.len().saturating_sub(2);
-            (batch_dims > 0 && layout.strides[..batch_dims].iter().all(|&s| s == 0)).then_some(node)
-        }
-        _ => None,
-    }
-}
-
-/// The node whose elements `node`'s view chain reads from memory: past
-/// views and constant pads (a padded value's border is computed per
-/// read, never stored, so a convolution's windows over a padded input
-/// hold only the input).
-fn read_source(key: &GraphKey, node: usize) -> usize {
-    let mut node = viewed(key, node);
-    while let GKind::Op { op: Op::Pad(_), .. } = key.nodes[node].kind {
-        node = viewed(key, key.nodes[node].inputs[0]);
-    }
-    node
-}
-
-/// Elements of the node that `node`'s view chain reads (`read_source`):
-/// of a stored input read through a layout (a view of it bound as its
-/// own input), those its layout reaches at most.
-fn source_elements(key: &GraphKey, node: usize) -> usize {
-    let n = &key.nodes[read_source(key, node)];
-    match &n.kind {
-        GKind::Input { layout, .. } => layout.elements_reached(&n.shape),
-        GKind::Op { .. } => n.shape.iter().product(),
-    }
 }
 
 /// Lanes per workgroup for `n4` texels of columns: the power of two from
@@ -197,40 +143,9 @@ fn tile_for(m: usize, n4: usize, s: usize, precedent: Option<Strategy>) -> LaneT
         rows: (m.div_ceil(s) * s).clamp(s, MAX_ROWS),
         lanes: lanes_for(n4, s),
         a_in_place: false,
+        a_vec4: false,
         b_in_place: false,
     }
-}
-
-/// A's node and batch (a matrix broadcast over the batch is packed, or
-/// read, as its one matrix: `shared_matrix`) and whether the kernel reads
-/// it in place. `kept`: the site's precedent read A in place.
-fn a_operand(
-    key: &GraphKey,
-    stored: &dyn Fn(usize) -> bool,
-    d: &MatmulDims,
-    batch: usize,
-    kept: bool,
-) -> (usize, usize, bool) {
-    // An expand that is itself stored is read as it is: its source may
-    // be released by then (the plan lists the expand as what is read).
-    let shared =
-        shared_matrix(key, d.a, d.m, d.k).filter(|&src| batch > 1 && (src == d.a || !stored(d.a)));
-    let (node, a_batch) = shared.map_or((d.a, batch), |src| (src, 1));
-    // An operand read as one matrix (a convolution's weights, shared by
-    // the batch) is `Single` even in a batched matmul.
-    let stored_view = match (stored(viewed(key, node)), a_batch) {
-        (false, _) => StoredView::No,
-        (true, 0 | 1) => StoredView::Single,
-        (true, _) => StoredView::Batched,
-    };
-    // A site's later sizes keep reading A in place where its precedent
-    // did (valid at every size), so a smaller size that falls below the
-    // packing threshold keeps the kernel's code and its generic kernel.
-    // One way only: a site first seen packed that grows past the
-    // threshold reads in place from then on, a recompile.
-    let in_place = (kept && stored_view != StoredView::No)
-        || lane_reads_a_in_place(a_batch * d.m * d.k, source_elements(key, node), stored_view);
-    (node, a_batch, in_place)
 }
 
 fn geometry(
@@ -247,15 +162,16 @@ fn geometry(
     }
     let batch = d.groups / d.tiles_mn.max(1);
     let (k4, n4) = (d.k.div_ceil(4), d.n.div_ceil(4));
-    let LaneTile {
-        rows,
-        lanes,
-        a_in_place: kept_a,
-        ..
-    } = tile_for(d.m, n4, s, precedent);
+    let tile = tile_for(d.m, n4, s, precedent);
+    let (rows, lanes) = (tile.rows, tile.lanes);
     let b_source = source_elements(key, d.b);
     let b_in_place = lane_reads_b_in_place(batch * d.k * d.n, b_source, d.m.div_ceil(rows));
-    let (a_node, a_batch, a_in_place) = a_operand(key, stored, &d, batch, kept_a);
+    let AOperand {
+        node: a_node,
+        batch: a_batch,
+        in_place: a_in_place,
+        vec4: a_vec4,
+    } = a_operand(key, stored, (&d, batch), &tile);
     let max = adapter.max_texture;
     // A's row blocks hold whole workgroup row tiles, B's column blocks
     // whole workgroup column tiles: a workgroup reads one layer of each.
@@ -306,6 +222,7 @@ fn geometry(
         // One matrix read for a batch of them: `shared_matrix`'s.
         a_shared: a_batch != batch,
         a_in_place,
+        a_vec4,
         b_in_place,
         d,
     })
@@ -354,7 +271,7 @@ pub(super) fn matmul_lanes(
     let ids = tile_ids(g, tiles_mn, tiles_n);
     let columns = lane_columns(g, &geo, &ids);
     let i0 = g.emit("rfirst", Ty::U32, times(ids.tm.clone(), rows));
-    let regs = lane_registers(g, (rows, s, &geo), a_in_place, (&ids, &i0));
+    let regs = lane_registers(g, (rows, s, &geo), (&ids, &i0));
     let k = g.fresh("kt");
     let b_rows = if b_in_place {
         BRows::InPlace(Box::new(b_in_place_reads(g, &geo, &columns, &ids)))
@@ -393,6 +310,7 @@ pub(super) fn matmul_lanes(
             rows,
             lanes,
             a_in_place,
+            a_vec4: geo.a_vec4.is_some(),
             b_in_place,
         },
         packs,
@@ -478,22 +396,25 @@ enum ARow {
         start: Expr,
         split: Option<SplitPart>,
     },
+    /// In place, four K values a load (`a_reads_vec4`): group `start` of
+    /// four elements of A's node is the row's first.
+    InPlaceVec4 { node: usize, start: Expr },
 }
 
 /// Declares the register block of a lane matmul of `rows` rows a
 /// workgroup, over subgroups of `s` lanes, for A packed as `geo.a` or
-/// read in place (`in_place`), from row `i0` of batch entry `ids.bi`.
+/// read in place (`geo.a_in_place`), from row `i0` of batch entry
+/// `ids.bi`.
 fn lane_registers(
     g: &mut Gen,
     (rows, s, geo): (usize, usize, &Geometry),
-    in_place: bool,
     (ids, i0): (&TileIds, &Expr),
 ) -> LaneRegisters {
-    let (a, m, k) = (&geo.a, geo.d.m, geo.d.k);
+    let (a, m, k, in_place) = (&geo.a, geo.d.m, geo.d.k, geo.a_in_place);
     // A shared by the batch has one entry.
     let bi = if geo.a_shared { lit(0) } else { ids.bi.clone() };
     let accs = accumulators(g, rows);
-    let split = if in_place {
+    let split = if in_place && geo.a_vec4.is_none() {
         g.split_operand(a.node, (m, k))
     } else {
         None
@@ -515,6 +436,12 @@ fn lane_registers(
                 let al = add(times(bi.clone(), a.row_blocks), over(ar, a.height));
                 let layer = g.emit("al", Ty::U32, al);
                 return ARow::Packed { y: ay, layer };
+            }
+            if let Some(node) = geo.a_vec4 {
+                // Row `ar`'s first group of four elements.
+                let start = add(times(bi.clone(), m * k / 4), times(ar, k / 4));
+                let start = g.emit("astart", Ty::U32, start);
+                return ARow::InPlaceVec4 { node, start };
             }
             let start = add(times(bi.clone(), m * k), times(ar.clone(), k));
             let start = g.emit("astart", Ty::U32, start);
@@ -545,6 +472,10 @@ fn a_values(g: &mut Gen, row: &ARow, a_split: Option<&SplitOperand>, k4: &Expr) 
         ARow::Packed { y, layer } => {
             let args = vec![k4.clone(), y.clone(), layer.clone()];
             Expr::call(Builtin::TextureLoad("ta"), args)
+        }
+        ARow::InPlaceVec4 { node, start } => {
+            let at = g.emit("aat", Ty::U32, add(start.clone(), k4.clone()));
+            g.value(*node, &at, false, true)
         }
         ARow::InPlace {
             node,

@@ -3,6 +3,7 @@
 mod attention;
 mod emit;
 mod exprs;
+mod lane_operands;
 mod matmul;
 mod matmul_coop;
 mod matmul_lanes;

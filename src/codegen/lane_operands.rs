@@ -1,0 +1,160 @@
+//! Where the lane matmul's operands lie (`matmul_lanes`): the node a
+//! view chain reads, a matrix shared by a batch, how many elements a
+//! packed copy would repeat, and how A is read: packed, in place, or in
+//! place four K values a load.
+
+use super::matmul::MatmulDims;
+use crate::graph::op::Op;
+use crate::graph::{GKind, GraphKey};
+use crate::kernel::{LaneTile, StoredView, lane_reads_a_in_place};
+
+/// How a lane matmul reads its A operand.
+pub(super) struct AOperand {
+    /// The node read: A's, or the one matrix a batch shares
+    /// (`shared_matrix`), packed or read once for every entry.
+    pub node: usize,
+    /// Matrices in `node`: 1 where shared.
+    pub batch: usize,
+    /// Whether the kernel reads `node` in place through its view.
+    pub in_place: bool,
+    /// Where A, read in place, is read four K values a load: the stored
+    /// node it lies in (`a_reads_vec4`).
+    pub vec4: Option<usize>,
+}
+
+/// The node that `node`'s view chain (reshapes, broadcasts, strided
+/// views) reads: what a packed copy of `node` copies from.
+fn viewed(key: &GraphKey, mut node: usize) -> usize {
+    while let GKind::Op {
+        op: Op::Reshape | Op::Expand | Op::AsStrided(_),
+        ..
+    } = key.nodes[node].kind
+    {
+        node = key.nodes[node].inputs[0];
+    }
+    node
+}
+
+/// Where A (`node`, `m` x `k` per batch entry) is one matrix broadcast
+/// over the batch (a convolution's weights, shared by every sample): the
+/// node holding that one matrix, packed once instead of per entry.
+fn shared_matrix(key: &GraphKey, node: usize, m: usize, k: usize) -> Option<usize> {
+    let n = &key.nodes[node];
+    match &n.kind {
+        GKind::Op { op: Op::Expand, .. } => {
+            let src = n.inputs[0];
+            (key.nodes[src].shape.iter().product::<usize>() == m * k).then_some(src)
+        }
+        // A stored tensor broadcast by its layout: its entry 0 is the one
+        // matrix.
+        GKind::Input { layout, .. } => {
+            let batch_dims = n.shape.len().saturating_sub(2);
+            (batch_dims > 0 && layout.strides[..batch_dims].iter().all(|&s| s == 0)).then_some(node)
+        }
+        _ => None,
+    }
+}
+
+/// The node whose elements `node`'s view chain reads from memory: past
+/// views and constant pads (a padded value's border is computed per
+/// read, never stored, so a convolution's windows over a padded input
+/// hold only the input).
+fn read_source(key: &GraphKey, node: usize) -> usize {
+    let mut node = viewed(key, node);
+    while let GKind::Op { op: Op::Pad(_), .. } = key.nodes[node].kind {
+        node = viewed(key, key.nodes[node].inputs[0]);
+    }
+    node
+}
+
+/// Elements of the node that `node`'s view chain reads (`read_source`):
+/// of a stored input read through a layout (a view of it bound as its
+/// own input), those its layout reaches at most.
+pub(super) fn source_elements(key: &GraphKey, node: usize) -> usize {
+    let n = &key.nodes[read_source(key, node)];
+    match &n.kind {
+        GKind::Input { layout, .. } => layout.elements_reached(&n.shape),
+        GKind::Op { .. } => n.shape.iter().product(),
+    }
+}
+
+/// How a lane matmul reads A (see `AOperand`), given the site's
+/// precedent tile (`kept`: which read it chose at the site's first sizes).
+pub(super) fn a_operand(
+    key: &GraphKey,
+    stored: &dyn Fn(usize) -> bool,
+    (d, batch): (&MatmulDims, usize),
+    kept: &LaneTile,
+) -> AOperand {
+    // An expand that is itself stored is read as it is: its source may
+    // be released by then (the plan lists the expand as what is read).
+    let shared =
+        shared_matrix(key, d.a, d.m, d.k).filter(|&src| batch > 1 && (src == d.a || !stored(d.a)));
+    let (node, a_batch) = shared.map_or((d.a, batch), |src| (src, 1));
+    // An operand read as one matrix (a convolution's weights, shared by
+    // the batch) is `Single` even in a batched matmul.
+    let stored_view = match (stored(viewed(key, node)), a_batch) {
+        (false, _) => StoredView::No,
+        (true, 0 | 1) => StoredView::Single,
+        (true, _) => StoredView::Batched,
+    };
+    // A site's later sizes keep reading A in place where its precedent
+    // did (valid at every size), so a smaller size that falls below the
+    // packing threshold keeps the kernel's code and its generic kernel.
+    // One way only: a site first seen packed that grows past the
+    // threshold reads in place from then on, a recompile.
+    let in_place = (kept.a_in_place && stored_view != StoredView::No)
+        || lane_reads_a_in_place(a_batch * d.m * d.k, source_elements(key, node), stored_view);
+    // A precedent that read A in place one value a load keeps doing so.
+    // So does a batch of matrices: their contraction is often a length
+    // that changes between steps (attention's probabilities times its
+    // values contract over the sequence), and the four-at-a-time read
+    // holds only for a K divisible by four, so each step would otherwise
+    // compile again where the length's remainder changes.
+    let scalar_precedent = kept.a_in_place && !kept.a_vec4;
+    let vec4 = a_reads_vec4(key, stored, node, (d.k, a_batch != batch))
+        .filter(|_| in_place && !scalar_precedent && a_batch == 1);
+    AOperand {
+        node,
+        batch: a_batch,
+        in_place,
+        vec4,
+    }
+}
+
+/// Where a lane matmul reading A (`node`, K = `k`) in place can load
+/// each lane's four K values as one `vec4`: the node to load from, where
+/// A is f32, K a multiple of four, and `node` (past reshapes, which keep
+/// the order of elements) is a stored value read as it lies in memory,
+/// row-major from an offset divisible by four (so that every row starts
+/// a group of four); of a matrix `shared` by the batch (read as entry 0),
+/// its rows.
+/// On lavapipe a storage-buffer load inside a loop is a loop over the
+/// lanes (a branch and a bounds test per lane), one per load: one `vec4`
+/// load takes a quarter of the loops of four scalar ones (a 1024^3
+/// product, A read in place: 66-68 ms before, 54-56 ms after, alternated
+/// on a Xeon's lavapipe).
+fn a_reads_vec4(
+    key: &GraphKey,
+    stored: &dyn Fn(usize) -> bool,
+    mut node: usize,
+    (k, shared): (usize, bool),
+) -> Option<usize> {
+    while !stored(node)
+        && let GKind::Op {
+            op: Op::Reshape, ..
+        } = key.nodes[node].kind
+    {
+        node = key.nodes[node].inputs[0];
+    }
+    let n = &key.nodes[node];
+    let laid_out = match &n.kind {
+        GKind::Input { layout, .. } => {
+            let rows_row_major = layout.strides.ends_with(&[k, 1]);
+            let row_major = layout.is_row_major(&n.shape) || (shared && rows_row_major);
+            row_major && layout.offset.is_multiple_of(4)
+        }
+        GKind::Op { .. } => stored(node),
+    };
+    (n.dtype == crate::DType::F32 && k.is_multiple_of(4) && laid_out).then_some(node)
+}

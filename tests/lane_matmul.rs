@@ -1,0 +1,149 @@
+//! The lane matmul reading its left operand in place (lavapipe's matmul),
+//! four K values a load where A lies row-major in memory: values against
+//! f64 loops written here (`common::matmul_f64`), and which read each
+//! product's kernel made, from its dumped plan.
+
+mod common;
+
+use lazywgpu::{Device, DeviceConfig, MatmulChoice, Tensor};
+
+/// A device that uses the lane matmul and dumps its kernels into a
+/// directory of its own (`None`: no GPU adapter; `common::gpu` fails the
+/// test instead under `LAZYWGPU_REQUIRE_GPU=1`).
+fn lane_device(tag: &str) -> Option<(Device, std::path::PathBuf)> {
+    common::gpu()?;
+    let dir = std::env::temp_dir().join(format!("lazywgpu-lane-{tag}-{}", std::process::id()));
+    std::fs::remove_dir_all(&dir).ok();
+    let config = DeviceConfig {
+        matmul: Some(MatmulChoice::Lanes),
+        dump_dir: Some(dir.clone()),
+        ..DeviceConfig::default()
+    };
+    Some((Device::gpu_with(config).expect("a GPU device"), dir))
+}
+
+/// How the dumped lane matmul read A, which these sizes make it read in
+/// place: `Some(true)` four K values a load, `Some(false)` one at a time;
+/// `None` where the lane kernel cannot run (an adapter without one fixed
+/// subgroup size computes with another kernel).
+fn a_read_four_at_a_time(dir: &std::path::Path) -> Option<bool> {
+    let plans = common::dumped_plans(dir);
+    let plan = plans.iter().find(|p| p.contains("kernel: Lanes"))?;
+    assert!(plan.contains("a_in_place: true"), "A was packed:\n{plan}");
+    Some(plan.lines().any(|l| l.contains(": f32x4 = read n")))
+}
+
+/// Checks the product `got` of `a` ([bsz, m, k] as the product reads it)
+/// and `b` ([k, n], or [bsz, k, n] where `b_batched`) against f64 loops.
+fn check(got: &[f32], a: &[f32], b: &[f32], dims: (usize, usize, usize, usize), b_batched: bool) {
+    let (bsz, m, k, n) = dims;
+    let want: Vec<f32> = if b_batched {
+        (0..bsz)
+            .flat_map(|i| {
+                let a = &a[i * m * k..(i + 1) * m * k];
+                common::matmul_f64(a, &b[i * k * n..(i + 1) * k * n], (1, m, k, n))
+            })
+            .collect()
+    } else {
+        common::matmul_f64(a, b, dims)
+    };
+    common::assert_close(got, &want, 1e-4, 1e-4, "lane matmul, A in place");
+}
+
+/// A row-major window of a stored matrix (offset 4 rows of 1024), large
+/// enough to be read in place: four K values a load.
+#[test]
+fn a_window_of_a_stored_matrix_is_read_four_values_a_load() {
+    let Some((dev, dir)) = lane_device("window") else {
+        return;
+    };
+    let (m, k, n) = (1024, 1024, 20);
+    let whole = common::data((m + 6) * k, 1);
+    let b = common::data(k * n, 2);
+    let a = Tensor::from_vec(whole.clone(), [m + 6, k], &dev).unwrap();
+    let a = a.slice(0, 4, 4 + m, 1);
+    let got = a.matmul(&Tensor::from_vec(b.clone(), [k, n], &dev).unwrap());
+    let got = got.to_vec::<f32>().unwrap();
+    check(&got, &whole[4 * k..(4 + m) * k], &b, (1, m, k, n), false);
+    if let Some(vec4) = a_read_four_at_a_time(&dir) {
+        assert!(vec4, "A was read one value a load");
+    }
+    std::fs::remove_dir_all(&dir).ok();
+}
+
+/// One matrix broadcast over a batch (read once per entry) is read four
+/// values a load; a batch of stored matrices one value a load, though
+/// each entry's rows start a group of four (their contraction is often a
+/// sequence length, which changes: the kernel stays one over lengths).
+#[test]
+fn broadcast_operands_are_read_four_values_a_load_batched_ones_one() {
+    for (tag, broadcast) in [("batched", false), ("broadcast", true)] {
+        let Some((dev, dir)) = lane_device(tag) else {
+            return;
+        };
+        // One matrix read by every entry is read in place from 4 MiB, a
+        // batch of them from 256 KiB (`kernel::lane_packing`).
+        let m = if broadcast { 1025 } else { 97 };
+        let (bsz, k, n) = (3, 1024, 12);
+        let a_rows = if broadcast { m } else { bsz * m };
+        let a_data = common::data(a_rows * k, 3);
+        let b = common::data(bsz * k * n, 4);
+        let a = if broadcast {
+            let a = Tensor::from_vec(a_data.clone(), [m, k], &dev).unwrap();
+            a.unsqueeze(0).expand([bsz, m, k])
+        } else {
+            Tensor::from_vec(a_data.clone(), [bsz, m, k], &dev).unwrap()
+        };
+        let got = a.matmul(&Tensor::from_vec(b.clone(), [bsz, k, n], &dev).unwrap());
+        let got = got.to_vec::<f32>().unwrap();
+        let a_full: Vec<f32> = if broadcast {
+            a_data.repeat(bsz)
+        } else {
+            a_data
+        };
+        check(&got, &a_full, &b, (bsz, m, k, n), true);
+        if let Some(vec4) = a_read_four_at_a_time(&dir) {
+            assert_eq!(vec4, broadcast, "{tag}: A read four values a load");
+        }
+        std::fs::remove_dir_all(&dir).ok();
+    }
+}
+
+/// A computed earlier in the step (a softmax, stored by its own kernel),
+/// and a K that is not a multiple of four (rows do not start groups of
+/// four: read one value a load).
+#[test]
+fn stored_results_and_odd_contractions_read_in_place() {
+    let Some((dev, dir)) = lane_device("softmax") else {
+        return;
+    };
+    let (m, k, n) = (1024, 1024, 8);
+    let x = common::data(m * k, 5);
+    let b = common::data(k * n, 6);
+    let a = Tensor::from_vec(x, [m, k], &dev).unwrap().softmax(-1);
+    // Read after the product, which reads the softmax from where its own
+    // kernel stored it in the same step.
+    let got = a.matmul(&Tensor::from_vec(b.clone(), [k, n], &dev).unwrap());
+    let got = got.to_vec::<f32>().unwrap();
+    check(&got, &a.to_vec::<f32>().unwrap(), &b, (1, m, k, n), false);
+    if let Some(vec4) = a_read_four_at_a_time(&dir) {
+        assert!(vec4, "a stored softmax was read one value a load");
+    }
+    std::fs::remove_dir_all(&dir).ok();
+
+    let Some((dev, dir)) = lane_device("odd-k") else {
+        return;
+    };
+    let (m, k, n) = (1024, 1027, 8);
+    let a = common::data(m * k, 7);
+    let b = common::data(k * n, 8);
+    let got = Tensor::from_vec(a.clone(), [m, k], &dev)
+        .unwrap()
+        .matmul(&Tensor::from_vec(b.clone(), [k, n], &dev).unwrap());
+    let got = got.to_vec::<f32>().unwrap();
+    check(&got, &a, &b, (1, m, k, n), false);
+    if let Some(vec4) = a_read_four_at_a_time(&dir) {
+        assert!(!vec4, "K = 1027 was read four values a load");
+    }
+    std::fs::remove_dir_all(&dir).ok();
+}
