@@ -147,3 +147,72 @@ fn stored_results_and_odd_contractions_read_in_place() {
     }
     std::fs::remove_dir_all(&dir).ok();
 }
+
+/// Operands that must be read one value a load: a matrix shared by the
+/// batch that is a reshape of a column window (its rows are not the
+/// window's rows), a window starting off a group of four, and a value B
+/// reads in place as well (`x @ x.T`: one way of reading it, the bindings
+/// the plan counted).
+#[test]
+fn operands_not_laid_out_in_groups_of_four_are_read_one_value_a_load() {
+    let Some((dev, dir)) = lane_device("reshaped-window") else {
+        return;
+    };
+    // [2048, 1024] stored, its first 512 columns as a [1024, 1024] matrix
+    // shared by a batch of 3.
+    let (bsz, m, k, n) = (3, 1024, 1024, 8);
+    let whole = common::data(2048 * 1024, 9);
+    let b = common::data(bsz * k * n, 10);
+    let x = Tensor::from_vec(whole.clone(), [2048, 1024], &dev).unwrap();
+    let a = x.slice(1, 0, 512, 1).reshape([m, k]);
+    let got = a.matmul(&Tensor::from_vec(b.clone(), [bsz, k, n], &dev).unwrap());
+    let got = got.to_vec::<f32>().unwrap();
+    let window: Vec<f32> = (0..2048)
+        .flat_map(|r| whole[r * 1024..r * 1024 + 512].to_vec())
+        .collect();
+    check(&got, &window.repeat(bsz), &b, (bsz, m, k, n), true);
+    if let Some(vec4) = a_read_four_at_a_time(&dir) {
+        assert!(
+            !vec4,
+            "a reshaped column window was read four values a load"
+        );
+    }
+    std::fs::remove_dir_all(&dir).ok();
+
+    // Offset 2: rows start two elements past a group of four.
+    let Some((dev, dir)) = lane_device("offset-2") else {
+        return;
+    };
+    let (m, k, n) = (1024, 1024, 8);
+    let flat = common::data(m * k + 2, 11);
+    let b = common::data(k * n, 12);
+    let a = Tensor::from_vec(flat.clone(), [m * k + 2], &dev).unwrap();
+    let a = a.narrow(0, 2, m * k).reshape([m, k]);
+    let got = a.matmul(&Tensor::from_vec(b.clone(), [k, n], &dev).unwrap());
+    let got = got.to_vec::<f32>().unwrap();
+    check(&got, &flat[2..], &b, (1, m, k, n), false);
+    if let Some(vec4) = a_read_four_at_a_time(&dir) {
+        assert!(!vec4, "rows at offset 2 were read four values a load");
+    }
+    std::fs::remove_dir_all(&dir).ok();
+
+    // x @ x.T with few rows, x computed in the step (a softmax): B, a
+    // view of the same value, is read in place too.
+    let Some((dev, dir)) = lane_device("x-xt") else {
+        return;
+    };
+    let (m, k) = (16, 65_536);
+    let y = Tensor::from_vec(common::data(m * k, 13), [m, k], &dev).unwrap();
+    let x = y.softmax(-1) * 1000.0;
+    let got = x.matmul(&x.t()).to_vec::<f32>().unwrap();
+    let xs = x.to_vec::<f32>().unwrap();
+    let xt: Vec<f32> = (0..k * m).map(|e| xs[(e % m) * k + e / m]).collect();
+    check(&got, &xs, &xt, (1, m, k, m), false);
+    let plans = common::dumped_plans(&dir);
+    if let Some(plan) = plans.iter().find(|p| p.contains("kernel: Lanes")) {
+        let b_in_place = plan.contains("b_in_place: true");
+        let vec4 = plan.contains(": f32x4 = read n");
+        assert!(b_in_place && !vec4, "x read two ways, or B packed:\n{plan}");
+    }
+    std::fs::remove_dir_all(&dir).ok();
+}

@@ -79,11 +79,12 @@ pub(super) fn source_elements(key: &GraphKey, node: usize) -> usize {
 }
 
 /// How a lane matmul reads A (see `AOperand`), given the site's
-/// precedent tile (`kept`: which read it chose at the site's first sizes).
+/// precedent tile (`kept`: which read it chose at the site's first sizes)
+/// and whether the kernel reads B in place.
 pub(super) fn a_operand(
     key: &GraphKey,
     stored: &dyn Fn(usize) -> bool,
-    (d, batch): (&MatmulDims, usize),
+    (d, batch, b_in_place): (&MatmulDims, usize, bool),
     kept: &LaneTile,
 ) -> AOperand {
     // An expand that is itself stored is read as it is: its source may
@@ -112,8 +113,11 @@ pub(super) fn a_operand(
     // holds only for a K divisible by four, so each step would otherwise
     // compile again where the length's remainder changes.
     let scalar_precedent = kept.a_in_place && !kept.a_vec4;
+    // A value that B reads in place too (`x @ x.T`) is read one way, so
+    // that it takes the bindings the plan counted for it.
+    let b_reads = |v: usize| b_in_place && read_source(key, d.b) == read_source(key, v);
     let vec4 = a_reads_vec4(key, stored, node, (d.k, a_batch != batch))
-        .filter(|_| in_place && !scalar_precedent && a_batch == 1);
+        .filter(|&v| in_place && !scalar_precedent && a_batch == 1 && !b_reads(v));
     AOperand {
         node,
         batch: a_batch,
@@ -127,7 +131,8 @@ pub(super) fn a_operand(
 /// A is f32, K a multiple of four, and `node` (past reshapes, which keep
 /// the order of elements) is a stored value read as it lies in memory,
 /// row-major from an offset divisible by four (so that every row starts
-/// a group of four); of a matrix `shared` by the batch (read as entry 0),
+/// a group of four); of a matrix `shared` by the batch (read as entry 0)
+/// and reached through no reshape (so that its last two dims are A's),
 /// its rows.
 /// On lavapipe a storage-buffer load inside a loop is a loop over the
 /// lanes (a branch and a bounds test per lane), one per load: one `vec4`
@@ -137,9 +142,10 @@ pub(super) fn a_operand(
 fn a_reads_vec4(
     key: &GraphKey,
     stored: &dyn Fn(usize) -> bool,
-    mut node: usize,
+    a: usize,
     (k, shared): (usize, bool),
 ) -> Option<usize> {
+    let mut node = a;
     while !stored(node)
         && let GKind::Op {
             op: Op::Reshape, ..
@@ -151,7 +157,8 @@ fn a_reads_vec4(
     let laid_out = match &n.kind {
         GKind::Input { layout, .. } => {
             let rows_row_major = layout.strides.ends_with(&[k, 1]);
-            let row_major = layout.is_row_major(&n.shape) || (shared && rows_row_major);
+            let rows_are_a = shared && node == a && rows_row_major;
+            let row_major = layout.is_row_major(&n.shape) || rows_are_a;
             row_major && layout.offset.is_multiple_of(4)
         }
         GKind::Op { .. } => stored(node),

@@ -171,7 +171,7 @@ fn geometry(
         batch: a_batch,
         in_place: a_in_place,
         vec4: a_vec4,
-    } = a_operand(key, stored, (&d, batch), &tile);
+    } = a_operand(key, stored, (&d, batch, b_in_place), &tile);
     let max = adapter.max_texture;
     // A's row blocks hold whole workgroup row tiles, B's column blocks
     // whole workgroup column tiles: a workgroup reads one layer of each.
