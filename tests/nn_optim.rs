@@ -171,6 +171,45 @@ fn dropout_zeroes_about_p_and_scales_the_rest() {
     }
 }
 
+/// A dropout mask read by the forward pass and by its gradient in one
+/// step is drawn once (written by a kernel of its own, which runs before
+/// its readers): one kernel draws random numbers. Values: the gradient
+/// is the mask over `1 - p`, as the CPU reference draws it.
+#[test]
+fn a_dropout_mask_read_forward_and_backward_is_drawn_once() {
+    let Some(_) = common::gpu() else { return };
+    let dir = std::env::temp_dir().join(format!("lazywgpu-mask-{}", std::process::id()));
+    std::fs::remove_dir_all(&dir).ok();
+    let config = lazywgpu::DeviceConfig {
+        dump_dir: Some(dir.clone()),
+        ..Default::default()
+    };
+    let gpu = Device::gpu_with(config).unwrap();
+    let grads = |dev: &Device| -> (Vec<f32>, f32) {
+        dev.manual_seed(5);
+        let x = Tensor::from_vec(common::data(64 * 300, 1), [64, 300], dev).unwrap();
+        x.requires_grad_(true);
+        let y = nn::Dropout::new(0.3).forward(&(&x * 2.0)).sum_all();
+        y.backward();
+        dev.mark_step().unwrap();
+        (x.grad().unwrap().to_vec().unwrap(), y.item().unwrap())
+    };
+    let (got, got_sum) = grads(&gpu);
+    let (want, want_sum) = grads(&Device::cpu());
+    assert_eq!(got, want, "the gradient's mask");
+    assert!((got_sum - want_sum).abs() <= 1e-3 * want_sum.abs().max(1.0));
+    assert!(
+        got.iter()
+            .all(|&g| g == 0.0 || (g - 2.0 / 0.7).abs() < 1e-5)
+    );
+    let drawing = common::dumped_plans(&dir)
+        .iter()
+        .filter(|p| p.contains("rng_uniform"))
+        .count();
+    assert_eq!(drawing, 1, "kernels drawing random numbers");
+    std::fs::remove_dir_all(&dir).ok();
+}
+
 #[test]
 fn default_init_is_bounded_by_one_over_sqrt_fan_in() {
     let dev = Device::cpu();

@@ -30,7 +30,7 @@ pub(crate) use split::{Lowered, lower_for_gpu};
 use crate::graph::op::Op;
 use crate::graph::{GKind, GraphKey};
 use crate::shape::numel;
-use written::written_nodes;
+use written::{Written, written_nodes};
 
 /// What a kernel computes.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -101,7 +101,10 @@ pub(super) fn index_preserving(op: &Op) -> bool {
 /// `max_outputs` bounds the outputs per kernel so that bindings stay under
 /// the adapter's storage-buffer limit.
 pub(crate) fn schedule(key: &GraphKey, max_outputs: usize) -> Schedule {
-    let written = written_nodes(key);
+    let Written {
+        nodes: written,
+        draws,
+    } = written_nodes(key);
     let epilogue_of = if key.fused {
         epilogues(key, &written)
     } else {
@@ -109,7 +112,13 @@ pub(crate) fn schedule(key: &GraphKey, max_outputs: usize) -> Schedule {
     };
     let write_root = roots_read_elsewhere(key, &written, &epilogue_of);
     Schedule {
-        kernels: group_kernels(key, &written, &epilogue_of, &write_root, max_outputs),
+        kernels: group_kernels(
+            key,
+            (&written, &draws),
+            &epilogue_of,
+            &write_root,
+            max_outputs,
+        ),
     }
 }
 
@@ -180,13 +189,14 @@ fn roots_read_elsewhere(
         .collect()
 }
 
-/// The kernels, in graph order: one per kernel root (with its epilogue
-/// nodes), and written elementwise nodes joined into the latest kernel of
-/// the same element count that they may follow (after every root they
-/// read), up to `max_outputs` outputs a kernel.
+/// The kernels, in graph order after those of the written random `draws`:
+/// one per kernel root (with its epilogue nodes), and written elementwise
+/// nodes joined into the latest kernel of the same element count that
+/// they may follow (after every root they read), up to `max_outputs`
+/// outputs a kernel.
 fn group_kernels(
     key: &GraphKey,
-    written: &[bool],
+    (written, draws): (&[bool], &[usize]),
     epilogue_of: &[Option<usize>],
     read_elsewhere: &[bool],
     max_outputs: usize,
@@ -197,7 +207,7 @@ fn group_kernels(
     let mut root_kernel: Vec<Option<usize>> = vec![None; count];
     // The first kernel index a node may join: after every root it needs.
     let mut earliest = vec![0usize; count];
-    for i in 0..count {
+    for i in draws_first(count, draws) {
         earliest[i] = nodes[i]
             .inputs
             .iter()
@@ -263,6 +273,16 @@ fn group_kernels(
         }
     }
     kernels
+}
+
+/// The order `group_kernels` visits nodes in: the written random draws
+/// first (they read no root), then every other node in graph order.
+fn draws_first(count: usize, draws: &[usize]) -> impl Iterator<Item = usize> + '_ {
+    let mut drawn = vec![false; count];
+    for &d in draws {
+        drawn[d] = true;
+    }
+    (draws.iter().copied()).chain((0..count).filter(move |&i| !drawn[i]))
 }
 
 /// Which kernel roots a node reaches, summarised so that combining two

@@ -9,10 +9,22 @@ use crate::graph::op::Op;
 use crate::graph::{GKind, GraphKey};
 use crate::shape::numel;
 
+/// Which nodes are written to memory (see `written_nodes`).
+pub(super) struct Written {
+    /// Per node: whether it is written.
+    pub nodes: Vec<bool>,
+    /// The written random draws (`realize_shared_draws`), in node order:
+    /// they read no root, so their kernels run first and every kernel
+    /// that reads them loads them.
+    pub draws: Vec<usize>,
+}
+
 /// Which nodes are written to memory: the outputs; unfused, every
-/// computed node; fused, also the computed operands of matmuls.
-pub(super) fn written_nodes(key: &GraphKey) -> Vec<bool> {
+/// computed node; fused, also the computed operands of matmuls, random
+/// draws read more than once, and others that pay (below).
+pub(super) fn written_nodes(key: &GraphKey) -> Written {
     let mut written = vec![false; key.nodes.len()];
+    let mut draws = Vec::new();
     for &o in &key.outputs {
         written[o] = true;
     }
@@ -27,10 +39,14 @@ pub(super) fn written_nodes(key: &GraphKey) -> Vec<bool> {
     } else {
         realize_matmul_operands(key, &mut written);
         realize_scatters(key, &mut written);
+        draws = realize_shared_draws(key, &mut written);
         realize_merges_of_dying_roots(key, &mut written);
         realize_operands_of_row_passes(key, &mut written);
     }
-    written
+    Written {
+        nodes: written,
+        draws,
+    }
 }
 
 /// The fewest distinct stored values from which an operand read in
@@ -227,6 +243,68 @@ fn realize_scatters(key: &GraphKey, written: &mut [bool]) {
     }
 }
 
+/// Marks written the value of a random draw that more than one node
+/// reads: the draw itself, or the first value computed from it alone
+/// (with constants) that has several readers, such as dropout's mask,
+/// read by the forward select and again by the gradient's. Inlined, each
+/// reader draws again: ten Philox rounds of 16-bit multiplications an
+/// element, which made the MNIST CNN's dropout gradient (fused with the
+/// max-pool's and relu's, so drawn at each of a window's four elements)
+/// 11 % of its step on lavapipe. Written once, each reader loads it, as
+/// PyTorch keeps the mask. Returns the nodes it marks, in node order.
+fn realize_shared_draws(key: &GraphKey, written: &mut [bool]) -> Vec<usize> {
+    let nodes = &key.nodes;
+    let mut readers: Vec<Vec<usize>> = vec![Vec::new(); nodes.len()];
+    for (n, node) in nodes.iter().enumerate() {
+        for &i in &node.inputs {
+            if readers[i].last() != Some(&n) {
+                readers[i].push(n);
+            }
+        }
+    }
+    // A node is constant when it reads nothing but views of scalars.
+    let constant = |mut n: usize| loop {
+        match op_of(key, n) {
+            Some(Op::Scalar) => return true,
+            Some(op) if op.is_movement() && nodes[n].inputs.len() == 1 => n = nodes[n].inputs[0],
+            _ => return false,
+        }
+    };
+    let mut marked = Vec::new();
+    let elementwise = |n: usize| {
+        matches!(
+            op_of(key, n),
+            Some(Op::Unary(_) | Op::Binary(_) | Op::Cast(_) | Op::Where)
+        )
+    };
+    for (r, node) in nodes.iter().enumerate() {
+        if !matches!(
+            node.kind,
+            GKind::Op {
+                op: Op::Rand { .. },
+                ..
+            }
+        ) {
+            continue;
+        }
+        // Down the chain of single readers that compute from the draw and
+        // constants only (each node is on at most one draw's chain).
+        let mut n = r;
+        while let [next] = readers[n][..]
+            && elementwise(next)
+            && nodes[next].inputs.iter().all(|&i| i == n || constant(i))
+        {
+            n = next;
+        }
+        if readers[n].len() > 1 && !written[n] {
+            written[n] = true;
+            marked.push(n);
+        }
+    }
+    marked.sort_unstable();
+    marked
+}
+
 /// Marks as written the computed values that a matmul reads. A matmul
 /// loads each operand element once per tile of the other side (N/64 times
 /// for the left operand), so elementwise work inlined into its loads is
@@ -324,7 +402,7 @@ mod tests {
     fn written_ops(outputs: &[&Tensor]) -> Vec<Op> {
         let nodes: Vec<_> = outputs.iter().map(|t| t.node()).collect();
         let key = Graph::collect(&nodes, true).key;
-        let written = written_nodes(&key);
+        let written = written_nodes(&key).nodes;
         (0..key.nodes.len())
             .filter(|&n| written[n] && !key.outputs.contains(&n))
             .filter_map(|n| op_of(&key, n).cloned())
@@ -342,6 +420,37 @@ mod tests {
         let h = x.conv2d(&w3, Some(&b), (1, 1), (1, 1), (1, 1));
         let skip = x.conv2d(&w1, Some(&b), (1, 1), (0, 0), (1, 1));
         (h, skip)
+    }
+
+    #[test]
+    fn a_random_mask_read_twice_is_written_once_and_first() {
+        let dev = Device::cpu_with(DeviceConfig::default());
+        let x = input(&[4, 6], &dev);
+        let keep = Tensor::rand([4, 6], &dev).ge(0.3);
+        // Read by two selects: the mask is written, not the draw.
+        let (a, b) = (
+            keep.where_cond(&x, 0.0f32),
+            keep.where_cond(&x * 2.0, 1.0f32),
+        );
+        let (sa, sb) = (a.sum_all(), b.max_all());
+        assert_eq!(written_ops(&[&sa, &sb]), vec![Op::Binary(BinaryOp::Ge)]);
+        let key = Graph::collect(&[sa.node(), sb.node()], true).key;
+        let kernels = super::super::schedule(&key, 8).kernels;
+        let first = &kernels[0];
+        assert!(
+            first.kind == super::super::KernelKind::Elementwise
+                && first
+                    .outputs
+                    .iter()
+                    .all(|&o| op_of(&key, o) == Some(&Op::Binary(BinaryOp::Ge))),
+            "{kernels:?}"
+        );
+        // Read once (through a chain of its own): drawn where it is read.
+        let once = Tensor::rand([4, 6], &dev)
+            .ge(0.3)
+            .where_cond(&x, 0.0f32)
+            .sum_all();
+        assert_eq!(written_ops(&[&once]), vec![]);
     }
 
     #[test]
