@@ -189,8 +189,8 @@ fn roots_read_elsewhere(
         .collect()
 }
 
-/// The kernels, in graph order after those of the written random `draws`:
-/// one per kernel root (with its epilogue nodes), and written elementwise
+/// The kernels, in graph order (the written random `draws` moved to
+/// before their first reader, `visiting_order`): one per kernel root (with its epilogue nodes), and written elementwise
 /// nodes joined into the latest kernel of the same element count that
 /// they may follow (after every root they read), up to `max_outputs`
 /// outputs a kernel.
@@ -207,7 +207,7 @@ fn group_kernels(
     let mut root_kernel: Vec<Option<usize>> = vec![None; count];
     // The first kernel index a node may join: after every root it needs.
     let mut earliest = vec![0usize; count];
-    for i in draws_first(count, draws) {
+    for i in visiting_order(key, draws) {
         earliest[i] = nodes[i]
             .inputs
             .iter()
@@ -275,14 +275,51 @@ fn group_kernels(
     kernels
 }
 
-/// The order `group_kernels` visits nodes in: the written random draws
-/// first (they read no root), then every other node in graph order.
-fn draws_first(count: usize, draws: &[usize]) -> impl Iterator<Item = usize> + '_ {
-    let mut drawn = vec![false; count];
+/// The order `group_kernels` visits nodes in: graph order, each written
+/// random draw (which reads no root) moved to just before the first
+/// kernel that may read it, so that its readers load it and it is held
+/// no longer than they need (a checkpointed block's mask is drawn with
+/// its recomputation, not at the start of the step). That kernel is
+/// placed at a reader's node, or at the last root the reader depends on
+/// (whose epilogue may compute the reader), whichever is first.
+fn visiting_order(key: &GraphKey, draws: &[usize]) -> Vec<usize> {
+    let nodes = &key.nodes;
+    let count = nodes.len();
+    let mut is_draw = vec![false; count];
     for &d in draws {
-        drawn[d] = true;
+        is_draw[d] = true;
     }
-    (draws.iter().copied()).chain((0..count).filter(move |&i| !drawn[i]))
+    // Per node: the last kernel root it depends on (one topological pass).
+    let mut last_root: Vec<Option<usize>> = vec![None; count];
+    let mut anchor: Vec<usize> = vec![usize::MAX; count];
+    for i in 0..count {
+        for &j in &nodes[i].inputs {
+            let root = if is_root(key, j) {
+                Some(j)
+            } else {
+                last_root[j]
+            };
+            last_root[i] = last_root[i].max(root);
+        }
+        for &j in &nodes[i].inputs {
+            if is_draw[j] {
+                anchor[j] = anchor[j].min(last_root[i].unwrap_or(i));
+            }
+        }
+    }
+    let mut before: Vec<Vec<usize>> = vec![Vec::new(); count];
+    for &d in draws {
+        // A draw nothing reads (an output read twice by outputs) stays.
+        before[anchor[d].min(d)].push(d);
+    }
+    let mut order = Vec::with_capacity(count);
+    for i in 0..count {
+        order.extend_from_slice(&before[i]);
+        if !is_draw[i] {
+            order.push(i);
+        }
+    }
+    order
 }
 
 /// Which kernel roots a node reaches, summarised so that combining two
