@@ -157,6 +157,20 @@ fn epilogues(key: &GraphKey, written: &[bool]) -> Vec<Option<usize>> {
     epilogue_of
 }
 
+/// Per node: the nodes that read it, each once, in graph order.
+pub(super) fn readers_of(key: &GraphKey) -> Vec<Vec<usize>> {
+    let mut readers: Vec<Vec<usize>> = vec![Vec::new(); key.nodes.len()];
+    for (n, node) in key.nodes.iter().enumerate() {
+        for &i in &node.inputs {
+            // All of `n`'s pushes happen here: a repeat is the last entry.
+            if readers[i].last() != Some(&n) {
+                readers[i].push(n);
+            }
+        }
+    }
+    readers
+}
+
 /// Per node: whether it is a kernel root whose value some consumer needs
 /// other than from the register of its own kernel (see
 /// `readers_outside_kernel`), or whose kernel works in its output
@@ -167,12 +181,7 @@ fn roots_read_elsewhere(
     epilogue_of: &[Option<usize>],
 ) -> Vec<bool> {
     let count = key.nodes.len();
-    let mut consumers: Vec<Vec<usize>> = vec![Vec::new(); count];
-    for (i, n) in key.nodes.iter().enumerate() {
-        for &j in &n.inputs {
-            consumers[j].push(i);
-        }
-    }
+    let consumers = readers_of(key);
     let readers = readers_outside_kernel(key, &consumers, written, epilogue_of);
     (0..count)
         .map(|r| {

@@ -4,7 +4,7 @@
 //! computed operands, scatter-adds, a merge of roots that would otherwise
 //! be held until the backward pass). Each rule is one pass over the graph.
 
-use super::{index_preserving, is_root, op_of};
+use super::{index_preserving, is_root, op_of, readers_of};
 use crate::graph::op::Op;
 use crate::graph::{GKind, GraphKey};
 use crate::shape::numel;
@@ -245,7 +245,7 @@ fn realize_scatters(key: &GraphKey, written: &mut [bool]) {
 
 /// Marks written the value of a random draw that more than one node
 /// reads: the draw itself, or the first value computed from it alone
-/// (with constants) that has several readers, such as dropout's mask,
+/// (with constants or positions) that has several readers, such as dropout's mask,
 /// read by the forward select and again by the gradient's. Inlined, each
 /// reader draws again: ten Philox rounds of 16-bit multiplications an
 /// element, which made the MNIST CNN's dropout gradient (fused with the
@@ -254,22 +254,10 @@ fn realize_scatters(key: &GraphKey, written: &mut [bool]) {
 /// PyTorch keeps the mask. Returns the nodes it marks, in node order.
 fn realize_shared_draws(key: &GraphKey, written: &mut [bool]) -> Vec<usize> {
     let nodes = &key.nodes;
-    let mut readers: Vec<Vec<usize>> = vec![Vec::new(); nodes.len()];
-    for (n, node) in nodes.iter().enumerate() {
-        for &i in &node.inputs {
-            if readers[i].last() != Some(&n) {
-                readers[i].push(n);
-            }
-        }
-    }
-    // A node is constant when it reads nothing but views of scalars.
-    let constant = |mut n: usize| loop {
-        match op_of(key, n) {
-            Some(Op::Scalar) => return true,
-            Some(op) if op.is_movement() && nodes[n].inputs.len() == 1 => n = nodes[n].inputs[0],
-            _ => return false,
-        }
-    };
+    let readers = readers_of(key);
+    // Values of the element's position alone (scalars among them): a
+    // draw combined with them is still a draw's worth of work.
+    let positional = positional_nodes(key);
     let mut marked = Vec::new();
     let elementwise = |n: usize| {
         matches!(
@@ -296,7 +284,7 @@ fn realize_shared_draws(key: &GraphKey, written: &mut [bool]) -> Vec<usize> {
         while !written[n]
             && let [next] = readers[n][..]
             && elementwise(next)
-            && nodes[next].inputs.iter().all(|&i| i == n || constant(i))
+            && nodes[next].inputs.iter().all(|&i| i == n || positional[i])
         {
             n = next;
         }
