@@ -133,15 +133,18 @@ pub(super) fn strided_within(
         unroll,
         body,
     });
-    if !len.is_multiple_of(step) {
-        let r = Expr::arith(Arith::Add, first.clone(), Expr::U32((full * step) as u64));
-        let r = g.emit("rr", Ty::U32, r);
-        let tail = g.block(|g| unit(g, r.clone()));
-        g.push(Inst::If {
-            cond: uarith(Arith::Lt, r, len),
-            body: tail,
-        });
-    }
+    // The tail is there even where `len` is a whole number of steps (its
+    // test then never holds): the kernel's structure does not depend on
+    // `len % step`, so a length that changes between steps binds the
+    // same generic kernel (a GPT step's loss sum compiled again when the
+    // sequence length made it a multiple of its workgroup).
+    let r = Expr::arith(Arith::Add, first.clone(), Expr::U32((full * step) as u64));
+    let r = g.emit("rr", Ty::U32, r);
+    let tail = g.block(|g| unit(g, r.clone()));
+    g.push(Inst::If {
+        cond: uarith(Arith::Lt, r, len),
+        body: tail,
+    });
 }
 
 /// Pushes `body`, inside `if cond` where `needed` (an element past a

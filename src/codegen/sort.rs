@@ -22,9 +22,18 @@ use crate::kernel::Entry;
 use crate::kernel::ir::{Arith, Buffer, Expr, Inst, Ty, Var};
 use crate::shape::numel;
 
-/// Invocations of a line's workgroup at most: long lines share each
-/// step's pairs among 256.
+/// Invocations of a line's workgroup: lines of more than
+/// `2 * SMALL_SORT_PAIRS` elements share each step's pairs among 256.
 const SORT_WORKGROUP: usize = 256;
+
+/// Comparators a step up to which a line's workgroup has one invocation
+/// per comparator (a short line's workgroup of 256 would idle). Above
+/// it the workgroup is `SORT_WORKGROUP` whatever the length, so that a
+/// length that changes between steps (an embedding gradient's token
+/// count) keeps the kernel's structure and binds its generic kernel: with
+/// one invocation per comparator up to 256, 17 x 12 tokens compiled
+/// again after 64 x 12.
+const SMALL_SORT_PAIRS: usize = 32;
 
 /// The kernel of `Sort { axis, descending, run }` at `root` (which it
 /// writes, as `i32` indices along `axis`, and no epilogue): its entry,
@@ -111,7 +120,11 @@ impl SortLine {
         let padded = len.next_power_of_two();
         let stages = padded.trailing_zeros() as usize;
         let pairs = padded / 2;
-        let wg = pairs.clamp(1, SORT_WORKGROUP);
+        let wg = if pairs <= SMALL_SORT_PAIRS {
+            pairs.max(1)
+        } else {
+            SORT_WORKGROUP
+        };
         // Lavapipe's loop limit counts every iteration of the invocation:
         // the identity loop and each step's pair loop share it (the stage
         // and step loops' few hundred come from the fixed allowance).

@@ -178,7 +178,9 @@ pub(crate) fn vectorizable(
                 | Op::Pad(_)
                 | Op::Flip(_)
                 | Op::Gather(_)
-                | Op::ScatterAdd(_) => Some(false),
+                | Op::ScatterAdd(_)
+                | Op::SortedScatterAdd(_)
+                | Op::SortedStarts => Some(false),
                 Op::Expand => Some(numel(&nodes[node.inputs[0]].shape) == 1),
                 Op::Unary(_) | Op::Binary(_) | Op::Where | Op::Cast(_) | Op::Reshape => None,
             },

@@ -178,20 +178,7 @@ fn eval(op: &Op, dtype: DType, shape: &[usize], p: &[u32], inputs: &[&Arr]) -> A
     let dtype = dtype.compute();
     match op {
         Op::Scalar => Arr::from_bits(dtype, shape, vec![p[0]; n]),
-        Op::Arange => {
-            let bits: Vec<u32> = (0..n)
-                .map(|i| match dtype {
-                    DType::F32 => {
-                        (f32::from_bits(p[0]) + i as f32 * f32::from_bits(p[1])).to_bits()
-                    }
-                    DType::I32 => {
-                        (p[0] as i32).wrapping_add((i as i32).wrapping_mul(p[1] as i32)) as u32
-                    }
-                    _ => p[0].wrapping_add((i as u32).wrapping_mul(p[1])),
-                })
-                .collect();
-            Arr::from_bits(dtype, shape, bits)
-        }
+        Op::Arange => arange(dtype, shape, p),
         Op::Rand { normal } => {
             let bits = rng::stream([p[0], p[1], p[2], p[3]], n, *normal)
                 .map(f32::to_bits)
@@ -229,6 +216,9 @@ fn eval(op: &Op, dtype: DType, shape: &[usize], p: &[u32], inputs: &[&Arr]) -> A
         Op::Flip(axes) => indexing::flip(inputs[0], shape, axes, dtype),
         Op::Gather(axis) => indexing::gather(inputs[0], inputs[1], shape, *axis, dtype),
         Op::ScatterAdd(axis) => indexing::scatter_add(inputs, shape, *axis, dtype),
+        Op::SortedScatterAdd(_) | Op::SortedStarts => unreachable!(
+            "sorted scatters are a lowering for the GPU (schedule::split::sort_scatters); the CPU reference runs traced graphs only"
+        ),
         Op::Reduce { .. }
         | Op::Softmax { .. }
         | Op::Normalize { .. }
@@ -250,6 +240,18 @@ fn eval(op: &Op, dtype: DType, shape: &[usize], p: &[u32], inputs: &[&Arr]) -> A
             Arr::from_bits(dtype, shape, bits)
         }
     }
+}
+
+/// `Arange`'s `start + i * step` (`p[0]`, `p[1]`) at each element.
+fn arange(dtype: DType, shape: &[usize], p: &[u32]) -> Arr {
+    let bits: Vec<u32> = (0..numel(shape))
+        .map(|i| match dtype {
+            DType::F32 => (f32::from_bits(p[0]) + i as f32 * f32::from_bits(p[1])).to_bits(),
+            DType::I32 => (p[0] as i32).wrapping_add((i as i32).wrapping_mul(p[1] as i32)) as u32,
+            _ => p[0].wrapping_add((i as u32).wrapping_mul(p[1])),
+        })
+        .collect();
+    Arr::from_bits(dtype, shape, bits)
 }
 
 /// The values of a kernel root's op (reductions, softmax, the row norms,

@@ -192,6 +192,22 @@ pub enum Op {
     /// coordinates with coordinate `axis` replaced by `index[j]` (index
     /// shaped like `src`; out-of-range indices are dropped).
     ScatterAdd(usize),
+    /// `ScatterAdd` along `axis` of an index that varies along `axis`
+    /// alone (an embedding's or `index_add`'s gradient), from the index
+    /// sorted: the inputs are the base, the source, the source's
+    /// positions along `axis` in index order (a stable `Sort` of the
+    /// index) and `SortedStarts` of that order. Each output element sums
+    /// the source's slices its index names, a run of the order, in
+    /// ascending position as `ScatterAdd` does: the work follows the
+    /// source, not the source times the output's rows. Only in graphs
+    /// lowered for the GPU (`schedule::split::sort_scatters`).
+    SortedScatterAdd(usize),
+    /// `out[v]` (`v` in `0..=rows`, `i32`) is how many of the first
+    /// input's values (an `i32` line) are less than `v`, read through
+    /// the second input, the line's stable ascending order: where row
+    /// `v`'s run of the order starts. A binary search per element. Only
+    /// in graphs lowered for the GPU (`schedule::split::sort_scatters`).
+    SortedStarts,
     /// Reduction over `axes`; the output keeps them as size-1 dims. With
     /// `parts > 1` (only in graphs lowered for the GPU, see
     /// `schedule::split_reductions`) the reduced elements (numbered in row-major order of the
@@ -318,7 +334,7 @@ impl Op {
             Op::Pad(_) => "pad",
             Op::Flip(_) => "flip",
             Op::Gather(_) => "gather",
-            Op::ScatterAdd(_) => "scatter_add",
+            Op::ScatterAdd(_) | Op::SortedScatterAdd(_) | Op::SortedStarts => "scatter_add",
             Op::Softmax { log: false, .. } => "softmax",
             Op::Softmax { log: true, .. } => "log_softmax",
             Op::Matmul => "matmul",

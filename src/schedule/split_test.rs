@@ -238,3 +238,50 @@ fn a_long_sort_lowers_to_sorted_runs_and_a_merge_per_doubling() {
     assert_eq!(lowered.key.nodes[n - 1].inputs, vec![0, n - 2]);
     assert!(lowered.origin.iter().all(|&o| o < graph.key.nodes.len()));
 }
+
+/// Which scatter-adds lower through a sort (`sort_scatters`): an index
+/// broadcast along the other dims (`index_add`) over at least eight rows
+/// does, into the index's stable sort, where each row's run starts (one
+/// more than the rows), and the sum over runs; an index that varies
+/// along every dim, a few rows, and anomaly mode keep the scan.
+#[test]
+fn scatter_adds_of_an_axis_only_index_lower_through_a_sort() {
+    use crate::graph::op::Op;
+    let dev = Device::cpu();
+    let ids: Vec<i32> = (0..40).map(|t| t % 12).collect();
+    let src = Tensor::from_vec(vec![0.5f32; 40 * 6], [40, 6], &dev).expect("src");
+    let index_add = |rows: usize, checked: bool| {
+        let base = Tensor::zeros([rows, 6], &dev);
+        let ids = Tensor::from_vec(ids.clone(), [40], &dev).expect("ids");
+        let out = base.index_add(0, &ids, &src);
+        let mut key = crate::graph::Graph::collect(&[out.node()], true).key;
+        key.checked = checked;
+        key
+    };
+    let lowered_ops = |key: &crate::graph::GraphKey| {
+        ops_of(&super::lower_for_gpu(key, &Target::lavapipe()).key)
+            .into_iter()
+            .map(|(op, shape)| (op.name(), matches!(op, Op::ScatterAdd(_)), shape))
+            .collect::<Vec<_>>()
+    };
+    let sorted = lowered_ops(&index_add(12, false));
+    assert!(sorted.iter().all(|(_, scan, _)| !scan), "{sorted:?}");
+    let shapes: Vec<Vec<usize>> = sorted.iter().map(|(_, _, s)| s.clone()).collect();
+    assert!(
+        shapes.contains(&vec![13]) && shapes.contains(&vec![12, 6]),
+        "{sorted:?}"
+    );
+    assert!(
+        sorted
+            .iter()
+            .any(|(name, _, s)| *name == "argsort" && s == &vec![40])
+    );
+    for key in [index_add(7, false), index_add(12, true)] {
+        assert!(lowered_ops(&key).iter().any(|(_, scan, _)| *scan));
+    }
+    let full: Vec<i32> = (0..40 * 6).map(|k| k % 12).collect();
+    let full = Tensor::from_vec(full, [40, 6], &dev).expect("index");
+    let out = Tensor::zeros([12, 6], &dev).scatter_add(0, &full, &src);
+    let key = crate::graph::Graph::collect(&[out.node()], true).key;
+    assert!(lowered_ops(&key).iter().any(|(_, scan, _)| *scan));
+}

@@ -230,11 +230,13 @@ fn realize_merges_of_dying_roots(key: &GraphKey, written: &mut [bool]) {
 /// loop over 768 token ids an element) fed both the optimiser's update
 /// and the gradient norm's sum of squares, whose single kernel spent 4.9
 /// ms of a 7.5 ms step on an H200 recomputing it. Written once, each
-/// reader loads it.
+/// reader loads it. The same holds for the lowering of a sorted
+/// scatter-add (`split::sort_scatters`): its sum over a run, and the
+/// binary search that finds where each run starts.
 fn realize_scatters(key: &GraphKey, written: &mut [bool]) {
     for (n, node) in key.nodes.iter().enumerate() {
         if let GKind::Op {
-            op: Op::ScatterAdd(_),
+            op: Op::ScatterAdd(_) | Op::SortedScatterAdd(_) | Op::SortedStarts,
             ..
         } = &node.kind
         {

@@ -18,6 +18,7 @@ use crate::shape::{Layout, numel};
 
 mod assemble;
 mod movement;
+mod scatter;
 use super::source::CodegenContext;
 use super::wgsl::{UNIFORM_PARAMS_BYTES, unroll_for};
 pub(crate) use movement::{SplitOperand, SplitPart};

@@ -1,10 +1,10 @@
 //! Lowering of the ops that move elements: padding, flips, gathers,
-//! scatter-adds and strided views (their scatter back into a base), as
+//! scatter-adds (in `scatter.rs`) and strided views (their scatter back into a base), as
 //! index arithmetic in the kernel IR.
 
 use crate::graph::GKind;
 use crate::graph::op::Op;
-use crate::kernel::ir::{Arith, Check, Expr, Inst, Ty};
+use crate::kernel::ir::{Arith, Check, Expr, Ty};
 use crate::shape::{DimSteps, Layout, contiguous_strides, numel};
 
 use super::Gen;
@@ -67,6 +67,8 @@ impl Gen<'_> {
             Op::Flip(axes) => self.flip_value(n, axes, idx, vec),
             Op::Gather(axis) => self.gather_value(n, *axis, idx, vec),
             Op::ScatterAdd(axis) => self.scatter_add_value(n, *axis, idx),
+            Op::SortedScatterAdd(axis) => self.sorted_scatter_add_value(n, *axis, idx),
+            Op::SortedStarts => self.sorted_starts_value(n, idx),
             Op::Expand if vec => {
                 // Vectorised kernels only expand single values: splat.
                 let one = self.value(inputs[0], &Expr::U32(0), false, false);
@@ -168,77 +170,8 @@ impl Gen<'_> {
         self.value(x, &j, false, vec)
     }
 
-    /// `ScatterAdd`: the base element plus every source element along
-    /// `axis` whose index names this position (a loop over the source's
-    /// extent along `axis`).
-    fn scatter_add_value(&mut self, n: usize, axis: usize, idx: &Expr) -> Expr {
-        let node = &self.nodes[n];
-        let (inputs, shape) = (node.inputs.clone(), node.shape.clone());
-        let ty = Ty::scalar(node.dtype);
-        let src_shape = self.nodes[inputs[2]].shape.clone();
-        let coords = self.coords(&shape, idx);
-        let acc = self.fresh("acc");
-        let b = self.value(inputs[0], idx, false, false);
-        self.body.push(Inst::Declare {
-            var: acc,
-            ty,
-            init: Some(b),
-        });
-        // Only coordinates inside src's extent receive anything.
-        let inside: Vec<Expr> = (0..src_shape.len())
-            .filter(|&d| d != axis)
-            .map(|d| {
-                let size = Expr::U32(src_shape[d] as u64);
-                Expr::arith(Arith::Lt, coords[d].clone(), size)
-            })
-            .collect();
-        let counter = self.fresh("s");
-        let target = coords[axis].clone();
-        let mut src_coords = coords;
-        src_coords[axis] = Expr::Var(counter);
-        let j = Self::ravel(&src_shape, src_coords);
-        let body = self.scoped_insts(|g| {
-            let j = g.emit("j", Ty::U32, j);
-            let k = g.value(inputs[1], &j, false, false);
-            let size = indexed_axis_len(g.nodes, n).expect("a scatter-add indexes an axis");
-            g.check(
-                Check::Index {
-                    index: k.clone(),
-                    size: Expr::I32(size as i64),
-                },
-                n,
-            );
-            let as_position = Expr::Construct {
-                ty: Ty::U32,
-                x: Box::new(k.clone()),
-            };
-            let names_this = Expr::all(vec![
-                Expr::arith(Arith::Eq, as_position, target),
-                Expr::arith(Arith::Ge, k, Expr::I32(0)),
-            ]);
-            // The source element is read (and its inlined chain
-            // computed) only where its index names this position: most
-            // iterations of the scan skip it (an embedding's gradient
-            // matches one row in the vocabulary's size).
-            let add = g.block(|g| {
-                let v = g.value(inputs[2], &j, false, false);
-                g.body.push(Inst::Accumulate { var: acc, value: v });
-            });
-            g.body.push(Inst::If {
-                cond: names_this,
-                body: add,
-            });
-        });
-        let scan = self.counted_loop(counter, src_shape[axis], body);
-        self.body.push(Inst::If {
-            cond: Expr::all(inside),
-            body: vec![scan],
-        });
-        Expr::Var(acc)
-    }
-
     /// Coordinates of row-major element `idx` of `shape`.
-    fn coords(&mut self, shape: &[usize], idx: &Expr) -> Vec<Expr> {
+    pub(super) fn coords(&mut self, shape: &[usize], idx: &Expr) -> Vec<Expr> {
         let strides = contiguous_strides(shape);
         shape
             .iter()
@@ -259,7 +192,7 @@ impl Gen<'_> {
     }
 
     /// The row-major index of `coords` in `shape`.
-    fn ravel(shape: &[usize], coords: Vec<Expr>) -> Expr {
+    pub(super) fn ravel(shape: &[usize], coords: Vec<Expr>) -> Expr {
         let strides = contiguous_strides(shape);
         let terms = coords
             .into_iter()

@@ -19,6 +19,16 @@ if (gi >= 24u) { return; }
     best4 = rr6;
     }
     }
-    let result10: i32 = i32(best4);
-    out0[gi] = result10;
+    let rr10: u32 = r02 + 4u;
+    if (rr10 < 4u) {
+    let i11: u32 = (o1 * 1u) + (rr10 * 24u);
+    let v12: f32 = in0[i11];
+    let h13: bool = (((bitcast<u32>(v12) & 0x7fffffffu) > 0x7f800000u) && (!((bitcast<u32>(acc3) & 0x7fffffffu) > 0x7f800000u) || (rr10 < best4))) || (!((bitcast<u32>(acc3) & 0x7fffffffu) > 0x7f800000u) && ((acc3 < v12) || ((v12 == acc3) && (rr10 < best4))));
+    if (h13) {
+    acc3 = v12;
+    best4 = rr10;
+    }
+    }
+    let result14: i32 = i32(best4);
+    out0[gi] = result14;
 }

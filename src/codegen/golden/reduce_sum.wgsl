@@ -15,6 +15,12 @@ if (gi >= 4u) { return; }
     let v8: f32 = in0[i7];
     acc3 = acc3 + v8;
     }
-    let result9: f32 = acc3;
-    out0[gi] = result9;
+    let rr9: u32 = r02 + 24u;
+    if (rr9 < 24u) {
+    let i10: u32 = (o1 * 24u) + (rr9 * 1u);
+    let v11: f32 = in0[i10];
+    acc3 = acc3 + v11;
+    }
+    let result12: f32 = acc3;
+    out0[gi] = result12;
 }

@@ -14,6 +14,12 @@ if (gi >= 1024u) { return; }
     let v7: vec4<f32> = in0[i6];
     acc3 = acc3 + v7;
     }
-    let result8: f32 = (acc3[0u] + acc3[1u]) + (acc3[2u] + acc3[3u]);
-    out0[gi] = result8;
+    let rr8: u32 = r02 + 32768u;
+    if (rr8 < 32768u) {
+    let i9: u32 = (o1 * 32768u) + rr8;
+    let v10: vec4<f32> = in0[i9];
+    acc3 = acc3 + v10;
+    }
+    let result11: f32 = (acc3[0u] + acc3[1u]) + (acc3[2u] + acc3[3u]);
+    out0[gi] = result11;
 }

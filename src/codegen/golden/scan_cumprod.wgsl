@@ -19,4 +19,14 @@ if (gi >= 24u) { return; }
     let v9: f32 = run7 * v8;
     out0[i5] = v9;
     }
+    let rr10: u32 = 0u + 4u;
+    if (rr10 < 4u) {
+    let i11: u32 = (o1 * 1u) + (rr10 * 24u);
+    let v12: f32 = in0[i11];
+    acc2 = acc2 * v12;
+    let run13: f32 = acc2;
+    let v14: f32 = f32(bitcast<f32>(param_word(0u)));
+    let v15: f32 = run13 * v14;
+    out0[i11] = v15;
+    }
 }

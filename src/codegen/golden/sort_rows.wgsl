@@ -43,6 +43,28 @@ if (gi >= 4u) { return; }
     }
     }
     }
+    let rr26: u32 = lid + 16u;
+    if (rr26 < 16u) {
+    let base27: u32 = (rr26 / half9) * (half9 + half9);
+    let w28: u32 = rr26 % half9;
+    let a29: u32 = base27 + w28;
+    let b30: u32 = select(a29 + half9, (base27 + ((half9 + half9) - 1u)) - w28, h10);
+    if (b30 < 24u) {
+    let p31: u32 = (o1 * 24u) + (a29 * 1u);
+    let p32: u32 = (o1 * 24u) + (b30 * 1u);
+    let ix33: i32 = out0[p31];
+    let ix34: i32 = out0[p32];
+    let q35: u32 = (o1 * 24u) + (u32(ix33) * 1u);
+    let v36: f32 = in0[q35];
+    let q37: u32 = (o1 * 24u) + (u32(ix34) * 1u);
+    let v38: f32 = in0[q37];
+    let h39: bool = ((v36 < v38) || (!((bitcast<u32>(v36) & 0x7fffffffu) > 0x7f800000u) && ((bitcast<u32>(v38) & 0x7fffffffu) > 0x7f800000u))) || (((v38 == v36) || (((bitcast<u32>(v38) & 0x7fffffffu) > 0x7f800000u) && ((bitcast<u32>(v36) & 0x7fffffffu) > 0x7f800000u))) && (ix34 < ix33));
+    if (h39) {
+    out0[p31] = ix34;
+    out0[p32] = ix33;
+    }
+    }
+    }
     storageBarrier();
     }
     }
