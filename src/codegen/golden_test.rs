@@ -203,6 +203,36 @@ fn golden_attention_and_elementwise_kernels(x: &Tensor) {
         "elementwise_vec4",
         &kernel_with(&e, Strategy::Elementwise { vec4: true }),
     );
+    golden_slices_gradient(x);
+}
+
+/// The gradient of three column slices of `x` (4x24; q, k and v taken
+/// out of one projection): three strided scatters into zeros, summed,
+/// each of whose windows is read only inside it (an `if` around each
+/// load), one element at a time (21 columns: no vec4).
+fn golden_slices_gradient(x: &Tensor) {
+    let xg = x.slice(1, 0, 21, 1).detach();
+    xg.requires_grad_(true);
+    let parts = [0, 7, 14].map(|at| xg.slice(1, at, at + 7, 1));
+    let loss = (&parts[0] * 2.0 + &parts[1] * 3.0 + &parts[2] * 4.0)
+        .exp()
+        .sum_all();
+    loss.backward();
+    let grad = xg.grad().expect("a gradient");
+    let kernel = kernel_with(&grad, Strategy::Elementwise { vec4: false });
+    let listing = kernel.kernel.to_string();
+    let lines: Vec<&str> = listing.lines().collect();
+    let loads: Vec<usize> = (0..lines.len())
+        .filter(|&i| lines[i].contains("= load in"))
+        .collect();
+    assert!(loads.len() >= 3, "{listing}");
+    for &i in &loads {
+        assert!(
+            lines[i].starts_with("  "),
+            "a load outside its window's if:\n{listing}"
+        );
+    }
+    golden_kernel("slices_gradient", &kernel);
 }
 
 /// The matmul kernels: a 5x24 by (transposed) 24x6 product with a bias

@@ -4,7 +4,7 @@
 
 use crate::graph::GKind;
 use crate::graph::op::Op;
-use crate::kernel::ir::{Arith, Check, Expr, Ty};
+use crate::kernel::ir::{Arith, Check, Expr, Inst, Ty};
 use crate::shape::{DimSteps, Layout, contiguous_strides, numel};
 
 use super::Gen;
@@ -60,8 +60,21 @@ impl Gen<'_> {
                     );
                 }
                 let old = self.value(inputs[0], idx, false, vec);
-                let new = self.value(inputs[1], &src_idx, false, vec);
-                self.emit("v", ty, Expr::select(hit, new, old))
+                if vec {
+                    let new = self.value(inputs[1], &src_idx, false, vec);
+                    return self.emit("v", ty, Expr::select(hit, new, old));
+                }
+                // The new value is read (and its chain computed) only
+                // inside the window: a gradient of slices (the GPT's
+                // q, k and v out of one projection) sums three scatters
+                // into zeros, of which each element reads one.
+                let v = self.variable_of("v", ty, old);
+                let body = self.block(|g| {
+                    let new = g.value(inputs[1], &src_idx, false, false);
+                    g.assign(&v, new);
+                });
+                self.push(Inst::If { cond: hit, body });
+                v
             }
             Op::Pad(pads) => self.pad_value(n, pads, base, idx, vec),
             Op::Flip(axes) => self.flip_value(n, axes, idx, vec),
