@@ -78,6 +78,23 @@ impl Layout {
             .all(|(&dim, (&s, &e))| dim <= 1 || s == e)
     }
 
+    /// Whether `shape` read through this layout can be read four elements
+    /// a load in row-major groups of four, each group one aligned `vec4`
+    /// of the buffer: rows along the last dim of a multiple of four
+    /// elements, stride 1 along it, every other stride (broadcast ones
+    /// are 0) and the offset multiples of four. A bias broadcast over
+    /// rows is such a layout, as is a window of whole rows.
+    pub fn reads_in_aligned_fours(&self, shape: &[usize]) -> bool {
+        let Some((&last, others)) = shape.split_last() else {
+            return false;
+        };
+        let stride_ok = |(&d, &s): (&usize, &usize)| d <= 1 || s.is_multiple_of(4);
+        last.is_multiple_of(4)
+            && (last <= 1 || self.strides.last() == Some(&1))
+            && others.iter().zip(&self.strides).all(stride_ok)
+            && self.offset.is_multiple_of(4)
+    }
+
     /// Elements of its buffer that `shape` read through this layout
     /// reaches at most, from its first: no more than the shape holds, and
     /// fewer where strides repeat elements (a broadcast bias reaches its

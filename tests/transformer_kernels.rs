@@ -171,3 +171,86 @@ fn layer_norm_of_constant_rows_is_exactly_zero() {
         }
     }
 }
+
+/// Layer norm over rows of 132 (a multiple of four) reads its rows four
+/// elements a load on a CPU adapter, forward and backward; rows of 130
+/// one at a time. Values and the input's gradient against f64 loops.
+#[test]
+fn layer_norm_rows_read_four_at_a_time_match_f64() {
+    let Some(_) = common::gpu() else { return };
+    for (len, four) in [(132usize, true), (130, false)] {
+        let dir = std::env::temp_dir().join(format!("lazywgpu-ln4-{len}-{}", std::process::id()));
+        std::fs::remove_dir_all(&dir).ok();
+        let dev = Device::gpu_with(DeviceConfig {
+            dump_dir: Some(dir.clone()),
+            ..DeviceConfig::default()
+        })
+        .expect("a GPU");
+        let rows = 37;
+        let xs: Vec<f32> = common::data(rows * len, 3)
+            .iter()
+            .map(|v| v * 3.0 + 1.0)
+            .collect();
+        let ws = common::data(len, 4);
+        let rs = common::data(rows * len, 5);
+        let x = Tensor::from_vec(xs.clone(), [rows, len], &dev).unwrap();
+        x.requires_grad_(true);
+        let w = Tensor::from_vec(ws.clone(), [len], &dev).unwrap();
+        let r = Tensor::from_vec(rs.clone(), [rows, len], &dev).unwrap();
+        let y = layer_norm(&x, &[len], Some(&w), None, 1e-5);
+        (&y * &r).sum_all().backward();
+        let (got_y, got_gx) = (
+            y.to_vec::<f32>().unwrap(),
+            x.grad().unwrap().to_vec::<f32>().unwrap(),
+        );
+        let (mut want_y, mut want_gx) = (Vec::new(), Vec::new());
+        for row in 0..rows {
+            let v: Vec<f64> = xs[row * len..(row + 1) * len]
+                .iter()
+                .map(|&a| a as f64)
+                .collect();
+            let mean = v.iter().sum::<f64>() / len as f64;
+            let var = v.iter().map(|a| (a - mean) * (a - mean)).sum::<f64>() / len as f64;
+            let rstd = 1.0 / (var + 1e-5).sqrt();
+            let xh: Vec<f64> = v.iter().map(|a| (a - mean) * rstd).collect();
+            // dL/dxhat = r * w; dx = rstd * (g - mean(g) - xhat * mean(g * xhat)).
+            let g: Vec<f64> = (0..len)
+                .map(|k| rs[row * len + k] as f64 * ws[k] as f64)
+                .collect();
+            let mg = g.iter().sum::<f64>() / len as f64;
+            let mgx = g.iter().zip(&xh).map(|(a, b)| a * b).sum::<f64>() / len as f64;
+            for k in 0..len {
+                want_y.push((xh[k] * ws[k] as f64) as f32);
+                want_gx.push((rstd * (g[k] - mg - xh[k] * mgx)) as f32);
+            }
+        }
+        common::assert_close(
+            &got_y,
+            &want_y,
+            1e-4,
+            1e-4,
+            &format!("layer_norm rows of {len}"),
+        );
+        common::assert_close(
+            &got_gx,
+            &want_gx,
+            1e-4,
+            1e-4,
+            &format!("its gradient, rows of {len}"),
+        );
+        let plans = common::dumped_plans(&dir);
+        let norms: Vec<&String> = plans
+            .iter()
+            .filter(|p| p.contains("strategy: RowNorm"))
+            .collect();
+        assert_eq!(norms.len(), 2, "forward and backward");
+        for plan in norms {
+            let vec4 = plan.contains("RowNorm { vec4: true }");
+            assert!(
+                vec4 == four || common::gpu_schedules(&dev),
+                "rows of {len}:\n{plan}"
+            );
+        }
+        std::fs::remove_dir_all(&dir).ok();
+    }
+}

@@ -79,14 +79,20 @@ fn golden_norm_scan_and_sort_kernels(dev: &Device, x: &Tensor) {
     let w = Tensor::from_vec(vec![2.0f32; 24], [24], dev).expect("w");
     // Layer norm with its weight in the epilogue.
     let y = layer_norm(x, &[24], Some(&w), None, 1e-5);
-    golden_kernel("row_norm", &kernel_with(&y, Strategy::RowNorm));
+    golden_kernel(
+        "row_norm",
+        &kernel_with(&y, Strategy::RowNorm { vec4: true }),
+    );
     // Its gradient with respect to x.
     let xg = x.detach();
     xg.requires_grad_(true);
     let loss = layer_norm(&xg, &[24], None, None, 1e-5).sum_all();
     loss.backward();
     let gx = xg.grad().expect("a gradient");
-    golden_kernel("row_norm_backward", &kernel_with(&gx, Strategy::RowNorm));
+    golden_kernel(
+        "row_norm_backward",
+        &kernel_with(&gx, Strategy::RowNorm { vec4: true }),
+    );
     // A running product over a strided axis, with an epilogue.
     golden_kernel(
         "scan_cumprod",
@@ -102,7 +108,7 @@ fn golden_norm_scan_and_sort_kernels(dev: &Device, x: &Tensor) {
         "row_rms_norm",
         &kernel_with(
             &crate::nn::functional::rms_norm(x, &[24], None, Some(1e-6)),
-            Strategy::RowNorm,
+            Strategy::RowNorm { vec4: true },
         ),
     );
 }

@@ -3,13 +3,16 @@
 //! forward and four times backward. On CPU adapters one invocation per
 //! row of the last axis: rows of a layer norm are short (the model
 //! width), so a row stays in cache and no workgroup barrier is needed
-//! (they are dear on CPU drivers). On GPUs a workgroup per row, whose
-//! partial sums meet in workgroup trees (`Target::rows_per_workgroup`).
+//! (they are dear on CPU drivers); read four elements a load where the
+//! row allows (lavapipe makes each storage load a loop over its SIMD
+//! lanes, so a quarter of the loads is most of the cost). On GPUs a
+//! workgroup per row, whose partial sums meet in workgroup trees
+//! (`Target::rows_per_workgroup`).
 
 use super::emit::Gen;
 use super::reduce_ir::{strided_within, workgroup_tree};
 use super::roots::store_outputs;
-use super::wgsl::unroll_for;
+use super::wgsl::{unroll_for, vectorizable};
 use crate::dtype::DType;
 use crate::graph::GraphKey;
 use crate::graph::op::{BinaryOp, UnaryOp};
@@ -26,7 +29,8 @@ type PassBody<'a> = dyn Fn(&mut Gen, &Expr, &Expr, Option<&Expr>) + 'a;
 /// and its workgroup count. A row per invocation on CPU adapters; on GPUs
 /// (`Target::rows_per_workgroup`) a row per workgroup of
 /// `ROW_WORKGROUP`, whose invocations stride the row and combine their
-/// partial sums by a tree in workgroup memory.
+/// partial sums by a tree in workgroup memory. Also returns whether the
+/// rows are read four elements a load (`RowPasses::vec4`).
 pub(super) fn normalize(
     g: &mut Gen,
     key: &GraphKey,
@@ -34,7 +38,7 @@ pub(super) fn normalize(
     eps_slot: usize,
     (backward, rms): (bool, bool),
     outputs: &[usize],
-) -> (Entry, Vec<Inst>, usize) {
+) -> ((Entry, Vec<Inst>, usize), bool) {
     let row = RowPasses::new(g, key, root, (backward, rms));
     let len_f = Expr::Cast {
         from: DType::U32,
@@ -60,7 +64,7 @@ pub(super) fn normalize(
         });
     }
     let (entry, groups) = row.entry();
-    (entry, g.body().to_vec(), groups)
+    ((entry, g.body().to_vec(), groups), row.vec4)
 }
 
 /// How the statistics see the rows: passes over a row's elements, and
@@ -79,6 +83,11 @@ struct RowPasses {
     unroll: usize,
     /// A workgroup a row (GPUs) rather than an invocation a row.
     per_workgroup: bool,
+    /// An invocation's row read four elements a load (x, and gy when
+    /// backward): rows of a multiple of four elements whose inputs can be
+    /// computed four at a time. Each group's elements are then visited
+    /// in order, one at a time, so the sums are the scalar kernel's.
+    vec4: bool,
     /// The workgroup array the partial sums meet in.
     partial: Var,
 }
@@ -96,16 +105,24 @@ impl RowPasses {
         // the root mean square, which takes no mean), each within its share
         // of the kernel's loop budget.
         let passes = if backward { 4 } else { 3 } - usize::from(rms);
-        let unroll = unroll_for(len, g.context().target.loop_budget(passes));
+        let gy = backward.then(|| inputs[1]);
+        let four_at_a_time = |n: usize| vectorizable(&key.nodes, n, g.stored, false);
+        let vec4 = !per_workgroup
+            && len.is_multiple_of(4)
+            && four_at_a_time(x)
+            && gy.is_none_or(four_at_a_time);
+        let loads = if vec4 { len / 4 } else { len };
+        let unroll = unroll_for(loads, g.context().target.loop_budget(passes));
         let partial = g.fresh("row_part");
         RowPasses {
             x,
-            gy: backward.then(|| inputs[1]),
+            gy,
             len,
             rows,
             passes,
             unroll,
             per_workgroup,
+            vec4,
             partial,
         }
     }
@@ -123,6 +140,28 @@ impl RowPasses {
         f(g, &i, &v, gv.as_ref());
     }
 
+    /// Reads x (and gy) at group of four `k` of row gi, then runs `f` at
+    /// each of its elements in order.
+    fn at_group(&self, g: &mut Gen, k: Expr, f: &PassBody<'_>) {
+        let at = Expr::arith(
+            Arith::Add,
+            Expr::arith(Arith::Mul, Expr::Invocation, Expr::U32(self.len as u64 / 4)),
+            k,
+        );
+        let i4 = g.emit("i", Ty::U32, at);
+        let v4 = g.value(self.x, &i4, false, true);
+        let gv4 = self.gy.map(|gy| g.value(gy, &i4, false, true));
+        for q in 0..4 {
+            let at = Expr::arith(Arith::Mul, i4.clone(), Expr::U32(4));
+            let i = g.emit("i", Ty::U32, Expr::arith(Arith::Add, at, Expr::U32(q)));
+            let v = g.emit("v", Ty::F32, Expr::index(v4.clone(), Expr::U32(q)));
+            let gv = gv4
+                .as_ref()
+                .map(|gv4| g.emit("gv", Ty::F32, Expr::index(gv4.clone(), Expr::U32(q))));
+            f(g, &i, &v, gv.as_ref());
+        }
+    }
+
     /// Runs one pass over the row: `f` at each element. It visits them
     /// all in one invocation, or every `ROW_WORKGROUP`th from the
     /// invocation's own.
@@ -130,6 +169,15 @@ impl RowPasses {
         if self.per_workgroup {
             let within = (&Expr::Local, ROW_WORKGROUP, self.len);
             strided_within(g, within, self.passes, &|g, k| self.at_element(g, k, f));
+        } else if self.vec4 {
+            let counter = g.fresh("k");
+            let body = g.block(|g| self.at_group(g, Expr::Var(counter), f));
+            g.push(Inst::Loop {
+                counter,
+                count: Expr::count(self.len / 4),
+                unroll: self.unroll,
+                body,
+            });
         } else {
             let counter = g.fresh("k");
             let body = g.block(|g| self.at_element(g, Expr::Var(counter), f));
@@ -156,6 +204,13 @@ impl RowPasses {
 
     /// The row's first element, the shift its moments are taken about.
     fn first_element(&self, g: &mut Gen) -> Expr {
+        if self.vec4 {
+            // Read as the passes read x: a binding holds one element type.
+            let group = Expr::arith(Arith::Mul, Expr::Invocation, Expr::U32(self.len as u64 / 4));
+            let group = g.emit("i0", Ty::U32, group);
+            let v4 = g.value(self.x, &group, false, true);
+            return g.emit("v0", Ty::F32, Expr::index(v4, Expr::U32(0)));
+        }
         let first = Expr::arith(Arith::Mul, Expr::Invocation, Expr::U32(self.len as u64));
         let first = g.emit("i0", Ty::U32, first);
         g.value(self.x, &first, false, false)

@@ -104,8 +104,8 @@ fn build_root(
         Op::Matmul => matmul_root(g, key, (root, outputs), stored),
         Op::Normalize { rms } | Op::NormalizeBackward { rms } => {
             let backward = matches!(op, Op::NormalizeBackward { .. });
-            let built = normalize(g, key, root, *param_base, (backward, *rms), outputs);
-            RootKernel::plain(built, Strategy::RowNorm)
+            let (built, vec4) = normalize(g, key, root, *param_base, (backward, *rms), outputs);
+            RootKernel::plain(built, Strategy::RowNorm { vec4 })
         }
         Op::Attention { causal } => {
             let built = attention(g, key, root, *param_base, *causal, outputs);

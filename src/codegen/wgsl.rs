@@ -13,7 +13,7 @@ use crate::graph::{GKind, GNode, GraphKey};
 use crate::kernel::ir::{Expr, Inst};
 use crate::kernel::reads_output_elsewhere;
 use crate::kernel::{Entry, Precedents, Strategy, choose_vec4};
-use crate::shape::numel;
+use crate::shape::{Layout, numel};
 
 use super::emit::Gen;
 pub(crate) use super::source::{CodegenContext, KernelSource, Launch, TextureUse};
@@ -157,33 +157,11 @@ pub(crate) fn vectorizable(
         match &node.kind {
             GKind::Input { layout, .. } => Some(
                 numel(&node.shape) == 1
-                    || (layout.is_row_major(&node.shape) && layout.offset.is_multiple_of(4)),
+                    || (layout.is_row_major(&node.shape) && layout.offset.is_multiple_of(4))
+                    || layout.reads_in_aligned_fours(&node.shape),
             ),
             GKind::Op { .. } if !root && stored(m) => Some(true),
-            GKind::Op { op, .. } => match op {
-                Op::Scalar => Some(true),
-                Op::Arange
-                | Op::Rand { .. }
-                | Op::AsStrided(_)
-                | Op::StridedScatter(_)
-                | Op::Reduce { .. }
-                | Op::Softmax { .. }
-                | Op::Matmul
-                | Op::Normalize { .. }
-                | Op::NormalizeBackward { .. }
-                | Op::Attention { .. }
-                | Op::Scan { .. }
-                | Op::Sort { .. }
-                | Op::MergeRuns { .. }
-                | Op::Pad(_)
-                | Op::Flip(_)
-                | Op::Gather(_)
-                | Op::ScatterAdd(_)
-                | Op::SortedScatterAdd(_)
-                | Op::SortedStarts => Some(false),
-                Op::Expand => Some(numel(&nodes[node.inputs[0]].shape) == 1),
-                Op::Unary(_) | Op::Binary(_) | Op::Where | Op::Cast(_) | Op::Reshape => None,
-            },
+            GKind::Op { op, .. } => op_vectorizable(nodes, node, op),
         }
     };
     if let Some(v) = own(n, is_root) {
@@ -204,6 +182,49 @@ pub(crate) fn vectorizable(
         }
     }
     true
+}
+
+/// Whether op node `node` can be computed four elements at a time by
+/// itself (`Some`), or `None`: when all its inputs can.
+fn op_vectorizable(nodes: &[GNode], node: &GNode, op: &Op) -> Option<bool> {
+    match op {
+        Op::Scalar => Some(true),
+        // A scalar viewed at every position (autograd's seed of
+        // a sum's gradient) is splatted.
+        Op::AsStrided(_) => Some(numel(&nodes[node.inputs[0]].shape) == 1),
+        Op::Arange
+        | Op::Rand { .. }
+        | Op::StridedScatter(_)
+        | Op::Reduce { .. }
+        | Op::Softmax { .. }
+        | Op::Matmul
+        | Op::Normalize { .. }
+        | Op::NormalizeBackward { .. }
+        | Op::Attention { .. }
+        | Op::Scan { .. }
+        | Op::Sort { .. }
+        | Op::MergeRuns { .. }
+        | Op::Pad(_)
+        | Op::Flip(_)
+        | Op::Gather(_)
+        | Op::ScatterAdd(_)
+        | Op::SortedScatterAdd(_)
+        | Op::SortedStarts => Some(false),
+        // A single value is splatted; rows broadcast along
+        // leading dims are read a group of four at a time where
+        // their own values can be (`Layout::reads_in_aligned_fours`).
+        Op::Expand => match &nodes[node.inputs[0]].shape {
+            s if numel(s) == 1 => Some(true),
+            s if Layout::contiguous(s)
+                .expand(s, &node.shape)
+                .reads_in_aligned_fours(&node.shape) =>
+            {
+                None
+            }
+            _ => Some(false),
+        },
+        Op::Unary(_) | Op::Binary(_) | Op::Where | Op::Cast(_) | Op::Reshape => None,
+    }
 }
 
 #[cfg(test)]

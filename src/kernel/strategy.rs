@@ -45,8 +45,11 @@ pub(crate) enum Strategy {
     /// A packing kernel writing a matmul operand into a texture.
     Pack,
     /// A row normalisation (layer norm) or its gradient: a row per
-    /// invocation, the row read three or four times.
-    RowNorm,
+    /// invocation (or a workgroup a row on GPUs), the row read three or
+    /// four times; `vec4`: a row per invocation read four elements a
+    /// load (rows along the last axis of a multiple of four elements,
+    /// inputs that can be computed four at a time).
+    RowNorm { vec4: bool },
     /// Fused attention: a query row per invocation, online softmax.
     Attention,
     /// A running sum or product: a line per invocation, walked once.
@@ -650,7 +653,7 @@ mod tests {
         assert_eq!(with(sum(4096, 32), SumByFours, LIMIT), SumByFours);
         assert_eq!(with(sum(4094, 32), SumByFours, LIMIT), PerInvocation);
         // Another kind of precedent (the site's graph changed) is ignored.
-        let other = Some(Strategy::RowNorm);
+        let other = Some(Strategy::RowNorm { vec4: false });
         assert_eq!(
             choose_reduce(sum(170, 1), (None, other), LIMIT, ReduceRule::GPU),
             PerInvocation

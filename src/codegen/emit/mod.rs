@@ -641,12 +641,16 @@ impl<'a> Gen<'a> {
                 self.reads.len() - 1
             }
         };
-        let pos = if vec {
+        let pos = if vec && layout.is_row_major(&shape) {
             // Row-major with an offset divisible by four (see `vectorizable`).
             match layout.offset / 4 {
                 0 => idx.clone(),
                 q => Expr::arith(Arith::Add, idx.clone(), Expr::U32(q as u64)),
             }
+        } else if vec {
+            // Groups of four in aligned rows (`Layout::reads_in_aligned_fours`):
+            // the group's first element's position, a multiple of four.
+            self.group_position(&shape, &layout, idx)
         } else {
             self.index_var(&shape, &layout, idx)
         };

@@ -22,86 +22,104 @@ impl Gen<'_> {
         idx: &Expr,
         vec: bool,
     ) -> Expr {
-        let node = &self.nodes[n];
-        let inputs = node.inputs.clone();
-        let ty = Ty::of(node.dtype, vec);
         match op {
-            Op::Reshape => self.value(inputs[0], idx, false, vec),
-            Op::AsStrided(layout) => {
-                // Only a scatter's source index has an entry (the key is
-                // built only when there is one to find).
-                let base_idx = (!vec && !self.window_inverse.is_empty())
-                    .then(|| {
-                        let window = (idx.clone(), node.shape.clone(), layout.clone());
-                        self.window_inverse.get(&window).cloned()
-                    })
-                    .flatten();
-                let (source, j) = match base_idx {
-                    Some(base_idx) => (inputs[0], base_idx),
-                    None if vec => (inputs[0], self.index_var(&node.shape.clone(), layout, idx)),
-                    None => {
-                        let (source, layout) = self.view_source(n, layout);
-                        (source, self.index_var(&node.shape.clone(), &layout, idx))
-                    }
-                };
-                self.value(source, &j, false, vec)
-            }
-            Op::StridedScatter(layout) => {
-                let view_shape = self.nodes[inputs[1]].shape.clone();
-                let (hit, src_idx) = self.scatter_source(&view_shape, layout, idx);
-                // Inside the window the view at `src_idx` is the base at
-                // `idx`; outside it the new value is discarded, so reading
-                // there is harmless, except in anomaly mode, whose checks
-                // would flag values the program never computes.
-                if !self.checks && !vec {
-                    self.window_inverse.insert(
-                        (src_idx.clone(), view_shape.clone(), layout.clone()),
-                        idx.clone(),
-                    );
-                }
-                let old = self.value(inputs[0], idx, false, vec);
-                if vec {
-                    let new = self.value(inputs[1], &src_idx, false, vec);
-                    return self.emit("v", ty, Expr::select(hit, new, old));
-                }
-                // The new value is read (and its chain computed) only
-                // inside the window: a gradient of slices (the GPT's
-                // q, k and v out of one projection) sums three scatters
-                // into zeros, of which each element reads one.
-                let v = self.variable_of("v", ty, old);
-                let body = self.block(|g| {
-                    let new = g.value(inputs[1], &src_idx, false, false);
-                    g.assign(&v, new);
-                });
-                self.push(Inst::If { cond: hit, body });
-                v
-            }
+            Op::Reshape => self.value(self.nodes[n].inputs[0], idx, false, vec),
+            Op::AsStrided(layout) => self.as_strided_value(n, layout, idx, vec),
+            Op::StridedScatter(layout) => self.strided_scatter_value(n, layout, idx, vec),
             Op::Pad(pads) => self.pad_value(n, pads, base, idx, vec),
             Op::Flip(axes) => self.flip_value(n, axes, idx, vec),
             Op::Gather(axis) => self.gather_value(n, *axis, idx, vec),
             Op::ScatterAdd(axis) => self.scatter_add_value(n, *axis, idx),
             Op::SortedScatterAdd(axis) => self.sorted_scatter_add_value(n, *axis, idx),
             Op::SortedStarts => self.sorted_starts_value(n, idx),
-            Op::Expand if vec => {
-                // Vectorised kernels only expand single values: splat.
-                let one = self.value(inputs[0], &Expr::U32(0), false, false);
-                self.emit(
-                    "v",
-                    ty,
-                    Expr::Construct {
-                        ty,
-                        x: Box::new(one),
-                    },
-                )
-            }
-            Op::Expand => {
-                let src_shape = self.nodes[inputs[0]].shape.clone();
-                let layout = Layout::contiguous(&src_shape).expand(&src_shape, &node.shape);
-                let j = self.index_var(&node.shape.clone(), &layout, idx);
-                self.value(inputs[0], &j, false, vec)
-            }
+            Op::Expand => self.expand_value(n, idx, vec),
             other => unreachable!("{} is not a movement op (node {n})", other.name()),
         }
+    }
+
+    /// An `AsStrided` view of node `n`'s input at `idx`: a single value
+    /// splatted, a scatter's source read where the scatter found it, or
+    /// the element the layout names (through the views it folds).
+    fn as_strided_value(&mut self, n: usize, layout: &Layout, idx: &Expr, vec: bool) -> Expr {
+        let node = &self.nodes[n];
+        let (input, shape, ty) = (node.inputs[0], node.shape.clone(), Ty::of(node.dtype, vec));
+        if vec && numel(&self.nodes[input].shape) == 1 {
+            // A single value viewed everywhere: splat.
+            let x = Box::new(self.value(input, &Expr::U32(0), false, false));
+            return self.emit("v", ty, Expr::Construct { ty, x });
+        }
+        // Only a scatter's source index has an entry (the key is built
+        // only when there is one to find).
+        let base_idx = (!vec && !self.window_inverse.is_empty())
+            .then(|| {
+                let window = (idx.clone(), shape.clone(), layout.clone());
+                self.window_inverse.get(&window).cloned()
+            })
+            .flatten();
+        let (source, j) = match base_idx {
+            Some(base_idx) => (input, base_idx),
+            None if vec => (input, self.index_var(&shape, layout, idx)),
+            None => {
+                let (source, layout) = self.view_source(n, layout);
+                (source, self.index_var(&shape, &layout, idx))
+            }
+        };
+        self.value(source, &j, false, vec)
+    }
+
+    /// `StridedScatter`: the view's new value inside its window, the
+    /// base's value outside it.
+    fn strided_scatter_value(&mut self, n: usize, layout: &Layout, idx: &Expr, vec: bool) -> Expr {
+        let node = &self.nodes[n];
+        let (inputs, ty) = (node.inputs.clone(), Ty::of(node.dtype, vec));
+        let view_shape = self.nodes[inputs[1]].shape.clone();
+        let (hit, src_idx) = self.scatter_source(&view_shape, layout, idx);
+        // Inside the window the view at `src_idx` is the base at `idx`.
+        if !self.checks && !vec {
+            self.window_inverse.insert(
+                (src_idx.clone(), view_shape.clone(), layout.clone()),
+                idx.clone(),
+            );
+        }
+        let old = self.value(inputs[0], idx, false, vec);
+        if vec {
+            // Outside the window the new value is discarded, so reading
+            // there is harmless.
+            let new = self.value(inputs[1], &src_idx, false, vec);
+            return self.emit("v", ty, Expr::select(hit, new, old));
+        }
+        // The new value is read (and its chain computed) only inside the
+        // window: a gradient of slices (the GPT's q, k and v out of one
+        // projection) sums three scatters into zeros, of which each
+        // element reads one; and anomaly mode checks only values the
+        // program computes.
+        let v = self.variable_of("v", ty, old);
+        let body = self.block(|g| {
+            let new = g.value(inputs[1], &src_idx, false, false);
+            g.assign(&v, new);
+        });
+        self.push(Inst::If { cond: hit, body });
+        v
+    }
+
+    /// `Expand` at `idx`: the input's element there; four at a time, a
+    /// single value splatted or the input's group of four where rows are
+    /// broadcast along leading dims (see `vectorizable`).
+    fn expand_value(&mut self, n: usize, idx: &Expr, vec: bool) -> Expr {
+        let node = &self.nodes[n];
+        let (input, shape, ty) = (node.inputs[0], node.shape.clone(), Ty::of(node.dtype, vec));
+        let src_shape = self.nodes[input].shape.clone();
+        if vec && numel(&src_shape) == 1 {
+            let x = Box::new(self.value(input, &Expr::U32(0), false, false));
+            return self.emit("v", ty, Expr::Construct { ty, x });
+        }
+        let layout = Layout::contiguous(&src_shape).expand(&src_shape, &shape);
+        if vec {
+            let j = self.group_position(&shape, &layout, idx);
+            return self.value(input, &j, false, true);
+        }
+        let j = self.index_var(&shape, &layout, idx);
+        self.value(input, &j, false, false)
     }
 
     /// `Pad`: the source element where `idx` falls inside it, else the
@@ -479,6 +497,16 @@ impl Gen<'_> {
             }
             None => v,
         }
+    }
+
+    /// The group of four that row-major group `idx` of `shape` reads
+    /// through `layout` (`Layout::reads_in_aligned_fours`): its first
+    /// element's position, divided by four.
+    pub(crate) fn group_position(&mut self, shape: &[usize], layout: &Layout, idx: &Expr) -> Expr {
+        let first = Expr::arith(Arith::Mul, idx.clone(), Expr::U32(4));
+        let first = self.emit("e", Ty::U32, first);
+        let at = self.index_var(shape, layout, &first);
+        self.emit("g", Ty::U32, Expr::arith(Arith::Div, at, Expr::U32(4)))
     }
 
     /// The buffer position of row-major element `idx` of `shape` stored
