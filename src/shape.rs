@@ -282,6 +282,40 @@ pub(crate) struct DimSteps {
 mod tests {
     use proptest::prelude::*;
 
+    /// Which layouts read in aligned groups of four: a bias broadcast
+    /// over rows and a window of whole rows do; a row of six, a column
+    /// window, an offset of two and a transposed matrix do not. Each
+    /// accepted layout's groups checked against positions one by one.
+    #[test]
+    fn layouts_read_in_aligned_fours() {
+        use super::Layout;
+        let layout = |strides: &[usize], offset| Layout {
+            strides: strides.to_vec(),
+            offset,
+        };
+        let cases = [
+            (vec![5, 8], layout(&[0, 1], 0), true),
+            (vec![3, 8], layout(&[12, 1], 4), true),
+            (vec![1, 8], layout(&[0, 1], 8), true),
+            (vec![3, 6], layout(&[6, 1], 0), false),
+            (vec![3, 4], layout(&[6, 1], 0), false),
+            (vec![3, 8], layout(&[8, 1], 2), false),
+            (vec![8, 8], layout(&[1, 8], 0), false),
+        ];
+        for (shape, layout, want) in cases {
+            assert_eq!(layout.reads_in_aligned_fours(&shape), want, "{shape:?} {layout:?}");
+            if want {
+                for g in 0..super::numel(&shape) / 4 {
+                    let first = layout.position(&shape, 4 * g);
+                    assert_eq!(first % 4, 0);
+                    for q in 1..4 {
+                        assert_eq!(layout.position(&shape, 4 * g + q), first + q);
+                    }
+                }
+            }
+        }
+    }
+
     /// The storage position of `shape`'s element at `linear` through
     /// `outer` then `inner`, by two decompositions (the oracle).
     fn twice(
