@@ -63,6 +63,7 @@ pub(super) fn reduce(
         }
         ReduceStrategy::PerInvocation => {
             let (entry, body) = reduce_per_invocation(g, key, red);
+            let groups = entry.groups_of(total);
             (entry, body, groups)
         }
         ReduceStrategy::WorkgroupTree => {

@@ -71,9 +71,19 @@ pub(super) fn reduce_per_invocation(
     };
     let result = g.emit("result", root_ty, result);
     store_outputs(g, key, (red.root, red.outputs), &Expr::Invocation, &result);
-    let entry = Entry::per_invocation(outer * parts);
+    let entry = Entry {
+        workgroup_size: PER_INVOCATION_WORKGROUP,
+        ..Entry::per_invocation(outer * parts)
+    };
     (entry, g.body().to_vec())
 }
+
+/// Invocations of a workgroup where each computes an output of a
+/// reduction. A reduction to few outputs (a layer norm's weight
+/// gradient: 128 columns of 768 rows) made one workgroup of 256, which
+/// one of a CPU adapter's cores ran alone; in workgroups of 64 the
+/// cores share it.
+pub(super) const PER_INVOCATION_WORKGROUP: usize = 64;
 
 /// One step of output `o`'s reduction: its element `r`, or (a split
 /// reduction's first stage, `parts > 1`) the four elements of group `r`,

@@ -66,6 +66,12 @@ impl Entry {
         }
     }
 
+    /// The workgroups this per-invocation entry launches for
+    /// `invocations`.
+    pub fn groups_of(&self, invocations: usize) -> usize {
+        invocations.div_ceil(self.workgroup_size)
+    }
+
     /// The workgroups that `per_invocation(invocations)` launches.
     pub fn groups_for(invocations: usize) -> usize {
         invocations.div_ceil(super::WORKGROUP_SIZE)

@@ -1,9 +1,9 @@
 @group(0) @binding(0) var<storage, read> in0: array<f32>;
 @group(0) @binding(1) var<storage, read_write> out0: array<f32>;
 
-@compute @workgroup_size(256)
+@compute @workgroup_size(64)
 fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>, @builtin(local_invocation_index) lid: u32) {
-let gi = (wid.y * nwg.x + wid.x) * 256u + lid;
+let gi = (wid.y * nwg.x + wid.x) * 64u + lid;
 if (gi >= 4u) { return; }
     let o1: u32 = gi / 1u;
     let r02: u32 = gi % 1u;
