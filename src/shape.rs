@@ -303,7 +303,11 @@ mod tests {
             (vec![8, 8], layout(&[1, 8], 0), false),
         ];
         for (shape, layout, want) in cases {
-            assert_eq!(layout.reads_in_aligned_fours(&shape), want, "{shape:?} {layout:?}");
+            assert_eq!(
+                layout.reads_in_aligned_fours(&shape),
+                want,
+                "{shape:?} {layout:?}"
+            );
             if want {
                 for g in 0..super::numel(&shape) / 4 {
                     let first = layout.position(&shape, 4 * g);
