@@ -28,11 +28,13 @@ const SORT_WORKGROUP: usize = 256;
 
 /// Comparators a step up to which a line's workgroup has one invocation
 /// per comparator (a short line's workgroup of 256 would idle). Above
-/// it the workgroup is `SORT_WORKGROUP` whatever the length, so that a
-/// length that changes between steps (an embedding gradient's token
-/// count) keeps the kernel's structure and binds its generic kernel: with
-/// one invocation per comparator up to 256, 17 x 12 tokens compiled
-/// again after 64 x 12.
+/// it a single line's workgroup is `SORT_WORKGROUP` whatever the length,
+/// so that a length that changes between steps (an embedding gradient's
+/// token count) keeps the kernel's structure and binds its generic
+/// kernel: with one invocation per comparator up to 256, 17 x 12 tokens
+/// compiled again after 64 x 12. Many lines (a top-k over rows) keep one
+/// invocation per comparator: their workgroups of 256 would mostly idle
+/// through every barrier.
 const SMALL_SORT_PAIRS: usize = 32;
 
 /// The kernel of `Sort { axis, descending, run }` at `root` (which it
@@ -120,8 +122,8 @@ impl SortLine {
         let padded = len.next_power_of_two();
         let stages = padded.trailing_zeros() as usize;
         let pairs = padded / 2;
-        let wg = if pairs <= SMALL_SORT_PAIRS {
-            pairs.max(1)
+        let wg = if pairs <= SMALL_SORT_PAIRS || lines > 1 {
+            pairs.clamp(1, SORT_WORKGROUP)
         } else {
             SORT_WORKGROUP
         };

@@ -538,7 +538,9 @@ pub(crate) enum Inst {
     /// (`Target::loop_budget`) runs fewer iterations.
     Loop {
         counter: Var,
-        /// A `u32` (a literal, or a size made dynamic).
+        /// A `u32` (a literal, a size made dynamic, or a length read from
+        /// a buffer and clamped to a literal bound, as a sorted
+        /// scatter's runs are).
         count: Expr,
         unroll: usize,
         body: Vec<Inst>,

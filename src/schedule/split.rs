@@ -315,7 +315,8 @@ pub(crate) fn sort_scatters(key: &GraphKey) -> Lowered {
         };
         let src_len = key.nodes[node.inputs[2]].shape[axis];
         let rows = node.shape[axis];
-        if key.checked || rows < SORTED_SCATTER_MIN_ROWS || src_len == 0 {
+        let src_numel = numel(&key.nodes[node.inputs[2]].shape);
+        if key.checked || rows < SORTED_SCATTER_MIN_ROWS || src_numel == 0 {
             return None;
         }
         if !axis_only_index(key, node.inputs[1], axis) {

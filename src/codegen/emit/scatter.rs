@@ -105,10 +105,22 @@ impl Gen<'_> {
             });
             // The run's length is known only at run time: at most the
             // source's extent, which sets the unroll that keeps the loop
-            // within the adapter's loop limit.
+            // within the adapter's loop limit. Read from a buffer, it is
+            // clamped there, so that starts that were not ascending could
+            // never make the loop run for ever.
+            let run = Expr::arith(Arith::Sub, end.clone(), first.clone());
+            let run = Expr::select(
+                Expr::arith(Arith::Lt, first.clone(), end),
+                Expr::Call {
+                    f: crate::kernel::ir::Builtin::Min,
+                    args: vec![run, Expr::U32(longest as u64)],
+                },
+                Expr::U32(0),
+            );
+            let count = g.emit("n", Ty::U32, run);
             g.push(Inst::Loop {
                 counter,
-                count: Expr::arith(Arith::Sub, end, first),
+                count,
                 unroll,
                 body: step,
             });
