@@ -169,21 +169,18 @@ impl RowPasses {
         if self.per_workgroup {
             let within = (&Expr::Local, ROW_WORKGROUP, self.len);
             strided_within(g, within, self.passes, &|g, k| self.at_element(g, k, f));
-        } else if self.vec4 {
-            let counter = g.fresh("k");
-            let body = g.block(|g| self.at_group(g, Expr::Var(counter), f));
-            g.push(Inst::Loop {
-                counter,
-                count: Expr::count(self.len / 4),
-                unroll: self.unroll,
-                body,
-            });
         } else {
+            // Over the row's elements, or its groups of four.
             let counter = g.fresh("k");
-            let body = g.block(|g| self.at_element(g, Expr::Var(counter), f));
+            let k = Expr::Var(counter);
+            let (body, count) = if self.vec4 {
+                (g.block(|g| self.at_group(g, k, f)), self.len / 4)
+            } else {
+                (g.block(|g| self.at_element(g, k, f)), self.len)
+            };
             g.push(Inst::Loop {
                 counter,
-                count: Expr::count(self.len),
+                count: Expr::count(count),
                 unroll: self.unroll,
                 body,
             });

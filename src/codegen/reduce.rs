@@ -55,10 +55,10 @@ pub(super) fn reduce(
         budget,
         g.context().target.reduce_rule,
     );
-    let groups = Entry::groups_for(total);
     let (entry, body, groups) = match strategy {
         ReduceStrategy::SumByFours => {
             let (entry, body) = sum_by_fours(g, key, red);
+            let groups = entry.groups_of(total);
             (entry, body, groups)
         }
         ReduceStrategy::PerInvocation => {

@@ -630,9 +630,7 @@ impl<'a> Gen<'a> {
             return self.emit("v", ty, from_storage(raw));
         }
         if vec && numel(&shape) == 1 {
-            let one = self.load(n, &Expr::U32(0), false);
-            let x = Box::new(one);
-            return self.emit("v", ty, Expr::Construct { ty, x });
+            return self.splat_single(n, ty);
         }
         let k = match self.reads.iter().position(|&r| r == (n, vec)) {
             Some(k) => k,

@@ -44,9 +44,8 @@ impl Gen<'_> {
         let node = &self.nodes[n];
         let (input, shape, ty) = (node.inputs[0], node.shape.clone(), Ty::of(node.dtype, vec));
         if vec && numel(&self.nodes[input].shape) == 1 {
-            // A single value viewed everywhere: splat.
-            let x = Box::new(self.value(input, &Expr::U32(0), false, false));
-            return self.emit("v", ty, Expr::Construct { ty, x });
+            // A single value viewed everywhere.
+            return self.splat_single(input, ty);
         }
         // Only a scatter's source index has an entry (the key is built
         // only when there is one to find).
@@ -110,8 +109,7 @@ impl Gen<'_> {
         let (input, shape, ty) = (node.inputs[0], node.shape.clone(), Ty::of(node.dtype, vec));
         let src_shape = self.nodes[input].shape.clone();
         if vec && numel(&src_shape) == 1 {
-            let x = Box::new(self.value(input, &Expr::U32(0), false, false));
-            return self.emit("v", ty, Expr::Construct { ty, x });
+            return self.splat_single(input, ty);
         }
         let layout = Layout::contiguous(&src_shape).expand(&src_shape, &shape);
         if vec {
@@ -120,6 +118,12 @@ impl Gen<'_> {
         }
         let j = self.index_var(&shape, &layout, idx);
         self.value(input, &j, false, false)
+    }
+
+    /// The single value of node `n` in every lane of a vector of `ty`.
+    pub(super) fn splat_single(&mut self, n: usize, ty: Ty) -> Expr {
+        let x = Box::new(self.value(n, &Expr::U32(0), false, false));
+        self.emit("v", ty, Expr::Construct { ty, x })
     }
 
     /// `Pad`: the source element where `idx` falls inside it, else the

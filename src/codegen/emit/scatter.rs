@@ -38,12 +38,8 @@ impl Gen<'_> {
                 },
                 n,
             );
-            let as_position = Expr::Construct {
-                ty: Ty::U32,
-                x: Box::new(k.clone()),
-            };
             let names_this = Expr::all(vec![
-                Expr::arith(Arith::Eq, as_position, target),
+                Expr::arith(Arith::Eq, as_u32(k.clone()), target),
                 Expr::arith(Arith::Ge, k, Expr::I32(0)),
             ]);
             // The source element is read (and its inlined chain
