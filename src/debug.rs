@@ -164,6 +164,19 @@ fn plan_text(name: &str, source: &KernelSource, planned: &str, origins: &[String
     for &w in &source.writes {
         let _ = writeln!(text, "writes n{w} {}", label(w));
     }
+    if let Some(c) = &source.copy {
+        let _ = writeln!(
+            text,
+            "done by a copy instead: texture {} {:?}, {} rows a layer from n{} {} at byte {}, {} bytes a row",
+            c.slot,
+            c.size,
+            c.rows,
+            c.node,
+            label(c.node),
+            c.offset_bytes,
+            c.bytes_per_row
+        );
+    }
     text.push_str(planned);
     let _ = writeln!(text, "bindings:");
     for (i, b) in source.bindings().enumerate() {

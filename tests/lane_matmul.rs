@@ -216,3 +216,120 @@ fn operands_not_laid_out_in_groups_of_four_are_read_one_value_a_load() {
     }
     std::fs::remove_dir_all(&dir).ok();
 }
+
+/// The lane matmul's plan, and how many of its packing kernels were
+/// done by copies and how many were dispatched (`None` where the lane
+/// kernel did not run).
+fn packing(dir: &std::path::Path) -> Option<(String, usize, usize)> {
+    let plans = common::dumped_plans(dir);
+    let plan = plans.iter().find(|p| p.contains("kernel: Lanes"))?;
+    let packs: Vec<&String> = plans
+        .iter()
+        .filter(|p| p.contains("strategy: Pack"))
+        .collect();
+    let copies = packs
+        .iter()
+        .filter(|p| p.contains("done by a copy"))
+        .count();
+    Some((plan.clone(), copies, packs.len() - copies))
+}
+
+/// How a case lays out A: row-major, a window of a larger stored
+/// matrix (rows 3..), or a view of its stored transpose.
+#[derive(Clone, Copy, Debug)]
+enum ALaid {
+    RowMajor,
+    Window,
+    Transposed,
+}
+
+/// Operands that lie in memory as their packed textures hold them are
+/// packed by buffer-to-texture copies (row-major f32 rows of a multiple
+/// of 64 elements), the others by their kernels; a view of a stored
+/// transpose is packed as that transpose lies (its texels then hold four
+/// rows at one K, or four K values of a column), by a copy where its
+/// rows allow. Values against f64 loops, with a NaN in A and an infinity
+/// in B.
+#[test]
+fn operands_lying_as_their_textures_hold_them_are_packed_by_copies() {
+    use ALaid::*;
+    // (tag, batch, m, k, n, A, B a view of its transpose, copies and
+    // packing kernels, A and B read from copies of their transposes).
+    #[rustfmt::skip]
+    let cases = [
+        ("window", 1, 96, 128, 64, Window, false, (2, 0), (false, false)),
+        ("batched", 3, 40, 64, 128, RowMajor, false, (2, 0), (false, false)),
+        ("n-100", 1, 96, 128, 100, RowMajor, false, (1, 1), (false, false)),
+        ("a-t", 1, 128, 128, 64, Transposed, false, (2, 0), (true, false)),
+        ("a-t-batched", 2, 64, 96, 64, Transposed, false, (2, 0), (true, false)),
+        ("a-t-m-96", 1, 96, 128, 64, Transposed, false, (1, 1), (true, false)),
+        ("a-t-k-66", 1, 64, 66, 64, Transposed, false, (2, 0), (true, false)),
+        ("a-t-m-30", 1, 30, 66, 64, Transposed, false, (1, 1), (true, false)),
+        ("b-t", 1, 96, 128, 36, RowMajor, true, (2, 0), (false, true)),
+        ("b-t-batched", 2, 40, 64, 20, RowMajor, true, (2, 0), (false, true)),
+        ("b-t-k-30", 1, 40, 30, 36, RowMajor, true, (0, 2), (false, true)),
+        ("both-t", 1, 64, 128, 40, Transposed, true, (2, 0), (true, true)),
+    ];
+    for (tag, bsz, m, k, n, a_laid, b_t, counts, transposed) in cases {
+        let Some((dev, dir)) = lane_device(tag) else {
+            return;
+        };
+        let mut a_data = common::data(bsz * m * k, 13);
+        a_data[5 * k + 3] = f32::NAN;
+        let mut b_data = common::data(bsz * k * n, 14);
+        b_data[2 * n + 7] = f32::INFINITY;
+        // Each entry's matrix transposed, entry after entry.
+        let transpose = |x: &[f32], (r, c): (usize, usize)| -> Vec<f32> {
+            (0..bsz * r * c)
+                .map(|e| {
+                    let (b, j, i) = (e / (r * c), e / r % c, e % r);
+                    x[b * r * c + i * c + j]
+                })
+                .collect()
+        };
+        let shape = |r: usize, c: usize| {
+            if bsz == 1 {
+                vec![r, c]
+            } else {
+                vec![bsz, r, c]
+            }
+        };
+        let a = match a_laid {
+            RowMajor => Tensor::from_vec(a_data.clone(), shape(m, k), &dev).unwrap(),
+            Window => {
+                let mut whole = common::data(3 * k, 15);
+                whole.extend_from_slice(&a_data);
+                let x = Tensor::from_vec(whole, [m + 3, k], &dev).unwrap();
+                x.slice(0, 3, m + 3, 1)
+            }
+            Transposed => {
+                let x = Tensor::from_vec(transpose(&a_data, (m, k)), shape(k, m), &dev).unwrap();
+                x.transpose(-2, -1)
+            }
+        };
+        let b = if b_t {
+            let w = Tensor::from_vec(transpose(&b_data, (k, n)), shape(n, k), &dev).unwrap();
+            w.transpose(-2, -1)
+        } else {
+            Tensor::from_vec(b_data.clone(), shape(k, n), &dev).unwrap()
+        };
+        let got = a.matmul(&b).to_vec::<f32>().unwrap();
+        check(&got, &a_data, &b_data, (bsz, m, k, n), true);
+        if let Some((plan, copies, packs)) = packing(&dir) {
+            assert_eq!(
+                (copies, packs),
+                counts,
+                "{tag}: copies and packing kernels\n{plan}"
+            );
+            let flags = (
+                plan.contains("a_transposed: true"),
+                plan.contains("b_transposed: true"),
+            );
+            assert_eq!(
+                flags, transposed,
+                "{tag}: operands read from transposes\n{plan}"
+            );
+        }
+        std::fs::remove_dir_all(&dir).ok();
+    }
+}

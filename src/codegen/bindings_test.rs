@@ -227,6 +227,8 @@ fn kernels_carry_the_strategy_they_were_generated_with() {
                     lanes: 8,
                     a_in_place: false,
                     a_vec4: false,
+                    a_transposed: false,
+                    b_transposed: false,
                     b_in_place: false
                 })
             }

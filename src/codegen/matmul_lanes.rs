@@ -23,8 +23,16 @@
 //! workgroup instead of 32, 1.1-1.3x slower.
 //!
 //! Packing is two small kernels that write the operands (through their
-//! views, so a transposed weight costs nothing extra) into `rgba32float`
-//! textures, zero-padded to whole texels along K and N. An A broadcast
+//! views) into `rgba32float` textures, zero-padded to whole texels along
+//! K and N (`lane_packs`). Where a stored value lies in memory as the
+//! texture holds it, a buffer-to-texture copy does a packing kernel's
+//! work (lavapipe's texture stores are a loop over the lanes: a packing
+//! kernel wrote ~100 M texels a second). A view of a stored transpose (a
+//! transposed weight; an activation transposed for a weight gradient)
+//! is packed as that transpose lies, so that it can be copied: A's
+//! texels then hold four rows at one K, shared across the subgroup by
+//! broadcasts as rows are (`transposed_a_step`), and B's texels four K
+//! values of one column, transposed in registers (`transposed_b_rows`). An A broadcast
 //! over the batch (a convolution's weights) is packed once, its one
 //! matrix read by every batch entry. An operand whose packed copy would
 //! be large or repeat its source (a convolution's windows as B; a weight
@@ -35,12 +43,15 @@
 //! (`lane_operands::a_reads_vec4`).
 
 use super::emit::{Gen, SplitOperand, SplitPart};
-use super::lane_operands::{AOperand, a_operand, source_elements};
+use super::lane_operands::{AOperand, StoredAt, a_operand, lies_in_memory, source_elements};
+use super::lane_packs::{
+    Packing, ScratchOperand, fits_transposed, packed_operands, transposed_packing,
+};
 use super::matmul::{
     MatmulDims, OutputBlock, TileIds, VEC4, accumulators, add, below, both, fadd, fmul, lit,
     matmul_dims, modulo, over, plus, splat_lane, store_block, tile_ids, tile_load, times,
 };
-use super::wgsl::{CodegenContext, KernelSource, Launch, TextureUse};
+use super::wgsl::{CodegenContext, KernelSource};
 use crate::graph::GraphKey;
 use crate::kernel::ir::{Builtin, Expr, Inst, Ty};
 use crate::kernel::{Entry, LaneAdapter, LaneTile, Strategy, lane_reads_b_in_place};
@@ -50,29 +61,6 @@ use crate::kernel::{Entry, LaneAdapter, LaneTile, Strategy, lane_reads_b_in_plac
 const MAX_ROWS: usize = 32;
 /// Lanes (each four columns) of a workgroup, at most.
 const MAX_LANES: usize = 64;
-
-/// How one operand lies in its texture array: per batch entry a `rows` x
-/// `cols` matrix, four columns a texel, cut into blocks of `height` rows
-/// and `width` texels, one layer each (layer = (entry * row blocks + row
-/// block) * column blocks + column block), so that matrices taller or
-/// wider than a texture still fit.
-#[derive(Clone, Copy, Debug)]
-struct Packing {
-    node: usize,
-    batch: usize,
-    rows: usize,
-    cols: usize,
-    width: usize,
-    height: usize,
-    row_blocks: usize,
-    col_blocks: usize,
-}
-
-impl Packing {
-    fn layers(&self) -> usize {
-        self.batch * self.row_blocks * self.col_blocks
-    }
-}
 
 /// The kernel's geometry for one matmul.
 struct Geometry {
@@ -96,6 +84,13 @@ struct Geometry {
     a_vec4: Option<usize>,
     /// Whether B is read in place through its view, not packed.
     b_in_place: bool,
+    /// Where A's texture holds A's transpose, which a stored value holds
+    /// row-major (`lies_in_memory`: the node and its first element): a
+    /// texel holds four rows at one K.
+    a_transposed: Option<StoredAt>,
+    /// Where B's texture holds B's transpose, which a stored value holds
+    /// row-major: a texel holds four K values of one column.
+    b_transposed: Option<StoredAt>,
 }
 
 /// Lanes per workgroup for `n4` texels of columns: the power of two from
@@ -145,6 +140,8 @@ fn tile_for(m: usize, n4: usize, s: usize, precedent: Option<Strategy>) -> LaneT
         a_in_place: false,
         a_vec4: false,
         b_in_place: false,
+        a_transposed: false,
+        b_transposed: false,
     }
 }
 
@@ -173,36 +170,28 @@ fn geometry(
         vec4: a_vec4,
     } = a_operand(key, stored, (&d, batch, b_in_place), &tile);
     let max = adapter.max_texture;
+    let in_place = (a_in_place, b_in_place);
+    let (a_transposed, b_transposed) =
+        stored_transposes(key, stored, &d, (batch, a_batch, in_place), adapter);
     // A's row blocks hold whole workgroup row tiles, B's column blocks
     // whole workgroup column tiles: a workgroup reads one layer of each.
     let a_height = block(d.m, max, rows);
     let b_width = block(n4, max, lanes);
+    let a_blocks = a_in_place || a_transposed.is_some() || a_height > 0;
+    let b_blocks = b_in_place || b_transposed.is_some() || (k4 * 4 <= max && b_width > 0);
     // K steps stay within a texture's width, packed or not: the loop
     // over them must stay far below the adapter's loop limit (lavapipe
     // ends a loop after 65,535 iterations).
-    if k4 > max || (!a_in_place && a_height == 0) || (!b_in_place && (k4 * 4 > max || b_width == 0))
-    {
+    if k4 > max || !a_blocks || !b_blocks {
         return None;
     }
-    let a = Packing {
-        node: a_node,
-        batch: a_batch,
-        rows: d.m,
-        cols: d.k,
-        width: k4,
-        height: a_height,
-        row_blocks: d.m.div_ceil(a_height),
-        col_blocks: 1,
+    let a = match a_transposed {
+        Some(_) => transposed_packing(d.a, batch, (d.m, d.k)),
+        None => Packing::rows_of_a(a_node, a_batch, (d.m, d.k), a_height),
     };
-    let b = Packing {
-        node: d.b,
-        batch,
-        rows: d.k,
-        cols: d.n,
-        width: b_width,
-        height: k4 * 4,
-        row_blocks: 1,
-        col_blocks: n4.div_ceil(b_width),
+    let b = match b_transposed {
+        Some(_) => transposed_packing(d.b, batch, (d.k, d.n)),
+        None => Packing::rows_of_b(d.b, batch, (d.k, d.n), b_width),
     };
     if (!a_in_place && a.layers() > adapter.max_layers)
         || (!b_in_place && b.layers() > adapter.max_layers)
@@ -224,8 +213,37 @@ fn geometry(
         a_in_place,
         a_vec4,
         b_in_place,
+        a_transposed,
+        b_transposed,
         d,
     })
+}
+
+/// Where A's and B's textures hold their transposes, read from the
+/// stored value holding them (`Geometry::a_transposed`, `b_transposed`):
+/// an operand packed (not read in place) whose transpose a stored value
+/// holds row-major, where its texture fits (`fits_transposed`); A also a
+/// matrix per batch entry, over subgroups of whole quads of rows. The
+/// choice rests on how the operand lies, not on its sizes (a copy where
+/// they allow, else a packing kernel, fills the same texture), so a
+/// site's kernel keeps its code as a length changes.
+fn stored_transposes(
+    key: &GraphKey,
+    stored: &dyn Fn(usize) -> bool,
+    d: &MatmulDims,
+    (batch, a_batch, (a_in_place, b_in_place)): (usize, usize, (bool, bool)),
+    adapter: LaneAdapter,
+) -> (Option<StoredAt>, Option<StoredAt>) {
+    let quads = adapter.subgroup.is_multiple_of(4);
+    let a = (!a_in_place && a_batch == batch && quads)
+        .then(|| lies_in_memory(key, stored, d.a, (batch, d.m, d.k), true))
+        .flatten()
+        .filter(|_| fits_transposed((d.m, d.k, batch), adapter));
+    let b = (!b_in_place)
+        .then(|| lies_in_memory(key, stored, d.b, (batch, d.k, d.n), true))
+        .flatten()
+        .filter(|_| fits_transposed((d.k, d.n, batch), adapter));
+    (a, b)
 }
 
 /// Whether the lane matmul can compute `root` on `adapter` (its subgroup
@@ -273,11 +291,7 @@ pub(super) fn matmul_lanes(
     let i0 = g.emit("rfirst", Ty::U32, times(ids.tm.clone(), rows));
     let regs = lane_registers(g, (rows, s, &geo), (&ids, &i0));
     let k = g.fresh("kt");
-    let b_rows = if b_in_place {
-        BRows::InPlace(Box::new(b_in_place_reads(g, &geo, &columns, &ids)))
-    } else {
-        BRows::Packed
-    };
+    let b_rows = b_reads(g, &geo, &columns, &ids);
     let body = g.block(|g| lane_step(g, &regs, (&columns, &b_rows), &Expr::Var(k)));
     g.push(Inst::Loop {
         counter: k,
@@ -301,7 +315,11 @@ pub(super) fn matmul_lanes(
         arrays: Vec::new(),
         subgroup_id: true,
     };
-    let (packs, scratch) = packed_operands(key, stored, &g.context(), &geo);
+    let operands = [
+        (&geo.a, !geo.a_in_place, geo.a_transposed),
+        (&geo.b, !geo.b_in_place, geo.b_transposed),
+    ];
+    let packed = packed_operands(key, stored, &g.context(), operands);
     Some(LaneMatmul {
         entry,
         body: g.body().to_vec(),
@@ -312,34 +330,12 @@ pub(super) fn matmul_lanes(
             a_in_place,
             a_vec4: geo.a_vec4.is_some(),
             b_in_place,
+            a_transposed: geo.a_transposed.is_some(),
+            b_transposed: geo.b_transposed.is_some(),
         },
-        packs,
-        scratch,
+        packs: packed.packs,
+        scratch: packed.scratch,
     })
-}
-
-/// The kernels packing the operands not read in place, and their scratch
-/// textures, each with the name the kernel reads it by.
-fn packed_operands(
-    key: &GraphKey,
-    stored: &dyn Fn(usize) -> bool,
-    cx: &CodegenContext,
-    geo: &Geometry,
-) -> (Vec<KernelSource>, Vec<ScratchOperand>) {
-    let packed: Vec<(&Packing, &'static str)> =
-        [(&geo.a, !geo.a_in_place), (&geo.b, !geo.b_in_place)]
-            .into_iter()
-            .zip(LANE_OPERANDS)
-            .filter(|((_, packs), _)| *packs)
-            .map(|((p, _), name)| (p, name))
-            .collect();
-    let packs = (packed.iter().enumerate())
-        .map(|(slot, (p, _))| pack(key, stored, cx, p, slot))
-        .collect();
-    let scratch = (packed.iter())
-        .map(|(p, name)| ((p.width as u32, p.height as u32, p.layers() as u32), *name))
-        .collect();
-    (packs, scratch)
 }
 
 /// Where a lane's four output columns lie: texel column `c4` of the
@@ -365,10 +361,6 @@ fn lane_columns(g: &mut Gen, geo: &Geometry, ids: &TileIds) -> LaneColumns {
     let bl = g.emit("bl", Ty::U32, bl);
     LaneColumns { c4, bx, bl }
 }
-
-/// The names the lane matmul reads its packed operands by (scratch
-/// textures 0 and 1).
-pub(super) const LANE_OPERANDS: [&str; 2] = ["ta", "tb"];
 
 /// A lane matmul's register block (see `lane_registers`).
 struct LaneRegisters {
@@ -399,6 +391,10 @@ enum ARow {
     /// In place, four K values a load (`a_reads_vec4`): group `start` of
     /// four elements of A's node is the row's first.
     InPlaceVec4 { node: usize, start: Expr },
+    /// From texel column `x` of layer `layer` of texture `ta`, a copy of
+    /// A's stored transpose (`Geometry::a_transposed`): at texel row
+    /// `4 k4 + sid % 4` (zero past K), four rows at one K.
+    Transposed { x: Expr, layer: Expr, k: usize },
 }
 
 /// Declares the register block of a lane matmul of `rows` rows a
@@ -425,6 +421,18 @@ fn lane_registers(
     // along K.
     let fetch = (0..rows / s)
         .map(|h| {
+            if geo.a_transposed.is_some() {
+                // Rows `4 (sid / 4)` .. +3 of the group, whole texels of
+                // the transpose's rows (groups start at multiples of 4).
+                let x = add(
+                    over(plus(i0.clone(), h * s), 4),
+                    over(Expr::SubgroupLane, 4),
+                );
+                let x = Expr::call(Builtin::Min, vec![x, lit(m.div_ceil(4) - 1)]);
+                let x = g.emit("ax", Ty::U32, x);
+                let layer = bi.clone();
+                return ARow::Transposed { x, layer, k };
+            }
             let row = add(plus(i0.clone(), h * s), Expr::SubgroupLane);
             let ar = g.emit(
                 "ar",
@@ -477,6 +485,15 @@ fn a_values(g: &mut Gen, row: &ARow, a_split: Option<&SplitOperand>, k4: &Expr) 
             let at = g.emit("aat", Ty::U32, add(start.clone(), k4.clone()));
             g.value(*node, &at, false, true)
         }
+        ARow::Transposed { x, layer, k } => {
+            let y = add(times(k4.clone(), 4), modulo(Expr::SubgroupLane, 4));
+            let y = g.emit("ak", Ty::U32, y);
+            let ok = g.emit("ok", Ty::BOOL, below(y.clone(), *k));
+            let y = Expr::call(Builtin::Min, vec![y, lit(k - 1)]);
+            let args = vec![x.clone(), y, layer.clone()];
+            let texel = Expr::call(Builtin::TextureLoad("ta"), args);
+            Expr::select(ok, texel, zero_vec4())
+        }
         ARow::InPlace {
             node,
             k,
@@ -513,6 +530,11 @@ enum BRows {
     Packed,
     /// From B's node through its view.
     InPlace(Box<InPlaceB>),
+    /// From texture `tb`, a copy of B's stored transpose
+    /// (`Geometry::b_transposed`): texel `(k4, c)` holds K values
+    /// `4 k4` .. +3 of column `c`; the lane's four columns start at `col0`
+    /// (clamped to the last of `n`), in layer `layer`.
+    Transposed { col0: Expr, layer: Expr, n: usize },
 }
 
 /// What a lane needs to read its columns of B in place: B's node and
@@ -536,6 +558,19 @@ struct SplitB {
     operand: SplitOperand,
     /// The lane's four columns' shares, with their batch entry's.
     columns: Vec<SplitPart>,
+}
+
+/// Where this lane reads its columns of B (see `BRows`).
+fn b_reads(g: &mut Gen, geo: &Geometry, columns: &LaneColumns, ids: &TileIds) -> BRows {
+    if geo.b_in_place {
+        BRows::InPlace(Box::new(b_in_place_reads(g, geo, columns, ids)))
+    } else if geo.b_transposed.is_some() {
+        let col0 = g.emit("bcol", Ty::U32, times(columns.c4.clone(), 4));
+        let (layer, n) = (ids.bi.clone(), geo.d.n);
+        BRows::Transposed { col0, layer, n }
+    } else {
+        BRows::Packed
+    }
 }
 
 /// Defines where this lane's columns of B start, for reading B in place.
@@ -571,6 +606,9 @@ fn b_row(g: &mut Gen, rows: &BRows, columns: &LaneColumns, y: Expr) -> Expr {
         BRows::Packed => {
             let args = vec![columns.bx.clone(), y, columns.bl.clone()];
             Expr::call(Builtin::TextureLoad("tb"), args)
+        }
+        BRows::Transposed { .. } => {
+            unreachable!("a transposed B's rows are read four at once (transposed_b_rows)")
         }
         BRows::InPlace(b) => {
             let row = g.emit("by", Ty::U32, y);
@@ -609,12 +647,18 @@ fn lane_step(
     (columns, b_rows): (&LaneColumns, &BRows),
     k4: &Expr,
 ) {
-    let rows_of_b: Vec<Expr> = (0..4)
-        .map(|q| b_row(g, b_rows, columns, plus(times(k4.clone(), 4), q)))
-        .collect();
+    let rows_of_b: Vec<Expr> = match b_rows {
+        BRows::Transposed { col0, layer, n } => transposed_b_rows(g, (col0, layer, *n), k4),
+        _ => (0..4)
+            .map(|q| b_row(g, b_rows, columns, plus(times(k4.clone(), 4), q)))
+            .collect(),
+    };
     let fetched: Vec<Expr> = (regs.fetch.iter())
         .map(|row| a_values(g, row, regs.a_split.as_ref(), k4))
         .collect();
+    if let Some(ARow::Transposed { .. }) = regs.fetch.first() {
+        return transposed_a_step(g, regs, &fetched, &rows_of_b);
+    }
     for (r, acc) in regs.accs.iter().enumerate() {
         let args = vec![fetched[r / regs.s].clone(), lit(r % regs.s)];
         let a = g.emit("a", VEC4, Expr::call(Builtin::SubgroupBroadcast, args));
@@ -629,6 +673,57 @@ fn lane_step(
     }
 }
 
+/// The step's accumulation where A's texels hold four rows at one K
+/// (`ARow::Transposed`): per quad of rows, the texels of the four lanes
+/// that fetched its K values (lane `4 quad + q` holds K value `q`), and
+/// per row its component of each, times B, in the order of the other
+/// layouts (so the sums are theirs).
+fn transposed_a_step(g: &mut Gen, regs: &LaneRegisters, fetched: &[Expr], rows_of_b: &[Expr]) {
+    let s = regs.s;
+    for (r0, acc_quad) in (0..).step_by(4).zip(regs.accs.chunks(4)) {
+        let (group, quad) = (r0 / s, (r0 % s) / 4);
+        let k_values: Vec<Expr> = (0..4)
+            .map(|q| {
+                let args = vec![fetched[group].clone(), lit(quad * 4 + q)];
+                g.emit("a", VEC4, Expr::call(Builtin::SubgroupBroadcast, args))
+            })
+            .collect();
+        for (j, acc) in acc_quad.iter().enumerate() {
+            let sum = (k_values.iter().zip(rows_of_b)).fold(acc.clone(), |sum, (a, b)| {
+                fadd(sum, fmul(splat_lane(a, j), b.clone(), true), true)
+            });
+            g.assign(acc, sum);
+        }
+    }
+}
+
+/// Rows `4 k4` .. +3 of the lane's four columns of B, from B's stored
+/// transpose (`BRows::Transposed`): a texel per column (clamped to the
+/// last), transposed in registers.
+fn transposed_b_rows(g: &mut Gen, (col0, layer, n): (&Expr, &Expr, usize), k4: &Expr) -> Vec<Expr> {
+    let texels: Vec<Expr> = (0..4)
+        .map(|j| {
+            let c = Expr::call(Builtin::Min, vec![plus(col0.clone(), j), lit(n - 1)]);
+            let args = vec![k4.clone(), c, layer.clone()];
+            g.emit("bt", VEC4, Expr::call(Builtin::TextureLoad("tb"), args))
+        })
+        .collect();
+    (0..4)
+        .map(|q| {
+            let row = texels.iter().map(|t| splat_lane(t, q)).collect();
+            g.emit("b", VEC4, Expr::call(Builtin::Vec4, row))
+        })
+        .collect()
+}
+
+/// `vec4(0.0)`.
+fn zero_vec4() -> Expr {
+    Expr::Construct {
+        ty: VEC4,
+        x: Box::new(Expr::F32(0)),
+    }
+}
+
 /// A lane matmul's kernel and the kernels it needs first.
 pub(super) struct LaneMatmul {
     pub entry: Entry,
@@ -636,70 +731,10 @@ pub(super) struct LaneMatmul {
     pub groups: usize,
     /// A workgroup's output tile.
     pub tile: LaneTile,
-    /// Kernels packing A into scratch texture 0 and B into 1.
+    /// Kernels packing A into scratch texture 0 and B into 1 (each
+    /// with the copy that does its work, where one can).
     pub packs: Vec<KernelSource>,
     /// Each scratch texture array: (width, height, layers) in texels,
     /// and the name the kernel reads it by.
     pub scratch: Vec<ScratchOperand>,
-}
-
-/// A packed operand's scratch texture array: (width, height, layers) in
-/// texels, and the name the kernel reads it by.
-pub(super) type ScratchOperand = ((u32, u32, u32), &'static str);
-
-/// The kernel writing an operand into scratch texture `slot` as `p` says,
-/// zero past the matrix (partial texels and blocks): an invocation a
-/// texel.
-fn pack(
-    key: &GraphKey,
-    stored: &dyn Fn(usize) -> bool,
-    cx: &CodegenContext,
-    p: &Packing,
-    slot: usize,
-) -> KernelSource {
-    let mut g = Gen::new(&key.nodes, stored, &[], cx);
-    let (rows, cols, width, height) = (p.rows, p.cols, p.width, p.height);
-    let texels = width * height * p.layers();
-    let x = g.emit("x", Ty::U32, modulo(Expr::Invocation, width));
-    let y = g.emit("y", Ty::U32, modulo(over(Expr::Invocation, width), height));
-    let layer = g.emit("layer", Ty::U32, over(Expr::Invocation, width * height));
-    let bi = g.emit(
-        "bi",
-        Ty::U32,
-        over(layer.clone(), p.row_blocks * p.col_blocks),
-    );
-    let row_block = modulo(over(layer.clone(), p.col_blocks), p.row_blocks);
-    let r = g.emit("r", Ty::U32, add(times(row_block, height), y.clone()));
-    let col_block = modulo(layer.clone(), p.col_blocks);
-    let c = times(add(times(col_block, width), x.clone()), 4);
-    let c = g.emit("c", Ty::U32, c);
-    let texel = tile_load(
-        &mut g,
-        p.node,
-        |q| both(below(r.clone(), rows), below(plus(c.clone(), q), cols)),
-        |q| {
-            let at = add(times(bi.clone(), rows * cols), times(r.clone(), cols));
-            plus(add(at, c.clone()), q)
-        },
-    );
-    let texel = g.emit("texel", VEC4, texel);
-    g.push(Inst::TextureStore {
-        texture: "dst",
-        x,
-        y,
-        layer,
-        value: texel,
-    });
-    let entry = Entry::per_invocation(texels);
-    let launch = Launch {
-        groups: Entry::groups_for(texels),
-        strategy: Strategy::Pack,
-        textures: vec![TextureUse {
-            slot,
-            write: true,
-            name: "dst",
-        }],
-    };
-    let body = g.body().to_vec();
-    g.kernel_source((Vec::new(), false), entry, body, launch)
 }

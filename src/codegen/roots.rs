@@ -10,9 +10,10 @@
 
 use super::attention::attention;
 use super::emit::Gen;
+use super::lane_packs::ScratchOperand;
 use super::matmul::{matmul, matmul_blocked, matmul_class};
 use super::matmul_coop::matmul_coop;
-use super::matmul_lanes::{ScratchOperand, lanes_fit, matmul_lanes};
+use super::matmul_lanes::{lanes_fit, matmul_lanes};
 use super::norm::normalize;
 use super::reduce::reduce;
 use super::reduce_ir::Reduction;

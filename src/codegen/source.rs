@@ -72,6 +72,12 @@ pub(crate) struct KernelSource {
     /// Kernels dispatched right before this one, writing its scratch
     /// textures (a matmul's operand packing).
     pub packs: Vec<KernelSource>,
+    /// Of a packing kernel: the buffer-to-texture copy that does its
+    /// work (its operand lies in memory as its texture holds it), which
+    /// the runtime encodes instead of dispatching it. The kernel is there
+    /// either way, so that a site's dispatches do not change with sizes
+    /// where only some sizes can be copied.
+    pub copy: Option<TextureCopy>,
     /// A kernel generic over sizes that change between steps: the values
     /// of its dynamic literals for this graph, bound last as a uniform
     /// `dyn_sizes` (see `kernel::generic`).
@@ -82,6 +88,33 @@ pub(crate) struct KernelSource {
     /// The kernel as a value, which `wgsl` was printed from.
     /// Shared: a site's record keeps it to compare the next sizes with.
     pub kernel: std::sync::Arc<Kernel>,
+}
+
+/// A matmul operand packed by a copy instead of a kernel: a stored value
+/// lies in memory as the operand's texture holds it (row-major `f32`
+/// rows of whole texels, a layer per batch entry, no padding), so the
+/// driver's copy writes the texture. On lavapipe a texture store from a
+/// shader is a loop over the lanes: a packing kernel wrote ~100 M texels
+/// a second, where a copy is a `memcpy` per row (PERFORMANCE.md).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct TextureCopy {
+    /// The stored node copied from.
+    pub node: usize,
+    /// Its first element's byte offset in the node's buffer (a multiple
+    /// of 16, one texel).
+    pub offset_bytes: u64,
+    /// Bytes from one row to the next (a multiple of 256, which copies
+    /// require).
+    pub bytes_per_row: u32,
+    /// The scratch texture written: `slot` of the owning kernel's
+    /// `scratch`.
+    pub slot: usize,
+    /// The texture's whole extent: (width, height, layers).
+    pub size: (u32, u32, u32),
+    /// Texel rows copied a layer: the texture's rows past them (a B
+    /// whose K is not a multiple of four, padded to whole texels of A)
+    /// are written with zeros.
+    pub rows: u32,
 }
 
 /// A scratch texture a kernel binds: entry `slot` of the owning kernel's

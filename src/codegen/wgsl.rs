@@ -16,7 +16,7 @@ use crate::kernel::{Entry, Precedents, Strategy, choose_vec4};
 use crate::shape::{Layout, numel};
 
 use super::emit::Gen;
-pub(crate) use super::source::{CodegenContext, KernelSource, Launch, TextureUse};
+pub(crate) use super::source::{CodegenContext, KernelSource, Launch, TextureCopy, TextureUse};
 
 /// The most parameter bytes bound as a uniform buffer: WebGPU's minimum
 /// for `max_uniform_buffer_binding_size`, so every adapter allows it.

@@ -77,6 +77,12 @@ pub(crate) struct LaneTile {
     /// Whether B is read in place through its view rather than packed
     /// into a texture first (`lane_reads_b_in_place`).
     pub b_in_place: bool,
+    /// Whether A's texture is a copy of a stored value holding A's
+    /// transpose (a texel: four rows at one K).
+    pub a_transposed: bool,
+    /// Whether B's texture is a copy of a stored value holding B's
+    /// transpose (a texel: four K values of one column).
+    pub b_transposed: bool,
 }
 
 /// The strategies a trace site's last compile chose, by the node each

@@ -2,8 +2,14 @@
 //! compute pass of its own, submitted and waited for). On a GPU the
 //! clock is the device's timestamps at both ends of the pass; on a CPU
 //! adapter it is the host's wall clock around the submit and the wait
-//! (`ProfileClock`). Profiling waits for each kernel, so it changes the
-//! timing of the program around it; kernel times are what it is for.
+//! (`ProfileClock`). By the wall clock, a lane matmul's operand packing
+//! is timed apart from the kernel, in rows of its own: `copy i of ...`
+//! for the i-th operand packed by a buffer-to-texture copy, `pack i of
+//! ...` for the i-th packed by a kernel. By timestamps, packing kernels
+//! are inside the kernel's pass and its row, and copies (outside passes)
+//! are not timed. Profiling waits for each kernel,
+//! so it changes the timing of the program around it; kernel times are
+//! what it is for.
 
 use std::collections::BTreeMap;
 use std::sync::Mutex;

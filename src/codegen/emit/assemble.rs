@@ -43,6 +43,7 @@ impl Gen<'_> {
             strategy: launch.strategy,
             scratch: Vec::new(),
             packs: Vec::new(),
+            copy: None,
             dyn_sizes: None,
             candidates: self.candidates.clone(),
             kernel: std::sync::Arc::new(kernel),

@@ -108,8 +108,13 @@ pub(super) fn generalize_kernels(
                 probe(k, d)
             }));
         }
+        // The kernel itself pairs with the site's last kernel even where
+        // their packing kernels were not as many: an operand packed by a
+        // copy at one size and by a kernel at another (its rows a
+        // multiple of four at one length only) is read from the same
+        // texture.
         let d = texts.len();
-        let last = previous.map_or(&[][..], |p| &p[d]);
+        let last = of_kernel.and_then(|p| p.last()).map_or(&[][..], |p| &p[..]);
         texts.push(generalize_dispatch(source, last, printing, &mut || {
             probe(k, d)
         }));
@@ -122,8 +127,13 @@ pub(super) fn generalize_kernels(
                 last.len()
             )
         });
-        if let Some(why) = schedule_changed.as_ref().or(unpaired.as_ref()) {
-            for t in texts.iter_mut().filter_map(|t| t.first_mut()) {
+        let explained = match (&schedule_changed, &unpaired) {
+            (Some(why), _) => Some((why, texts.len())),
+            (None, Some(why)) => Some((why, d)),
+            (None, None) => None,
+        };
+        if let Some((why, upto)) = explained {
+            for t in texts[..upto].iter_mut().filter_map(|t| t.first_mut()) {
                 if t.dynamic.is_empty() {
                     t.not_generic = Some(why.clone());
                 }

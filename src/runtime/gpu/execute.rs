@@ -21,6 +21,7 @@ use super::bind::{NodeBuffer, bind_group};
 use super::compile::{CompiledKernel, Executable, GpuCaches, executable};
 use super::context::GpuContext;
 use super::scratch::scratch_texture;
+use crate::codegen::TextureCopy;
 use crate::runtime::pool::texture_bytes;
 
 /// Runs `graph`: compiles or finds its executable, allocates its written
@@ -202,8 +203,9 @@ impl<'a> Run<'a> {
         }
     }
 
-    /// Encodes every kernel: in one compute pass, or (profiling) one pass
-    /// per kernel, each submitted and waited for alone, with timestamps
+    /// Encodes every kernel: in one compute pass (which a kernel's
+    /// packing copies end, copies being outside passes), or (profiling)
+    /// one pass per kernel, each submitted and waited for alone, with timestamps
     /// (`queries`) where the profile's clock is the device's, its wall
     /// time added to the profile otherwise.
     fn encode(
@@ -228,29 +230,40 @@ impl<'a> Run<'a> {
         }
         let mut pass: Option<wgpu::ComputePass<'static>> = None;
         for (ki, k) in self.exe.kernels.iter().enumerate() {
-            let dispatches = self
+            let commands = self
                 .dispatches(k)
                 .map_err(|e| self.naming_live_buffers(e, ki))?;
+            // Copies are encoded outside compute passes, before the
+            // kernel's own (whose timestamps time its dispatches).
+            if !commands.copies.is_empty() {
+                drop(pass.take());
+                self.encode_copies(encoder, &commands.copies, k, by_wall_clock)?;
+            }
             if profile.is_some() || pass.is_none() {
                 drop(pass.take());
-                let timestamp_writes = queries.map(|query_set| wgpu::ComputePassTimestampWrites {
-                    query_set,
-                    beginning_of_pass_write_index: Some(2 * ki as u32),
-                    end_of_pass_write_index: Some(2 * ki as u32 + 1),
-                });
-                let descriptor = wgpu::ComputePassDescriptor {
-                    label: None,
-                    timestamp_writes,
-                };
-                pass = Some(encoder.begin_compute_pass(&descriptor).forget_lifetime());
+                pass = Some(begin_pass(encoder, queries, ki));
             }
-            let Some(p) = pass.as_mut() else {
-                unreachable!("a pass was begun above")
-            };
-            for (pipeline, bind_group, workgroups) in &dispatches {
+            let packs = commands.dispatches.len() - 1;
+            for (d, (pipeline, bind_group, workgroups)) in commands.dispatches.iter().enumerate() {
+                let p = match pass.as_mut() {
+                    Some(p) => p,
+                    None => pass.insert(
+                        encoder
+                            .begin_compute_pass(&Default::default())
+                            .forget_lifetime(),
+                    ),
+                };
                 p.set_pipeline(pipeline);
                 p.set_bind_group(0, bind_group, &[]);
                 p.dispatch_workgroups(workgroups.0, workgroups.1, 1);
+                if let (Some(profile), true) = (profile, by_wall_clock && d < packs) {
+                    // By the wall clock, a matmul's packing kernels are
+                    // timed apart from it.
+                    drop(pass.take());
+                    let start = self.submit_alone(encoder)?;
+                    let label = format!("pack {d} of {}", self.profile_label(k));
+                    profile.add(label, start.elapsed().as_nanos() as f64);
+                }
             }
             // Intermediates go back to the pool right after their last
             // reader, so later kernels of the same pass reuse them (wgpu
@@ -263,14 +276,7 @@ impl<'a> Run<'a> {
                 // overlaps independent dispatches, as lavapipe does, cannot
                 // blur the times.
                 drop(pass.take());
-                let fresh = self
-                    .ctx
-                    .device
-                    .create_command_encoder(&wgpu::CommandEncoderDescriptor::default());
-                let done = std::mem::replace(encoder, fresh).finish();
-                let start = std::time::Instant::now();
-                self.ctx.submit(done);
-                self.ctx.wait()?;
+                let start = self.submit_alone(encoder)?;
                 if by_wall_clock {
                     profile.add(self.profile_label(k), start.elapsed().as_nanos() as f64);
                 }
@@ -279,15 +285,52 @@ impl<'a> Run<'a> {
         Ok(())
     }
 
+    /// The buffer of `node`, which a packing copy reads.
+    fn copied(&self, node: usize) -> Result<wgpu::Buffer> {
+        let stored = self.buffers[node].as_ref();
+        match stored.or(self.written[node].as_ref()) {
+            Some(buffer) => Ok(buffer.buffer().clone()),
+            None => Err(self.error(format!("node {node} is copied before it is written"))),
+        }
+    }
+
+    /// Encodes kernel `k`'s packing copies (outside any pass); by the
+    /// wall clock, each submitted and timed alone.
+    fn encode_copies(
+        &self,
+        encoder: &mut wgpu::CommandEncoder,
+        copies: &[(wgpu::Buffer, wgpu::Texture, TextureCopy)],
+        k: &CompiledKernel,
+        by_wall_clock: bool,
+    ) -> Result<()> {
+        for (c, copy) in copies.iter().enumerate() {
+            encode_copy(&self.ctx.device, encoder, copy);
+            if let (Some(profile), true) = (self.ctx.profile.as_ref(), by_wall_clock) {
+                let start = self.submit_alone(encoder)?;
+                let label = format!("copy {c} of {}", self.profile_label(k));
+                profile.add(label, start.elapsed().as_nanos() as f64);
+            }
+        }
+        Ok(())
+    }
+
+    /// Submits what `encoder` holds alone and waits for it (profiling),
+    /// leaving a fresh encoder: returns when the submit began.
+    fn submit_alone(&self, encoder: &mut wgpu::CommandEncoder) -> Result<std::time::Instant> {
+        let fresh =
+            (self.ctx.device).create_command_encoder(&wgpu::CommandEncoderDescriptor::default());
+        let done = std::mem::replace(encoder, fresh).finish();
+        let start = std::time::Instant::now();
+        self.ctx.submit(done);
+        self.ctx.wait()?;
+        Ok(start)
+    }
+
     /// The dispatches of kernel `k` (its packing kernels, then itself),
     /// each with its bind group, after taking buffers for what it writes
     /// (as late as possible, so that the pool can hand back buffers that
     /// earlier kernels released).
-    #[allow(clippy::type_complexity)]
-    fn dispatches(
-        &mut self,
-        k: &'a CompiledKernel,
-    ) -> Result<Vec<(&'a wgpu::ComputePipeline, wgpu::BindGroup, (u32, u32))>> {
+    fn dispatches(&mut self, k: &'a CompiledKernel) -> Result<KernelCommands<'a>> {
         let nodes = &self.exe.key.nodes;
         // Outputs that take over an intermediate this kernel reads last.
         for &(o, x) in &k.takes_over {
@@ -340,16 +383,30 @@ impl<'a> Run<'a> {
                 (&k.bind_groups[d], &self.pool.metrics),
             )
         };
-        let mut dispatches = Vec::with_capacity(1 + k.packs.len());
+        let mut commands = KernelCommands {
+            copies: Vec::new(),
+            dispatches: Vec::with_capacity(1 + k.packs.len()),
+        };
         for (d, (source, (pipeline, workgroups))) in k.source.packs.iter().zip(&k.packs).enumerate()
         {
-            dispatches.push((&**pipeline, bind(d, pipeline, source)?, *workgroups));
+            match source.copy {
+                Some(copy) => {
+                    let texture = scratch[copy.slot].texture().clone();
+                    commands
+                        .copies
+                        .push((self.copied(copy.node)?, texture, copy));
+                }
+                None => {
+                    let group = bind(d, pipeline, source)?;
+                    commands.dispatches.push((&**pipeline, group, *workgroups));
+                }
+            }
         }
         let main = bind(k.packs.len(), &k.pipeline, &k.source)?;
-        dispatches.push((&*k.pipeline, main, k.workgroups));
+        commands.dispatches.push((&*k.pipeline, main, k.workgroups));
         // While its buffers and this run's scratch are held.
         self.levels.push(self.pool.metrics.value("bytes_live"));
-        Ok(dispatches)
+        Ok(commands)
     }
 
     /// An `Error::OutOfMemory` met while kernel `kernel` takes its
@@ -619,4 +676,76 @@ fn resolve_timestamps(
 /// Bytes of kernel `k`'s scratch textures.
 fn scratch_bytes(k: &CompiledKernel) -> u64 {
     k.source.scratch.iter().map(|&s| texture_bytes(s)).sum()
+}
+
+/// What kernel `k` encodes (`Run::dispatches`): its operands packed by
+/// copies (the node's buffer, the scratch texture, the copy), then its
+/// dispatches (packing kernels, then itself), each with its bind group.
+struct KernelCommands<'a> {
+    copies: Vec<(wgpu::Buffer, wgpu::Texture, TextureCopy)>,
+    dispatches: Vec<(&'a wgpu::ComputePipeline, wgpu::BindGroup, (u32, u32))>,
+}
+
+/// A compute pass for kernel `ki`, writing its timestamps into `queries`
+/// where given.
+fn begin_pass(
+    encoder: &mut wgpu::CommandEncoder,
+    queries: Option<&wgpu::QuerySet>,
+    ki: usize,
+) -> wgpu::ComputePass<'static> {
+    let timestamp_writes = queries.map(|query_set| wgpu::ComputePassTimestampWrites {
+        query_set,
+        beginning_of_pass_write_index: Some(2 * ki as u32),
+        end_of_pass_write_index: Some(2 * ki as u32 + 1),
+    });
+    let descriptor = wgpu::ComputePassDescriptor {
+        label: None,
+        timestamp_writes,
+    };
+    encoder.begin_compute_pass(&descriptor).forget_lifetime()
+}
+
+/// Encodes a packing copy: the node's rows into the texture, and zeros
+/// into the texture's rows past them (from a buffer made for them, which
+/// wgpu fills with zeros).
+fn encode_copy(
+    device: &wgpu::Device,
+    encoder: &mut wgpu::CommandEncoder,
+    (buffer, texture, copy): &(wgpu::Buffer, wgpu::Texture, TextureCopy),
+) {
+    let (width, height, layers) = copy.size;
+    let mut rows_from = |buffer: &wgpu::Buffer, (offset, y, rows): (u64, u32, u32)| {
+        encoder.copy_buffer_to_texture(
+            wgpu::TexelCopyBufferInfo {
+                buffer,
+                layout: wgpu::TexelCopyBufferLayout {
+                    offset,
+                    bytes_per_row: Some(copy.bytes_per_row),
+                    rows_per_image: Some(rows),
+                },
+            },
+            wgpu::TexelCopyTextureInfo {
+                texture,
+                mip_level: 0,
+                origin: wgpu::Origin3d { x: 0, y, z: 0 },
+                aspect: wgpu::TextureAspect::All,
+            },
+            wgpu::Extent3d {
+                width,
+                height: rows,
+                depth_or_array_layers: layers,
+            },
+        );
+    };
+    rows_from(buffer, (copy.offset_bytes, 0, copy.rows));
+    let padding = height.saturating_sub(copy.rows);
+    if padding > 0 {
+        let zeros = device.create_buffer(&wgpu::BufferDescriptor {
+            label: Some("lazywgpu zero rows"),
+            size: u64::from(copy.bytes_per_row) * u64::from(padding) * u64::from(layers),
+            usage: wgpu::BufferUsages::COPY_SRC,
+            mapped_at_creation: false,
+        });
+        rows_from(&zeros, (0, copy.rows, padding));
+    }
 }

@@ -1,0 +1,270 @@
+//! How the lane matmul's operands reach their textures (`matmul_lanes`):
+//! the texture layout of a packed operand (`Packing`), the packing
+//! kernels that write them, and the copies that do a packing kernel's
+//! work where a stored value lies as the texture holds it.
+
+use super::emit::Gen;
+use super::lane_operands::{StoredAt, lies_in_memory};
+use super::matmul::{VEC4, add, below, both, modulo, over, plus, tile_load, times};
+use super::wgsl::{CodegenContext, KernelSource, Launch, TextureCopy, TextureUse};
+use crate::graph::GraphKey;
+use crate::kernel::ir::{Expr, Inst, Ty};
+use crate::kernel::{Entry, LaneAdapter, Strategy};
+
+/// How one operand lies in its texture array: per batch entry a `rows` x
+/// `cols` matrix, four columns a texel, cut into blocks of `height` rows
+/// and `width` texels, one layer each (layer = (entry * row blocks + row
+/// block) * column blocks + column block), so that matrices taller or
+/// wider than a texture still fit.
+#[derive(Clone, Copy, Debug)]
+pub(super) struct Packing {
+    /// The operand packed.
+    pub node: usize,
+    /// Matrices (batch entries) packed.
+    pub batch: usize,
+    /// Each matrix's rows and columns as the texture holds them.
+    pub rows: usize,
+    pub cols: usize,
+    /// A block's width in texels and height in rows.
+    pub width: usize,
+    pub height: usize,
+    /// Blocks per matrix down and across.
+    pub row_blocks: usize,
+    pub col_blocks: usize,
+    /// Whether the texture holds the operand's transpose (its matrices'
+    /// columns along texel rows: `transposed_packing`).
+    pub transposed: bool,
+}
+
+impl Packing {
+    /// A's texture (`batch` matrices of `m` x `k`): K along texel rows,
+    /// in blocks of `height` rows (whole workgroup row tiles).
+    pub fn rows_of_a(node: usize, batch: usize, (m, k): (usize, usize), height: usize) -> Packing {
+        Packing {
+            node,
+            batch,
+            rows: m,
+            cols: k,
+            width: k.div_ceil(4),
+            height,
+            row_blocks: m.div_ceil(height),
+            col_blocks: 1,
+            transposed: false,
+        }
+    }
+
+    /// B's texture (`batch` matrices of `k` x `n`, K padded to whole
+    /// texels of A): columns along texel rows, in blocks of `width`
+    /// texels (whole workgroup column tiles).
+    pub fn rows_of_b(node: usize, batch: usize, (k, n): (usize, usize), width: usize) -> Packing {
+        Packing {
+            node,
+            batch,
+            rows: k,
+            cols: n,
+            width,
+            height: k.div_ceil(4) * 4,
+            row_blocks: 1,
+            col_blocks: n.div_ceil(4).div_ceil(width),
+            transposed: false,
+        }
+    }
+
+    /// Layers of the texture array.
+    pub fn layers(&self) -> usize {
+        self.batch * self.row_blocks * self.col_blocks
+    }
+}
+
+/// Whether one texture holds the transposes of `layers` matrices of
+/// `rows` x `cols` (`transposed_packing`) within the adapter's limits.
+pub(super) fn fits_transposed(
+    (rows, cols, layers): (usize, usize, usize),
+    adapter: LaneAdapter,
+) -> bool {
+    rows.div_ceil(4) <= adapter.max_texture
+        && cols <= adapter.max_texture
+        && layers <= adapter.max_layers
+}
+
+/// The texture of operand `node` (`batch` matrices of `rows` x `cols`)
+/// holding each matrix's transpose: per entry `cols` rows of `rows / 4`
+/// texels (rounded up, zero past the matrix), as a stored transpose lies.
+pub(super) fn transposed_packing(
+    node: usize,
+    batch: usize,
+    (rows, cols): (usize, usize),
+) -> Packing {
+    Packing {
+        node,
+        batch,
+        rows: cols,
+        cols: rows,
+        width: rows.div_ceil(4),
+        height: cols,
+        row_blocks: 1,
+        col_blocks: 1,
+        transposed: true,
+    }
+}
+
+/// The packing kernels of the operands not read in place, each with the
+/// copy that does its work where one can (`operand_copy`), and their
+/// scratch textures with the names the kernel reads them by.
+pub(super) struct PackedOperands {
+    pub packs: Vec<KernelSource>,
+    pub scratch: Vec<ScratchOperand>,
+}
+
+/// The packing of the lane matmul's operands A and B, each its texture,
+/// whether it is packed (not read in place) and where a stored value
+/// holds its transpose (`lies_in_memory`: its texture is `transposed`).
+pub(super) fn packed_operands(
+    key: &GraphKey,
+    stored: &dyn Fn(usize) -> bool,
+    cx: &CodegenContext,
+    operands: [(&Packing, bool, Option<StoredAt>); 2],
+) -> PackedOperands {
+    let packed = (operands.into_iter().zip(LANE_OPERANDS))
+        .filter(|((_, packs, _), _)| *packs)
+        .map(|((p, _, transposed), name)| (p, transposed, name));
+    let mut out = PackedOperands {
+        packs: Vec::new(),
+        scratch: Vec::new(),
+    };
+    for (slot, (p, transposed, name)) in packed.enumerate() {
+        let copy = match transposed {
+            Some(source) => copyable(p).then(|| texture_copy(p, source, slot)),
+            None => operand_copy(key, stored, p, slot),
+        };
+        let kernel = pack(key, stored, cx, p, slot);
+        out.packs.push(KernelSource { copy, ..kernel });
+        let size = (p.width as u32, p.height as u32, p.layers() as u32);
+        out.scratch.push((size, name));
+    }
+    out
+}
+
+/// Whether a copy can fill `p`'s texture from rows lying as its texel
+/// rows do: no padding texel, rows a multiple of 256 bytes (copies'
+/// alignment), one block per matrix, rows past the matrix (B's, up to
+/// three: K padded to whole texels of A) zeroed after the copy.
+fn copyable(p: &Packing) -> bool {
+    let unpadded = p.width * 4 == p.cols && (p.rows..p.rows + 4).contains(&p.height);
+    let one_block = p.row_blocks == 1 && p.col_blocks == 1;
+    unpadded && one_block && (p.cols * 4).is_multiple_of(COPY_ROW_ALIGNMENT)
+}
+
+/// The names the lane matmul reads its packed operands by (scratch
+/// textures 0 and 1).
+pub(super) const LANE_OPERANDS: [&str; 2] = ["ta", "tb"];
+
+/// A packed operand's scratch texture array: (width, height, layers) in
+/// texels, and the name the kernel reads it by.
+pub(super) type ScratchOperand = ((u32, u32, u32), &'static str);
+
+/// The kernel writing an operand into scratch texture `slot` as `p` says,
+/// zero past the matrix (partial texels and blocks): an invocation a
+/// texel.
+fn pack(
+    key: &GraphKey,
+    stored: &dyn Fn(usize) -> bool,
+    cx: &CodegenContext,
+    p: &Packing,
+    slot: usize,
+) -> KernelSource {
+    let mut g = Gen::new(&key.nodes, stored, &[], cx);
+    let (rows, cols, width, height) = (p.rows, p.cols, p.width, p.height);
+    let texels = width * height * p.layers();
+    let x = g.emit("x", Ty::U32, modulo(Expr::Invocation, width));
+    let y = g.emit("y", Ty::U32, modulo(over(Expr::Invocation, width), height));
+    let layer = g.emit("layer", Ty::U32, over(Expr::Invocation, width * height));
+    let bi = g.emit(
+        "bi",
+        Ty::U32,
+        over(layer.clone(), p.row_blocks * p.col_blocks),
+    );
+    let row_block = modulo(over(layer.clone(), p.col_blocks), p.row_blocks);
+    let r = g.emit("r", Ty::U32, add(times(row_block, height), y.clone()));
+    let col_block = modulo(layer.clone(), p.col_blocks);
+    let c = times(add(times(col_block, width), x.clone()), 4);
+    let c = g.emit("c", Ty::U32, c);
+    // Four scalar loads even where the rows lie as whole groups of four:
+    // a site's pack keeps its code at sizes where they do not (where
+    // they do and the texture holds the rows as they lie, `operand_copy`
+    // does the work).
+    // Element (r, c + q) of the texture's matrix `bi`: of the operand's
+    // matrix, that element, or (c + q, r) where the texture holds its
+    // transpose.
+    let matrix = times(bi.clone(), rows * cols);
+    let texel = tile_load(
+        &mut g,
+        p.node,
+        |q| both(below(r.clone(), rows), below(plus(c.clone(), q), cols)),
+        |q| match p.transposed {
+            false => plus(
+                add(add(matrix.clone(), times(r.clone(), cols)), c.clone()),
+                q,
+            ),
+            true => add(
+                add(matrix.clone(), times(plus(c.clone(), q), rows)),
+                r.clone(),
+            ),
+        },
+    );
+    let texel = g.emit("texel", VEC4, texel);
+    g.push(Inst::TextureStore {
+        texture: "dst",
+        x,
+        y,
+        layer,
+        value: texel,
+    });
+    let entry = Entry::per_invocation(texels);
+    let launch = Launch {
+        groups: Entry::groups_for(texels),
+        strategy: Strategy::Pack,
+        textures: vec![TextureUse {
+            slot,
+            write: true,
+            name: "dst",
+        }],
+    };
+    let body = g.body().to_vec();
+    g.kernel_source((Vec::new(), false), entry, body, launch)
+}
+
+/// Bytes a row of a buffer-to-texture copy is a multiple of (wgpu's
+/// `COPY_BYTES_PER_ROW_ALIGNMENT`).
+const COPY_ROW_ALIGNMENT: usize = 256;
+
+/// The copy packing `p` into scratch texture `slot`, where a stored
+/// value holds `p`'s matrices row-major (`lies_in_memory`) and `p`'s
+/// texture can be copied (`copyable`). (A B whose K is not a multiple of
+/// four is copied, its padding rows zeroed: whether B is copied then
+/// does not change with a length that is a weight gradient's K.)
+fn operand_copy(
+    key: &GraphKey,
+    stored: &dyn Fn(usize) -> bool,
+    p: &Packing,
+    slot: usize,
+) -> Option<TextureCopy> {
+    if !copyable(p) {
+        return None;
+    }
+    let source = lies_in_memory(key, stored, p.node, (p.batch, p.rows, p.cols), false)?;
+    Some(texture_copy(p, source, slot))
+}
+
+/// The copy of `node`'s elements from `start` into the whole of texture
+/// `slot`, `p`'s texture, a texel row from each row of `p.cols`.
+fn texture_copy(p: &Packing, (node, start): StoredAt, slot: usize) -> TextureCopy {
+    TextureCopy {
+        node,
+        offset_bytes: start as u64 * 4,
+        bytes_per_row: (p.cols * 4) as u32,
+        slot,
+        size: (p.width as u32, p.height as u32, p.layers() as u32),
+        rows: p.rows as u32,
+    }
+}
