@@ -15,6 +15,9 @@ fn kernel_profile_lists_every_kernel_with_its_launches() {
     let Some(dev) = gpu() else { return };
     let a = Tensor::rand([64, 32], &dev);
     let b = Tensor::rand([32, 16], &dev);
+    // Operands of rows of 64 elements, which lavapipe's lane matmul packs
+    // by copies (rows of 32 or 16 it packs by kernels).
+    let (c, d) = (Tensor::rand([64, 64], &dev), Tensor::rand([64, 64], &dev));
     dev.mark_step().unwrap();
     dev.wait().unwrap();
     dev.reset_metrics();
@@ -23,6 +26,8 @@ fn kernel_profile_lists_every_kernel_with_its_launches() {
         let y = (a.matmul(&b) + 1.0).relu().sum([0], false);
         let v: Vec<f32> = y.to_vec().unwrap();
         assert_eq!(v.len(), 16);
+        let v: Vec<f32> = c.matmul(&d).to_vec().unwrap();
+        assert_eq!(v.len(), 64 * 64);
     }
     let elapsed = start.elapsed();
     let report = dev
@@ -50,6 +55,25 @@ fn kernel_profile_lists_every_kernel_with_its_launches() {
             || l.starts_with("| sum [1, 16]")),
         "{report}"
     );
+    // By the wall clock, the lane matmul (lavapipe's) has its operands'
+    // packing in rows of its own: kernels (`pack i of`) and copies
+    // (`copy i of`).
+    let lanes = dev
+        .adapter()
+        .is_some_and(|a| a.matmul_kernel.contains("lanes"));
+    if wall && lanes {
+        let launches = |prefix: &str| {
+            let row = (report.lines().find(|l| l.starts_with(prefix)))
+                .unwrap_or_else(|| panic!("no row {prefix} in\n{report}"));
+            row.split('|')
+                .map(str::trim)
+                .nth(2)
+                .unwrap_or("")
+                .to_string()
+        };
+        assert_eq!(launches("| pack 1 of matmul [64, 16]"), "3", "{report}");
+        assert_eq!(launches("| copy 1 of matmul [64, 64]"), "3", "{report}");
+    }
     // Each kernel ran alone inside the loop: by the wall clock, their
     // times add up to no more than the loop's (lavapipe's timestamps of
     // threaded submits once summed past the step's wall time).
