@@ -168,85 +168,48 @@ fn a_reads_vec4(
 }
 
 /// Where `node`'s elements lie in a stored value's buffer: that value's
-/// node and the layout of `node`'s elements in it, through reshapes of
-/// row-major values and a strided view that permutes the dims of a
-/// stored tensor bound through its own layout (a weight viewed as its
-/// transpose, and that view transposed back). `None` for other views.
+/// node and the layout of `node`'s elements in it, through reshapes
+/// (`Layout::reshape`) and strided views, composed with the layout of
+/// what they view (`Layout::through`: a weight bound as its transpose
+/// and viewed back is row-major). `None` where a view's elements have no
+/// one layout in the buffer, or `node` is computed in the kernel.
 fn laid_out(
     key: &GraphKey,
     stored: &dyn Fn(usize) -> bool,
     node: usize,
 ) -> Option<(usize, Layout)> {
     let n = &key.nodes[node];
-    let source = n.inputs.first().copied();
     match &n.kind {
         GKind::Input { layout, .. } => Some((node, layout.clone())),
         GKind::Op { .. } if stored(node) => Some((node, Layout::contiguous(&n.shape))),
         GKind::Op {
-            op: Op::Reshape, ..
-        } => {
-            let (base, layout) = laid_out(key, stored, source?)?;
-            let src = &key.nodes[source?].shape;
-            layout.is_row_major(src).then(|| {
-                let offset = layout.offset;
-                (
-                    base,
-                    Layout {
-                        offset,
-                        ..Layout::contiguous(&n.shape)
-                    },
-                )
-            })
-        }
-        GKind::Op {
-            op: Op::AsStrided(view),
+            op: op @ (Op::Reshape | Op::AsStrided(_)),
             ..
         } => {
-            let (base, layout) = laid_out(key, stored, source?)?;
-            let source_shape = &key.nodes[source?].shape;
+            let source = n.inputs[0];
+            let (base, layout) = laid_out(key, stored, source)?;
+            let source_shape = &key.nodes[source].shape;
+            let view = match op {
+                Op::AsStrided(view) => view,
+                _ => return Some((base, layout.reshape(source_shape, &n.shape)?)),
+            };
             if layout.is_row_major(source_shape) {
                 // The view's positions are the buffer's, from the source's
                 // first element.
                 let offset = layout.offset + view.offset;
-                let strides = view.strides.clone();
-                return Some((base, Layout { strides, offset }));
+                return Some((
+                    base,
+                    Layout {
+                        offset,
+                        ..view.clone()
+                    },
+                ));
             }
-            permuted(view, (&n.shape, source_shape), &layout).map(|layout| (base, layout))
+            Some((base, view.through(&n.shape, &layout, source_shape)?))
         }
         GKind::Op { .. } => None,
     }
 }
-
-/// `view` (of `shape`, over the row-major elements of a value of
-/// `source_shape`) composed with `layout` (that value's elements in a
-/// buffer), where `view` permutes the value's dims: each dim longer than
-/// one is a dim of the value of the same length, read with its
-/// row-major stride, from element 0, every dim of the value read once.
-fn permuted(
-    view: &Layout,
-    (shape, source_shape): (&[usize], &[usize]),
-    layout: &Layout,
-) -> Option<Layout> {
-    let row_major = crate::shape::contiguous_strides(source_shape);
-    let mut used = vec![false; source_shape.len()];
-    let mut strides = vec![0; shape.len()];
-    for (d, (&len, &stride)) in shape.iter().zip(&view.strides).enumerate() {
-        if len <= 1 {
-            continue;
-        }
-        let from = (0..source_shape.len())
-            .find(|&e| !used[e] && source_shape[e] == len && row_major[e] == stride)?;
-        used[from] = true;
-        strides[d] = layout.strides[from];
-    }
-    let whole = shape.iter().product::<usize>() == source_shape.iter().product::<usize>();
-    let offset = layout.offset;
-    (view.offset == 0 && whole).then_some(Layout { strides, offset })
-}
-
-/// A stored value's node and the element of its buffer where an
-/// operand's first matrix starts (`lies_in_memory`).
-pub(super) type StoredAt = (usize, usize);
 
 /// Where matmul operand `node` (`batch` matrices of `rows` x `cols`,
 /// f32) lies in a stored value's buffer with each matrix row-major (when
@@ -260,7 +223,7 @@ pub(super) fn lies_in_memory(
     node: usize,
     (batch, rows, cols): (usize, usize, usize),
     transposed: bool,
-) -> Option<StoredAt> {
+) -> Option<(usize, usize)> {
     let n = &key.nodes[node];
     let dims = n.shape.len();
     if n.dtype != crate::DType::F32 || dims < 2 || n.shape[dims - 2..] != [rows, cols] {

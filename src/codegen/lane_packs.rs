@@ -4,7 +4,7 @@
 //! work where a stored value lies as the texture holds it.
 
 use super::emit::Gen;
-use super::lane_operands::{StoredAt, lies_in_memory};
+use super::lane_operands::lies_in_memory;
 use super::matmul::{VEC4, add, below, both, modulo, over, plus, tile_load, times};
 use super::wgsl::{CodegenContext, KernelSource, Launch, TextureCopy, TextureUse};
 use crate::graph::GraphKey;
@@ -116,27 +116,23 @@ pub(super) struct PackedOperands {
     pub scratch: Vec<ScratchOperand>,
 }
 
-/// The packing of the lane matmul's operands A and B, each its texture,
-/// whether it is packed (not read in place) and where a stored value
-/// holds its transpose (`lies_in_memory`: its texture is `transposed`).
+/// The packing of the lane matmul's operands A and B, each its texture
+/// and whether it is packed (not read in place).
 pub(super) fn packed_operands(
     key: &GraphKey,
     stored: &dyn Fn(usize) -> bool,
     cx: &CodegenContext,
-    operands: [(&Packing, bool, Option<StoredAt>); 2],
+    operands: [(&Packing, bool); 2],
 ) -> PackedOperands {
     let packed = (operands.into_iter().zip(LANE_OPERANDS))
-        .filter(|((_, packs, _), _)| *packs)
-        .map(|((p, _, transposed), name)| (p, transposed, name));
+        .filter(|((_, packs), _)| *packs)
+        .map(|((p, _), name)| (p, name));
     let mut out = PackedOperands {
         packs: Vec::new(),
         scratch: Vec::new(),
     };
-    for (slot, (p, transposed, name)) in packed.enumerate() {
-        let copy = match transposed {
-            Some(source) => copyable(p).then(|| texture_copy(p, source, slot)),
-            None => operand_copy(key, stored, p, slot),
-        };
+    for (slot, (p, name)) in packed.enumerate() {
+        let copy = operand_copy(key, stored, p, slot);
         let kernel = pack(key, stored, cx, p, slot);
         out.packs.push(KernelSource { copy, ..kernel });
         let size = (p.width as u32, p.height as u32, p.layers() as u32);
@@ -189,13 +185,11 @@ fn pack(
     let col_block = modulo(layer.clone(), p.col_blocks);
     let c = times(add(times(col_block, width), x.clone()), 4);
     let c = g.emit("c", Ty::U32, c);
-    // Four scalar loads even where the rows lie as whole groups of four:
-    // a site's pack keeps its code at sizes where they do not (where
-    // they do and the texture holds the rows as they lie, `operand_copy`
-    // does the work).
     // Element (r, c + q) of the texture's matrix `bi`: of the operand's
     // matrix, that element, or (c + q, r) where the texture holds its
-    // transpose.
+    // transpose. Four scalar loads even where the rows lie as whole
+    // groups of four, so that a site's pack keeps its code at every size
+    // (where the texture can be copied, `operand_copy` does the work).
     let matrix = times(bi.clone(), rows * cols);
     let texel = tile_load(
         &mut g,
@@ -239,7 +233,8 @@ fn pack(
 const COPY_ROW_ALIGNMENT: usize = 256;
 
 /// The copy packing `p` into scratch texture `slot`, where a stored
-/// value holds `p`'s matrices row-major (`lies_in_memory`) and `p`'s
+/// value holds the texture's matrices row-major (`lies_in_memory`: the
+/// operand's, or their transposes where `p.transposed`) and `p`'s
 /// texture can be copied (`copyable`). (A B whose K is not a multiple of
 /// four is copied, its padding rows zeroed: whether B is copied then
 /// does not change with a length that is a weight gradient's K.)
@@ -252,19 +247,18 @@ fn operand_copy(
     if !copyable(p) {
         return None;
     }
-    let source = lies_in_memory(key, stored, p.node, (p.batch, p.rows, p.cols), false)?;
-    Some(texture_copy(p, source, slot))
-}
-
-/// The copy of `node`'s elements from `start` into the whole of texture
-/// `slot`, `p`'s texture, a texel row from each row of `p.cols`.
-fn texture_copy(p: &Packing, (node, start): StoredAt, slot: usize) -> TextureCopy {
-    TextureCopy {
+    // The operand's own matrices: the texture's, or their transposes.
+    let matrix = match p.transposed {
+        false => (p.batch, p.rows, p.cols),
+        true => (p.batch, p.cols, p.rows),
+    };
+    let (node, start) = lies_in_memory(key, stored, p.node, matrix, p.transposed)?;
+    Some(TextureCopy {
         node,
         offset_bytes: start as u64 * 4,
         bytes_per_row: (p.cols * 4) as u32,
         slot,
         size: (p.width as u32, p.height as u32, p.layers() as u32),
         rows: p.rows as u32,
-    }
+    })
 }

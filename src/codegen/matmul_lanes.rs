@@ -32,9 +32,9 @@
 //! is packed as that transpose lies, so that it can be copied: A's
 //! texels then hold four rows at one K, shared across the subgroup by
 //! broadcasts as rows are (`transposed_a_step`), and B's texels four K
-//! values of one column, transposed in registers (`transposed_b_rows`). An A broadcast
-//! over the batch (a convolution's weights) is packed once, its one
-//! matrix read by every batch entry. An operand whose packed copy would
+//! values of one column, transposed in registers (`transposed_b_rows`).
+//! An A broadcast over the batch (a convolution's weights) is packed
+//! once, its one matrix read by every batch entry. An operand whose packed copy would
 //! be large or repeat its source (a convolution's windows as B; a weight
 //! gradient's output gradient as A, where A is stored) is read in place
 //! through its view instead (`lane_reads_a_in_place`,
@@ -43,7 +43,7 @@
 //! (`lane_operands::a_reads_vec4`).
 
 use super::emit::{Gen, SplitOperand, SplitPart};
-use super::lane_operands::{AOperand, StoredAt, a_operand, lies_in_memory, source_elements};
+use super::lane_operands::{AOperand, a_operand, lies_in_memory, source_elements};
 use super::lane_packs::{
     Packing, ScratchOperand, fits_transposed, packed_operands, transposed_packing,
 };
@@ -84,13 +84,12 @@ struct Geometry {
     a_vec4: Option<usize>,
     /// Whether B is read in place through its view, not packed.
     b_in_place: bool,
-    /// Where A's texture holds A's transpose, which a stored value holds
-    /// row-major (`lies_in_memory`: the node and its first element): a
-    /// texel holds four rows at one K.
-    a_transposed: Option<StoredAt>,
-    /// Where B's texture holds B's transpose, which a stored value holds
-    /// row-major: a texel holds four K values of one column.
-    b_transposed: Option<StoredAt>,
+    /// Whether A's texture holds A's transpose, as a stored value holds
+    /// it (`stored_transposes`): a texel holds four rows at one K.
+    a_transposed: bool,
+    /// Whether B's texture holds B's transpose, as a stored value holds
+    /// it: a texel holds four K values of one column.
+    b_transposed: bool,
 }
 
 /// Lanes per workgroup for `n4` texels of columns: the power of two from
@@ -177,8 +176,8 @@ fn geometry(
     // whole workgroup column tiles: a workgroup reads one layer of each.
     let a_height = block(d.m, max, rows);
     let b_width = block(n4, max, lanes);
-    let a_blocks = a_in_place || a_transposed.is_some() || a_height > 0;
-    let b_blocks = b_in_place || b_transposed.is_some() || (k4 * 4 <= max && b_width > 0);
+    let a_blocks = a_in_place || a_transposed || a_height > 0;
+    let b_blocks = b_in_place || b_transposed || (k4 * 4 <= max && b_width > 0);
     // K steps stay within a texture's width, packed or not: the loop
     // over them must stay far below the adapter's loop limit (lavapipe
     // ends a loop after 65,535 iterations).
@@ -186,12 +185,12 @@ fn geometry(
         return None;
     }
     let a = match a_transposed {
-        Some(_) => transposed_packing(d.a, batch, (d.m, d.k)),
-        None => Packing::rows_of_a(a_node, a_batch, (d.m, d.k), a_height),
+        true => transposed_packing(d.a, batch, (d.m, d.k)),
+        false => Packing::rows_of_a(a_node, a_batch, (d.m, d.k), a_height),
     };
     let b = match b_transposed {
-        Some(_) => transposed_packing(d.b, batch, (d.k, d.n)),
-        None => Packing::rows_of_b(d.b, batch, (d.k, d.n), b_width),
+        true => transposed_packing(d.b, batch, (d.k, d.n)),
+        false => Packing::rows_of_b(d.b, batch, (d.k, d.n), b_width),
     };
     if (!a_in_place && a.layers() > adapter.max_layers)
         || (!b_in_place && b.layers() > adapter.max_layers)
@@ -219,11 +218,11 @@ fn geometry(
     })
 }
 
-/// Where A's and B's textures hold their transposes, read from the
-/// stored value holding them (`Geometry::a_transposed`, `b_transposed`):
-/// an operand packed (not read in place) whose transpose a stored value
-/// holds row-major, where its texture fits (`fits_transposed`); A also a
-/// matrix per batch entry, over subgroups of whole quads of rows. The
+/// Whether A's and B's textures hold their transposes
+/// (`Geometry::a_transposed`, `b_transposed`): an operand packed (not
+/// read in place) whose transpose a stored value holds row-major
+/// (`lies_in_memory`), where its texture fits (`fits_transposed`); A also
+/// a matrix per batch entry, over subgroups of whole quads of rows. The
 /// choice rests on how the operand lies, not on its sizes (a copy where
 /// they allow, else a packing kernel, fills the same texture), so a
 /// site's kernel keeps its code as a length changes.
@@ -233,16 +232,14 @@ fn stored_transposes(
     d: &MatmulDims,
     (batch, a_batch, (a_in_place, b_in_place)): (usize, usize, (bool, bool)),
     adapter: LaneAdapter,
-) -> (Option<StoredAt>, Option<StoredAt>) {
+) -> (bool, bool) {
+    let lies_transposed = |node, (rows, cols)| {
+        lies_in_memory(key, stored, node, (batch, rows, cols), true).is_some()
+            && fits_transposed((rows, cols, batch), adapter)
+    };
     let quads = adapter.subgroup.is_multiple_of(4);
-    let a = (!a_in_place && a_batch == batch && quads)
-        .then(|| lies_in_memory(key, stored, d.a, (batch, d.m, d.k), true))
-        .flatten()
-        .filter(|_| fits_transposed((d.m, d.k, batch), adapter));
-    let b = (!b_in_place)
-        .then(|| lies_in_memory(key, stored, d.b, (batch, d.k, d.n), true))
-        .flatten()
-        .filter(|_| fits_transposed((d.k, d.n, batch), adapter));
+    let a = !a_in_place && a_batch == batch && quads && lies_transposed(d.a, (d.m, d.k));
+    let b = !b_in_place && lies_transposed(d.b, (d.k, d.n));
     (a, b)
 }
 
@@ -315,10 +312,7 @@ pub(super) fn matmul_lanes(
         arrays: Vec::new(),
         subgroup_id: true,
     };
-    let operands = [
-        (&geo.a, !geo.a_in_place, geo.a_transposed),
-        (&geo.b, !geo.b_in_place, geo.b_transposed),
-    ];
+    let operands = [(&geo.a, !geo.a_in_place), (&geo.b, !geo.b_in_place)];
     let packed = packed_operands(key, stored, &g.context(), operands);
     Some(LaneMatmul {
         entry,
@@ -330,8 +324,8 @@ pub(super) fn matmul_lanes(
             a_in_place,
             a_vec4: geo.a_vec4.is_some(),
             b_in_place,
-            a_transposed: geo.a_transposed.is_some(),
-            b_transposed: geo.b_transposed.is_some(),
+            a_transposed: geo.a_transposed,
+            b_transposed: geo.b_transposed,
         },
         packs: packed.packs,
         scratch: packed.scratch,
@@ -391,9 +385,9 @@ enum ARow {
     /// In place, four K values a load (`a_reads_vec4`): group `start` of
     /// four elements of A's node is the row's first.
     InPlaceVec4 { node: usize, start: Expr },
-    /// From texel column `x` of layer `layer` of texture `ta`, a copy of
-    /// A's stored transpose (`Geometry::a_transposed`): at texel row
-    /// `4 k4 + sid % 4` (zero past K), four rows at one K.
+    /// From texel column `x` of layer `layer` of texture `ta`, holding A's
+    /// transpose (`Geometry::a_transposed`): at texel row `4 k4 + sid % 4`
+    /// (zero past K), four rows at one K.
     Transposed { x: Expr, layer: Expr, k: usize },
 }
 
@@ -421,7 +415,7 @@ fn lane_registers(
     // along K.
     let fetch = (0..rows / s)
         .map(|h| {
-            if geo.a_transposed.is_some() {
+            if geo.a_transposed {
                 // Rows `4 (sid / 4)` .. +3 of the group, whole texels of
                 // the transpose's rows (groups start at multiples of 4).
                 let x = add(
@@ -530,7 +524,7 @@ enum BRows {
     Packed,
     /// From B's node through its view.
     InPlace(Box<InPlaceB>),
-    /// From texture `tb`, a copy of B's stored transpose
+    /// From texture `tb`, holding B's transpose
     /// (`Geometry::b_transposed`): texel `(k4, c)` holds K values
     /// `4 k4` .. +3 of column `c`; the lane's four columns start at `col0`
     /// (clamped to the last of `n`), in layer `layer`.
@@ -564,7 +558,7 @@ struct SplitB {
 fn b_reads(g: &mut Gen, geo: &Geometry, columns: &LaneColumns, ids: &TileIds) -> BRows {
     if geo.b_in_place {
         BRows::InPlace(Box::new(b_in_place_reads(g, geo, columns, ids)))
-    } else if geo.b_transposed.is_some() {
+    } else if geo.b_transposed {
         let col0 = g.emit("bcol", Ty::U32, times(columns.c4.clone(), 4));
         let (layer, n) = (ids.bi.clone(), geo.d.n);
         BRows::Transposed { col0, layer, n }
@@ -599,39 +593,45 @@ fn b_in_place_reads(g: &mut Gen, geo: &Geometry, columns: &LaneColumns, ids: &Ti
     }
 }
 
-/// The lane's four columns of B's row `y` as a `vec4`: a texel of the
-/// packed B, or four elements read in place (zero past K or N).
-fn b_row(g: &mut Gen, rows: &BRows, columns: &LaneColumns, y: Expr) -> Expr {
-    let texel = match rows {
-        BRows::Packed => {
-            let args = vec![columns.bx.clone(), y, columns.bl.clone()];
-            Expr::call(Builtin::TextureLoad("tb"), args)
+/// Rows `4 k4` .. +3 of the lane's four columns of B, each a `vec4`:
+/// texels of the packed B, four elements read in place (zero past K or
+/// N), or transposed from texels of B's transpose.
+fn rows_of_b(g: &mut Gen, b_rows: &BRows, columns: &LaneColumns, k4: &Expr) -> Vec<Expr> {
+    let y = |q| plus(times(k4.clone(), 4), q);
+    match b_rows {
+        BRows::Packed => (0..4)
+            .map(|q| {
+                let args = vec![columns.bx.clone(), y(q), columns.bl.clone()];
+                g.emit("b", VEC4, Expr::call(Builtin::TextureLoad("tb"), args))
+            })
+            .collect(),
+        BRows::InPlace(b) => (0..4).map(|q| in_place_b_row(g, b, y(q))).collect(),
+        BRows::Transposed { col0, layer, n } => transposed_b_rows(g, (col0, layer, *n), k4),
+    }
+}
+
+/// The lane's four columns of B's row `y`, read in place (zero past K or
+/// N).
+fn in_place_b_row(g: &mut Gen, b: &InPlaceB, y: Expr) -> Expr {
+    let row = g.emit("by", Ty::U32, y);
+    let in_bounds = |q| both(below(row.clone(), b.k), below(plus(b.col0.clone(), q), b.n));
+    let texel = match &b.split {
+        Some(split) => {
+            let row_part = g.split_part(&split.operand, 1, &row);
+            let lanes = (0..4)
+                .map(|q| {
+                    let ok = g.emit("ok", Ty::BOOL, in_bounds(q));
+                    let parts = [&row_part, &split.columns[q]];
+                    let v = g.split_value(&split.operand, &parts, ok.clone());
+                    Expr::select(ok, v, Expr::F32(0))
+                })
+                .collect();
+            Expr::call(Builtin::Vec4, lanes)
         }
-        BRows::Transposed { .. } => {
-            unreachable!("a transposed B's rows are read four at once (transposed_b_rows)")
-        }
-        BRows::InPlace(b) => {
-            let row = g.emit("by", Ty::U32, y);
-            let in_bounds = |q| both(below(row.clone(), b.k), below(plus(b.col0.clone(), q), b.n));
-            match &b.split {
-                Some(split) => {
-                    let row_part = g.split_part(&split.operand, 1, &row);
-                    let lanes = (0..4)
-                        .map(|q| {
-                            let ok = g.emit("ok", Ty::BOOL, in_bounds(q));
-                            let parts = [&row_part, &split.columns[q]];
-                            let v = g.split_value(&split.operand, &parts, ok.clone());
-                            Expr::select(ok, v, Expr::F32(0))
-                        })
-                        .collect();
-                    Expr::call(Builtin::Vec4, lanes)
-                }
-                None => {
-                    let at = add(b.base.clone(), times(row.clone(), b.n));
-                    let at = g.emit("bat", Ty::U32, at);
-                    tile_load(g, b.node, in_bounds, |q| plus(at.clone(), q))
-                }
-            }
+        None => {
+            let at = add(b.base.clone(), times(row.clone(), b.n));
+            let at = g.emit("bat", Ty::U32, at);
+            tile_load(g, b.node, in_bounds, |q| plus(at.clone(), q))
         }
     };
     g.emit("b", VEC4, texel)
@@ -647,12 +647,7 @@ fn lane_step(
     (columns, b_rows): (&LaneColumns, &BRows),
     k4: &Expr,
 ) {
-    let rows_of_b: Vec<Expr> = match b_rows {
-        BRows::Transposed { col0, layer, n } => transposed_b_rows(g, (col0, layer, *n), k4),
-        _ => (0..4)
-            .map(|q| b_row(g, b_rows, columns, plus(times(k4.clone(), 4), q)))
-            .collect(),
-    };
+    let rows_of_b = rows_of_b(g, b_rows, columns, k4);
     let fetched: Vec<Expr> = (regs.fetch.iter())
         .map(|row| a_values(g, row, regs.a_split.as_ref(), k4))
         .collect();

@@ -107,10 +107,10 @@ impl Gen<'_> {
             let run = Expr::arith(Arith::Sub, end.clone(), first.clone());
             let run = Expr::select(
                 Expr::arith(Arith::Lt, first.clone(), end),
-                Expr::Call {
-                    f: crate::kernel::ir::Builtin::Min,
-                    args: vec![run, Expr::U32(longest as u64)],
-                },
+                Expr::call(
+                    crate::kernel::ir::Builtin::Min,
+                    vec![run, Expr::U32(longest as u64)],
+                ),
                 Expr::U32(0),
             );
             let count = g.emit("n", Ty::U32, run);

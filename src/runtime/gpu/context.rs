@@ -41,6 +41,9 @@ pub(crate) struct GpuContext {
     /// Compiled pipelines kept across processes, where the backend
     /// allows it (see `super::disk_cache`).
     pub pipeline_cache: Option<DiskPipelineCache>,
+    /// A buffer of zeros that copies read (never written; replaced by a
+    /// larger one where a copy needs more: `zeros`).
+    zeros: Mutex<Option<wgpu::Buffer>>,
 }
 
 /// The features to request: what the library uses of what the adapter
@@ -255,7 +258,27 @@ impl GpuContext {
             submitter,
             profile,
             uncaptured,
+            zeros: Mutex::new(None),
         })
+    }
+
+    /// A buffer of at least `bytes` zeros, to copy from (a matmul
+    /// operand's texture rows past its matrix): the device's, made once
+    /// and grown where needed (wgpu fills a new buffer with zeros).
+    pub fn zeros(&self, bytes: u64) -> wgpu::Buffer {
+        let mut zeros = self.zeros.lock().unwrap_or_else(|e| e.into_inner());
+        match zeros.as_ref() {
+            Some(b) if b.size() >= bytes => b.clone(),
+            _ => {
+                let b = self.device.create_buffer(&wgpu::BufferDescriptor {
+                    label: Some("lazywgpu zeros"),
+                    size: bytes.next_power_of_two(),
+                    usage: wgpu::BufferUsages::COPY_SRC,
+                    mapped_at_creation: false,
+                });
+                zeros.insert(b).clone()
+            }
+        }
     }
 
     /// An error wgpu raised since the last call, as an `Error`.

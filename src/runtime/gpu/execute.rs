@@ -256,13 +256,11 @@ impl<'a> Run<'a> {
                 p.set_pipeline(pipeline);
                 p.set_bind_group(0, bind_group, &[]);
                 p.dispatch_workgroups(workgroups.0, workgroups.1, 1);
-                if let (Some(profile), true) = (profile, by_wall_clock && d < packs) {
+                if by_wall_clock && d < packs {
                     // By the wall clock, a matmul's packing kernels are
                     // timed apart from it.
                     drop(pass.take());
-                    let start = self.submit_alone(encoder)?;
-                    let label = format!("pack {d} of {}", self.profile_label(k));
-                    profile.add(label, start.elapsed().as_nanos() as f64);
+                    self.time_alone(encoder, || format!("pack {d} of {}", self.profile_label(k)))?;
                 }
             }
             // Intermediates go back to the pool right after their last
@@ -271,14 +269,15 @@ impl<'a> Run<'a> {
             for &n in &self.exe.releases[ki] {
                 self.written[n] = None;
             }
-            if let Some(profile) = profile {
+            if profile.is_some() {
                 // Profiling: each kernel runs alone, so that a driver that
                 // overlaps independent dispatches, as lavapipe does, cannot
                 // blur the times.
                 drop(pass.take());
-                let start = self.submit_alone(encoder)?;
                 if by_wall_clock {
-                    profile.add(self.profile_label(k), start.elapsed().as_nanos() as f64);
+                    self.time_alone(encoder, || self.profile_label(k))?;
+                } else {
+                    self.submit_alone(encoder)?;
                 }
             }
         }
@@ -304,12 +303,24 @@ impl<'a> Run<'a> {
         by_wall_clock: bool,
     ) -> Result<()> {
         for (c, copy) in copies.iter().enumerate() {
-            encode_copy(&self.ctx.device, encoder, copy);
-            if let (Some(profile), true) = (self.ctx.profile.as_ref(), by_wall_clock) {
-                let start = self.submit_alone(encoder)?;
-                let label = format!("copy {c} of {}", self.profile_label(k));
-                profile.add(label, start.elapsed().as_nanos() as f64);
+            encode_copy(self.ctx, encoder, copy);
+            if by_wall_clock {
+                self.time_alone(encoder, || format!("copy {c} of {}", self.profile_label(k)))?;
             }
+        }
+        Ok(())
+    }
+
+    /// Submits what `encoder` holds alone, waits for it and adds its wall
+    /// time to the profile under `label` (profiling by the wall clock).
+    fn time_alone(
+        &self,
+        encoder: &mut wgpu::CommandEncoder,
+        label: impl FnOnce() -> String,
+    ) -> Result<()> {
+        let start = self.submit_alone(encoder)?;
+        if let Some(profile) = &self.ctx.profile {
+            profile.add(label(), start.elapsed().as_nanos() as f64);
         }
         Ok(())
     }
@@ -706,10 +717,9 @@ fn begin_pass(
 }
 
 /// Encodes a packing copy: the node's rows into the texture, and zeros
-/// into the texture's rows past them (from a buffer made for them, which
-/// wgpu fills with zeros).
+/// (from the device's buffer of them) into the texture's rows past them.
 fn encode_copy(
-    device: &wgpu::Device,
+    ctx: &GpuContext,
     encoder: &mut wgpu::CommandEncoder,
     (buffer, texture, copy): &(wgpu::Buffer, wgpu::Texture, TextureCopy),
 ) {
@@ -740,12 +750,7 @@ fn encode_copy(
     rows_from(buffer, (copy.offset_bytes, 0, copy.rows));
     let padding = height.saturating_sub(copy.rows);
     if padding > 0 {
-        let zeros = device.create_buffer(&wgpu::BufferDescriptor {
-            label: Some("lazywgpu zero rows"),
-            size: u64::from(copy.bytes_per_row) * u64::from(padding) * u64::from(layers),
-            usage: wgpu::BufferUsages::COPY_SRC,
-            mapped_at_creation: false,
-        });
-        rows_from(&zeros, (0, copy.rows, padding));
+        let bytes = u64::from(copy.bytes_per_row) * u64::from(padding) * u64::from(layers);
+        rows_from(&ctx.zeros(bytes), (0, copy.rows, padding));
     }
 }
