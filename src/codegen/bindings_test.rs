@@ -230,7 +230,9 @@ fn kernels_carry_the_strategy_they_were_generated_with() {
                     a_transposed: false,
                     b_transposed: false,
                     b_in_place: false
-                })
+                }),
+                // Rows of 96 columns: stored four at a time.
+                vec4_out: true,
             }
         ]
     );

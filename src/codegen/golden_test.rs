@@ -241,15 +241,16 @@ fn golden_slices_gradient(x: &Tensor) {
     golden_kernel("slices_gradient", &kernel);
 }
 
-/// The matmul kernels: a 5x24 by (transposed) 24x6 product with a bias
-/// and relu in its epilogue, by the 256-invocation and the 64-invocation
-/// tiled kernels, and by the lane kernel with its packing kernels (A's
-/// through a plain layout, B's through the transpose).
+/// The matmul kernels: a 5x24 by (transposed) 24x8 product with a bias
+/// and relu in its epilogue (stored four columns at a time), by the
+/// 256-invocation and the 64-invocation tiled kernels, and by the lane
+/// kernel with its packing kernels (A's through a plain layout, B's
+/// through the transpose).
 #[test]
 fn golden_matmul_kernels() {
     let dev = Device::cpu_with(DeviceConfig::default());
     let a = Tensor::from_vec(vec![0.5f32; 5 * 24], [5, 24], &dev).expect("a");
-    let w = Tensor::from_vec(vec![0.25f32; 6 * 24], [6, 24], &dev).expect("w");
+    let w = Tensor::from_vec(vec![0.25f32; 8 * 24], [8, 24], &dev).expect("w");
     let y = (a.matmul(&w.t()) + 1.0).relu();
     for (name, matmul) in [
         ("matmul_tiled", MatmulKernel::Tiled),
@@ -262,6 +263,7 @@ fn golden_matmul_kernels() {
         let strategy = Strategy::Matmul {
             kernel: matmul,
             tile: None,
+            vec4_out: true,
         };
         golden_kernel(name, &kernel_on(&y, strategy, &target));
     }
@@ -315,6 +317,7 @@ fn golden_coop_matmul_kernel() {
     let strategy = Strategy::Matmul {
         kernel: coop,
         tile: None,
+        vec4_out: false,
     };
     let kernel = kernel_on(&half, strategy, &target);
     assert_eq!(kernel.kernel.entry.workgroup_size, 128);
@@ -326,9 +329,11 @@ fn golden_coop_matmul_kernel() {
     golden_kernel("coop_matmul_f16", &kernel);
     let all_valid = ["tiled", "blocked", "lanes", "coop"].map(|k| (k.to_string(), true));
     assert_eq!(kernel.candidates, all_valid);
+    // Rows of six columns: stored one element at a time.
     let tiled = Strategy::Matmul {
         kernel: MatmulKernel::Tiled,
         tile: None,
+        vec4_out: false,
     };
     let f32_product = kernel_on(&product(&a, &w), tiled, &target);
     let coop_invalid = [("coop", false)].map(|(k, v)| (k.to_string(), v));
@@ -357,6 +362,7 @@ fn matmul_rows_of_a_k_step_unroll_past_the_loop_budget() {
         let strategy = Strategy::Matmul {
             kernel: matmul,
             tile: None,
+            vec4_out: false,
         };
         let kernel = kernel_on(&y, strategy, &target);
         validate_wgsl(&kernel.wgsl).expect("valid WGSL");

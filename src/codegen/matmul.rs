@@ -6,13 +6,13 @@
 //! invocation's outputs.
 
 use super::emit::Gen;
-use super::roots::store_outputs;
-use super::wgsl::unroll_for;
+use super::roots::{store_outputs, store_outputs_by};
+use super::wgsl::{unroll_for, vectorizable_over};
 use crate::dtype::DType;
 use crate::graph::GraphKey;
 use crate::graph::op::BinaryOp;
 use crate::kernel::ir::{Arith, Builtin, Expr, Inst, Ty, Var};
-use crate::kernel::{Entry, MatmulClass, WorkgroupArray};
+use crate::kernel::{Entry, MatmulClass, Strategy, WorkgroupArray};
 
 /// A `vec4<f32>`: a tile slot, a texel, an accumulator of four outputs.
 pub(super) const VEC4: Ty = Ty::of(DType::F32, true);
@@ -340,17 +340,25 @@ pub(super) struct OutputBlock {
     pub bi: Expr,
 }
 
-/// Stores `block` and its epilogue, element by element where it lies in
-/// the `m` x `n` output: the accumulators gathered in a private array so
-/// that one loop (not a copy of the epilogue per output: the blocked
-/// kernel has 64) indexes them.
+/// Stores `block` and its epilogue where it lies in the `m` x `n`
+/// output: the accumulators gathered in a private array so that one loop
+/// (not a copy of the epilogue per output: the blocked kernel has 64)
+/// indexes them. Four elements a store where `stores_in_fours` (an
+/// accumulator's four columns lie together in every output), else element
+/// by element: on lavapipe each store and each load of the epilogue is a
+/// loop over the lanes, so fours take a quarter of them. Returns whether
+/// it stored fours (the outputs are then bound as `vec4`s). A site whose
+/// earlier sizes stored one element at a time keeps doing so, and a
+/// product whose rows change length between the site's graphs stores
+/// elements (a length that is a multiple of four at one size may not be
+/// at the next).
 pub(super) fn store_block(
     g: &mut Gen,
     key: &GraphKey,
     (root, outputs): (usize, &[usize]),
     block: &OutputBlock,
     (m, n): (usize, usize),
-) {
+) -> bool {
     let accs = g.fresh("accs");
     let (element, len) = (VEC4, block.accs.len());
     g.push(Inst::DeclareArray {
@@ -366,42 +374,134 @@ pub(super) fn store_block(
             value,
         });
     }
-    let per_row = block.cols / 4;
+    let cx = g.context();
+    let site_stored_fours = !matches!(
+        cx.precedent(root),
+        Some(Strategy::Matmul {
+            vec4_out: false,
+            ..
+        })
+    );
+    let fours = site_stored_fours
+        && !cx.last_dim_changes(root)
+        && stores_in_fours(key, (root, outputs), n, g.stored);
     let (i, j) = (g.fresh("i"), g.fresh("j"));
-    let (ei, ej) = (Expr::Var(i), Expr::Var(j));
+    let per_row = block.cols / 4;
+    // Four columns a step where storing fours (no loop over them where
+    // a row has one accumulator), else one.
+    let (steps, step) = if fours { (per_row, 4) } else { (block.cols, 1) };
+    let ej = (steps > 1).then_some(Expr::Var(j));
     let inner = g.block(|g| {
-        let row = g.emit("row", Ty::U32, add(block.row0.clone(), ei.clone()));
-        let col = g.emit("col", Ty::U32, add(block.col0.clone(), ej.clone()));
+        let row = g.emit("row", Ty::U32, add(block.row0.clone(), Expr::Var(i)));
+        let first = ej.clone().map_or(block.col0.clone(), |j| {
+            add(block.col0.clone(), times(j, step))
+        });
+        let col = g.emit("col", Ty::U32, first);
         let body = g.block(|g| {
-            let at = add(times(block.bi.clone(), m * n), times(row.clone(), n));
-            let idx = g.emit("idx", Ty::U32, add(at, col.clone()));
-            let (slot, lane) = if per_row == 1 {
-                (ei.clone(), ej.clone())
-            } else {
-                (
-                    add(times(ei.clone(), per_row), over(ej.clone(), 4)),
-                    modulo(ej.clone(), 4),
-                )
+            let at = add(
+                add(times(block.bi.clone(), m * n), times(row.clone(), n)),
+                col.clone(),
+            );
+            let element = StoredElement {
+                accs,
+                i,
+                j: ej.clone(),
+                per_row,
             };
-            let acc = Expr::index(Expr::Var(accs), slot);
-            let result = g.emit("result", Ty::F32, Expr::index(acc, lane));
-            store_outputs(g, key, (root, outputs), &idx, &result);
+            if fours {
+                store_four(g, key, (root, outputs), at, element);
+            } else {
+                store_one(g, key, (root, outputs), at, element);
+            }
         });
         let cond = both(below(row, m), below(col, n));
         g.push(Inst::If { cond, body });
     });
-    let cols = Inst::Loop {
-        counter: j,
-        count: Expr::count(block.cols),
-        unroll: 1,
-        body: inner,
+    let body = match &ej {
+        Some(_) => vec![Inst::Loop {
+            counter: j,
+            count: Expr::count(steps),
+            unroll: 1,
+            body: inner,
+        }],
+        None => inner,
     };
     g.push(Inst::Loop {
         counter: i,
         count: Expr::count(block.rows),
         unroll: 1,
-        body: vec![cols],
+        body,
     });
+    fours
+}
+
+/// Where a stored output sits in a block's accumulators: array `accs`,
+/// row `i`, and the column step `j` of the row (`None`: the row's only
+/// step), with `per_row` accumulators a row.
+struct StoredElement {
+    accs: Var,
+    i: Var,
+    j: Option<Expr>,
+    per_row: usize,
+}
+
+/// Stores the four outputs from element `at` (a multiple of four): the
+/// row's accumulator of step `j` (`n` a multiple of four, so the four
+/// columns lie together), as one `vec4` of every output.
+fn store_four(
+    g: &mut Gen,
+    key: &GraphKey,
+    (root, outputs): (usize, &[usize]),
+    at: Expr,
+    e: StoredElement,
+) {
+    let idx = g.emit("quad", Ty::U32, over(at, 4));
+    let slot = match e.j {
+        Some(j) => add(times(Expr::Var(e.i), e.per_row), j),
+        None => Expr::Var(e.i),
+    };
+    let result = g.emit("result", VEC4, Expr::index(Expr::Var(e.accs), slot));
+    store_outputs_by(g, key, (root, outputs), (&idx, true), &result);
+}
+
+/// Stores the output at element `at`: column `j` of the row's
+/// accumulators.
+fn store_one(
+    g: &mut Gen,
+    key: &GraphKey,
+    (root, outputs): (usize, &[usize]),
+    at: Expr,
+    e: StoredElement,
+) {
+    let idx = g.emit("idx", Ty::U32, at);
+    let ej = e.j.unwrap_or_else(|| lit(0));
+    let (slot, lane) = if e.per_row == 1 {
+        (Expr::Var(e.i), ej)
+    } else {
+        (
+            add(times(Expr::Var(e.i), e.per_row), over(ej.clone(), 4)),
+            modulo(ej, 4),
+        )
+    };
+    let acc = Expr::index(Expr::Var(e.accs), slot);
+    let result = g.emit("result", Ty::F32, Expr::index(acc, lane));
+    store_outputs(g, key, (root, outputs), &idx, &result);
+}
+
+/// Whether a matmul's outputs are stored four columns at a time: rows of
+/// a multiple of four f32 elements (so an accumulator's four columns,
+/// which start at a multiple of four, lie together and inside the row),
+/// and an epilogue whose every read lies at the output's position or is
+/// one splatted value (`vectorizable_over`).
+pub(super) fn stores_in_fours(
+    key: &GraphKey,
+    (root, outputs): (usize, &[usize]),
+    n: usize,
+    stored: &dyn Fn(usize) -> bool,
+) -> bool {
+    n.is_multiple_of(4)
+        && key.nodes[root].dtype == DType::F32
+        && (outputs.iter()).all(|&o| o == root || vectorizable_over(&key.nodes, o, stored, root))
 }
 
 /// `count` `vec4` accumulators starting at zero, declared here.
@@ -438,7 +538,7 @@ pub(super) fn matmul_blocked(
     key: &GraphKey,
     root: usize,
     outputs: &[usize],
-) -> (Entry, Vec<Inst>, usize) {
+) -> ((Entry, Vec<Inst>, usize), bool) {
     let d = matmul_dims(key, root);
     let tiles = Tiles::new(g);
     let ids = tile_ids(g, d.tiles_mn, d.tiles_n);
@@ -471,12 +571,9 @@ pub(super) fn matmul_blocked(
         col0: add(times(ids.tn.clone(), TILE_N), times(tx, 8)),
         bi: ids.bi.clone(),
     };
-    store_block(g, key, (root, outputs), &block, (d.m, d.n));
-    (
-        tiled_entry(64, d.groups, &tiles),
-        g.body().to_vec(),
-        d.groups,
-    )
+    let fours = store_block(g, key, (root, outputs), &block, (d.m, d.n));
+    let entry = tiled_entry(64, d.groups, &tiles);
+    ((entry, g.body().to_vec(), d.groups), fours)
 }
 
 /// Output tile of a workgroup (rows, columns), and the K step.
@@ -491,7 +588,7 @@ pub(super) fn matmul(
     key: &GraphKey,
     root: usize,
     outputs: &[usize],
-) -> (Entry, Vec<Inst>, usize) {
+) -> ((Entry, Vec<Inst>, usize), bool) {
     let d = matmul_dims(key, root);
     let tiles = Tiles::new(g);
     let ids = tile_ids(g, d.tiles_mn, d.tiles_n);
@@ -515,10 +612,7 @@ pub(super) fn matmul(
         col0: add(times(ids.tn.clone(), TILE_N), times(tx, 4)),
         bi: ids.bi.clone(),
     };
-    store_block(g, key, (root, outputs), &block, (d.m, d.n));
-    (
-        tiled_entry(256, d.groups, &tiles),
-        g.body().to_vec(),
-        d.groups,
-    )
+    let fours = store_block(g, key, (root, outputs), &block, (d.m, d.n));
+    let entry = tiled_entry(256, d.groups, &tiles);
+    ((entry, g.body().to_vec(), d.groups), fours)
 }

@@ -173,8 +173,9 @@ fn matmul_root(
             strategy: Strategy::Matmul {
                 kernel: kind,
                 tile: Some(l.tile),
+                vec4_out: l.vec_out,
             },
-            vec_out: false,
+            vec_out: l.vec_out,
             packs: l.packs,
             scratch: l.scratch,
         };
@@ -188,6 +189,7 @@ fn matmul_root(
             Strategy::Matmul {
                 kernel: kind,
                 tile: None,
+                vec4_out: false,
             },
         );
     }
@@ -202,12 +204,20 @@ fn tiled_or_blocked(
     (root, outputs): (usize, &[usize]),
     kind: MatmulKernel,
 ) -> RootKernel {
-    let (kernel, built) = if matches!(kind, MatmulKernel::Tiled | MatmulKernel::Coop(_)) {
+    let (kernel, (built, fours)) = if matches!(kind, MatmulKernel::Tiled | MatmulKernel::Coop(_)) {
         (MatmulKernel::Tiled, matmul(g, key, root, outputs))
     } else {
         (MatmulKernel::Blocked, matmul_blocked(g, key, root, outputs))
     };
-    RootKernel::plain(built, Strategy::Matmul { kernel, tile: None })
+    let strategy = Strategy::Matmul {
+        kernel,
+        tile: None,
+        vec4_out: fours,
+    };
+    RootKernel {
+        vec_out: fours,
+        ..RootKernel::plain(built, strategy)
+    }
 }
 
 /// The matmul kernel to try for `root`: its class's, where the target has
@@ -341,6 +351,7 @@ mod tests {
             Strategy::Matmul {
                 kernel: MatmulKernel::Blocked,
                 tile: None,
+                vec4_out: true,
             },
         );
         let later = CodegenContext {

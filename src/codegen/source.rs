@@ -17,6 +17,13 @@ pub(crate) struct CodegenContext<'a> {
     /// The strategies of the trace site's last compile, for a compile
     /// with other sizes (see `kernel::strategy`).
     pub precedents: Option<&'a Precedents>,
+    /// Per graph node: whether its last dimension changes between the
+    /// trace site's graphs (it differs from the site's last graph, or it
+    /// is a size the user marked dynamic). A choice that holds for some
+    /// values of a size and not others (rows of a multiple of four stored
+    /// four at a time) is not made on such a dimension, so that the
+    /// kernels stay generic over it. Empty: none changes.
+    pub changing_last_dims: &'a [bool],
 }
 
 impl<'a> CodegenContext<'a> {
@@ -27,12 +34,19 @@ impl<'a> CodegenContext<'a> {
             target,
             origins: None,
             precedents: None,
+            changing_last_dims: &[],
         }
     }
 
     /// The precedent of the kernel keyed by `node` (see `Precedents`).
     pub fn precedent(&self, node: usize) -> Option<Strategy> {
         self.precedents.and_then(|p| p.get(node))
+    }
+
+    /// Whether node `node`'s last dimension changes between the site's
+    /// graphs (see `changing_last_dims`).
+    pub fn last_dim_changes(&self, node: usize) -> bool {
+        self.changing_last_dims.get(node).copied().unwrap_or(false)
     }
 }
 

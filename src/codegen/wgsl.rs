@@ -145,9 +145,33 @@ pub(crate) fn vectorizable(
     stored: &dyn Fn(usize) -> bool,
     is_root: bool,
 ) -> bool {
+    vectorizable_given(nodes, n, stored, (is_root, None))
+}
+
+/// `vectorizable` for an epilogue of node `given` (a matmul whose
+/// accumulators hold four adjacent outputs): `given`'s own value is there
+/// four elements at a time.
+pub(crate) fn vectorizable_over(
+    nodes: &[GNode],
+    n: usize,
+    stored: &dyn Fn(usize) -> bool,
+    given: usize,
+) -> bool {
+    vectorizable_given(nodes, n, stored, (false, Some(given)))
+}
+
+fn vectorizable_given(
+    nodes: &[GNode],
+    n: usize,
+    stored: &dyn Fn(usize) -> bool,
+    (is_root, given): (bool, Option<usize>),
+) -> bool {
     // What a node decides by itself, or `None`: vectorizable when all its
     // inputs are. Only the root may be computed where it is stored.
     let own = |m: usize, root: bool| -> Option<bool> {
+        if given == Some(m) {
+            return Some(true);
+        }
         let node = &nodes[m];
         if node.dtype.is_half() {
             // Kept scalar: a bf16 vec4 would be a pair of words, an f16

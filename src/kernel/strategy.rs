@@ -41,6 +41,12 @@ pub(crate) enum Strategy {
     Matmul {
         kernel: MatmulKernel,
         tile: Option<LaneTile>,
+        /// Whether its outputs are stored four elements at a time
+        /// (`codegen::matmul::stores_in_fours`). A site that stored them
+        /// one at a time keeps doing so at its later sizes, as an
+        /// elementwise kernel keeps scalars, so that its kernels stay
+        /// generic over a size that is at times a multiple of four.
+        vec4_out: bool,
     },
     /// A packing kernel writing a matmul operand into a texture.
     Pack,
@@ -99,9 +105,28 @@ impl Precedents {
 
     /// Takes `older`'s strategy for every node it has: the first sizes a
     /// site saw decide, whatever sizes came between (a batch of one,
-    /// whose size-one dims make other kernels).
+    /// whose size-one dims make other kernels). One choice is kept from
+    /// the newer side: a matmul that stored its outputs one at a time
+    /// keeps doing so.
     pub fn inherit(&mut self, older: &Precedents) {
-        self.0.extend(older.0.iter().map(|(&n, &s)| (n, s)));
+        for (&node, &was) in &older.0 {
+            let kept = match (self.0.get(&node), was) {
+                // Outputs stored one at a time stay so (see
+                // `Strategy::Matmul::vec4_out`).
+                (
+                    Some(Strategy::Matmul {
+                        vec4_out: false, ..
+                    }),
+                    Strategy::Matmul { kernel, tile, .. },
+                ) => Strategy::Matmul {
+                    kernel,
+                    tile,
+                    vec4_out: false,
+                },
+                _ => was,
+            };
+            self.0.insert(node, kept);
+        }
     }
 
     /// The node an elementwise kernel writing `outputs` is keyed by (a

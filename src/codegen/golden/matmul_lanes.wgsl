@@ -1,6 +1,6 @@
 @group(0) @binding(0) var<uniform> params: array<vec4<u32>, 1>;
 fn param_word(i: u32) -> u32 { return params[i / 4u][i % 4u]; }
-@group(0) @binding(1) var<storage, read_write> out0: array<f32>;
+@group(0) @binding(1) var<storage, read_write> out0: array<vec4<f32>>;
 @group(0) @binding(2) var ta: texture_2d_array<f32>;
 @group(0) @binding(3) var tb: texture_2d_array<f32>;
 
@@ -29,10 +29,10 @@ if (gi >= 1u) { return; }
     let al19: u32 = (bi1 * 1u) + (ar17 / 5u);
     let bcol21: u32 = ctex4 * 4u;
     for (var kt20 = 0u; kt20 < 6u; kt20 = kt20 + 1u) {
-    let bt22: vec4<f32> = textureLoad(tb, vec2<u32>(kt20, min(bcol21, 5u)), bi1, 0);
-    let bt23: vec4<f32> = textureLoad(tb, vec2<u32>(kt20, min(bcol21 + 1u, 5u)), bi1, 0);
-    let bt24: vec4<f32> = textureLoad(tb, vec2<u32>(kt20, min(bcol21 + 2u, 5u)), bi1, 0);
-    let bt25: vec4<f32> = textureLoad(tb, vec2<u32>(kt20, min(bcol21 + 3u, 5u)), bi1, 0);
+    let bt22: vec4<f32> = textureLoad(tb, vec2<u32>(kt20, min(bcol21, 7u)), bi1, 0);
+    let bt23: vec4<f32> = textureLoad(tb, vec2<u32>(kt20, min(bcol21 + 1u, 7u)), bi1, 0);
+    let bt24: vec4<f32> = textureLoad(tb, vec2<u32>(kt20, min(bcol21 + 2u, 7u)), bi1, 0);
+    let bt25: vec4<f32> = textureLoad(tb, vec2<u32>(kt20, min(bcol21 + 3u, 7u)), bi1, 0);
     let b26: vec4<f32> = vec4<f32>(bt22[0u], bt23[0u], bt24[0u], bt25[0u]);
     let b27: vec4<f32> = vec4<f32>(bt22[1u], bt23[1u], bt24[1u], bt25[1u]);
     let b28: vec4<f32> = vec4<f32>(bt22[2u], bt23[2u], bt24[2u], bt25[2u]);
@@ -65,17 +65,15 @@ if (gi >= 1u) { return; }
     accs39[6u] = acc15;
     accs39[7u] = acc16;
     for (var i40 = 0u; i40 < 8u; i40 = i40 + 1u) {
-    for (var j41 = 0u; j41 < 4u; j41 = j41 + 1u) {
     let row42: u32 = rfirst8 + i40;
-    let col43: u32 = (ctex4 * 4u) + j41;
-    if ((row42 < 5u) && (col43 < 6u)) {
-    let idx44: u32 = ((bi1 * 30u) + (row42 * 6u)) + col43;
-    let result45: f32 = accs39[i40][j41];
-    let v46: f32 = f32(bitcast<f32>(param_word(0u)));
-    let v47: f32 = result45 + v46;
-    let v48: f32 = select(max(v47, 0.0), v47, ((bitcast<u32>(v47) & 0x7fffffffu) > 0x7f800000u));
-    out0[idx44] = v48;
-    }
+    let col43: u32 = ctex4 * 4u;
+    if ((row42 < 5u) && (col43 < 8u)) {
+    let quad44: u32 = (((bi1 * 40u) + (row42 * 8u)) + col43) / 4u;
+    let result45: vec4<f32> = accs39[i40];
+    let v46: vec4<f32> = vec4<f32>(bitcast<f32>(param_word(0u)));
+    let v47: vec4<f32> = result45 + v46;
+    let v48: vec4<f32> = select(max(v47, vec4<f32>(0.0)), v47, ((bitcast<vec4<u32>>(v47) & vec4<u32>(0x7fffffffu)) > vec4<u32>(0x7f800000u)));
+    out0[quad44] = v48;
     }
     }
 }

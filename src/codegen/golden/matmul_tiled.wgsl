@@ -2,7 +2,7 @@
 fn param_word(i: u32) -> u32 { return params[i / 4u][i % 4u]; }
 @group(0) @binding(1) var<storage, read> in0: array<f32>;
 @group(0) @binding(2) var<storage, read> in1: array<f32>;
-@group(0) @binding(3) var<storage, read_write> out0: array<f32>;
+@group(0) @binding(3) var<storage, read_write> out0: array<vec4<f32>>;
 
 var<workgroup> ta1: array<vec4<f32>, 256>;
 var<workgroup> tb2: array<vec4<f32>, 256>;
@@ -41,21 +41,21 @@ if (gi >= 1u) { return; }
     let bkk30: u32 = q14 / 16u;
     let brow31: u32 = kfirst13 + bkk30;
     let bcol32: u32 = (tn5 * 64u) + ((q14 % 16u) * 4u);
-    let ok33: bool = (brow31 < 24u) && (bcol32 < 6u);
-    let i34: u32 = select(0u, ((bi3 * 144u) + (brow31 * 6u)) + bcol32, ok33);
-    let j35: u32 = ((i34 % 6u) * 24u) + (i34 / 6u);
+    let ok33: bool = (brow31 < 24u) && (bcol32 < 8u);
+    let i34: u32 = select(0u, ((bi3 * 192u) + (brow31 * 8u)) + bcol32, ok33);
+    let j35: u32 = ((i34 % 8u) * 24u) + (i34 / 8u);
     let v36: f32 = in1[j35];
-    let ok37: bool = (brow31 < 24u) && ((bcol32 + 1u) < 6u);
-    let i38: u32 = select(0u, (((bi3 * 144u) + (brow31 * 6u)) + bcol32) + 1u, ok37);
-    let j39: u32 = ((i38 % 6u) * 24u) + (i38 / 6u);
+    let ok37: bool = (brow31 < 24u) && ((bcol32 + 1u) < 8u);
+    let i38: u32 = select(0u, (((bi3 * 192u) + (brow31 * 8u)) + bcol32) + 1u, ok37);
+    let j39: u32 = ((i38 % 8u) * 24u) + (i38 / 8u);
     let v40: f32 = in1[j39];
-    let ok41: bool = (brow31 < 24u) && ((bcol32 + 2u) < 6u);
-    let i42: u32 = select(0u, (((bi3 * 144u) + (brow31 * 6u)) + bcol32) + 2u, ok41);
-    let j43: u32 = ((i42 % 6u) * 24u) + (i42 / 6u);
+    let ok41: bool = (brow31 < 24u) && ((bcol32 + 2u) < 8u);
+    let i42: u32 = select(0u, (((bi3 * 192u) + (brow31 * 8u)) + bcol32) + 2u, ok41);
+    let j43: u32 = ((i42 % 8u) * 24u) + (i42 / 8u);
     let v44: f32 = in1[j43];
-    let ok45: bool = (brow31 < 24u) && ((bcol32 + 3u) < 6u);
-    let i46: u32 = select(0u, (((bi3 * 144u) + (brow31 * 6u)) + bcol32) + 3u, ok45);
-    let j47: u32 = ((i46 % 6u) * 24u) + (i46 / 6u);
+    let ok45: bool = (brow31 < 24u) && ((bcol32 + 3u) < 8u);
+    let i46: u32 = select(0u, (((bi3 * 192u) + (brow31 * 8u)) + bcol32) + 3u, ok45);
+    let j47: u32 = ((i46 % 8u) * 24u) + (i46 / 8u);
     let v48: f32 = in1[j47];
     tb2[(bkk30 * 16u) + (q14 % 16u)] = vec4<f32>(select(0.0, v36, ok33), select(0.0, v40, ok37), select(0.0, v44, ok41), select(0.0, v48, ok45));
     workgroupBarrier();
@@ -75,17 +75,15 @@ if (gi >= 1u) { return; }
     accs52[2u] = acc10;
     accs52[3u] = acc11;
     for (var i53 = 0u; i53 < 4u; i53 = i53 + 1u) {
-    for (var j54 = 0u; j54 < 4u; j54 = j54 + 1u) {
     let row55: u32 = ((tm4 * 64u) + (ty6 * 4u)) + i53;
-    let col56: u32 = ((tn5 * 64u) + (tx7 * 4u)) + j54;
-    if ((row55 < 5u) && (col56 < 6u)) {
-    let idx57: u32 = ((bi3 * 30u) + (row55 * 6u)) + col56;
-    let result58: f32 = accs52[i53][j54];
-    let v59: f32 = f32(bitcast<f32>(param_word(0u)));
-    let v60: f32 = result58 + v59;
-    let v61: f32 = select(max(v60, 0.0), v60, ((bitcast<u32>(v60) & 0x7fffffffu) > 0x7f800000u));
-    out0[idx57] = v61;
-    }
+    let col56: u32 = (tn5 * 64u) + (tx7 * 4u);
+    if ((row55 < 5u) && (col56 < 8u)) {
+    let quad57: u32 = (((bi3 * 40u) + (row55 * 8u)) + col56) / 4u;
+    let result58: vec4<f32> = accs52[i53];
+    let v59: vec4<f32> = vec4<f32>(bitcast<f32>(param_word(0u)));
+    let v60: vec4<f32> = result58 + v59;
+    let v61: vec4<f32> = select(max(v60, vec4<f32>(0.0)), v60, ((bitcast<vec4<u32>>(v60) & vec4<u32>(0x7fffffffu)) > vec4<u32>(0x7f800000u)));
+    out0[quad57] = v61;
     }
     }
 }

@@ -226,10 +226,12 @@ pub(super) fn executable(
     });
     let target = by_class.as_ref().unwrap_or(target);
     let compile_start = compile_start + tuning_start.elapsed();
+    let changing_last_dims = changing_last_dims(traced, &origin, before.map(|b| &b.key));
     let cx = CodegenContext {
         target,
         origins: origins.as_deref(),
         precedents: precedents.as_deref(),
+        changing_last_dims: &changing_last_dims,
     };
     let mut plan = plan(&graph.key, target);
     let mut sources = generate(&graph.key, &cx, &mut plan);
@@ -495,6 +497,20 @@ fn checks_buffer(ctx: &GpuContext) -> wgpu::Buffer {
             | wgpu::BufferUsages::COPY_DST,
         mapped_at_creation: false,
     })
+}
+
+/// Per node of the lowered graph (`origin`: the traced node each comes
+/// from): whether its last dimension changes between the site's graphs,
+/// as the traced node's last dimension differs from the site's `last`
+/// graph's (one of as many nodes) or is a size the user marked dynamic.
+fn changing_last_dims(traced: &Graph, origin: &[usize], last: Option<&GraphKey>) -> Vec<bool> {
+    let last = last.filter(|l| l.nodes.len() == traced.key.nodes.len());
+    let changes = |t: usize| {
+        let now = traced.key.nodes[t].shape.last();
+        let differs = last.is_some_and(|l| l.nodes[t].shape.last() != now);
+        differs || now.is_some_and(|n| traced.dynamic_sizes.contains(n))
+    };
+    origin.iter().map(|&t| changes(t)).collect()
 }
 
 /// The strategy of each kernel, keyed by its root or its first output.

@@ -164,7 +164,7 @@ fn generalize_dispatch(
         && let Some(record) = bind_known_generic(s, before)
     {
         bound.set(bound.get() + 1);
-        return record;
+        return remember(record, before);
     }
     let concrete = s.kernel.clone();
     // A literal that WGSL needs constant (a subgroup broadcast's lane)
@@ -191,7 +191,7 @@ fn generalize_dispatch(
         }
         other => other,
     };
-    match generic {
+    let record = match generic {
         Some((g, text)) => {
             s.wgsl = text;
             if !s.ir.is_empty() {
@@ -212,7 +212,37 @@ fn generalize_dispatch(
             }]
         }
         None => stays_concrete(s, concrete, before, origins),
+    };
+    remember(record, before)
+}
+
+/// How many kernels of a dispatch a site keeps to compare later sizes
+/// with.
+const REMEMBERED: usize = 4;
+
+/// The kernels of a dispatch a site keeps: those recorded now (`record`,
+/// the one bound first), then earlier ones (`before`) that differ from
+/// them, up to `REMEMBERED`. A size that lowers as an earlier one did
+/// (a product whose rows are a multiple of four at one length and not
+/// at the next, then at another that is not) binds that one's kernel
+/// again, whatever came between, instead of compiling it a second time.
+fn remember(mut record: Vec<DispatchText>, before: &[DispatchText]) -> Vec<DispatchText> {
+    for t in before {
+        if record.len() >= REMEMBERED {
+            break;
+        }
+        let same = |r: &DispatchText| match (&r.generic, &t.generic) {
+            (Some((_, a)), Some((_, b))) => a == b,
+            _ => *r.concrete == *t.concrete,
+        };
+        if !record.iter().any(same) {
+            record.push(DispatchText {
+                not_generic: None,
+                ..t.clone()
+            });
+        }
     }
+    record
 }
 
 /// The record of a dispatch that stays concrete (`concrete`, `s`'s own
