@@ -278,6 +278,20 @@ fn golden_matmul_kernels() {
     golden_kernel("matmul_pack_a", pack_a);
     golden_kernel("matmul_pack_b", pack_b);
     golden_kernel("matmul_lanes", lanes);
+    // Rows of six columns: the epilogue stored an element at a time.
+    let w6 = Tensor::from_vec(vec![0.25f32; 6 * 24], [6, 24], &dev).expect("w6");
+    let y6 = (a.matmul(&w6.t()) + 1.0).relu();
+    let by_elements = kernels_of(&[&y6], &lavapipe)
+        .pop()
+        .expect("the lane matmul");
+    assert!(matches!(
+        by_elements.strategy,
+        Strategy::Matmul {
+            vec4_out: false,
+            ..
+        }
+    ));
+    golden_kernel("matmul_lanes_by_elements", &by_elements);
     let listed: Vec<(&str, bool)> = (lanes.candidates.iter())
         .map(|(name, valid)| (name.as_str(), *valid))
         .collect();

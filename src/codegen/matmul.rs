@@ -359,21 +359,7 @@ pub(super) fn store_block(
     block: &OutputBlock,
     (m, n): (usize, usize),
 ) -> bool {
-    let accs = g.fresh("accs");
-    let (element, len) = (VEC4, block.accs.len());
-    g.push(Inst::DeclareArray {
-        var: accs,
-        element,
-        len,
-    });
-    for (e, acc) in block.accs.iter().enumerate() {
-        let value = acc.clone();
-        g.push(Inst::SetElement {
-            var: accs,
-            index: lit(e),
-            value,
-        });
-    }
+    let accs = gather_accumulators(g, &block.accs);
     let cx = g.context();
     let site_stored_fours = !matches!(
         cx.precedent(root),
@@ -393,9 +379,11 @@ pub(super) fn store_block(
     let ej = (steps > 1).then_some(Expr::Var(j));
     let inner = g.block(|g| {
         let row = g.emit("row", Ty::U32, add(block.row0.clone(), Expr::Var(i)));
-        let first = ej.clone().map_or(block.col0.clone(), |j| {
-            add(block.col0.clone(), times(j, step))
-        });
+        let first = match ej.clone() {
+            None => block.col0.clone(),
+            Some(j) if step == 1 => add(block.col0.clone(), j),
+            Some(j) => add(block.col0.clone(), times(j, step)),
+        };
         let col = g.emit("col", Ty::U32, first);
         let body = g.block(|g| {
             let at = add(
@@ -435,9 +423,29 @@ pub(super) fn store_block(
     fours
 }
 
+/// `accs` gathered in a private array, declared here, so that a loop can
+/// index them.
+fn gather_accumulators(g: &mut Gen, accs: &[Expr]) -> Var {
+    let array = g.fresh("accs");
+    g.push(Inst::DeclareArray {
+        var: array,
+        element: VEC4,
+        len: accs.len(),
+    });
+    for (e, acc) in accs.iter().enumerate() {
+        g.push(Inst::SetElement {
+            var: array,
+            index: lit(e),
+            value: acc.clone(),
+        });
+    }
+    array
+}
+
 /// Where a stored output sits in a block's accumulators: array `accs`,
-/// row `i`, and the column step `j` of the row (`None`: the row's only
-/// step), with `per_row` accumulators a row.
+/// row `i`, and `j`: the row's group of four columns where storing fours
+/// (`None`: the row's only group), else its column; `per_row`
+/// accumulators a row.
 struct StoredElement {
     accs: Var,
     i: Var,
@@ -488,12 +496,13 @@ fn store_one(
     store_outputs(g, key, (root, outputs), &idx, &result);
 }
 
-/// Whether a matmul's outputs are stored four columns at a time: rows of
-/// a multiple of four f32 elements (so an accumulator's four columns,
+/// Whether a matmul's outputs can be stored four columns at a time: rows
+/// of a multiple of four f32 elements (so an accumulator's four columns,
 /// which start at a multiple of four, lie together and inside the row),
-/// and an epilogue whose every read lies at the output's position or is
-/// one splatted value (`vectorizable_over`).
-pub(super) fn stores_in_fours(
+/// and an epilogue whose every read lies at the output's position, is
+/// one splatted value, or is a row broadcast along the leading dims read
+/// four at a time (a bias; `vectorizable_over`).
+fn stores_in_fours(
     key: &GraphKey,
     (root, outputs): (usize, &[usize]),
     n: usize,

@@ -304,7 +304,7 @@ pub(super) fn matmul_lanes(
         col0: times(columns.c4, 4),
         bi: ids.bi.clone(),
     };
-    let vec_out = store_block(g, key, (root, outputs), &block, (geo.d.m, geo.d.n));
+    let vec4_out = store_block(g, key, (root, outputs), &block, (geo.d.m, geo.d.n));
     let entry = Entry {
         workgroup_size: lanes,
         per_invocation: false,
@@ -329,7 +329,7 @@ pub(super) fn matmul_lanes(
         },
         packs: packed.packs,
         scratch: packed.scratch,
-        vec_out,
+        vec4_out,
     })
 }
 
@@ -734,5 +734,5 @@ pub(super) struct LaneMatmul {
     /// and the name the kernel reads it by.
     pub scratch: Vec<ScratchOperand>,
     /// Whether the outputs are stored four elements at a time.
-    pub vec_out: bool,
+    pub vec4_out: bool,
 }

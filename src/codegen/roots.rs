@@ -173,9 +173,9 @@ fn matmul_root(
             strategy: Strategy::Matmul {
                 kernel: kind,
                 tile: Some(l.tile),
-                vec4_out: l.vec_out,
+                vec4_out: l.vec4_out,
             },
-            vec_out: l.vec_out,
+            vec_out: l.vec4_out,
             packs: l.packs,
             scratch: l.scratch,
         };
@@ -189,6 +189,7 @@ fn matmul_root(
             Strategy::Matmul {
                 kernel: kind,
                 tile: None,
+                // Its f32 output tile is stored an element at a time.
                 vec4_out: false,
             },
         );

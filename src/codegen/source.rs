@@ -17,9 +17,12 @@ pub(crate) struct CodegenContext<'a> {
     /// The strategies of the trace site's last compile, for a compile
     /// with other sizes (see `kernel::strategy`).
     pub precedents: Option<&'a Precedents>,
-    /// Per graph node: whether its last dimension changes between the
-    /// trace site's graphs (it differs from the site's last graph, or it
-    /// is a size the user marked dynamic). A choice that holds for some
+    /// Per node of the lowered graph: whether its last dimension changes
+    /// between the trace site's graphs (that of the traced node it comes
+    /// from differs from the site's last graph of its structure, or is a
+    /// size the user marked dynamic: by value, so a product whose rows
+    /// are as long as a marked batch is counted too). Probes of the
+    /// graph's sizes are lowered with the same flags. A choice that holds for some
     /// values of a size and not others (rows of a multiple of four stored
     /// four at a time) is not made on such a dimension, so that the
     /// kernels stay generic over it. Empty: none changes.

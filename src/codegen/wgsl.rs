@@ -134,7 +134,8 @@ pub(crate) fn unroll_for(trips: usize, budget: Option<usize>) -> usize {
 }
 
 /// Whether node `n`'s value can be computed four elements at a time with
-/// every read at the output's own position (or a single splatted value).
+/// every read at the output's own position, a single splatted value, or
+/// a row broadcast along leading dims read four at a time.
 ///
 /// One walk over the nodes `n` reads, each decided once (graphs reuse
 /// values: a walk that follows every path is exponential in the depth of

@@ -226,12 +226,11 @@ pub(super) fn executable(
     });
     let target = by_class.as_ref().unwrap_or(target);
     let compile_start = compile_start + tuning_start.elapsed();
-    let changing_last_dims = changing_last_dims(traced, &origin, before.map(|b| &b.key));
     let cx = CodegenContext {
         target,
         origins: origins.as_deref(),
         precedents: precedents.as_deref(),
-        changing_last_dims: &changing_last_dims,
+        changing_last_dims: &changing_last_dims((traced, site.structure), &origin, before),
     };
     let mut plan = plan(&graph.key, target);
     let mut sources = generate(&graph.key, &cx, &mut plan);
@@ -501,10 +500,17 @@ fn checks_buffer(ctx: &GpuContext) -> wgpu::Buffer {
 
 /// Per node of the lowered graph (`origin`: the traced node each comes
 /// from): whether its last dimension changes between the site's graphs,
-/// as the traced node's last dimension differs from the site's `last`
-/// graph's (one of as many nodes) or is a size the user marked dynamic.
-fn changing_last_dims(traced: &Graph, origin: &[usize], last: Option<&GraphKey>) -> Vec<bool> {
-    let last = last.filter(|l| l.nodes.len() == traced.key.nodes.len());
+/// as the traced node's last dimension differs from the site's `before`
+/// graph's (where that is one of `structure`, compared node for node) or
+/// is a size the user marked dynamic.
+fn changing_last_dims(
+    (traced, structure): (&Graph, u64),
+    origin: &[usize],
+    before: Option<&SiteRecord>,
+) -> Vec<bool> {
+    let last = (before.filter(|b| b.has_structure(structure)))
+        .map(|b| &b.key)
+        .filter(|l| l.nodes.len() == traced.key.nodes.len());
     let changes = |t: usize| {
         let now = traced.key.nodes[t].shape.last();
         let differs = last.is_some_and(|l| l.nodes[t].shape.last() != now);

@@ -146,8 +146,8 @@ pub(super) fn generalize_kernels(
 
 /// Makes one dispatch generic against its kernels for earlier sizes
 /// (`before`, the last first: a kernel and its dynamic literals), and
-/// against the probe's where that generic kernel is not `compiled` yet.
-/// Returns the kernels to record: its concrete kernel and dynamic
+/// against the probe's where that generic kernel is not `compiled` yet,
+/// or where it is generic against none of them. Returns the kernels to record: its concrete kernel and dynamic
 /// literals (none when it stays concrete), then a generic one it could
 /// not match.
 fn generalize_dispatch(
@@ -164,7 +164,7 @@ fn generalize_dispatch(
         && let Some(record) = bind_known_generic(s, before)
     {
         bound.set(bound.get() + 1);
-        return remember(record, before);
+        return keep_earlier_texts(record, before);
     }
     let concrete = s.kernel.clone();
     // A literal that WGSL needs constant (a subgroup broadcast's lane)
@@ -181,6 +181,7 @@ fn generalize_dispatch(
             .map(printed)
             .filter(valid)
     });
+    let two_sizes_failed = two_sizes.is_none();
     let generic = match two_sizes {
         Some((g, text)) if !compiled(&text) => {
             let three_sizes = probe()
@@ -189,7 +190,20 @@ fn generalize_dispatch(
                 .filter(valid);
             Some(three_sizes.unwrap_or((g, text)))
         }
+        // No earlier kernel it differs from in literals only (a guard
+        // crossed: its structure changed with the sizes): generic against
+        // the probe alone, so that the next size on this side of the
+        // guard binds it instead of compiling again; the guard is still
+        // named (`not_generic`).
+        None => probe()
+            .and_then(|p| generalize(&p, &concrete, &[]))
+            .map(printed)
+            .filter(valid),
         other => other,
+    };
+    let crossed = match &generic {
+        Some(_) if two_sizes_failed => guard_crossed(&concrete, before),
+        _ => None,
     };
     let record = match generic {
         Some((g, text)) => {
@@ -208,12 +222,24 @@ fn generalize_dispatch(
                 concrete,
                 dynamic: g.dynamic,
                 generic,
-                not_generic: None,
+                not_generic: crossed,
             }]
         }
         None => stays_concrete(s, concrete, before, origins),
     };
-    remember(record, before)
+    keep_earlier_texts(record, before)
+}
+
+/// Why `concrete` is not generic against the site's last kernel of its
+/// dispatch (`before`'s first): the guard the sizes crossed
+/// (`generic::structural_difference`); `None` where it is that kernel.
+fn guard_crossed(concrete: &Kernel, before: &[DispatchText]) -> Option<String> {
+    let last = before.first().filter(|l| *l.concrete != *concrete)?;
+    let why = structural_difference(&last.concrete, concrete).unwrap_or_else(|| {
+        "it differs from the site's last kernel in literals only, which made no valid generic kernel".to_string()
+    });
+    log::debug!("a dispatch is not generic over the new sizes: {why}");
+    Some(why)
 }
 
 /// How many kernels of a dispatch a site keeps to compare later sizes
@@ -223,10 +249,11 @@ const REMEMBERED: usize = 4;
 /// The kernels of a dispatch a site keeps: those recorded now (`record`,
 /// the one bound first), then earlier ones (`before`) that differ from
 /// them, up to `REMEMBERED`. A size that lowers as an earlier one did
-/// (a product whose rows are a multiple of four at one length and not
-/// at the next, then at another that is not) binds that one's kernel
-/// again, whatever came between, instead of compiling it a second time.
-fn remember(mut record: Vec<DispatchText>, before: &[DispatchText]) -> Vec<DispatchText> {
+/// binds that one's kernel again, whatever sizes came between: a packing
+/// kernel whose operand is copied at some lengths (rows of a multiple of
+/// 64) and packed by the kernel at others, a product whose outputs were
+/// stored four at a time before its rows changed length.
+fn keep_earlier_texts(mut record: Vec<DispatchText>, before: &[DispatchText]) -> Vec<DispatchText> {
     for t in before {
         if record.len() >= REMEMBERED {
             break;
@@ -261,13 +288,7 @@ fn stays_concrete(
         s.print_wgsl(None);
         text.generic = Some((s.kernel.clone(), Arc::from(s.wgsl.as_str())));
     }
-    if let Some(last) = before.first().filter(|l| *l.concrete != *text.concrete) {
-        let why = structural_difference(&last.concrete, &text.concrete).unwrap_or_else(|| {
-            "it differs from the site's last kernel in literals only, which made no valid generic kernel".to_string()
-        });
-        log::debug!("a dispatch is not generic over the new sizes: {why}");
-        text.not_generic = Some(why);
-    }
+    text.not_generic = guard_crossed(&text.concrete, before);
     let mut texts = vec![text];
     texts.extend(before.iter().find(|t| !t.dynamic.is_empty()).cloned());
     texts
