@@ -19,7 +19,7 @@ pub(crate) struct CodegenContext<'a> {
     pub precedents: Option<&'a Precedents>,
     /// Per node of the lowered graph: whether its last dimension changes
     /// between the trace site's graphs (that of the traced node it comes
-    /// from differs from the site's last graph of its structure, or is a
+    /// from differs from the same node of the site's last graph, or is a
     /// size the user marked dynamic: by value, so a product whose rows
     /// are as long as a marked batch is counted too). Probes of the
     /// graph's sizes are lowered with the same flags. A choice that holds for some

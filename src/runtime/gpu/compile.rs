@@ -12,7 +12,7 @@ use super::dynamic::{KernelTexts, Printing, generalize_kernels, marked_texts, pr
 use super::sites::{Site, SiteNote, SiteRecord, note_miss, record_site};
 use crate::codegen::{CodegenContext, KernelSource, generate, validate_wgsl};
 use crate::error::{Error, Result};
-use crate::graph::{Graph, GraphKey};
+use crate::graph::{GKind, GNode, Graph, GraphKey};
 use crate::kernel::{Precedents, Target};
 use crate::metrics::Metrics;
 use crate::schedule::{Donations, KernelKind, Lowered, Plan, lower_for_gpu, plan};
@@ -230,7 +230,7 @@ pub(super) fn executable(
         target,
         origins: origins.as_deref(),
         precedents: precedents.as_deref(),
-        changing_last_dims: &changing_last_dims((traced, site.structure), &origin, before),
+        changing_last_dims: &changing_last_dims(traced, &origin, before),
     };
     let mut plan = plan(&graph.key, target);
     let mut sources = generate(&graph.key, &cx, &mut plan);
@@ -500,23 +500,35 @@ fn checks_buffer(ctx: &GpuContext) -> wgpu::Buffer {
 
 /// Per node of the lowered graph (`origin`: the traced node each comes
 /// from): whether its last dimension changes between the site's graphs,
-/// as the traced node's last dimension differs from the site's `before`
-/// graph's (where that is one of `structure`, compared node for node) or
-/// is a size the user marked dynamic.
-fn changing_last_dims(
-    (traced, structure): (&Graph, u64),
-    origin: &[usize],
-    before: Option<&SiteRecord>,
-) -> Vec<bool> {
-    let last = (before.filter(|b| b.has_structure(structure)))
-        .map(|b| &b.key)
-        .filter(|l| l.nodes.len() == traced.key.nodes.len());
+/// as the traced node's last dimension differs from that of the same
+/// node of the site's `before` graph (of as many nodes, the same op on
+/// the same inputs: a step whose structure changed around it still
+/// compares its products), or is a size the user marked dynamic.
+fn changing_last_dims(traced: &Graph, origin: &[usize], before: Option<&SiteRecord>) -> Vec<bool> {
+    let last = (before.map(|b| &b.key)).filter(|l| l.nodes.len() == traced.key.nodes.len());
     let changes = |t: usize| {
-        let now = traced.key.nodes[t].shape.last();
-        let differs = last.is_some_and(|l| l.nodes[t].shape.last() != now);
-        differs || now.is_some_and(|n| traced.dynamic_sizes.contains(n))
+        let now = &traced.key.nodes[t];
+        let differs = last.is_some_and(|l| {
+            let was = &l.nodes[t];
+            same_node(was, now) && was.shape.last() != now.shape.last()
+        });
+        differs || (now.shape.last()).is_some_and(|n| traced.dynamic_sizes.contains(n))
     };
     origin.iter().map(|&t| changes(t)).collect()
+}
+
+/// Whether two graphs' nodes at one position are the same value but for
+/// sizes: the same op (or both inputs) of the same dtype and rank, on
+/// the same inputs.
+fn same_node(a: &GNode, b: &GNode) -> bool {
+    let same_kind = match (&a.kind, &b.kind) {
+        (GKind::Input { .. }, GKind::Input { .. }) => true,
+        (GKind::Op { op: x, .. }, GKind::Op { op: y, .. }) => {
+            std::mem::discriminant(x) == std::mem::discriminant(y)
+        }
+        _ => false,
+    };
+    same_kind && a.dtype == b.dtype && a.inputs == b.inputs && a.shape.len() == b.shape.len()
 }
 
 /// The strategy of each kernel, keyed by its root or its first output.
