@@ -9,19 +9,6 @@ mod common;
 
 use lazywgpu::{Device, DeviceConfig, MatmulChoice, Tensor};
 
-/// Deterministic values in [-1, 1) from `seed`.
-fn values(len: usize, seed: u64) -> Vec<f32> {
-    let mut state = seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1;
-    (0..len)
-        .map(|_| {
-            state ^= state << 13;
-            state ^= state >> 7;
-            state ^= state << 17;
-            (state >> 40) as f32 / (1u64 << 23) as f32 - 1.0
-        })
-        .collect()
-}
-
 /// A device computing products with `kernel`, dumping into a directory
 /// of its own (`None`: no GPU adapter; `common::gpu` fails the test
 /// instead under `LAZYWGPU_REQUIRE_GPU=1`).
@@ -103,16 +90,16 @@ fn epilogues_are_stored_four_columns_at_a_time_where_rows_allow() {
             let Some((dev, dir)) = device(kernel, &tag) else {
                 return;
             };
-            let mut a = values(bsz * m * k, 1 + s as u64);
+            let mut a = common::data(bsz * m * k, 1 + s as u64);
             a[3] = f32::NAN;
-            let mut b = values(k * n, 2 + s as u64);
+            let mut b = common::data(k * n, 2 + s as u64);
             b[n + 1] = f32::INFINITY;
             let inputs = Inputs {
                 a,
                 b,
-                bias: values(n, 3),
-                r: values(bsz * m * n, 4),
-                p: values(bsz * m * n, 5),
+                bias: common::data(n, 3),
+                r: common::data(bsz * m * n, 4),
+                p: common::data(bsz * m * n, 5),
             };
             let tensor = |v: &[f32], shape: &[usize]| {
                 Tensor::from_vec(v.to_vec(), shape.to_vec(), &dev).unwrap()
@@ -161,10 +148,10 @@ fn a_product_whose_rows_change_length_stays_generic() {
     for (marked, graphs) in [(false, 2), (true, 1)] {
         let Some(dev) = common::gpu() else { return };
         let (m, k) = (8, 16);
-        let a = values(m * k, 9);
+        let a = common::data(m * k, 9);
         let x = Tensor::from_vec(a.clone(), [m, k], &dev).unwrap();
         for n in [64usize, 48, 33, 64, 17] {
-            let b = values(k * n, n as u64);
+            let b = common::data(k * n, n as u64);
             let w = Tensor::from_vec(b.clone(), [k, n], &dev).unwrap();
             if marked {
                 w.mark_dynamic(1);

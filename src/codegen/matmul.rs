@@ -12,7 +12,7 @@ use crate::dtype::DType;
 use crate::graph::GraphKey;
 use crate::graph::op::BinaryOp;
 use crate::kernel::ir::{Arith, Builtin, Expr, Inst, Ty, Var};
-use crate::kernel::{Entry, MatmulClass, Strategy, WorkgroupArray};
+use crate::kernel::{Entry, MatmulClass, WorkgroupArray, choose_vec4_out};
 
 /// A `vec4<f32>`: a tile slot, a texel, an accumulator of four outputs.
 pub(super) const VEC4: Ty = Ty::of(DType::F32, true);
@@ -361,16 +361,8 @@ pub(super) fn store_block(
 ) -> bool {
     let accs = gather_accumulators(g, &block.accs);
     let cx = g.context();
-    let site_stored_fours = !matches!(
-        cx.precedent(root),
-        Some(Strategy::Matmul {
-            vec4_out: false,
-            ..
-        })
-    );
-    let fours = site_stored_fours
-        && !cx.last_dim_changes(root)
-        && stores_in_fours(key, (root, outputs), n, g.stored);
+    let can = !cx.last_dim_changes(root) && stores_in_fours(key, (root, outputs), n, g.stored);
+    let fours = choose_vec4_out(can, cx.precedent(root));
     let (i, j) = (g.fresh("i"), g.fresh("j"));
     let per_row = block.cols / 4;
     // Four columns a step where storing fours (no loop over them where

@@ -658,15 +658,18 @@ fn lane_step(
     for (r, acc) in regs.accs.iter().enumerate() {
         let args = vec![fetched[r / regs.s].clone(), lit(r % regs.s)];
         let a = g.emit("a", VEC4, Expr::call(Builtin::SubgroupBroadcast, args));
-        // acc + a.x * b0 + a.y * b1 + a.z * b2 + a.w * b3, in this order.
-        let sum = rows_of_b
-            .iter()
-            .enumerate()
-            .fold(acc.clone(), |sum, (q, b)| {
-                fadd(sum, fmul(splat_lane(&a, q), b.clone(), true), true)
-            });
+        let sum = multiply_add(acc, (0..4).map(|q| splat_lane(&a, q)), &rows_of_b);
         g.assign(acc, sum);
     }
+}
+
+/// `acc + a0 * b0 + a1 * b1 + a2 * b2 + a3 * b3`, in this order: a row's
+/// accumulator after one step of K, its four A values (`a`) times B's
+/// four rows of the lane's columns (`rows_of_b`).
+fn multiply_add(acc: &Expr, a: impl Iterator<Item = Expr>, rows_of_b: &[Expr]) -> Expr {
+    (a.zip(rows_of_b)).fold(acc.clone(), |sum, (a, b)| {
+        fadd(sum, fmul(a, b.clone(), true), true)
+    })
 }
 
 /// The step's accumulation where A's texels hold four rows at one K
@@ -685,9 +688,7 @@ fn transposed_a_step(g: &mut Gen, regs: &LaneRegisters, fetched: &[Expr], rows_o
             })
             .collect();
         for (j, acc) in acc_quad.iter().enumerate() {
-            let sum = (k_values.iter().zip(rows_of_b)).fold(acc.clone(), |sum, (a, b)| {
-                fadd(sum, fmul(splat_lane(a, j), b.clone(), true), true)
-            });
+            let sum = multiply_add(acc, k_values.iter().map(|a| splat_lane(a, j)), rows_of_b);
             g.assign(acc, sum);
         }
     }

@@ -25,6 +25,23 @@ pub(crate) struct GNode {
 }
 
 impl GNode {
+    /// Whether `other` (the same position of another graph) is this node
+    /// but for its sizes: both inputs, or the same op, of one dtype and
+    /// rank, on the same inputs.
+    pub fn same_but_sizes(&self, other: &GNode) -> bool {
+        let same_kind = match (&self.kind, &other.kind) {
+            (GKind::Input { .. }, GKind::Input { .. }) => true,
+            (GKind::Op { op: a, .. }, GKind::Op { op: b, .. }) => {
+                std::mem::discriminant(a) == std::mem::discriminant(b)
+            }
+            _ => false,
+        };
+        same_kind
+            && self.dtype == other.dtype
+            && self.inputs == other.inputs
+            && self.shape.len() == other.shape.len()
+    }
+
     /// Elements of the node's buffer that kernels may touch: an input's
     /// furthest element under its layout (a strided view reaches past
     /// its own few elements), else its element count.

@@ -22,8 +22,8 @@ pub(crate) use matmul_class::{CPU_TIMED_MACS, GPU_TIMED_MACS, MatmulClass};
 pub(crate) use program::{Declared, Entry, Helpers, Kernel, WorkgroupArray};
 pub(crate) use strategy::{
     GPU_ROW_MIN, LaneTile, Precedents, ReduceRule, ReduceShape, ReduceStrategy, SoftmaxStrategy,
-    Strategy, WORKGROUP_SIZE, choose_reduce, choose_softmax, choose_vec4, reduce_candidates,
-    softmax_candidates,
+    Strategy, WORKGROUP_SIZE, choose_reduce, choose_softmax, choose_vec4, choose_vec4_out,
+    reduce_candidates, softmax_candidates,
 };
 pub(crate) use target::{
     CoopAdapter, LaneAdapter, MatmulKernel, ReduceSplit, ScanSplit, SortSplit, Target,

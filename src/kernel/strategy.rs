@@ -159,6 +159,20 @@ pub(crate) fn choose_vec4(can: bool, precedent: Option<Strategy>) -> bool {
     can && precedent != Some(Strategy::Elementwise { vec4: false })
 }
 
+/// Whether a matmul stores its outputs four at a time: where it `can`
+/// and its site's earlier sizes did not store them one at a time (see
+/// `Strategy::Matmul::vec4_out`).
+pub(crate) fn choose_vec4_out(can: bool, precedent: Option<Strategy>) -> bool {
+    let stored_elements = matches!(
+        precedent,
+        Some(Strategy::Matmul {
+            vec4_out: false,
+            ..
+        })
+    );
+    can && !stored_elements
+}
+
 /// How a reduction is computed.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) enum ReduceStrategy {
@@ -747,5 +761,28 @@ mod tests {
         assert!(!choose_vec4(true, scalar));
         assert!(choose_vec4(true, vec4) && choose_vec4(true, None));
         assert!(!choose_vec4(false, vec4));
+    }
+
+    /// A matmul stores fours where it can, unless its site stored
+    /// elements; a site that stored elements keeps that precedent when
+    /// its first sizes' (fours) are inherited.
+    #[test]
+    fn a_site_that_stored_elements_keeps_storing_them() {
+        let matmul = |vec4_out| Strategy::Matmul {
+            kernel: MatmulKernel::Blocked,
+            tile: None,
+            vec4_out,
+        };
+        assert!(choose_vec4_out(true, None) && choose_vec4_out(true, Some(matmul(true))));
+        assert!(!choose_vec4_out(true, Some(matmul(false))));
+        assert!(!choose_vec4_out(false, Some(matmul(true))));
+        let (mut newer, mut older) = (Precedents::default(), Precedents::default());
+        newer.record(0, matmul(false));
+        newer.record(1, matmul(true));
+        older.record(0, matmul(true));
+        older.record(1, Strategy::Elementwise { vec4: true });
+        newer.inherit(&older);
+        assert_eq!(newer.get(0), Some(matmul(false)));
+        assert_eq!(newer.get(1), Some(Strategy::Elementwise { vec4: true }));
     }
 }

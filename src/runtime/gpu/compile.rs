@@ -12,7 +12,7 @@ use super::dynamic::{KernelTexts, Printing, generalize_kernels, marked_texts, pr
 use super::sites::{Site, SiteNote, SiteRecord, note_miss, record_site};
 use crate::codegen::{CodegenContext, KernelSource, generate, validate_wgsl};
 use crate::error::{Error, Result};
-use crate::graph::{GKind, GNode, Graph, GraphKey};
+use crate::graph::{Graph, GraphKey};
 use crate::kernel::{Precedents, Target};
 use crate::metrics::Metrics;
 use crate::schedule::{Donations, KernelKind, Lowered, Plan, lower_for_gpu, plan};
@@ -510,25 +510,11 @@ fn changing_last_dims(traced: &Graph, origin: &[usize], before: Option<&SiteReco
         let now = &traced.key.nodes[t];
         let differs = last.is_some_and(|l| {
             let was = &l.nodes[t];
-            same_node(was, now) && was.shape.last() != now.shape.last()
+            was.same_but_sizes(now) && was.shape.last() != now.shape.last()
         });
         differs || (now.shape.last()).is_some_and(|n| traced.dynamic_sizes.contains(n))
     };
     origin.iter().map(|&t| changes(t)).collect()
-}
-
-/// Whether two graphs' nodes at one position are the same value but for
-/// sizes: the same op (or both inputs) of the same dtype and rank, on
-/// the same inputs.
-fn same_node(a: &GNode, b: &GNode) -> bool {
-    let same_kind = match (&a.kind, &b.kind) {
-        (GKind::Input { .. }, GKind::Input { .. }) => true,
-        (GKind::Op { op: x, .. }, GKind::Op { op: y, .. }) => {
-            std::mem::discriminant(x) == std::mem::discriminant(y)
-        }
-        _ => false,
-    };
-    same_kind && a.dtype == b.dtype && a.inputs == b.inputs && a.shape.len() == b.shape.len()
 }
 
 /// The strategy of each kernel, keyed by its root or its first output.

@@ -218,12 +218,12 @@ fn generalize_dispatch(
             let generic = origins
                 .is_none()
                 .then(|| (s.kernel.clone(), Arc::from(s.wgsl.as_str())));
-            vec![DispatchText {
+            DispatchText {
                 concrete,
                 dynamic: g.dynamic,
                 generic,
                 not_generic: crossed,
-            }]
+            }
         }
         None => stays_concrete(s, concrete, before, origins),
     };
@@ -246,15 +246,21 @@ fn guard_crossed(concrete: &Kernel, before: &[DispatchText]) -> Option<String> {
 /// with.
 const REMEMBERED: usize = 4;
 
-/// The kernels of a dispatch a site keeps: those recorded now (`record`,
-/// the one bound first), then earlier ones (`before`) that differ from
+/// The kernels of a dispatch a site keeps: the one bound now (`first`),
+/// then earlier ones (`before`) that differ from
 /// them, up to `REMEMBERED`. A size that lowers as an earlier one did
 /// binds that one's kernel again, whatever sizes came between: a packing
 /// kernel whose operand is copied at some lengths (rows of a multiple of
 /// 64) and packed by the kernel at others, a product whose outputs were
 /// stored four at a time before its rows changed length.
-fn keep_earlier_texts(mut record: Vec<DispatchText>, before: &[DispatchText]) -> Vec<DispatchText> {
-    for t in before {
+fn keep_earlier_texts(first: DispatchText, before: &[DispatchText]) -> Vec<DispatchText> {
+    let mut record = vec![first];
+    // Generic kernels first: a generic kernel stays behind a concrete one
+    // that replaced it (a batch of one, whose size-one dims are laid out
+    // otherwise), as the next size may be generic again.
+    let (generic, concrete): (Vec<&DispatchText>, Vec<&DispatchText>) =
+        before.iter().partition(|t| !t.dynamic.is_empty());
+    for t in generic.into_iter().chain(concrete) {
         if record.len() >= REMEMBERED {
             break;
         }
@@ -275,31 +281,27 @@ fn keep_earlier_texts(mut record: Vec<DispatchText>, before: &[DispatchText]) ->
 /// The record of a dispatch that stays concrete (`concrete`, `s`'s own
 /// kernel): its own bound kernel, so that the next size that lowers to
 /// the same value takes its text (printed now, where not in a dump),
-/// with why it is not generic against the site's last kernel; then the
-/// site's generic kernel behind it.
+/// with why it is not generic against the site's last kernel.
 fn stays_concrete(
     s: &mut KernelSource,
     concrete: Arc<Kernel>,
     before: &[DispatchText],
     origins: Option<&[String]>,
-) -> Vec<DispatchText> {
+) -> DispatchText {
     let mut text = DispatchText::concrete(concrete, Vec::new());
     if origins.is_none() {
         s.print_wgsl(None);
         text.generic = Some((s.kernel.clone(), Arc::from(s.wgsl.as_str())));
     }
     text.not_generic = guard_crossed(&text.concrete, before);
-    let mut texts = vec![text];
-    texts.extend(before.iter().find(|t| !t.dynamic.is_empty()).cloned());
-    texts
+    text
 }
 
 /// Binds `s` to the generic kernel of one of the site's earlier
 /// dispatches (`before`) where `s` lowered to it but for its dynamic
 /// literals: its kernel, WGSL and those literals' values. Returns the
-/// record kept for the site (the entry bound, and the generic one behind
-/// a concrete one); `None` where none matches.
-fn bind_known_generic(s: &mut KernelSource, before: &[DispatchText]) -> Option<Vec<DispatchText>> {
+/// entry bound, as the site records it; `None` where none matches.
+fn bind_known_generic(s: &mut KernelSource, before: &[DispatchText]) -> Option<DispatchText> {
     let kernel = Arc::make_mut(&mut s.kernel);
     let (found, (generic, wgsl), values) = before.iter().find_map(|t| {
         let bound = t.generic.as_ref()?;
@@ -312,15 +314,10 @@ fn bind_known_generic(s: &mut KernelSource, before: &[DispatchText]) -> Option<V
     s.wgsl = wgsl.to_string();
     s.kernel = generic.clone();
     s.dyn_sizes = values;
-    let mut record = vec![DispatchText {
+    Some(DispatchText {
         not_generic: None,
         ..found.clone()
-    }];
-    // A generic kernel stays behind a concrete one, as where it compiled.
-    if found.dynamic.is_empty() {
-        record.extend(before.iter().find(|t| !t.dynamic.is_empty()).cloned());
-    }
-    Some(record)
+    })
 }
 
 /// The kernels of the probe `key` of `traced` (see `graph::probe`), per

@@ -239,20 +239,13 @@ impl<'a> Run<'a> {
                 drop(pass.take());
                 self.encode_copies(encoder, &commands.copies, k, by_wall_clock)?;
             }
-            if profile.is_some() || pass.is_none() {
+            if profile.is_some() {
+                // A pass of its own (with its timestamps, on a GPU).
                 drop(pass.take());
-                pass = Some(begin_pass(encoder, queries, ki));
             }
             let packs = commands.dispatches.len() - 1;
             for (d, (pipeline, bind_group, workgroups)) in commands.dispatches.iter().enumerate() {
-                let p = match pass.as_mut() {
-                    Some(p) => p,
-                    None => pass.insert(
-                        encoder
-                            .begin_compute_pass(&Default::default())
-                            .forget_lifetime(),
-                    ),
-                };
+                let p = pass.get_or_insert_with(|| begin_pass(encoder, queries, ki));
                 p.set_pipeline(pipeline);
                 p.set_bind_group(0, bind_group, &[]);
                 p.dispatch_workgroups(workgroups.0, workgroups.1, 1);
