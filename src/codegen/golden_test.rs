@@ -209,24 +209,50 @@ fn golden_attention_and_elementwise_kernels(x: &Tensor) {
         "elementwise_vec4",
         &kernel_with(&e, Strategy::Elementwise { vec4: true }),
     );
-    golden_slices_gradient(x);
+    golden_slices_gradients(x);
+    // Four at a time, with a transposed view, a column broadcast and a
+    // causal mask of `arange`s each computed a lane at a time.
+    let x4 = x.slice(1, 0, 4, 1);
+    let col = x.slice(1, 0, 1, 1);
+    let gathered = (&x4 + &x4.t() * &col).tril(1);
+    golden_kernel(
+        "elementwise_gathered",
+        &kernel_with(&gathered, Strategy::Elementwise { vec4: true }),
+    );
 }
 
 /// The gradient of three column slices of `x` (4x24; q, k and v taken
-/// out of one projection): three strided scatters into zeros, summed,
-/// each of whose windows is read only inside it (an `if` around each
-/// load), one element at a time (21 columns: no vec4).
-fn golden_slices_gradient(x: &Tensor) {
-    let xg = x.slice(1, 0, 21, 1).detach();
-    xg.requires_grad_(true);
-    let parts = [0, 7, 14].map(|at| xg.slice(1, at, at + 7, 1));
-    let loss = (&parts[0] * 2.0 + &parts[1] * 3.0 + &parts[2] * 4.0)
-        .exp()
-        .sum_all();
-    loss.backward();
-    let grad = xg.grad().expect("a gradient");
-    let kernel = kernel_with(&grad, Strategy::Elementwise { vec4: false });
-    let listing = kernel.kernel.to_string();
+/// out of one projection): three strided scatters into zeros, summed.
+/// Windows 7 columns wide over 3 rows: one element at a time, each
+/// window read only inside it (an `if` around each load); windows 8
+/// columns wide over 4 rows: four at a time, each group wholly inside a
+/// window or outside it.
+fn golden_slices_gradients(x: &Tensor) {
+    let cases = [
+        ("slices_gradient", 3, 7, false),
+        ("slices_gradient_vec4", 4, 8, true),
+    ];
+    for (name, rows, width, vec4) in cases {
+        let xg = x.slice(0, 0, rows, 1).slice(1, 0, 3 * width, 1).detach();
+        xg.requires_grad_(true);
+        let parts = [0, 1, 2].map(|p| xg.slice(1, p * width, (p + 1) * width, 1));
+        let loss = (&parts[0] * 2.0 + &parts[1] * 3.0 + &parts[2] * 4.0)
+            .exp()
+            .sum_all();
+        loss.backward();
+        let grad = xg.grad().expect("a gradient");
+        let kernel = kernel_with(&grad, Strategy::Elementwise { vec4 });
+        let listing = kernel.kernel.to_string();
+        if width % 4 != 0 {
+            assert_window_reads_inside_ifs(&listing);
+        }
+        golden_kernel(name, &kernel);
+    }
+}
+
+/// Checks that every load of `listing` (at least three) is inside an
+/// `if` (indented).
+fn assert_window_reads_inside_ifs(listing: &str) {
     let lines: Vec<&str> = listing.lines().collect();
     let loads: Vec<usize> = (0..lines.len())
         .filter(|&i| lines[i].contains("= load in"))
@@ -238,7 +264,6 @@ fn golden_slices_gradient(x: &Tensor) {
             "a load outside its window's if:\n{listing}"
         );
     }
-    golden_kernel("slices_gradient", &kernel);
 }
 
 /// The matmul kernels: a 5x24 by (transposed) 24x8 product with a bias

@@ -6,6 +6,7 @@
 use super::emit::Gen;
 use super::lane_operands::lies_in_memory;
 use super::matmul::{VEC4, add, below, both, modulo, over, plus, tile_load, times};
+use super::vectorize::lanes_gathered;
 use super::wgsl::{CodegenContext, KernelSource, Launch, TextureCopy, TextureUse};
 use crate::graph::GraphKey;
 use crate::kernel::ir::{Expr, Inst, Ty};
@@ -170,7 +171,7 @@ fn pack(
     slot: usize,
 ) -> KernelSource {
     let mut g = Gen::new(&key.nodes, stored, &[], cx);
-    let (rows, cols, width, height) = (p.rows, p.cols, p.width, p.height);
+    let (width, height) = (p.width, p.height);
     let texels = width * height * p.layers();
     let x = g.emit("x", Ty::U32, modulo(Expr::Invocation, width));
     let y = g.emit("y", Ty::U32, modulo(over(Expr::Invocation, width), height));
@@ -185,27 +186,14 @@ fn pack(
     let col_block = modulo(layer.clone(), p.col_blocks);
     let c = times(add(times(col_block, width), x.clone()), 4);
     let c = g.emit("c", Ty::U32, c);
-    // Element (r, c + q) of the texture's matrix `bi`: of the operand's
-    // matrix, that element, or (c + q, r) where the texture holds its
-    // transpose. Four scalar loads even where the rows lie as whole
-    // groups of four, so that a site's pack keeps its code at every size
-    // (where the texture can be copied, `operand_copy` does the work).
-    let matrix = times(bi.clone(), rows * cols);
-    let texel = tile_load(
-        &mut g,
-        p.node,
-        |q| both(below(r.clone(), rows), below(plus(c.clone(), q), cols)),
-        |q| match p.transposed {
-            false => plus(
-                add(add(matrix.clone(), times(r.clone(), cols)), c.clone()),
-                q,
-            ),
-            true => add(
-                add(matrix.clone(), times(plus(c.clone(), q), rows)),
-                r.clone(),
-            ),
-        },
-    );
+    let gathered = packs_in_fours(key, stored, cx, p);
+    let in_fours = gathered.is_some();
+    g.candidates = vec![
+        ("vec4 reads".to_string(), in_fours),
+        ("element reads".to_string(), true),
+    ];
+    let matrix = times(bi.clone(), p.rows * p.cols);
+    let texel = texel_of(&mut g, p, (&matrix, &r, &c), gathered);
     let texel = g.emit("texel", VEC4, texel);
     g.push(Inst::TextureStore {
         texture: "dst",
@@ -226,6 +214,75 @@ fn pack(
     };
     let body = g.body().to_vec();
     g.kernel_source((Vec::new(), false), entry, body, launch)
+}
+
+/// The texel at row `r`, columns `c` .. `c + 3` of the texture's matrix
+/// starting at element `matrix`: of the operand's matrix, those elements,
+/// or (c + q, r) where the texture holds its transpose; zero past the
+/// matrix. One group of four where `packs_in_fours` found one (with the
+/// nodes it gathers), else four scalar loads.
+fn texel_of(
+    g: &mut Gen,
+    p: &Packing,
+    (matrix, r, c): (&Expr, &Expr, &Expr),
+    gathered: Option<Vec<usize>>,
+) -> Expr {
+    let (rows, cols) = (p.rows, p.cols);
+    let Some(gathered) = gathered else {
+        return tile_load(
+            g,
+            p.node,
+            |q| both(below(r.clone(), rows), below(plus(c.clone(), q), cols)),
+            |q| match p.transposed {
+                false => plus(
+                    add(add(matrix.clone(), times(r.clone(), cols)), c.clone()),
+                    q,
+                ),
+                true => add(
+                    add(matrix.clone(), times(plus(c.clone(), q), rows)),
+                    r.clone(),
+                ),
+            },
+        );
+    };
+    g.gather_lanes_of(gathered);
+    let ok = g.emit(
+        "ok",
+        Ty::BOOL,
+        both(below(r.clone(), rows), below(c.clone(), cols)),
+    );
+    let first = add(add(matrix.clone(), times(r.clone(), cols)), c.clone());
+    let group = Expr::select(ok.clone(), over(first, 4), Expr::U32(0));
+    let group = g.emit("i", Ty::U32, group);
+    let value = g.value(p.node, &group, false, true);
+    let zero = Expr::Construct {
+        ty: VEC4,
+        x: Box::new(Expr::F32(0)),
+    };
+    Expr::select(ok, value, zero)
+}
+
+/// Whether the pack of `p` reads each texel's four elements as one group
+/// of four of its operand, and the nodes it then computes a lane at a
+/// time (`lanes_gathered`): where a texel is four adjacent elements of
+/// one of the operand's rows (not a transpose's), rows are whole groups
+/// of four long, the operand can be computed four at a time with some
+/// reads gathered (an attention head's view of a stored projection; the
+/// probabilities' gradient with its causal mask and broadcast row sums),
+/// and its rows' length does not change between the site's graphs
+/// (where it does, elements, so that the site's pack keeps one code at
+/// every length).
+fn packs_in_fours(
+    key: &GraphKey,
+    stored: &dyn Fn(usize) -> bool,
+    cx: &CodegenContext,
+    p: &Packing,
+) -> Option<Vec<usize>> {
+    let rows_in_fours = !p.transposed && p.cols.is_multiple_of(4);
+    if !rows_in_fours || cx.last_dim_changes(p.node) {
+        return None;
+    }
+    lanes_gathered(&key.nodes, (&[p.node], false), stored, &|_| false)
 }
 
 /// Bytes a row of a buffer-to-texture copy is a multiple of (wgpu's

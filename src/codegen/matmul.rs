@@ -7,7 +7,8 @@
 
 use super::emit::Gen;
 use super::roots::{store_outputs, store_outputs_by};
-use super::wgsl::{unroll_for, vectorizable_over};
+use super::vectorize::vectorizable_over;
+use super::wgsl::unroll_for;
 use crate::dtype::DType;
 use crate::graph::GraphKey;
 use crate::graph::op::BinaryOp;

@@ -19,6 +19,7 @@ mod softmax;
 mod sort;
 mod source;
 mod validate;
+mod vectorize;
 mod wgsl;
 
 #[cfg(test)]

@@ -12,7 +12,8 @@
 use super::emit::Gen;
 use super::reduce_ir::{strided_within, workgroup_tree};
 use super::roots::store_outputs;
-use super::wgsl::{unroll_for, vectorizable};
+use super::vectorize::vectorizable;
+use super::wgsl::unroll_for;
 use crate::dtype::DType;
 use crate::graph::GraphKey;
 use crate::graph::op::{BinaryOp, UnaryOp};

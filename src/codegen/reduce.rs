@@ -3,7 +3,8 @@
 //! workgroup tree per output, or the vec4 first stage of a split sum.
 
 use super::emit::Gen;
-use super::wgsl::{WORKGROUP_SIZE, vectorizable};
+use super::vectorize::vectorizable;
+use super::wgsl::WORKGROUP_SIZE;
 use crate::dtype::DType;
 use crate::graph::GraphKey;
 use crate::graph::op::{BinaryOp, ReduceOp};

@@ -175,6 +175,7 @@ fn call_text(func: Builtin, args: &[Expr]) -> String {
         Builtin::Max => "max",
         Builtin::Any => "any",
         Builtin::Vec4 => "vec4<f32>",
+        Builtin::Lanes => "vec4",
         Builtin::ToF16 => "f16",
         Builtin::SubgroupBroadcast => "subgroupBroadcast",
         Builtin::SubgroupShuffle => "subgroupShuffle",

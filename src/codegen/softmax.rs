@@ -4,7 +4,8 @@
 
 use super::emit::Gen;
 use super::reduce_ir::{strided_within, workgroup_tree};
-use super::wgsl::{WORKGROUP_SIZE, unroll_for, vectorizable};
+use super::vectorize::vectorizable;
+use super::wgsl::{WORKGROUP_SIZE, unroll_for};
 use crate::dtype::DType;
 use crate::graph::GraphKey;
 use crate::graph::op::{BinaryOp, UnaryOp};

@@ -8,15 +8,14 @@
 //! through its layout (strides and offset). Scalars and other runtime values
 //! are read from the `params` buffer, never written into the code.
 
-use crate::graph::op::Op;
-use crate::graph::{GKind, GNode, GraphKey};
+use crate::graph::GraphKey;
 use crate::kernel::ir::{Expr, Inst};
 use crate::kernel::reads_output_elsewhere;
 use crate::kernel::{Entry, Precedents, Strategy, choose_vec4};
-use crate::shape::{Layout, numel};
 
 use super::emit::Gen;
 pub(crate) use super::source::{CodegenContext, KernelSource, Launch, TextureCopy, TextureUse};
+use super::vectorize::lanes_gathered;
 
 /// The most parameter bytes bound as a uniform buffer: WebGPU's minimum
 /// for `max_uniform_buffer_binding_size`, so every adapter allows it.
@@ -40,10 +39,14 @@ pub(crate) struct ElementwiseKernel<'a> {
 /// `stored(i)` says whether node `i` can be read from memory (a graph input
 /// or the output of an earlier kernel) instead of being recomputed.
 ///
-/// When every element the kernel touches sits at the same position in every
-/// buffer (no index arithmetic beyond splatting single values), it works on
-/// `vec4`s: four elements per invocation, loaded and stored as one, which is
-/// worth ~2.5x on lavapipe and saves loads everywhere.
+/// Where the elements count whole groups of four, it works on `vec4`s:
+/// four elements per invocation, loaded and stored as one, which is worth
+/// ~2.5x on lavapipe and saves loads everywhere. Reads that lie as aligned
+/// groups of four (row-major, an attention head's view, a row broadcast)
+/// load a `vec4`; the rest (a transposed view, a column broadcast, a mask
+/// of `arange`s) are computed a lane at a time and gathered
+/// (`lanes_gathered`), where every output's rows are whole groups of four
+/// that keep their length between the site's graphs.
 ///
 /// `aliases` lists graph inputs whose buffer is donated to output `k` of
 /// this kernel: they are read from `out{k}` (before it is written) instead
@@ -56,15 +59,34 @@ pub(crate) fn lower_kernel<'a>(
     aliases: &'a [(usize, usize)],
     cx: &CodegenContext<'a>,
 ) -> ElementwiseKernel<'a> {
+    let aliased = |n: usize| aliases.iter().any(|&(a, _)| a == n);
+    // A kernel that gathers lanes works on vectors only where every
+    // output's rows are whole groups of four that keep their length
+    // between the site's graphs, so that a batch that changes size (a
+    // partial last batch of `[b, 10]` logits) never takes it across the
+    // four-elements guard: such kernels kept one code at every size
+    // before they gathered, and should stay so.
+    let rows_in_fours = |o: usize| {
+        let last = key.nodes[o].shape.last().copied().unwrap_or(1);
+        last.is_multiple_of(4) && !cx.last_dim_changes(o)
+    };
+    let gathered = lanes_gathered(&key.nodes, (outputs, true), stored, &aliased);
     let can = numel.is_multiple_of(4)
-        && outputs
-            .iter()
-            .all(|&o| vectorizable(&key.nodes, o, stored, true));
+        && gathered
+            .as_ref()
+            .is_some_and(|g| g.is_empty() || outputs.iter().all(|&o| rows_in_fours(o)));
     let precedent = Precedents::elementwise_node(outputs).and_then(|o| cx.precedent(o));
     let vec = choose_vec4(can, precedent);
     let mut g = Gen::new(&key.nodes, stored, aliases, cx);
     g.set_checks(key.checked);
-    g.candidates = vec![("vec4".to_string(), can), ("scalar".to_string(), true)];
+    let gathered = gathered.unwrap_or_default();
+    g.candidates = vec![
+        (vec4_candidate(&gathered), can),
+        ("scalar".to_string(), true),
+    ];
+    if vec {
+        g.gather_lanes_of(gathered);
+    }
     let gi = Expr::Invocation;
     let mut stores = Vec::new();
     for (k, &o) in outputs.iter().enumerate() {
@@ -79,6 +101,18 @@ pub(crate) fn lower_kernel<'a>(
         outputs: outputs.to_vec(),
         numel,
         vec,
+    }
+}
+
+/// The vector candidate's name in a plan: `vec4`, and the nodes it reads
+/// a lane at a time (`lanes_gathered`).
+fn vec4_candidate(gathered: &[usize]) -> String {
+    match gathered {
+        [] => "vec4".to_string(),
+        nodes => {
+            let names: Vec<String> = nodes.iter().map(|n| format!("n{n}")).collect();
+            format!("vec4 gathering {}", names.join(" "))
+        }
     }
 }
 
@@ -133,130 +167,12 @@ pub(crate) fn unroll_for(trips: usize, budget: Option<usize>) -> usize {
     }
 }
 
-/// Whether node `n`'s value can be computed four elements at a time with
-/// every read at the output's own position, a single splatted value, or
-/// a row broadcast along leading dims read four at a time.
-///
-/// One walk over the nodes `n` reads, each decided once (graphs reuse
-/// values: a walk that follows every path is exponential in the depth of
-/// the reuse, and `y = y * y + y` eighteen times took 14 s here).
-pub(crate) fn vectorizable(
-    nodes: &[GNode],
-    n: usize,
-    stored: &dyn Fn(usize) -> bool,
-    is_root: bool,
-) -> bool {
-    vectorizable_given(nodes, n, stored, (is_root, None))
-}
-
-/// `vectorizable` for an epilogue of node `given` (a matmul whose
-/// accumulators hold four adjacent outputs): `given`'s own value is there
-/// four elements at a time.
-pub(crate) fn vectorizable_over(
-    nodes: &[GNode],
-    n: usize,
-    stored: &dyn Fn(usize) -> bool,
-    given: usize,
-) -> bool {
-    vectorizable_given(nodes, n, stored, (false, Some(given)))
-}
-
-fn vectorizable_given(
-    nodes: &[GNode],
-    n: usize,
-    stored: &dyn Fn(usize) -> bool,
-    (is_root, given): (bool, Option<usize>),
-) -> bool {
-    // What a node decides by itself, or `None`: vectorizable when all its
-    // inputs are. Only the root may be computed where it is stored.
-    let own = |m: usize, root: bool| -> Option<bool> {
-        if given == Some(m) {
-            return Some(true);
-        }
-        let node = &nodes[m];
-        if node.dtype.is_half() {
-            // Kept scalar: a bf16 vec4 would be a pair of words, an f16
-            // one a `vec4<f16>`; neither is written yet.
-            return Some(false);
-        }
-        match &node.kind {
-            GKind::Input { layout, .. } => Some(
-                numel(&node.shape) == 1
-                    || (layout.is_row_major(&node.shape) && layout.offset.is_multiple_of(4))
-                    || layout.reads_in_aligned_fours(&node.shape),
-            ),
-            GKind::Op { .. } if !root && stored(m) => Some(true),
-            GKind::Op { op, .. } => op_vectorizable(nodes, node, op),
-        }
-    };
-    if let Some(v) = own(n, is_root) {
-        return v;
-    }
-    // Iterative depth-first search for a node that is not vectorizable;
-    // `seen` keeps every node to one visit.
-    let mut seen: rustc_hash::FxHashSet<usize> = Default::default();
-    let mut stack: Vec<usize> = nodes[n].inputs.clone();
-    while let Some(m) = stack.pop() {
-        if !seen.insert(m) {
-            continue;
-        }
-        match own(m, false) {
-            Some(true) => {}
-            Some(false) => return false,
-            None => stack.extend_from_slice(&nodes[m].inputs),
-        }
-    }
-    true
-}
-
-/// Whether op node `node` can be computed four elements at a time by
-/// itself (`Some`), or `None`: when all its inputs can.
-fn op_vectorizable(nodes: &[GNode], node: &GNode, op: &Op) -> Option<bool> {
-    match op {
-        Op::Scalar => Some(true),
-        // A scalar viewed at every position (autograd's seed of
-        // a sum's gradient) is splatted.
-        Op::AsStrided(_) => Some(numel(&nodes[node.inputs[0]].shape) == 1),
-        Op::Arange
-        | Op::Rand { .. }
-        | Op::StridedScatter(_)
-        | Op::Reduce { .. }
-        | Op::Softmax { .. }
-        | Op::Matmul
-        | Op::Normalize { .. }
-        | Op::NormalizeBackward { .. }
-        | Op::Attention { .. }
-        | Op::Scan { .. }
-        | Op::Sort { .. }
-        | Op::MergeRuns { .. }
-        | Op::Pad(_)
-        | Op::Flip(_)
-        | Op::Gather(_)
-        | Op::ScatterAdd(_)
-        | Op::SortedScatterAdd(_)
-        | Op::SortedStarts => Some(false),
-        // A single value is splatted; rows broadcast along
-        // leading dims are read a group of four at a time where
-        // their own values can be (`Layout::reads_in_aligned_fours`).
-        Op::Expand => match &nodes[node.inputs[0]].shape {
-            s if numel(s) == 1 => Some(true),
-            s if Layout::contiguous(s)
-                .expand(s, &node.shape)
-                .reads_in_aligned_fours(&node.shape) =>
-            {
-                None
-            }
-            _ => Some(false),
-        },
-        Op::Unary(_) | Op::Binary(_) | Op::Where | Op::Cast(_) | Op::Reshape => None,
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
     use crate::dtype::DType;
-    use crate::graph::op::BinaryOp;
+    use crate::graph::op::{BinaryOp, Op};
+    use crate::graph::{GKind, GNode};
     use crate::kernel::Target;
     use crate::shape::Layout;
 

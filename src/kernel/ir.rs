@@ -350,6 +350,9 @@ pub(crate) enum Builtin {
     Any,
     /// A `vec4<f32>` of four `f32`s.
     Vec4,
+    /// A vector of four scalars of one type, its type that of its lanes
+    /// (a gathered value: `Gen::gather_lanes`).
+    Lanes,
     /// An `f32` rounded to a real `f16` (not widened back): the element
     /// of a workgroup array of `f16` (`program::WorkgroupArray` of
     /// element dtype `F16`), which cooperative matrices load.

@@ -58,6 +58,7 @@ impl fmt::Display for IrExpr<'_> {
                     Builtin::Max => "max",
                     Builtin::Any => "any",
                     Builtin::Vec4 => "vec4",
+                    Builtin::Lanes => "lanes",
                     Builtin::ToF16 => "to_f16",
                     Builtin::SubgroupBroadcast => "subgroup_broadcast",
                     Builtin::SubgroupShuffle => "subgroup_shuffle",

@@ -13,7 +13,7 @@ use std::collections::HashMap;
 use crate::dtype::DType;
 use crate::graph::op::{BinaryOp, Op, UnaryOp};
 use crate::graph::{GKind, GNode};
-use crate::kernel::ir::{Arith, Buffer, Check, Expr, Inst, PartAccess, Ty, Var};
+use crate::kernel::ir::{Arith, Buffer, Builtin, Check, Expr, Inst, PartAccess, Ty, Var};
 use crate::shape::{Layout, numel};
 
 mod assemble;
@@ -91,6 +91,9 @@ pub(crate) struct Gen<'a> {
     /// each was valid at its sizes (set by the builders that choose:
     /// reductions, softmax, elementwise), for `LAZYWGPU_DUMP`.
     pub candidates: Vec<(String, bool)>,
+    /// The nodes a kernel working on vectors computes a lane at a time
+    /// (`vectorize::lanes_gathered`), sorted.
+    gathered: Vec<usize>,
 }
 
 impl<'a> Gen<'a> {
@@ -119,7 +122,14 @@ impl<'a> Gen<'a> {
             checks: false,
             uses_checks: false,
             candidates: Vec::new(),
+            gathered: Vec::new(),
         }
+    }
+
+    /// Computes `nodes` (sorted) a lane at a time wherever their value is
+    /// wanted four elements at a time (`vectorize::lanes_gathered`).
+    pub fn gather_lanes_of(&mut self, nodes: Vec<usize>) {
+        self.gathered = nodes;
     }
 
     /// Bindings a read of node `n` needs: its buffer, up to the furthest
@@ -455,6 +465,11 @@ impl<'a> Gen<'a> {
         if let Some(v) = self.memo.get(&memo_key) {
             return v.clone();
         }
+        if vec && self.gathered.binary_search(&n).is_ok() {
+            let value = self.gather_lanes(n, idx, is_root);
+            self.memo.insert(memo_key, value.clone());
+            return value;
+        }
         let node = &self.nodes[n];
         let is_input = matches!(node.kind, GKind::Input { .. });
         let value = if is_input || (!is_root && (self.stored)(n)) {
@@ -462,18 +477,69 @@ impl<'a> Gen<'a> {
         } else {
             self.compute(n, idx, vec)
         };
-        // The instruction just lowered for this node, if any, names it
-        // (a view passes its input's value through and names nothing).
-        if let (Some(Inst::Let { var, node, .. }), Expr::Var(v)) = (self.body.last_mut(), &value)
+        self.name_last_let(n, &value);
+        if !is_input && (is_root || !(self.stored)(n)) {
+            self.check_produced(n, idx, &value, vec);
+        }
+        self.memo.insert(memo_key, value.clone());
+        value
+    }
+
+    /// Whether every group of four of node `n` is one value repeated:
+    /// rows of whole groups of four, broadcast along them (an input read
+    /// with a last stride of zero, or an expanded column).
+    fn one_value_a_group(&self, n: usize) -> bool {
+        let node = &self.nodes[n];
+        let rows_in_fours = node.shape.last().is_some_and(|d| d.is_multiple_of(4));
+        let broadcast = match &node.kind {
+            GKind::Input { layout, .. } => layout.strides.last() == Some(&0),
+            GKind::Op { op: Op::Expand, .. } => self.nodes[node.inputs[0]].shape.last() == Some(&1),
+            GKind::Op { .. } => false,
+        };
+        rows_in_fours && broadcast
+    }
+
+    /// Names node `n` on the instruction just lowered, where it binds
+    /// `value` and names no node yet (a view passes its input's value
+    /// through and names nothing).
+    fn name_last_let(&mut self, n: usize, value: &Expr) {
+        if let (Some(Inst::Let { var, node, .. }), Expr::Var(v)) = (self.body.last_mut(), value)
             && var == v
             && node.is_none()
         {
             *node = Some(n);
         }
-        if !is_input && (is_root || !(self.stored)(n)) {
-            self.check_produced(n, idx, &value, vec);
+    }
+
+    /// Node `n`'s group of four elements `idx`, each computed a lane at a
+    /// time and gathered into one vector (`vectorize::lanes_gathered`): for a
+    /// node that cannot be computed four at a time in a kernel that is.
+    fn gather_lanes(&mut self, n: usize, idx: &Expr, is_root: bool) -> Expr {
+        let first = Expr::arith(Arith::Mul, idx.clone(), Expr::U32(4));
+        let first = self.emit("e", Ty::U32, first);
+        let ty = Ty::of(self.nodes[n].dtype, true);
+        if self.one_value_a_group(n) {
+            // A column broadcast along rows of whole groups of four: the
+            // group's four lanes are one value, read once.
+            let x = Box::new(self.value(n, &first, is_root, false));
+            let value = self.emit("v", ty, Expr::Construct { ty, x });
+            self.name_last_let(n, &value);
+            return value;
         }
-        self.memo.insert(memo_key, value.clone());
+        let lanes = (0..4)
+            .map(|q| {
+                let at = match q {
+                    0 => first.clone(),
+                    q => {
+                        let at = Expr::arith(Arith::Add, first.clone(), Expr::U32(q));
+                        self.emit("e", Ty::U32, at)
+                    }
+                };
+                self.value(n, &at, is_root, false)
+            })
+            .collect();
+        let value = self.emit("v", ty, Expr::call(Builtin::Lanes, lanes));
+        self.name_last_let(n, &value);
         value
     }
 

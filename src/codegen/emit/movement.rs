@@ -57,7 +57,9 @@ impl Gen<'_> {
             .flatten();
         let (source, j) = match base_idx {
             Some(base_idx) => (input, base_idx),
-            None if vec => (input, self.index_var(&shape, layout, idx)),
+            // Groups of four lying as aligned groups of the input's
+            // (see `vectorizable`).
+            None if vec => (input, self.group_position(&shape, layout, idx)),
             None => {
                 let (source, layout) = self.view_source(n, layout);
                 (source, self.index_var(&shape, &layout, idx))
@@ -72,7 +74,18 @@ impl Gen<'_> {
         let node = &self.nodes[n];
         let (inputs, ty) = (node.inputs.clone(), Ty::of(node.dtype, vec));
         let view_shape = self.nodes[inputs[1]].shape.clone();
-        let (hit, src_idx) = self.scatter_source(&view_shape, layout, idx);
+        // Four at a time, the group's first element decides for the
+        // group, which lies wholly inside the window or outside it (see
+        // `vectorizable`), and its source element starts the view's group.
+        let first = match vec {
+            true => self.emit(
+                "e",
+                Ty::U32,
+                Expr::arith(Arith::Mul, idx.clone(), Expr::U32(4)),
+            ),
+            false => idx.clone(),
+        };
+        let (hit, src_idx) = self.scatter_source(&view_shape, layout, &first);
         // Inside the window the view at `src_idx` is the base at `idx`.
         if !self.checks && !vec {
             self.window_inverse.insert(
@@ -82,9 +95,12 @@ impl Gen<'_> {
         }
         let old = self.value(inputs[0], idx, false, vec);
         if vec {
-            // Outside the window the new value is discarded, so reading
-            // there is harmless.
-            let new = self.value(inputs[1], &src_idx, false, vec);
+            // Outside the window the new value is discarded: it is read
+            // at the view's first group, values the program computes
+            // anyway (so anomaly mode blames nothing it would not).
+            let group = Expr::arith(Arith::Div, src_idx, Expr::U32(4));
+            let group = self.emit("g", Ty::U32, group);
+            let new = self.value(inputs[1], &group, false, vec);
             return self.emit("v", ty, Expr::select(hit, new, old));
         }
         // The new value is read (and its chain computed) only inside the

@@ -1,0 +1,250 @@
+//! Which values a kernel computes four elements at a time: the ops that
+//! can by themselves, the views whose groups of four lie as aligned
+//! groups of their input, and, in a kernel working on vectors, the nodes
+//! computed a lane at a time and gathered (`lanes_gathered`).
+
+use crate::graph::op::Op;
+use crate::graph::{GKind, GNode};
+use crate::shape::{Layout, numel};
+
+/// Whether node `n`'s value can be computed four elements at a time with
+/// every read at the output's own position, a single splatted value, a
+/// row broadcast along leading dims, or a view (or a scatter into a
+/// window) whose groups of four lie as aligned groups of its input, read
+/// four at a time.
+///
+/// One walk over the nodes `n` reads, each decided once (graphs reuse
+/// values: a walk that follows every path is exponential in the depth of
+/// the reuse, and `y = y * y + y` eighteen times took 14 s here).
+pub(crate) fn vectorizable(
+    nodes: &[GNode],
+    n: usize,
+    stored: &dyn Fn(usize) -> bool,
+    is_root: bool,
+) -> bool {
+    vectorizable_given(nodes, n, stored, (is_root, None))
+}
+
+/// `vectorizable` for an epilogue of node `given` (a matmul whose
+/// accumulators hold four adjacent outputs): `given`'s own value is there
+/// four elements at a time.
+pub(crate) fn vectorizable_over(
+    nodes: &[GNode],
+    n: usize,
+    stored: &dyn Fn(usize) -> bool,
+    given: usize,
+) -> bool {
+    vectorizable_given(nodes, n, stored, (false, Some(given)))
+}
+
+fn vectorizable_given(
+    nodes: &[GNode],
+    n: usize,
+    stored: &dyn Fn(usize) -> bool,
+    (is_root, given): (bool, Option<usize>),
+) -> bool {
+    let own = |m: usize, root: bool| match given == Some(m) {
+        true => Some(true),
+        false => computes_in_fours(nodes, m, stored, root),
+    };
+    if let Some(v) = own(n, is_root) {
+        return v;
+    }
+    // Iterative depth-first search for a node that is not vectorizable;
+    // `seen` keeps every node to one visit.
+    let mut seen: rustc_hash::FxHashSet<usize> = Default::default();
+    let mut stack: Vec<usize> = nodes[n].inputs.clone();
+    while let Some(m) = stack.pop() {
+        if !seen.insert(m) {
+            continue;
+        }
+        match own(m, false) {
+            Some(true) => {}
+            Some(false) => return false,
+            None => stack.extend_from_slice(&nodes[m].inputs),
+        }
+    }
+    true
+}
+
+/// What node `m` decides by itself about being computed four elements
+/// at a time, or `None`: it can be where all its inputs can. Only the
+/// root (`root`) may be computed where it is stored.
+fn computes_in_fours(
+    nodes: &[GNode],
+    m: usize,
+    stored: &dyn Fn(usize) -> bool,
+    root: bool,
+) -> Option<bool> {
+    let node = &nodes[m];
+    if node.dtype.is_half() {
+        // Kept scalar: a bf16 vec4 would be a pair of words, an f16
+        // one a `vec4<f16>`; neither is written yet.
+        return Some(false);
+    }
+    match &node.kind {
+        GKind::Input { layout, .. } => Some(
+            numel(&node.shape) == 1
+                || (layout.is_row_major(&node.shape) && layout.offset.is_multiple_of(4))
+                || layout.reads_in_aligned_fours(&node.shape),
+        ),
+        GKind::Op { .. } if !root && stored(m) => Some(true),
+        GKind::Op { op, .. } => op_vectorizable(nodes, node, op),
+    }
+}
+
+/// The nodes an elementwise kernel computing `outputs` four elements at
+/// a time (`are_roots`: computed, not read where they are stored) reads
+/// one lane at a time (`Gen::gather_lanes`): those that cannot be
+/// computed four at a time themselves (a transposed view, a column
+/// broadcast, a mask made of `arange`s), each computed at its four
+/// elements and gathered into a vector while the rest of the kernel
+/// works on vectors. `None` where the kernel cannot work on vectors at
+/// all: a 16-bit float on the vector path, an op that loops per element
+/// (`gathers`), an input donated to an output (`aliased`) that would be
+/// read a lane at a time from the output's vector binding, or a value
+/// read both as vectors and a lane at a time (`x + x.t()`), which would
+/// bind its buffer twice where the plan counted one binding.
+///
+/// One walk over the nodes on the vector path and one over those the
+/// gathered lanes read, each node decided once.
+pub(crate) fn lanes_gathered(
+    nodes: &[GNode],
+    (outputs, are_roots): (&[usize], bool),
+    stored: &dyn Fn(usize) -> bool,
+    aliased: &dyn Fn(usize) -> bool,
+) -> Option<Vec<usize>> {
+    let loads = |m: usize, root: bool| match nodes[m].kind {
+        GKind::Input { .. } => true,
+        GKind::Op { .. } => !root && stored(m),
+    };
+    let mut gathered = Vec::new();
+    let mut vector_reads: rustc_hash::FxHashSet<usize> = Default::default();
+    // Nodes whose inputs are read one element at a time: gathered ones,
+    // and single values splatted.
+    let mut by_element: Vec<(usize, bool)> = Vec::new();
+    let mut seen: rustc_hash::FxHashSet<(usize, bool)> = Default::default();
+    let mut stack: Vec<(usize, bool)> = outputs.iter().map(|&o| (o, are_roots)).collect();
+    while let Some((m, root)) = stack.pop() {
+        if !seen.insert((m, root)) {
+            continue;
+        }
+        if nodes[m].dtype.is_half() {
+            return None;
+        }
+        match computes_in_fours(nodes, m, stored, root) {
+            Some(true) if loads(m, root) && numel(&nodes[m].shape) > 1 => {
+                vector_reads.insert(m);
+            }
+            Some(true) => by_element.push((m, root)),
+            Some(false) if aliased(m) || !gathers(&nodes[m]) => return None,
+            Some(false) => {
+                gathered.push(m);
+                by_element.push((m, root));
+            }
+            None => stack.extend(nodes[m].inputs.iter().map(|&i| (i, false))),
+        }
+    }
+    let mut element_reads = by_element.iter().filter(|&&(m, root)| loads(m, root));
+    if element_reads.any(|(m, _)| vector_reads.contains(m)) {
+        return None;
+    }
+    // What the element-at-a-time values read below them.
+    let mut seen: rustc_hash::FxHashSet<usize> = Default::default();
+    let mut stack: Vec<usize> = (by_element.iter())
+        .filter(|&&(m, root)| !loads(m, root))
+        .flat_map(|&(m, _)| nodes[m].inputs.iter().copied())
+        .collect();
+    while let Some(m) = stack.pop() {
+        if !seen.insert(m) {
+            continue;
+        }
+        match loads(m, false) {
+            true if vector_reads.contains(&m) => return None,
+            true => {}
+            false => stack.extend_from_slice(&nodes[m].inputs),
+        }
+    }
+    gathered.sort_unstable();
+    gathered.dedup();
+    Some(gathered)
+}
+
+/// Whether op node `node` can be computed four elements at a time by
+/// itself (`Some`), or `None`: when all its inputs can.
+fn op_vectorizable(nodes: &[GNode], node: &GNode, op: &Op) -> Option<bool> {
+    match op {
+        Op::Scalar => Some(true),
+        // A scalar viewed at every position (autograd's seed of
+        // a sum's gradient) is splatted.
+        Op::AsStrided(_) if numel(&nodes[node.inputs[0]].shape) == 1 => Some(true),
+        // A view whose groups of four lie as aligned groups of its input
+        // (an attention head's rows), and a scatter into such a window
+        // (whose groups are then wholly inside or outside it), are
+        // computed four at a time where their inputs can be.
+        Op::AsStrided(layout) => match layout.reads_in_aligned_fours(&node.shape) {
+            true => None,
+            false => Some(false),
+        },
+        Op::StridedScatter(layout) => {
+            match layout.reads_in_aligned_fours(&nodes[node.inputs[1]].shape) {
+                true => None,
+                false => Some(false),
+            }
+        }
+        Op::Arange
+        | Op::Rand { .. }
+        | Op::Reduce { .. }
+        | Op::Softmax { .. }
+        | Op::Matmul
+        | Op::Normalize { .. }
+        | Op::NormalizeBackward { .. }
+        | Op::Attention { .. }
+        | Op::Scan { .. }
+        | Op::Sort { .. }
+        | Op::MergeRuns { .. }
+        | Op::Pad(_)
+        | Op::Flip(_)
+        | Op::Gather(_)
+        | Op::ScatterAdd(_)
+        | Op::SortedScatterAdd(_)
+        | Op::SortedStarts => Some(false),
+        // A single value is splatted; rows broadcast along
+        // leading dims are read a group of four at a time where
+        // their own values can be (`Layout::reads_in_aligned_fours`).
+        Op::Expand => match &nodes[node.inputs[0]].shape {
+            s if numel(s) == 1 => Some(true),
+            s if Layout::contiguous(s)
+                .expand(s, &node.shape)
+                .reads_in_aligned_fours(&node.shape) =>
+            {
+                None
+            }
+            _ => Some(false),
+        },
+        Op::Unary(_) | Op::Binary(_) | Op::Where | Op::Cast(_) | Op::Reshape => None,
+    }
+}
+
+/// Whether a node that cannot be computed four at a time is computed a
+/// lane at a time in a kernel that is (`lanes_gathered`): reads and
+/// index arithmetic (views, padding, flips, gathers, `arange`, random
+/// numbers), not the ops that loop over a run of their input per
+/// element (sorted scatter-adds and their starts, scatter-adds), which
+/// keep the kernel one element an invocation.
+fn gathers(node: &GNode) -> bool {
+    match &node.kind {
+        GKind::Input { .. } => true,
+        GKind::Op { op, .. } => matches!(
+            op,
+            Op::AsStrided(_)
+                | Op::StridedScatter(_)
+                | Op::Expand
+                | Op::Pad(_)
+                | Op::Flip(_)
+                | Op::Gather(_)
+                | Op::Arange
+                | Op::Rand { .. }
+        ),
+    }
+}
