@@ -54,9 +54,8 @@ fn reads_that_cannot_be_vectors_are_gathered_a_lane_at_a_time() {
         let d = common::data(m * n, 4);
         a[0] = f32::NAN;
         b[n * m - 1] = f32::INFINITY;
-        if n * m > 2 {
-            a[2] = f32::NEG_INFINITY;
-        }
+        // (0, 1): kept by `tril(1)`.
+        a[1] = f32::NEG_INFINITY;
         let (ta, tb) = (
             Tensor::from_vec(a.clone(), [m, n], &dev).unwrap(),
             Tensor::from_vec(b.clone(), [n, m], &dev).unwrap(),
@@ -131,7 +130,8 @@ fn head_gradient_oracle(x: &[f32], row: usize) -> Vec<f32> {
 fn the_gradient_of_attention_head_views_is_assembled_with_vectors() {
     for (bsz, t, heads, d) in [(2, 5, 2, 4), (1, 3, 3, 8), (2, 4, 2, 3), (1, 7, 1, 5)] {
         for checks in [false, true] {
-            let Some(dev) = common::gpu() else {
+            let tag = format!("heads-{bsz}-{t}-{heads}-{d}-{checks}");
+            let Some((dev, dir)) = dumping_device(&tag) else {
                 return;
             };
             dev.set_checks(checks);
@@ -154,6 +154,76 @@ fn the_gradient_of_attention_head_views_is_assembled_with_vectors() {
             let what = format!("({bsz}, {t}, {heads}, {d}), checks {checks}");
             let grad = grad.unwrap_or_else(|e| panic!("{what}: {e}"));
             common::assert_close(&grad, &head_gradient_oracle(&data, row), 1e-5, 1e-6, &what);
+            // The three scatters into x's gradient, summed: four at a
+            // time where the heads' rows are whole groups of four.
+            let plans = common::dumped_plans(&dir);
+            let assembly: Vec<&String> = (plans.iter())
+                .filter(|p| p.contains("strategy: Elementwise") && p.matches("(r").count() >= 3)
+                .collect();
+            assert!(
+                !assembly.is_empty(),
+                "{what}: no assembly kernel:\n{plans:#?}"
+            );
+            let fours = d % 4 == 0;
+            for plan in assembly {
+                let vec4 = format!("Elementwise {{ vec4: {fours} }}");
+                assert!(plan.contains(&vec4), "{what}:\n{plan}");
+                // Aligned, the scatters and the q and v views are read as
+                // vectors; only k's gradient, read through its
+                // transpose, is gathered.
+                let candidates = (plan.lines())
+                    .find(|l| l.starts_with("candidates:"))
+                    .unwrap_or_default();
+                let gathered = candidates.split([' ', ',']).filter(|w| w.starts_with('n'));
+                if fours {
+                    assert_eq!(gathered.count(), 1, "{what}:\n{plan}");
+                }
+            }
+            std::fs::remove_dir_all(&dir).ok();
         }
+    }
+}
+
+/// `where(mask.t(), a, pad(c))` for a bool `mask` [n, m], `a` [m, n] and
+/// `c` [m, n - 2] padded by one column each side with 7: a boolean read
+/// through a transpose and a padding, each gathered a lane at a time.
+#[test]
+fn booleans_and_padding_are_gathered_into_vectors() {
+    for (m, n) in [(8, 12), (5, 8), (3, 6)] {
+        let Some((dev, dir)) = dumping_device(&format!("bool-{m}x{n}")) else {
+            return;
+        };
+        let mask: Vec<bool> = (0..n * m).map(|e| e % 3 != 1).collect();
+        let mut a = common::data(m * n, 8);
+        a[0] = f32::NAN;
+        let c = common::data(m * (n - 2), 9);
+        let tm = Tensor::from_vec(mask.clone(), [n, m], &dev).unwrap();
+        let ta = Tensor::from_vec(a.clone(), [m, n], &dev).unwrap();
+        let tc = Tensor::from_vec(c.clone(), [m, n - 2], &dev).unwrap();
+        let y = tm.t().where_cond(&ta, tc.pad(&[(0, 0), (1, 1)], 7.0f32));
+        let got = y.to_vec::<f32>().unwrap();
+        let want: Vec<f32> = (0..m * n)
+            .map(|e| {
+                let (i, j) = (e / n, e % n);
+                let padded = match j {
+                    0 => 7.0,
+                    j if j == n - 1 => 7.0,
+                    j => c[i * (n - 2) + j - 1],
+                };
+                if mask[j * m + i] { a[e] } else { padded }
+            })
+            .collect();
+        let what = format!("{m}x{n}");
+        common::assert_close(&got, &want, 0.0, 0.0, &what);
+        let plans = common::dumped_plans(&dir);
+        let plan = (plans.iter())
+            .find(|p| p.contains("strategy: Elementwise"))
+            .expect("an elementwise kernel");
+        let fours = n % 4 == 0;
+        assert!(
+            plan.contains(&format!("Elementwise {{ vec4: {fours} }}")),
+            "{what}:\n{plan}"
+        );
+        std::fs::remove_dir_all(&dir).ok();
     }
 }

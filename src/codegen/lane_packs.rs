@@ -282,7 +282,13 @@ fn packs_in_fours(
     if !rows_in_fours || cx.last_dim_changes(p.node) {
         return None;
     }
-    lanes_gathered(&key.nodes, (&[p.node], false), stored, &|_| false)
+    let changing = |n: usize| cx.last_dim_changes(n);
+    lanes_gathered(
+        &key.nodes,
+        (&[p.node], false),
+        stored,
+        (&|_| false, &changing),
+    )
 }
 
 /// Bytes a row of a buffer-to-texture copy is a multiple of (wgpu's

@@ -45,7 +45,7 @@ fn vectorizable_given(
 ) -> bool {
     let own = |m: usize, root: bool| match given == Some(m) {
         true => Some(true),
-        false => computes_in_fours(nodes, m, stored, root),
+        false => computes_in_fours(nodes, m, stored, (root, None)),
     };
     if let Some(v) = own(n, is_root) {
         return v;
@@ -67,6 +67,15 @@ fn vectorizable_given(
     true
 }
 
+/// Whether views and scatters into windows whose groups of four lie as
+/// aligned groups of their input count as computed four at a time, and
+/// where: `None`, nowhere (the prologues and epilogues of reductions,
+/// norms and matmuls keep reading views one element at a time);
+/// `Some(changing)`, except a view or window whose last dimension
+/// changes between the site's graphs (`changing`), whose alignment a
+/// later size could break.
+type AlignedViews<'a> = Option<&'a dyn Fn(usize) -> bool>;
+
 /// What node `m` decides by itself about being computed four elements
 /// at a time, or `None`: it can be where all its inputs can. Only the
 /// root (`root`) may be computed where it is stored.
@@ -74,7 +83,7 @@ fn computes_in_fours(
     nodes: &[GNode],
     m: usize,
     stored: &dyn Fn(usize) -> bool,
-    root: bool,
+    (root, views): (bool, AlignedViews),
 ) -> Option<bool> {
     let node = &nodes[m];
     if node.dtype.is_half() {
@@ -89,13 +98,61 @@ fn computes_in_fours(
                 || layout.reads_in_aligned_fours(&node.shape),
         ),
         GKind::Op { .. } if !root && stored(m) => Some(true),
-        GKind::Op { op, .. } => op_vectorizable(nodes, node, op),
+        GKind::Op { op, .. } => match (op, views) {
+            (Op::AsStrided(_) | Op::StridedScatter(_), Some(changing)) => {
+                aligned_view(nodes, m, changing)
+            }
+            _ => op_vectorizable(nodes, node, op),
+        },
+    }
+}
+
+/// Whether view or window scatter `m` is computed four at a time where
+/// its inputs can be (`None`), or cannot (`Some(false)`): a view whose
+/// groups of four lie as aligned groups of its input (an attention
+/// head's rows, a row-major slice from a multiple of four), and a
+/// scatter into such a window, non-empty, whose groups of four are then
+/// wholly inside or outside it; neither with a last dimension that
+/// changes between the site's graphs (`changing`). A single value viewed
+/// everywhere is splatted (`Some(true)`).
+fn aligned_view(nodes: &[GNode], m: usize, changing: &dyn Fn(usize) -> bool) -> Option<bool> {
+    let node = &nodes[m];
+    let aligned = match &node.kind {
+        GKind::Op {
+            op: Op::AsStrided(_),
+            ..
+        } if numel(&nodes[node.inputs[0]].shape) == 1 => return Some(true),
+        GKind::Op {
+            op: Op::AsStrided(layout),
+            ..
+        } => {
+            let shape = &node.shape;
+            let row_major = layout.is_row_major(shape) && layout.offset.is_multiple_of(4);
+            !changing(m) && (row_major || layout.reads_in_aligned_fours(shape))
+        }
+        GKind::Op {
+            op: Op::StridedScatter(layout),
+            ..
+        } => {
+            let window = node.inputs[1];
+            let shape = &nodes[window].shape;
+            numel(shape) > 0
+                && !changing(m)
+                && !changing(window)
+                && layout.reads_in_aligned_fours(shape)
+        }
+        _ => false,
+    };
+    match aligned {
+        true => None,
+        false => Some(false),
     }
 }
 
 /// The nodes an elementwise kernel computing `outputs` four elements at
-/// a time (`are_roots`: computed, not read where they are stored) reads
-/// one lane at a time (`Gen::gather_lanes`): those that cannot be
+/// a time (`are_roots`: computed, not read where they are stored; views
+/// whose last dimension is `changing` between the site's graphs not
+/// counted as aligned: `aligned_view`) reads one lane at a time (`Gen::gather_lanes`): those that cannot be
 /// computed four at a time themselves (a transposed view, a column
 /// broadcast, a mask made of `arange`s), each computed at its four
 /// elements and gathered into a vector while the rest of the kernel
@@ -112,7 +169,7 @@ pub(crate) fn lanes_gathered(
     nodes: &[GNode],
     (outputs, are_roots): (&[usize], bool),
     stored: &dyn Fn(usize) -> bool,
-    aliased: &dyn Fn(usize) -> bool,
+    (aliased, changing): (&dyn Fn(usize) -> bool, &dyn Fn(usize) -> bool),
 ) -> Option<Vec<usize>> {
     let loads = |m: usize, root: bool| match nodes[m].kind {
         GKind::Input { .. } => true,
@@ -132,7 +189,7 @@ pub(crate) fn lanes_gathered(
         if nodes[m].dtype.is_half() {
             return None;
         }
-        match computes_in_fours(nodes, m, stored, root) {
+        match computes_in_fours(nodes, m, stored, (root, Some(changing))) {
             Some(true) if loads(m, root) && numel(&nodes[m].shape) > 1 => {
                 vector_reads.insert(m);
             }
@@ -145,8 +202,11 @@ pub(crate) fn lanes_gathered(
             None => stack.extend(nodes[m].inputs.iter().map(|&i| (i, false))),
         }
     }
+    // A value read one element at a time must not be read as vectors
+    // too, nor be donated to an output (whose binding holds vectors).
+    let read_both_ways = |m: usize| vector_reads.contains(&m) || aliased(m);
     let mut element_reads = by_element.iter().filter(|&&(m, root)| loads(m, root));
-    if element_reads.any(|(m, _)| vector_reads.contains(m)) {
+    if element_reads.any(|&(m, _)| read_both_ways(m)) {
         return None;
     }
     // What the element-at-a-time values read below them.
@@ -160,7 +220,7 @@ pub(crate) fn lanes_gathered(
             continue;
         }
         match loads(m, false) {
-            true if vector_reads.contains(&m) => return None,
+            true if read_both_ways(m) => return None,
             true => {}
             false => stack.extend_from_slice(&nodes[m].inputs),
         }
@@ -177,21 +237,10 @@ fn op_vectorizable(nodes: &[GNode], node: &GNode, op: &Op) -> Option<bool> {
         Op::Scalar => Some(true),
         // A scalar viewed at every position (autograd's seed of
         // a sum's gradient) is splatted.
-        Op::AsStrided(_) if numel(&nodes[node.inputs[0]].shape) == 1 => Some(true),
-        // A view whose groups of four lie as aligned groups of its input
-        // (an attention head's rows), and a scatter into such a window
-        // (whose groups are then wholly inside or outside it), are
-        // computed four at a time where their inputs can be.
-        Op::AsStrided(layout) => match layout.reads_in_aligned_fours(&node.shape) {
-            true => None,
-            false => Some(false),
-        },
-        Op::StridedScatter(layout) => {
-            match layout.reads_in_aligned_fours(&nodes[node.inputs[1]].shape) {
-                true => None,
-                false => Some(false),
-            }
-        }
+        Op::AsStrided(_) => Some(numel(&nodes[node.inputs[0]].shape) == 1),
+        // Four at a time only where a kernel takes aligned views
+        // (`aligned_view`).
+        Op::StridedScatter(_) => Some(false),
         Op::Arange
         | Op::Rand { .. }
         | Op::Reduce { .. }

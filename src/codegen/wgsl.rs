@@ -45,8 +45,12 @@ pub(crate) struct ElementwiseKernel<'a> {
 /// groups of four (row-major, an attention head's view, a row broadcast)
 /// load a `vec4`; the rest (a transposed view, a column broadcast, a mask
 /// of `arange`s) are computed a lane at a time and gathered
-/// (`lanes_gathered`), where every output's rows are whole groups of four
-/// that keep their length between the site's graphs.
+/// (`vectorize::lanes_gathered`), where every output's rows are whole
+/// groups of four that keep their length between the site's graphs. It
+/// works one element at a time where a 16-bit float is on the vector
+/// path, an op loops per element (scatter-adds and their sorted starts),
+/// a value would be read both as vectors and by lanes, or the site's
+/// earlier sizes did (`choose_vec4`).
 ///
 /// `aliases` lists graph inputs whose buffer is donated to output `k` of
 /// this kernel: they are read from `out{k}` (before it is written) instead
@@ -70,7 +74,8 @@ pub(crate) fn lower_kernel<'a>(
         let last = key.nodes[o].shape.last().copied().unwrap_or(1);
         last.is_multiple_of(4) && !cx.last_dim_changes(o)
     };
-    let gathered = lanes_gathered(&key.nodes, (outputs, true), stored, &aliased);
+    let changing = |n: usize| cx.last_dim_changes(n);
+    let gathered = lanes_gathered(&key.nodes, (outputs, true), stored, (&aliased, &changing));
     let can = numel.is_multiple_of(4)
         && gathered
             .as_ref()

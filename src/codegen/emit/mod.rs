@@ -706,7 +706,8 @@ impl<'a> Gen<'a> {
             }
         };
         let pos = if vec && layout.is_row_major(&shape) {
-            // Row-major with an offset divisible by four (see `vectorizable`).
+            // Row-major with an offset divisible by four (see
+            // `vectorize::computes_in_fours`).
             match layout.offset / 4 {
                 0 => idx.clone(),
                 q => Expr::arith(Arith::Add, idx.clone(), Expr::U32(q as u64)),

@@ -57,8 +57,8 @@ impl Gen<'_> {
             .flatten();
         let (source, j) = match base_idx {
             Some(base_idx) => (input, base_idx),
-            // Groups of four lying as aligned groups of the input's
-            // (see `vectorizable`).
+            // Groups of four lying as aligned groups of the input's (see
+            // `vectorize::op_vectorizable`): read by group, not folded.
             None if vec => (input, self.group_position(&shape, layout, idx)),
             None => {
                 let (source, layout) = self.view_source(n, layout);
@@ -76,7 +76,8 @@ impl Gen<'_> {
         let view_shape = self.nodes[inputs[1]].shape.clone();
         // Four at a time, the group's first element decides for the
         // group, which lies wholly inside the window or outside it (see
-        // `vectorizable`), and its source element starts the view's group.
+        // `vectorize::op_vectorizable`), and its source element starts
+        // the view's group.
         let first = match vec {
             true => self.emit(
                 "e",
@@ -94,23 +95,22 @@ impl Gen<'_> {
             );
         }
         let old = self.value(inputs[0], idx, false, vec);
-        if vec {
-            // Outside the window the new value is discarded: it is read
-            // at the view's first group, values the program computes
-            // anyway (so anomaly mode blames nothing it would not).
-            let group = Expr::arith(Arith::Div, src_idx, Expr::U32(4));
-            let group = self.emit("g", Ty::U32, group);
-            let new = self.value(inputs[1], &group, false, vec);
-            return self.emit("v", ty, Expr::select(hit, new, old));
-        }
         // The new value is read (and its chain computed) only inside the
-        // window: a gradient of slices (the GPT's q, k and v out of one
-        // projection) sums three scatters into zeros, of which each
-        // element reads one; and anomaly mode checks only values the
-        // program computes.
+        // window, four at a time as one element at a time (a group is
+        // wholly inside or outside): a gradient of slices (the GPT's q, k
+        // and v out of one projection) sums three scatters into zeros, of
+        // which each element reads one; and anomaly mode checks only
+        // values the program computes.
         let v = self.variable_of("v", ty, old);
         let body = self.block(|g| {
-            let new = g.value(inputs[1], &src_idx, false, false);
+            let new = match vec {
+                true => {
+                    let group = Expr::arith(Arith::Div, src_idx, Expr::U32(4));
+                    let group = g.emit("g", Ty::U32, group);
+                    g.value(inputs[1], &group, false, true)
+                }
+                false => g.value(inputs[1], &src_idx, false, false),
+            };
             g.assign(&v, new);
         });
         self.push(Inst::If { cond: hit, body });
@@ -119,7 +119,7 @@ impl Gen<'_> {
 
     /// `Expand` at `idx`: the input's element there; four at a time, a
     /// single value splatted or the input's group of four where rows are
-    /// broadcast along leading dims (see `vectorizable`).
+    /// broadcast along leading dims (see `vectorize::op_vectorizable`).
     fn expand_value(&mut self, n: usize, idx: &Expr, vec: bool) -> Expr {
         let node = &self.nodes[n];
         let (input, shape, ty) = (node.inputs[0], node.shape.clone(), Ty::of(node.dtype, vec));
