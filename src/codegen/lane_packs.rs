@@ -278,17 +278,10 @@ fn packs_in_fours(
     cx: &CodegenContext,
     p: &Packing,
 ) -> Option<Vec<usize>> {
-    let rows_in_fours = !p.transposed && p.cols.is_multiple_of(4);
-    if !rows_in_fours || cx.last_dim_changes(p.node) {
+    if p.transposed || !cx.rows_stay_in_fours(p.node, p.cols) {
         return None;
     }
-    let changing = |n: usize| cx.last_dim_changes(n);
-    lanes_gathered(
-        &key.nodes,
-        (&[p.node], false),
-        stored,
-        (&|_| false, &changing),
-    )
+    lanes_gathered(&key.nodes, (&[p.node], false), (stored, &|_| false), cx)
 }
 
 /// Bytes a row of a buffer-to-texture copy is a multiple of (wgpu's

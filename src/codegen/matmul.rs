@@ -362,7 +362,7 @@ pub(super) fn store_block(
 ) -> bool {
     let accs = gather_accumulators(g, &block.accs);
     let cx = g.context();
-    let can = !cx.last_dim_changes(root) && stores_in_fours(key, (root, outputs), n, g.stored);
+    let can = cx.rows_stay_in_fours(root, n) && stores_in_fours(key, (root, outputs), g.stored);
     let fours = choose_vec4_out(can, cx.precedent(root));
     let (i, j) = (g.fresh("i"), g.fresh("j"));
     let per_row = block.cols / 4;
@@ -489,20 +489,19 @@ fn store_one(
     store_outputs(g, key, (root, outputs), &idx, &result);
 }
 
-/// Whether a matmul's outputs can be stored four columns at a time: rows
-/// of a multiple of four f32 elements (so an accumulator's four columns,
-/// which start at a multiple of four, lie together and inside the row),
-/// and an epilogue whose every read lies at the output's position, is
-/// one splatted value, or is a row broadcast along the leading dims read
-/// four at a time (a bias; `vectorizable_over`).
+/// Whether a matmul's outputs, in rows of a multiple of four
+/// (`CodegenContext::rows_stay_in_fours`: an accumulator's four columns,
+/// which start at a multiple of four, then lie together and inside the
+/// row), can be stored four columns at a time: f32, and an epilogue whose
+/// every read lies at the output's position, is one splatted value, or
+/// is a row broadcast along the leading dims read four at a time (a
+/// bias; `vectorizable_over`).
 fn stores_in_fours(
     key: &GraphKey,
     (root, outputs): (usize, &[usize]),
-    n: usize,
     stored: &dyn Fn(usize) -> bool,
 ) -> bool {
-    n.is_multiple_of(4)
-        && key.nodes[root].dtype == DType::F32
+    key.nodes[root].dtype == DType::F32
         && (outputs.iter()).all(|&o| o == root || vectorizable_over(&key.nodes, o, stored, root))
 }
 

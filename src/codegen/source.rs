@@ -51,6 +51,16 @@ impl<'a> CodegenContext<'a> {
     pub fn last_dim_changes(&self, node: usize) -> bool {
         self.changing_last_dims.get(node).copied().unwrap_or(false)
     }
+
+    /// Whether node `node`'s rows, `last` elements long, are whole groups
+    /// of four at every size the site runs: a multiple of four now, and
+    /// of a length that does not change between the site's graphs. The
+    /// one guard of every choice to read or store a row four elements at
+    /// a time (a matmul's outputs, a kernel that gathers lanes, a pack),
+    /// so that such kernels stay generic over the sizes that change.
+    pub fn rows_stay_in_fours(&self, node: usize, last: usize) -> bool {
+        last.is_multiple_of(4) && !self.last_dim_changes(node)
+    }
 }
 
 /// How a kernel is launched, as its builder decided (see

@@ -3,15 +3,17 @@
 //! groups of their input, and, in a kernel working on vectors, the nodes
 //! computed a lane at a time and gathered (`lanes_gathered`).
 
+use super::emit::read_from_memory;
+use super::source::CodegenContext;
 use crate::graph::op::Op;
 use crate::graph::{GKind, GNode};
 use crate::shape::{Layout, numel};
 
 /// Whether node `n`'s value can be computed four elements at a time with
-/// every read at the output's own position, a single splatted value, a
-/// row broadcast along leading dims, or a view (or a scatter into a
-/// window) whose groups of four lie as aligned groups of its input, read
-/// four at a time.
+/// every read at the output's own position, a single splatted value, or
+/// a row broadcast along leading dims read four at a time (views read
+/// one element at a time: only kernels that gather, `lanes_gathered`,
+/// take aligned views as vectors).
 ///
 /// One walk over the nodes `n` reads, each decided once (graphs reuse
 /// values: a walk that follows every path is exponential in the depth of
@@ -71,10 +73,10 @@ fn vectorizable_given(
 /// aligned groups of their input count as computed four at a time, and
 /// where: `None`, nowhere (the prologues and epilogues of reductions,
 /// norms and matmuls keep reading views one element at a time);
-/// `Some(changing)`, except a view or window whose last dimension
-/// changes between the site's graphs (`changing`), whose alignment a
-/// later size could break.
-type AlignedViews<'a> = Option<&'a dyn Fn(usize) -> bool>;
+/// `Some(cx)`, except a view or window whose last dimension changes
+/// between the site's graphs (`CodegenContext::last_dim_changes`), whose
+/// alignment a later size could break.
+type AlignedViews<'a> = Option<&'a CodegenContext<'a>>;
 
 /// What node `m` decides by itself about being computed four elements
 /// at a time, or `None`: it can be where all its inputs can. Only the
@@ -97,11 +99,9 @@ fn computes_in_fours(
                 || (layout.is_row_major(&node.shape) && layout.offset.is_multiple_of(4))
                 || layout.reads_in_aligned_fours(&node.shape),
         ),
-        GKind::Op { .. } if !root && stored(m) => Some(true),
+        GKind::Op { .. } if read_from_memory(nodes, m, root, stored) => Some(true),
         GKind::Op { op, .. } => match (op, views) {
-            (Op::AsStrided(_) | Op::StridedScatter(_), Some(changing)) => {
-                aligned_view(nodes, m, changing)
-            }
+            (Op::AsStrided(_) | Op::StridedScatter(_), Some(cx)) => aligned_view(nodes, m, cx),
             _ => op_vectorizable(nodes, node, op),
         },
     }
@@ -113,9 +113,10 @@ fn computes_in_fours(
 /// head's rows, a row-major slice from a multiple of four), and a
 /// scatter into such a window, non-empty, whose groups of four are then
 /// wholly inside or outside it; neither with a last dimension that
-/// changes between the site's graphs (`changing`). A single value viewed
-/// everywhere is splatted (`Some(true)`).
-fn aligned_view(nodes: &[GNode], m: usize, changing: &dyn Fn(usize) -> bool) -> Option<bool> {
+/// changes between the site's graphs. A single value viewed everywhere
+/// is splatted (`Some(true)`).
+fn aligned_view(nodes: &[GNode], m: usize, cx: &CodegenContext) -> Option<bool> {
+    let changing = |n: usize| cx.last_dim_changes(n);
     let node = &nodes[m];
     let aligned = match &node.kind {
         GKind::Op {
@@ -150,9 +151,8 @@ fn aligned_view(nodes: &[GNode], m: usize, changing: &dyn Fn(usize) -> bool) -> 
 }
 
 /// The nodes an elementwise kernel computing `outputs` four elements at
-/// a time (`are_roots`: computed, not read where they are stored; views
-/// whose last dimension is `changing` between the site's graphs not
-/// counted as aligned: `aligned_view`) reads one lane at a time (`Gen::gather_lanes`): those that cannot be
+/// a time (`are_roots`: computed, not read where they are stored) reads
+/// one lane at a time (`Gen::gather_lanes`): those that cannot be
 /// computed four at a time themselves (a transposed view, a column
 /// broadcast, a mask made of `arange`s), each computed at its four
 /// elements and gathered into a vector while the rest of the kernel
@@ -168,13 +168,10 @@ fn aligned_view(nodes: &[GNode], m: usize, changing: &dyn Fn(usize) -> bool) -> 
 pub(crate) fn lanes_gathered(
     nodes: &[GNode],
     (outputs, are_roots): (&[usize], bool),
-    stored: &dyn Fn(usize) -> bool,
-    (aliased, changing): (&dyn Fn(usize) -> bool, &dyn Fn(usize) -> bool),
+    (stored, aliased): (&dyn Fn(usize) -> bool, &dyn Fn(usize) -> bool),
+    cx: &CodegenContext,
 ) -> Option<Vec<usize>> {
-    let loads = |m: usize, root: bool| match nodes[m].kind {
-        GKind::Input { .. } => true,
-        GKind::Op { .. } => !root && stored(m),
-    };
+    let loads = |m: usize, root: bool| read_from_memory(nodes, m, root, stored);
     let mut gathered = Vec::new();
     let mut vector_reads: rustc_hash::FxHashSet<usize> = Default::default();
     // Nodes whose inputs are read one element at a time: gathered ones,
@@ -189,7 +186,7 @@ pub(crate) fn lanes_gathered(
         if nodes[m].dtype.is_half() {
             return None;
         }
-        match computes_in_fours(nodes, m, stored, (root, Some(changing))) {
+        match computes_in_fours(nodes, m, stored, (root, Some(cx))) {
             Some(true) if loads(m, root) && numel(&nodes[m].shape) > 1 => {
                 vector_reads.insert(m);
             }

@@ -72,10 +72,9 @@ pub(crate) fn lower_kernel<'a>(
     // before they gathered, and should stay so.
     let rows_in_fours = |o: usize| {
         let last = key.nodes[o].shape.last().copied().unwrap_or(1);
-        last.is_multiple_of(4) && !cx.last_dim_changes(o)
+        cx.rows_stay_in_fours(o, last)
     };
-    let changing = |n: usize| cx.last_dim_changes(n);
-    let gathered = lanes_gathered(&key.nodes, (outputs, true), stored, (&aliased, &changing));
+    let gathered = lanes_gathered(&key.nodes, (outputs, true), (stored, &aliased), cx);
     let can = numel.is_multiple_of(4)
         && gathered
             .as_ref()

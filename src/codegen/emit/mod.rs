@@ -96,6 +96,21 @@ pub(crate) struct Gen<'a> {
     gathered: Vec<usize>,
 }
 
+/// Whether lowering reads node `n` from memory rather than computing
+/// it: a graph input, or a value stored by an earlier kernel, unless it
+/// is the root the kernel computes (`is_root`).
+pub(crate) fn read_from_memory(
+    nodes: &[GNode],
+    n: usize,
+    is_root: bool,
+    stored: &dyn Fn(usize) -> bool,
+) -> bool {
+    match nodes[n].kind {
+        GKind::Input { .. } => true,
+        GKind::Op { .. } => !is_root && stored(n),
+    }
+}
+
 impl<'a> Gen<'a> {
     pub fn new(
         nodes: &'a [GNode],
@@ -470,9 +485,8 @@ impl<'a> Gen<'a> {
             self.memo.insert(memo_key, value.clone());
             return value;
         }
-        let node = &self.nodes[n];
-        let is_input = matches!(node.kind, GKind::Input { .. });
-        let value = if is_input || (!is_root && (self.stored)(n)) {
+        let is_input = matches!(self.nodes[n].kind, GKind::Input { .. });
+        let value = if read_from_memory(self.nodes, n, is_root, self.stored) {
             self.load(n, idx, vec)
         } else {
             self.compute(n, idx, vec)
@@ -515,8 +529,7 @@ impl<'a> Gen<'a> {
     /// time and gathered into one vector (`vectorize::lanes_gathered`): for a
     /// node that cannot be computed four at a time in a kernel that is.
     fn gather_lanes(&mut self, n: usize, idx: &Expr, is_root: bool) -> Expr {
-        let first = Expr::arith(Arith::Mul, idx.clone(), Expr::U32(4));
-        let first = self.emit("e", Ty::U32, first);
+        let first = self.first_of_group(idx);
         let ty = Ty::of(self.nodes[n].dtype, true);
         if self.one_value_a_group(n) {
             // A column broadcast along rows of whole groups of four: the

@@ -79,11 +79,7 @@ impl Gen<'_> {
         // `vectorize::op_vectorizable`), and its source element starts
         // the view's group.
         let first = match vec {
-            true => self.emit(
-                "e",
-                Ty::U32,
-                Expr::arith(Arith::Mul, idx.clone(), Expr::U32(4)),
-            ),
+            true => self.first_of_group(idx),
             false => idx.clone(),
         };
         let (hit, src_idx) = self.scatter_source(&view_shape, layout, &first);
@@ -523,10 +519,15 @@ impl Gen<'_> {
     /// through `layout` (`Layout::reads_in_aligned_fours`): its first
     /// element's position, divided by four.
     pub(crate) fn group_position(&mut self, shape: &[usize], layout: &Layout, idx: &Expr) -> Expr {
-        let first = Expr::arith(Arith::Mul, idx.clone(), Expr::U32(4));
-        let first = self.emit("e", Ty::U32, first);
+        let first = self.first_of_group(idx);
         let at = self.index_var(shape, layout, &first);
         self.emit("g", Ty::U32, Expr::arith(Arith::Div, at, Expr::U32(4)))
+    }
+
+    /// The row-major index of the first element of group of four `idx`.
+    pub(super) fn first_of_group(&mut self, idx: &Expr) -> Expr {
+        let first = Expr::arith(Arith::Mul, idx.clone(), Expr::U32(4));
+        self.emit("e", Ty::U32, first)
     }
 
     /// The buffer position of row-major element `idx` of `shape` stored
