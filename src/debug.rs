@@ -167,14 +167,15 @@ fn plan_text(name: &str, source: &KernelSource, planned: &str, origins: &[String
     if let Some(c) = &source.copy {
         let _ = writeln!(
             text,
-            "done by a copy instead: texture {} {:?}, {} rows a layer from n{} {} at byte {}, {} bytes a row",
+            "done by a copy instead: texture {} {:?}, {} rows a layer from n{} {} at byte {}, {} bytes a row, {} column blocks a matrix",
             c.slot,
             c.size,
             c.rows,
             c.node,
             label(c.node),
             c.offset_bytes,
-            c.bytes_per_row
+            c.bytes_per_row,
+            c.col_blocks
         );
     }
     text.push_str(planned);

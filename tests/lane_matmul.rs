@@ -333,3 +333,66 @@ fn operands_lying_as_their_textures_hold_them_are_packed_by_copies() {
         std::fs::remove_dir_all(&dir).ok();
     }
 }
+
+/// B's texture holds its columns in blocks of 16 texels, a layer each,
+/// where that takes at most 64 layers (a subgroup's columns then lie in
+/// one 256-byte stream down K), else blocks as wide as the texture
+/// allows; a B lying row-major in memory is copied a block at a time,
+/// its rows past K (padding to whole texels of A) zeroed, and one that
+/// does not (N not a multiple of 64) packed by a kernel into the same
+/// blocks, the last one partial. Values against f64 loops, with a NaN in
+/// A and an infinity in B.
+#[test]
+fn b_is_packed_in_narrow_column_blocks_where_their_layers_are_few() {
+    // (tag, batch, m, k, n, B's texture (width, height, layers), B by a
+    // copy).
+    #[rustfmt::skip]
+    let cases = [
+        ("n-1024", 1, 40, 64, 1024, (16, 64, 16), true),
+        ("batched-k-66", 3, 40, 66, 128, (16, 68, 6), true),
+        ("wide", 5, 24, 8, 1024, (256, 8, 5), true),
+        ("n-1000", 1, 40, 64, 1000, (16, 64, 16), false),
+    ];
+    for (tag, bsz, m, k, n, texture, copied) in cases {
+        let Some((dev, dir)) = lane_device(&format!("blocks-{tag}")) else {
+            return;
+        };
+        let mut a_data = common::data(bsz * m * k, 21);
+        a_data[3 * k + 1] = f32::NAN;
+        let mut b_data = common::data(bsz * k * n, 22);
+        b_data[n + 700 % n] = f32::INFINITY;
+        let shape = |r: usize, c: usize| {
+            if bsz == 1 {
+                vec![r, c]
+            } else {
+                vec![bsz, r, c]
+            }
+        };
+        let a = Tensor::from_vec(a_data.clone(), shape(m, k), &dev).unwrap();
+        let b = Tensor::from_vec(b_data.clone(), shape(k, n), &dev).unwrap();
+        let got = a.matmul(&b).to_vec::<f32>().unwrap();
+        check(&got, &a_data, &b_data, (bsz, m, k, n), true);
+        if let Some((plan, _, _)) = packing(&dir) {
+            let (w, h, l) = texture;
+            assert!(
+                plan.contains(&format!("({w}, {h}, {l})]")),
+                "{tag}: B's texture is not {texture:?}\n{plan}"
+            );
+            assert!(
+                plan.contains("b_in_place: false"),
+                "{tag}: B read in place\n{plan}"
+            );
+            let blocks = n.div_ceil(4).div_ceil(w);
+            let copy = format!("({w}, {h}, {l}), {k} rows a layer");
+            let b_copy = common::dumped_plans(&dir)
+                .into_iter()
+                .find(|p| p.contains(&copy));
+            assert_eq!(b_copy.is_some(), copied, "{tag}: B copied\n{plan}");
+            if let Some(p) = b_copy {
+                let line = format!("{} bytes a row, {blocks} column blocks a matrix", n * 4);
+                assert!(p.contains(&line), "{tag}: B's copy\n{p}");
+            }
+        }
+        std::fs::remove_dir_all(&dir).ok();
+    }
+}

@@ -143,13 +143,13 @@ pub(super) fn packed_operands(
 }
 
 /// Whether a copy can fill `p`'s texture from rows lying as its texel
-/// rows do: no padding texel, rows a multiple of 256 bytes (copies'
-/// alignment), one block per matrix, rows past the matrix (B's, up to
-/// three: K padded to whole texels of A) zeroed after the copy.
+/// rows do: no padding texel (every column block whole), rows a multiple
+/// of 256 bytes (copies' alignment), one row block per matrix, rows past
+/// the matrix (B's, up to three: K padded to whole texels of A) zeroed
+/// after the copy. Each column block is a copy of its own.
 fn copyable(p: &Packing) -> bool {
-    let unpadded = p.width * 4 == p.cols && (p.rows..p.rows + 4).contains(&p.height);
-    let one_block = p.row_blocks == 1 && p.col_blocks == 1;
-    unpadded && one_block && (p.cols * 4).is_multiple_of(COPY_ROW_ALIGNMENT)
+    let unpadded = p.width * 4 * p.col_blocks == p.cols && (p.rows..p.rows + 4).contains(&p.height);
+    unpadded && p.row_blocks == 1 && (p.cols * 4).is_multiple_of(COPY_ROW_ALIGNMENT)
 }
 
 /// The names the lane matmul reads its packed operands by (scratch
@@ -316,5 +316,6 @@ fn operand_copy(
         slot,
         size: (p.width as u32, p.height as u32, p.layers() as u32),
         rows: p.rows as u32,
+        col_blocks: p.col_blocks as u32,
     })
 }

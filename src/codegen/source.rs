@@ -119,8 +119,8 @@ pub(crate) struct KernelSource {
 
 /// A matmul operand packed by a copy instead of a kernel: a stored value
 /// lies in memory as the operand's texture holds it (row-major `f32`
-/// rows of whole texels, a layer per batch entry, no padding), so the
-/// driver's copy writes the texture. On lavapipe a texture store from a
+/// rows of whole texels, a layer per batch entry and column block, no
+/// padding), so the driver's copies write the texture. On lavapipe a texture store from a
 /// shader is a loop over the lanes: a packing kernel wrote ~100 M texels
 /// a second, where a copy is a `memcpy` per row (PERFORMANCE.md).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -142,6 +142,10 @@ pub(crate) struct TextureCopy {
     /// whose K is not a multiple of four, padded to whole texels of A)
     /// are written with zeros.
     pub rows: u32,
+    /// Column blocks a matrix lies in, each `size.0` texels wide and a
+    /// layer of its own (layer `entry * col_blocks + block`): a copy
+    /// each.
+    pub col_blocks: u32,
 }
 
 /// A scratch texture a kernel binds: entry `slot` of the owning kernel's

@@ -709,7 +709,8 @@ fn begin_pass(
     encoder.begin_compute_pass(&descriptor).forget_lifetime()
 }
 
-/// Encodes a packing copy: the node's rows into the texture, and zeros
+/// Encodes a packing copy: the node's rows into the texture (a copy per
+/// column block of each matrix where its blocks are several), and zeros
 /// (from the device's buffer of them) into the texture's rows past them.
 fn encode_copy(
     ctx: &GpuContext,
@@ -717,7 +718,7 @@ fn encode_copy(
     (buffer, texture, copy): &(wgpu::Buffer, wgpu::Texture, TextureCopy),
 ) {
     let (width, height, layers) = copy.size;
-    let mut rows_from = |buffer: &wgpu::Buffer, (offset, y, rows): (u64, u32, u32)| {
+    let mut rows_from = |buffer: &wgpu::Buffer, (offset, (y, z), (width, rows, layers))| {
         encoder.copy_buffer_to_texture(
             wgpu::TexelCopyBufferInfo {
                 buffer,
@@ -730,7 +731,7 @@ fn encode_copy(
             wgpu::TexelCopyTextureInfo {
                 texture,
                 mip_level: 0,
-                origin: wgpu::Origin3d { x: 0, y, z: 0 },
+                origin: wgpu::Origin3d { x: 0, y, z },
                 aspect: wgpu::TextureAspect::All,
             },
             wgpu::Extent3d {
@@ -740,10 +741,29 @@ fn encode_copy(
             },
         );
     };
-    rows_from(buffer, (copy.offset_bytes, 0, copy.rows));
+    if copy.col_blocks == 1 {
+        rows_from(
+            buffer,
+            (copy.offset_bytes, (0, 0), (width, copy.rows, layers)),
+        );
+    } else {
+        // A copy per column block of each matrix, into its own layer.
+        let matrix_bytes = u64::from(copy.bytes_per_row) * u64::from(copy.rows);
+        let block_bytes = u64::from(width) * 16;
+        for layer in 0..layers {
+            let (entry, block) = (layer / copy.col_blocks, layer % copy.col_blocks);
+            let offset = copy.offset_bytes
+                + u64::from(entry) * matrix_bytes
+                + u64::from(block) * block_bytes;
+            rows_from(buffer, (offset, (0, layer), (width, copy.rows, 1)));
+        }
+    }
     let padding = height.saturating_sub(copy.rows);
     if padding > 0 {
         let bytes = u64::from(copy.bytes_per_row) * u64::from(padding) * u64::from(layers);
-        rows_from(&ctx.zeros(bytes), (0, copy.rows, padding));
+        rows_from(
+            &ctx.zeros(bytes),
+            (0, (copy.rows, 0), (width, padding, layers)),
+        );
     }
 }
