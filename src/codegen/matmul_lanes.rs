@@ -47,6 +47,7 @@ use super::lane_operands::{AOperand, a_operand, lies_in_memory, source_elements}
 use super::lane_packs::{
     Packing, ScratchOperand, fits_transposed, packed_operands, transposed_packing,
 };
+use super::lane_tile::{MAX_ROWS, b_block_width, block, tile_for};
 use super::matmul::{
     MatmulDims, OutputBlock, TileIds, VEC4, accumulators, add, below, both, fadd, fmul, lit,
     matmul_dims, modulo, over, plus, splat_lane, store_block, tile_ids, tile_load, times,
@@ -55,12 +56,6 @@ use super::wgsl::{CodegenContext, KernelSource};
 use crate::graph::GraphKey;
 use crate::kernel::ir::{Builtin, Expr, Inst, Ty};
 use crate::kernel::{Entry, LaneAdapter, LaneTile, Strategy, lane_reads_b_in_place};
-
-/// Rows of the output a workgroup computes (at most): 32 `vec4`
-/// accumulators per lane measured faster than 8 or 16.
-const MAX_ROWS: usize = 32;
-/// Lanes (each four columns) of a workgroup, at most.
-const MAX_LANES: usize = 64;
 
 /// The kernel's geometry for one matmul.
 struct Geometry {
@@ -92,89 +87,6 @@ struct Geometry {
     b_transposed: bool,
 }
 
-/// Lanes per workgroup for `n4` texels of columns: the power of two from
-/// the subgroup size to 64 that leaves the fewest idle lanes in the last
-/// column tile, the largest of those (144 texels: 16 lanes, not 64 with a
-/// quarter idle).
-fn lanes_for(n4: usize, subgroup: usize) -> usize {
-    let mut best = subgroup;
-    let mut lanes = subgroup;
-    while lanes <= MAX_LANES.max(subgroup) {
-        if n4.div_ceil(lanes) * lanes <= n4.div_ceil(best) * best {
-            best = lanes;
-        }
-        lanes *= 2;
-    }
-    best
-}
-
-/// The largest multiple of `unit` that is at most `limit`, or `len` if
-/// that fits whole.
-fn block(len: usize, limit: usize, unit: usize) -> usize {
-    if len <= limit {
-        len
-    } else {
-        (limit / unit) * unit
-    }
-}
-
-/// Texels of B's columns a layer of its texture holds where its blocks
-/// are narrow (`b_block_width`): 256 bytes a texel row.
-const B_BLOCK_TEXELS: usize = 16;
-
-/// Layers of B's texture (batch entries times column blocks) at most for
-/// narrow blocks: each block of a copied operand is a copy of its own.
-const B_BLOCK_LAYERS: usize = 64;
-
-/// Texels of B's columns a layer of its texture holds, for `n4` texels
-/// of columns in each of `batch` matrices: `B_BLOCK_TEXELS` where the
-/// layers that takes stay within `B_BLOCK_LAYERS`, else the widest block
-/// of whole workgroup column tiles that fits the texture (`max` texels,
-/// `lanes` a tile).
-///
-/// Why narrow: a lane walks down its columns of B, one texel row per K
-/// value. In a texture as wide as B, those rows lie a whole row of B
-/// apart (4 KB for a 1024-wide B), a page a step, where a CPU's
-/// prefetcher does not follow and every fetch waits on memory (19 % of a
-/// 1024^3 product's samples sat on the two instructions after the fetch's
-/// loads, `perf` on lavapipe). In blocks of 16 texels a subgroup's
-/// columns lie in one 256-byte stream: the product's kernel ran 7-9 %
-/// faster (44-46 ms against 48-50 ms); blocks of 32 or 64 texels gained
-/// nothing.
-fn b_block_width(n4: usize, batch: usize, (max, lanes): (usize, usize)) -> usize {
-    if batch * n4.div_ceil(B_BLOCK_TEXELS) <= B_BLOCK_LAYERS {
-        n4.min(B_BLOCK_TEXELS)
-    } else {
-        block(n4, max, lanes)
-    }
-}
-
-/// The workgroup tile for `m` rows and `n4` texels of columns: the
-/// precedent's where it is one this adapter can run (any tile computes
-/// any size), else rows up to 32 and `lanes_for`'s lanes.
-fn tile_for(m: usize, n4: usize, s: usize, precedent: Option<Strategy>) -> LaneTile {
-    if let Some(Strategy::Matmul {
-        tile: Some(tile), ..
-    }) = precedent
-    {
-        let rows_fit = tile.rows.is_multiple_of(s) && (s..=MAX_ROWS).contains(&tile.rows);
-        let lanes_fit =
-            tile.lanes.is_power_of_two() && (s..=MAX_LANES.max(s)).contains(&tile.lanes);
-        if rows_fit && lanes_fit {
-            return tile;
-        }
-    }
-    LaneTile {
-        rows: (m.div_ceil(s) * s).clamp(s, MAX_ROWS),
-        lanes: lanes_for(n4, s),
-        a_in_place: false,
-        a_vec4: false,
-        b_in_place: false,
-        a_transposed: false,
-        b_transposed: false,
-    }
-}
-
 fn geometry(
     key: &GraphKey,
     stored: &dyn Fn(usize) -> bool,
@@ -189,7 +101,7 @@ fn geometry(
     }
     let batch = d.groups / d.tiles_mn.max(1);
     let (k4, n4) = (d.k.div_ceil(4), d.n.div_ceil(4));
-    let tile = tile_for(d.m, n4, s, precedent);
+    let tile = tile_for((d.m, n4, batch), s, precedent);
     let (rows, lanes) = (tile.rows, tile.lanes);
     let b_source = source_elements(key, d.b);
     let b_in_place = lane_reads_b_in_place(batch * d.k * d.n, b_source, d.m.div_ceil(rows));

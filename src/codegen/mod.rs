@@ -5,6 +5,7 @@ mod emit;
 mod exprs;
 mod lane_operands;
 mod lane_packs;
+mod lane_tile;
 mod matmul;
 mod matmul_coop;
 mod matmul_lanes;

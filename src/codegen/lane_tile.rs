@@ -1,0 +1,163 @@
+//! The lane matmul's tile and texture-block choices (`matmul_lanes`):
+//! pure functions of the product's sizes, each with the measurement
+//! behind it.
+
+use crate::kernel::{LaneTile, Strategy};
+
+/// Rows of the output a workgroup computes (at most), unless tall tiles
+/// fit (`TALL_ROWS`): 32 `vec4` accumulators per lane measured faster
+/// than 8 or 16.
+pub(super) const MAX_ROWS: usize = 32;
+
+/// Rows of a tall tile, where a product is large enough to keep every
+/// thread busy with them (`rows_for`).
+const TALL_ROWS: usize = 64;
+
+/// Workgroups a product needs at `TALL_ROWS` rows a tile to take tall
+/// tiles: enough that lavapipe's threads share them evenly.
+const TALL_ROWS_MIN_GROUPS: usize = 64;
+
+/// Lanes (each four columns) of a workgroup, at most.
+const MAX_LANES: usize = 64;
+
+/// Lanes per workgroup for `n4` texels of columns: the power of two from
+/// the subgroup size to 64 that leaves the fewest idle lanes in the last
+/// column tile, the largest of those (144 texels: 16 lanes, not 64 with a
+/// quarter idle).
+fn lanes_for(n4: usize, subgroup: usize) -> usize {
+    let mut best = subgroup;
+    let mut lanes = subgroup;
+    while lanes <= MAX_LANES.max(subgroup) {
+        if n4.div_ceil(lanes) * lanes <= n4.div_ceil(best) * best {
+            best = lanes;
+        }
+        lanes *= 2;
+    }
+    best
+}
+
+/// The largest multiple of `unit` that is at most `limit`, or `len` if
+/// that fits whole.
+pub(super) fn block(len: usize, limit: usize, unit: usize) -> usize {
+    if len <= limit {
+        len
+    } else {
+        (limit / unit) * unit
+    }
+}
+
+/// Texels of B's columns a layer of its texture holds where its blocks
+/// are narrow (`b_block_width`): 256 bytes a texel row.
+const B_BLOCK_TEXELS: usize = 16;
+
+/// Layers of B's texture (batch entries times column blocks) at most for
+/// narrow blocks: each block of a copied operand is a copy of its own.
+const B_BLOCK_LAYERS: usize = 64;
+
+/// Texels of B's columns a layer of its texture holds, for `n4` texels
+/// of columns in each of `batch` matrices: `B_BLOCK_TEXELS` where the
+/// layers that takes stay within `B_BLOCK_LAYERS`, else the widest block
+/// of whole workgroup column tiles that fits the texture (`max` texels,
+/// `lanes` a tile).
+///
+/// Why narrow: a lane walks down its columns of B, one texel row per K
+/// value. In a texture as wide as B, those rows lie a whole row of B
+/// apart (4 KB for a 1024-wide B), a page a step, where a CPU's
+/// prefetcher does not follow and every fetch waits on memory (19 % of a
+/// 1024^3 product's samples sat on the two instructions after the fetch's
+/// loads, `perf` on lavapipe). In blocks of 16 texels a subgroup's
+/// columns lie in one 256-byte stream: the product's kernel ran 7-9 %
+/// faster (44-46 ms against 48-50 ms); blocks of 32 or 64 texels gained
+/// nothing.
+pub(super) fn b_block_width(n4: usize, batch: usize, (max, lanes): (usize, usize)) -> usize {
+    if batch * n4.div_ceil(B_BLOCK_TEXELS) <= B_BLOCK_LAYERS {
+        n4.min(B_BLOCK_TEXELS)
+    } else {
+        block(n4, max, lanes)
+    }
+}
+
+/// Rows a workgroup computes for `m` rows of `batch` products with
+/// `tiles_n` column tiles, subgroup size `s`: `TALL_ROWS` where that
+/// leaves at least `TALL_ROWS_MIN_GROUPS` workgroups, else up to
+/// `MAX_ROWS`.
+///
+/// Why tall: each K step a lane fetches its four columns of B once for
+/// every row of the tile, so 64 rows fetch B half as often as 32. That
+/// counts most where B is read in place through a convolution's windows
+/// (scalar loads, each a loop over the lanes on lavapipe): the MNIST
+/// CNN's convolution and its weight gradient ran 10-15 % faster, a
+/// 1024^3 product 7-8 % (a Xeon's lavapipe). Small products keep 32
+/// rows: at 64, the CNN's `[64, 9216] @ [9216, 128]` was one workgroup
+/// on one thread, three times slower.
+fn rows_for(m: usize, s: usize, (batch, tiles_n): (usize, usize)) -> usize {
+    let tall_groups = batch * m.div_ceil(TALL_ROWS) * tiles_n;
+    if m >= TALL_ROWS && TALL_ROWS.is_multiple_of(s) && tall_groups >= TALL_ROWS_MIN_GROUPS {
+        TALL_ROWS
+    } else {
+        (m.div_ceil(s) * s).clamp(s, MAX_ROWS)
+    }
+}
+
+/// The workgroup tile for `m` rows and `n4` texels of columns of `batch`
+/// products: the precedent's where it is one this adapter can run (any
+/// tile computes any size), else `rows_for`'s rows and `lanes_for`'s
+/// lanes.
+pub(super) fn tile_for(
+    (m, n4, batch): (usize, usize, usize),
+    s: usize,
+    precedent: Option<Strategy>,
+) -> LaneTile {
+    if let Some(Strategy::Matmul {
+        tile: Some(tile), ..
+    }) = precedent
+    {
+        let rows_fit = tile.rows.is_multiple_of(s) && (s..=TALL_ROWS).contains(&tile.rows);
+        let lanes_fit =
+            tile.lanes.is_power_of_two() && (s..=MAX_LANES.max(s)).contains(&tile.lanes);
+        if rows_fit && lanes_fit {
+            return tile;
+        }
+    }
+    let lanes = lanes_for(n4, s);
+    LaneTile {
+        rows: rows_for(m, s, (batch, n4.div_ceil(lanes))),
+        lanes,
+        a_in_place: false,
+        a_vec4: false,
+        b_in_place: false,
+        a_transposed: false,
+        b_transposed: false,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn tall_tiles_only_where_they_leave_every_thread_work() {
+        // A 1024^3 product: 16 row tiles of 64 by 4 column tiles.
+        assert_eq!(rows_for(1024, 8, (1, 4)), TALL_ROWS);
+        // The MNIST CNN's second convolution: 64 channels, a batch of 64.
+        assert_eq!(rows_for(64, 8, (64, 9)), TALL_ROWS);
+        // Its first linear layer's product: one workgroup at 64 rows.
+        assert_eq!(rows_for(64, 8, (1, 1)), MAX_ROWS);
+        // Fewer rows than a tall tile, or a subgroup it does not divide.
+        assert_eq!(rows_for(40, 8, (64, 64)), MAX_ROWS);
+        assert_eq!(rows_for(20, 8, (64, 64)), 24);
+        // Exactly at the threshold, and one workgroup short of it.
+        assert_eq!(rows_for(64 * 8, 8, (1, 8)), TALL_ROWS);
+        assert_eq!(rows_for(64 * 7, 8, (1, 9)), MAX_ROWS);
+    }
+
+    #[test]
+    fn b_blocks_are_narrow_while_their_layers_are_few() {
+        assert_eq!(b_block_width(256, 1, (16384, 64)), B_BLOCK_TEXELS);
+        // Narrower than a block: the block is B's width.
+        assert_eq!(b_block_width(10, 3, (16384, 16)), 10);
+        // 5 x 16 layers: blocks as wide as the texture allows.
+        assert_eq!(b_block_width(256, 5, (16384, 64)), 256);
+        assert_eq!(b_block_width(40_000, 1, (16384, 64)), 16384);
+    }
+}
