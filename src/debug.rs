@@ -175,7 +175,7 @@ fn plan_text(name: &str, source: &KernelSource, planned: &str, origins: &[String
             label(c.node),
             c.offset_bytes,
             c.bytes_per_row,
-            c.col_blocks
+            c.col_blocks()
         );
     }
     text.push_str(planned);

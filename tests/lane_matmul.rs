@@ -234,6 +234,15 @@ fn packing(dir: &std::path::Path) -> Option<(String, usize, usize)> {
     Some((plan.clone(), copies, packs.len() - copies))
 }
 
+/// The shape of `bsz` matrices of `r` x `c`: without a batch dim for one.
+fn batched_shape(bsz: usize, (r, c): (usize, usize)) -> Vec<usize> {
+    if bsz == 1 {
+        vec![r, c]
+    } else {
+        vec![bsz, r, c]
+    }
+}
+
 /// How a case lays out A: row-major, a window of a larger stored
 /// matrix (rows 3..), or a view of its stored transpose.
 #[derive(Clone, Copy, Debug)]
@@ -287,13 +296,7 @@ fn operands_lying_as_their_textures_hold_them_are_packed_by_copies() {
                 })
                 .collect()
         };
-        let shape = |r: usize, c: usize| {
-            if bsz == 1 {
-                vec![r, c]
-            } else {
-                vec![bsz, r, c]
-            }
-        };
+        let shape = |r: usize, c: usize| batched_shape(bsz, (r, c));
         let a = match a_laid {
             RowMajor => Tensor::from_vec(a_data.clone(), shape(m, k), &dev).unwrap(),
             Window => {
@@ -357,17 +360,20 @@ fn b_is_packed_in_narrow_column_blocks_where_their_layers_are_few() {
         let Some((dev, dir)) = lane_device(&format!("blocks-{tag}")) else {
             return;
         };
+        // First a product whose B fills a texture of the same size with
+        // NaNs (K padded to whole texels): the pool hands that texture
+        // on, so rows past K that the copy did not zero would reach the
+        // product below.
+        let k_padded = usize::div_ceil(k, 4) * 4;
+        let dirty_a = Tensor::ones(batched_shape(bsz, (m, k_padded)), &dev);
+        let dirty_b = Tensor::full(batched_shape(bsz, (k_padded, n)), f32::NAN, &dev);
+        dirty_a.matmul(&dirty_b).to_vec::<f32>().unwrap();
+        std::fs::remove_dir_all(&dir).ok();
         let mut a_data = common::data(bsz * m * k, 21);
         a_data[3 * k + 1] = f32::NAN;
         let mut b_data = common::data(bsz * k * n, 22);
         b_data[n + 700 % n] = f32::INFINITY;
-        let shape = |r: usize, c: usize| {
-            if bsz == 1 {
-                vec![r, c]
-            } else {
-                vec![bsz, r, c]
-            }
-        };
+        let shape = |r: usize, c: usize| batched_shape(bsz, (r, c));
         let a = Tensor::from_vec(a_data.clone(), shape(m, k), &dev).unwrap();
         let b = Tensor::from_vec(b_data.clone(), shape(k, n), &dev).unwrap();
         let got = a.matmul(&b).to_vec::<f32>().unwrap();

@@ -14,9 +14,10 @@ use crate::kernel::{Entry, LaneAdapter, Strategy};
 
 /// How one operand lies in its texture array: per batch entry a `rows` x
 /// `cols` matrix, four columns a texel, cut into blocks of `height` rows
-/// and `width` texels, one layer each (layer = (entry * row blocks + row
-/// block) * column blocks + column block), so that matrices taller or
-/// wider than a texture still fit.
+/// and `width` texels, one layer each (layer = (column block * batch +
+/// entry) * row blocks + row block), so that matrices taller or wider
+/// than a texture still fit. A column block's layers are one run over
+/// the batch, which one copy fills (`operand_copy`).
 #[derive(Clone, Copy, Debug)]
 pub(super) struct Packing {
     /// The operand packed.
@@ -56,7 +57,7 @@ impl Packing {
 
     /// B's texture (`batch` matrices of `k` x `n`, K padded to whole
     /// texels of A): columns along texel rows, in blocks of `width`
-    /// texels (whole workgroup column tiles).
+    /// texels (`lane_tile::b_block_width`).
     pub fn rows_of_b(node: usize, batch: usize, (k, n): (usize, usize), width: usize) -> Packing {
         Packing {
             node,
@@ -179,11 +180,11 @@ fn pack(
     let bi = g.emit(
         "bi",
         Ty::U32,
-        over(layer.clone(), p.row_blocks * p.col_blocks),
+        modulo(over(layer.clone(), p.row_blocks), p.batch),
     );
-    let row_block = modulo(over(layer.clone(), p.col_blocks), p.row_blocks);
+    let row_block = modulo(layer.clone(), p.row_blocks);
     let r = g.emit("r", Ty::U32, add(times(row_block, height), y.clone()));
-    let col_block = modulo(layer.clone(), p.col_blocks);
+    let col_block = over(layer.clone(), p.row_blocks * p.batch);
     let c = times(add(times(col_block, width), x.clone()), 4);
     let c = g.emit("c", Ty::U32, c);
     let gathered = packs_in_fours(key, stored, cx, p);
@@ -316,6 +317,5 @@ fn operand_copy(
         slot,
         size: (p.width as u32, p.height as u32, p.layers() as u32),
         rows: p.rows as u32,
-        col_blocks: p.col_blocks as u32,
     })
 }

@@ -51,7 +51,8 @@ pub(super) fn block(len: usize, limit: usize, unit: usize) -> usize {
 const B_BLOCK_TEXELS: usize = 16;
 
 /// Layers of B's texture (batch entries times column blocks) at most for
-/// narrow blocks: each block of a copied operand is a copy of its own.
+/// narrow blocks: the gain was measured on unbatched products of up to
+/// 16 blocks; larger textures keep the wide layout, unmeasured.
 const B_BLOCK_LAYERS: usize = 64;
 
 /// Texels of B's columns a layer of its texture holds, for `n4` texels
@@ -78,9 +79,10 @@ pub(super) fn b_block_width(n4: usize, batch: usize, (max, lanes): (usize, usize
 }
 
 /// Rows a workgroup computes for `m` rows of `batch` products with
-/// `tiles_n` column tiles, subgroup size `s`: `TALL_ROWS` where that
-/// leaves at least `TALL_ROWS_MIN_GROUPS` workgroups, else up to
-/// `MAX_ROWS`.
+/// `tiles_n` column tiles, subgroup size `s` (a power of two at most
+/// `MAX_ROWS`, as the lane matmul requires, so that it divides
+/// `TALL_ROWS`): `TALL_ROWS` where that leaves at least
+/// `TALL_ROWS_MIN_GROUPS` workgroups, else up to `MAX_ROWS`.
 ///
 /// Why tall: each K step a lane fetches its four columns of B once for
 /// every row of the tile, so 64 rows fetch B half as often as 32. That
@@ -92,7 +94,7 @@ pub(super) fn b_block_width(n4: usize, batch: usize, (max, lanes): (usize, usize
 /// on one thread, three times slower.
 fn rows_for(m: usize, s: usize, (batch, tiles_n): (usize, usize)) -> usize {
     let tall_groups = batch * m.div_ceil(TALL_ROWS) * tiles_n;
-    if m >= TALL_ROWS && TALL_ROWS.is_multiple_of(s) && tall_groups >= TALL_ROWS_MIN_GROUPS {
+    if m >= TALL_ROWS && tall_groups >= TALL_ROWS_MIN_GROUPS {
         TALL_ROWS
     } else {
         (m.div_ceil(s) * s).clamp(s, MAX_ROWS)
@@ -143,9 +145,10 @@ mod tests {
         assert_eq!(rows_for(64, 8, (64, 9)), TALL_ROWS);
         // Its first linear layer's product: one workgroup at 64 rows.
         assert_eq!(rows_for(64, 8, (1, 1)), MAX_ROWS);
-        // Fewer rows than a tall tile, or a subgroup it does not divide.
+        // Fewer rows than a tall tile: whole subgroups up to 32.
         assert_eq!(rows_for(40, 8, (64, 64)), MAX_ROWS);
         assert_eq!(rows_for(20, 8, (64, 64)), 24);
+        assert_eq!(rows_for(63, 32, (64, 64)), MAX_ROWS);
         // Exactly at the threshold, and one workgroup short of it.
         assert_eq!(rows_for(64 * 8, 8, (1, 8)), TALL_ROWS);
         assert_eq!(rows_for(64 * 7, 8, (1, 9)), MAX_ROWS);
@@ -156,8 +159,44 @@ mod tests {
         assert_eq!(b_block_width(256, 1, (16384, 64)), B_BLOCK_TEXELS);
         // Narrower than a block: the block is B's width.
         assert_eq!(b_block_width(10, 3, (16384, 16)), 10);
-        // 5 x 16 layers: blocks as wide as the texture allows.
+        // 64 layers at most: 1024 texels unbatched, or 256 in a batch of 4.
+        assert_eq!(b_block_width(1024, 1, (16384, 64)), B_BLOCK_TEXELS);
+        assert_eq!(b_block_width(256, 4, (16384, 64)), B_BLOCK_TEXELS);
+        // One block more, or 5 x 16 layers: blocks as wide as the texture
+        // allows.
+        assert_eq!(b_block_width(1040, 1, (16384, 64)), 1040);
         assert_eq!(b_block_width(256, 5, (16384, 64)), 256);
         assert_eq!(b_block_width(40_000, 1, (16384, 64)), 16384);
+    }
+
+    #[test]
+    fn a_precedent_tile_is_kept_where_the_subgroup_allows_it() {
+        let tall = LaneTile {
+            rows: TALL_ROWS,
+            lanes: 64,
+            a_in_place: true,
+            a_vec4: false,
+            b_in_place: false,
+            a_transposed: false,
+            b_transposed: false,
+        };
+        let precedent = |tile| {
+            Some(Strategy::Matmul {
+                kernel: crate::kernel::MatmulKernel::Tiled,
+                tile: Some(tile),
+                vec4_out: false,
+            })
+        };
+        // A later, smaller size keeps the site's tall tile (and what it
+        // read in place).
+        assert_eq!(tile_for((8, 2, 1), 8, precedent(tall)), tall);
+        // Rows past 64, or lanes not a power of two: chosen afresh.
+        for bad in [
+            LaneTile { rows: 128, ..tall },
+            LaneTile { lanes: 48, ..tall },
+        ] {
+            let fresh = tile_for((8, 2, 1), 8, precedent(bad));
+            assert_eq!((fresh.rows, fresh.lanes, fresh.a_in_place), (8, 8, false));
+        }
     }
 }

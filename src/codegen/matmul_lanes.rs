@@ -292,10 +292,9 @@ fn lane_columns(g: &mut Gen, geo: &Geometry, ids: &TileIds) -> LaneColumns {
     let bc = Expr::call(Builtin::Min, vec![c4.clone(), lit(geo.n4 - 1)]);
     let bc = g.emit("bc", Ty::U32, bc);
     let bx = g.emit("bx", Ty::U32, modulo(bc.clone(), geo.b.width));
-    let bl = add(
-        times(ids.bi.clone(), geo.b.col_blocks),
-        over(bc, geo.b.width),
-    );
+    // B's texture has one row block (`Packing::rows_of_b`): its layer is
+    // column block * batch + entry.
+    let bl = add(times(over(bc, geo.b.width), geo.b.batch), ids.bi.clone());
     let bl = g.emit("bl", Ty::U32, bl);
     LaneColumns { c4, bx, bl }
 }

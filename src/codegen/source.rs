@@ -119,10 +119,11 @@ pub(crate) struct KernelSource {
 
 /// A matmul operand packed by a copy instead of a kernel: a stored value
 /// lies in memory as the operand's texture holds it (row-major `f32`
-/// rows of whole texels, a layer per batch entry and column block, no
-/// padding), so the driver's copies write the texture. On lavapipe a texture store from a
-/// shader is a loop over the lanes: a packing kernel wrote ~100 M texels
-/// a second, where a copy is a `memcpy` per row (PERFORMANCE.md).
+/// rows of whole texels, a layer per column block and batch entry, no
+/// padding), so the driver's copies write the texture, one per column
+/// block. On lavapipe a texture store from a shader is a loop over the
+/// lanes: a packing kernel wrote ~100 M texels a second, where a copy is
+/// a `memcpy` per row (PERFORMANCE.md).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) struct TextureCopy {
     /// The stored node copied from.
@@ -142,10 +143,16 @@ pub(crate) struct TextureCopy {
     /// whose K is not a multiple of four, padded to whole texels of A)
     /// are written with zeros.
     pub rows: u32,
-    /// Column blocks a matrix lies in, each `size.0` texels wide and a
-    /// layer of its own (layer `entry * col_blocks + block`): a copy
-    /// each.
-    pub col_blocks: u32,
+}
+
+impl TextureCopy {
+    /// Column blocks each matrix row is cut into, `size.0` texels each
+    /// (a row holds whole blocks, `lane_packs::copyable`): the layers of
+    /// block `b` are `b * entries ..` (`Packing`'s layer order), filled
+    /// by one copy.
+    pub fn col_blocks(&self) -> u32 {
+        self.bytes_per_row / (self.size.0 * 16)
+    }
 }
 
 /// A scratch texture a kernel binds: entry `slot` of the owning kernel's

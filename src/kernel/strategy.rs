@@ -67,7 +67,8 @@ pub(crate) enum Strategy {
 /// The output tile of one workgroup of the lane matmul.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) struct LaneTile {
-    /// Rows (a multiple of the subgroup size, at most 32).
+    /// Rows (a multiple of the subgroup size, at most 64:
+    /// `codegen::lane_tile`).
     pub rows: usize,
     /// Lanes, four columns each (a power of two from the subgroup size).
     pub lanes: usize,

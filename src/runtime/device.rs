@@ -726,10 +726,15 @@ impl Drop for DeviceInner {
     /// `mark_step` exited while such a thread still compiled, and LLVM's
     /// static destructors freed what it used: `double free or corruption`
     /// or a segfault in about 3 % of runs of `memory_report`'s example.
-    /// A device error is not reported here: the value's reads report it.
+    /// The wait takes no device error (`GpuContext::settle`): the context
+    /// is shared, and another device's next read reports its own. Not
+    /// while unwinding, where a lost device's poll could panic again and
+    /// abort.
     fn drop(&mut self) {
         if let Backend::Gpu(ctx, _) = &self.backend {
-            let _ = ctx.wait();
+            if !std::thread::panicking() {
+                let _ = ctx.settle();
+            }
             if let Some(disk) = &ctx.pipeline_cache {
                 disk.save();
             }

@@ -514,23 +514,28 @@ impl GpuContext {
     }
 
     /// Waits until the work submitted so far is done (not work other
-    /// threads submit while it waits).
+    /// threads submit while it waits), counted as the host blocked, and
+    /// reports a device error raised by any work since the last report.
     pub fn wait(&self) -> Result<()> {
         self.clock
-            .blocked(|| {
-                self.flush();
-                let done = Arc::new(std::sync::atomic::AtomicBool::new(false));
-                let flag = done.clone();
-                self.queue.on_submitted_work_done(move || {
-                    flag.store(true, std::sync::atomic::Ordering::Release)
-                });
-                super::wait::until_set(&self.device, &done)
-            })
+            .blocked(|| self.settle())
             .map_err(|e| Error::Device {
                 during: "wait".into(),
                 message: e.to_string(),
             })?;
         self.take_error("wait")
+    }
+
+    /// Waits until the work submitted so far is done, and nothing else:
+    /// no time counted, no error taken (a device error stays for the
+    /// next read or `wait` to report).
+    pub fn settle(&self) -> std::result::Result<(), wgpu::PollError> {
+        self.flush();
+        let done = Arc::new(std::sync::atomic::AtomicBool::new(false));
+        let flag = done.clone();
+        self.queue
+            .on_submitted_work_done(move || flag.store(true, std::sync::atomic::Ordering::Release));
+        super::wait::until_set(&self.device, &done)
     }
 }
 

@@ -709,22 +709,24 @@ fn begin_pass(
     encoder.begin_compute_pass(&descriptor).forget_lifetime()
 }
 
-/// Encodes a packing copy: the node's rows into the texture (a copy per
-/// column block of each matrix where its blocks are several), and zeros
-/// (from the device's buffer of them) into the texture's rows past them.
+/// Encodes a packing copy: the node's rows into the texture, a copy per
+/// column block (its layers one run over the batch), and zeros (from the
+/// device's buffer of them) into the texture's rows past them.
 fn encode_copy(
     ctx: &GpuContext,
     encoder: &mut wgpu::CommandEncoder,
     (buffer, texture, copy): &(wgpu::Buffer, wgpu::Texture, TextureCopy),
 ) {
     let (width, height, layers) = copy.size;
-    let mut rows_from = |buffer: &wgpu::Buffer, (offset, (y, z), (width, rows, layers))| {
+    let blocks = copy.col_blocks();
+    let entries = layers / blocks;
+    let mut rows_from = |buffer: &wgpu::Buffer, (offset, pitch), (y, z), rows| {
         encoder.copy_buffer_to_texture(
             wgpu::TexelCopyBufferInfo {
                 buffer,
                 layout: wgpu::TexelCopyBufferLayout {
                     offset,
-                    bytes_per_row: Some(copy.bytes_per_row),
+                    bytes_per_row: Some(pitch),
                     rows_per_image: Some(rows),
                 },
             },
@@ -737,33 +739,25 @@ fn encode_copy(
             wgpu::Extent3d {
                 width,
                 height: rows,
-                depth_or_array_layers: layers,
+                depth_or_array_layers: entries,
             },
         );
     };
-    if copy.col_blocks == 1 {
-        rows_from(
-            buffer,
-            (copy.offset_bytes, (0, 0), (width, copy.rows, layers)),
-        );
-    } else {
-        // A copy per column block of each matrix, into its own layer.
-        let matrix_bytes = u64::from(copy.bytes_per_row) * u64::from(copy.rows);
-        let block_bytes = u64::from(width) * 16;
-        for layer in 0..layers {
-            let (entry, block) = (layer / copy.col_blocks, layer % copy.col_blocks);
-            let offset = copy.offset_bytes
-                + u64::from(entry) * matrix_bytes
-                + u64::from(block) * block_bytes;
-            rows_from(buffer, (offset, (0, layer), (width, copy.rows, 1)));
-        }
-    }
+    // A block's texel rows: `width` texels, 16 bytes each.
+    let block_bytes = u64::from(width) * 16;
     let padding = height.saturating_sub(copy.rows);
-    if padding > 0 {
-        let bytes = u64::from(copy.bytes_per_row) * u64::from(padding) * u64::from(layers);
-        rows_from(
-            &ctx.zeros(bytes),
-            (0, (copy.rows, 0), (width, padding, layers)),
-        );
+    // The zeros' rows: one block's, at copies' row alignment.
+    let zeros_pitch = (width * 16).next_multiple_of(wgpu::COPY_BYTES_PER_ROW_ALIGNMENT);
+    let zeros = (padding > 0).then(|| {
+        let bytes = u64::from(zeros_pitch) * u64::from(padding) * u64::from(entries);
+        ctx.zeros(bytes)
+    });
+    for block in 0..blocks {
+        let offset = copy.offset_bytes + u64::from(block) * block_bytes;
+        let z = block * entries;
+        rows_from(buffer, (offset, copy.bytes_per_row), (0, z), copy.rows);
+        if let Some(zeros) = &zeros {
+            rows_from(zeros, (0, zeros_pitch), (copy.rows, z), padding);
+        }
     }
 }
