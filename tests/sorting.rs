@@ -268,11 +268,11 @@ fn randperm_is_a_seeded_permutation() {
     }
 }
 
-/// Top-k of long lines goes by chunks: ties across chunks, NaN and
-/// infinities, a line that is not a multiple of the chunk, along a
-/// leading axis too, both directions, against the stable sort.
+/// Top-k of long lines goes by a radix select: ties, NaN and
+/// infinities, along a leading axis too, both directions, against the
+/// stable sort.
 #[test]
-fn chunked_topk_keeps_the_stable_order() {
+fn selected_topk_keeps_the_stable_order() {
     let (rows, len) = (3usize, 5_003usize);
     let mut x = values(rows * len, 77, true);
     x[17] = f32::NAN;
@@ -306,9 +306,9 @@ fn chunked_topk_keeps_the_stable_order() {
 }
 
 /// Smallest-k of a long line with fewer real values than k: the NaNs
-/// come last, at their own indices (never the chunks' padding).
+/// come last, at their own indices.
 #[test]
-fn chunked_smallest_k_of_a_mostly_nan_line() {
+fn selected_smallest_k_of_a_mostly_nan_line() {
     let len = 3_000usize;
     let mut x = vec![f32::NAN; len];
     for (i, v) in [
@@ -328,5 +328,87 @@ fn chunked_smallest_k_of_a_mostly_nan_line() {
         let vals = vals.to_vec::<f32>().unwrap();
         assert_eq!(&vals[..5], &[-1.0, 0.5, 2.0, 2.0, 3.0]);
         assert!(vals[5..].iter().all(|v| v.is_nan()));
+    }
+}
+
+/// The radix select behind `topk` on long lines, on random lines: lengths
+/// just past the sorted ones, primes, past 65,535 and one of 2^20 + 3
+/// (whose strips pass lavapipe's loop limit), k from 1 to 1,024, values
+/// with many ties, both signed zeros (equal), NaNs of either sign (equal,
+/// greatest), infinities and all-equal lines; f32 and f16; both
+/// directions; against the stable sort written here.
+#[test]
+fn topk_by_radix_select_matches_a_stable_sort_on_random_lines() {
+    let mut s = 0x2545_F491_4F6C_DD1Du64;
+    let mut next = |n: u64| {
+        s ^= s << 13;
+        s ^= s >> 7;
+        s ^= s << 17;
+        s % n
+    };
+    let specials = [
+        0.0f32,
+        -0.0,
+        f32::NAN,
+        f32::from_bits(0xFFC0_0000),
+        f32::INFINITY,
+        f32::NEG_INFINITY,
+        1.5,
+    ];
+    let cases = [
+        (3usize, 1025usize),
+        (2, 1031),
+        (1, 4099),
+        (2, 70_001),
+        (1, (1 << 20) + 3),
+        (1, 3001),
+    ];
+    for (case, &(rows, len)) in cases.iter().enumerate() {
+        let mut x = values(rows * len, case as u64 + 1, case % 2 == 0);
+        for _ in 0..(rows * len / 50) {
+            let at = next((rows * len) as u64) as usize;
+            x[at] = specials[next(specials.len() as u64) as usize];
+        }
+        if case == 1 {
+            // An all-equal line.
+            x[..len].fill(2.0);
+        }
+        if case == 5 {
+            // Zeros of both signs, a hundred ones: the 500th greatest is a
+            // zero, and equal zeros go by index whatever their sign.
+            for (i, v) in x.iter_mut().enumerate() {
+                *v = if i % 30 == 7 {
+                    1.0
+                } else if i % 2 == 0 {
+                    -0.0
+                } else {
+                    0.0
+                };
+            }
+        }
+        let k = [1usize, 2, 1024, 1 + next(1024) as usize, 37, 500][case];
+        for dev in devices() {
+            for (dtype, largest) in [(DType::F32, true), (DType::F32, false), (DType::F16, true)] {
+                let t = Tensor::from_vec(x.clone(), [rows, len], &dev)
+                    .unwrap()
+                    .cast(dtype);
+                // The oracle sorts the values the tensor holds.
+                let held = t.cast(DType::F32).to_vec::<f32>().unwrap();
+                let full = oracle(&held, &[rows, len], 1, largest);
+                let want: Vec<i64> = full.chunks(len).flat_map(|r| r[..k].to_vec()).collect();
+                let (vals, idx) = t.topk(k, -1, largest);
+                let what = format!(
+                    "{rows}x{len} top {k} {dtype:?} largest {largest} on {}",
+                    dev.name()
+                );
+                assert_eq!(idx.to_vec::<i64>().unwrap(), want, "{what}");
+                let want_vals = take(&held, &[rows, len], 1, &want, &[rows, k]);
+                same_values(
+                    &vals.cast(DType::F32).to_vec::<f32>().unwrap(),
+                    &want_vals,
+                    &what,
+                );
+            }
+        }
     }
 }

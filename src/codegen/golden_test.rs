@@ -103,6 +103,13 @@ fn golden_norm_scan_and_sort_kernels(dev: &Device, x: &Tensor) {
         "sort_rows",
         &kernel_with(&x.argsort(1, true), Strategy::Sort),
     );
+    // The radix select of a top-5 of rows of 1,500 (the indices it
+    // picks, in index order; a sort of the five orders them).
+    let long = Tensor::from_vec(vec![0.5f32; 2 * 1500], [2, 1500], dev).expect("long");
+    golden_kernel(
+        "topk_select",
+        &kernel_with(&long.topk(5, -1, true).1, Strategy::Select),
+    );
     // RMS norm, forward.
     golden_kernel(
         "row_rms_norm",

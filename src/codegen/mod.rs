@@ -19,6 +19,7 @@ mod scan;
 mod softmax;
 mod sort;
 mod source;
+mod topk;
 mod validate;
 mod vectorize;
 mod wgsl;

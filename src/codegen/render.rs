@@ -177,6 +177,7 @@ fn call_text(func: Builtin, args: &[Expr]) -> String {
         Builtin::Vec4 => "vec4<f32>",
         Builtin::Lanes => "vec4",
         Builtin::ToF16 => "f16",
+        Builtin::Bits => "bitcast<u32>",
         Builtin::SubgroupBroadcast => "subgroupBroadcast",
         Builtin::SubgroupShuffle => "subgroupShuffle",
         Builtin::SubgroupShuffleXor => "subgroupShuffleXor",

@@ -20,6 +20,7 @@ use super::reduce_ir::Reduction;
 use super::scan::scan;
 use super::softmax::softmax;
 use super::sort::{merge_runs, sort};
+use super::topk::topk_select;
 use super::wgsl::{CodegenContext, KernelSource, Launch, TextureUse};
 use crate::dtype::DType;
 use crate::graph::GraphKey;
@@ -136,6 +137,11 @@ fn build_root(
             assert!(only_root, "a merge of sorted runs takes no epilogue");
             let built = merge_runs(g, key, root, (*axis, *descending, *run));
             RootKernel::plain(built, Strategy::Sort)
+        }
+        Op::TopkSelect { k, largest } => {
+            assert!(only_root, "a top-k select takes no epilogue");
+            let built = topk_select(g, key, root, (*k, *largest));
+            RootKernel::plain(built, Strategy::Select)
         }
         other => unreachable!("{} is not a kernel root", other.name()),
     }

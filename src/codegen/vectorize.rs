@@ -249,6 +249,7 @@ fn op_vectorizable(nodes: &[GNode], node: &GNode, op: &Op) -> Option<bool> {
         | Op::Scan { .. }
         | Op::Sort { .. }
         | Op::MergeRuns { .. }
+        | Op::TopkSelect { .. }
         | Op::Pad(_)
         | Op::Flip(_)
         | Op::Gather(_)

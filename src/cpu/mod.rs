@@ -227,6 +227,7 @@ fn eval(op: &Op, dtype: DType, shape: &[usize], p: &[u32], inputs: &[&Arr]) -> A
         | Op::Scan { .. }
         | Op::Sort { .. }
         | Op::MergeRuns { .. }
+        | Op::TopkSelect { .. }
         | Op::Matmul => {
             let values = root_values(op, shape, p, inputs);
             Arr::from_bits(dtype, shape, reduce::to_bits(&values, dtype))
@@ -295,6 +296,12 @@ fn root_values(op: &Op, shape: &[usize], p: &[u32], inputs: &[&Arr]) -> Vec<f64>
             // (`schedule::split_long_sorts`).
             assert_eq!(*run, 0, "the CPU reference runs traced graphs only");
             reduce::argsort(&x(), shape, *axis, *descending)
+                .into_iter()
+                .map(f64::from)
+                .collect()
+        }
+        Op::TopkSelect { k, largest } => {
+            reduce::topk_select(&x(), &inputs[0].shape(), *k, *largest)
                 .into_iter()
                 .map(f64::from)
                 .collect()

@@ -172,6 +172,22 @@ pub(crate) fn argsort(x: &[f64], shape: &[usize], axis: usize, descending: bool)
     out
 }
 
+/// `Op::TopkSelect` over the last dim of `x` (of `shape`): per line,
+/// the indices of the `k` elements a stable sort (descending when
+/// `largest`) puts first, in increasing index order.
+pub(crate) fn topk_select(x: &[f64], shape: &[usize], k: usize, largest: bool) -> Vec<i32> {
+    let len = shape.last().copied().unwrap_or(1);
+    let lines = x.len().checked_div(len).unwrap_or(0);
+    let mut out = Vec::with_capacity(lines * k);
+    for line in x.chunks(len.max(1)).take(lines) {
+        let order = argsort(line, &[len], 0, largest);
+        let mut picked: Vec<i32> = order[..k].to_vec();
+        picked.sort_unstable();
+        out.extend(picked);
+    }
+    out
+}
+
 /// Attention `softmax(q k^T * scale) v` per batch (`batch` leading
 /// elements; q `[L, E]`, k `[S, E]`, v `[S, Ev]` each), with the causal
 /// mask `j <= i` when `causal`.

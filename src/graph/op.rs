@@ -309,6 +309,18 @@ pub enum Op {
         /// Elements of each sorted run of the second input.
         run: usize,
     },
+    /// The `i32` indices, along the last dim, of the `k` elements of each
+    /// line that a stable sort (greatest first when `largest`) puts
+    /// first, listed in increasing index order (NaN greatest; equal
+    /// values, all NaNs equal and -0 equal to 0, taken by the smaller
+    /// index). A radix select a line per workgroup: `topk` sorts the
+    /// `k` values it picks (`tensor::sort`). Always written, no epilogue.
+    TopkSelect {
+        /// Elements picked from each line.
+        k: usize,
+        /// The greatest (else the least).
+        largest: bool,
+    },
     /// The first input (the base) with the elements that the strided view
     /// `Layout` selects replaced by the second input (the view's new
     /// values). This is how a write through a view updates its base.
@@ -343,6 +355,7 @@ impl Op {
             } => "cumprod",
             Op::Scan { .. } => "cumsum",
             Op::Sort { .. } | Op::MergeRuns { .. } => "argsort",
+            Op::TopkSelect { .. } => "topk",
             Op::Normalize { rms: false } => "normalize",
             Op::Normalize { rms: true } => "rms_normalize",
             Op::NormalizeBackward { rms: false } => "normalize_backward",
@@ -366,13 +379,17 @@ impl Op {
                 | Op::Scan { .. }
                 | Op::Sort { .. }
                 | Op::MergeRuns { .. }
+                | Op::TopkSelect { .. }
         )
     }
 
     /// Kernel roots whose kernel works in its own output buffer (reads
     /// back what it wrote): always written, never with an epilogue.
     pub fn works_in_its_output(&self) -> bool {
-        matches!(self, Op::Sort { .. } | Op::MergeRuns { .. })
+        matches!(
+            self,
+            Op::Sort { .. } | Op::MergeRuns { .. } | Op::TopkSelect { .. }
+        )
     }
 
     /// Movement ops change only which element is read, never values.

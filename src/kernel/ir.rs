@@ -357,6 +357,8 @@ pub(crate) enum Builtin {
     /// of a workgroup array of `f16` (`program::WorkgroupArray` of
     /// element dtype `F16`), which cooperative matrices load.
     ToF16,
+    /// The bits of an `f32` as a `u32` (a radix select's keys).
+    Bits,
     /// `args[0]` as lane `args[1]` (a uniform `u32`) of the subgroup holds it.
     SubgroupBroadcast,
     /// The texel at column `args[0]`, row `args[1]`, layer `args[2]` of

@@ -60,6 +60,7 @@ impl fmt::Display for IrExpr<'_> {
                     Builtin::Vec4 => "vec4",
                     Builtin::Lanes => "lanes",
                     Builtin::ToF16 => "to_f16",
+                    Builtin::Bits => "bits",
                     Builtin::SubgroupBroadcast => "subgroup_broadcast",
                     Builtin::SubgroupShuffle => "subgroup_shuffle",
                     Builtin::SubgroupShuffleXor => "subgroup_shuffle_xor",

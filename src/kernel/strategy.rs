@@ -62,6 +62,8 @@ pub(crate) enum Strategy {
     Scan,
     /// A sort: a bitonic network a line per workgroup.
     Sort,
+    /// A top-k select: a radix select a line per workgroup.
+    Select,
 }
 
 /// The output tile of one workgroup of the lane matmul.

@@ -12,9 +12,10 @@ use crate::graph::Node;
 use crate::graph::op::Op;
 use crate::runtime::device::Device;
 
-/// Elements of a line that `topk` sorts in one piece; longer lines go by
-/// chunks of this many (`Tensor::topk_by_chunks`).
-const TOPK_CHUNK: usize = 1024;
+/// Elements of a line that `topk` sorts whole; from longer lines it
+/// picks up to this many by a radix select (`Tensor::topk_by_select`),
+/// ten passes over the line where a sort takes `log2(n)^2 / 2`.
+const TOPK_SORT_MAX: usize = 1024;
 
 impl Tensor {
     /// The indices (`i64`, as PyTorch's) that sort `self` along `axis`,
@@ -58,9 +59,9 @@ impl Tensor {
                 Location::caller()
             );
         }
-        let chunked = self.rank() > 0 && self.dtype().is_float();
-        if chunked && len > 2 * TOPK_CHUNK && k <= TOPK_CHUNK / 4 {
-            let idx = self.topk_by_chunks(k, ax, largest);
+        let selected = self.rank() > 0 && self.dtype().is_float() && k > 0;
+        if selected && len > TOPK_SORT_MAX && k <= TOPK_SORT_MAX {
+            let idx = self.topk_by_select(k, ax, largest);
             return (self.gather_sorted(axis, &idx), idx);
         }
         let idx = self.sort_indices("topk", axis, largest);
@@ -73,44 +74,34 @@ impl Tensor {
     }
 
     /// The indices of the `k` largest (smallest) along `ax` of a long
-    /// line: each chunk of `TOPK_CHUNK` sorted on its own (a workgroup
-    /// each, all chunks at once), its first `k` kept, and those sorted
-    /// again. The order is the full sort's: candidates stay in index
-    /// order between chunks and the sort is stable. The padding past the
-    /// line's end sorts after every real element (see `fill`).
+    /// line: a radix select picks them (`Op::TopkSelect`, in index order)
+    /// and a sort of the `k` orders them. The order is the full sort's:
+    /// the select picks what a stable sort puts first, and the stable
+    /// sort of the picks, in index order, keeps equal values so.
     #[track_caller]
-    fn topk_by_chunks(&self, k: usize, ax: usize, largest: bool) -> Tensor {
+    fn topk_by_select(&self, k: usize, ax: usize, largest: bool) -> Tensor {
+        let loc = Location::caller();
         let x = self.transpose(ax as isize, -1);
-        let len = x.shape()[x.rank() - 1];
-        let chunks = len.div_ceil(TOPK_CHUNK);
-        // Padding sorts after every real element it ties with (it has the
-        // larger index): -inf last for the largest; NaN, the greatest
-        // value, last for the smallest (+inf would go before real NaNs).
-        let fill = if largest { f32::NEG_INFINITY } else { f32::NAN };
-        let mut pads = vec![(0, 0); x.rank()];
-        pads[x.rank() - 1] = (0, chunks * TOPK_CHUNK - len);
-        let padded = x.pad(&pads, fill);
-        let mut shape: Vec<isize> = padded.shape().iter().map(|&d| d as isize).collect();
-        let r = shape.len();
-        shape[r - 1] = chunks as isize;
-        shape.push(TOPK_CHUNK as isize);
-        let blocks = padded.reshape(shape.clone());
-        let local = blocks.sort_indices("topk", -1, largest).narrow(-1, 0, k);
-        // Global positions of the candidates, chunk by chunk.
-        let base = Tensor::arange(
-            0,
-            (chunks * TOPK_CHUNK) as i32,
-            TOPK_CHUNK as i32,
-            self.device(),
-        )
-        .cast(DType::I64)
-        .unsqueeze(1);
-        let mut flat: Vec<isize> = shape[..r - 1].to_vec();
-        flat.push((chunks * k) as isize);
-        let global = (local + base).reshape(flat);
-        let values = padded.gather(-1, &global);
-        let order = values.sort_indices("topk", -1, largest).narrow(-1, 0, k);
-        global.gather(-1, &order).transpose(ax as isize, -1)
+        // 16-bit floats are compared in f32 (a cast the select reads
+        // through).
+        let x = match x.dtype() {
+            DType::F32 => x,
+            _ => x.cast(DType::F32),
+        };
+        let mut shape = x.shape().to_vec();
+        let last = shape.len() - 1;
+        shape[last] = k;
+        let picked = Node::pending(
+            Op::TopkSelect { k, largest },
+            vec![x.node()],
+            Vec::new(),
+            shape,
+            DType::I64,
+            loc,
+        );
+        let picked = Tensor::from_node(picked, self.device());
+        let order = x.gather(-1, &picked).sort_indices("topk", -1, largest);
+        picked.gather(-1, &order).transpose(ax as isize, -1)
     }
 
     /// A random permutation of `0..n` (`i64`) from the device's seeded

@@ -1,0 +1,422 @@
+//! `Op::TopkSelect`, built as IR: a workgroup per line finds, by a radix
+//! select over order-preserving `u32` keys, the key of the line's `k`-th
+//! element in a stable sort, then writes the indices of the elements it
+//! picks in increasing index order. Cost: ten passes over the line, a
+//! few barriers each, where a sort of the line (`sort.rs`) takes
+//! `log2(n)^2 / 2` passes with a barrier after each (a top-50 of 8 lines
+//! of 50,257 on a Xeon's lavapipe: 178 ms by chunked sorts, see
+//! PERFORMANCE.md for this kernel's).
+//!
+//! Keys: an `f32`'s bits with the sign bit flipped (positive values) or
+//! all bits flipped (negative ones) order as the values do; -0 is read
+//! as 0 and every NaN as the greatest key, so that equal values (all NaNs
+//! equal) tie, as in `comes_first`. For the least, keys are flipped
+//! again. The picked elements are then: every key above the threshold
+//! key `T`, and the first `want` keys equal to it in index order.
+//!
+//! The select fixes `T` four bits a pass from the top: each invocation
+//! counts, over a strided share of the line, the keys that match the
+//! bits fixed so far, per value of the next four; the workgroup sums the
+//! sixteen counts (`hist`, then `totals`); every invocation then walks
+//! the totals from the greatest digit down to the one where the `want`
+//! still missing are reached.
+//!
+//! The indices are written in order by contiguous strips: each
+//! invocation counts its strip's keys above `T` and equal to it, one
+//! invocation turns those counts into exclusive prefix sums, and each
+//! strip writes its picks from there.
+
+use super::emit::Gen;
+use super::reduce_ir::uarith;
+use super::wgsl::unroll_for;
+use crate::dtype::DType;
+use crate::graph::GraphKey;
+use crate::kernel::ir::{Arith, Buffer, Builtin, Expr, Inst, Ty, Var};
+use crate::kernel::{Entry, WorkgroupArray};
+use crate::shape::numel;
+
+/// Invocations of a line's workgroup: 128, so that the per-invocation
+/// digit counts (`hist`, 8 KiB) and the strips' counts fit in the 16 KiB
+/// of workgroup memory every adapter has (64 and 256 ran alike on a
+/// Xeon's lavapipe).
+const SELECT_WORKGROUP: usize = 128;
+
+/// Bits of the key fixed per pass, and the passes that fix all 32.
+const DIGIT_BITS: usize = 4;
+const DIGITS: usize = 1 << DIGIT_BITS;
+const PASSES: usize = 32 / DIGIT_BITS;
+
+/// The kernel of `TopkSelect { k, largest }` at `root`: its entry, body
+/// and workgroup count (one per line).
+pub(super) fn topk_select(
+    g: &mut Gen,
+    key: &GraphKey,
+    root: usize,
+    (k, largest): (usize, bool),
+) -> (Entry, Vec<Inst>, usize) {
+    let x = key.nodes[root].inputs[0];
+    let shape = &key.nodes[x].shape;
+    let len = shape.last().copied().unwrap_or(1).max(1);
+    let lines = numel(shape) / len;
+    let line = g.emit("o", Ty::U32, Expr::Invocation);
+    let sel = Select {
+        x,
+        root,
+        len,
+        k,
+        largest,
+        line_start: g.emit("ls", Ty::U32, uarith(Arith::Mul, line.clone(), len)),
+        out_start: g.emit("os", Ty::U32, uarith(Arith::Mul, line, k)),
+        hist: g.fresh("hist"),
+        totals: g.fresh("tot"),
+        above: g.fresh("gt"),
+        equal: g.fresh("eq"),
+        // Strip loops (ten, the radix passes' inside the pass loop) and
+        // the workgroup-wide loops (the sums of each pass, the prefix
+        // sums) share lavapipe's loop limit.
+        budget: g.context().target.loop_budget(2 * PASSES + 3),
+    };
+    let (threshold, want) = sel.radix_select(g);
+    sel.write_picks(g, &threshold, &want);
+    let array = |var, len| WorkgroupArray {
+        var,
+        element: Ty::U32,
+        len,
+    };
+    let entry = Entry {
+        workgroup_size: SELECT_WORKGROUP,
+        per_invocation: false,
+        count: Expr::count(lines),
+        arrays: vec![
+            array(sel.hist, DIGITS * SELECT_WORKGROUP),
+            array(sel.totals, DIGITS),
+            array(sel.above, SELECT_WORKGROUP),
+            array(sel.equal, SELECT_WORKGROUP),
+        ],
+        subgroup_id: false,
+    };
+    (entry, g.body().to_vec(), lines)
+}
+
+/// One line's select as the parts of the kernel see it.
+struct Select {
+    /// The input node, selected along its last dim.
+    x: usize,
+    /// The `TopkSelect` node, whose output holds the indices.
+    root: usize,
+    len: usize,
+    k: usize,
+    largest: bool,
+    /// This line's first element in the input, and in the output.
+    line_start: Expr,
+    out_start: Expr,
+    /// Workgroup arrays: per digit and invocation the matching keys;
+    /// per digit their sum; per invocation its strip's keys above the
+    /// threshold and equal to it (then their exclusive prefix sums).
+    hist: Var,
+    totals: Var,
+    above: Var,
+    equal: Var,
+    /// Iterations each long loop may take (`Target::loop_budget`).
+    budget: Option<usize>,
+}
+
+impl Select {
+    /// The order-preserving key of line element `j`.
+    fn key_of(&self, g: &mut Gen, j: &Expr) -> Expr {
+        let at = g.emit(
+            "p",
+            Ty::U32,
+            Expr::arith(Arith::Add, self.line_start.clone(), j.clone()),
+        );
+        let v = g.value(self.x, &at, false, false);
+        let v = g.emit("v", Ty::F32, v);
+        let bits = Expr::call(Builtin::Bits, vec![v.clone()]);
+        let zero = Expr::arith(Arith::Eq, v.clone(), Expr::F32(0));
+        let bits = g.emit("b", Ty::U32, Expr::select(zero, Expr::U32(0), bits));
+        let negative = uarith(Arith::Ge, bits.clone(), 1 << 31);
+        let flipped = Expr::select(
+            negative,
+            Expr::arith(Arith::Sub, Expr::U32(u32::MAX as u64), bits.clone()),
+            uarith(Arith::Add, bits, 1 << 31),
+        );
+        let nan = Expr::IsNan {
+            x: Box::new(v),
+            vec: false,
+        };
+        let key = Expr::select(nan, Expr::U32(u32::MAX as u64), flipped);
+        let key = if self.largest {
+            key
+        } else {
+            Expr::arith(Arith::Sub, Expr::U32(u32::MAX as u64), key)
+        };
+        g.emit("key", Ty::U32, key)
+    }
+
+    /// A loop of `body(j)` over `trips` iterations, unrolled where that
+    /// passes the loop budget.
+    fn looped(&self, g: &mut Gen, trips: usize, body: &dyn Fn(&mut Gen, Expr)) {
+        let counter = g.fresh("j");
+        let body = g.block(|g| body(g, Expr::Var(counter)));
+        g.push(Inst::Loop {
+            counter,
+            count: Expr::count(trips),
+            unroll: unroll_for(trips, self.budget),
+            body,
+        });
+    }
+
+    /// The threshold key `T` and how many keys equal to it are picked,
+    /// fixed four bits a pass.
+    fn radix_select(&self, g: &mut Gen) -> (Expr, Expr) {
+        let prefix = g.variable_of("pre", Ty::U32, Expr::U32(0));
+        let want = g.variable_of("want", Ty::U32, Expr::count(self.k));
+        let pass = g.fresh("pass");
+        let body = g.block(|g| self.radix_pass(g, &Expr::Var(pass), (&prefix, &want)));
+        g.push(Inst::Loop {
+            counter: pass,
+            count: Expr::count(PASSES),
+            unroll: 1,
+            body,
+        });
+        (prefix, want)
+    }
+
+    /// One pass: the digit `DIGIT_BITS` below those fixed so far.
+    fn radix_pass(&self, g: &mut Gen, pass: &Expr, (prefix, want): (&Expr, &Expr)) {
+        let shift = Expr::arith(
+            Arith::Sub,
+            Expr::count(32 - DIGIT_BITS),
+            uarith(Arith::Mul, pass.clone(), DIGIT_BITS),
+        );
+        let shift = g.emit("sh", Ty::U32, shift);
+        // The bits above the digit, as the prefix holds them (two shifts:
+        // one by 32 would be by 0).
+        let high = |e: Expr| {
+            let down = Expr::arith(Arith::Shr, e, shift.clone());
+            uarith(Arith::Shr, down, DIGIT_BITS)
+        };
+        let fixed = g.emit("fx", Ty::U32, high(prefix.clone()));
+        let counts: Vec<Expr> = (0..DIGITS)
+            .map(|_| g.variable_of("c", Ty::U32, Expr::U32(0)))
+            .collect();
+        let trips = self.len.div_ceil(SELECT_WORKGROUP);
+        self.looped(g, trips, &|g, j| {
+            let at = uarith(Arith::Mul, j, SELECT_WORKGROUP);
+            let e = g.emit("e", Ty::U32, Expr::arith(Arith::Add, at, Expr::Local));
+            let inside = uarith(Arith::Lt, e.clone(), self.len);
+            let body = g.block(|g| {
+                let key = self.key_of(g, &e);
+                let hit = Expr::arith(Arith::Eq, high(key.clone()), fixed.clone());
+                let hit = g.emit("h", Ty::BOOL, hit);
+                let digit = Expr::arith(Arith::Shr, key, shift.clone());
+                let digit = g.emit("d", Ty::U32, uarith(Arith::Rem, digit, DIGITS));
+                for (d, count) in counts.iter().enumerate() {
+                    let is = uarith(Arith::Eq, digit.clone(), d);
+                    let one = Expr::select(
+                        Expr::arith(Arith::And, hit.clone(), is),
+                        Expr::U32(1),
+                        Expr::U32(0),
+                    );
+                    g.accumulate(count, one);
+                }
+            });
+            g.push(Inst::If { cond: inside, body });
+        });
+        for (d, count) in counts.iter().enumerate() {
+            let slot = uarith(Arith::Add, Expr::Local, d * SELECT_WORKGROUP);
+            g.push(set(self.hist, slot, count.clone()));
+        }
+        g.push(Inst::Barrier);
+        self.sum_counts(g);
+        g.push(Inst::Barrier);
+        self.fix_digit(g, (&shift, prefix, want));
+    }
+
+    /// `totals[d]`, the sum over the workgroup of `hist`'s counts of
+    /// digit `d`: by invocation `d`.
+    fn sum_counts(&self, g: &mut Gen) {
+        let body = g.block(|g| {
+            let sum = g.variable_of("s", Ty::U32, Expr::U32(0));
+            let base = g.emit(
+                "hb",
+                Ty::U32,
+                uarith(Arith::Mul, Expr::Local, SELECT_WORKGROUP),
+            );
+            self.looped(g, SELECT_WORKGROUP, &|g, t| {
+                let at = Expr::arith(Arith::Add, base.clone(), t);
+                g.accumulate(&sum, Expr::index(Expr::Var(self.hist), at));
+            });
+            g.push(set(self.totals, Expr::Local, sum));
+        });
+        g.push(Inst::If {
+            cond: uarith(Arith::Lt, Expr::Local, DIGITS),
+            body,
+        });
+    }
+
+    /// From the greatest digit down, the first at which the keys counted
+    /// reach `want`: it joins the prefix, and the keys of greater digits
+    /// leave `want`.
+    fn fix_digit(&self, g: &mut Gen, (shift, prefix, want): (&Expr, &Expr, &Expr)) {
+        let seen = g.variable_of("cum", Ty::U32, Expr::U32(0));
+        let digit = g.variable_of("dg", Ty::U32, Expr::U32(0));
+        let before = g.variable_of("bf", Ty::U32, Expr::U32(0));
+        let found = g.variable_of("fd", Ty::BOOL, Expr::Bool(false));
+        for d in (0..DIGITS).rev() {
+            let count = g.emit(
+                "t",
+                Ty::U32,
+                Expr::index(Expr::Var(self.totals), Expr::count(d)),
+            );
+            let reached = Expr::arith(Arith::Add, seen.clone(), count.clone());
+            let take = Expr::arith(
+                Arith::And,
+                Expr::Not(Box::new(found.clone())),
+                Expr::arith(Arith::Ge, reached.clone(), want.clone()),
+            );
+            let take = g.emit("tk", Ty::BOOL, take);
+            g.assign(
+                &digit,
+                Expr::select(take.clone(), Expr::count(d), digit.clone()),
+            );
+            g.assign(
+                &before,
+                Expr::select(take.clone(), seen.clone(), before.clone()),
+            );
+            g.assign(&found, Expr::arith(Arith::Or, found.clone(), take));
+            g.assign(&seen, reached);
+        }
+        g.assign(want, Expr::arith(Arith::Sub, want.clone(), before));
+        // `digit << shift`: the top bit shifted down to bit `shift`.
+        let placed = Expr::arith(
+            Arith::Mul,
+            digit,
+            Expr::arith(
+                Arith::Shr,
+                Expr::U32(1 << 31),
+                Expr::arith(Arith::Sub, Expr::count(31), shift.clone()),
+            ),
+        );
+        g.assign(prefix, Expr::arith(Arith::Add, prefix.clone(), placed));
+    }
+
+    /// Writes the picked indices in index order, strip by strip.
+    fn write_picks(&self, g: &mut Gen, threshold: &Expr, want: &Expr) {
+        let strip = self.len.div_ceil(SELECT_WORKGROUP);
+        let first = g.emit("sf", Ty::U32, uarith(Arith::Mul, Expr::Local, strip));
+        let above = g.variable_of("na", Ty::U32, Expr::U32(0));
+        let equal = g.variable_of("ne", Ty::U32, Expr::U32(0));
+        self.over_strip(g, (&first, strip), &|g, _, key| {
+            let gt = Expr::arith(Arith::Lt, threshold.clone(), key.clone());
+            g.accumulate(&above, Expr::select(gt, Expr::U32(1), Expr::U32(0)));
+            let eq = Expr::arith(Arith::Eq, key.clone(), threshold.clone());
+            g.accumulate(&equal, Expr::select(eq, Expr::U32(1), Expr::U32(0)));
+        });
+        g.push(set(self.above, Expr::Local, above));
+        g.push(set(self.equal, Expr::Local, equal));
+        g.push(Inst::Barrier);
+        self.prefix_sums(g);
+        g.push(Inst::Barrier);
+        let equal_before = Expr::index(Expr::Var(self.equal), Expr::Local);
+        let seen = g.variable_of("sn", Ty::U32, equal_before.clone());
+        let taken = Expr::call(Builtin::Min, vec![equal_before, want.clone()]);
+        let at = Expr::arith(
+            Arith::Add,
+            Expr::index(Expr::Var(self.above), Expr::Local),
+            taken,
+        );
+        let pos = g.variable_of("pos", Ty::U32, at);
+        self.over_strip(g, (&first, strip), &|g, e, key| {
+            let eq = g.emit(
+                "h",
+                Ty::BOOL,
+                Expr::arith(Arith::Eq, key.clone(), threshold.clone()),
+            );
+            let pick = Expr::arith(
+                Arith::Or,
+                Expr::arith(Arith::Lt, threshold.clone(), key.clone()),
+                Expr::arith(
+                    Arith::And,
+                    eq.clone(),
+                    Expr::arith(Arith::Lt, seen.clone(), want.clone()),
+                ),
+            );
+            let pick = g.emit("pk", Ty::BOOL, pick);
+            let dest = Expr::arith(Arith::Add, self.out_start.clone(), pos.clone());
+            let index = Expr::Construct {
+                ty: Ty::scalar(DType::I32),
+                x: Box::new(e.clone()),
+            };
+            let out = Buffer {
+                output: true,
+                k: 0,
+                part: None,
+                half: None,
+            };
+            g.push(Inst::If {
+                cond: pick.clone(),
+                body: vec![Inst::Store {
+                    buffer: out,
+                    index: dest,
+                    value: index,
+                    node: self.root,
+                }],
+            });
+            g.accumulate(&pos, Expr::select(pick, Expr::U32(1), Expr::U32(0)));
+            g.accumulate(&seen, Expr::select(eq, Expr::U32(1), Expr::U32(0)));
+        });
+    }
+
+    /// `each(g, e, key)` over the line elements `first .. first + strip`
+    /// that exist, in order.
+    fn over_strip(
+        &self,
+        g: &mut Gen,
+        (first, strip): (&Expr, usize),
+        each: &dyn Fn(&mut Gen, &Expr, &Expr),
+    ) {
+        self.looped(g, strip, &|g, j| {
+            let e = g.emit("e", Ty::U32, Expr::arith(Arith::Add, first.clone(), j));
+            let body = g.block(|g| {
+                let key = self.key_of(g, &e);
+                each(g, &e, &key);
+            });
+            g.push(Inst::If {
+                cond: uarith(Arith::Lt, e, self.len),
+                body,
+            });
+        });
+    }
+
+    /// `above` and `equal` turned into exclusive prefix sums over the
+    /// workgroup, by invocation 0.
+    fn prefix_sums(&self, g: &mut Gen) {
+        let body = g.block(|g| {
+            let (sum_above, sum_equal) = (
+                g.variable_of("ra", Ty::U32, Expr::U32(0)),
+                g.variable_of("re", Ty::U32, Expr::U32(0)),
+            );
+            self.looped(g, SELECT_WORKGROUP, &|g, t| {
+                for (array, sum) in [(self.above, &sum_above), (self.equal, &sum_equal)] {
+                    let own = g.emit("w", Ty::U32, Expr::index(Expr::Var(array), t.clone()));
+                    g.push(set(array, t.clone(), sum.clone()));
+                    g.accumulate(sum, own);
+                }
+            });
+        });
+        g.push(Inst::If {
+            cond: uarith(Arith::Eq, Expr::Local, 0),
+            body,
+        });
+    }
+}
+
+/// `array[index] = value` on a workgroup array.
+fn set(array: Var, index: Expr, value: Expr) -> Inst {
+    Inst::SetElement {
+        var: array,
+        index,
+        value,
+    }
+}
