@@ -412,3 +412,74 @@ fn topk_by_radix_select_matches_a_stable_sort_on_random_lines() {
         }
     }
 }
+
+/// Long lines (sorted by radix passes on a CPU adapter, in runs and
+/// merges on a GPU) of every key kind: `i32` with negatives and many
+/// ties, `u8`, `bool`, `f16` and `bf16` with NaNs and signed zeros;
+/// along the last axis and the first; both directions; against the
+/// stable sort written here.
+#[test]
+fn long_sorts_of_integers_bools_and_half_floats_match_a_stable_sort() {
+    let (lines, len) = (2usize, 20_011usize);
+    let n = lines * len;
+    let mut x = values(n, 3, true);
+    for (i, v) in x.iter_mut().enumerate() {
+        *v = (*v * 1000.0 + (i % 13) as f32).round();
+    }
+    for dev in devices() {
+        for descending in [false, true] {
+            // i32 (negatives, ties), along both axes.
+            let ints: Vec<i32> = x.iter().map(|&v| v as i32 * 65_537).collect();
+            let held: Vec<f32> = ints.iter().map(|&v| v as f32).collect();
+            for (shape, axis) in [(vec![lines, len], 1usize), (vec![len, lines], 0)] {
+                let t = Tensor::from_vec(ints.clone(), shape.clone(), &dev).unwrap();
+                let got = t
+                    .argsort(axis as isize, descending)
+                    .to_vec::<i64>()
+                    .unwrap();
+                let what = format!("i32 {shape:?} descending {descending} on {}", dev.name());
+                assert_eq!(got, oracle(&held, &shape, axis, descending), "{what}");
+            }
+            // u8 and bool.
+            let bytes: Vec<u8> = x
+                .iter()
+                .map(|&v| (v as i64).rem_euclid(256) as u8)
+                .collect();
+            let held: Vec<f32> = bytes.iter().map(|&v| f32::from(v)).collect();
+            let t = Tensor::from_vec(bytes, [lines, len], &dev).unwrap();
+            let got = t.argsort(-1, descending).to_vec::<i64>().unwrap();
+            assert_eq!(
+                got,
+                oracle(&held, &[lines, len], 1, descending),
+                "u8 on {}",
+                dev.name()
+            );
+            let flags: Vec<bool> = x.iter().map(|&v| v > 0.0).collect();
+            let held: Vec<f32> = flags.iter().map(|&v| f32::from(u8::from(v))).collect();
+            let t = Tensor::from_vec(flags, [lines, len], &dev).unwrap();
+            let got = t.argsort(-1, descending).to_vec::<i64>().unwrap();
+            assert_eq!(
+                got,
+                oracle(&held, &[lines, len], 1, descending),
+                "bool on {}",
+                dev.name()
+            );
+            // Half floats with NaNs and signed zeros.
+            let mut floats = values(n, 8, false);
+            for (i, v) in floats.iter_mut().enumerate() {
+                if i % 97 == 5 {
+                    *v = [f32::NAN, -0.0, 0.0, f32::NEG_INFINITY][i % 4];
+                }
+            }
+            for dtype in [DType::F16, DType::BF16] {
+                let t = Tensor::from_vec(floats.clone(), [lines, len], &dev)
+                    .unwrap()
+                    .cast(dtype);
+                let held = t.cast(DType::F32).to_vec::<f32>().unwrap();
+                let got = t.argsort(-1, descending).to_vec::<i64>().unwrap();
+                let what = format!("{dtype:?} descending {descending} on {}", dev.name());
+                assert_eq!(got, oracle(&held, &[lines, len], 1, descending), "{what}");
+            }
+        }
+    }
+}

@@ -10,7 +10,7 @@ use crate::graph::Graph;
 use crate::kernel::{
     Binding, MatmulKernel, ReduceSplit, ReduceStrategy, SoftmaxStrategy, Strategy, Target,
 };
-use crate::schedule::{plan, split_reductions};
+use crate::schedule::{lower_for_gpu, plan, split_reductions};
 use crate::{Device, DeviceConfig, Tensor};
 
 /// Every kernel (and packing kernel) of the graph computing `outputs`, as
@@ -28,6 +28,19 @@ pub(super) fn kernels_checked(
     let nodes: Vec<_> = outputs.iter().map(|t| t.node()).collect();
     let graph = Graph::collect_with(&nodes, true, checked);
     let key = &split_reductions(&graph.key, ReduceSplit::CPU).key;
+    kernels_of_key(key, target)
+}
+
+/// The kernels of the graph computing `outputs` after the whole lowering
+/// for `target` (`schedule::lower_for_gpu`: long sorts and scans split).
+pub(super) fn kernels_lowered(outputs: &[&Tensor], target: &Target) -> Vec<KernelSource> {
+    let nodes: Vec<_> = outputs.iter().map(|t| t.node()).collect();
+    let graph = Graph::collect_with(&nodes, true, false);
+    kernels_of_key(&lower_for_gpu(&graph.key, target).key, target)
+}
+
+/// The kernels generated for `key` on `target`, packing kernels first.
+fn kernels_of_key(key: &crate::graph::GraphKey, target: &Target) -> Vec<KernelSource> {
     let cx = CodegenContext::plain(target);
     let mut plan = plan(key, target);
     let mut out = Vec::new();

@@ -7,7 +7,7 @@
 use std::path::PathBuf;
 
 use super::KernelSource;
-use super::bindings_test::{kernels_checked, kernels_of};
+use super::bindings_test::{kernels_checked, kernels_lowered, kernels_of};
 use super::validate::validate_wgsl;
 use crate::kernel::{MatmulKernel, ReduceStrategy, SoftmaxStrategy, Strategy, Target};
 use crate::nn::functional::layer_norm;
@@ -110,6 +110,18 @@ fn golden_norm_scan_and_sort_kernels(dev: &Device, x: &Tensor) {
         "topk_select",
         &kernel_with(&long.topk(5, -1, true).1, Strategy::Select),
     );
+    // The second radix pass of a sort of rows of 2,048 (lavapipe's): its
+    // blocks' digit counts and the order moved, both walking the first
+    // pass's order.
+    let rows = Tensor::from_vec(vec![0.5f32; 2 * 2048], [2, 2048], dev).expect("rows");
+    let passes: Vec<KernelSource> =
+        kernels_lowered(&[&rows.argsort(1, false)], &Target::lavapipe())
+            .into_iter()
+            .filter(|k| k.strategy == Strategy::Sort)
+            .collect();
+    assert_eq!(passes.len(), 16, "eight passes of two sorting kernels");
+    golden_kernel("radix_count", &passes[2]);
+    golden_kernel("radix_scatter", &passes[3]);
     // RMS norm, forward.
     golden_kernel(
         "row_rms_norm",

@@ -3,6 +3,7 @@
 mod attention;
 mod emit;
 mod exprs;
+mod keys;
 mod lane_operands;
 mod lane_packs;
 mod lane_tile;
@@ -11,6 +12,7 @@ mod matmul_coop;
 mod matmul_lanes;
 mod norm;
 mod planned;
+mod radix;
 mod reduce;
 mod reduce_ir;
 mod render;

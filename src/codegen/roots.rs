@@ -15,6 +15,7 @@ use super::matmul::{matmul, matmul_blocked, matmul_class};
 use super::matmul_coop::matmul_coop;
 use super::matmul_lanes::{lanes_fit, matmul_lanes};
 use super::norm::normalize;
+use super::radix::{radix_count, radix_scatter};
 use super::reduce::reduce;
 use super::reduce_ir::Reduction;
 use super::scan::scan;
@@ -117,33 +118,43 @@ fn build_root(
             let built = scan(g, key, root, (*op, *axis, *chunk), outputs);
             RootKernel::plain(built, Strategy::Scan)
         }
+        op if op.works_in_its_output() => {
+            assert!(
+                only_root,
+                "{} works in its own output: no epilogue (schedule::epilogues)",
+                op.name()
+            );
+            sorting_root(g, key, root, op)
+        }
+        other => unreachable!("{} is not a kernel root", other.name()),
+    }
+}
+
+/// The kernel of a root that works in its own output: a sort and the
+/// parts a long one is lowered to, and the top-k select.
+fn sorting_root(g: &mut Gen, key: &GraphKey, root: usize, op: &Op) -> RootKernel {
+    match *op {
         Op::Sort {
             axis,
             descending,
             run,
-        } => {
-            assert!(
-                only_root,
-                "a sort works in its own output (schedule::epilogues)"
-            );
-            let built = sort(g, key, root, (*axis, *descending, *run));
-            RootKernel::plain(built, Strategy::Sort)
-        }
+        } => RootKernel::plain(sort(g, key, root, (axis, descending, run)), Strategy::Sort),
         Op::MergeRuns {
             axis,
             descending,
             run,
         } => {
-            assert!(only_root, "a merge of sorted runs takes no epilogue");
-            let built = merge_runs(g, key, root, (*axis, *descending, *run));
+            let built = merge_runs(g, key, root, (axis, descending, run));
             RootKernel::plain(built, Strategy::Sort)
         }
-        Op::TopkSelect { k, largest } => {
-            assert!(only_root, "a top-k select takes no epilogue");
-            let built = topk_select(g, key, root, (*k, *largest));
-            RootKernel::plain(built, Strategy::Select)
+        Op::RadixCount(pass) => RootKernel::plain(radix_count(g, key, root, pass), Strategy::Sort),
+        Op::RadixScatter(pass) => {
+            RootKernel::plain(radix_scatter(g, key, root, pass), Strategy::Sort)
         }
-        other => unreachable!("{} is not a kernel root", other.name()),
+        Op::TopkSelect { k, largest } => {
+            RootKernel::plain(topk_select(g, key, root, (k, largest)), Strategy::Select)
+        }
+        ref other => unreachable!("{} does not work in its own output", other.name()),
     }
 }
 

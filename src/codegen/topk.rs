@@ -7,11 +7,8 @@
 //! of 50,257 on a Xeon's lavapipe: 178 ms by chunked sorts, see
 //! PERFORMANCE.md for this kernel's).
 //!
-//! Keys: an `f32`'s bits with the sign bit flipped (positive values) or
-//! all bits flipped (negative ones) order as the values do; -0 is read
-//! as 0 and every NaN as the greatest key, so that equal values (all NaNs
-//! equal) tie, as in `comes_first`. For the least, keys are flipped
-//! again. The picked elements are then: every key above the threshold
+//! Keys (`keys::order_key`) order as the stable sort does; for the least
+//! they are flipped. The picked elements are then: every key above the threshold
 //! key `T`, and the first `want` keys equal to it in index order.
 //!
 //! The select fixes `T` four bits a pass from the top: each invocation
@@ -27,6 +24,7 @@
 //! strip writes its picks from there.
 
 use super::emit::Gen;
+use super::keys::order_key;
 use super::reduce_ir::uarith;
 use super::wgsl::unroll_for;
 use crate::dtype::DType;
@@ -131,26 +129,7 @@ impl Select {
         );
         let v = g.value(self.x, &at, false, false);
         let v = g.emit("v", Ty::F32, v);
-        let bits = Expr::call(Builtin::Bits, vec![v.clone()]);
-        let zero = Expr::arith(Arith::Eq, v.clone(), Expr::F32(0));
-        let bits = g.emit("b", Ty::U32, Expr::select(zero, Expr::U32(0), bits));
-        let negative = uarith(Arith::Ge, bits.clone(), 1 << 31);
-        let flipped = Expr::select(
-            negative,
-            Expr::arith(Arith::Sub, Expr::U32(u32::MAX as u64), bits.clone()),
-            uarith(Arith::Add, bits, 1 << 31),
-        );
-        let nan = Expr::IsNan {
-            x: Box::new(v),
-            vec: false,
-        };
-        let key = Expr::select(nan, Expr::U32(u32::MAX as u64), flipped);
-        let key = if self.largest {
-            key
-        } else {
-            Expr::arith(Arith::Sub, Expr::U32(u32::MAX as u64), key)
-        };
-        g.emit("key", Ty::U32, key)
+        order_key(g, &v, DType::F32, !self.largest)
     }
 
     /// A loop of `body(j)` over `trips` iterations, unrolled where that

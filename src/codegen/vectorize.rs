@@ -250,6 +250,8 @@ fn op_vectorizable(nodes: &[GNode], node: &GNode, op: &Op) -> Option<bool> {
         | Op::Sort { .. }
         | Op::MergeRuns { .. }
         | Op::TopkSelect { .. }
+        | Op::RadixCount(_)
+        | Op::RadixScatter(_)
         | Op::Pad(_)
         | Op::Flip(_)
         | Op::Gather(_)

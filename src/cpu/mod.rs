@@ -228,6 +228,8 @@ fn eval(op: &Op, dtype: DType, shape: &[usize], p: &[u32], inputs: &[&Arr]) -> A
         | Op::Sort { .. }
         | Op::MergeRuns { .. }
         | Op::TopkSelect { .. }
+        | Op::RadixCount(_)
+        | Op::RadixScatter(_)
         | Op::Matmul => {
             let values = root_values(op, shape, p, inputs);
             Arr::from_bits(dtype, shape, reduce::to_bits(&values, dtype))
@@ -305,6 +307,11 @@ fn root_values(op: &Op, shape: &[usize], p: &[u32], inputs: &[&Arr]) -> Vec<f64>
                 .into_iter()
                 .map(f64::from)
                 .collect()
+        }
+        Op::RadixCount(_) | Op::RadixScatter(_) => {
+            unreachable!(
+                "radix passes are a lowering for CPU adapters (schedule::split_long_sorts); the CPU reference runs traced graphs only"
+            )
         }
         Op::MergeRuns { .. } => {
             unreachable!(

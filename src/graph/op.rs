@@ -150,6 +150,19 @@ impl ReduceOp {
     }
 }
 
+/// One pass of a radix sort (`Op::RadixCount`, `Op::RadixScatter`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct RadixPass {
+    /// The sorted dim.
+    pub axis: usize,
+    /// Greatest first (the key's bits flipped).
+    pub descending: bool,
+    /// The key bit the pass's four-bit digit starts at.
+    pub shift: usize,
+    /// Line positions each invocation walks in order.
+    pub block: usize,
+}
+
 /// What a node computes. Leaves (`Scalar`, `Arange`, `Rand`) carry their
 /// runtime values separately (see `Leaf values` in the graph module), so that
 /// the op itself, and with it the cache key, does not change with them.
@@ -309,6 +322,22 @@ pub enum Op {
         /// Elements of each sorted run of the second input.
         run: usize,
     },
+    /// One pass of a least-significant-digit radix sort along an axis
+    /// (only in graphs lowered for a CPU adapter, see
+    /// `schedule::split_long_sorts`): per line, per block of
+    /// `RadixPass::block` positions of the order so far (the second input;
+    /// the identity without one), how many of the elements there have each
+    /// of the sixteen values of the key's digit at `shift`: `[lines, 16 *
+    /// blocks]` `i32`s, digit-major, whose running sum is where each block
+    /// writes each digit. Always written, no epilogue.
+    RadixCount(RadixPass),
+    /// The order after one radix pass: the first input's line positions
+    /// in the order so far (the second input, if three), each moved to
+    /// its digit's place, `RadixCount`'s counts (the last input but one)
+    /// and their running sums (the last) saying where each block's
+    /// digits start. Stable, so eight passes sort by the whole key.
+    /// Writes scattered positions: always written, no epilogue.
+    RadixScatter(RadixPass),
     /// The `i32` indices, along the last dim, of the `k` elements of each
     /// line that a stable sort (greatest first when `largest`) puts
     /// first, listed in increasing index order (NaN greatest; equal
@@ -356,6 +385,7 @@ impl Op {
             Op::Scan { .. } => "cumsum",
             Op::Sort { .. } | Op::MergeRuns { .. } => "argsort",
             Op::TopkSelect { .. } => "topk",
+            Op::RadixCount(_) | Op::RadixScatter(_) => "argsort",
             Op::Normalize { rms: false } => "normalize",
             Op::Normalize { rms: true } => "rms_normalize",
             Op::NormalizeBackward { rms: false } => "normalize_backward",
@@ -380,6 +410,8 @@ impl Op {
                 | Op::Sort { .. }
                 | Op::MergeRuns { .. }
                 | Op::TopkSelect { .. }
+                | Op::RadixCount(_)
+                | Op::RadixScatter(_)
         )
     }
 
@@ -388,7 +420,11 @@ impl Op {
     pub fn works_in_its_output(&self) -> bool {
         matches!(
             self,
-            Op::Sort { .. } | Op::MergeRuns { .. } | Op::TopkSelect { .. }
+            Op::Sort { .. }
+                | Op::MergeRuns { .. }
+                | Op::TopkSelect { .. }
+                | Op::RadixCount(_)
+                | Op::RadixScatter(_)
         )
     }
 

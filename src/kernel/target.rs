@@ -139,6 +139,16 @@ pub(crate) struct SortSplit {
     pub max_lines: usize,
     /// Elements of each run sorted by one workgroup (a power of two).
     pub run: usize,
+    /// Where set, a line to split is sorted instead by eight radix passes
+    /// over its order (`Op::RadixCount`, a running sum, `Op::RadixScatter`),
+    /// each invocation walking a block of this many positions: no
+    /// barriers and no merges, which lavapipe runs at a few times the
+    /// speed of the runs' networks and their merges (PERFORMANCE.md).
+    /// Keys of `f32`, `i32` and `u32` (16-bit floats read as `f32`).
+    pub radix_block: Option<usize>,
+    /// Line lengths from which a line is sorted by radix passes (where
+    /// `radix_block` is set), over any number of lines.
+    pub radix_from: usize,
 }
 
 impl SortSplit {
@@ -149,6 +159,8 @@ impl SortSplit {
         from: 1 << 14,
         max_lines: 64,
         run: 1 << 11,
+        radix_block: Some(512),
+        radix_from: 1 << 11,
     };
     /// GPUs: lines from 2,048 elements, up to 16,384 of them, in runs of
     /// 1,024.
@@ -156,7 +168,15 @@ impl SortSplit {
         from: 1 << 11,
         max_lines: 1 << 14,
         run: 1 << 10,
+        radix_block: None,
+        radix_from: usize::MAX,
     };
+
+    /// The block of the radix passes that sort lines of `len`, or `None`
+    /// to sort them in runs or whole.
+    pub fn radix(&self, len: usize) -> Option<usize> {
+        self.radix_block.filter(|_| len >= self.radix_from)
+    }
 
     /// The run length a sort of `lines` lines of `len` is split into, or
     /// `None` to sort whole lines.

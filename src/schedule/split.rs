@@ -7,7 +7,7 @@
 //! one-stage reductions.
 
 use crate::dtype::DType;
-use crate::graph::op::{BinaryOp, Op, ReduceOp};
+use crate::graph::op::{BinaryOp, Op, RadixPass, ReduceOp};
 use crate::graph::{GKind, GNode, GraphKey};
 use crate::kernel::{ReduceSplit, ScanSplit, SortSplit, Target};
 use crate::shape::{Layout, contiguous_strides, numel};
@@ -266,6 +266,14 @@ pub(crate) fn split_long_sorts(key: &GraphKey, policy: SortSplit) -> Lowered {
             return None;
         };
         let (shape, dtype, x) = (&node.shape, node.dtype, inputs[0]);
+        let keyed = matches!(
+            key.nodes[node.inputs[0]].dtype.compute(),
+            DType::F32 | DType::I32 | DType::U32
+        );
+        if let (Some(block), true) = (policy.radix(shape[axis]), keyed) {
+            let sort = (x, shape.as_slice(), dtype);
+            return Some(radix_sort(lowering, i, sort, (axis, descending, block)));
+        }
         let mut run = policy.run(shape[axis], numel(shape) / shape[axis].max(1))?;
         let runs = Op::Sort {
             axis,
@@ -284,6 +292,44 @@ pub(crate) fn split_long_sorts(key: &GraphKey, policy: SortSplit) -> Lowered {
         }
         Some(sorted)
     })
+}
+
+/// The order of `x` (`shape`) along `axis` by eight radix passes, four
+/// bits of the key each from the least significant: per pass the counts
+/// of each block's digits (`Op::RadixCount`), their running sum along the
+/// line (`Op::Scan`, split like any long scan), and the order moved
+/// (`Op::RadixScatter`). Nodes of traced node `i`; the last holds the
+/// order (`dtype`, the sort's).
+fn radix_sort(
+    lowering: &mut Lowering,
+    i: usize,
+    (x, shape, dtype): (usize, &[usize], DType),
+    (axis, descending, block): (usize, bool, usize),
+) -> usize {
+    let len = shape[axis];
+    let counted = vec![numel(shape) / len, 16 * len.div_ceil(block)];
+    let mut order = None;
+    for shift in (0..32).step_by(4) {
+        let pass = RadixPass {
+            axis,
+            descending,
+            shift,
+            block,
+        };
+        let walked: Vec<usize> = std::iter::once(x).chain(order).collect();
+        let count = Op::RadixCount(pass);
+        let counts = lowering.push(i, count, counted.clone(), DType::I32, walked.clone());
+        let sum = Op::Scan {
+            op: ReduceOp::Sum,
+            axis: 1,
+            chunk: 0,
+        };
+        let sums = lowering.push(i, sum, counted.clone(), DType::I32, vec![counts]);
+        let inputs = [walked, vec![counts, sums]].concat();
+        let scatter = Op::RadixScatter(pass);
+        order = Some(lowering.push(i, scatter, shape.to_vec(), dtype, inputs));
+    }
+    order.expect("eight passes")
 }
 
 /// Output rows along the scattered axis from which a scatter-add of an
@@ -476,8 +522,9 @@ impl Lowering {
 pub(crate) fn lower_for_gpu(key: &GraphKey, target: &Target) -> Lowered {
     let mut lowered = sort_scatters(key)
         .then(|k| split_long_matmuls(k, target.loop_limit))
-        .then(|k| split_long_scans(k, target.scan_split))
-        .then(|k| split_long_sorts(k, target.sort_split));
+        // Sorts first: a radix sort's running sums are scans to split.
+        .then(|k| split_long_sorts(k, target.sort_split))
+        .then(|k| split_long_scans(k, target.scan_split));
     for _ in 1..target.reduce_split.max_stages.max(2) {
         let before = lowered.key.nodes.len();
         lowered = lowered.then(|k| split_reductions(k, target.reduce_split));

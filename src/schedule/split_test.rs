@@ -239,6 +239,48 @@ fn a_long_sort_lowers_to_sorted_runs_and_a_merge_per_doubling() {
     assert!(lowered.origin.iter().all(|&o| o < graph.key.nodes.len()));
 }
 
+/// Lavapipe's policy sorts a line of 5,000 by eight radix passes (four
+/// bits each, from the least significant), each the counts of its blocks
+/// of 512, their running sum along the line (a scan; 160 of them, short
+/// enough to stay whole) and the order moved; each pass after the first
+/// walks the order before it. Lines shorter than 2,048 stay whole.
+#[test]
+fn a_long_sort_on_a_cpu_adapter_lowers_to_eight_radix_passes() {
+    use crate::graph::op::{Op, RadixPass, ReduceOp};
+    let graph = graph_of(&[3, 5_000], |x| x.argsort(1, true));
+    let lowered = super::lower_for_gpu(&graph.key, &Target::lavapipe());
+    let pass = |shift| RadixPass {
+        axis: 1,
+        descending: true,
+        shift,
+        block: 512,
+    };
+    let sum = Op::Scan {
+        op: ReduceOp::Sum,
+        axis: 1,
+        chunk: 0,
+    };
+    let mut want = Vec::new();
+    for shift in (0..32).step_by(4) {
+        want.push((Op::RadixCount(pass(shift)), vec![3, 160]));
+        want.push((sum.clone(), vec![3, 160]));
+        want.push((Op::RadixScatter(pass(shift)), vec![3, 5_000]));
+    }
+    assert_eq!(ops_of(&lowered.key), want);
+    // The second pass counts and moves the first pass's order.
+    let (first_order, counts) = (3, 4);
+    assert_eq!(lowered.key.nodes[counts].inputs, vec![0, first_order]);
+    assert_eq!(lowered.key.nodes[6].inputs, vec![0, first_order, counts, 5]);
+    let short = graph_of(&[3, 2_000], |x| x.argsort(1, true));
+    let whole = super::lower_for_gpu(&short.key, &Target::lavapipe());
+    let sort = Op::Sort {
+        axis: 1,
+        descending: true,
+        run: 0,
+    };
+    assert_eq!(ops_of(&whole.key), vec![(sort, vec![3, 2_000])]);
+}
+
 /// Which scatter-adds lower through a sort (`sort_scatters`): an index
 /// broadcast along the other dims (`index_add`) over at least eight rows
 /// does, into the index's stable sort, where each row's run starts (one

@@ -1,0 +1,52 @@
+//! Order-preserving `u32` keys of values, for radix passes (`topk.rs`,
+//! `radix.rs`): keys compare as the values do under the sort's order
+//! (`sort::comes_first`: NaN greatest, all NaNs equal, -0 equal to 0),
+//! so a radix select or sort over keys picks and orders as the stable
+//! sort does.
+
+use super::emit::Gen;
+use super::reduce_ir::uarith;
+use crate::dtype::DType;
+use crate::kernel::ir::{Arith, Builtin, Expr, Ty};
+
+/// The key of `v`, a value of compute dtype `dtype` (`f32`, `i32` or
+/// `u32`); `flip`: the greatest value takes the least key (a descending
+/// order, or a select of the least).
+///
+/// `f32`: the bits with the sign bit flipped (positive values) or all
+/// bits flipped (negative ones), -0 read as 0, every NaN the greatest
+/// key. `i32`: the bits with the sign bit flipped. `u32`: the value.
+pub(super) fn order_key(g: &mut Gen, v: &Expr, dtype: DType, flip: bool) -> Expr {
+    let all = Expr::U32(u64::from(u32::MAX));
+    let key = match dtype {
+        DType::F32 => {
+            let bits = Expr::call(Builtin::Bits, vec![v.clone()]);
+            let zero = Expr::arith(Arith::Eq, v.clone(), Expr::F32(0));
+            let bits = g.emit("b", Ty::U32, Expr::select(zero, Expr::U32(0), bits));
+            let negative = uarith(Arith::Ge, bits.clone(), 1 << 31);
+            let ordered = Expr::select(
+                negative,
+                Expr::arith(Arith::Sub, all.clone(), bits.clone()),
+                uarith(Arith::Add, bits, 1 << 31),
+            );
+            let nan = Expr::IsNan {
+                x: Box::new(v.clone()),
+                vec: false,
+            };
+            Expr::select(nan, all.clone(), ordered)
+        }
+        DType::I32 => {
+            // Adding 2^31 wraps: the sign bit flipped.
+            let bits = Expr::call(Builtin::Bits, vec![v.clone()]);
+            uarith(Arith::Add, bits, 1 << 31)
+        }
+        DType::U32 => v.clone(),
+        other => unreachable!("no order key for {other:?} values"),
+    };
+    let key = if flip {
+        Expr::arith(Arith::Sub, all, key)
+    } else {
+        key
+    };
+    g.emit("key", Ty::U32, key)
+}
