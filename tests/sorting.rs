@@ -483,3 +483,47 @@ fn long_sorts_of_integers_bools_and_half_floats_match_a_stable_sort() {
         }
     }
 }
+
+/// Sorts and top-k of computed values (a prologue the sorting kernels
+/// would otherwise recompute in each pass, which must agree): a rank-1
+/// line sorted by radix passes, and a top-k of rows of a scaled tensor,
+/// smallest first in bf16; against the stable sort of the same values
+/// computed here in f32.
+#[test]
+fn sorts_and_top_k_of_computed_values_match_a_stable_sort() {
+    let n = 20_000usize;
+    let x = values(n, 41, true);
+    let scaled: Vec<f32> = x.iter().map(|&v| v * 0.5 - 1.0).collect();
+    for dev in devices() {
+        let t = Tensor::from_vec(x.clone(), [n], &dev).unwrap();
+        let got = (&t * 0.5f32 - 1.0f32)
+            .argsort(0, true)
+            .to_vec::<i64>()
+            .unwrap();
+        assert_eq!(
+            got,
+            oracle(&scaled, &[n], 0, true),
+            "rank 1 on {}",
+            dev.name()
+        );
+        let (rows, len) = (4usize, n / 4);
+        let m = Tensor::from_vec(x.clone(), [rows, len], &dev).unwrap();
+        let computed = (&m * 0.5f32 - 1.0f32).cast(DType::BF16);
+        let held = computed.cast(DType::F32).to_vec::<f32>().unwrap();
+        let (vals, idx) = computed.topk(300, 1, false);
+        let full = oracle(&held, &[rows, len], 1, false);
+        let want: Vec<i64> = full.chunks(len).flat_map(|r| r[..300].to_vec()).collect();
+        assert_eq!(
+            idx.to_vec::<i64>().unwrap(),
+            want,
+            "bf16 top-k on {}",
+            dev.name()
+        );
+        let want_vals = take(&held, &[rows, len], 1, &want, &[rows, 300]);
+        same_values(
+            &vals.cast(DType::F32).to_vec::<f32>().unwrap(),
+            &want_vals,
+            "bf16 values",
+        );
+    }
+}

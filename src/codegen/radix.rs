@@ -22,7 +22,7 @@ use crate::dtype::DType;
 use crate::graph::GraphKey;
 use crate::graph::op::RadixPass;
 use crate::kernel::Entry;
-use crate::kernel::ir::{Arith, Buffer, Expr, Inst, Ty};
+use crate::kernel::ir::{Arith, Expr, Inst, Ty};
 use crate::shape::numel;
 
 /// Values a digit takes (four bits).
@@ -52,7 +52,8 @@ pub(super) fn radix_count(
             ty: Ty::scalar(DType::I32),
             x: Box::new(count.clone()),
         };
-        g.push(store(at, value, root));
+        let store = g.store(0, root, &at, value, false);
+        g.push(store);
     }
     block.finish(g)
 }
@@ -96,7 +97,8 @@ pub(super) fn radix_scatter(
             ty: Ty::scalar(DType::I32),
             x: Box::new(index.clone()),
         };
-        g.push(store(at, value, root));
+        let store = g.store(0, root, &at, value, false);
+        g.push(store);
         for (d, place) in next.iter().enumerate() {
             let is = uarith(Arith::Eq, digit.clone(), d);
             g.accumulate(place, one_if(is));
@@ -224,19 +226,4 @@ impl BlockOf {
 /// 1 where `cond` holds, else 0 (`u32`).
 fn one_if(cond: Expr) -> Expr {
     Expr::select(cond, Expr::U32(1), Expr::U32(0))
-}
-
-/// `out[index] = value`, the value of `node`.
-fn store(index: Expr, value: Expr, node: usize) -> Inst {
-    Inst::Store {
-        buffer: Buffer {
-            output: true,
-            k: 0,
-            part: None,
-            half: None,
-        },
-        index,
-        value,
-        node,
-    }
 }

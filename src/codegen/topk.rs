@@ -29,7 +29,7 @@ use super::reduce_ir::uarith;
 use super::wgsl::unroll_for;
 use crate::dtype::DType;
 use crate::graph::GraphKey;
-use crate::kernel::ir::{Arith, Buffer, Builtin, Expr, Inst, Ty, Var};
+use crate::kernel::ir::{Arith, Builtin, Expr, Inst, Ty, Var};
 use crate::kernel::{Entry, WorkgroupArray};
 use crate::shape::numel;
 
@@ -321,26 +321,18 @@ impl Select {
                     Expr::arith(Arith::Lt, seen.clone(), want.clone()),
                 ),
             );
-            let pick = g.emit("pk", Ty::BOOL, pick);
+            // Never past the line's k slots, whatever the keys read.
+            let room = uarith(Arith::Lt, pos.clone(), self.k);
+            let pick = g.emit("pk", Ty::BOOL, Expr::arith(Arith::And, pick, room));
             let dest = Expr::arith(Arith::Add, self.out_start.clone(), pos.clone());
             let index = Expr::Construct {
                 ty: Ty::scalar(DType::I32),
                 x: Box::new(e.clone()),
             };
-            let out = Buffer {
-                output: true,
-                k: 0,
-                part: None,
-                half: None,
-            };
+            let store = g.store(0, self.root, &dest, index, false);
             g.push(Inst::If {
                 cond: pick.clone(),
-                body: vec![Inst::Store {
-                    buffer: out,
-                    index: dest,
-                    value: index,
-                    node: self.root,
-                }],
+                body: vec![store],
             });
             g.accumulate(&pos, Expr::select(pick, Expr::U32(1), Expr::U32(0)));
             g.accumulate(&seen, Expr::select(eq, Expr::U32(1), Expr::U32(0)));

@@ -299,7 +299,19 @@ fn realize_shared_draws(key: &GraphKey, written: &mut [bool]) -> Vec<usize> {
     marked
 }
 
-/// Marks as written the computed values that a matmul reads. A matmul
+/// Roots whose kernels read an operand element many times: a matmul
+/// (once per tile of the other side), a sort and the parts a long one is
+/// lowered to, and the top-k select (once per pass over the line, ten,
+/// or once per radix kernel, sixteen). The sorting kernels also need
+/// every read of an element to give the same bits (a radix pass's
+/// counts and its scatter must agree on each key's digit), which a
+/// prologue inlined into each, compiled apart, need not.
+fn reads_operands_repeatedly(op: &Op) -> bool {
+    *op == Op::Matmul || op.works_in_its_output()
+}
+
+/// Marks as written the computed values that a matmul reads (and the
+/// other roots of `reads_operands_repeatedly`). A matmul
 /// loads each operand element once per tile of the other side (N/64 times
 /// for the left operand), so elementwise work inlined into its loads is
 /// repeated that often: an activation gradient (relu mask times a pooled
@@ -316,7 +328,7 @@ fn realize_matmul_operands(key: &GraphKey, written: &mut [bool]) {
     // it, so each node is visited once for all of them (linear time).
     let mut seen = vec![false; nodes.len()];
     for (m, node) in nodes.iter().enumerate() {
-        if op_of(key, m) != Some(&Op::Matmul) {
+        if !op_of(key, m).is_some_and(reads_operands_repeatedly) {
             continue;
         }
         let mut stack = node.inputs.clone();
@@ -501,6 +513,25 @@ mod tests {
         let same = &(&a * 2.0) + &(&a * &a);
         let y = F::layer_norm(&same, &[8], None, None, 1e-5);
         assert_eq!(written_ops(&[&y]), vec![]);
+    }
+
+    /// A sort, or the top-k select, reads its operand in many passes:
+    /// a computed operand is written once, a view of a stored one not.
+    #[test]
+    fn a_computed_operand_of_a_sort_or_a_top_k_is_written() {
+        let dev = Device::cpu_with(DeviceConfig::default());
+        let x = input(&[3, 2000], &dev);
+        let sorted = (&x * 0.5f32).argsort(1, false);
+        let picked = (&x - 1.0f32).topk(5, 1, true).1;
+        let ops = written_ops(&[&sorted, &picked]);
+        assert!(ops.contains(&Op::Binary(BinaryOp::Mul)), "{ops:?}");
+        assert!(ops.contains(&Op::Binary(BinaryOp::Sub)), "{ops:?}");
+        let of_view = x.t().argsort(0, true);
+        let ops = written_ops(&[&of_view]);
+        assert!(
+            !ops.iter().any(|op| matches!(op, Op::AsStrided(_))),
+            "{ops:?}"
+        );
     }
 
     #[test]

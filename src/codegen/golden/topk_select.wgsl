@@ -232,7 +232,7 @@ if (gi >= 2u) { return; }
     let b99: u32 = select(bitcast<u32>(v98), 0u, v98 == 0.0);
     let key100: u32 = select(select(b99 + 2147483648u, 4294967295u - b99, b99 >= 2147483648u), 4294967295u, ((bitcast<u32>(v98) & 0x7fffffffu) > 0x7f800000u));
     let h101: bool = key100 == pre8;
-    let pk102: bool = (pre8 < key100) || (h101 && (sn92 < want9));
+    let pk102: bool = ((pre8 < key100) || (h101 && (sn92 < want9))) && (pos93 < 5u);
     if (pk102) {
     out0[os3 + pos93] = i32(e95);
     }
