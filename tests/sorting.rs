@@ -355,11 +355,14 @@ fn topk_by_radix_select_matches_a_stable_sort_on_random_lines() {
         f32::NEG_INFINITY,
         1.5,
     ];
+    // Four lines of an odd length start at every offset modulo four, read
+    // a group of four at a time (the whole count is a multiple of four);
+    // the single odd lines are read an element at a time.
     let cases = [
-        (3usize, 1025usize),
-        (2, 1031),
+        (4usize, 1025usize),
+        (4, 1031),
         (1, 4099),
-        (2, 70_001),
+        (4, 70_001),
         (1, (1 << 20) + 3),
         (1, 3001),
     ];
@@ -368,6 +371,16 @@ fn topk_by_radix_select_matches_a_stable_sort_on_random_lines() {
         for _ in 0..(rows * len / 50) {
             let at = next((rows * len) as u64) as usize;
             x[at] = specials[next(specials.len() as u64) as usize];
+        }
+        if case == 0 {
+            // NaNs (the greatest) on both sides of line 1, none in it: a
+            // group that straddles a line's end must not count them.
+            x[..3 * len]
+                .iter_mut()
+                .filter(|v| v.is_nan())
+                .for_each(|v| *v = 0.5);
+            x[len - 1] = f32::NAN;
+            x[2 * len] = f32::NAN;
         }
         if case == 1 {
             // An all-equal line.

@@ -26,6 +26,7 @@
 use super::emit::Gen;
 use super::keys::order_key;
 use super::reduce_ir::uarith;
+use super::vectorize::vectorizable;
 use super::wgsl::unroll_for;
 use crate::dtype::DType;
 use crate::graph::GraphKey;
@@ -73,6 +74,9 @@ pub(super) fn topk_select(
         // the workgroup-wide loops (the sums of each pass, the prefix
         // sums) share lavapipe's loop limit.
         budget: g.context().target.loop_budget(2 * PASSES + 3),
+        by_fours: key.nodes[x].dtype == DType::F32
+            && numel(shape).is_multiple_of(4)
+            && vectorizable(&key.nodes, x, g.stored, false),
     };
     let (threshold, want) = sel.radix_select(g);
     sel.write_picks(g, &threshold, &want);
@@ -96,6 +100,9 @@ pub(super) fn topk_select(
     (entry, g.body().to_vec(), lines)
 }
 
+/// A group's four keys, each with whether its element lies in the line.
+type GroupKeys = Vec<(Expr, Expr)>;
+
 /// One line's select as the parts of the kernel see it.
 struct Select {
     /// The input node, selected along its last dim.
@@ -117,6 +124,10 @@ struct Select {
     equal: Var,
     /// Iterations each long loop may take (`Target::loop_budget`).
     budget: Option<usize>,
+    /// Whether the radix passes read the input four elements a load: a
+    /// stored `f32` read at its own positions (`vectorizable`) whose
+    /// element count is a whole number of groups.
+    by_fours: bool,
 }
 
 impl Select {
@@ -179,29 +190,44 @@ impl Select {
         let counts: Vec<Expr> = (0..DIGITS)
             .map(|_| g.variable_of("c", Ty::U32, Expr::U32(0)))
             .collect();
-        let trips = self.len.div_ceil(SELECT_WORKGROUP);
-        self.looped(g, trips, &|g, j| {
-            let at = uarith(Arith::Mul, j, SELECT_WORKGROUP);
-            let e = g.emit("e", Ty::U32, Expr::arith(Arith::Add, at, Expr::Local));
-            let inside = uarith(Arith::Lt, e.clone(), self.len);
-            let body = g.block(|g| {
-                let key = self.key_of(g, &e);
-                let hit = Expr::arith(Arith::Eq, high(key.clone()), fixed.clone());
-                let hit = g.emit("h", Ty::BOOL, hit);
-                let digit = Expr::arith(Arith::Shr, key, shift.clone());
-                let digit = g.emit("d", Ty::U32, uarith(Arith::Rem, digit, DIGITS));
-                for (d, count) in counts.iter().enumerate() {
-                    let is = uarith(Arith::Eq, digit.clone(), d);
-                    let one = Expr::select(
-                        Expr::arith(Arith::And, hit.clone(), is),
-                        Expr::U32(1),
-                        Expr::U32(0),
-                    );
-                    g.accumulate(count, one);
+        let count_key = |g: &mut Gen, key: Expr, inside: Option<Expr>| {
+            let hit = Expr::arith(Arith::Eq, high(key.clone()), fixed.clone());
+            let hit = match inside {
+                Some(inside) => Expr::arith(Arith::And, inside, hit),
+                None => hit,
+            };
+            let hit = g.emit("h", Ty::BOOL, hit);
+            let digit = Expr::arith(Arith::Shr, key, shift.clone());
+            let digit = g.emit("d", Ty::U32, uarith(Arith::Rem, digit, DIGITS));
+            for (d, count) in counts.iter().enumerate() {
+                let is = uarith(Arith::Eq, digit.clone(), d);
+                let one = Expr::select(
+                    Expr::arith(Arith::And, hit.clone(), is),
+                    Expr::U32(1),
+                    Expr::U32(0),
+                );
+                g.accumulate(count, one);
+            }
+        };
+        if self.by_fours {
+            self.over_groups(g, &|g, keys| {
+                for (key, inside) in keys {
+                    count_key(g, key, Some(inside));
                 }
             });
-            g.push(Inst::If { cond: inside, body });
-        });
+        } else {
+            let trips = self.len.div_ceil(SELECT_WORKGROUP);
+            self.looped(g, trips, &|g, j| {
+                let at = uarith(Arith::Mul, j, SELECT_WORKGROUP);
+                let e = g.emit("e", Ty::U32, Expr::arith(Arith::Add, at, Expr::Local));
+                let inside = uarith(Arith::Lt, e.clone(), self.len);
+                let body = g.block(|g| {
+                    let key = self.key_of(g, &e);
+                    count_key(g, key, None);
+                });
+                g.push(Inst::If { cond: inside, body });
+            });
+        }
         for (d, count) in counts.iter().enumerate() {
             let slot = uarith(Arith::Add, Expr::Local, d * SELECT_WORKGROUP);
             g.push(set(self.hist, slot, count.clone()));
@@ -278,6 +304,54 @@ impl Select {
             ),
         );
         g.assign(prefix, Expr::arith(Arith::Add, prefix.clone(), placed));
+    }
+
+    /// `each(g, keys)` over the groups of four elements (of the input's
+    /// row-major elements) that hold this line's, strided over the
+    /// workgroup: each group read as one `vec4` (a quarter of the loads,
+    /// each a loop over the SIMD lanes on lavapipe), its four keys with
+    /// whether each element lies in the line.
+    fn over_groups(&self, g: &mut Gen, each: &dyn Fn(&mut Gen, GroupKeys)) {
+        let first = g.emit(
+            "g0",
+            Ty::U32,
+            uarith(Arith::Div, self.line_start.clone(), 4),
+        );
+        let end = g.emit(
+            "le",
+            Ty::U32,
+            uarith(Arith::Add, self.line_start.clone(), self.len),
+        );
+        // A line of `len` spans at most `len / 4 + 2` groups.
+        let groups = self.len / 4 + 2;
+        self.looped(g, groups.div_ceil(SELECT_WORKGROUP), &|g, j| {
+            let at = uarith(Arith::Mul, j, SELECT_WORKGROUP);
+            let at = Expr::arith(Arith::Add, at, Expr::Local);
+            let group = g.emit("gr", Ty::U32, Expr::arith(Arith::Add, first.clone(), at));
+            let base = g.emit("ge", Ty::U32, uarith(Arith::Mul, group.clone(), 4));
+            let body = g.block(|g| {
+                let v = g.value(self.x, &group, false, true);
+                let v = g.emit("v", Ty::of(DType::F32, true), v);
+                let keys = (0..4)
+                    .map(|q| {
+                        let lane = Expr::index(v.clone(), Expr::U32(q as u64));
+                        let key = order_key(g, &lane, DType::F32, !self.largest);
+                        let e = g.emit("e", Ty::U32, uarith(Arith::Add, base.clone(), q));
+                        let inside = Expr::arith(
+                            Arith::And,
+                            Expr::arith(Arith::Ge, e.clone(), self.line_start.clone()),
+                            Expr::arith(Arith::Lt, e, end.clone()),
+                        );
+                        (key, inside)
+                    })
+                    .collect();
+                each(g, keys);
+            });
+            g.push(Inst::If {
+                cond: Expr::arith(Arith::Lt, base, end.clone()),
+                body,
+            });
+        });
     }
 
     /// Writes the picked indices in index order, strip by strip.
