@@ -1,13 +1,50 @@
-//! Order-preserving `u32` keys of values, for radix passes (`topk.rs`,
-//! `radix.rs`): keys compare as the values do under the sort's order
-//! (`sort::comes_first`: NaN greatest, all NaNs equal, -0 equal to 0),
-//! so a radix select or sort over keys picks and orders as the stable
-//! sort does.
+//! Order-preserving `u32` keys of values, and their four-bit digits
+//! counted in registers, for radix passes (`topk.rs`, `radix.rs`): keys
+//! compare as the values do under the sort's order (`sort::comes_first`:
+//! NaN greatest, all NaNs equal, -0 equal to 0), so a radix select or
+//! sort over keys picks and orders as the stable sort does.
 
 use super::emit::Gen;
 use super::reduce_ir::uarith;
 use crate::dtype::DType;
+use crate::graph::op::RadixPass;
 use crate::kernel::ir::{Arith, Builtin, Expr, Ty};
+
+/// The four-bit digit of `key` from bit `shift` (a `u32` expression).
+pub(super) fn digit_of(g: &mut Gen, key: Expr, shift: Expr) -> Expr {
+    let down = Expr::arith(Arith::Shr, key, shift);
+    g.emit("dg", Ty::U32, uarith(Arith::Rem, down, RadixPass::DIGITS))
+}
+
+/// A `u32` variable per digit value, declared here from `init(g, d)`.
+pub(super) fn digit_counters(g: &mut Gen, init: &dyn Fn(&mut Gen, usize) -> Expr) -> Vec<Expr> {
+    (0..RadixPass::DIGITS)
+        .map(|d| {
+            let value = init(g, d);
+            g.variable_of("c", Ty::U32, value)
+        })
+        .collect()
+}
+
+/// Adds one to the counter of `digit`'s value, where `when` holds.
+pub(super) fn count_digit(g: &mut Gen, counters: &[Expr], digit: &Expr, when: Option<&Expr>) {
+    for (d, counter) in counters.iter().enumerate() {
+        let is = uarith(Arith::Eq, digit.clone(), d);
+        let is = match when {
+            Some(when) => Expr::arith(Arith::And, when.clone(), is),
+            None => is,
+        };
+        g.accumulate(counter, one_if(is));
+    }
+}
+
+/// 1 where `cond` holds, else 0, as a `u32`.
+pub(super) fn one_if(cond: Expr) -> Expr {
+    Expr::FromBool {
+        x: Box::new(cond),
+        vec: false,
+    }
+}
 
 /// The key of `v`, a value of compute dtype `dtype` (`f32`, `i32` or
 /// `u32`); `flip`: the greatest value takes the least key (a descending

@@ -15,18 +15,14 @@
 //! (`keys::order_key`), equal keys by their original index.
 
 use super::emit::Gen;
-use super::keys::order_key;
+use super::keys::{count_digit, digit_counters, digit_of, order_key};
 use super::reduce_ir::{split_index, uarith};
-use super::wgsl::unroll_for;
 use crate::dtype::DType;
 use crate::graph::GraphKey;
 use crate::graph::op::RadixPass;
 use crate::kernel::Entry;
 use crate::kernel::ir::{Arith, Expr, Inst, Ty};
 use crate::shape::numel;
-
-/// Values a digit takes (four bits).
-const DIGITS: usize = 16;
 
 /// The kernel of `RadixCount(pass)` at `root`: its entry, body and
 /// workgroup count.
@@ -36,16 +32,9 @@ pub(super) fn radix_count(
     root: usize,
     pass: RadixPass,
 ) -> (Entry, Vec<Inst>, usize) {
-    let block = BlockOf::new(g, key, root, pass, 1);
-    let counts: Vec<Expr> = (0..DIGITS)
-        .map(|_| g.variable_of("c", Ty::U32, Expr::U32(0)))
-        .collect();
-    block.walk(g, &|g, _, digit| {
-        for (d, count) in counts.iter().enumerate() {
-            let is = uarith(Arith::Eq, digit.clone(), d);
-            g.accumulate(count, one_if(is));
-        }
-    });
+    let block = BlockOf::new(g, key, root, pass);
+    let counts = digit_counters(g, &|_, _| Expr::U32(0));
+    block.walk(g, &|g, _, digit| count_digit(g, &counts, digit, None));
     for (d, count) in counts.iter().enumerate() {
         let at = block.count_at(g, d);
         let value = Expr::Construct {
@@ -66,26 +55,23 @@ pub(super) fn radix_scatter(
     root: usize,
     pass: RadixPass,
 ) -> (Entry, Vec<Inst>, usize) {
-    let block = BlockOf::new(g, key, root, pass, 3);
+    let block = BlockOf::new(g, key, root, pass);
     let inputs = &key.nodes[root].inputs;
     let (counts, sums) = (inputs[inputs.len() - 2], inputs[inputs.len() - 1]);
-    // Where this block's elements of each digit go: the running sum of
-    // the counts before its own.
-    let next: Vec<Expr> = (0..DIGITS)
-        .map(|d| {
-            let at = block.count_at(g, d);
-            let before = Expr::arith(
-                Arith::Sub,
-                g.value(sums, &at, false, false),
-                g.value(counts, &at, false, false),
-            );
-            let before = Expr::Construct {
-                ty: Ty::U32,
-                x: Box::new(before),
-            };
-            g.variable_of("r", Ty::U32, before)
-        })
-        .collect();
+    // Where this block's next element of each digit goes: the running sum
+    // of the counts before its own, then one further per element placed.
+    let next = digit_counters(g, &|g, d| {
+        let at = block.count_at(g, d);
+        let before = Expr::arith(
+            Arith::Sub,
+            g.value(sums, &at, false, false),
+            g.value(counts, &at, false, false),
+        );
+        Expr::Construct {
+            ty: Ty::U32,
+            x: Box::new(before),
+        }
+    });
     block.walk(g, &|g, index, digit| {
         let mut dest = next[0].clone();
         for (d, place) in next.iter().enumerate().skip(1) {
@@ -99,10 +85,7 @@ pub(super) fn radix_scatter(
         };
         let store = g.store(0, root, &at, value, false);
         g.push(store);
-        for (d, place) in next.iter().enumerate() {
-            let is = uarith(Arith::Eq, digit.clone(), d);
-            g.accumulate(place, one_if(is));
-        }
+        count_digit(g, &next, digit, None);
     });
     block.finish(g)
 }
@@ -125,12 +108,12 @@ struct BlockOf {
 }
 
 impl BlockOf {
-    /// The block of this invocation; `after`: the inputs after the order
-    /// (the counts and their sums for a scatter).
-    fn new(g: &mut Gen, key: &GraphKey, root: usize, pass: RadixPass, after: usize) -> Self {
+    /// The block of this invocation (every pass but the first, `shift`
+    /// 0, walks the order its second input holds).
+    fn new(g: &mut Gen, key: &GraphKey, root: usize, pass: RadixPass) -> Self {
         let inputs = &key.nodes[root].inputs;
         let x = inputs[0];
-        let order = (inputs.len() == after + 1).then(|| inputs[1]);
+        let order = (pass.shift > 0).then(|| inputs[1]);
         let shape = key.nodes[x].shape.clone();
         let len = shape[pass.axis].max(1);
         let lines = numel(&shape) / len;
@@ -160,7 +143,11 @@ impl BlockOf {
     /// Where digit `d`'s count of this block lies in the counts
     /// (`[lines, 16 * blocks]`, digit-major).
     fn count_at(&self, g: &mut Gen, d: usize) -> Expr {
-        let row = uarith(Arith::Mul, self.line.clone(), DIGITS * self.blocks);
+        let row = uarith(
+            Arith::Mul,
+            self.line.clone(),
+            RadixPass::DIGITS * self.blocks,
+        );
         let at = Expr::arith(
             Arith::Add,
             row,
@@ -196,19 +183,13 @@ impl BlockOf {
                 let v = g.value(self.x, &at, false, false);
                 let v = g.emit("v", Ty::scalar(self.dtype), v);
                 let key = order_key(g, &v, self.dtype, self.pass.descending);
-                let digit = uarith(Arith::Shr, key, self.pass.shift);
-                let digit = g.emit("dg", Ty::U32, uarith(Arith::Rem, digit, DIGITS));
+                let digit = digit_of(g, key, Expr::count(self.pass.shift));
                 each(g, &index, &digit);
             });
             g.push(Inst::If { cond: inside, body });
         });
-        let budget = g.context().target.loop_budget(1);
-        g.push(Inst::Loop {
-            counter,
-            count: Expr::count(self.pass.block),
-            unroll: unroll_for(self.pass.block, budget),
-            body,
-        });
+        let walk = g.counted_loop(counter, self.pass.block, body);
+        g.push(walk);
     }
 
     /// The kernel's entry (an invocation per block of every line), body
@@ -221,9 +202,4 @@ impl BlockOf {
             Entry::groups_for(invocations),
         )
     }
-}
-
-/// 1 where `cond` holds, else 0 (`u32`).
-fn one_if(cond: Expr) -> Expr {
-    Expr::select(cond, Expr::U32(1), Expr::U32(0))
 }

@@ -24,12 +24,13 @@
 //! strip writes its picks from there.
 
 use super::emit::Gen;
-use super::keys::order_key;
+use super::keys::{count_digit, digit_counters, digit_of, one_if, order_key};
 use super::reduce_ir::uarith;
 use super::vectorize::vectorizable;
 use super::wgsl::unroll_for;
 use crate::dtype::DType;
 use crate::graph::GraphKey;
+use crate::graph::op::RadixPass;
 use crate::kernel::ir::{Arith, Builtin, Expr, Inst, Ty, Var};
 use crate::kernel::{Entry, WorkgroupArray};
 use crate::shape::numel;
@@ -40,9 +41,10 @@ use crate::shape::numel;
 /// Xeon's lavapipe).
 const SELECT_WORKGROUP: usize = 128;
 
-/// Bits of the key fixed per pass, and the passes that fix all 32.
-const DIGIT_BITS: usize = 4;
-const DIGITS: usize = 1 << DIGIT_BITS;
+/// Bits of the key fixed per pass (a radix pass's digit), values of such
+/// a digit, and the passes that fix all 32.
+const DIGIT_BITS: usize = RadixPass::DIGIT_BITS;
+const DIGITS: usize = RadixPass::DIGITS;
 const PASSES: usize = 32 / DIGIT_BITS;
 
 /// The kernel of `TopkSelect { k, largest }` at `root`: its entry, body
@@ -187,9 +189,7 @@ impl Select {
             uarith(Arith::Shr, down, DIGIT_BITS)
         };
         let fixed = g.emit("fx", Ty::U32, high(prefix.clone()));
-        let counts: Vec<Expr> = (0..DIGITS)
-            .map(|_| g.variable_of("c", Ty::U32, Expr::U32(0)))
-            .collect();
+        let counts = digit_counters(g, &|_, _| Expr::U32(0));
         let count_key = |g: &mut Gen, key: Expr, inside: Option<Expr>| {
             let hit = Expr::arith(Arith::Eq, high(key.clone()), fixed.clone());
             let hit = match inside {
@@ -197,17 +197,8 @@ impl Select {
                 None => hit,
             };
             let hit = g.emit("h", Ty::BOOL, hit);
-            let digit = Expr::arith(Arith::Shr, key, shift.clone());
-            let digit = g.emit("d", Ty::U32, uarith(Arith::Rem, digit, DIGITS));
-            for (d, count) in counts.iter().enumerate() {
-                let is = uarith(Arith::Eq, digit.clone(), d);
-                let one = Expr::select(
-                    Expr::arith(Arith::And, hit.clone(), is),
-                    Expr::U32(1),
-                    Expr::U32(0),
-                );
-                g.accumulate(count, one);
-            }
+            let digit = digit_of(g, key, shift.clone());
+            count_digit(g, &counts, &digit, Some(&hit));
         };
         if self.by_fours {
             self.over_groups(g, &|g, keys| {
@@ -362,9 +353,9 @@ impl Select {
         let equal = g.variable_of("ne", Ty::U32, Expr::U32(0));
         self.over_strip(g, (&first, strip), &|g, _, key| {
             let gt = Expr::arith(Arith::Lt, threshold.clone(), key.clone());
-            g.accumulate(&above, Expr::select(gt, Expr::U32(1), Expr::U32(0)));
+            g.accumulate(&above, one_if(gt));
             let eq = Expr::arith(Arith::Eq, key.clone(), threshold.clone());
-            g.accumulate(&equal, Expr::select(eq, Expr::U32(1), Expr::U32(0)));
+            g.accumulate(&equal, one_if(eq));
         });
         g.push(set(self.above, Expr::Local, above));
         g.push(set(self.equal, Expr::Local, equal));
@@ -408,8 +399,8 @@ impl Select {
                 cond: pick.clone(),
                 body: vec![store],
             });
-            g.accumulate(&pos, Expr::select(pick, Expr::U32(1), Expr::U32(0)));
-            g.accumulate(&seen, Expr::select(eq, Expr::U32(1), Expr::U32(0)));
+            g.accumulate(&pos, one_if(pick));
+            g.accumulate(&seen, one_if(eq));
         });
     }
 

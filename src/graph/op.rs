@@ -163,6 +163,13 @@ pub struct RadixPass {
     pub block: usize,
 }
 
+impl RadixPass {
+    /// Bits of the key a pass sorts by (a radix select fixes as many).
+    pub const DIGIT_BITS: usize = 4;
+    /// Values such a digit takes.
+    pub const DIGITS: usize = 1 << Self::DIGIT_BITS;
+}
+
 /// What a node computes. Leaves (`Scalar`, `Arange`, `Rand`) carry their
 /// runtime values separately (see `Leaf values` in the graph module), so that
 /// the op itself, and with it the cache key, does not change with them.
@@ -325,14 +332,14 @@ pub enum Op {
     /// One pass of a least-significant-digit radix sort along an axis
     /// (only in graphs lowered for a CPU adapter, see
     /// `schedule::split_long_sorts`): per line, per block of
-    /// `RadixPass::block` positions of the order so far (the second input;
-    /// the identity without one), how many of the elements there have each
-    /// of the sixteen values of the key's digit at `shift`: `[lines, 16 *
-    /// blocks]` `i32`s, digit-major, whose running sum is where each block
+    /// `RadixPass::block` positions of the order so far (the second input,
+    /// on every pass but the first, `shift` 0, which walks the identity),
+    /// how many of the elements there have each of the sixteen values of
+    /// the key's digit at `shift`: `[lines, 16 * blocks]` `i32`s, digit-major, whose running sum is where each block
     /// writes each digit. Always written, no epilogue.
     RadixCount(RadixPass),
     /// The order after one radix pass: the first input's line positions
-    /// in the order so far (the second input, if three), each moved to
+    /// in the order so far (the second input, after the first pass), each moved to
     /// its digit's place, `RadixCount`'s counts (the last input but one)
     /// and their running sums (the last) saying where each block's
     /// digits start. Stable, so eight passes sort by the whole key.

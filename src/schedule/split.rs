@@ -307,9 +307,9 @@ fn radix_sort(
     (axis, descending, block): (usize, bool, usize),
 ) -> usize {
     let len = shape[axis];
-    let counted = vec![numel(shape) / len, 16 * len.div_ceil(block)];
+    let counted = vec![numel(shape) / len, RadixPass::DIGITS * len.div_ceil(block)];
     let mut order = None;
-    for shift in (0..32).step_by(4) {
+    for shift in (0..32).step_by(RadixPass::DIGIT_BITS) {
         let pass = RadixPass {
             axis,
             descending,

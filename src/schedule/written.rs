@@ -20,8 +20,8 @@ pub(super) struct Written {
 }
 
 /// Which nodes are written to memory: the outputs; unfused, every
-/// computed node; fused, also the computed operands of matmuls, random
-/// draws read more than once, and others that pay (below).
+/// computed node; fused, also the computed operands of matmuls and
+/// sorts, random draws read more than once, and others that pay (below).
 pub(super) fn written_nodes(key: &GraphKey) -> Written {
     let mut written = vec![false; key.nodes.len()];
     let mut draws = Vec::new();
@@ -37,7 +37,7 @@ pub(super) fn written_nodes(key: &GraphKey) -> Written {
             }
         }
     } else {
-        realize_matmul_operands(key, &mut written);
+        realize_repeatedly_read_operands(key, &mut written);
         realize_scatters(key, &mut written);
         draws = realize_shared_draws(key, &mut written);
         realize_merges_of_dying_roots(key, &mut written);
@@ -310,8 +310,8 @@ fn reads_operands_repeatedly(op: &Op) -> bool {
     *op == Op::Matmul || op.works_in_its_output()
 }
 
-/// Marks as written the computed values that a matmul reads (and the
-/// other roots of `reads_operands_repeatedly`). A matmul
+/// Marks as written the computed values that the roots of
+/// `reads_operands_repeatedly` read. A matmul
 /// loads each operand element once per tile of the other side (N/64 times
 /// for the left operand), so elementwise work inlined into its loads is
 /// repeated that often: an activation gradient (relu mask times a pooled
@@ -321,7 +321,7 @@ fn reads_operands_repeatedly(op: &Op) -> bool {
 /// and so is a select by position joining two parts (`Tensor::cat` of
 /// two tensors): written, a concatenation copies parts that are held
 /// anyway (the U-Net's skip, 0.8 MB at its step's peak).
-fn realize_matmul_operands(key: &GraphKey, written: &mut [bool]) {
+fn realize_repeatedly_read_operands(key: &GraphKey, written: &mut [bool]) {
     let nodes = &key.nodes;
     let positional = positional_nodes(key);
     // What is decided for a node does not depend on which matmul reached
