@@ -4,6 +4,7 @@
 //! place four K values a load.
 
 use super::matmul::MatmulDims;
+use super::wgsl::CodegenContext;
 use crate::graph::op::Op;
 use crate::graph::{GKind, GraphKey};
 use crate::kernel::{LaneTile, StoredView, lane_reads_a_in_place};
@@ -80,13 +81,14 @@ pub(super) fn source_elements(key: &GraphKey, node: usize) -> usize {
 }
 
 /// How a lane matmul reads A (see `AOperand`), given the site's
-/// precedent tile (`kept`: which read it chose at the site's first sizes)
-/// and whether the kernel reads B in place.
+/// precedent tile (`kept`: which read it chose at the site's first sizes),
+/// whether the kernel reads B in place, and which sizes change between
+/// the site's graphs (`cx`).
 pub(super) fn a_operand(
     key: &GraphKey,
     stored: &dyn Fn(usize) -> bool,
     (d, batch, b_in_place): (&MatmulDims, usize, bool),
-    kept: &LaneTile,
+    (kept, cx): (&LaneTile, CodegenContext),
 ) -> AOperand {
     // An expand that is itself stored is read as it is: its source may
     // be released by then (the plan lists the expand as what is read).
@@ -108,17 +110,23 @@ pub(super) fn a_operand(
     let in_place = (kept.a_in_place && stored_view != StoredView::No)
         || lane_reads_a_in_place(a_batch * d.m * d.k, source_elements(key, node), stored_view);
     // A precedent that read A in place one value a load keeps doing so.
-    // So does a batch of matrices: their contraction is often a length
-    // that changes between steps (attention's probabilities times its
-    // values contract over the sequence), and the four-at-a-time read
-    // holds only for a K divisible by four, so each step would otherwise
-    // compile again where the length's remainder changes.
+    // So does a batch of matrices whose contraction is a length that
+    // changes between the site's graphs or that the user marked dynamic
+    // (attention's probabilities times its values contract over the
+    // sequence): the four-at-a-time read holds only for a K divisible by
+    // four, so each step would otherwise compile again where the
+    // length's remainder changes. A batch of fixed rows (a convolution's
+    // weight gradient reads the output gradient's rows, one per channel
+    // of each sample) is read four at a time: on lavapipe its 64 x 288
+    // weight gradient of the MNIST CNN took 33-37 ms a step instead of
+    // 42-45 (`LAZYWGPU_PROFILE`, alternated, an AMD EPYC's lavapipe).
     let scalar_precedent = kept.a_in_place && !kept.a_vec4;
+    let rows_fixed = a_batch == 1 || cx.rows_stay_in_fours(d.a, d.k);
     // A value that B reads in place too (`x @ x.T`) is read one way, so
     // that it takes the bindings the plan counted for it.
     let b_reads = |v: usize| b_in_place && read_source(key, d.b) == read_source(key, v);
     let vec4 = a_reads_vec4(key, stored, node, (d.k, a_batch != batch))
-        .filter(|&v| in_place && !scalar_precedent && a_batch == 1 && !b_reads(v));
+        .filter(|&v| in_place && !scalar_precedent && rows_fixed && !b_reads(v));
     AOperand {
         node,
         batch: a_batch,

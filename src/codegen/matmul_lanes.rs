@@ -55,7 +55,7 @@ use super::matmul::{
 use super::wgsl::{CodegenContext, KernelSource};
 use crate::graph::GraphKey;
 use crate::kernel::ir::{Builtin, Expr, Inst, Ty};
-use crate::kernel::{Entry, LaneAdapter, LaneTile, Strategy, lane_reads_b_in_place};
+use crate::kernel::{Entry, LaneAdapter, LaneTile, lane_reads_b_in_place};
 
 /// The kernel's geometry for one matmul.
 struct Geometry {
@@ -88,12 +88,13 @@ struct Geometry {
 }
 
 fn geometry(
+    cx: CodegenContext,
     key: &GraphKey,
     stored: &dyn Fn(usize) -> bool,
     root: usize,
     adapter: LaneAdapter,
-    precedent: Option<Strategy>,
 ) -> Option<Geometry> {
+    let precedent = cx.precedent(root);
     let d = matmul_dims(key, root);
     let s = adapter.subgroup;
     if s == 0 || s > MAX_ROWS || !s.is_power_of_two() || d.m * d.k * d.n == 0 {
@@ -110,7 +111,7 @@ fn geometry(
         batch: a_batch,
         in_place: a_in_place,
         vec4: a_vec4,
-    } = a_operand(key, stored, (&d, batch, b_in_place), &tile);
+    } = a_operand(key, stored, (&d, batch, b_in_place), (&tile, cx));
     let max = adapter.max_texture;
     let in_place = (a_in_place, b_in_place);
     let (a_transposed, b_transposed) =
@@ -195,7 +196,7 @@ pub(super) fn lanes_fit(
     stored: &dyn Fn(usize) -> bool,
     adapter: LaneAdapter,
 ) -> bool {
-    geometry(key, stored, root, adapter, cx.precedent(root)).is_some()
+    geometry(cx, key, stored, root, adapter).is_some()
 }
 
 /// The lane matmul of `root` writing `outputs`, or `None` where its
@@ -209,7 +210,7 @@ pub(super) fn matmul_lanes(
     stored: &dyn Fn(usize) -> bool,
     adapter: LaneAdapter,
 ) -> Option<LaneMatmul> {
-    let geo = geometry(key, stored, root, adapter, g.context().precedent(root))?;
+    let geo = geometry(g.context(), key, stored, root, adapter)?;
     let Geometry {
         batch,
         k4,

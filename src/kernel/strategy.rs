@@ -79,9 +79,10 @@ pub(crate) struct LaneTile {
     /// site's precedent).
     pub a_in_place: bool,
     /// Whether A, read in place, is read four K values a load (where it
-    /// lies row-major and K is a multiple of four; never after the
-    /// site's precedent read it one value at a time, so that a length
-    /// that changes keeps one kernel).
+    /// lies row-major and K is a multiple of four, for a batch of
+    /// matrices one that does not change between the site's graphs;
+    /// never after the site's precedent read it one value at a time, so
+    /// that a length that changes keeps one kernel).
     pub a_vec4: bool,
     /// Whether B is read in place through its view rather than packed
     /// into a texture first (`lane_reads_b_in_place`).
