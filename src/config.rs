@@ -85,6 +85,14 @@ pub struct DeviceConfig {
     /// the op and its source line. Each checked graph waits for the
     /// device. Off: nothing is checked and nothing costs.
     pub checks: bool,
+    /// The most bytes a kernel binds of one buffer at once
+    /// (`LAZYWGPU_MAX_BINDING=BYTES`, with an optional `K`, `M` or `G`
+    /// suffix), at most the adapter's limit and rounded down to its
+    /// offset alignment. A value larger than this is bound in parts, as
+    /// one past the adapter's limit (128 MiB on lavapipe) always is: tests
+    /// reach every kernel's parts with small values this way. `None`:
+    /// the adapter's limit.
+    pub max_binding_bytes: Option<u64>,
 }
 
 /// A matmul kernel to ask for (see [`DeviceConfig::matmul`]).
@@ -196,6 +204,7 @@ impl Default for DeviceConfig {
             fused_attention: false,
             recompile_budget: None,
             checks: false,
+            max_binding_bytes: None,
         }
     }
 }
@@ -397,6 +406,7 @@ impl DeviceConfig {
             fused_attention: env_flag("LAZYWGPU_FUSED_ATTENTION"),
             recompile_budget: env_count("LAZYWGPU_RECOMPILE_BUDGET"),
             checks: env_flag("LAZYWGPU_CHECK"),
+            max_binding_bytes: env_bytes("LAZYWGPU_MAX_BINDING"),
         }
     }
 }

@@ -540,3 +540,51 @@ fn sorts_and_top_k_of_computed_values_match_a_stable_sort() {
         );
     }
 }
+
+/// Sorts whose values and indices lie in several binding parts (on
+/// lavapipe, past 128 MiB; here past a 64 KiB limit the device is given,
+/// `DeviceConfig::max_binding_bytes`): whole lines sorted by one
+/// workgroup's network (which reads back the indices it swaps), long
+/// lines by radix passes (or, under `LAZYWGPU_GPU_CHOICES=1`, by runs and
+/// merges), and a top-k, against the stable sort written here. Before
+/// the network went through the parts, a `[34_000, 1_000]` sort failed to
+/// compile on lavapipe ("unknown identifier out0").
+#[test]
+fn sorts_bound_in_parts_match_a_stable_sort() {
+    let config = lazywgpu::DeviceConfig {
+        max_binding_bytes: Some(64 << 10),
+        ..lazywgpu::DeviceConfig::default()
+    };
+    let Ok(dev) = lazywgpu::Device::gpu_with(config) else {
+        assert!(common::gpu().is_none(), "a GPU adapter but no device");
+        return;
+    };
+    let shapes: [&[usize]; 3] = [&[60, 1000], &[3, 20_011], &[20_000, 3]];
+    for (case, shape) in shapes.iter().enumerate() {
+        let n: usize = shape.iter().product();
+        let mut x = values(n, 40 + case as u64, case == 0);
+        for i in (0..n).step_by(997) {
+            x[i] = [f32::NAN, -0.0, f32::INFINITY, 0.0][i % 4];
+        }
+        let t = Tensor::from_vec(x.clone(), shape.to_vec(), &dev).unwrap();
+        for (axis, descending) in [(1, false), (1, true), (0, false)] {
+            let what = format!("{shape:?} axis {axis} desc {descending}");
+            let want = oracle(&x, shape, axis, descending);
+            let (vals, idx) = t.sort(axis as isize, descending);
+            assert_eq!(idx.to_vec::<i64>().unwrap(), want, "{what}");
+            let want_vals = take(&x, shape, axis, &want, shape);
+            same_values(&vals.to_vec::<f32>().unwrap(), &want_vals, &what);
+        }
+        let k = 7.min(shape[1]);
+        let (vals, idx) = t.topk(k, -1, true);
+        let mut idx_shape = shape.to_vec();
+        idx_shape[1] = k;
+        let want: Vec<i64> = oracle(&x, shape, 1, true)
+            .chunks(shape[1])
+            .flat_map(|line| line[..k].to_vec())
+            .collect();
+        assert_eq!(idx.to_vec::<i64>().unwrap(), want, "{shape:?} top {k}");
+        let want_vals = take(&x, shape, 1, &want, &idx_shape);
+        same_values(&vals.to_vec::<f32>().unwrap(), &want_vals, "top-k values");
+    }
+}

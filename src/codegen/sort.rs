@@ -19,7 +19,7 @@ use super::reduce_ir::{guarded, split_index, strided_within, uarith};
 use crate::dtype::DType;
 use crate::graph::GraphKey;
 use crate::kernel::Entry;
-use crate::kernel::ir::{Arith, Buffer, Expr, Inst, Ty, Var};
+use crate::kernel::ir::{Arith, Expr, Inst, Ty, Var};
 use crate::shape::numel;
 
 /// Invocations of a line's workgroup: lines of more than
@@ -80,7 +80,6 @@ struct SortLine {
     count: Expr,
     /// Runs a line is sorted in (1: whole lines).
     runs: usize,
-    out: Buffer,
     dtype: DType,
     descending: bool,
     /// Elements sorted together: a line's, or a run's.
@@ -145,12 +144,6 @@ impl SortLine {
             };
             (line, start, g.emit("n", Ty::U32, count))
         };
-        let out = Buffer {
-            output: true,
-            k: 0,
-            part: None,
-            half: None,
-        };
         SortLine {
             x,
             root,
@@ -160,7 +153,6 @@ impl SortLine {
             start,
             count,
             runs,
-            out,
             dtype,
             descending,
             len,
@@ -192,12 +184,10 @@ impl SortLine {
         }
     }
 
-    /// The original index stored at flat position `p`.
+    /// The original index stored at flat position `p` (through the
+    /// output's binding parts: indices past 128 MiB lie in a second).
     fn index_at(&self, g: &mut Gen, p: &Expr) -> Expr {
-        let i = Expr::Load {
-            buffer: self.out,
-            index: Box::new(p.clone()),
-        };
+        let i = g.load_output(0, self.root, p);
         g.emit("ix", Ty::scalar(DType::I32), i)
     }
 
@@ -218,7 +208,8 @@ impl SortLine {
                     ty: Ty::scalar(DType::I32),
                     x: Box::new(index),
                 };
-                g.push(store(self.out, p, value, self.root));
+                let store = g.store(0, self.root, &p, value, false);
+                g.push(store);
             });
             guarded(
                 g,
@@ -289,13 +280,11 @@ impl SortLine {
         let (va, vb) = (self.key_at(g, &ia), self.key_at(g, &ib));
         let swap = comes_first((&vb, &ib), (&va, &ia), self.dtype, self.descending);
         let swap = g.emit("h", Ty::BOOL, swap);
-        g.push(Inst::If {
-            cond: swap,
-            body: vec![
-                store(self.out, pa, ib, self.root),
-                store(self.out, pb, ia, self.root),
-            ],
-        });
+        let body = vec![
+            g.store(0, self.root, &pa, ib, false),
+            g.store(0, self.root, &pb, ia, false),
+        ];
+        g.push(Inst::If { cond: swap, body });
     }
 }
 
@@ -348,16 +337,6 @@ fn comparator(g: &mut Gen, t: Expr, half: &Expr, mirrored: &Expr) -> (Expr, Expr
     };
     let b = g.emit("b", Ty::U32, b);
     (a, b)
-}
-
-/// `buffer[index] = value` for the root's `i32` indices.
-fn store(buffer: Buffer, index: Expr, value: Expr, node: usize) -> Inst {
-    Inst::Store {
-        buffer,
-        index,
-        value,
-        node,
-    }
 }
 
 /// Whether element `(v, i)` (value, original index) goes before `(w, j)`:
@@ -428,13 +407,8 @@ pub(super) fn merge_runs(
     );
     let dest = g.emit("d", Ty::U32, dest);
     let dest_at = m.at(g, &dest);
-    let out = Buffer {
-        output: true,
-        k: 0,
-        part: None,
-        half: None,
-    };
-    g.push(store(out, dest_at, mine, root));
+    let store = g.store(0, root, &dest_at, mine, false);
+    g.push(store);
     let total = numel(&shape);
     let entry = Entry::per_invocation(total);
     let groups = Entry::groups_for(total);

@@ -413,6 +413,21 @@ impl Target {
             .unwrap_or(self.matmul)
     }
 
+    /// This target binding at most `max_bytes` of a buffer at once (the
+    /// adapter's limit where that is lower; whole multiples of the
+    /// adapter's offset `alignment`, at least one), so that values past
+    /// it are bound in parts (`DeviceConfig::max_binding_bytes`).
+    pub fn with_max_binding(self, max_bytes: Option<u64>, alignment: u64) -> Target {
+        let Some(max_bytes) = max_bytes else {
+            return self;
+        };
+        let bytes = binding_part_bytes(max_bytes, alignment).min(self.binding_part_bytes);
+        Target {
+            binding_part_bytes: bytes,
+            ..self
+        }
+    }
+
     /// This target with reductions forced to `choice` wherever valid.
     pub fn forcing_reduce(self, choice: Option<crate::ReduceChoice>) -> Target {
         let reduce = choice.map(|c| match c {
@@ -501,6 +516,23 @@ mod tests {
         // Never below one alignment unit, never below 16 bytes (a vec4).
         assert_eq!(binding_part_bytes(100, 256), 256);
         assert_eq!(binding_part_bytes(100, 4), 96);
+    }
+
+    #[test]
+    fn a_lower_binding_limit_shrinks_parts_and_a_higher_one_does_not() {
+        let adapter = Target::lavapipe().binding_part_bytes;
+        let at = |max| {
+            Target::lavapipe()
+                .with_max_binding(max, 256)
+                .binding_part_bytes
+        };
+        assert_eq!(at(None), adapter);
+        assert_eq!(at(Some(1 << 20)), 1 << 20);
+        // Rounded down to the alignment, never below one unit.
+        assert_eq!(at(Some(1000)), 768);
+        assert_eq!(at(Some(1)), 256);
+        // Past the adapter's own limit: the adapter's.
+        assert_eq!(at(Some(u64::MAX)), adapter);
     }
 
     #[test]

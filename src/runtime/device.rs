@@ -154,9 +154,11 @@ impl Device {
         let tuned = matmul
             .as_ref()
             .and_then(|t| crate::MatmulChoice::named(&t.winner));
+        let alignment = ctx.limits.min_storage_buffer_offset_alignment as u64;
         let mut target = ctx
             .target(config.matmul.or(tuned))
-            .forcing_reduce(config.reduce);
+            .forcing_reduce(config.reduce)
+            .with_max_binding(config.max_binding_bytes, alignment);
         if let Some(rule) = reduce
             .as_ref()
             .and_then(|t| crate::kernel::ReduceRule::parse(&t.winner))

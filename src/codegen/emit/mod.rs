@@ -210,6 +210,19 @@ impl<'a> Gen<'a> {
         self.part_bytes() / if vec { 4 * size } else { size }
     }
 
+    /// Element `idx` of output `k` (node `o`, computed by this kernel and
+    /// read back by it, as a sort's network reads the indices it swaps),
+    /// through the output's binding parts like `split_access`.
+    pub fn load_output(&mut self, k: usize, o: usize, idx: &Expr) -> Expr {
+        let buffer = Buffer {
+            output: true,
+            k,
+            part: None,
+            half: half(self.nodes[o].dtype),
+        };
+        self.split_access(buffer, o, idx.clone(), false)
+    }
+
     /// The instruction storing `value` at element `idx` of output `k`
     /// (node `o`; a boolean is stored as a `u32`), split over parts like
     /// `split_access`.
