@@ -636,3 +636,63 @@ fn every_reduction_kernel_matches_f64_when_forced() {
         let _ = std::fs::remove_dir_all(&dump);
     }
 }
+
+/// Sums over every dim but a middle one (a convolution's bias gradient,
+/// a batch norm's statistics: `[N, C, H, W]` over N, H and W), over the
+/// last dims, and over all, read four elements a load where the last
+/// dim's length is a multiple of four (`codegen::reduce_ir::sums_in_fours`)
+/// and one a load elsewhere, in both kernels that take plain sums (one
+/// invocation per result, a workgroup per result), from a stored input
+/// and from one computed in the kernel, with an infinity and a NaN in
+/// one channel; against f64 sums.
+#[test]
+fn channel_sums_match_f64_in_every_kernel() {
+    let Some(_) = gpu() else { return };
+    let shapes: [&[usize]; 5] = [
+        &[64, 8, 24, 24],
+        &[3, 5, 7, 4],
+        &[2, 3, 5, 5],
+        &[1, 2, 1, 8],
+        &[5, 3, 2, 12],
+    ];
+    let choices = [
+        None,
+        Some(lazywgpu::ReduceChoice::PerInvocation),
+        Some(lazywgpu::ReduceChoice::WorkgroupTree),
+    ];
+    for reduce in choices {
+        let config = lazywgpu::DeviceConfig {
+            reduce,
+            ..lazywgpu::DeviceConfig::default()
+        };
+        let dev = Device::gpu_with(config).unwrap();
+        for shape in shapes {
+            let n: usize = shape.iter().product();
+            let mut x = data(n, n as u64 + 7);
+            // Channel 1 of the first sample: an infinity; channel 2: a NaN.
+            let plane: usize = shape[2] * shape[3];
+            x[plane + 1] = f32::INFINITY;
+            if shape[1] > 2 {
+                x[2 * plane + plane - 1] = f32::NAN;
+            }
+            let t = Tensor::from_vec(x.clone(), shape.to_vec(), &dev).unwrap();
+            let computed: Vec<f32> = x.iter().map(|v| v * 2.0 + 1.0).collect();
+            let inputs = [(t.clone(), &x), (&t * 2.0 + 1.0, &computed)];
+            for (input, values) in inputs {
+                for axes in [&[0usize, 2, 3][..], &[2, 3], &[3], &[0, 1, 2, 3]] {
+                    let got = input.sum(axes.to_vec(), false).to_vec::<f32>().unwrap();
+                    let want = oracle(values, shape, axes, &|g| g.iter().sum::<f64>());
+                    let want: Vec<f32> = want.iter().map(|&v| v as f32).collect();
+                    let per = (n / want.len()) as f32;
+                    assert_close(
+                        &got,
+                        &want,
+                        1e-4,
+                        1e-4 * per.sqrt() * 4.0,
+                        &format!("sum over {axes:?} of {shape:?} ({reduce:?})"),
+                    );
+                }
+            }
+        }
+    }
+}

@@ -15,8 +15,8 @@ use crate::kernel::{
 use crate::shape::numel;
 
 use super::reduce_ir::{
-    Combine, Reduction, identity, reduce_per_invocation, reduce_unit, strided, tree_halvings,
-    uarith,
+    Combine, Reduction, identity, reduce_per_invocation, reduce_unit, strided, sum_in_fours,
+    sums_in_fours, tree_halvings, uarith,
 };
 use super::roots::store_outputs;
 
@@ -155,9 +155,13 @@ fn workgroup_tree(
     } else {
         reduced
     };
-    strided(g, (&first, wg * parts, steps), &|g, r| {
-        reduce_unit(g, (x, &in_shape, red.axes), (&o, r), parts, &cx)
-    });
+    if sums_in_fours(g, key, red) {
+        sum_in_fours(g, (x, &in_shape, red.axes), (&o, &first, wg), &acc);
+    } else {
+        strided(g, (&first, wg * parts, steps), &|g, r| {
+            reduce_unit(g, (x, &in_shape, red.axes), (&o, r), parts, &cx)
+        });
+    }
     let arrays = combine_in_workgroup(g, key, red, &cx);
     let entry = Entry {
         workgroup_size: wg,

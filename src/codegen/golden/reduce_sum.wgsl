@@ -1,4 +1,4 @@
-@group(0) @binding(0) var<storage, read> in0: array<f32>;
+@group(0) @binding(0) var<storage, read> in0: array<vec4<f32>>;
 @group(0) @binding(1) var<storage, read_write> out0: array<f32>;
 
 @compute @workgroup_size(64)
@@ -9,18 +9,20 @@ if (gi >= 4u) { return; }
     let r02: u32 = gi % 1u;
     var acc3: f32 = 0.0;
     var best4: u32 = 4294967295u;
-    for (var j5 = 0u; j5 < 24u; j5 = j5 + 1u) {
-    let rr6: u32 = r02 + (j5 * 1u);
-    let i7: u32 = (o1 * 24u) + (rr6 * 1u);
-    let v8: f32 = in0[i7];
-    acc3 = acc3 + v8;
+    var acc5: vec4<f32> = vec4<f32>(0.0);
+    for (var j6 = 0u; j6 < 6u; j6 = j6 + 1u) {
+    let rr7: u32 = r02 + (j6 * 1u);
+    let i8: u32 = ((o1 * 24u) + ((rr7 * 4u) * 1u)) / 4u;
+    let v9: vec4<f32> = in0[i8];
+    acc5 = acc5 + v9;
     }
-    let rr9: u32 = r02 + 24u;
-    if (rr9 < 24u) {
-    let i10: u32 = (o1 * 24u) + (rr9 * 1u);
-    let v11: f32 = in0[i10];
-    acc3 = acc3 + v11;
+    let rr10: u32 = r02 + 6u;
+    if (rr10 < 6u) {
+    let i11: u32 = ((o1 * 24u) + ((rr10 * 4u) * 1u)) / 4u;
+    let v12: vec4<f32> = in0[i11];
+    acc5 = acc5 + v12;
     }
-    let result12: f32 = acc3;
-    out0[gi] = result12;
+    acc3 = acc3 + ((acc5[0u] + acc5[1u]) + (acc5[2u] + acc5[3u]));
+    let result13: f32 = acc3;
+    out0[gi] = result13;
 }
