@@ -109,19 +109,20 @@ pub(super) fn a_operand(
     // threshold reads in place from then on, a recompile.
     let in_place = (kept.a_in_place && stored_view != StoredView::No)
         || lane_reads_a_in_place(a_batch * d.m * d.k, source_elements(key, node), stored_view);
-    // A precedent that read A in place one value a load keeps doing so.
-    // So does a batch of matrices whose contraction is a length that
-    // changes between the site's graphs or that the user marked dynamic
-    // (attention's probabilities times its values contract over the
-    // sequence): the four-at-a-time read holds only for a K divisible by
-    // four, so each step would otherwise compile again where the
-    // length's remainder changes. A batch of fixed rows (a convolution's
-    // weight gradient reads the output gradient's rows, one per channel
-    // of each sample) is read four at a time: on lavapipe its 64 x 288
-    // weight gradient of the MNIST CNN took 33-37 ms a step instead of
-    // 42-45 (`LAZYWGPU_PROFILE`, alternated, an AMD EPYC's lavapipe).
+    // A precedent that read A in place one value a load keeps doing so,
+    // and so does an A whose contraction is a length that changes between
+    // the site's graphs or that the user marked dynamic (attention's
+    // probabilities times its values contract over the sequence): the
+    // four-at-a-time read holds only for a K divisible by four, so each
+    // step would otherwise compile again where the length's remainder
+    // changes (`CodegenContext::rows_stay_in_fours`, the guard of every
+    // four-at-a-time read). Fixed rows are read four at a time, a batch
+    // of them too (a convolution's weight gradient reads the output
+    // gradient's rows, one per channel of each sample): on lavapipe the
+    // MNIST CNN's 64 x 288 weight gradient took 33-37 ms a step instead
+    // of 42-45 (`LAZYWGPU_PROFILE`, alternated, an AMD EPYC's lavapipe).
     let scalar_precedent = kept.a_in_place && !kept.a_vec4;
-    let rows_fixed = a_batch == 1 || cx.rows_stay_in_fours(d.a, d.k);
+    let rows_fixed = cx.rows_stay_in_fours(d.a, d.k);
     // A value that B reads in place too (`x @ x.T`) is read one way, so
     // that it takes the bindings the plan counted for it.
     let b_reads = |v: usize| b_in_place && read_source(key, d.b) == read_source(key, v);

@@ -7,7 +7,6 @@ use super::vectorize::vectorizable;
 use super::wgsl::WORKGROUP_SIZE;
 use crate::dtype::DType;
 use crate::graph::GraphKey;
-use crate::graph::op::{BinaryOp, ReduceOp};
 use crate::kernel::ir::{Arith, Expr, Inst, Ty, Var};
 use crate::kernel::{
     Entry, ReduceShape, ReduceStrategy, WorkgroupArray, choose_reduce, reduce_candidates,
@@ -15,8 +14,8 @@ use crate::kernel::{
 use crate::shape::numel;
 
 use super::reduce_ir::{
-    Combine, Reduction, identity, reduce_per_invocation, reduce_unit, strided, sum_in_fours,
-    sums_in_fours, tree_halvings, uarith,
+    Combine, Reduction, identity, reduce_per_invocation, reduce_unit, strided, sum_groups,
+    sum_in_fours, sums_in_fours, tree_halvings, uarith,
 };
 use super::roots::store_outputs;
 
@@ -48,6 +47,7 @@ pub(super) fn reduce(
             .all(|(i, &d)| d == rank - red.axes.len() + i),
         vectorizable: vectorizable(&key.nodes, x, g.stored, false),
     };
+    let fours = sums_in_fours(g, key, red, shape.vectorizable);
     let budget = g.context().target.loop_budget(1);
     g.candidates = reduce_candidates(shape, budget);
     let strategy = choose_reduce(
@@ -63,12 +63,12 @@ pub(super) fn reduce(
             (entry, body, groups)
         }
         ReduceStrategy::PerInvocation => {
-            let (entry, body) = reduce_per_invocation(g, key, red);
+            let (entry, body) = reduce_per_invocation(g, key, red, fours);
             let groups = entry.groups_of(total);
             (entry, body, groups)
         }
         ReduceStrategy::WorkgroupTree => {
-            let (entry, body) = workgroup_tree(g, key, red, total);
+            let (entry, body) = workgroup_tree(g, key, red, (total, fours));
             (entry, body, total)
         }
     };
@@ -90,28 +90,14 @@ fn sum_by_fours(g: &mut Gen, key: &GraphKey, red: &Reduction<'_>) -> (Entry, Vec
     let total = numel(&key.nodes[red.root].shape);
     let o = g.emit("o", Ty::U32, uarith(Arith::Div, Expr::Invocation, parts));
     let first = g.emit("r0", Ty::U32, uarith(Arith::Rem, Expr::Invocation, parts));
-    let vec_ty = Ty::of(dtype, true);
-    let zero = Expr::Construct {
-        ty: vec_ty,
-        x: Box::new(identity(ReduceOp::Sum, dtype)),
-    };
-    let acc = g.variable_of("acc", vec_ty, zero);
+    // The reduced dims are trailing: output `o`'s groups follow one
+    // another.
     let groups_per_output = reduced / 4;
-    strided(g, (&first, parts, groups_per_output), &|g, r4| {
+    let group_at = |r4: Expr| {
         let at = uarith(Arith::Mul, o.clone(), groups_per_output);
-        let i = g.emit("i", Ty::U32, Expr::arith(Arith::Add, at, r4));
-        let v = g.value(x, &i, false, true);
-        g.accumulate(&acc, v);
-    });
-    let add = |a: Expr, b: Expr| Expr::Binary {
-        op: BinaryOp::Add,
-        operand: dtype,
-        vec: false,
-        a: Box::new(a),
-        b: Box::new(b),
+        Expr::arith(Arith::Add, at, r4)
     };
-    let lane = |q: u64| Expr::index(acc.clone(), Expr::U32(q));
-    let sum = add(add(lane(0), lane(1)), add(lane(2), lane(3)));
+    let sum = sum_groups(g, (x, dtype), (&first, parts, groups_per_output), &group_at);
     let result = g.emit(
         "result",
         Ty::scalar(key.nodes[red.root].dtype.compute()),
@@ -129,7 +115,7 @@ fn workgroup_tree(
     g: &mut Gen,
     key: &GraphKey,
     red: &Reduction<'_>,
-    total: usize,
+    (total, fours): (usize, bool),
 ) -> (Entry, Vec<Inst>) {
     let x = key.nodes[red.root].inputs[0];
     let in_shape = key.nodes[x].shape.clone();
@@ -155,7 +141,7 @@ fn workgroup_tree(
     } else {
         reduced
     };
-    if sums_in_fours(g, key, red) {
+    if fours {
         sum_in_fours(g, (x, &in_shape, red.axes), (&o, &first, wg), &acc);
     } else {
         strided(g, (&first, wg * parts, steps), &|g, r| {

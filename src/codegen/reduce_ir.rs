@@ -26,12 +26,13 @@ pub(super) struct Reduction<'a> {
 
 /// Invocation `gi` reduces part `gi % parts` of output `gi / parts`: the
 /// elements (split reductions: groups of four) `r = gi % parts + j *
-/// parts`, then stores the result and its epilogue. Returns the entry and
-/// body.
+/// parts`, four a load where `fours` (`sums_in_fours`), then stores the
+/// result and its epilogue. Returns the entry and body.
 pub(super) fn reduce_per_invocation(
     g: &mut Gen,
     key: &GraphKey,
     red: &Reduction<'_>,
+    fours: bool,
 ) -> (Entry, Vec<Inst>) {
     let x = key.nodes[red.root].inputs[0];
     let in_shape = key.nodes[x].shape.clone();
@@ -57,7 +58,7 @@ pub(super) fn reduce_per_invocation(
         acc: &acc,
         best: &best,
     };
-    if sums_in_fours(g, key, red) {
+    if fours {
         sum_in_fours(g, (x, &in_shape, red.axes), (&o, &first, step), &acc);
     } else {
         strided(g, (&first, step, len), &|g, r| {
@@ -84,33 +85,71 @@ pub(super) fn reduce_per_invocation(
 
 /// Whether plain reduction `red` (not split: `parts == 1`) is a sum that
 /// reads its input four neighbouring elements a load: an `f32` input
-/// computed or stored four elements at a time (`vectorizable`), reduced
-/// along its last dim (the innermost of the reduced ones), whose length
-/// is a multiple of four at every size the site runs
+/// computed or stored four elements at a time (`vectorizable`, as the
+/// caller found it for the reduction's shape), reduced along its last
+/// dim (the innermost of the reduced ones), whose length is a multiple
+/// of four at every size the site runs
 /// (`CodegenContext::rows_stay_in_fours`), so that each group of four
 /// reduced elements lies together in memory and starts a group of four.
 /// A convolution's bias gradient sums each channel over the batch and
 /// the positions (`[64, 64, 24, 24]` over dims 0, 2, 3): on lavapipe,
-/// where each storage load is a loop over the lanes, the MNIST CNN's took
-/// 6.3 ms a step one element a load.
-pub(super) fn sums_in_fours(g: &Gen, key: &GraphKey, red: &Reduction<'_>) -> bool {
+/// where each storage load is a loop over the lanes, it took 4.8-5.1 ms
+/// one element a load and 2.4-2.5 ms four.
+pub(super) fn sums_in_fours(
+    g: &Gen,
+    key: &GraphKey,
+    red: &Reduction<'_>,
+    vectorizable: bool,
+) -> bool {
     let x = key.nodes[red.root].inputs[0];
     let shape = &key.nodes[x].shape;
     let Some(last) = shape.len().checked_sub(1) else {
         return false;
     };
-    red.op == ReduceOp::Sum
+    vectorizable
+        && red.op == ReduceOp::Sum
         && red.parts == 1
         && red.axes.last() == Some(&last)
         && key.nodes[x].dtype == DType::F32
         && g.context().rows_stay_in_fours(x, shape[last])
-        && super::vectorize::vectorizable(&key.nodes, x, g.stored, false)
+}
+
+/// Sums `groups` groups of four elements of `x` (compute dtype `dtype`),
+/// `r = first + j * step`, each read as one `vec4` at group position
+/// `group_at(r)`, into a `vec4` accumulator; returns the sum of its
+/// lanes. The loop of a split sum's first stage and of a plain sum that
+/// reads four at a time (`sums_in_fours`).
+pub(super) fn sum_groups(
+    g: &mut Gen,
+    (x, dtype): (usize, DType),
+    (first, step, groups): (&Expr, usize, usize),
+    group_at: &dyn Fn(Expr) -> Expr,
+) -> Expr {
+    let vec_ty = Ty::of(dtype, true);
+    let zero = Expr::Construct {
+        ty: vec_ty,
+        x: Box::new(identity(ReduceOp::Sum, dtype)),
+    };
+    let acc = g.variable_of("acc", vec_ty, zero);
+    strided(g, (first, step, groups), &|g, r| {
+        let i = g.emit("i", Ty::U32, group_at(r));
+        let v = g.value(x, &i, false, true);
+        g.accumulate(&acc, v);
+    });
+    let add = |a: Expr, b: Expr| Expr::Binary {
+        op: BinaryOp::Add,
+        operand: dtype,
+        vec: false,
+        a: Box::new(a),
+        b: Box::new(b),
+    };
+    let lane = |q: u64| Expr::index(acc.clone(), Expr::U32(q));
+    add(add(lane(0), lane(1)), add(lane(2), lane(3)))
 }
 
 /// Sums output `o`'s elements into `acc` four at a time (see
 /// `sums_in_fours`): groups `r = first + j * step` of four reduced
-/// elements, each one `vec4` load, into a `vec4` accumulator whose lanes
-/// are then added to `acc`.
+/// elements, group `r` at input position `split_index(.., 4 r) / 4`.
 pub(super) fn sum_in_fours(
     g: &mut Gen,
     (x, shape, axes): (usize, &[usize], &[usize]),
@@ -118,22 +157,12 @@ pub(super) fn sum_in_fours(
     acc: &Expr,
 ) {
     let reduced: usize = axes.iter().map(|&d| shape[d]).product();
-    let vec_ty = Ty::of(DType::F32, true);
-    let zero = Expr::Construct {
-        ty: vec_ty,
-        x: Box::new(identity(ReduceOp::Sum, DType::F32)),
+    let group_at = |r: Expr| {
+        let r = uarith(Arith::Mul, r, 4);
+        uarith(Arith::Div, split_index(shape, axes, o, &r), 4)
     };
-    let acc4 = g.variable_of("acc", vec_ty, zero);
-    strided(g, (first, step, reduced / 4), &|g, r4| {
-        let r = uarith(Arith::Mul, r4, 4);
-        let i = uarith(Arith::Div, split_index(shape, axes, o, &r), 4);
-        let i = g.emit("i", Ty::U32, i);
-        let v = g.value(x, &i, false, true);
-        g.accumulate(&acc4, v);
-    });
-    let add = |a: Expr, b: Expr| Expr::f32_binary(BinaryOp::Add, a, b, false);
-    let lane = |q: u64| Expr::index(acc4.clone(), Expr::U32(q));
-    g.accumulate(acc, add(add(lane(0), lane(1)), add(lane(2), lane(3))));
+    let lanes = sum_groups(g, (x, DType::F32), (first, step, reduced / 4), &group_at);
+    g.accumulate(acc, lanes);
 }
 
 /// Invocations of a workgroup where each computes an output of a
