@@ -410,3 +410,89 @@ fn b_is_packed_in_narrow_column_blocks_where_their_layers_are_few() {
         std::fs::remove_dir_all(&dir).ok();
     }
 }
+
+/// The texels of columns a lane computes in the dumped lane matmul
+/// (`None` where the lane kernel did not run).
+fn texels_a_lane(dir: &std::path::Path) -> Option<String> {
+    let plans = common::dumped_plans(dir);
+    let plan = plans.iter().find(|p| p.contains("kernel: Lanes"))?;
+    let at = plan.find("texels: ")? + "texels: ".len();
+    Some(
+        plan[at..]
+            .chars()
+            .take_while(char::is_ascii_digit)
+            .collect(),
+    )
+}
+
+/// Products large enough for tall tiles over a packed B take wide ones
+/// (32 rows, two texels of columns a lane, side by side): the last
+/// lane's second texel past N (258 texels: 129 pairs, or 51 columns of a
+/// 204-wide B), columns not a multiple of four (stored an element at a
+/// time), A computed (packed), A and B as their stored transposes lie
+/// (read through transposed texels), a batch with an epilogue; against
+/// f64 loops.
+#[test]
+fn tall_products_over_a_packed_b_compute_two_texels_a_lane() {
+    let cases = [
+        "ragged-n",
+        "computed-a",
+        "transposed-a",
+        "transposed-b",
+        "batched",
+    ];
+    for tag in cases {
+        let Some((dev, dir)) = lane_device(tag) else {
+            return;
+        };
+        let (bsz, m, k, n) = match tag {
+            "ragged-n" => (1, 1024, 256, 1030),
+            "batched" => (4, 256, 128, 204),
+            _ => (1, 512, 200, 516),
+        };
+        let a_data = common::data(bsz * m * k, 5);
+        let b_data = common::data(bsz * k * n, 6);
+        let a_shape: Vec<usize> = if bsz > 1 { vec![bsz, m, k] } else { vec![m, k] };
+        let b_shape: Vec<usize> = if bsz > 1 { vec![bsz, k, n] } else { vec![k, n] };
+        let a = match tag {
+            // A stored as its transpose: [k, m] holding A^T.
+            "transposed-a" => {
+                let t: Vec<f32> = (0..k * m).map(|i| a_data[(i % m) * k + i / m]).collect();
+                Tensor::from_vec(t, [k, m], &dev).unwrap().t()
+            }
+            _ => Tensor::from_vec(a_data.clone(), a_shape.as_slice(), &dev).unwrap(),
+        };
+        let a = if tag == "computed-a" { a.relu() } else { a };
+        let b = match tag {
+            "transposed-b" => {
+                let t: Vec<f32> = (0..n * k).map(|i| b_data[(i % k) * n + i / k]).collect();
+                Tensor::from_vec(t, [n, k], &dev).unwrap().t()
+            }
+            _ => Tensor::from_vec(b_data.clone(), b_shape.as_slice(), &dev).unwrap(),
+        };
+        let product = a.matmul(&b);
+        let got = match tag {
+            "batched" => (product * 0.5 + 1.0).relu(),
+            _ => product,
+        };
+        let got = got.to_vec::<f32>().unwrap();
+        let a_used: Vec<f32> = match tag {
+            "computed-a" => a_data.iter().map(|v| v.max(0.0)).collect(),
+            _ => a_data,
+        };
+        let mut want = Vec::new();
+        for i in 0..bsz {
+            let a = &a_used[i * m * k..(i + 1) * m * k];
+            let b = &b_data[i * k * n..(i + 1) * k * n];
+            want.extend(common::matmul_f64(a, b, (1, m, k, n)));
+        }
+        if tag == "batched" {
+            want.iter_mut().for_each(|v| *v = (*v * 0.5 + 1.0).max(0.0));
+        }
+        common::assert_close(&got, &want, 1e-4, 1e-4, tag);
+        if let Some(texels) = texels_a_lane(&dir) {
+            assert_eq!(texels, "2", "{tag}: texels a lane");
+        }
+        std::fs::remove_dir_all(&dir).ok();
+    }
+}

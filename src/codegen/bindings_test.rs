@@ -238,6 +238,7 @@ fn kernels_carry_the_strategy_they_were_generated_with() {
                 tile: Some(crate::kernel::LaneTile {
                     rows: 32,
                     lanes: 8,
+                    texels: 1,
                     a_in_place: false,
                     a_vec4: false,
                     a_transposed: false,

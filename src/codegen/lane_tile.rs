@@ -101,14 +101,31 @@ fn rows_for(m: usize, s: usize, (batch, tiles_n): (usize, usize)) -> usize {
     }
 }
 
+/// Texels a lane computes where a tall tile is made wide (`tile_for`).
+const WIDE_TEXELS: usize = 2;
+
 /// The workgroup tile for `m` rows and `n4` texels of columns of `batch`
 /// products: the precedent's where it is one this adapter can run (any
 /// tile computes any size), else `rows_for`'s rows and `lanes_for`'s
-/// lanes.
+/// lanes; a tall tile over a packed B (`b_in_place(rows)` false) is made
+/// wide: half the rows, two texels a lane, side by side.
+///
+/// Why wide: each K step a lane fetches one texel of B per texel of
+/// columns and the subgroup one texel of A per `s` rows; 32 rows of two
+/// texels fetch as many as 64 rows of one (the same 64 accumulators),
+/// but a subgroup's two texels a lane cover a whole 16-texel block row
+/// of B's texture. A 1024^3 product's kernel: 31.5-31.9 ms against
+/// 42.4-45.0 ms for the tall tile, alternated in one process on raw
+/// wgpu (2-core AMD EPYC, lavapipe on LLVM 15); the same two texels a
+/// lane interleaved across the subgroup (lane `l` at `l` and `l + 64`),
+/// 38.6-38.8 ms; 64 rows of four texels, 33-34 ms. Where B is read in
+/// place (a convolution's windows) each texel of B is four scalar
+/// loads, a loop over the lanes, so a tall tile stays tall there.
 pub(super) fn tile_for(
     (m, n4, batch): (usize, usize, usize),
     s: usize,
     precedent: Option<Strategy>,
+    b_in_place: &dyn Fn(usize) -> bool,
 ) -> LaneTile {
     if let Some(Strategy::Matmul {
         tile: Some(tile), ..
@@ -117,14 +134,22 @@ pub(super) fn tile_for(
         let rows_fit = tile.rows.is_multiple_of(s) && (s..=TALL_ROWS).contains(&tile.rows);
         let lanes_fit =
             tile.lanes.is_power_of_two() && (s..=MAX_LANES.max(s)).contains(&tile.lanes);
-        if rows_fit && lanes_fit {
+        let texels_fit = (1..=WIDE_TEXELS).contains(&tile.texels);
+        if rows_fit && lanes_fit && texels_fit {
             return tile;
         }
     }
     let lanes = lanes_for(n4, s);
+    let rows = rows_for(m, s, (batch, n4.div_ceil(lanes)));
+    let wide = rows == TALL_ROWS && !b_in_place(rows);
+    let (rows, texels) = match wide {
+        true => (TALL_ROWS / WIDE_TEXELS, WIDE_TEXELS),
+        false => (rows, 1),
+    };
     LaneTile {
-        rows: rows_for(m, s, (batch, n4.div_ceil(lanes))),
-        lanes,
+        rows,
+        lanes: lanes_for(n4.div_ceil(texels), s),
+        texels,
         a_in_place: false,
         a_vec4: false,
         b_in_place: false,
@@ -155,6 +180,25 @@ mod tests {
     }
 
     #[test]
+    fn tall_tiles_over_a_packed_b_are_made_wide() {
+        let tile = |in_place: bool| tile_for((1024, 256, 1), 8, None, &move |_| in_place);
+        // A 1024^3 product: 32 rows of two texels a lane, 64 lanes (two
+        // column tiles of 128 texels).
+        let wide = tile(false);
+        assert_eq!((wide.rows, wide.texels, wide.lanes), (32, 2, 64));
+        // B read in place: the tall tile, one texel a lane.
+        let tall = tile(true);
+        assert_eq!((tall.rows, tall.texels, tall.lanes), (TALL_ROWS, 1, 64));
+        // A product too small for tall tiles keeps one texel a lane.
+        let small = tile_for((64, 32, 1), 8, None, &|_| false);
+        assert_eq!((small.rows, small.texels), (MAX_ROWS, 1));
+        // Lanes for half as many texels: 144 texels are 72 pairs, 8 lanes
+        // (9 tiles, none idle) rather than 64 with most idle.
+        let odd = tile_for((4096, 144, 1), 8, None, &|_| false);
+        assert_eq!((odd.texels, odd.lanes), (2, 8));
+    }
+
+    #[test]
     fn b_blocks_are_narrow_while_their_layers_are_few() {
         assert_eq!(b_block_width(256, 1, (16384, 64)), B_BLOCK_TEXELS);
         // Narrower than a block: the block is B's width.
@@ -174,6 +218,7 @@ mod tests {
         let tall = LaneTile {
             rows: TALL_ROWS,
             lanes: 64,
+            texels: 1,
             a_in_place: true,
             a_vec4: false,
             b_in_place: false,
@@ -189,13 +234,18 @@ mod tests {
         };
         // A later, smaller size keeps the site's tall tile (and what it
         // read in place).
-        assert_eq!(tile_for((8, 2, 1), 8, precedent(tall)), tall);
-        // Rows past 64, or lanes not a power of two: chosen afresh.
+        let packed = |_| false;
+        assert_eq!(tile_for((8, 2, 1), 8, precedent(tall), &packed), tall);
+        let wide = LaneTile { texels: 2, ..tall };
+        assert_eq!(tile_for((8, 2, 1), 8, precedent(wide), &packed), wide);
+        // Rows past 64, lanes not a power of two, or more texels than
+        // two: chosen afresh.
         for bad in [
             LaneTile { rows: 128, ..tall },
             LaneTile { lanes: 48, ..tall },
+            LaneTile { texels: 4, ..tall },
         ] {
-            let fresh = tile_for((8, 2, 1), 8, precedent(bad));
+            let fresh = tile_for((8, 2, 1), 8, precedent(bad), &packed);
             assert_eq!((fresh.rows, fresh.lanes, fresh.a_in_place), (8, 8, false));
         }
     }

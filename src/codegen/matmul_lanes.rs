@@ -8,7 +8,9 @@
 //! branches, and `subgroupBroadcast` of a constant lane is one shuffle. So:
 //!
 //! - each lane owns four adjacent output columns (one `vec4` texel of B per
-//!   K step) and every lane of a workgroup the same `R` rows;
+//!   K step), or eight where a tall tile is made wide (`LaneTile::texels`,
+//!   `lane_tile::tile_for`), and every lane of a workgroup the same `R`
+//!   rows;
 //! - each K step of four, lane `s` fetches one texel of A (four K values
 //!   of row `s` of a group of `S` rows, `S` the subgroup size) and the
 //!   rows reach every lane by broadcast: one fetch per `S` rows instead of
@@ -66,6 +68,8 @@ struct Geometry {
     n4: usize,
     rows: usize,
     lanes: usize,
+    /// Texels of columns a lane computes, side by side.
+    texels: usize,
     tiles_m: usize,
     tiles_n: usize,
     a: Packing,
@@ -102,10 +106,12 @@ fn geometry(
     }
     let batch = d.groups / d.tiles_mn.max(1);
     let (k4, n4) = (d.k.div_ceil(4), d.n.div_ceil(4));
-    let tile = tile_for((d.m, n4, batch), s, precedent);
-    let (rows, lanes) = (tile.rows, tile.lanes);
     let b_source = source_elements(key, d.b);
-    let b_in_place = lane_reads_b_in_place(batch * d.k * d.n, b_source, d.m.div_ceil(rows));
+    let b_in_place =
+        |rows: usize| lane_reads_b_in_place(batch * d.k * d.n, b_source, d.m.div_ceil(rows));
+    let tile = tile_for((d.m, n4, batch), s, precedent, &b_in_place);
+    let (rows, lanes, texels) = (tile.rows, tile.lanes, tile.texels);
+    let b_in_place = b_in_place(rows);
     let AOperand {
         node: a_node,
         batch: a_batch,
@@ -119,7 +125,7 @@ fn geometry(
     // A's row blocks hold whole workgroup row tiles: a workgroup reads
     // one layer of A. B's column blocks are narrow (`b_block_width`).
     let a_height = block(d.m, max, rows);
-    let b_width = b_block_width(n4, batch, (max, lanes));
+    let b_width = b_block_width(n4, batch, (max, lanes * texels));
     let a_blocks = a_in_place || a_transposed || a_height > 0;
     let b_blocks = b_in_place || b_transposed || (k4 * 4 <= max && b_width > 0);
     // K steps stay within a texture's width, packed or not: the loop
@@ -147,8 +153,9 @@ fn geometry(
         n4,
         rows,
         lanes,
+        texels,
         tiles_m: d.m.div_ceil(rows),
-        tiles_n: n4.div_ceil(lanes),
+        tiles_n: n4.div_ceil(lanes * texels),
         a,
         b,
         // One matrix read for a batch of them: `shared_matrix`'s.
@@ -216,6 +223,7 @@ pub(super) fn matmul_lanes(
         k4,
         rows,
         lanes,
+        texels,
         tiles_m,
         tiles_n,
         a_in_place,
@@ -232,7 +240,9 @@ pub(super) fn matmul_lanes(
     let i0 = g.emit("rfirst", Ty::U32, times(ids.tm.clone(), rows));
     let regs = lane_registers(g, (rows, s, &geo), (&ids, &i0));
     let k = g.fresh("kt");
-    let b_rows = b_reads(g, &geo, &columns, &ids);
+    let b_rows: Vec<BRows> = (columns.iter())
+        .map(|texel| b_reads(g, &geo, texel, &ids))
+        .collect();
     let body = g.block(|g| lane_step(g, &regs, (&columns, &b_rows), &Expr::Var(k)));
     g.push(Inst::Loop {
         counter: k,
@@ -241,11 +251,11 @@ pub(super) fn matmul_lanes(
         body,
     });
     let block = OutputBlock {
-        accs: regs.accs,
+        accs: regs.accs.concat(),
         rows,
-        cols: 4,
+        cols: 4 * texels,
         row0: i0,
-        col0: times(columns.c4, 4),
+        col0: times(columns[0].c4.clone(), 4),
         bi: ids.bi.clone(),
     };
     let vec4_out = store_block(g, key, (root, outputs), &block, (geo.d.m, geo.d.n));
@@ -265,6 +275,7 @@ pub(super) fn matmul_lanes(
         tile: LaneTile {
             rows,
             lanes,
+            texels,
             a_in_place,
             a_vec4: geo.a_vec4.is_some(),
             b_in_place,
@@ -277,19 +288,38 @@ pub(super) fn matmul_lanes(
     })
 }
 
-/// Where a lane's four output columns lie: texel column `c4` of the
-/// output, and B's texel column `bx` and layer `bl` holding them.
+/// Where one of a lane's texels of output columns lies: texel column
+/// `c4` of the output, and B's texel column `bx` and layer `bl` holding
+/// it.
 struct LaneColumns {
     c4: Expr,
     bx: Expr,
     bl: Expr,
 }
 
-/// Defines lane `lid`'s columns in output tile `ids`: texel `c4`, clamped
-/// to the last one for B's fetch (lanes past N compute and never store).
-fn lane_columns(g: &mut Gen, geo: &Geometry, ids: &TileIds) -> LaneColumns {
-    let c4 = add(times(ids.tn.clone(), geo.lanes), Expr::Local);
-    let c4 = g.emit("ctex", Ty::U32, c4);
+/// Defines lane `lid`'s texels of columns in output tile `ids`, side by
+/// side from texel `(tn lanes + lid) texels`, each clamped to the last
+/// one for B's fetch (lanes past N compute and never store).
+fn lane_columns(g: &mut Gen, geo: &Geometry, ids: &TileIds) -> Vec<LaneColumns> {
+    let lane = add(times(ids.tn.clone(), geo.lanes), Expr::Local);
+    let first = match geo.texels {
+        1 => lane,
+        texels => times(lane, texels),
+    };
+    let first = g.emit("ctex", Ty::U32, first);
+    (0..geo.texels)
+        .map(|t| match t {
+            0 => texel_columns(g, geo, ids, first.clone()),
+            _ => {
+                let c4 = g.emit("ctex", Ty::U32, plus(first.clone(), t));
+                texel_columns(g, geo, ids, c4)
+            }
+        })
+        .collect()
+}
+
+/// Where texel `c4` of the output's columns lies in B's texture.
+fn texel_columns(g: &mut Gen, geo: &Geometry, ids: &TileIds, c4: Expr) -> LaneColumns {
     let bc = Expr::call(Builtin::Min, vec![c4.clone(), lit(geo.n4 - 1)]);
     let bc = g.emit("bc", Ty::U32, bc);
     let bx = g.emit("bx", Ty::U32, modulo(bc.clone(), geo.b.width));
@@ -302,8 +332,9 @@ fn lane_columns(g: &mut Gen, geo: &Geometry, ids: &TileIds) -> LaneColumns {
 
 /// A lane matmul's register block (see `lane_registers`).
 struct LaneRegisters {
-    /// The accumulators, in row order.
-    accs: Vec<Expr>,
+    /// The accumulators, in row order: per row, one per texel of the
+    /// lane's columns.
+    accs: Vec<Vec<Expr>>,
     /// Per group `h` of `s` rows: where each lane fetches its row
     /// `h * s + sid` of A.
     fetch: Vec<ARow>,
@@ -347,7 +378,7 @@ fn lane_registers(
     let (a, m, k, in_place) = (&geo.a, geo.d.m, geo.d.k, geo.a_in_place);
     // A shared by the batch has one entry.
     let bi = if geo.a_shared { lit(0) } else { ids.bi.clone() };
-    let accs = accumulators(g, rows);
+    let accs = (0..rows).map(|_| accumulators(g, geo.texels)).collect();
     let split = if in_place && geo.a_vec4.is_none() {
         g.split_operand(a.node, (m, k))
     } else {
@@ -588,21 +619,25 @@ fn in_place_b_row(g: &mut Gen, b: &InPlaceB, y: Expr) -> Expr {
 fn lane_step(
     g: &mut Gen,
     regs: &LaneRegisters,
-    (columns, b_rows): (&LaneColumns, &BRows),
+    (columns, b_rows): (&[LaneColumns], &[BRows]),
     k4: &Expr,
 ) {
-    let rows_of_b = rows_of_b(g, b_rows, columns, k4);
+    let rows_of_b: Vec<Vec<Expr>> = (b_rows.iter().zip(columns))
+        .map(|(b, texel)| rows_of_b(g, b, texel, k4))
+        .collect();
     let fetched: Vec<Expr> = (regs.fetch.iter())
         .map(|row| a_values(g, row, regs.a_split.as_ref(), k4))
         .collect();
     if let Some(ARow::Transposed { .. }) = regs.fetch.first() {
         return transposed_a_step(g, regs, &fetched, &rows_of_b);
     }
-    for (r, acc) in regs.accs.iter().enumerate() {
+    for (r, row_accs) in regs.accs.iter().enumerate() {
         let args = vec![fetched[r / regs.s].clone(), lit(r % regs.s)];
         let a = g.emit("a", VEC4, Expr::call(Builtin::SubgroupBroadcast, args));
-        let sum = multiply_add(acc, (0..4).map(|q| splat_lane(&a, q)), &rows_of_b);
-        g.assign(acc, sum);
+        for (acc, b) in row_accs.iter().zip(&rows_of_b) {
+            let sum = multiply_add(acc, (0..4).map(|q| splat_lane(&a, q)), b);
+            g.assign(acc, sum);
+        }
     }
 }
 
@@ -620,7 +655,7 @@ fn multiply_add(acc: &Expr, a: impl Iterator<Item = Expr>, rows_of_b: &[Expr]) -
 /// that fetched its K values (lane `4 quad + q` holds K value `q`), and
 /// per row its component of each, times B, in the order of the other
 /// layouts (so the sums are theirs).
-fn transposed_a_step(g: &mut Gen, regs: &LaneRegisters, fetched: &[Expr], rows_of_b: &[Expr]) {
+fn transposed_a_step(g: &mut Gen, regs: &LaneRegisters, fetched: &[Expr], rows_of_b: &[Vec<Expr>]) {
     let s = regs.s;
     for (r0, acc_quad) in (0..).step_by(4).zip(regs.accs.chunks(4)) {
         let (group, quad) = (r0 / s, (r0 % s) / 4);
@@ -630,9 +665,11 @@ fn transposed_a_step(g: &mut Gen, regs: &LaneRegisters, fetched: &[Expr], rows_o
                 g.emit("a", VEC4, Expr::call(Builtin::SubgroupBroadcast, args))
             })
             .collect();
-        for (j, acc) in acc_quad.iter().enumerate() {
-            let sum = multiply_add(acc, k_values.iter().map(|a| splat_lane(a, j)), rows_of_b);
-            g.assign(acc, sum);
+        for (j, row_accs) in acc_quad.iter().enumerate() {
+            for (acc, b) in row_accs.iter().zip(rows_of_b) {
+                let sum = multiply_add(acc, k_values.iter().map(|a| splat_lane(a, j)), b);
+                g.assign(acc, sum);
+            }
         }
     }
 }
