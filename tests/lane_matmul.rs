@@ -425,17 +425,19 @@ fn texels_a_lane(dir: &std::path::Path) -> Option<String> {
     )
 }
 
-/// Products over a packed B take wide tiles
-/// (32 rows, two texels of columns a lane, side by side): lanes whose
-/// second texel, or both, lie past N (250 texels in tiles of 128 for 998
-/// columns, 128 for 510, 48 in tiles of 16 for 190), columns not a
-/// multiple of four (stored an element at a time), A computed (packed), A and B as their stored transposes lie
-/// (read through transposed texels), a batch with an epilogue; against
-/// f64 loops.
+/// Products over a packed B take wide tiles (32 rows, two texels of
+/// columns a lane, side by side), at sizes wide for subgroups of 8 to 32
+/// lanes: lanes whose second texel, or both, lie past N (250 texels in
+/// tiles of 128 for 998 columns; 127 texels for 506 columns, the last
+/// lane's first texel inside N and its second past it), columns not a
+/// multiple of four (stored an element at a time), A computed (packed),
+/// A and B as their stored transposes lie (read through transposed
+/// texels), a batch with an epilogue; against f64 loops.
 #[test]
-fn tall_products_over_a_packed_b_compute_two_texels_a_lane() {
+fn products_over_a_packed_b_compute_two_texels_a_lane() {
     let cases = [
         "ragged-n",
+        "odd-texels",
         "computed-a",
         "transposed-a",
         "transposed-b",
@@ -447,7 +449,8 @@ fn tall_products_over_a_packed_b_compute_two_texels_a_lane() {
         };
         let (bsz, m, k, n) = match tag {
             "ragged-n" => (1, 1024, 256, 998),
-            "batched" => (4, 256, 128, 190),
+            "odd-texels" => (1, 512, 100, 506),
+            "batched" => (4, 256, 128, 254),
             _ => (1, 512, 200, 510),
         };
         let a_data = common::data(bsz * m * k, 5);

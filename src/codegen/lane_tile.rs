@@ -107,7 +107,7 @@ fn rows_for(m: usize, s: usize, (batch, tiles_n): (usize, usize)) -> usize {
     }
 }
 
-/// Texels a lane computes where a tall tile is made wide (`tile_for`).
+/// Texels a lane computes in a wide tile (`tile_for`).
 const WIDE_TEXELS: usize = 2;
 
 /// The workgroup tile for `m` rows and `n4` texels of columns of `batch`
@@ -220,6 +220,19 @@ mod tests {
         // lanes of one.
         let odd = tile_for((4096, 144, 1), 8, None, &|_| false);
         assert_eq!((odd.texels, odd.lanes), (2, 8));
+    }
+
+    #[test]
+    fn the_wide_test_sizes_are_wide_for_every_subgroup_size() {
+        // tests/lane_matmul.rs's products (rows, texels of columns, batch)
+        // take two texels a lane whatever the adapter's subgroup size.
+        let sizes = [(1024, 250, 1), (512, 127, 1), (512, 128, 1), (256, 64, 4)];
+        for s in [8, 16, 32] {
+            for size in sizes {
+                let tile = tile_for(size, s, None, &|_| false);
+                assert_eq!(tile.texels, 2, "{size:?} at subgroups of {s}");
+            }
+        }
     }
 
     #[test]

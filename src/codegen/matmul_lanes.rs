@@ -8,7 +8,7 @@
 //! branches, and `subgroupBroadcast` of a constant lane is one shuffle. So:
 //!
 //! - each lane owns four adjacent output columns (one `vec4` texel of B per
-//!   K step), or eight where a tall tile is made wide (`LaneTile::texels`,
+//!   K step), or eight in a wide tile over a packed B (`LaneTile::texels`,
 //!   `lane_tile::tile_for`), and every lane of a workgroup the same `R`
 //!   rows;
 //! - each K step of four, lane `s` fetches one texel of A (four K values

@@ -75,8 +75,8 @@ pub(crate) struct LaneTile {
     /// Lanes (a power of two from the subgroup size).
     pub lanes: usize,
     /// Texels of output columns (four columns each) a lane computes,
-    /// side by side: 1, or 2 where a tall tile is halved into two
-    /// texels a lane (`codegen::lane_tile::tile_for`).
+    /// side by side: 1, or 2 where a tile over a packed B is made wide
+    /// (`codegen::lane_tile::tile_for`).
     pub texels: usize,
     /// Whether A is read in place through its view rather than packed
     /// into a texture first (`lane_reads_a_in_place`, or kept from the
