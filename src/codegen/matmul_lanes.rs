@@ -308,12 +308,12 @@ fn lane_columns(g: &mut Gen, geo: &Geometry, ids: &TileIds) -> Vec<LaneColumns> 
     };
     let first = g.emit("ctex", Ty::U32, first);
     (0..geo.texels)
-        .map(|t| match t {
-            0 => texel_columns(g, geo, ids, first.clone()),
-            _ => {
-                let c4 = g.emit("ctex", Ty::U32, plus(first.clone(), t));
-                texel_columns(g, geo, ids, c4)
-            }
+        .map(|t| {
+            let c4 = match t {
+                0 => first.clone(),
+                _ => g.emit("ctex", Ty::U32, plus(first.clone(), t)),
+            };
+            texel_columns(g, geo, ids, c4)
         })
         .collect()
 }
@@ -634,10 +634,22 @@ fn lane_step(
     for (r, row_accs) in regs.accs.iter().enumerate() {
         let args = vec![fetched[r / regs.s].clone(), lit(r % regs.s)];
         let a = g.emit("a", VEC4, Expr::call(Builtin::SubgroupBroadcast, args));
-        for (acc, b) in row_accs.iter().zip(&rows_of_b) {
-            let sum = multiply_add(acc, (0..4).map(|q| splat_lane(&a, q)), b);
-            g.assign(acc, sum);
-        }
+        accumulate_row(g, row_accs, &|q| splat_lane(&a, q), &rows_of_b);
+    }
+}
+
+/// A row's accumulators (one per texel of the lane's columns) after one
+/// step of K: each plus the row's four A values (`a(q)`) times that
+/// texel's four rows of B (`multiply_add`).
+fn accumulate_row(
+    g: &mut Gen,
+    row_accs: &[Expr],
+    a: &dyn Fn(usize) -> Expr,
+    rows_of_b: &[Vec<Expr>],
+) {
+    for (acc, b) in row_accs.iter().zip(rows_of_b) {
+        let sum = multiply_add(acc, (0..4).map(a), b);
+        g.assign(acc, sum);
     }
 }
 
@@ -666,10 +678,7 @@ fn transposed_a_step(g: &mut Gen, regs: &LaneRegisters, fetched: &[Expr], rows_o
             })
             .collect();
         for (j, row_accs) in acc_quad.iter().enumerate() {
-            for (acc, b) in row_accs.iter().zip(rows_of_b) {
-                let sum = multiply_add(acc, k_values.iter().map(|a| splat_lane(a, j)), b);
-                g.assign(acc, sum);
-            }
+            accumulate_row(g, row_accs, &|q| splat_lane(&k_values[q], j), rows_of_b);
         }
     }
 }

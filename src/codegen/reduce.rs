@@ -14,8 +14,8 @@ use crate::kernel::{
 use crate::shape::numel;
 
 use super::reduce_ir::{
-    Combine, Reduction, identity, reduce_per_invocation, reduce_unit, strided, sum_groups,
-    sum_in_fours, sums_in_fours, tree_halvings, uarith,
+    Combine, Reduction, identity, reduce_elements, reduce_per_invocation, sum_groups,
+    sums_in_fours, tree_halvings, uarith,
 };
 use super::roots::store_outputs;
 
@@ -141,13 +141,14 @@ fn workgroup_tree(
     } else {
         reduced
     };
-    if fours {
-        sum_in_fours(g, (x, &in_shape, red.axes), (&o, &first, wg), &acc);
-    } else {
-        strided(g, (&first, wg * parts, steps), &|g, r| {
-            reduce_unit(g, (x, &in_shape, red.axes), (&o, r), parts, &cx)
-        });
-    }
+    let input = (x, in_shape.as_slice(), red.axes);
+    reduce_elements(
+        g,
+        input,
+        (&o, &first, wg * parts, steps),
+        (parts, fours),
+        &cx,
+    );
     let arrays = combine_in_workgroup(g, key, red, &cx);
     let entry = Entry {
         workgroup_size: wg,

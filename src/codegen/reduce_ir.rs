@@ -58,13 +58,8 @@ pub(super) fn reduce_per_invocation(
         acc: &acc,
         best: &best,
     };
-    if fours {
-        sum_in_fours(g, (x, &in_shape, red.axes), (&o, &first, step), &acc);
-    } else {
-        strided(g, (&first, step, len), &|g, r| {
-            reduce_unit(g, (x, &in_shape, red.axes), (&o, r), parts, &cx)
-        });
-    }
+    let input = (x, in_shape.as_slice(), red.axes);
+    reduce_elements(g, input, (&o, &first, step, len), (parts, fours), &cx);
     let root_ty = Ty::scalar(key.nodes[red.root].dtype.compute());
     let result = if red.op.is_arg() {
         Expr::Construct {
@@ -147,10 +142,30 @@ pub(super) fn sum_groups(
     add(add(lane(0), lane(1)), add(lane(2), lane(3)))
 }
 
+/// Combines output `o`'s `len` elements `r = first + j * step` of `x`
+/// (groups of four where split in `parts > 1`) into `cx`, or, where
+/// `fours` (`sums_in_fours`), sums its groups of four from `first` by
+/// `step` (`sum_in_fours`): the loop of both plain reduction kernels.
+pub(super) fn reduce_elements(
+    g: &mut Gen,
+    (x, shape, axes): (usize, &[usize], &[usize]),
+    (o, first, step, len): (&Expr, &Expr, usize, usize),
+    (parts, fours): (usize, bool),
+    cx: &Combine<'_>,
+) {
+    if fours {
+        sum_in_fours(g, (x, shape, axes), (o, first, step), cx.acc);
+    } else {
+        strided(g, (first, step, len), &|g, r| {
+            reduce_unit(g, (x, shape, axes), (o, r), parts, cx)
+        });
+    }
+}
+
 /// Sums output `o`'s elements into `acc` four at a time (see
 /// `sums_in_fours`): groups `r = first + j * step` of four reduced
 /// elements, group `r` at input position `split_index(.., 4 r) / 4`.
-pub(super) fn sum_in_fours(
+fn sum_in_fours(
     g: &mut Gen,
     (x, shape, axes): (usize, &[usize], &[usize]),
     (o, first, step): (&Expr, &Expr, usize),
@@ -175,7 +190,7 @@ pub(super) const PER_INVOCATION_WORKGROUP: usize = 64;
 /// One step of output `o`'s reduction: its element `r`, or (a split
 /// reduction's first stage, `parts > 1`) the four elements of group `r`,
 /// those past the reduced extent skipped.
-pub(super) fn reduce_unit(
+fn reduce_unit(
     g: &mut Gen,
     (x, shape, axes): (usize, &[usize], &[usize]),
     (o, r): (&Expr, Expr),

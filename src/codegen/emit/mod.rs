@@ -214,13 +214,17 @@ impl<'a> Gen<'a> {
     /// read back by it, as a sort's network reads the indices it swaps),
     /// through the output's binding parts like `split_access`.
     pub fn load_output(&mut self, k: usize, o: usize, idx: &Expr) -> Expr {
-        let buffer = Buffer {
+        self.split_access(self.output_buffer(k, o), o, idx.clone(), false)
+    }
+
+    /// Output `k`'s buffer, holding node `o` (its parts chosen per access).
+    fn output_buffer(&self, k: usize, o: usize) -> Buffer {
+        Buffer {
             output: true,
             k,
             part: None,
             half: half(self.nodes[o].dtype),
-        };
-        self.split_access(buffer, o, idx.clone(), false)
+        }
     }
 
     /// The instruction storing `value` at element `idx` of output `k`
@@ -235,12 +239,7 @@ impl<'a> Gen<'a> {
         } else {
             value
         };
-        let buffer = Buffer {
-            output: true,
-            k,
-            part: None,
-            half: half(self.nodes[o].dtype),
-        };
+        let buffer = self.output_buffer(k, o);
         match self.write_parts_of(o, vec) {
             1 => Inst::Store {
                 buffer,
@@ -712,13 +711,7 @@ impl<'a> Gen<'a> {
             }
         };
         if let Some(&(_, k)) = self.aliases.iter().find(|(a, _)| *a == n) {
-            let buffer = Buffer {
-                output: true,
-                k,
-                part: None,
-                half: half(dtype),
-            };
-            let raw = self.split_access(buffer, n, idx.clone(), vec);
+            let raw = self.split_access(self.output_buffer(k, n), n, idx.clone(), vec);
             return self.emit("v", ty, from_storage(raw));
         }
         if vec && numel(&shape) == 1 {
