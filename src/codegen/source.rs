@@ -27,6 +27,12 @@ pub(crate) struct CodegenContext<'a> {
     /// four at a time) is not made on such a dimension, so that the
     /// kernels stay generic over it. Empty: none changes.
     pub changing_last_dims: &'a [bool],
+    /// Whether the graph's sizes are the first its trace site compiles
+    /// and none is marked dynamic: index arithmetic is then simplified
+    /// with their values (`kernel::simplify_indices`). At a site's later
+    /// sizes it is not, so that their kernels differ only in literals
+    /// and stay generic over them (`kernel::generic`).
+    pub fixed_sizes: bool,
 }
 
 impl<'a> CodegenContext<'a> {
@@ -38,6 +44,7 @@ impl<'a> CodegenContext<'a> {
             origins: None,
             precedents: None,
             changing_last_dims: &[],
+            fixed_sizes: true,
         }
     }
 

@@ -11,6 +11,7 @@ mod legalise;
 pub(crate) mod listing;
 mod matmul_class;
 mod program;
+mod simplify;
 mod strategy;
 mod target;
 
@@ -20,6 +21,7 @@ pub(crate) use lane_packing::{StoredView, lane_reads_a_in_place, lane_reads_b_in
 pub(crate) use legalise::legalise;
 pub(crate) use matmul_class::{CPU_TIMED_MACS, GPU_TIMED_MACS, MatmulClass};
 pub(crate) use program::{Declared, Entry, Helpers, Kernel, WorkgroupArray};
+pub(crate) use simplify::simplify_indices;
 pub(crate) use strategy::{
     GPU_ROW_MIN, LaneTile, Precedents, ReduceRule, ReduceShape, ReduceStrategy, SoftmaxStrategy,
     Strategy, WORKGROUP_SIZE, choose_reduce, choose_softmax, choose_vec4, choose_vec4_out,

@@ -4,7 +4,7 @@
 
 use crate::dtype::DType;
 use crate::kernel::ir::{Inst, Ty};
-use crate::kernel::{Binding, Declared, Entry, Helpers, Kernel, legalise};
+use crate::kernel::{Binding, Declared, Entry, Helpers, Kernel, legalise, simplify_indices};
 
 use super::super::source::{KernelSource, Launch, TextureUse};
 use super::{Gen, part_names};
@@ -22,11 +22,15 @@ impl Gen<'_> {
         launch: Launch,
     ) -> KernelSource {
         let out_types: Vec<(usize, bool)> = writes.iter().map(|&o| (o, vec_out)).collect();
+        let body = match self.cx.fixed_sizes {
+            true => simplify_indices(legalise(body), &entry),
+            false => legalise(body),
+        };
         let kernel = Kernel {
             bindings: self.declared(&out_types, &launch.textures),
             helpers: self.helpers(&out_types),
             entry,
-            body: legalise(body),
+            body,
         };
         // The IR listing only for dumps.
         let ir = if self.cx.origins.is_some() {

@@ -8,14 +8,14 @@ fn param_word(i: u32) -> u32 { return params[i / 4u][i % 4u]; }
 fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>, @builtin(local_invocation_index) lid: u32, @builtin(subgroup_invocation_id) sid: u32) {
 let gi = wid.y * nwg.x + wid.x;
 if (gi >= 1u) { return; }
-    let bi1: u32 = gi / 1u;
-    let tm2: u32 = (gi % 1u) / 1u;
-    let tn3: u32 = gi % 1u;
-    let ctex4: u32 = (tn3 * 8u) + lid;
+    let bi1: u32 = gi;
+    let tm2: u32 = 0u;
+    let tn3: u32 = 0u;
+    let ctex4: u32 = lid;
     let bc5: u32 = min(ctex4, 1u);
-    let bx6: u32 = bc5 % 6u;
-    let bl7: u32 = ((bc5 / 6u) * 1u) + bi1;
-    let rfirst8: u32 = tm2 * 8u;
+    let bx6: u32 = min(lid, 1u);
+    let bl7: u32 = gi;
+    let rfirst8: u32 = 0u;
     var acc9: vec4<f32> = vec4<f32>(0.0);
     var acc10: vec4<f32> = vec4<f32>(0.0);
     var acc11: vec4<f32> = vec4<f32>(0.0);
@@ -24,9 +24,9 @@ if (gi >= 1u) { return; }
     var acc14: vec4<f32> = vec4<f32>(0.0);
     var acc15: vec4<f32> = vec4<f32>(0.0);
     var acc16: vec4<f32> = vec4<f32>(0.0);
-    let ar17: u32 = min(rfirst8 + sid, 4u);
-    let ay18: u32 = ar17 % 5u;
-    let al19: u32 = (bi1 * 1u) + (ar17 / 5u);
+    let ar17: u32 = min(sid, 4u);
+    let ay18: u32 = min(sid, 4u);
+    let al19: u32 = gi;
     let bcol21: u32 = ctex4 * 4u;
     for (var kt20 = 0u; kt20 < 6u; kt20 = kt20 + 1u) {
     let bt22: vec4<f32> = textureLoad(tb, vec2<u32>(kt20, min(bcol21, 5u)), bi1, 0);
@@ -66,7 +66,7 @@ if (gi >= 1u) { return; }
     accs39[7u] = acc16;
     for (var i40 = 0u; i40 < 8u; i40 = i40 + 1u) {
     for (var j41 = 0u; j41 < 4u; j41 = j41 + 1u) {
-    let row42: u32 = rfirst8 + i40;
+    let row42: u32 = i40;
     let col43: u32 = (ctex4 * 4u) + j41;
     if ((row42 < 5u) && (col43 < 6u)) {
     let idx44: u32 = ((bi1 * 30u) + (row42 * 6u)) + col43;

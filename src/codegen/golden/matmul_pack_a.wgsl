@@ -6,9 +6,9 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec
 let gi = (wid.y * nwg.x + wid.x) * 256u + lid;
 if (gi >= 30u) { return; }
     let x1: u32 = gi % 6u;
-    let y2: u32 = (gi / 6u) % 5u;
-    let layer3: u32 = gi / 30u;
-    let bi4: u32 = (layer3 / 1u) % 1u;
+    let y2: u32 = gi / 6u;
+    let layer3: u32 = 0u;
+    let bi4: u32 = 0u;
     let r5: u32 = ((layer3 % 1u) * 5u) + y2;
     let c6: u32 = (((layer3 / 1u) * 6u) + x1) * 4u;
     let ok7: bool = (r5 < 5u) && (c6 < 24u);

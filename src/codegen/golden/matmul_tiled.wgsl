@@ -10,9 +10,9 @@ var<workgroup> tb2: array<vec4<f32>, 256>;
 fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>, @builtin(local_invocation_index) lid: u32) {
 let gi = wid.y * nwg.x + wid.x;
 if (gi >= 1u) { return; }
-    let bi3: u32 = gi / 1u;
-    let tm4: u32 = (gi % 1u) / 1u;
-    let tn5: u32 = gi % 1u;
+    let bi3: u32 = gi;
+    let tm4: u32 = 0u;
+    let tn5: u32 = 0u;
     let ty6: u32 = lid / 16u;
     let tx7: u32 = lid % 16u;
     var acc8: vec4<f32> = vec4<f32>(0.0);
@@ -23,7 +23,7 @@ if (gi >= 1u) { return; }
     let kfirst13: u32 = ks12 * 16u;
     let q14: u32 = lid;
     let akk15: u32 = q14 % 16u;
-    let arow16: u32 = (tm4 * 64u) + ((q14 / 16u) * 4u);
+    let arow16: u32 = (lid / 16u) * 4u;
     let acol17: u32 = kfirst13 + akk15;
     let ok18: bool = (arow16 < 5u) && (acol17 < 24u);
     let i19: u32 = select(0u, ((bi3 * 120u) + (arow16 * 24u)) + acol17, ok18);
@@ -40,7 +40,7 @@ if (gi >= 1u) { return; }
     ta1[(akk15 * 16u) + (q14 / 16u)] = vec4<f32>(select(0.0, v20, ok18), select(0.0, v23, ok21), select(0.0, v26, ok24), select(0.0, v29, ok27));
     let bkk30: u32 = q14 / 16u;
     let brow31: u32 = kfirst13 + bkk30;
-    let bcol32: u32 = (tn5 * 64u) + ((q14 % 16u) * 4u);
+    let bcol32: u32 = (lid % 16u) * 4u;
     let ok33: bool = (brow31 < 24u) && (bcol32 < 8u);
     let i34: u32 = select(0u, ((bi3 * 192u) + (brow31 * 8u)) + bcol32, ok33);
     let j35: u32 = ((i34 % 8u) * 24u) + (i34 / 8u);
@@ -75,8 +75,8 @@ if (gi >= 1u) { return; }
     accs52[2u] = acc10;
     accs52[3u] = acc11;
     for (var i53 = 0u; i53 < 4u; i53 = i53 + 1u) {
-    let row55: u32 = ((tm4 * 64u) + (ty6 * 4u)) + i53;
-    let col56: u32 = (tn5 * 64u) + (tx7 * 4u);
+    let row55: u32 = ((lid / 16u) * 4u) + i53;
+    let col56: u32 = (lid % 16u) * 4u;
     if ((row55 < 5u) && (col56 < 8u)) {
     let quad57: u32 = (((bi3 * 40u) + (row55 * 8u)) + col56) / 4u;
     let result58: vec4<f32> = accs52[i53];

@@ -28,7 +28,7 @@ if (gi >= 8u) { return; }
     for (var j20 = 0u; j20 < 512u; j20 = j20 + 1u) {
     let e21: u32 = bf19 + j20;
     if (e21 < 2048u) {
-    let p22: u32 = (o1 * 2048u) + (e21 * 1u);
+    let p22: u32 = j20 + (gi * 512u);
     let v23: i32 = in0[p22];
     let ix24: u32 = u32(v23);
     let p25: u32 = (o1 * 2048u) + (ix24 * 1u);

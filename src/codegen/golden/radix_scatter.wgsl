@@ -78,7 +78,7 @@ if (gi >= 8u) { return; }
     for (var j68 = 0u; j68 < 512u; j68 = j68 + 1u) {
     let e69: u32 = bf67 + j68;
     if (e69 < 2048u) {
-    let p70: u32 = (o1 * 2048u) + (e69 * 1u);
+    let p70: u32 = j68 + (gi * 512u);
     let v71: i32 = in2[p70];
     let ix72: u32 = u32(v71);
     let p73: u32 = (o1 * 2048u) + (ix72 * 1u);

@@ -7,8 +7,8 @@ var<workgroup> red_i15: array<u32, 256>;
 fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>, @builtin(local_invocation_index) lid: u32) {
 let gi = wid.y * nwg.x + wid.x;
 if (gi >= 2u) { return; }
-    let o1: u32 = gi / 1u;
-    let r02: u32 = (gi % 1u) + (lid * 1u);
+    let o1: u32 = gi;
+    let r02: u32 = lid;
     var acc3: f32 = bitcast<f32>(0xff800000u);
     var best4: u32 = 4294967295u;
     for (var j5 = 0u; j5 < 1u; j5 = j5 + 1u) {

@@ -5,8 +5,8 @@
 fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>, @builtin(local_invocation_index) lid: u32) {
 let gi = (wid.y * nwg.x + wid.x) * 256u + lid;
 if (gi >= 1024u) { return; }
-    let o1: u32 = gi / 1024u;
-    let r02: u32 = gi % 1024u;
+    let o1: u32 = 0u;
+    let r02: u32 = gi;
     var acc3: vec4<f32> = vec4<f32>(0.0);
     for (var j4 = 0u; j4 < 32u; j4 = j4 + 1u) {
     let rr5: u32 = r02 + (j4 * 1024u);
@@ -16,7 +16,7 @@ if (gi >= 1024u) { return; }
     }
     let rr8: u32 = r02 + 32768u;
     if (rr8 < 32768u) {
-    let i9: u32 = (o1 * 32768u) + rr8;
+    let i9: u32 = gi + 32768u;
     let v10: vec4<f32> = in0[i9];
     acc3 = acc3 + v10;
     }

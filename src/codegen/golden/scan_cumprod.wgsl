@@ -10,8 +10,8 @@ if (gi >= 24u) { return; }
     let o1: u32 = gi;
     var acc2: f32 = 1.0;
     for (var j3 = 0u; j3 < 4u; j3 = j3 + 1u) {
-    let rr4: u32 = 0u + (j3 * 1u);
-    let i5: u32 = (o1 * 1u) + (rr4 * 24u);
+    let rr4: u32 = j3;
+    let i5: u32 = gi + (j3 * 24u);
     let v6: f32 = in0[i5];
     acc2 = acc2 * v6;
     let run7: f32 = acc2;
@@ -19,9 +19,9 @@ if (gi >= 24u) { return; }
     let v9: f32 = run7 * v8;
     out0[i5] = v9;
     }
-    let rr10: u32 = 0u + 4u;
+    let rr10: u32 = 4u;
     if (rr10 < 4u) {
-    let i11: u32 = (o1 * 1u) + (rr10 * 24u);
+    let i11: u32 = gi + 96u;
     let v12: f32 = in0[i11];
     acc2 = acc2 * v12;
     let run13: f32 = acc2;

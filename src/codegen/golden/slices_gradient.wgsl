@@ -13,7 +13,7 @@ if (gi >= 63u) { return; }
     let c2: u32 = r1 / 21u;
     let r3: u32 = r1 % 21u;
     let c4: u32 = r3 / 1u;
-    let r5: u32 = r3 % 1u;
+    let r5: u32 = 0u;
     let h6: bool = (((gi >= 14u) && (c2 < 3u)) && (c4 < 7u)) && (r5 == 0u);
     let j7: u32 = select(0u, (c2 * 7u) + (c4 * 1u), h6);
     let v8: f32 = f32(bitcast<f32>(param_word(0u)));
@@ -45,7 +45,7 @@ if (gi >= 63u) { return; }
     let c31: u32 = r30 / 21u;
     let r32: u32 = r30 % 21u;
     let c33: u32 = r32 / 1u;
-    let r34: u32 = r32 % 1u;
+    let r34: u32 = 0u;
     let h35: bool = (((gi >= 7u) && (c31 < 3u)) && (c33 < 7u)) && (r34 == 0u);
     let j36: u32 = select(0u, (c31 * 7u) + (c33 * 1u), h35);
     let v37: f32 = f32(bitcast<f32>(param_word(6u)));
@@ -78,7 +78,7 @@ if (gi >= 63u) { return; }
     let c61: u32 = r60 / 21u;
     let r62: u32 = r60 % 21u;
     let c63: u32 = r62 / 1u;
-    let r64: u32 = r62 % 1u;
+    let r64: u32 = 0u;
     let h65: bool = (((gi >= 0u) && (c61 < 3u)) && (c63 < 7u)) && (r64 == 0u);
     let j66: u32 = select(0u, (c61 * 7u) + (c63 * 1u), h65);
     let v67: f32 = f32(bitcast<f32>(param_word(8u)));

@@ -14,7 +14,7 @@ if (gi >= 24u) { return; }
     let c3: u32 = r2 / 24u;
     let r4: u32 = r2 % 24u;
     let c5: u32 = r4 / 1u;
-    let r6: u32 = r4 % 1u;
+    let r6: u32 = 0u;
     let h7: bool = (((e1 >= 16u) && (c3 < 4u)) && (c5 < 8u)) && (r6 == 0u);
     let j8: u32 = select(0u, (c3 * 8u) + (c5 * 1u), h7);
     let v9: vec4<f32> = vec4<f32>(bitcast<f32>(param_word(0u)));
@@ -54,7 +54,7 @@ if (gi >= 24u) { return; }
     let c40: u32 = r39 / 24u;
     let r41: u32 = r39 % 24u;
     let c42: u32 = r41 / 1u;
-    let r43: u32 = r41 % 1u;
+    let r43: u32 = 0u;
     let h44: bool = (((e38 >= 8u) && (c40 < 4u)) && (c42 < 8u)) && (r43 == 0u);
     let j45: u32 = select(0u, (c40 * 8u) + (c42 * 1u), h44);
     let v46: vec4<f32> = vec4<f32>(bitcast<f32>(param_word(6u)));
@@ -95,7 +95,7 @@ if (gi >= 24u) { return; }
     let c78: u32 = r77 / 24u;
     let r79: u32 = r77 % 24u;
     let c80: u32 = r79 / 1u;
-    let r81: u32 = r79 % 1u;
+    let r81: u32 = 0u;
     let h82: bool = (((e76 >= 0u) && (c78 < 4u)) && (c80 < 8u)) && (r81 == 0u);
     let j83: u32 = select(0u, (c78 * 8u) + (c80 * 1u), h82);
     let v84: vec4<f32> = vec4<f32>(bitcast<f32>(param_word(8u)));

@@ -10,14 +10,14 @@ if (gi >= 2u) { return; }
     for (var j3 = 0u; j3 < 1u; j3 = j3 + 1u) {
     let rr4: u32 = lid + (j3 * 256u);
     let k5: u32 = rr4;
-    let i6: u32 = ((((gi / 1u) * 300u) + k5) * 1u) + (gi % 1u);
+    let i6: u32 = ((gi * 300u) + lid) + (j3 * 256u);
     let v7: f32 = in0[i6];
     m2 = select(select(max(m2, v7), v7, ((bitcast<u32>(v7) & 0x7fffffffu) > 0x7f800000u)), m2, ((bitcast<u32>(m2) & 0x7fffffffu) > 0x7f800000u));
     }
     let rr8: u32 = lid + 256u;
     if (rr8 < 300u) {
     let k9: u32 = rr8;
-    let i10: u32 = ((((gi / 1u) * 300u) + k9) * 1u) + (gi % 1u);
+    let i10: u32 = ((gi * 300u) + lid) + 256u;
     let v11: f32 = in0[i10];
     m2 = select(select(max(m2, v11), v11, ((bitcast<u32>(v11) & 0x7fffffffu) > 0x7f800000u)), m2, ((bitcast<u32>(m2) & 0x7fffffffu) > 0x7f800000u));
     }
@@ -39,7 +39,7 @@ if (gi >= 2u) { return; }
     for (var j19 = 0u; j19 < 1u; j19 = j19 + 1u) {
     let rr20: u32 = lid + (j19 * 256u);
     let k21: u32 = rr20;
-    let i22: u32 = ((((gi / 1u) * 300u) + k21) * 1u) + (gi % 1u);
+    let i22: u32 = ((gi * 300u) + lid) + (j19 * 256u);
     let v23: f32 = in0[i22];
     let d24: f32 = v23 - t17;
     let e25: f32 = exp(d24);
@@ -48,7 +48,7 @@ if (gi >= 2u) { return; }
     let rr26: u32 = lid + 256u;
     if (rr26 < 300u) {
     let k27: u32 = rr26;
-    let i28: u32 = ((((gi / 1u) * 300u) + k27) * 1u) + (gi % 1u);
+    let i28: u32 = ((gi * 300u) + lid) + 256u;
     let v29: f32 = in0[i28];
     let d30: f32 = v29 - t17;
     let e31: f32 = exp(d30);
@@ -72,7 +72,7 @@ if (gi >= 2u) { return; }
     for (var j40 = 0u; j40 < 1u; j40 = j40 + 1u) {
     let rr41: u32 = lid + (j40 * 256u);
     let k42: u32 = rr41;
-    let i43: u32 = ((((gi / 1u) * 300u) + k42) * 1u) + (gi % 1u);
+    let i43: u32 = ((gi * 300u) + lid) + (j40 * 256u);
     let v44: f32 = in0[i43];
     let d45: f32 = v44 - t17;
     let y46: f32 = d45 - ls39;
@@ -82,7 +82,7 @@ if (gi >= 2u) { return; }
     let rr48: u32 = lid + 256u;
     if (rr48 < 300u) {
     let k49: u32 = rr48;
-    let i50: u32 = ((((gi / 1u) * 300u) + k49) * 1u) + (gi % 1u);
+    let i50: u32 = ((gi * 300u) + lid) + 256u;
     let v51: f32 = in0[i50];
     let d52: f32 = v51 - t17;
     let y53: f32 = d52 - ls39;

@@ -28,13 +28,13 @@ if (gi >= 4u) { return; }
     let a15: u32 = base13 + w14;
     let b16: u32 = select(a15 + half9, (base13 + ((half9 + half9) - 1u)) - w14, h10);
     if (b16 < 24u) {
-    let p17: u32 = (o1 * 24u) + (a15 * 1u);
+    let p17: u32 = (gi * 24u) + a15;
     let p18: u32 = (o1 * 24u) + (b16 * 1u);
     let ix19: i32 = out0[p17];
     let ix20: i32 = out0[p18];
-    let q21: u32 = (o1 * 24u) + (u32(ix19) * 1u);
+    let q21: u32 = (gi * 24u) + u32(ix19);
     let v22: f32 = in0[q21];
-    let q23: u32 = (o1 * 24u) + (u32(ix20) * 1u);
+    let q23: u32 = (gi * 24u) + u32(ix20);
     let v24: f32 = in0[q23];
     let h25: bool = ((v22 < v24) || (!((bitcast<u32>(v22) & 0x7fffffffu) > 0x7f800000u) && ((bitcast<u32>(v24) & 0x7fffffffu) > 0x7f800000u))) || (((v24 == v22) || (((bitcast<u32>(v24) & 0x7fffffffu) > 0x7f800000u) && ((bitcast<u32>(v22) & 0x7fffffffu) > 0x7f800000u))) && (ix20 < ix19));
     if (h25) {
@@ -50,13 +50,13 @@ if (gi >= 4u) { return; }
     let a29: u32 = base27 + w28;
     let b30: u32 = select(a29 + half9, (base27 + ((half9 + half9) - 1u)) - w28, h10);
     if (b30 < 24u) {
-    let p31: u32 = (o1 * 24u) + (a29 * 1u);
+    let p31: u32 = (gi * 24u) + a29;
     let p32: u32 = (o1 * 24u) + (b30 * 1u);
     let ix33: i32 = out0[p31];
     let ix34: i32 = out0[p32];
-    let q35: u32 = (o1 * 24u) + (u32(ix33) * 1u);
+    let q35: u32 = (gi * 24u) + u32(ix33);
     let v36: f32 = in0[q35];
-    let q37: u32 = (o1 * 24u) + (u32(ix34) * 1u);
+    let q37: u32 = (gi * 24u) + u32(ix34);
     let v38: f32 = in0[q37];
     let h39: bool = ((v36 < v38) || (!((bitcast<u32>(v36) & 0x7fffffffu) > 0x7f800000u) && ((bitcast<u32>(v38) & 0x7fffffffu) > 0x7f800000u))) || (((v38 == v36) || (((bitcast<u32>(v38) & 0x7fffffffu) > 0x7f800000u) && ((bitcast<u32>(v36) & 0x7fffffffu) > 0x7f800000u))) && (ix34 < ix33));
     if (h39) {

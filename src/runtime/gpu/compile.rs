@@ -231,6 +231,7 @@ pub(super) fn executable(
         origins: origins.as_deref(),
         precedents: precedents.as_deref(),
         changing_last_dims: &changing_last_dims(traced, &origin, before),
+        fixed_sizes: before.is_none() && traced.dynamic_sizes.is_empty(),
     };
     let mut plan = plan(&graph.key, target);
     let mut sources = generate(&graph.key, &cx, &mut plan);
@@ -254,14 +255,12 @@ pub(super) fn executable(
         (&mut sources, &texts),
     )?;
     let kernels = compile_kernels((ctx, target), caches, metrics, graph, sources)?;
-    metrics.add(
-        if compiles {
-            "graphs_compiled"
-        } else {
-            "graphs_specialized"
-        },
-        1,
-    );
+    let counter = if compiles {
+        "graphs_compiled"
+    } else {
+        "graphs_specialized"
+    };
+    metrics.add(counter, 1);
     metrics.record("compile", compile_start.elapsed());
     record_site(caches, metrics, traced, (site, texts, chosen, compiles));
     if let (Some(dir), Some(origins)) = (&caches.dump_dir, &origins) {
