@@ -41,6 +41,7 @@ pub(super) fn written_nodes(key: &GraphKey) -> Written {
         realize_scatters(key, &mut written);
         draws = realize_shared_draws(key, &mut written);
         realize_merges_of_dying_roots(key, &mut written);
+        realize_tops_of_dying_roots(key, &mut written);
         realize_operands_of_row_passes(key, &mut written);
     }
     Written {
@@ -221,6 +222,85 @@ fn realize_merges_of_dying_roots(key: &GraphKey, written: &mut [bool]) {
             log::debug!("node {n}: written, it merges roots {roots:?} read by nothing else");
             written[n] = true;
         }
+    }
+}
+
+/// Marks written the last node of an elementwise chain over a kernel
+/// root that reads stored values besides the root (a bias added, then a
+/// ReLU) where that node is read through a view or by another root (a
+/// pooling window's max and argmax, a norm) and nothing else reads the
+/// root or the chain: the root's kernel then stores the chain's value
+/// as its epilogue instead of the root's, the same store, and each
+/// reader loads one value instead of recomputing the chain from the
+/// root and its other reads. (The MNIST CNN's pooling kernels loaded the
+/// convolution's output and its bias at each of four window elements,
+/// and its pooling gradient both again.) One pass over the graph, each
+/// chain walked from its top only.
+fn realize_tops_of_dying_roots(key: &GraphKey, written: &mut [bool]) {
+    let nodes = &key.nodes;
+    let mut consumers = vec![0usize; nodes.len()];
+    let mut read_apart = vec![false; nodes.len()];
+    for n in nodes {
+        for &j in &n.inputs {
+            consumers[j] += 1;
+        }
+    }
+    for (c, node) in nodes.iter().enumerate() {
+        let apart = op_of(key, c).is_some_and(|op| !index_preserving(op));
+        for &j in &node.inputs {
+            read_apart[j] |= apart;
+        }
+    }
+    for &o in &key.outputs {
+        consumers[o] += 1; // held by the caller
+    }
+    for n in 0..nodes.len() {
+        let chain_top = op_of(key, n).is_some_and(|op| index_preserving(op) && *op != Op::Reshape);
+        if written[n] || !read_apart[n] || !chain_top {
+            continue;
+        }
+        if let Some(r) = root_under_chain(key, (&consumers, written), n) {
+            log::debug!("node {n}: written, the top of a chain over root {r} read apart");
+            written[n] = true;
+        }
+    }
+}
+
+/// The root that node `top` is computed from through elementwise ops
+/// and reshapes each read only by the next, with at least one other
+/// stored read along the way, if nothing else reads the root and its
+/// kernel can compute `top` as an epilogue (`schedule::epilogues`).
+fn root_under_chain(
+    key: &GraphKey,
+    (consumers, written): (&[usize], &[bool]),
+    top: usize,
+) -> Option<usize> {
+    let nodes = &key.nodes;
+    let size = numel(&nodes[top].shape);
+    let mut other_reads = 0;
+    let mut j = top;
+    loop {
+        let op = op_of(key, j)?;
+        if is_root(key, j) {
+            let epilogue_ok = match op {
+                Op::Reduce { parts, .. } => *parts == 1,
+                op => !op.works_in_its_output(),
+            };
+            let alone = consumers[j] == 1 && numel(&nodes[j].shape) == size;
+            return (epilogue_ok && alone && other_reads > 0).then_some(j);
+        }
+        if !index_preserving(op) || (j != top && (consumers[j] != 1 || written[j])) {
+            return None;
+        }
+        let mut full = (nodes[j].inputs.iter()).filter(|&&i| holds_elements(key, i) == size);
+        let next = match (full.next(), full.next()) {
+            (Some(&i), None) => i,
+            _ => return None,
+        };
+        other_reads += (nodes[j].inputs.iter())
+            .filter(|&&i| i != next && !matches!(op_of(key, i), Some(Op::Scalar | Op::Arange)))
+            .count();
+        j = next;
     }
 }
 
@@ -480,10 +560,13 @@ mod tests {
         // One reader reading it twice is still one reader.
         let z = &h + &skip;
         assert_eq!(written_ops(&[&(&z * &z).sum_all()]), vec![]);
-        // `h` is read elsewhere, so it stays in memory either way.
+        // `h` is read elsewhere (by another root), so it stays in memory
+        // either way: its bias added by its convolution's kernel
+        // (`realize_tops_of_dying_roots`), not by each reader.
         let z = &h + &skip;
         let (total, squares, other) = (z.sum_all(), (&z * &z).mean_all(), h.max_all());
-        assert_eq!(written_ops(&[&total, &squares, &other]), vec![]);
+        let add = Op::Binary(BinaryOp::Add);
+        assert_eq!(written_ops(&[&total, &squares, &other]), vec![add]);
     }
 
     #[test]
@@ -544,15 +627,63 @@ mod tests {
         let ops = written_ops(&[&y]);
         assert!(!ops.contains(&Op::Where), "{ops:?}");
         // Three parts are written once: inlined, each load would read
-        // all three.
+        // all three. Its parts, read through the padding that places
+        // them, are the convolutions with their biases added, each
+        // stored by its convolution's kernel in place of the product.
         let three = Tensor::cat(&[&h, &skip, &h], 1); // [2, 12, 6, 6]
         let w3 = input(&[3, 12, 1, 1], &dev);
         let y = three.conv2d(&w3, None, (1, 1), (0, 0), (1, 1)).sum_all();
-        assert_eq!(written_ops(&[&y]), vec![Op::Where]);
+        let add = Op::Binary(BinaryOp::Add);
+        assert_eq!(written_ops(&[&y]), vec![add.clone(), add, Op::Where]);
         // A select by data, not by position, is computed once for the
         // matmul's repeated reads.
         let picked = h.gt(0.5f32).where_cond(&h, &skip);
         let y = picked.conv2d(&w.slice(1, 0, 4, 1), None, (1, 1), (0, 0), (1, 1));
         assert_eq!(written_ops(&[&y.sum_all()]), vec![Op::Where]);
+    }
+
+    #[test]
+    fn a_biased_activation_read_through_windows_is_stored_by_its_root() {
+        let dev = Device::cpu_with(DeviceConfig::default());
+        let (h, _) = two_convolutions(&dev);
+        let relu = Op::Unary(crate::graph::op::UnaryOp::Relu);
+        // The convolution, its bias and a ReLU, read by a pooling's
+        // windows: the ReLU is written (by the convolution's kernel), so
+        // the pooling loads one value a window element, not two.
+        let pooled = h.relu().max_pool2d((2, 2), (2, 2), (0, 0));
+        assert_eq!(written_ops(&[&pooled]), vec![relu.clone()]);
+        let (root, key) = stored_in_place_of_its_root(&pooled);
+        assert!(root.is_some(), "{key:?}");
+        // With no read besides the convolution's own, the chain is
+        // recomputed by its readers as before.
+        let x = input(&[2, 4, 6, 6], &dev);
+        let bare = x.conv2d(&input(&[4, 4, 3, 3], &dev), None, (1, 1), (1, 1), (1, 1));
+        let pooled = bare.relu().max_pool2d((2, 2), (2, 2), (0, 0));
+        assert_eq!(written_ops(&[&pooled]), vec![]);
+        // A convolution read elsewhere too (before its bias) keeps its own
+        // buffer, and its chain stays inlined.
+        let biased = &bare + &input(&[4], &dev).reshape([1, 4, 1, 1]);
+        let pooled = biased.relu().max_pool2d((2, 2), (2, 2), (0, 0));
+        let both = [&pooled, &bare.sum_all()];
+        assert_eq!(written_ops(&both), vec![]);
+        // Without it, the biased ReLU is written.
+        assert_eq!(written_ops(&[&pooled]), vec![relu]);
+    }
+
+    /// For the one written non-output node of `y`'s graph: the kernel root
+    /// whose epilogue computes it, where that root is not itself written.
+    fn stored_in_place_of_its_root(y: &Tensor) -> (Option<usize>, GraphKey) {
+        let key = Graph::collect(&[y.node()], true).key;
+        let written = written_nodes(&key).nodes;
+        let top = (0..key.nodes.len()).find(|&n| written[n] && !key.outputs.contains(&n));
+        let schedule = crate::schedule::schedule(&key, 8);
+        let root = schedule.kernels.iter().find_map(|k| match k.kind {
+            crate::schedule::KernelKind::Root {
+                node,
+                write_root: false,
+            } => top.filter(|t| k.outputs.contains(t)).map(|_| node),
+            _ => None,
+        });
+        (root, key)
     }
 }
