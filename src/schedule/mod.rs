@@ -136,13 +136,21 @@ fn epilogues(key: &GraphKey, written: &[bool]) -> Vec<Option<usize>> {
             .iter()
             .any(|&j| is_root(key, j) || under_root[j]);
     }
-    let reached = roots_reached_at_same_index(key, &under_root);
+    let (reached, _) = roots_reached_at_same_index(key, &under_root, None);
+    let (past_stored, latest_stored) = roots_reached_at_same_index(key, &under_root, Some(written));
     let mut epilogue_of: Vec<Option<usize>> = vec![None; count];
     for w in 0..count {
         if !written[w] || is_root(key, w) || !under_root[w] {
             continue;
         }
-        if let RootsReached::One(r) = reached[w] {
+        // A value written by an earlier kernel (a forward activation that
+        // a ReLU's gradient reads beside a matmul's) is loaded there.
+        let root = match (reached[w], past_stored[w]) {
+            (RootsReached::One(r), _) => Some(r),
+            (_, RootsReached::One(r)) if latest_stored[w].is_none_or(|j| j < r) => Some(r),
+            _ => None,
+        };
+        if let Some(r) = root {
             let root_ok = match op_of(key, r) {
                 Some(Op::Reduce { parts, .. }) => *parts == 1,
                 Some(op) => !op.works_in_its_output(),
@@ -359,9 +367,19 @@ impl RootsReached {
 /// a root keeps the element index (so the node at index i needs that root
 /// at index i only, and can be computed in the root's kernel). Nodes
 /// independent of roots are `None`; one pass in topological order.
-fn roots_reached_at_same_index(key: &GraphKey, under_root: &[bool]) -> Vec<RootsReached> {
+///
+/// With `stored` (the written nodes), a written node that is or depends
+/// on a root is read from memory instead, as no root, and each node also
+/// gets the latest such node it reads through inlined work: a root after
+/// it in graph order runs after the kernel that writes it.
+fn roots_reached_at_same_index(
+    key: &GraphKey,
+    under_root: &[bool],
+    stored: Option<&[bool]>,
+) -> (Vec<RootsReached>, Vec<Option<usize>>) {
     let nodes = &key.nodes;
     let mut reached = vec![RootsReached::None; nodes.len()];
+    let mut latest_stored: Vec<Option<usize>> = vec![None; nodes.len()];
     for n in 0..nodes.len() {
         if !under_root[n] || is_root(key, n) {
             continue;
@@ -372,6 +390,12 @@ fn roots_reached_at_same_index(key: &GraphKey, under_root: &[bool]) -> Vec<Roots
         }
         let mut acc = RootsReached::None;
         for &j in &nodes[n].inputs {
+            let computed = is_root(key, j) || under_root[j];
+            if computed && stored.is_some_and(|w| w[j]) {
+                latest_stored[n] = latest_stored[n].max(Some(j));
+                continue;
+            }
+            latest_stored[n] = latest_stored[n].max(latest_stored[j]);
             acc = acc.join(match op_of(key, j) {
                 Some(op) if op.is_kernel_root() => RootsReached::One(j),
                 _ if under_root[j] => reached[j],
@@ -380,7 +404,7 @@ fn roots_reached_at_same_index(key: &GraphKey, under_root: &[bool]) -> Vec<Roots
         }
         reached[n] = acc;
     }
-    reached
+    (reached, latest_stored)
 }
 
 /// Per node, read as a consumer of a kernel root's value: which roots'
@@ -493,6 +517,36 @@ mod tests {
         let k = kernels_of(&[&y]);
         assert_eq!(k.len(), 1, "{k:?}");
         assert!(is_root(&k[0]));
+    }
+
+    #[test]
+    fn a_relu_gradient_is_the_epilogue_of_the_product_it_masks() {
+        let dev = cpu();
+        let (x, w1, w2, g) = (
+            input(&[64, 784], &dev),
+            input(&[784, 128], &dev),
+            input(&[128, 10], &dev),
+            input(&[64, 10], &dev),
+        );
+        // The hidden activation is written (the second product reads
+        // it), by the first product's kernel.
+        let h = x.matmul(&w1).relu();
+        let y = h.matmul(&w2);
+        // Its gradient: the output gradient through the second product,
+        // masked where the activation is zero. The mask reads `h` from
+        // memory inside the product's kernel: two products, no third
+        // kernel.
+        let gh = h.le(0.0f32).where_cond(0.0f32, g.matmul(&w2.t()));
+        let k = kernels_of(&[&y, &gh]);
+        assert_eq!(k.len(), 3, "{k:?}");
+        assert!(k.iter().all(is_root), "{k:?}");
+        // A value written after the product (here, by a kernel that reads
+        // the product) cannot be read in its epilogue.
+        let p = g.matmul(&w2.t());
+        let later = p.softmax(1);
+        let masked = (&p * &later).relu();
+        let k = kernels_of(&[&masked, &later]);
+        assert!(k.iter().any(|k| k.kind == KernelKind::Elementwise), "{k:?}");
     }
 
     #[test]
