@@ -40,6 +40,10 @@ struct Range {
 
 const MAX: u64 = u32::MAX as u64;
 const ANY: Range = Range { lo: 0, hi: MAX };
+/// Coefficients and constants are kept modulo 2^32, as the `u32`
+/// arithmetic they stand for wraps: a sum then equals its value wherever
+/// its range (from the reduced coefficients) stays below 2^32.
+const MOD: u64 = 1 << 32;
 
 impl Range {
     fn exactly(v: u64) -> Range {
@@ -66,7 +70,7 @@ impl Lin {
     fn constant(c: u64) -> Lin {
         Lin {
             terms: Vec::new(),
-            constant: c,
+            constant: c % MOD,
         }
     }
 
@@ -81,11 +85,17 @@ impl Lin {
     }
 
     fn add_term(&mut self, atom: Expr, coefficient: u64) {
+        let coefficient = coefficient % MOD;
         if coefficient == 0 {
             return;
         }
-        match self.terms.iter_mut().find(|(a, _)| *a == atom) {
-            Some((_, c)) => *c += coefficient,
+        match self.terms.iter().position(|(a, _)| *a == atom) {
+            Some(i) => {
+                self.terms[i].1 = (self.terms[i].1 + coefficient) % MOD;
+                if self.terms[i].1 == 0 {
+                    self.terms.remove(i);
+                }
+            }
             None => self.terms.push((atom, coefficient)),
         }
     }
@@ -94,14 +104,15 @@ impl Lin {
         for (atom, c) in other.terms {
             self.add_term(atom, c);
         }
-        self.constant += other.constant;
+        self.constant = (self.constant + other.constant) % MOD;
         self
     }
 
     fn times(mut self, k: u64) -> Lin {
-        self.terms.iter_mut().for_each(|(_, c)| *c *= k);
+        let k = k % MOD;
+        self.terms.iter_mut().for_each(|(_, c)| *c = *c * k % MOD);
         self.terms.retain(|(_, c)| *c != 0);
-        self.constant *= k;
+        self.constant = self.constant * k % MOD;
         self
     }
 
@@ -227,15 +238,12 @@ impl Facts {
         e.for_each_child_mut(&mut |c| self.loads_in(c));
     }
 
-    /// `e`'s sum, and its rebuilt expression where that costs less (and
-    /// every coefficient is a `u32`).
+    /// `e`'s sum, and its rebuilt expression where that costs less.
     fn simplified(&self, e: &mut Expr) -> (Option<Expr>, Lin) {
         let sum = self.recombined(self.lin(e));
-        let fits = sum.constant <= MAX && sum.terms.iter().all(|(_, c)| *c <= MAX);
         let mut rebuilt = sum.expr();
         let cheaper = !self.cheaper_only || cost(&mut rebuilt) < cost(e);
-        let better = (fits && cheaper).then_some(rebuilt);
-        (better, sum)
+        (cheaper.then_some(rebuilt), sum)
     }
 
     /// Whether `e` reads only values that do not change (no loads, no
@@ -309,7 +317,7 @@ impl Facts {
                 a: y,
                 b,
             }) => match **b {
-                Expr::U32(a) if a * k <= MAX => Some(((**y).clone(), a * k)),
+                Expr::U32(a) if a > 0 && a * k <= MAX => Some(((**y).clone(), a * k)),
                 _ => None,
             },
             _ => None,
@@ -339,7 +347,7 @@ impl Facts {
                 a: y,
                 b,
             }) => match **b {
-                Expr::U32(m) if m % k == 0 => Some((**y).clone()),
+                Expr::U32(m) if m > 0 && m % k == 0 => Some((**y).clone()),
                 _ => None,
             },
             _ => None,
@@ -406,20 +414,22 @@ impl Facts {
         else {
             return None;
         };
-        let Expr::U32(k) = **b else { return None };
+        let Expr::U32(k @ 1..) = **b else {
+            return None;
+        };
         let (x, a) = match &**y {
             Expr::Arith {
                 op: Arith::Div,
                 a: x,
                 b,
             } => match **b {
-                Expr::U32(a) => ((**x).clone(), a),
+                Expr::U32(a @ 1..) => ((**x).clone(), a),
                 _ => ((**y).clone(), 1),
             },
             y => (y.clone(), 1),
         };
         let above = Expr::arith(Arith::Div, x, Expr::U32(a * k));
-        let j = (sum.terms.iter()).position(|(t, tc)| *t == above && *tc == c * k)?;
+        let j = (sum.terms.iter()).position(|(t, tc)| *t == above && *tc == c * k % MOD)?;
         Some((j, (**y).clone(), *c))
     }
 
@@ -534,7 +544,7 @@ mod tests {
     /// from the simplifier, as its oracle.
     fn eval(e: &Expr, gi: u32, vars: &HashMap<usize, u32>) -> u32 {
         match e {
-            Expr::U32(n) => *n as u32,
+            Expr::U32(n) => u32::try_from(*n).expect("a literal WGSL can spell"),
             Expr::Invocation => gi,
             Expr::Var(v) => vars[&v.id],
             Expr::Arith { op, a, b } => {
@@ -662,6 +672,10 @@ mod tests {
                 op(Arith::Mul, Expr::Invocation, lit(4_200_000_001)),
                 lit(7),
             ),
+            // Products past 2^64 before reduction; literals stay `u32`s.
+            [4_000_000_007usize; 3]
+                .into_iter()
+                .fold(Expr::Invocation, |e, k| op(Arith::Mul, e, lit(k))),
         ]);
         let expected = values(&body, 4096);
         let simplified = simplify_indices(body.clone(), &entry(4096));
