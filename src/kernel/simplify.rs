@@ -57,6 +57,14 @@ impl Range {
             hi: n.saturating_sub(1),
         }
     }
+
+    /// Below a launch's or a loop's `count` where it is a literal.
+    fn below_count(count: &Expr) -> Range {
+        match count {
+            Expr::U32(n) if *n > 0 => Range::below(*n),
+            _ => ANY,
+        }
+    }
 }
 
 /// A `u32` value as `sum(coefficient * atom) + constant`.
@@ -164,10 +172,7 @@ pub(crate) fn simplify_indices(body: Vec<Inst>, entry: &Entry) -> Vec<Inst> {
 /// `simplify_indices`, keeping every rewrite where `cheaper_only` is
 /// false (for tests of the rules' values).
 fn rewrite_indices(mut body: Vec<Inst>, entry: &Entry, cheaper_only: bool) -> Vec<Inst> {
-    let invocation = match entry.count {
-        Expr::U32(n) if n > 0 => Range::below(n),
-        _ => ANY,
-    };
+    let invocation = Range::below_count(&entry.count);
     let mut facts = Facts {
         sums: HashMap::new(),
         ranges: HashMap::new(),
@@ -193,11 +198,7 @@ impl Facts {
                 self.mutable.insert(*var);
             }
             Inst::Loop { counter, count, .. } => {
-                let range = match count {
-                    Expr::U32(n) if *n > 0 => Range::below(*n),
-                    _ => ANY,
-                };
-                self.ranges.insert(*counter, range);
+                self.ranges.insert(*counter, Range::below_count(count));
             }
             _ => {}
         }
@@ -272,8 +273,14 @@ impl Facts {
                 (Arith::Mul, x, Expr::U32(k)) | (Arith::Mul, Expr::U32(k), x) => {
                     self.lin(x).times(*k)
                 }
-                (Arith::Div, x, Expr::U32(k)) if *k > 0 => self.div(self.lin(x), *k),
-                (Arith::Rem, x, Expr::U32(k)) if *k > 0 => self.rem(self.lin(x), *k),
+                (Arith::Div | Arith::Rem, x, Expr::U32(k)) if *k > 0 => {
+                    let x = self.lin(x);
+                    match (self.range_of(&x), op) {
+                        (None, _) => Lin::atom(Expr::arith(*op, x.expr(), Expr::U32(*k))),
+                        (_, Arith::Div) => self.div(x, *k),
+                        _ => self.rem(x, *k),
+                    }
+                }
                 (Arith::Sub | Arith::Mul | Arith::Div | Arith::Rem | Arith::Shr, a, b) => {
                     let (a, b) = (self.lin(a).expr(), self.lin(b).expr());
                     Lin::atom(Expr::arith(*op, a, b))
@@ -291,11 +298,8 @@ impl Facts {
         }
     }
 
-    /// `x / k`.
+    /// `x / k`, for a sum `x` that cannot pass `u32::MAX`.
     fn div(&self, x: Lin, k: u64) -> Lin {
-        if self.range_of(&x).is_none() {
-            return Lin::atom(Expr::arith(Arith::Div, x.expr(), Expr::U32(k)));
-        }
         let mut whole = Lin::constant(x.constant / k);
         let mut rest = Lin::constant(x.constant % k);
         for (atom, c) in x.terms {
@@ -311,26 +315,15 @@ impl Facts {
         if let Some((g, above, _)) = self.factored(&rest, k) {
             return whole.plus(self.div(above, k / g));
         }
-        let nested = match rest.single() {
-            Some(Expr::Arith {
-                op: Arith::Div,
-                a: y,
-                b,
-            }) => match **b {
-                Expr::U32(a) if a > 0 && a * k <= MAX => Some(((**y).clone(), a * k)),
-                _ => None,
-            },
-            _ => None,
-        };
+        let nested = (rest.single().and_then(|e| by_literal(e, Arith::Div)))
+            .filter(|&(_, a)| a * k <= MAX)
+            .map(|(y, a)| (y.clone(), a * k));
         let (y, k) = nested.unwrap_or((rest.expr(), k));
         whole.plus(Lin::atom(Expr::arith(Arith::Div, y, Expr::U32(k))))
     }
 
-    /// `x % k`.
+    /// `x % k`, for a sum `x` that cannot pass `u32::MAX`.
     fn rem(&self, x: Lin, k: u64) -> Lin {
-        if self.range_of(&x).is_none() {
-            return Lin::atom(Expr::arith(Arith::Rem, x.expr(), Expr::U32(k)));
-        }
         let mut rest = Lin::constant(x.constant % k);
         for (atom, c) in x.terms {
             rest.add_term(atom, c % k);
@@ -341,17 +334,9 @@ impl Facts {
         if let Some((g, above, below)) = self.factored(&rest, k) {
             return self.rem(above, k / g).times(g).plus(below);
         }
-        let nested = match rest.single() {
-            Some(Expr::Arith {
-                op: Arith::Rem,
-                a: y,
-                b,
-            }) => match **b {
-                Expr::U32(m) if m > 0 && m % k == 0 => Some((**y).clone()),
-                _ => None,
-            },
-            _ => None,
-        };
+        let nested = (rest.single().and_then(|e| by_literal(e, Arith::Rem)))
+            .filter(|&(_, m)| m % k == 0)
+            .map(|(y, _)| y.clone());
         let y = nested.unwrap_or_else(|| rest.expr());
         Lin::atom(Expr::arith(Arith::Rem, y, Expr::U32(k)))
     }
@@ -406,31 +391,11 @@ impl Facts {
     /// `(x / (a k)) (c k)` that completes it, with `y` and `c`.
     fn partner_of(&self, sum: &Lin, i: usize) -> Option<(usize, Expr, u64)> {
         let (atom, c) = &sum.terms[i];
-        let Expr::Arith {
-            op: Arith::Rem,
-            a: y,
-            b,
-        } = atom
-        else {
-            return None;
-        };
-        let Expr::U32(k @ 1..) = **b else {
-            return None;
-        };
-        let (x, a) = match &**y {
-            Expr::Arith {
-                op: Arith::Div,
-                a: x,
-                b,
-            } => match **b {
-                Expr::U32(a @ 1..) => ((**x).clone(), a),
-                _ => ((**y).clone(), 1),
-            },
-            y => (y.clone(), 1),
-        };
-        let above = Expr::arith(Arith::Div, x, Expr::U32(a * k));
+        let (y, k) = by_literal(atom, Arith::Rem)?;
+        let (x, a) = by_literal(y, Arith::Div).unwrap_or((y, 1));
+        let above = Expr::arith(Arith::Div, x.clone(), Expr::U32(a * k));
         let j = (sum.terms.iter()).position(|(t, tc)| *t == above && *tc == c * k % MOD)?;
-        Some((j, (**y).clone(), *c))
+        Some((j, y.clone(), *c))
     }
 
     /// The range of a sum, `None` where it may pass `u32::MAX`.
@@ -491,6 +456,17 @@ impl Facts {
             }
             _ => ANY,
         }
+    }
+}
+
+/// `x` and `k` where `e` is `x op k` with `k` a literal other than 0.
+fn by_literal(e: &Expr, op: Arith) -> Option<(&Expr, u64)> {
+    match e {
+        Expr::Arith { op: o, a, b } if *o == op => match **b {
+            Expr::U32(k @ 1..) => Some((a, k)),
+            _ => None,
+        },
+        _ => None,
     }
 }
 

@@ -151,18 +151,24 @@ fn epilogues(key: &GraphKey, written: &[bool]) -> Vec<Option<usize>> {
             _ => None,
         };
         if let Some(r) = root {
-            let root_ok = match op_of(key, r) {
-                Some(Op::Reduce { parts, .. }) => *parts == 1,
-                Some(op) => !op.works_in_its_output(),
-                None => true,
-            };
-            if root_ok && numel(&nodes[r].shape) == numel(&nodes[w].shape) {
+            if takes_epilogues(key, r) && numel(&nodes[r].shape) == numel(&nodes[w].shape) {
                 epilogue_of[w] = Some(r);
                 log::debug!("node {w}: epilogue of kernel root {r}");
             }
         }
     }
     epilogue_of
+}
+
+/// Whether root `r`'s kernel can compute epilogues from its result: not
+/// a reduction's first stage (its results are partial) nor a kernel that
+/// works in its own output.
+pub(super) fn takes_epilogues(key: &GraphKey, r: usize) -> bool {
+    match op_of(key, r) {
+        Some(Op::Reduce { parts, .. }) => *parts == 1,
+        Some(op) => !op.works_in_its_output(),
+        None => true,
+    }
 }
 
 /// Per node: the nodes that read it, each once, in graph order.

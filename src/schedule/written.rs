@@ -4,7 +4,7 @@
 //! computed operands, scatter-adds, a merge of roots that would otherwise
 //! be held until the backward pass). Each rule is one pass over the graph.
 
-use super::{index_preserving, is_root, op_of, readers_of};
+use super::{index_preserving, is_root, op_of, readers_of, takes_epilogues};
 use crate::graph::op::Op;
 use crate::graph::{GKind, GraphKey};
 use crate::shape::numel;
@@ -139,28 +139,62 @@ fn realize_operands_of_row_passes(key: &GraphKey, written: &mut [bool]) {
     }
 }
 
-/// The root of `size` elements that `j` is computed from, through views
-/// and elementwise ops (a bias added) each read only by the next, if
-/// nothing else reads that root (`consumers`: readers of each node). A
-/// chain is walked from its one reader only, so the walks together are
-/// linear.
-fn dying_root(
+/// Per node: how many nodes read it, plus one for each output (held by
+/// the caller).
+fn consumer_counts(key: &GraphKey) -> Vec<usize> {
+    let mut consumers = vec![0usize; key.nodes.len()];
+    for n in &key.nodes {
+        for &j in &n.inputs {
+            consumers[j] += 1;
+        }
+    }
+    for &o in &key.outputs {
+        consumers[o] += 1;
+    }
+    consumers
+}
+
+/// The root of `size` elements that `j` is computed from, through
+/// elementwise ops (a bias added; and views, where `views`) each read
+/// only by the next, if nothing else reads that root (`consumers`:
+/// `consumer_counts`), with how many other values the chain reads on its
+/// way (`other_reads`). A chain is walked from its one reader only, so
+/// the walks together are linear.
+fn chain_root(
     key: &GraphKey,
-    consumers: &[usize],
-    written: &[bool],
-    mut j: usize,
-    size: usize,
-) -> Option<usize> {
-    let nodes = &key.nodes;
+    (consumers, written): (&[usize], &[bool]),
+    (mut j, size): (usize, usize),
+    views: bool,
+) -> Option<(usize, usize)> {
+    let mut other = 0;
     while consumers[j] == 1 && !is_root(key, j) && !written[j] {
         let op = op_of(key, j)?;
-        let mut full = (nodes[j].inputs.iter()).filter(|&&i| holds_elements(key, i) == size);
-        j = match (full.next(), full.next()) {
-            (Some(&i), None) if op.is_movement() || index_preserving(op) => i,
-            _ => return None,
-        };
+        if !(index_preserving(op) || (views && op.is_movement())) {
+            return None;
+        }
+        let next = full_input(key, j, size)?;
+        other += other_reads(key, j, next);
+        j = next;
     }
-    (is_root(key, j) && consumers[j] == 1 && numel(&nodes[j].shape) == size).then_some(j)
+    let alone = consumers[j] == 1 && numel(&key.nodes[j].shape) == size;
+    (is_root(key, j) && alone).then_some((j, other))
+}
+
+/// The one input of node `j` that holds `size` elements, if one does.
+fn full_input(key: &GraphKey, j: usize, size: usize) -> Option<usize> {
+    let mut full = (key.nodes[j].inputs.iter()).filter(|&&i| holds_elements(key, i) == size);
+    match (full.next(), full.next()) {
+        (Some(&i), None) => Some(i),
+        _ => None,
+    }
+}
+
+/// The inputs of node `j` other than `next` that hold values (not
+/// scalars or positions).
+fn other_reads(key: &GraphKey, j: usize, next: usize) -> usize {
+    (key.nodes[j].inputs.iter())
+        .filter(|&&i| i != next && !matches!(op_of(key, i), Some(Op::Scalar | Op::Arange)))
+        .count()
 }
 
 /// Elements node `n`'s value is made of: a broadcast (an expand, or a
@@ -186,15 +220,7 @@ fn holds_elements(key: &GraphKey, n: usize) -> usize {
 /// backward pass at the step's peak.) One pass over the graph.
 fn realize_merges_of_dying_roots(key: &GraphKey, written: &mut [bool]) {
     let nodes = &key.nodes;
-    let mut consumers = vec![0usize; nodes.len()];
-    for n in nodes {
-        for &j in &n.inputs {
-            consumers[j] += 1;
-        }
-    }
-    for &o in &key.outputs {
-        consumers[o] += 1; // held by the caller
-    }
+    let consumers = consumer_counts(key);
     let is_view = |n: usize| op_of(key, n).is_some_and(Op::is_movement);
     // Readers of each node's value that compute (views followed), capped
     // at 2; one pass in reverse topological order.
@@ -215,7 +241,8 @@ fn realize_merges_of_dying_roots(key: &GraphKey, written: &mut [bool]) {
         }
         let size = numel(&nodes[n].shape);
         let mut roots: Vec<usize> = (nodes[n].inputs.iter())
-            .filter_map(|&j| dying_root(key, &consumers, written, j, size))
+            .filter_map(|&j| chain_root(key, (&consumers, written), (j, size), true))
+            .map(|(root, _)| root)
             .collect();
         roots.dedup();
         if roots.len() >= 2 {
@@ -238,69 +265,30 @@ fn realize_merges_of_dying_roots(key: &GraphKey, written: &mut [bool]) {
 /// chain walked from its top only.
 fn realize_tops_of_dying_roots(key: &GraphKey, written: &mut [bool]) {
     let nodes = &key.nodes;
-    let mut consumers = vec![0usize; nodes.len()];
+    let consumers = consumer_counts(key);
     let mut read_apart = vec![false; nodes.len()];
-    for n in nodes {
-        for &j in &n.inputs {
-            consumers[j] += 1;
-        }
-    }
     for (c, node) in nodes.iter().enumerate() {
         let apart = op_of(key, c).is_some_and(|op| !index_preserving(op));
         for &j in &node.inputs {
             read_apart[j] |= apart;
         }
     }
-    for &o in &key.outputs {
-        consumers[o] += 1; // held by the caller
-    }
     for n in 0..nodes.len() {
         let chain_top = op_of(key, n).is_some_and(|op| index_preserving(op) && *op != Op::Reshape);
         if written[n] || !read_apart[n] || !chain_top {
             continue;
         }
-        if let Some(r) = root_under_chain(key, (&consumers, written), n) {
-            log::debug!("node {n}: written, the top of a chain over root {r} read apart");
-            written[n] = true;
-        }
-    }
-}
-
-/// The root that node `top` is computed from through elementwise ops
-/// and reshapes each read only by the next, with at least one other
-/// stored read along the way, if nothing else reads the root and its
-/// kernel can compute `top` as an epilogue (`schedule::epilogues`).
-fn root_under_chain(
-    key: &GraphKey,
-    (consumers, written): (&[usize], &[bool]),
-    top: usize,
-) -> Option<usize> {
-    let nodes = &key.nodes;
-    let size = numel(&nodes[top].shape);
-    let mut other_reads = 0;
-    let mut j = top;
-    loop {
-        let op = op_of(key, j)?;
-        if is_root(key, j) {
-            let epilogue_ok = match op {
-                Op::Reduce { parts, .. } => *parts == 1,
-                op => !op.works_in_its_output(),
-            };
-            let alone = consumers[j] == 1 && numel(&nodes[j].shape) == size;
-            return (epilogue_ok && alone && other_reads > 0).then_some(j);
-        }
-        if !index_preserving(op) || (j != top && (consumers[j] != 1 || written[j])) {
-            return None;
-        }
-        let mut full = (nodes[j].inputs.iter()).filter(|&&i| holds_elements(key, i) == size);
-        let next = match (full.next(), full.next()) {
-            (Some(&i), None) => i,
-            _ => return None,
+        let size = numel(&nodes[n].shape);
+        let Some(next) = full_input(key, n, size) else {
+            continue;
         };
-        other_reads += (nodes[j].inputs.iter())
-            .filter(|&&i| i != next && !matches!(op_of(key, i), Some(Op::Scalar | Op::Arange)))
-            .count();
-        j = next;
+        let chain = chain_root(key, (&consumers, written), (next, size), false);
+        if let Some((r, below)) = chain {
+            if other_reads(key, n, next) + below > 0 && takes_epilogues(key, r) {
+                log::debug!("node {n}: written, the top of a chain over root {r} read apart");
+                written[n] = true;
+            }
+        }
     }
 }
 
