@@ -98,13 +98,13 @@ pub(crate) fn dump(
     let releases = plan.releases(&graph.key);
     for (k, source) in kernels.iter().enumerate() {
         let name = format!("{stem}.kernel{k}");
-        files.push((format!("{name}.wgsl"), source.wgsl.clone()));
+        files.push((format!("{name}.wgsl"), source.wgsl.to_string()));
         let planned = planned_text((plan, k), &releases[k], origins);
         let text = plan_text(&name, source, &planned, origins);
         files.push((format!("{name}.plan.txt"), text));
         for (j, pack) in source.packs.iter().enumerate() {
             let name = format!("{name}.pack{j}");
-            files.push((format!("{name}.wgsl"), pack.wgsl.clone()));
+            files.push((format!("{name}.wgsl"), pack.wgsl.to_string()));
             let text = plan_text(&name, pack, "", origins);
             files.push((format!("{name}.plan.txt"), text));
         }

@@ -66,7 +66,7 @@ pub(super) fn attention(
     g.push(plain_loop(j, s_len, key_row));
     write_row(g, key, (root, outputs), (acc, ev), &s);
     let entry = Entry::per_invocation(rows);
-    (entry, g.body().to_vec(), Entry::groups_for(rows))
+    (entry, g.take_body(), Entry::groups_for(rows))
 }
 
 /// The online softmax's step for score `x`: the new maximum `mn`, the

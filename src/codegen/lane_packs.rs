@@ -213,7 +213,7 @@ fn pack(
             name: "dst",
         }],
     };
-    let body = g.body().to_vec();
+    let body = g.take_body();
     g.kernel_source((Vec::new(), false), entry, body, launch)
 }
 

@@ -574,7 +574,7 @@ pub(super) fn matmul_blocked(
     };
     let fours = store_block(g, key, (root, outputs), &block, (d.m, d.n));
     let entry = tiled_entry(64, d.groups, &tiles);
-    ((entry, g.body().to_vec(), d.groups), fours)
+    ((entry, g.take_body(), d.groups), fours)
 }
 
 /// Output tile of a workgroup (rows, columns), and the K step.
@@ -615,5 +615,5 @@ pub(super) fn matmul(
     };
     let fours = store_block(g, key, (root, outputs), &block, (d.m, d.n));
     let entry = tiled_entry(256, d.groups, &tiles);
-    ((entry, g.body().to_vec(), d.groups), fours)
+    ((entry, g.take_body(), d.groups), fours)
 }

@@ -319,7 +319,7 @@ pub(super) fn matmul_coop(
         arrays: kernel.tiles.arrays(),
         subgroup_id: false,
     };
-    (entry, g.body().to_vec(), kernel.d.groups)
+    (entry, g.take_body(), kernel.d.groups)
 }
 
 /// Stages element `at` of `node` (zero where `ok` fails; index 0 is read

@@ -270,7 +270,7 @@ pub(super) fn matmul_lanes(
     let packed = packed_operands(key, stored, &g.context(), operands);
     Some(LaneMatmul {
         entry,
-        body: g.body().to_vec(),
+        body: g.take_body(),
         groups,
         tile: LaneTile {
             rows,

@@ -65,7 +65,7 @@ pub(super) fn normalize(
         });
     }
     let (entry, groups) = row.entry();
-    ((entry, g.body().to_vec(), groups), row.vec4)
+    ((entry, g.take_body(), groups), row.vec4)
 }
 
 /// How the statistics see the rows: passes over a row's elements, and

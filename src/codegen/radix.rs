@@ -198,7 +198,7 @@ impl BlockOf {
         let invocations = self.lines * self.blocks;
         (
             Entry::per_invocation(invocations),
-            g.body().to_vec(),
+            g.take_body(),
             Entry::groups_for(invocations),
         )
     }

@@ -105,7 +105,7 @@ fn sum_by_fours(g: &mut Gen, key: &GraphKey, red: &Reduction<'_>) -> (Entry, Vec
     );
     store_outputs(g, key, (red.root, red.outputs), &Expr::Invocation, &result);
     let entry = Entry::per_invocation(total);
-    (entry, g.body().to_vec())
+    (entry, g.take_body())
 }
 
 /// Long reductions: a workgroup per output (`gi` indexes workgroups),
@@ -157,7 +157,7 @@ fn workgroup_tree(
         arrays,
         subgroup_id: false,
     };
-    (entry, g.body().to_vec())
+    (entry, g.take_body())
 }
 
 /// Combines every invocation's running value (`cx.acc`, and `cx.best`

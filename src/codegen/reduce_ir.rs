@@ -75,7 +75,7 @@ pub(super) fn reduce_per_invocation(
         workgroup_size: PER_INVOCATION_WORKGROUP,
         ..Entry::per_invocation(outer * parts)
     };
-    (entry, g.body().to_vec())
+    (entry, g.take_body())
 }
 
 /// Whether plain reduction `red` (not split: `parts == 1`) is a sum that

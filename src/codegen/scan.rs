@@ -65,11 +65,7 @@ pub(super) fn scan(
     // return at once (`per_invocation`).
     let invocations = lines * chunks;
     let launch = Entry::groups_for(invocations);
-    (
-        Entry::per_invocation(invocations),
-        g.body().to_vec(),
-        launch,
-    )
+    (Entry::per_invocation(invocations), g.take_body(), launch)
 }
 
 /// The kernel of a chunked scan's last stage (`Scan { chunk }` over the
@@ -112,11 +108,7 @@ fn add_carries(
     );
     let invocations = numel(&shape);
     let launch = Entry::groups_for(invocations);
-    (
-        Entry::per_invocation(invocations),
-        g.body().to_vec(),
-        launch,
-    )
+    (Entry::per_invocation(invocations), g.take_body(), launch)
 }
 
 /// One step of a scan: element `r` of `line` of `x` (`shape`, scanned

@@ -124,7 +124,7 @@ fn softmax_per_workgroup(
         }],
         subgroup_id: false,
     };
-    (entry, g.body().to_vec())
+    (entry, g.take_body())
 }
 
 /// `softmax_per_thread` for rows along the last axis whose length is a
@@ -179,7 +179,7 @@ fn softmax_per_thread_vec4(
         store_vec4(g, key, (root, outputs), (i, &y), whole_vec4);
     });
     let entry = Entry::per_invocation(rows);
-    (entry, g.body().to_vec(), whole_vec4)
+    (entry, g.take_body(), whole_vec4)
 }
 
 /// One pass of `softmax_per_thread_vec4` over the row of `x` (`len4`
@@ -361,5 +361,5 @@ fn softmax_per_thread(
         store_outputs(g, key, (root, outputs), i, &r);
     });
     let entry = Entry::per_invocation(rows);
-    (entry, g.body().to_vec())
+    (entry, g.take_body())
 }

@@ -58,7 +58,7 @@ pub(super) fn sort(
         arrays: Vec::new(),
         subgroup_id: false,
     };
-    (entry, g.body().to_vec(), line.lines * line.runs)
+    (entry, g.take_body(), line.lines * line.runs)
 }
 
 /// One line's sort as the parts of the kernel see it: the input, the
@@ -412,7 +412,7 @@ pub(super) fn merge_runs(
     let total = numel(&shape);
     let entry = Entry::per_invocation(total);
     let groups = Entry::groups_for(total);
-    (entry, g.body().to_vec(), groups)
+    (entry, g.take_body(), groups)
 }
 
 /// One line of a merge as its kernel sees it: the input compared, the

@@ -85,8 +85,9 @@ pub(crate) struct Launch {
 pub(crate) struct KernelSource {
     /// Its WGSL, empty until printed (`print_wgsl`): lowering builds the
     /// kernel value only, and a dispatch that lowers to a kernel its
-    /// site bound before takes that kernel's text instead of printing.
-    pub wgsl: String,
+    /// site bound before takes that kernel's text (shared, not copied)
+    /// instead of printing.
+    pub wgsl: std::sync::Arc<str>,
     /// The kernel IR it was printed from (`kernel::ir`), listed only when
     /// dumping (`CodegenContext::origins`), else empty.
     pub ir: String,
@@ -226,7 +227,7 @@ impl KernelSource {
             pack.print_wgsl(origins);
         }
         if self.wgsl.is_empty() {
-            self.wgsl = super::render::kernel_wgsl(&self.kernel, origins);
+            self.wgsl = super::render::kernel_wgsl(&self.kernel, origins).into();
         }
     }
 

@@ -99,7 +99,7 @@ pub(super) fn topk_select(
         ],
         subgroup_id: false,
     };
-    (entry, g.body().to_vec(), lines)
+    (entry, g.take_body(), lines)
 }
 
 /// A group's four keys, each with whether its element lies in the line.

@@ -5,13 +5,13 @@ use super::ir::{Expr, Inst, PartAccess};
 
 /// Whether `body` reads a donated input from an output binding anywhere
 /// but at `own` (the invocation's own element), which would race with
-/// other invocations' writes: donation must then be undone. Walks a copy
-/// with the IR's own visitors (`Inst::exprs_mut`, `for_each_child_mut`):
-/// it runs once per donation tried, when a graph compiles.
+/// other invocations' writes: donation must then be undone. Walks the
+/// body with the IR's own read-only visitors (`Inst::exprs`,
+/// `for_each_child`): it runs once per donation tried, when a graph
+/// compiles.
 pub(crate) fn reads_output_elsewhere(body: &[Inst], own: &Expr) -> bool {
-    let mut copy = body.to_vec();
     let mut found = false;
-    walk(&mut copy, own, &mut found);
+    walk(body, own, &mut found);
     found
 }
 
@@ -27,14 +27,17 @@ pub(crate) fn reads_output_elsewhere(body: &[Inst], own: &Expr) -> bool {
 pub(crate) fn reads_output_off_its_stores(body: &[Inst]) -> bool {
     let mut stores = Vec::new();
     let mut reads = Vec::new();
-    let mut copy = body.to_vec();
-    indices(&mut copy, &mut stores, &mut reads);
+    indices(body, &mut stores, &mut reads);
     reads.iter().any(|r| r.is_none() || !stores.contains(r))
 }
 
 /// The indices of output stores and of output reads (`None`: a read that
 /// is not by index) in `body`.
-fn indices(body: &mut [Inst], stores: &mut Vec<Option<Expr>>, reads: &mut Vec<Option<Expr>>) {
+fn indices<'a>(
+    body: &'a [Inst],
+    stores: &mut Vec<Option<&'a Expr>>,
+    reads: &mut Vec<Option<&'a Expr>>,
+) {
     for inst in body {
         match inst {
             Inst::Parts {
@@ -43,34 +46,34 @@ fn indices(body: &mut [Inst], stores: &mut Vec<Option<Expr>>, reads: &mut Vec<Op
                 access,
                 ..
             } if buffer.output => match access {
-                PartAccess::Read(_) => reads.push(Some(index.clone())),
-                PartAccess::Write(_) => stores.push(Some(index.clone())),
+                PartAccess::Read(_) => reads.push(Some(index)),
+                PartAccess::Write(_) => stores.push(Some(index)),
             },
             Inst::Store { buffer, index, .. } if buffer.output => {
-                stores.push(Some(index.clone()));
+                stores.push(Some(index));
             }
             Inst::CoopLoad { from, .. } if from.reads_an_output() => reads.push(None),
             _ => {}
         }
-        for e in inst.exprs_mut() {
+        for e in inst.exprs() {
             loads(e, reads);
         }
-        for nested in inst.bodies_mut() {
+        for nested in inst.bodies() {
             indices(nested, stores, reads);
         }
     }
 }
 
-fn loads(e: &mut Expr, reads: &mut Vec<Option<Expr>>) {
+fn loads<'a>(e: &'a Expr, reads: &mut Vec<Option<&'a Expr>>) {
     if let Expr::Load { buffer, index } = e
         && buffer.output
     {
-        reads.push(Some((**index).clone()));
+        reads.push(Some(index));
     }
-    e.for_each_child_mut(&mut |child| loads(child, reads));
+    e.for_each_child(&mut |child| loads(child, reads));
 }
 
-fn walk(body: &mut [Inst], own: &Expr, found: &mut bool) {
+fn walk(body: &[Inst], own: &Expr, found: &mut bool) {
     for inst in body {
         match inst {
             Inst::Parts {
@@ -82,21 +85,21 @@ fn walk(body: &mut [Inst], own: &Expr, found: &mut bool) {
             Inst::CoopLoad { from, .. } if from.reads_an_output() => *found = true,
             _ => {}
         }
-        for e in inst.exprs_mut() {
+        for e in inst.exprs() {
             expr(e, own, found);
         }
-        for nested in inst.bodies_mut() {
+        for nested in inst.bodies() {
             walk(nested, own, found);
         }
     }
 }
 
-fn expr(e: &mut Expr, own: &Expr, found: &mut bool) {
+fn expr(e: &Expr, own: &Expr, found: &mut bool) {
     if let Expr::Load { buffer, index } = e
         && buffer.output
         && **index != *own
     {
         *found = true;
     }
-    e.for_each_child_mut(&mut |child| expr(child, own, found));
+    e.for_each_child(&mut |child| expr(child, own, found));
 }

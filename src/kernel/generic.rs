@@ -78,8 +78,10 @@ pub(crate) fn generalize(before: &Kernel, new: &Kernel, known: &[usize]) -> Opti
 /// literal that was the same at earlier sizes). The same test as
 /// `generalize` against the kernel it was made from, with no literal
 /// newly dynamic, without copying or printing either kernel: a new size
-/// binds the generic kernel after two walks (its literals swapped for
-/// reads and back) and one comparison. `concrete` is left as it was.
+/// binds the generic kernel after one walk (its literals swapped for
+/// reads) and one comparison. Where it matches, `concrete` is left equal
+/// to `generic` (the caller binds `generic` in its place); elsewhere it is
+/// left as it was (a second walk swaps the literals back).
 pub(crate) fn values_for(
     generic: &Kernel,
     dynamic: &[usize],
@@ -96,19 +98,23 @@ pub(crate) fn values_for(
         && concrete.entry == generic.entry
         && concrete.helpers == generic.helpers
         && concrete.body == generic.body;
+    if same {
+        // `concrete` now equals the generic kernel the caller binds in
+        // its place: nothing to restore.
+        return replaced.iter().map(word).collect();
+    }
     // The concrete kernel reads no sizes: each read is one placed above.
     let mut seen = 0;
+    let placed = replaced.len();
+    let mut literals = replaced.into_iter();
     visit_kernel(concrete, is_size, &mut |e| {
-        if let Some(literal) = replaced.get(seen) {
-            *e = literal.clone();
+        if let Some(literal) = literals.next() {
+            *e = literal;
         }
         seen += 1;
     });
-    debug_assert_eq!(seen, replaced.len(), "a size read in a concrete kernel");
-    if !same {
-        return None;
-    }
-    replaced.iter().map(word).collect()
+    debug_assert_eq!(seen, placed, "a size read in a concrete kernel");
+    None
 }
 
 /// Replaces the literals at `dynamic` (positions in `for_each_literal`'s
@@ -401,12 +407,12 @@ mod tests {
     }
 
     #[test]
-    fn a_kernel_that_lowers_to_a_generic_one_gets_its_values_and_is_left_as_it_was() {
+    fn a_kernel_that_lowers_to_a_generic_one_gets_its_values_and_becomes_it() {
         let (b64, b50) = (kernel(50_176, 1.0 / 64.0), kernel(39_200, 0.02));
         let g = generalize(&b64, &b50, &[]).expect("same structure");
         // Random sizes: the walk agrees with `generalize` against the
-        // kernel the generic one was made from, and never moves the
-        // kernel it reads.
+        // kernel the generic one was made from; a kernel that matches is
+        // left equal to the generic one, one that does not as it was.
         let mut seed = 0x9e37_79b9_u32;
         for _ in 0..64 {
             seed = seed.wrapping_mul(1_664_525).wrapping_add(1_013_904_223);
@@ -414,9 +420,15 @@ mod tests {
             let mut new = kernel(batch * 784, 1.0 / batch as f32);
             let before = new.clone();
             let values = values_for(&g.kernel, &g.dynamic, &mut new);
-            assert_eq!(new, before, "the concrete kernel is restored");
-            let want = generalize(&b50, &new, &g.dynamic).map(|w| w.values);
+            let want = generalize(&b50, &before, &g.dynamic).map(|w| w.values);
             assert_eq!(values, want, "batch {batch}");
+            assert!(values.is_some(), "batch {batch}");
+            // All but the sizes binding, which the concrete kernel lacks.
+            assert_eq!(
+                (&new.entry, &new.body),
+                (&g.kernel.entry, &g.kernel.body),
+                "a match becomes the generic kernel"
+            );
         }
         // A literal that was the same at both sizes (the rows of 784)
         // changes: not this generic kernel; nor another structure.
@@ -426,7 +438,9 @@ mod tests {
                 *e = Expr::U32(785);
             }
         });
-        assert_eq!(values_for(&g.kernel, &g.dynamic, &mut wider.clone()), None);
+        let mut read = wider.clone();
+        assert_eq!(values_for(&g.kernel, &g.dynamic, &mut read), None);
+        assert_eq!(read, wider, "a kernel that does not match is restored");
         assert!(generalize(&b50, &wider, &g.dynamic).is_some_and(|w| w.dynamic.len() > 2));
         let mut other = b50.clone();
         other.entry.workgroup_size = 64;

@@ -208,6 +208,56 @@ pub(crate) enum Expr {
     },
 }
 
+/// The children of an expression, by reference (`iter`) or mutable
+/// reference (`iter_mut`), in a fixed order: one list of variants for
+/// both visitors.
+macro_rules! expr_children {
+    ($e:expr, $f:expr, $iter:ident) => {
+        match $e {
+            Expr::IsNonFinite { x, .. }
+            | Expr::IsNan { x, .. }
+            | Expr::Not(x)
+            | Expr::NonZero { x, .. }
+            | Expr::FromBool { x, .. }
+            | Expr::Unary { x, .. }
+            | Expr::Round { x, .. }
+            | Expr::Cast { x, .. }
+            | Expr::Construct { x, .. }
+            | Expr::Rng { index: x, .. }
+            | Expr::Load { index: x, .. } => $f(x),
+            Expr::Binary { a, b, .. }
+            | Expr::Arith { a, b, .. }
+            | Expr::ClampIndex { k: a, top: b }
+            | Expr::Index {
+                base: a, index: b, ..
+            } => {
+                $f(a);
+                $f(b);
+            }
+            Expr::Select {
+                cond,
+                then,
+                otherwise,
+            } => {
+                $f(cond);
+                $f(then);
+                $f(otherwise);
+            }
+            Expr::Call { args, .. } => args.$iter().for_each($f),
+            Expr::Var(_)
+            | Expr::Invocation
+            | Expr::Local
+            | Expr::SubgroupLane
+            | Expr::Bool(_)
+            | Expr::U32(_)
+            | Expr::F32(_)
+            | Expr::I32(_)
+            | Expr::Size { .. }
+            | Expr::Param { .. } => {}
+        }
+    };
+}
+
 impl Expr {
     /// `a op b`.
     pub fn arith(op: Arith, a: Expr, b: Expr) -> Expr {
@@ -280,48 +330,13 @@ impl Expr {
     /// made: lowering and legalisation walk every expression of every
     /// kernel).
     pub fn for_each_child_mut(&mut self, f: &mut dyn FnMut(&mut Expr)) {
-        match self {
-            Expr::IsNonFinite { x, .. }
-            | Expr::IsNan { x, .. }
-            | Expr::Not(x)
-            | Expr::NonZero { x, .. }
-            | Expr::FromBool { x, .. }
-            | Expr::Unary { x, .. }
-            | Expr::Round { x, .. }
-            | Expr::Cast { x, .. }
-            | Expr::Construct { x, .. }
-            | Expr::Rng { index: x, .. }
-            | Expr::Load { index: x, .. } => f(x),
-            Expr::Binary { a, b, .. }
-            | Expr::Arith { a, b, .. }
-            | Expr::ClampIndex { k: a, top: b }
-            | Expr::Index {
-                base: a, index: b, ..
-            } => {
-                f(a);
-                f(b);
-            }
-            Expr::Select {
-                cond,
-                then,
-                otherwise,
-            } => {
-                f(cond);
-                f(then);
-                f(otherwise);
-            }
-            Expr::Call { args, .. } => args.iter_mut().for_each(f),
-            Expr::Var(_)
-            | Expr::Invocation
-            | Expr::Local
-            | Expr::SubgroupLane
-            | Expr::Bool(_)
-            | Expr::U32(_)
-            | Expr::F32(_)
-            | Expr::I32(_)
-            | Expr::Size { .. }
-            | Expr::Param { .. } => {}
-        }
+        expr_children!(self, f, iter_mut)
+    }
+
+    /// Calls `f` on each expression directly inside this one, read only
+    /// (analyses of a finished kernel walk it without copying it).
+    pub fn for_each_child<'a>(&'a self, f: &mut dyn FnMut(&'a Expr)) {
+        expr_children!(self, f, iter)
     }
 
     /// The sum of `terms` (`0u` when empty).
@@ -563,15 +578,15 @@ impl CoopAccess {
     }
 }
 
-impl Inst {
-    /// The expressions directly in this instruction (not those of the
-    /// bodies nested in it), in a fixed order.
-    pub fn exprs_mut(&mut self) -> Vec<&mut Expr> {
-        match self {
+/// The expressions directly in an instruction, by reference (`iter`) or
+/// mutable reference (`iter_mut, mut`): one list of variants for both.
+macro_rules! inst_exprs {
+    ($inst:expr, $iter:ident $(, $m:tt)?) => {
+        match $inst {
             Inst::Let { value, .. }
             | Inst::Accumulate { value, .. }
             | Inst::Assign { value, .. } => vec![value],
-            Inst::Declare { init, .. } => init.iter_mut().collect(),
+            Inst::Declare { init, .. } => init.$iter().collect(),
             Inst::SetElement { index, value, .. } | Inst::Store { index, value, .. } => {
                 vec![index, value]
             }
@@ -587,13 +602,13 @@ impl Inst {
             Inst::Loop { count, .. } => vec![count],
             Inst::Check { check, .. } => match check {
                 Check::NonFinite { value, inputs, .. } => {
-                    std::iter::once(value).chain(inputs.iter_mut()).collect()
+                    std::iter::once(value).chain(inputs.$iter()).collect()
                 }
                 Check::Nan { value, .. } => vec![value],
                 Check::Index { index, size } => vec![index, size],
             },
             Inst::CoopLoad { from: access, .. } | Inst::CoopStore { to: access, .. } => {
-                vec![&mut access.offset, &mut access.stride]
+                vec![&$($m)? access.offset, &$($m)? access.stride]
             }
             Inst::DeclareArray { .. }
             | Inst::CoopMultiplyAdd { .. }
@@ -601,10 +616,32 @@ impl Inst {
             | Inst::StorageBarrier
             | Inst::Break => Vec::new(),
         }
+    };
+}
+
+impl Inst {
+    /// The expressions directly in this instruction (not those of the
+    /// bodies nested in it), in a fixed order.
+    pub fn exprs_mut(&mut self) -> Vec<&mut Expr> {
+        inst_exprs!(self, iter_mut, mut)
+    }
+
+    /// The expressions directly in this instruction, read only, in the
+    /// order of `exprs_mut`.
+    pub fn exprs(&self) -> Vec<&Expr> {
+        inst_exprs!(self, iter)
     }
 
     /// The bodies nested in this instruction.
     pub fn bodies_mut(&mut self) -> Vec<&mut Vec<Inst>> {
+        match self {
+            Inst::If { body, .. } | Inst::Loop { body, .. } => vec![body],
+            _ => Vec::new(),
+        }
+    }
+
+    /// The bodies nested in this instruction, read only.
+    pub fn bodies(&self) -> Vec<&Vec<Inst>> {
         match self {
             Inst::If { body, .. } | Inst::Loop { body, .. } => vec![body],
             _ => Vec::new(),

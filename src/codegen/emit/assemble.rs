@@ -39,7 +39,7 @@ impl Gen<'_> {
             String::new()
         };
         KernelSource {
-            wgsl: String::new(),
+            wgsl: "".into(),
             ir,
             reads: self.reads(),
             writes,

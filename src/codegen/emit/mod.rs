@@ -383,6 +383,12 @@ impl<'a> Gen<'a> {
         &self.body
     }
 
+    /// Takes the instructions emitted so far, leaving the body empty: a
+    /// builder hands its finished body on without copying it.
+    pub fn take_body(&mut self) -> Vec<Inst> {
+        std::mem::take(&mut self.body)
+    }
+
     /// Declares that node `n` at index `idx` is held in `value` (a kernel
     /// root's result, for its epilogue).
     pub fn seed(&mut self, n: usize, idx: &Expr, value: Expr, vec: bool) {

@@ -565,7 +565,7 @@ fn compile_kernel(
                     "kernel needs {bindings} storage buffers, the adapter allows {max_bindings} (at {})",
                     graph.locations[source.writes.first().copied().unwrap_or(0)]
                 ),
-                source_code: s.wgsl.clone(),
+                source_code: s.wgsl.to_string(),
             });
         }
     }

@@ -207,7 +207,7 @@ fn generalize_dispatch(
     };
     let record = match generic {
         Some((g, text)) => {
-            s.wgsl = text;
+            s.wgsl = text.into();
             if !s.ir.is_empty() {
                 s.ir = g.kernel.to_string();
             }
@@ -217,7 +217,7 @@ fn generalize_dispatch(
             // later size would look up.
             let generic = origins
                 .is_none()
-                .then(|| (s.kernel.clone(), Arc::from(s.wgsl.as_str())));
+                .then(|| (s.kernel.clone(), s.wgsl.clone()));
             DispatchText {
                 concrete,
                 dynamic: g.dynamic,
@@ -291,7 +291,7 @@ fn stays_concrete(
     let mut text = DispatchText::concrete(concrete, Vec::new());
     if origins.is_none() {
         s.print_wgsl(None);
-        text.generic = Some((s.kernel.clone(), Arc::from(s.wgsl.as_str())));
+        text.generic = Some((s.kernel.clone(), s.wgsl.clone()));
     }
     text.not_generic = guard_crossed(&text.concrete, before);
     text
@@ -311,7 +311,7 @@ fn bind_known_generic(s: &mut KernelSource, before: &[DispatchText]) -> Option<D
         }
         Some((t, bound, Some(values_for(&bound.0, &t.dynamic, kernel)?)))
     })?;
-    s.wgsl = wgsl.to_string();
+    s.wgsl = wgsl.clone();
     s.kernel = generic.clone();
     s.dyn_sizes = values;
     Some(DispatchText {
