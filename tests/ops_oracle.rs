@@ -69,6 +69,54 @@ fn unary_ops_match_f64() {
     }
 }
 
+/// tanh's relative error stays within a few ulp over its whole range, as
+/// PyTorch's does: near zero (where tanh through two exps, Mesa's
+/// lowering of WGSL's tanh, was off by 1e-3 at 1e-5 and 2x at 1e-8), at
+/// the seam of the kernel's two formulas (0.625), in its tail, and at its
+/// special values (-0 keeps its sign, +-inf gives +-1, NaN stays NaN).
+/// Both a vec4 kernel (a multiple of four elements) and a scalar one.
+/// Subnormal inputs are left out: GPUs may flush them to zero.
+#[test]
+fn tanh_keeps_its_relative_accuracy_near_zero_and_its_special_values() {
+    let mut values: Vec<f32> = (0..=760)
+        .map(|i| 10f32.powf(-37.0 + i as f32 * 0.05))
+        .filter(|v| v.is_normal() && *v < 30.0)
+        .collect();
+    values.extend((0..200).map(|i| 0.6 + i as f32 * 0.00025));
+    let negated: Vec<f32> = values.iter().map(|v| -v).collect();
+    values.extend(negated);
+    values.extend([
+        0.0,
+        -0.0,
+        f32::INFINITY,
+        f32::NEG_INFINITY,
+        f32::NAN,
+        1e30,
+        -1e30,
+    ]);
+    for dev in devices() {
+        for n in [values.len() / 4 * 4, values.len() / 4 * 4 - 1] {
+            let x = &values[values.len() - n..];
+            let got = Tensor::from_vec(x.to_vec(), [n], &dev)
+                .unwrap()
+                .tanh()
+                .to_vec::<f32>()
+                .unwrap();
+            for (&v, &y) in x.iter().zip(&got) {
+                let want = (v as f64).tanh();
+                let what = format!("tanh({v:e}) on {dev:?}, {n} elements: {y:e}, want {want:e}");
+                if v.is_nan() {
+                    assert!(y.is_nan(), "{what}");
+                } else if v == 0.0 {
+                    assert_eq!(y.to_bits(), v.to_bits(), "{what}");
+                } else {
+                    assert!(((y as f64 - want) / want).abs() < 4e-7, "{what}");
+                }
+            }
+        }
+    }
+}
+
 #[test]
 fn binary_ops_broadcast_like_numpy() {
     // a: [3, 1, 4], b: [2, 1] -> [3, 2, 4]

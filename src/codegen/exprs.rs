@@ -49,15 +49,10 @@ pub(super) fn unary_expr(u: UnaryOp, dtype: DType, a: &str, vec: bool) -> String
         (UnaryOp::Recip, _) => format!("1.0 / {a}"),
         (UnaryOp::Sin, _) => format!("sin({a})"),
         (UnaryOp::Cos, _) => format!("cos({a})"),
-        // Clamped: tanh is ±1 in f32 well before 15, and some drivers
-        // compute it through exp, which overflows for large inputs.
-        // NaN passes through (clamp would turn it into a bound).
-        (UnaryOp::Tanh, _) => format!(
-            "select(tanh(clamp({a}, {}, {})), {a}, {})",
-            lit(dtype, -15, vec),
-            lit(dtype, 15, vec),
-            is_nan(a, vec)
-        ),
+        // WGSL's tanh loses relative accuracy near zero on Mesa's
+        // drivers: `shaders/tanh.wgsl` (NaN and infinities included).
+        (UnaryOp::Tanh, _) if vec => format!("tanh_f32x4({a})"),
+        (UnaryOp::Tanh, _) => format!("tanh_f32({a})"),
         (UnaryOp::Sigmoid, _) => format!("1.0 / (1.0 + exp(-{a}))"),
         (UnaryOp::Relu, DType::F32) => format!("select(max({a}, {zero}), {a}, {})", is_nan(a, vec)),
         (UnaryOp::Relu, _) => format!("max({a}, {zero})"),
@@ -147,6 +142,9 @@ pub(super) const HALF_FUNCTIONS: &str = include_str!("../../shaders/halves.wgsl"
 
 /// The error function, which WGSL lacks (`erf_f32`, `erf_f32x4`).
 pub(super) const ERF_FUNCTIONS: &str = include_str!("../../shaders/erf.wgsl");
+
+/// tanh accurate near zero, one exp a value (`tanh_f32`, `tanh_f32x4`).
+pub(super) const TANH_FUNCTIONS: &str = include_str!("../../shaders/tanh.wgsl");
 
 /// Counter-based random numbers: Philox4x32-10 of (seed, 64-bit position),
 /// so any element can be generated independently, in any kernel, and

@@ -9,8 +9,8 @@ use crate::kernel::ir::{Buffer, Builtin, CoopMatrix, CoopMemory, Expr, Inst, Par
 use crate::kernel::{Binding, Declared, Entry, Kernel};
 
 use super::exprs::{
-    ERF_FUNCTIONS, HALF_FUNCTIONS, POW_FUNCTION, RNG_FUNCTIONS, binary_expr, cast_expr, is_nan,
-    is_nonfinite, lit, storage_type, unary_expr, value_type,
+    ERF_FUNCTIONS, HALF_FUNCTIONS, POW_FUNCTION, RNG_FUNCTIONS, TANH_FUNCTIONS, binary_expr,
+    cast_expr, is_nan, is_nonfinite, lit, storage_type, unary_expr, value_type,
 };
 
 /// The WGSL type of a value.
@@ -260,6 +260,7 @@ pub(crate) fn kernel_wgsl(kernel: &Kernel, origins: Option<&[String]>) -> String
         (helpers.rng, RNG_FUNCTIONS),
         (helpers.pow, POW_FUNCTION),
         (helpers.erf, ERF_FUNCTIONS),
+        (helpers.tanh, TANH_FUNCTIONS),
         (helpers.halves, HALF_FUNCTIONS),
     ] {
         if used {

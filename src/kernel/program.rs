@@ -88,13 +88,15 @@ pub(crate) struct WorkgroupArray {
 }
 
 /// The helper functions a kernel's expressions call (random numbers,
-/// `pow` and `erf` with PyTorch's special cases, 16-bit rounding), and
+/// `pow` and `erf` with PyTorch's special cases, `tanh` accurate near
+/// zero, 16-bit rounding), and
 /// whether it stores `f16` (WGSL's `enable f16`).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub(crate) struct Helpers {
     pub rng: bool,
     pub pow: bool,
     pub erf: bool,
+    pub tanh: bool,
     pub halves: bool,
     pub f16: bool,
     /// Whether the body uses cooperative matrices (`Inst::Coop*`, WGSL's

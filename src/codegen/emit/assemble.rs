@@ -122,6 +122,7 @@ impl Gen<'_> {
             rng: self.uses_rng,
             pow: self.uses_pow,
             erf: self.uses_erf,
+            tanh: self.uses_tanh,
             // Rounding, and bf16's word halves (f16 loads and stores convert).
             halves: self.uses_half || bf16,
             // Cooperative matrices load `f16` tiles from workgroup memory.

@@ -76,6 +76,7 @@ pub(crate) struct Gen<'a> {
     uses_rng: bool,
     uses_pow: bool,
     uses_erf: bool,
+    uses_tanh: bool,
     /// Whether a 16-bit float is rounded, loaded or stored.
     uses_half: bool,
     /// Whether the body uses cooperative matrices (on `f16` tiles).
@@ -130,6 +131,7 @@ impl<'a> Gen<'a> {
             uses_rng: false,
             uses_pow: false,
             uses_erf: false,
+            uses_tanh: false,
             uses_half: false,
             uses_coop: false,
             aliases,
@@ -616,6 +618,7 @@ impl<'a> Gen<'a> {
             Op::Unary(u) => {
                 let x = self.value(inputs[0], idx, false, vec);
                 self.uses_erf |= matches!(u, UnaryOp::Erf | UnaryOp::Gelu);
+                self.uses_tanh |= u == UnaryOp::Tanh;
                 let value = Expr::Unary {
                     op: u,
                     dtype,
