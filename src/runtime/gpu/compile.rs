@@ -2,7 +2,7 @@
 //! textures, liveness of intermediates, donations) from its schedule and
 //! generated code, cached by graph structure; pipelines cached by WGSL.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashMap};
 use std::num::NonZeroUsize;
 use std::sync::{Arc, Mutex};
 
@@ -10,7 +10,7 @@ use lru::LruCache;
 
 use super::dynamic::{KernelTexts, Printing, generalize_kernels, marked_texts, probe_texts};
 use super::sites::{Site, SiteNote, SiteRecord, note_miss, record_site};
-use crate::codegen::{CodegenContext, KernelSource, generate, validate_wgsl};
+use crate::codegen::{CodegenContext, KernelSource, generate};
 use crate::error::{Error, Result};
 use crate::graph::{Graph, GraphKey};
 use crate::kernel::{Precedents, Target};
@@ -22,6 +22,7 @@ use crate::tune::pinned::KernelChoices;
 
 use super::bind::CachedBindGroup;
 use super::context::GpuContext;
+use super::pipelines::PipelineMaker;
 
 /// One compiled kernel of an executable.
 pub(super) struct CompiledKernel {
@@ -312,11 +313,25 @@ fn compile_kernels(
     // symbols the executable could bind without lowering).
     let lowered = sources.iter().flat_map(KernelSource::dispatches).count();
     metrics.add("kernels_lowered", lowered as u64);
-    let mut kernels = sources
-        .into_iter()
-        .enumerate()
-        .map(|(k, source)| compile_kernel((ctx, target), caches, metrics, graph, (k, source)))
-        .collect::<Result<Vec<_>>>()?;
+    let mut new: Vec<&str> = (sources.iter().flat_map(KernelSource::dispatches))
+        .map(|s| &*s.wgsl)
+        .filter(|wgsl| !caches.pipelines.contains(*wgsl))
+        .collect();
+    new.sort_unstable();
+    new.dedup();
+    let cores = std::thread::available_parallelism().map_or(1, NonZeroUsize::get);
+    let mut made = maker(ctx).compile_new(&new, cores);
+    let mut kernels = Vec::with_capacity(sources.len());
+    for (k, source) in sources.into_iter().enumerate() {
+        let at = (graph, k);
+        kernels.push(compile_kernel(
+            (ctx, target),
+            (caches, &mut made),
+            metrics,
+            at,
+            source,
+        )?);
+    }
     place_sizes(ctx, &mut kernels);
     Ok(kernels)
 }
@@ -549,10 +564,10 @@ fn node_labels(graph: &Graph) -> Vec<String> {
 /// binding limit is an `Error::Compile` with its source.
 fn compile_kernel(
     (ctx, target): (&GpuContext, &Target),
-    caches: &mut GpuCaches,
+    (caches, made): (&mut GpuCaches, &mut HashMap<String, wgpu::ComputePipeline>),
     metrics: &Arc<Metrics>,
-    graph: &Graph,
-    (k, source): (usize, KernelSource),
+    (graph, k): (&Graph, usize),
+    source: KernelSource,
 ) -> Result<CompiledKernel> {
     let max_bindings = target.max_storage_buffers;
     for s in source.dispatches() {
@@ -571,10 +586,10 @@ fn compile_kernel(
     }
     let mut packs = Vec::with_capacity(source.packs.len());
     for p in &source.packs {
-        let pipeline = pipeline(ctx, caches, metrics, &p.wgsl, graph.hash, k)?;
+        let pipeline = pipeline(ctx, caches, metrics, (&p.wgsl, made), graph.hash, k)?;
         packs.push((pipeline, grid(ctx, p.groups)));
     }
-    let pipeline = pipeline(ctx, caches, metrics, &source.wgsl, graph.hash, k)?;
+    let pipeline = pipeline(ctx, caches, metrics, (&source.wgsl, made), graph.hash, k)?;
     let bind_groups = (0..=packs.len()).map(|_| Mutex::new(Vec::new())).collect();
     // Placed once every kernel is compiled (`place_sizes`).
     let sizes = source.dispatches().map(|_| None).collect();
@@ -606,7 +621,7 @@ fn pipeline(
     ctx: &GpuContext,
     caches: &mut GpuCaches,
     metrics: &Metrics,
-    wgsl: &str,
+    (wgsl, made): (&str, &mut HashMap<String, wgpu::ComputePipeline>),
     graph_hash: u64,
     kernel: usize,
 ) -> Result<Arc<wgpu::ComputePipeline>> {
@@ -614,46 +629,28 @@ fn pipeline(
         metrics.add("pipeline_cache_hits", 1);
         return Ok(p.clone());
     }
-    let compile_error = |message: String| Error::Compile {
-        graph_hash,
-        kernel,
-        message,
-        source_code: wgsl.to_string(),
+    let pipeline = match made.remove(wgsl) {
+        Some(p) => p,
+        None => maker(ctx).create(wgsl).map_err(|message| Error::Compile {
+            graph_hash,
+            kernel,
+            message,
+            source_code: wgsl.to_string(),
+        })?,
     };
-    validate_wgsl(wgsl).map_err(compile_error)?;
-    let scope = ctx.device.push_error_scope(wgpu::ErrorFilter::Validation);
-    let descriptor = wgpu::ShaderModuleDescriptor {
-        label: None,
-        source: wgpu::ShaderSource::Wgsl(wgsl.into()),
-    };
-    let module = if shader_checks_needed(ctx) {
-        ctx.device.create_shader_module(descriptor)
-    } else {
-        // SAFETY: see `shader_checks_needed`: the driver bounds every
-        // buffer access, and the generated code's loops, local arrays and
-        // texture loads are bounded by construction.
-        unsafe {
-            ctx.device
-                .create_shader_module_trusted(descriptor, wgpu::ShaderRuntimeChecks::unchecked())
-        }
-    };
-    let pipeline = ctx
-        .device
-        .create_compute_pipeline(&wgpu::ComputePipelineDescriptor {
-            label: None,
-            layout: None,
-            module: &module,
-            entry_point: Some("main"),
-            compilation_options: wgpu::PipelineCompilationOptions::default(),
-            cache: ctx.pipeline_cache.as_ref().map(|c| &c.cache),
-        });
-    if let Some(e) = pollster::block_on(scope.pop()) {
-        return Err(compile_error(e.to_string()));
-    }
     metrics.add("kernels_compiled", 1);
     let pipeline = Arc::new(pipeline);
     caches.pipelines.put(wgsl.to_string(), pipeline.clone());
     Ok(pipeline)
+}
+
+/// How this device's pipelines are created.
+fn maker(ctx: &GpuContext) -> PipelineMaker<'_> {
+    PipelineMaker {
+        device: &ctx.device,
+        cache: ctx.pipeline_cache.as_ref().map(|c| &c.cache),
+        checked: shader_checks_needed(ctx),
+    }
 }
 
 /// Whether kernels are compiled with wgpu's runtime checks. Off on

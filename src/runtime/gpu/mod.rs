@@ -8,6 +8,7 @@ mod context;
 pub(crate) mod disk_cache;
 mod dynamic;
 mod execute;
+mod pipelines;
 mod scratch;
 mod sites;
 mod wait;
