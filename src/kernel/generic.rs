@@ -123,10 +123,13 @@ pub(crate) fn values_for(
 fn read_sizes_at(kernel: &mut Kernel, dynamic: &[usize]) -> Vec<Expr> {
     let mut replaced = Vec::with_capacity(dynamic.len());
     let mut at = 0;
+    // `dynamic` is sorted: the next position to replace is the only one
+    // to compare with.
+    let mut next = dynamic.iter().copied().peekable();
     for_each_literal(kernel, &mut |e| {
-        if let Ok(slot) = dynamic.binary_search(&at) {
+        if next.next_if_eq(&at).is_some() {
             let read = Expr::Size {
-                slot,
+                slot: replaced.len(),
                 dtype: literal_dtype(e),
             };
             replaced.push(std::mem::replace(e, read));
@@ -251,7 +254,7 @@ fn skeleton(kernel: &Kernel) -> Kernel {
 
 /// Calls `f` on each numeric literal of the kernel (the entry's count,
 /// then the body's expressions, outer before inner, in order).
-fn for_each_literal(kernel: &mut Kernel, f: &mut dyn FnMut(&mut Expr)) {
+fn for_each_literal<F: FnMut(&mut Expr)>(kernel: &mut Kernel, f: &mut F) {
     visit_kernel(kernel, is_literal, f);
 }
 
@@ -267,12 +270,14 @@ fn is_size(e: &Expr) -> bool {
 
 /// Calls `f` on each expression of the kernel that is a `leaf` (its
 /// children not visited), in the order `for_each_literal` names.
-fn visit_kernel(kernel: &mut Kernel, leaf: fn(&Expr) -> bool, f: &mut dyn FnMut(&mut Expr)) {
+/// Generic over `f` (inlined, not called through a pointer): a new size
+/// walks every kernel of its graph with it.
+fn visit_kernel<F: FnMut(&mut Expr)>(kernel: &mut Kernel, leaf: fn(&Expr) -> bool, f: &mut F) {
     visit_expr(&mut kernel.entry.count, leaf, f);
     visit_body(&mut kernel.body, leaf, f);
 }
 
-fn visit_body(body: &mut [Inst], leaf: fn(&Expr) -> bool, f: &mut dyn FnMut(&mut Expr)) {
+fn visit_body<F: FnMut(&mut Expr)>(body: &mut [Inst], leaf: fn(&Expr) -> bool, f: &mut F) {
     for inst in body {
         for e in inst.exprs_mut() {
             visit_expr(e, leaf, f);
@@ -283,12 +288,12 @@ fn visit_body(body: &mut [Inst], leaf: fn(&Expr) -> bool, f: &mut dyn FnMut(&mut
     }
 }
 
-fn visit_expr(e: &mut Expr, leaf: fn(&Expr) -> bool, f: &mut dyn FnMut(&mut Expr)) {
+fn visit_expr<F: FnMut(&mut Expr)>(e: &mut Expr, leaf: fn(&Expr) -> bool, f: &mut F) {
     if leaf(e) {
         f(e);
         return;
     }
-    e.for_each_child_mut(&mut |child| visit_expr(child, leaf, f));
+    e.for_each_child_mut_inline(|child| visit_expr(child, leaf, f));
 }
 
 /// The dtype of a literal.

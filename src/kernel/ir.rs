@@ -333,6 +333,12 @@ impl Expr {
         expr_children!(self, f, iter_mut)
     }
 
+    /// `for_each_child_mut` with `f` inlined (no call through a pointer a
+    /// child): for walks over every expression of a kernel on a hot path.
+    pub fn for_each_child_mut_inline<F: FnMut(&mut Expr)>(&mut self, mut f: F) {
+        expr_children!(self, &mut f, iter_mut)
+    }
+
     /// Calls `f` on each expression directly inside this one, read only
     /// (analyses of a finished kernel walk it without copying it).
     pub fn for_each_child<'a>(&'a self, f: &mut dyn FnMut(&'a Expr)) {

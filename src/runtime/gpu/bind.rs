@@ -12,6 +12,7 @@ use crate::runtime::storage::GpuBuffer;
 
 use super::compile::SizesRange;
 use super::context::GpuContext;
+use super::pipelines::Pipeline;
 
 /// Bind groups kept per dispatch.
 const BIND_GROUPS_KEPT: usize = 4;
@@ -45,7 +46,7 @@ pub(super) type NodeBuffer = Option<Arc<GpuBuffer>>;
 pub(super) fn bind_group(
     (ctx, part_bytes): (&GpuContext, usize),
     graph_hash: u64,
-    (pipeline, source): (&wgpu::ComputePipeline, &KernelSource),
+    (pipeline, source): (&Pipeline, &KernelSource),
     (params, checks, sizes): (
         Option<&Arc<GpuBuffer>>,
         Option<&wgpu::Buffer>,
@@ -88,7 +89,7 @@ pub(super) fn bind_group(
         .collect();
     let group = ctx.device.create_bind_group(&wgpu::BindGroupDescriptor {
         label: None,
-        layout: &pipeline.get_bind_group_layout(0),
+        layout: &pipeline.layout,
         entries: &entries,
     });
     // Only small bind groups are kept: a kept group keeps its buffers

@@ -22,15 +22,15 @@ use crate::tune::pinned::KernelChoices;
 
 use super::bind::CachedBindGroup;
 use super::context::GpuContext;
-use super::pipelines::PipelineMaker;
+use super::pipelines::{Pipeline, PipelineMaker, compile_threads};
 
 /// One compiled kernel of an executable.
 pub(super) struct CompiledKernel {
-    pub(super) pipeline: Arc<wgpu::ComputePipeline>,
+    pub(super) pipeline: Arc<Pipeline>,
     pub(super) source: KernelSource,
     pub(super) workgroups: (u32, u32),
     /// The kernels dispatched right before it (`source.packs`).
-    pub(super) packs: Vec<(Arc<wgpu::ComputePipeline>, (u32, u32))>,
+    pub(super) packs: Vec<(Arc<Pipeline>, (u32, u32))>,
     /// The last few bind groups of each dispatch (the packs', then its
     /// own), newest first, with the resources they bind: a training step
     /// gets the same few sets of buffers from the pool step after step
@@ -125,7 +125,7 @@ impl Work {
 /// by WGSL text (a kernel shared by two graphs compiles once).
 pub(crate) struct GpuCaches {
     executables: LruCache<u64, Vec<(GraphKey, Arc<Executable>)>>,
-    pipelines: LruCache<String, Arc<wgpu::ComputePipeline>>,
+    pipelines: LruCache<String, Arc<Pipeline>>,
     /// The graphs last compiled for each set of output source locations
     /// (one per structure without sizes), to tell a recompilation (same
     /// trace site, new structure) from a new graph, to say what changed,
@@ -319,8 +319,7 @@ fn compile_kernels(
         .collect();
     new.sort_unstable();
     new.dedup();
-    let cores = std::thread::available_parallelism().map_or(1, NonZeroUsize::get);
-    let mut made = maker(ctx).compile_new(&new, cores);
+    let mut made = maker(ctx).compile_new(&new, compile_threads());
     let mut kernels = Vec::with_capacity(sources.len());
     for (k, source) in sources.into_iter().enumerate() {
         let at = (graph, k);
@@ -446,10 +445,7 @@ fn supported(target: &Target, graph: &Graph) -> Result<()> {
 /// against the probe of the marked sizes. Returns the kernels to record
 /// for the site.
 fn make_generic(
-    (pipelines, bound): (
-        &LruCache<String, Arc<wgpu::ComputePipeline>>,
-        &std::cell::Cell<u64>,
-    ),
+    (pipelines, bound): (&LruCache<String, Arc<Pipeline>>, &std::cell::Cell<u64>),
     (traced, before, structure): (&Graph, Option<&SiteRecord>, u64),
     (cx, chosen): (&CodegenContext, &Precedents),
     sources: &mut [KernelSource],
@@ -564,7 +560,7 @@ fn node_labels(graph: &Graph) -> Vec<String> {
 /// binding limit is an `Error::Compile` with its source.
 fn compile_kernel(
     (ctx, target): (&GpuContext, &Target),
-    (caches, made): (&mut GpuCaches, &mut HashMap<String, wgpu::ComputePipeline>),
+    (caches, made): (&mut GpuCaches, &mut HashMap<String, Pipeline>),
     metrics: &Arc<Metrics>,
     (graph, k): (&Graph, usize),
     source: KernelSource,
@@ -621,10 +617,10 @@ fn pipeline(
     ctx: &GpuContext,
     caches: &mut GpuCaches,
     metrics: &Metrics,
-    (wgsl, made): (&str, &mut HashMap<String, wgpu::ComputePipeline>),
+    (wgsl, made): (&str, &mut HashMap<String, Pipeline>),
     graph_hash: u64,
     kernel: usize,
-) -> Result<Arc<wgpu::ComputePipeline>> {
+) -> Result<Arc<Pipeline>> {
     if let Some(p) = caches.pipelines.get(wgsl) {
         metrics.add("pipeline_cache_hits", 1);
         return Ok(p.clone());

@@ -20,6 +20,7 @@ use crate::shape::{Layout, numel};
 use super::bind::{NodeBuffer, bind_group};
 use super::compile::{CompiledKernel, Executable, GpuCaches, executable};
 use super::context::GpuContext;
+use super::pipelines::Pipeline;
 use super::scratch::scratch_texture;
 use crate::codegen::TextureCopy;
 use crate::runtime::pool::texture_bytes;
@@ -372,7 +373,7 @@ impl<'a> Run<'a> {
         }
         let scratch: Vec<wgpu::TextureView> = textures.iter().map(|t| t.view().clone()).collect();
         let scratch_bytes = scratch_bytes(k);
-        let bind = |d: usize, pipeline: &wgpu::ComputePipeline, source: &KernelSource| {
+        let bind = |d: usize, pipeline: &Pipeline, source: &KernelSource| {
             bind_group(
                 (self.ctx, self.part_bytes),
                 self.graph.hash,

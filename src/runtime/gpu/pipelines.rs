@@ -6,9 +6,41 @@
 //! pipeline's validation errors stay with the thread that made it.
 
 use std::collections::HashMap;
+use std::num::NonZeroUsize;
+use std::sync::OnceLock;
 use std::sync::atomic::{AtomicUsize, Ordering};
 
 use crate::codegen::validate_wgsl;
+
+/// How many threads create a graph's new pipelines: the CPU's cores, read
+/// once (the standard library reads cgroup files on Linux each time it
+/// is asked, which a new size's compile would pay every step).
+pub(super) fn compile_threads() -> usize {
+    static CORES: OnceLock<usize> = OnceLock::new();
+    *CORES.get_or_init(|| std::thread::available_parallelism().map_or(1, NonZeroUsize::get))
+}
+
+/// A compute pipeline and the layout of its bind group 0, fetched once:
+/// asking wgpu for the layout at each bind group made went through its
+/// registry (a sixth of binding a new size's dispatches on lavapipe).
+pub(super) struct Pipeline {
+    pub compute: wgpu::ComputePipeline,
+    pub layout: wgpu::BindGroupLayout,
+}
+
+impl Pipeline {
+    fn new(compute: wgpu::ComputePipeline) -> Pipeline {
+        let layout = compute.get_bind_group_layout(0);
+        Pipeline { compute, layout }
+    }
+}
+
+impl std::ops::Deref for Pipeline {
+    type Target = wgpu::ComputePipeline;
+    fn deref(&self) -> &wgpu::ComputePipeline {
+        &self.compute
+    }
+}
 
 /// What creating a pipeline needs of the device.
 #[derive(Clone, Copy)]
@@ -24,7 +56,7 @@ pub(super) struct PipelineMaker<'a> {
 impl PipelineMaker<'_> {
     /// A compute pipeline (entry point `main`) from `wgsl`, validated by
     /// naga first; the validation or driver error as text otherwise.
-    pub fn create(&self, wgsl: &str) -> std::result::Result<wgpu::ComputePipeline, String> {
+    pub fn create(&self, wgsl: &str) -> std::result::Result<Pipeline, String> {
         validate_wgsl(wgsl)?;
         let scope = self.device.push_error_scope(wgpu::ErrorFilter::Validation);
         let descriptor = wgpu::ShaderModuleDescriptor {
@@ -56,7 +88,7 @@ impl PipelineMaker<'_> {
             });
         match pollster::block_on(scope.pop()) {
             Some(e) => Err(e.to_string()),
-            None => Ok(pipeline),
+            None => Ok(Pipeline::new(pipeline)),
         }
     }
 
@@ -64,11 +96,7 @@ impl PipelineMaker<'_> {
     /// `threads` threads, each taking the next text not yet taken. A text
     /// that fails is left out: the caller creates it again, alone, and
     /// reports its error with the kernel it belongs to.
-    pub fn compile_new(
-        &self,
-        texts: &[&str],
-        threads: usize,
-    ) -> HashMap<String, wgpu::ComputePipeline> {
+    pub fn compile_new(&self, texts: &[&str], threads: usize) -> HashMap<String, Pipeline> {
         let threads = threads.min(texts.len());
         if threads < 2 {
             return HashMap::new();
