@@ -58,7 +58,7 @@ fn indices<'a>(
         for e in inst.exprs() {
             loads(e, reads);
         }
-        for nested in inst.bodies() {
+        if let Some(nested) = inst.bodies() {
             indices(nested, stores, reads);
         }
     }
@@ -88,7 +88,7 @@ fn walk(body: &[Inst], own: &Expr, found: &mut bool) {
         for e in inst.exprs() {
             expr(e, own, found);
         }
-        for nested in inst.bodies() {
+        if let Some(nested) = inst.bodies() {
             walk(nested, own, found);
         }
     }

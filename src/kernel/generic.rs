@@ -282,7 +282,7 @@ fn visit_body<F: FnMut(&mut Expr)>(body: &mut [Inst], leaf: fn(&Expr) -> bool, f
         for e in inst.exprs_mut() {
             visit_expr(e, leaf, f);
         }
-        for nested in inst.bodies_mut() {
+        if let Some(nested) = inst.bodies_mut() {
             visit_body(nested, leaf, f);
         }
     }

@@ -208,56 +208,6 @@ pub(crate) enum Expr {
     },
 }
 
-/// The children of an expression, by reference (`iter`) or mutable
-/// reference (`iter_mut`), in a fixed order: one list of variants for
-/// both visitors.
-macro_rules! expr_children {
-    ($e:expr, $f:expr, $iter:ident) => {
-        match $e {
-            Expr::IsNonFinite { x, .. }
-            | Expr::IsNan { x, .. }
-            | Expr::Not(x)
-            | Expr::NonZero { x, .. }
-            | Expr::FromBool { x, .. }
-            | Expr::Unary { x, .. }
-            | Expr::Round { x, .. }
-            | Expr::Cast { x, .. }
-            | Expr::Construct { x, .. }
-            | Expr::Rng { index: x, .. }
-            | Expr::Load { index: x, .. } => $f(x),
-            Expr::Binary { a, b, .. }
-            | Expr::Arith { a, b, .. }
-            | Expr::ClampIndex { k: a, top: b }
-            | Expr::Index {
-                base: a, index: b, ..
-            } => {
-                $f(a);
-                $f(b);
-            }
-            Expr::Select {
-                cond,
-                then,
-                otherwise,
-            } => {
-                $f(cond);
-                $f(then);
-                $f(otherwise);
-            }
-            Expr::Call { args, .. } => args.$iter().for_each($f),
-            Expr::Var(_)
-            | Expr::Invocation
-            | Expr::Local
-            | Expr::SubgroupLane
-            | Expr::Bool(_)
-            | Expr::U32(_)
-            | Expr::F32(_)
-            | Expr::I32(_)
-            | Expr::Size { .. }
-            | Expr::Param { .. } => {}
-        }
-    };
-}
-
 impl Expr {
     /// `a op b`.
     pub fn arith(op: Arith, a: Expr, b: Expr) -> Expr {
@@ -324,25 +274,6 @@ impl Expr {
     /// `f(args)`.
     pub fn call(f: Builtin, args: Vec<Expr>) -> Expr {
         Expr::Call { f, args }
-    }
-
-    /// Calls `f` on each expression directly inside this one (no list is
-    /// made: lowering and legalisation walk every expression of every
-    /// kernel).
-    pub fn for_each_child_mut(&mut self, f: &mut dyn FnMut(&mut Expr)) {
-        expr_children!(self, f, iter_mut)
-    }
-
-    /// `for_each_child_mut` with `f` inlined (no call through a pointer a
-    /// child): for walks over every expression of a kernel on a hot path.
-    pub fn for_each_child_mut_inline<F: FnMut(&mut Expr)>(&mut self, mut f: F) {
-        expr_children!(self, &mut f, iter_mut)
-    }
-
-    /// Calls `f` on each expression directly inside this one, read only
-    /// (analyses of a finished kernel walk it without copying it).
-    pub fn for_each_child<'a>(&'a self, f: &mut dyn FnMut(&'a Expr)) {
-        expr_children!(self, f, iter)
     }
 
     /// The sum of `terms` (`0u` when empty).
@@ -581,77 +512,6 @@ impl CoopAccess {
     /// is none).
     pub fn reads_an_output(&self) -> bool {
         matches!(self.memory, CoopMemory::Buffer(b) if b.output)
-    }
-}
-
-/// The expressions directly in an instruction, by reference (`iter`) or
-/// mutable reference (`iter_mut, mut`): one list of variants for both.
-macro_rules! inst_exprs {
-    ($inst:expr, $iter:ident $(, $m:tt)?) => {
-        match $inst {
-            Inst::Let { value, .. }
-            | Inst::Accumulate { value, .. }
-            | Inst::Assign { value, .. } => vec![value],
-            Inst::Declare { init, .. } => init.$iter().collect(),
-            Inst::SetElement { index, value, .. } | Inst::Store { index, value, .. } => {
-                vec![index, value]
-            }
-            Inst::Parts { index, access, .. } => match access {
-                PartAccess::Write(value) => vec![index, value],
-                PartAccess::Read(_) => vec![index],
-            },
-            Inst::TextureStore {
-                x, y, layer, value, ..
-            } => vec![x, y, layer, value],
-            Inst::If { cond, .. } => vec![cond],
-            Inst::AtomicMax { index, value, .. } => vec![index, value],
-            Inst::Loop { count, .. } => vec![count],
-            Inst::Check { check, .. } => match check {
-                Check::NonFinite { value, inputs, .. } => {
-                    std::iter::once(value).chain(inputs.$iter()).collect()
-                }
-                Check::Nan { value, .. } => vec![value],
-                Check::Index { index, size } => vec![index, size],
-            },
-            Inst::CoopLoad { from: access, .. } | Inst::CoopStore { to: access, .. } => {
-                vec![&$($m)? access.offset, &$($m)? access.stride]
-            }
-            Inst::DeclareArray { .. }
-            | Inst::CoopMultiplyAdd { .. }
-            | Inst::Barrier
-            | Inst::StorageBarrier
-            | Inst::Break => Vec::new(),
-        }
-    };
-}
-
-impl Inst {
-    /// The expressions directly in this instruction (not those of the
-    /// bodies nested in it), in a fixed order.
-    pub fn exprs_mut(&mut self) -> Vec<&mut Expr> {
-        inst_exprs!(self, iter_mut, mut)
-    }
-
-    /// The expressions directly in this instruction, read only, in the
-    /// order of `exprs_mut`.
-    pub fn exprs(&self) -> Vec<&Expr> {
-        inst_exprs!(self, iter)
-    }
-
-    /// The bodies nested in this instruction.
-    pub fn bodies_mut(&mut self) -> Vec<&mut Vec<Inst>> {
-        match self {
-            Inst::If { body, .. } | Inst::Loop { body, .. } => vec![body],
-            _ => Vec::new(),
-        }
-    }
-
-    /// The bodies nested in this instruction, read only.
-    pub fn bodies(&self) -> Vec<&Vec<Inst>> {
-        match self {
-            Inst::If { body, .. } | Inst::Loop { body, .. } => vec![body],
-            _ => Vec::new(),
-        }
     }
 }
 

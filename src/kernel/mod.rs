@@ -14,6 +14,7 @@ mod program;
 mod simplify;
 mod strategy;
 mod target;
+mod visit;
 
 pub(crate) use binding::{Binding, binding_parts};
 pub(crate) use donation::{reads_output_elsewhere, reads_output_off_its_stores};

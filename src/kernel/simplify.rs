@@ -224,7 +224,7 @@ impl Facts {
                 }
             }
         }
-        for body in inst.bodies_mut() {
+        if let Some(body) = inst.bodies_mut() {
             self.body(body);
         }
     }
