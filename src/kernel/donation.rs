@@ -58,7 +58,7 @@ fn indices<'a>(
         for e in inst.exprs() {
             loads(e, reads);
         }
-        if let Some(nested) = inst.bodies() {
+        if let Some(nested) = inst.nested_body() {
             indices(nested, stores, reads);
         }
     }
@@ -70,7 +70,7 @@ fn loads<'a>(e: &'a Expr, reads: &mut Vec<Option<&'a Expr>>) {
     {
         reads.push(Some(index));
     }
-    e.for_each_child(&mut |child| loads(child, reads));
+    e.for_each_child(|child| loads(child, reads));
 }
 
 fn walk(body: &[Inst], own: &Expr, found: &mut bool) {
@@ -88,7 +88,7 @@ fn walk(body: &[Inst], own: &Expr, found: &mut bool) {
         for e in inst.exprs() {
             expr(e, own, found);
         }
-        if let Some(nested) = inst.bodies() {
+        if let Some(nested) = inst.nested_body() {
             walk(nested, own, found);
         }
     }
@@ -101,5 +101,5 @@ fn expr(e: &Expr, own: &Expr, found: &mut bool) {
     {
         *found = true;
     }
-    e.for_each_child(&mut |child| expr(child, own, found));
+    e.for_each_child(|child| expr(child, own, found));
 }

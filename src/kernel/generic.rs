@@ -282,7 +282,7 @@ fn visit_body<F: FnMut(&mut Expr)>(body: &mut [Inst], leaf: fn(&Expr) -> bool, f
         for e in inst.exprs_mut() {
             visit_expr(e, leaf, f);
         }
-        if let Some(nested) = inst.bodies_mut() {
+        if let Some(nested) = inst.nested_body_mut() {
             visit_body(nested, leaf, f);
         }
     }
@@ -293,7 +293,7 @@ fn visit_expr<F: FnMut(&mut Expr)>(e: &mut Expr, leaf: fn(&Expr) -> bool, f: &mu
         f(e);
         return;
     }
-    e.for_each_child_mut_inline(|child| visit_expr(child, leaf, f));
+    e.for_each_child_mut(|child| visit_expr(child, leaf, f));
 }
 
 /// The dtype of a literal.

@@ -25,7 +25,7 @@ fn legalise_inst(inst: &mut Inst) {
         *inst = flag_if_failed(check, *node);
     }
     inst.exprs_mut().into_iter().for_each(legalise_expr);
-    if let Some(body) = inst.bodies_mut() {
+    if let Some(body) = inst.nested_body_mut() {
         body.iter_mut().for_each(legalise_inst);
     }
 }

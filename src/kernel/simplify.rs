@@ -224,7 +224,7 @@ impl Facts {
                 }
             }
         }
-        if let Some(body) = inst.bodies_mut() {
+        if let Some(body) = inst.nested_body_mut() {
             self.body(body);
         }
     }
@@ -236,27 +236,27 @@ impl Facts {
                 **index = better;
             }
         }
-        e.for_each_child_mut(&mut |c| self.loads_in(c));
+        e.for_each_child_mut(|c| self.loads_in(c));
     }
 
     /// `e`'s sum, and its rebuilt expression where that costs less.
-    fn simplified(&self, e: &mut Expr) -> (Option<Expr>, Lin) {
+    fn simplified(&self, e: &Expr) -> (Option<Expr>, Lin) {
         let sum = self.recombined(self.lin(e));
-        let mut rebuilt = sum.expr();
-        let cheaper = !self.cheaper_only || cost(&mut rebuilt) < cost(e);
+        let rebuilt = sum.expr();
+        let cheaper = !self.cheaper_only || cost(&rebuilt) < cost(e);
         (cheaper.then_some(rebuilt), sum)
     }
 
     /// Whether `e` reads only values that do not change (no loads, no
     /// mutable variables or arrays): its sum may stand in for it later.
-    fn pure(&self, e: &mut Expr) -> bool {
+    fn pure(&self, e: &Expr) -> bool {
         let mut pure = match e {
             Expr::Var(v) => !self.mutable.contains(v),
             Expr::Load { .. } | Expr::Index { .. } | Expr::Rng { .. } => false,
             Expr::Call { f, .. } => matches!(f, Builtin::Min | Builtin::Max),
             _ => true,
         };
-        e.for_each_child_mut(&mut |c| pure &= self.pure(c));
+        e.for_each_child(|c| pure &= self.pure(c));
         pure
     }
 
@@ -480,7 +480,7 @@ fn gcd(a: u64, b: u64) -> u64 {
 /// What `e` costs to compute, roughly in vector instructions: a division
 /// or remainder by a constant that is not a power of two is a multiply
 /// of high halves with shifts and fix-ups.
-fn cost(e: &mut Expr) -> usize {
+fn cost(e: &Expr) -> usize {
     let own = match e {
         Expr::Arith {
             op: Arith::Div | Arith::Rem,
@@ -494,7 +494,7 @@ fn cost(e: &mut Expr) -> usize {
         _ => 0,
     };
     let mut total = own;
-    e.for_each_child_mut(&mut |c| total += cost(c));
+    e.for_each_child(|c| total += cost(c));
     total
 }
 
@@ -619,9 +619,7 @@ mod tests {
         let body = lets(vec![position, address]);
         let simplified = simplify_indices(body.clone(), &entry(192));
         assert_eq!(values(&simplified, 192), values(&body, 192));
-        let mut before = body[1].clone();
-        let mut after = simplified[1].clone();
-        let (Inst::Let { value: b, .. }, Inst::Let { value: a, .. }) = (&mut before, &mut after)
+        let (Inst::Let { value: b, .. }, Inst::Let { value: a, .. }) = (&body[1], &simplified[1])
         else {
             unreachable!()
         };

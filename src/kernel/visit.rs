@@ -61,22 +61,16 @@ macro_rules! expr_children {
 
 impl Expr {
     /// Calls `f` on each expression directly inside this one (no list is
-    /// made: lowering and legalisation walk every expression of every
-    /// kernel).
-    pub fn for_each_child_mut(&mut self, f: &mut dyn FnMut(&mut Expr)) {
-        expr_children!(self, f, iter_mut)
-    }
-
-    /// `for_each_child_mut` with `f` inlined (no call through a pointer a
-    /// child): for walks over every expression of a kernel on a hot path.
-    pub fn for_each_child_mut_inline<F: FnMut(&mut Expr)>(&mut self, mut f: F) {
+    /// made, and `f` is inlined: lowering, legalisation and a new size's
+    /// comparison walk every expression of every kernel).
+    pub fn for_each_child_mut<F: FnMut(&mut Expr)>(&mut self, mut f: F) {
         expr_children!(self, &mut f, iter_mut)
     }
 
     /// Calls `f` on each expression directly inside this one, read only
     /// (analyses of a finished kernel walk it without copying it).
-    pub fn for_each_child<'a>(&'a self, f: &mut dyn FnMut(&'a Expr)) {
-        expr_children!(self, f, iter)
+    pub fn for_each_child<'a, F: FnMut(&'a Expr)>(&'a self, mut f: F) {
+        expr_children!(self, &mut f, iter)
     }
 }
 
@@ -140,7 +134,7 @@ impl Inst {
     }
 
     /// The body nested in this instruction (an `If`'s or a `Loop`'s).
-    pub fn bodies_mut(&mut self) -> Option<&mut Vec<Inst>> {
+    pub fn nested_body_mut(&mut self) -> Option<&mut Vec<Inst>> {
         match self {
             Inst::If { body, .. } | Inst::Loop { body, .. } => Some(body),
             _ => None,
@@ -148,7 +142,7 @@ impl Inst {
     }
 
     /// The body nested in this instruction, read only.
-    pub fn bodies(&self) -> Option<&Vec<Inst>> {
+    pub fn nested_body(&self) -> Option<&Vec<Inst>> {
         match self {
             Inst::If { body, .. } | Inst::Loop { body, .. } => Some(body),
             _ => None,

@@ -255,7 +255,7 @@ pub(super) fn executable(
         (&mut site, graph, cx.origins),
         (&mut sources, &texts),
     )?;
-    let kernels = compile_kernels((ctx, target), caches, metrics, graph, sources)?;
+    let kernels = compile_kernels((ctx, target), caches, metrics, graph, (sources, compiles))?;
     let counter = if compiles {
         "graphs_compiled"
     } else {
@@ -300,26 +300,31 @@ fn needs_compiling(
 }
 
 /// Compiles (or finds compiled) the pipelines of each of `graph`'s
-/// kernels, in order.
+/// kernels, in order; `compiles`: whether any is new (`needs_compiling`),
+/// so that a graph whose pipelines all exist (a new size bound to its
+/// generic kernels) looks each text up once.
 fn compile_kernels(
     (ctx, target): (&GpuContext, &Target),
     caches: &mut GpuCaches,
     metrics: &Arc<Metrics>,
     graph: &Graph,
-    sources: Vec<KernelSource>,
+    (sources, compiles): (Vec<KernelSource>, bool),
 ) -> Result<Vec<CompiledKernel>> {
     // Every dispatch of the graph was lowered to IR for these sizes, also
     // where each then found a generic kernel compiled (sizes are not yet
     // symbols the executable could bind without lowering).
     let lowered = sources.iter().flat_map(KernelSource::dispatches).count();
     metrics.add("kernels_lowered", lowered as u64);
-    let mut new: Vec<&str> = (sources.iter().flat_map(KernelSource::dispatches))
-        .map(|s| &*s.wgsl)
-        .filter(|wgsl| !caches.pipelines.contains(*wgsl))
-        .collect();
-    new.sort_unstable();
-    new.dedup();
-    let mut made = maker(ctx).compile_new(&new, compile_threads());
+    let mut made = HashMap::new();
+    if compiles {
+        let mut new: Vec<&str> = (sources.iter().flat_map(KernelSource::dispatches))
+            .map(|s| &*s.wgsl)
+            .filter(|wgsl| !caches.pipelines.contains(*wgsl))
+            .collect();
+        new.sort_unstable();
+        new.dedup();
+        made = maker(ctx).compile_new(&new, compile_threads());
+    }
     let mut kernels = Vec::with_capacity(sources.len());
     for (k, source) in sources.into_iter().enumerate() {
         let at = (graph, k);
