@@ -276,13 +276,23 @@ impl RowStats {
 
 /// The row's mean, then its centred second moment (two passes).
 ///
-/// The mean is `shift + sum(v - shift) / len`, `shift` being the row's
-/// first element: a constant row then has a mean equal to its elements
-/// whatever the driver does with the division (NVIDIA's Vulkan driver
-/// multiplies by a reciprocal, within the 2.5 ulp Vulkan allows, and
-/// fuses `v - s * (1 / len)` into one FMA, which left `3 - 15 / 5` at
-/// -4.5e-8 and a normalised constant row at -1.4e-5 where PyTorch has 0);
-/// the shift also keeps the sum small where a row sits far from zero.
+/// The first mean is `shift + sum(v - shift) / len`, `shift` being the
+/// row's first element: a constant row then has a mean equal to its
+/// elements whatever the driver does with the division (NVIDIA's Vulkan
+/// driver multiplies by a reciprocal, within the 2.5 ulp Vulkan allows,
+/// and fuses `v - s * (1 / len)` into one FMA, which left `3 - 15 / 5`
+/// at -4.5e-8 and a normalised constant row at -1.4e-5 where PyTorch has
+/// 0); the shift also keeps the sum small where a row sits far from zero.
+///
+/// That sum still grows with the row where the first element is far
+/// from the mean, and one invocation adds a row's elements one after
+/// another (CPU adapters): its rounding drifts, by 1e-4 of the standard
+/// deviation for rows of 16,000 normal values. The second pass corrects
+/// the mean by the sum of the deviations from it (`c`, which stays of the
+/// size of a random walk), and takes the variance about the corrected
+/// mean, `q / len - (c / len)^2` (the corrected two-pass algorithm; a
+/// constant row still has `c = 0`). The variance is kept from going
+/// below zero by rounding (where `eps` is 0); a NaN stays NaN.
 fn row_stats(g: &mut Gen, row: &RowPasses, len_f: &Expr, eps: Expr, shift: Expr) -> RowStats {
     let s = g.accumulator("s");
     row.pass(g, &|g, _, v, _| {
@@ -295,15 +305,30 @@ fn row_stats(g: &mut Gen, row: &RowPasses, len_f: &Expr, eps: Expr, shift: Expr)
     });
     let s = row.total(g, s);
     let ms = g.emit("ms", Ty::F32, f32_op(BinaryOp::Div, s, len_f.clone()));
-    let mean = g.emit("mean", Ty::F32, f32_op(BinaryOp::Add, shift, ms));
-    let q = g.accumulator("q");
+    let first_mean = g.emit("mean0", Ty::F32, f32_op(BinaryOp::Add, shift, ms));
+    let (c, q) = (g.accumulator("c"), g.accumulator("q"));
     row.pass(g, &|g, _, v, _| {
-        let d = g.emit("d", Ty::F32, f32_op(BinaryOp::Sub, v.clone(), mean.clone()));
+        let d = g.emit(
+            "d",
+            Ty::F32,
+            f32_op(BinaryOp::Sub, v.clone(), first_mean.clone()),
+        );
+        g.accumulate(&c, d.clone());
         let dd = g.emit("dd", Ty::F32, f32_op(BinaryOp::Mul, d.clone(), d));
         g.accumulate(&q, dd);
     });
+    let c = row.total(g, c);
     let q = row.total(g, q);
-    let var = g.emit("var", Ty::F32, f32_op(BinaryOp::Div, q, len_f.clone()));
+    let mc = g.emit("mc", Ty::F32, f32_op(BinaryOp::Div, c, len_f.clone()));
+    let mean = g.emit(
+        "mean",
+        Ty::F32,
+        f32_op(BinaryOp::Add, first_mean, mc.clone()),
+    );
+    let mq = g.emit("mq", Ty::F32, f32_op(BinaryOp::Div, q, len_f.clone()));
+    let mc2 = g.emit("mc2", Ty::F32, f32_op(BinaryOp::Mul, mc.clone(), mc));
+    let var = f32_op(BinaryOp::Sub, mq, mc2);
+    let var = g.emit("var", Ty::F32, f32_op(BinaryOp::Maximum, var, Expr::F32(0)));
     let var_eps = g.emit("ve", Ty::F32, f32_op(BinaryOp::Add, var, eps));
     let rstd = g.emit("rstd", Ty::F32, f32_unary(UnaryOp::Rsqrt, var_eps));
     RowStats {

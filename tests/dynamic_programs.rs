@@ -1,0 +1,272 @@
+//! Random programs run at changing sizes on one device: each case is one
+//! program (a chain of random steps over a batch of rows, its loss, the
+//! gradients of its parameters and an in-place SGD update of them), run
+//! at a random sequence of batch sizes (1, primes, multiples of four,
+//! sizes past the strategy thresholds, now and then a batch past
+//! lavapipe's 65,535-iteration loop limit). Every size goes through the
+//! same trace sites, so the GPU device reuses, generalises and recompiles
+//! its kernels as a training loop with a changing batch would; every
+//! value read (the output, the loss, each gradient, each updated
+//! parameter) is checked against the CPU reference device running the
+//! same program from the same data.
+
+#![allow(clippy::needless_borrows_for_generic_args)]
+
+mod common;
+
+use common::{data, gpu};
+use lazywgpu::nn::functional as F;
+use lazywgpu::{Device, Tensor};
+use proptest::prelude::*;
+
+/// One step of the program, applied to the running rows `h` ([batch, k]).
+#[derive(Clone, Copy, Debug)]
+enum Step {
+    /// A bounded elementwise op (relu, tanh, sigmoid, sin, abs, gelu, x/2).
+    Unary(u8),
+    /// `h + bias`, a parameter of shape [k].
+    Bias,
+    /// `h @ w`, a parameter of shape [k, width].
+    Linear(usize),
+    /// Softmax along the row.
+    Softmax,
+    /// Log-softmax along the row.
+    LogSoftmax,
+    /// `h - r(h)` with r a row reduction kept as a column (`reduce`).
+    RowCenter(u8),
+    /// `h - r(h)` with r a reduction over the batch kept as a row: the
+    /// reduced dimension is the one that changes.
+    BatchCenter(u8),
+    /// `(h^T * 2)^T`: a transposed view through an elementwise op.
+    Transposed,
+    /// Every second column (a strided view), where there are two.
+    EveryOtherColumn,
+    /// `cat([h, h / 2], 1)`.
+    CatHalf,
+    /// Layer norm over the row.
+    LayerNorm,
+    /// Every second row (the batch halves, rounded up).
+    EveryOtherRow,
+}
+
+fn step() -> impl Strategy<Value = Step> {
+    prop_oneof![
+        (0u8..7).prop_map(Step::Unary),
+        Just(Step::Bias),
+        prop_oneof![Just(1usize), Just(3), Just(4), Just(8), Just(17)].prop_map(Step::Linear),
+        Just(Step::Softmax),
+        Just(Step::LogSoftmax),
+        (0u8..4).prop_map(Step::RowCenter),
+        (0u8..4).prop_map(Step::BatchCenter),
+        Just(Step::Transposed),
+        Just(Step::EveryOtherColumn),
+        Just(Step::CatHalf),
+        Just(Step::LayerNorm),
+        Just(Step::EveryOtherRow),
+    ]
+}
+
+/// Batch sizes: small ones, primes, multiples of four, and sizes either
+/// side of thresholds (tiles of 32 and 64 rows, 256-wide workgroups).
+fn batch() -> impl Strategy<Value = usize> {
+    prop_oneof![
+        8 => prop_oneof![
+            Just(1usize), Just(2), Just(3), Just(4), Just(5), Just(7), Just(8), Just(13),
+            Just(16), Just(17), Just(31), Just(32), Just(33), Just(50), Just(64), Just(65),
+            Just(97), Just(128), Just(255), Just(257), Just(1000), Just(1031),
+        ],
+        1 => Just(70_001usize),
+    ]
+}
+
+/// The parameters of a program of `steps` over rows of `width`, made on
+/// `dev` from fixed data (so both devices start from the same values).
+fn parameters(width: usize, steps: &[Step], dev: &Device) -> Vec<Tensor> {
+    let mut k = width;
+    let mut params = Vec::new();
+    for (i, s) in steps.iter().enumerate() {
+        let seed = 10 + i as u64;
+        match *s {
+            Step::Bias => params.push(Tensor::from_vec(data(k, seed), [k], dev).unwrap()),
+            Step::Linear(out) => {
+                let scaled: Vec<f32> = data(k * out, seed)
+                    .iter()
+                    .map(|v| v / (k as f32).sqrt())
+                    .collect();
+                params.push(Tensor::from_vec(scaled, [k, out], dev).unwrap());
+                k = out;
+            }
+            Step::EveryOtherColumn if k >= 2 => k = k.div_ceil(2),
+            Step::CatHalf => k *= 2,
+            _ => {}
+        }
+    }
+    for p in &params {
+        p.requires_grad_(true);
+    }
+    params
+}
+
+/// The program's output for the rows `x`.
+fn forward(x: &Tensor, steps: &[Step], params: &[Tensor]) -> Tensor {
+    let mut h = x.clone();
+    let mut next = params.iter();
+    for s in steps {
+        let k = h.shape()[1];
+        h = match *s {
+            Step::Unary(op) => match op {
+                0 => h.relu(),
+                1 => h.tanh(),
+                2 => h.sigmoid(),
+                3 => h.sin(),
+                4 => h.abs(),
+                5 => h.gelu(),
+                _ => &h * 0.5,
+            },
+            Step::Bias => &h + next.next().expect("a bias"),
+            Step::Linear(_) => h.matmul(next.next().expect("a weight")),
+            Step::Softmax => h.softmax(1),
+            Step::LogSoftmax => h.log_softmax(1),
+            Step::RowCenter(r) => &h - &reduce(&h, 1, r),
+            Step::BatchCenter(r) => &h - &reduce(&h, 0, r),
+            Step::Transposed => (&h.t() * 2.0).t(),
+            Step::EveryOtherColumn if k >= 2 => h.slice(1, 0, k, 2),
+            Step::EveryOtherColumn => h,
+            Step::CatHalf => Tensor::cat(&[&h, &(&h / 2.0)], 1),
+            Step::LayerNorm => F::layer_norm(&h, &[k], None, None, 1e-5),
+            Step::EveryOtherRow => {
+                let b = h.shape()[0];
+                h.slice(0, 0, b, 2)
+            }
+        };
+    }
+    h
+}
+
+/// A sum (divided by the count, so that centring by it does not cancel
+/// away more digits than the f32 sum keeps), mean, max or logsumexp of
+/// `h` along `axis`, kept as a dimension of one.
+fn reduce(h: &Tensor, axis: isize, which: u8) -> Tensor {
+    let count = h.shape()[axis as usize] as f32;
+    match which {
+        0 => &h.sum([axis], true) / count,
+        1 => h.mean([axis], true),
+        2 => h.max([axis], true),
+        _ => h.logsumexp([axis], true),
+    }
+}
+
+/// Everything one size reads back on `dev`: the output, the loss, each
+/// parameter's gradient and each parameter after an SGD step taken in
+/// place.
+fn run_at(
+    (batch, width, marked): (usize, usize, bool),
+    steps: &[Step],
+    params: &[Tensor],
+    dev: &Device,
+) -> Vec<(String, Vec<f32>)> {
+    let seed = (batch * 31 + width) as u64;
+    let mut x = Tensor::from_vec(data(batch * width, seed), [batch, width], dev).unwrap();
+    if marked {
+        x = x.mark_dynamic(0);
+    }
+    let out = forward(&x, steps, params);
+    let loss = (&out * &out).mean_all();
+    loss.backward();
+    let mut read = vec![
+        ("output".to_string(), out.to_vec::<f32>().unwrap()),
+        ("loss".to_string(), loss.to_vec::<f32>().unwrap()),
+    ];
+    for (i, p) in params.iter().enumerate() {
+        let grad = p.grad().expect("every parameter is used");
+        read.push((format!("gradient {i}"), grad.to_vec::<f32>().unwrap()));
+        lazywgpu::no_grad(|| p.sub_(&(&grad * 0.01)));
+        p.set_grad(None);
+        read.push((format!("parameter {i}"), p.to_vec::<f32>().unwrap()));
+    }
+    dev.mark_step().unwrap();
+    read
+}
+
+/// Runs the program (a bias, then `random_steps`) at each of `sizes`
+/// (batch, width) on the GPU and on the CPU, with the batch marked
+/// dynamic where `marked`, and compares everything read. Parameters are
+/// kept (and updated) across sizes of one width, made again for another.
+fn check(random_steps: &[Step], sizes: &[(usize, usize)], marked: bool) {
+    let Some(gpu) = gpu() else { return };
+    // A bias first, so that every program has a gradient to take.
+    let steps: Vec<Step> = std::iter::once(Step::Bias)
+        .chain(random_steps.iter().copied())
+        .collect();
+    let cpu = Device::cpu();
+    let mut params: Option<(usize, Vec<Tensor>, Vec<Tensor>)> = None;
+    for &(b, width) in sizes {
+        if params.as_ref().is_none_or(|p| p.0 != width) {
+            let made = |dev: &Device| parameters(width, &steps, dev);
+            params = Some((width, made(&gpu), made(&cpu)));
+        }
+        let (_, gpu_params, cpu_params) = params.as_ref().expect("made above");
+        let got = run_at((b, width, marked), &steps, gpu_params, &gpu);
+        let want = run_at((b, width, marked), &steps, cpu_params, &cpu);
+        for ((what, g), (_, w)) in got.iter().zip(&want) {
+            // Sums over up to 70,001 rows in another order: a tolerance
+            // relative to the largest value read.
+            let scale = w.iter().fold(1.0f32, |m, v| m.max(v.abs()));
+            common::assert_close(
+                g,
+                w,
+                2e-3,
+                2e-4 * scale,
+                &format!(
+                    "size {b} x {width} of {sizes:?} (marked: {marked}), {what}, steps {steps:?}"
+                ),
+            );
+        }
+    }
+}
+
+fn cases(default: u32) -> u32 {
+    std::env::var("PROPTEST_CASES")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(default)
+}
+
+/// Row lengths: the reduced dimension of row reductions, softmax and
+/// layer norm, and the inner dimension of the first matmul.
+fn width() -> impl Strategy<Value = usize> {
+    prop_oneof![
+        8 => prop_oneof![
+            Just(1usize), Just(2), Just(3), Just(4), Just(5), Just(8), Just(13), Just(17),
+            Just(64), Just(100), Just(257), Just(1031), Just(4099),
+        ],
+        1 => Just(70_001usize),
+    ]
+}
+
+proptest! {
+    // `PROPTEST_CASES` sets a longer run (the defaults take about a
+    // minute together on lavapipe).
+    #![proptest_config(ProptestConfig { cases: cases(16), ..ProptestConfig::default() })]
+
+    #[test]
+    fn random_programs_at_changing_batch_sizes_match_the_cpu(
+        width in prop_oneof![Just(1usize), Just(3), Just(4), Just(8), Just(17)],
+        steps in prop::collection::vec(step(), 1..=6),
+        batches in prop::collection::vec(batch(), 3..=6),
+        marked in any::<bool>(),
+    ) {
+        let sizes: Vec<(usize, usize)> = batches.iter().map(|&b| (b, width)).collect();
+        check(&steps, &sizes, marked);
+    }
+
+    #[test]
+    fn random_programs_at_changing_row_lengths_match_the_cpu(
+        batch in prop_oneof![Just(1usize), Just(2), Just(5), Just(8)],
+        steps in prop::collection::vec(step(), 1..=6),
+        widths in prop::collection::vec(width(), 3..=5),
+    ) {
+        let sizes: Vec<(usize, usize)> = widths.iter().map(|&w| (batch, w)).collect();
+        check(&steps, &sizes, false);
+    }
+}
