@@ -8,7 +8,9 @@
 //! its kernels as a training loop with a changing batch would; every
 //! value read (the output, the loss, each gradient, each updated
 //! parameter) is checked against the CPU reference device running the
-//! same program from the same data.
+//! same program from the same data. Argmax is not among the steps: rows
+//! whose values are equal in exact arithmetic (as the test's data make
+//! them) pick their index by rounding, on either device.
 
 #![allow(clippy::needless_borrows_for_generic_args)]
 
@@ -47,6 +49,17 @@ enum Step {
     LayerNorm,
     /// Every second row (the batch halves, rounded up).
     EveryOtherRow,
+    /// A running sum along the row (false) or down the batch (true),
+    /// divided by its length.
+    Cumsum(bool),
+    /// The row sorted, descending or not.
+    Sort(bool),
+    /// The three largest of each row (fewer where the row is shorter).
+    TopThree,
+    /// The rows (false) or the batch (true) reversed, by `flip`.
+    Flip(bool),
+    /// The row's columns in reverse, picked by `index_select`.
+    ReverseColumns,
 }
 
 fn step() -> impl Strategy<Value = Step> {
@@ -63,6 +76,11 @@ fn step() -> impl Strategy<Value = Step> {
         Just(Step::CatHalf),
         Just(Step::LayerNorm),
         Just(Step::EveryOtherRow),
+        any::<bool>().prop_map(Step::Cumsum),
+        any::<bool>().prop_map(Step::Sort),
+        Just(Step::TopThree),
+        any::<bool>().prop_map(Step::Flip),
+        Just(Step::ReverseColumns),
     ]
 }
 
@@ -98,6 +116,7 @@ fn parameters(width: usize, steps: &[Step], dev: &Device) -> Vec<Tensor> {
             }
             Step::EveryOtherColumn if k >= 2 => k = k.div_ceil(2),
             Step::CatHalf => k *= 2,
+            Step::TopThree => k = k.min(3),
             _ => {}
         }
     }
@@ -137,6 +156,19 @@ fn forward(x: &Tensor, steps: &[Step], params: &[Tensor]) -> Tensor {
             Step::EveryOtherRow => {
                 let b = h.shape()[0];
                 h.slice(0, 0, b, 2)
+            }
+            Step::Cumsum(down) => {
+                // Divided by the count, as `reduce` does, so that later
+                // sums stay of the values' size.
+                let axis = usize::from(!down);
+                &h.cumsum(axis as isize) / h.shape()[axis] as f32
+            }
+            Step::Sort(descending) => h.sort(1, descending).0,
+            Step::TopThree => h.topk(k.min(3), 1, true).0,
+            Step::Flip(down) => h.flip([if down { 0 } else { 1 }]),
+            Step::ReverseColumns => {
+                let reversed: Vec<i32> = (0..k as i32).rev().collect();
+                h.index_select(1, &Tensor::from_vec(reversed, [k], h.device()).unwrap())
             }
         };
     }

@@ -255,6 +255,63 @@ fn sorted_values_carry_gradients_to_their_positions() {
 }
 
 #[test]
+fn long_sorted_rows_carry_gradients_through_the_inverse_permutation() {
+    // Rows of 70,001 with ties, sorted whole, by `topk` through the sort
+    // (k past the selection's 1,024) and along the first axis: each
+    // value's weight goes back to the position it came from (ties in
+    // their stable order), zero where topk left a value out.
+    let (rows, len) = (2usize, 70_001usize);
+    let x = values(rows * len, 11, true);
+    let weight = |j: usize| (j % 7) as f32 - 3.0;
+    for dev in devices() {
+        let shape = [rows, len];
+        let t = Tensor::from_vec(x.clone(), shape, &dev).unwrap();
+        for (k, descending) in [(len, false), (len, true), (5_000, true)] {
+            t.set_grad(None);
+            t.requires_grad_(true);
+            let vals = if k == len {
+                t.sort(1, descending).0
+            } else {
+                t.topk(k, 1, descending).0
+            };
+            let w: Vec<f32> = (0..rows * k).map(|e| weight(e % k)).collect();
+            let w = Tensor::from_vec(w, [rows, k], &dev).unwrap();
+            (&vals * &w).sum_all().backward();
+            let got = t.grad().unwrap().to_vec::<f32>().unwrap();
+            let order = oracle(&x, &shape, 1, descending);
+            let mut want = vec![0.0f32; rows * len];
+            for r in 0..rows {
+                for j in 0..k {
+                    want[r * len + order[r * len + j] as usize] = weight(j);
+                }
+            }
+            assert_eq!(
+                got,
+                want,
+                "k {k} of {len}, descending {descending} on {}",
+                dev.name()
+            );
+        }
+        // Down the first axis: a column of 70,001.
+        let col = Tensor::from_vec(x.clone(), [len, rows], &dev).unwrap();
+        col.requires_grad_(true);
+        let vals = col.sort(0, false).0;
+        let w: Vec<f32> = (0..rows * len).map(|e| weight(e / rows)).collect();
+        let w = Tensor::from_vec(w, [len, rows], &dev).unwrap();
+        (&vals * &w).sum_all().backward();
+        let got = col.grad().unwrap().to_vec::<f32>().unwrap();
+        let order = oracle(&x, &[len, rows], 0, false);
+        let mut want = vec![0.0f32; rows * len];
+        for c in 0..rows {
+            for j in 0..len {
+                want[order[j * rows + c] as usize * rows + c] = weight(j);
+            }
+        }
+        assert_eq!(got, want, "a column of {len} on {}", dev.name());
+    }
+}
+
+#[test]
 fn randperm_is_a_seeded_permutation() {
     for dev in devices() {
         dev.manual_seed(11);

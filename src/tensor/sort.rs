@@ -35,7 +35,7 @@ impl Tensor {
     pub fn sort(&self, axis: isize, descending: bool) -> (Tensor, Tensor) {
         let _op = crate::graph::record_as("sort");
         let idx = self.sort_indices("sort", axis, descending);
-        (self.gather_sorted(axis, &idx), idx)
+        (self.gather_sorted(axis, &idx, Some(&idx)), idx)
     }
 
     /// The `k` largest (`largest`) or smallest elements along `axis` and
@@ -62,15 +62,15 @@ impl Tensor {
         let selected = self.rank() > 0 && self.dtype().is_float() && k > 0;
         if selected && len > TOPK_SORT_MAX && k <= TOPK_SORT_MAX {
             let idx = self.topk_by_select(k, ax, largest);
-            return (self.gather_sorted(axis, &idx), idx);
+            return (self.gather_sorted(axis, &idx, None), idx);
         }
-        let idx = self.sort_indices("topk", axis, largest);
+        let order = self.sort_indices("topk", axis, largest);
         let idx = if self.rank() == 0 {
-            idx
+            order.clone()
         } else {
-            idx.narrow(ax as isize, 0, k)
+            order.narrow(ax as isize, 0, k)
         };
-        (self.gather_sorted(axis, &idx), idx)
+        (self.gather_sorted(axis, &idx, Some(&order)), idx)
     }
 
     /// The indices of the `k` largest (smallest) along `ax` of a long
@@ -114,13 +114,24 @@ impl Tensor {
     }
 
     /// `self`'s elements at the sorted `idx` along `axis` (a gather;
-    /// 0-dim tensors are their own sort).
+    /// 0-dim tensors are their own sort). Where `idx` is the first
+    /// entries of a whole sorting permutation (`order`), the gradient
+    /// goes back through that permutation's inverse
+    /// (`autograd::rules::sorted`) rather than by the gather's own
+    /// scatter-add, which scans all of `idx` along the axis for each
+    /// element (quadratic in the row's length).
     #[track_caller]
-    fn gather_sorted(&self, axis: isize, idx: &Tensor) -> Tensor {
+    fn gather_sorted(&self, axis: isize, idx: &Tensor, order: Option<&Tensor>) -> Tensor {
         if self.rank() == 0 {
             return self.clone();
         }
-        self.gather(axis, idx)
+        let Some(order) = order else {
+            return self.gather(axis, idx);
+        };
+        let values = crate::autograd::no_grad(|| self.gather(axis, idx));
+        let axis = resolve_axis("sort", axis, self.rank());
+        crate::autograd::rules::sorted(self, axis, order, &values);
+        values
     }
 
     #[track_caller]
