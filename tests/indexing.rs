@@ -312,3 +312,58 @@ fn out_of_range_host_indices_panic_at_trace_time() {
         );
     }
 }
+
+#[test]
+fn gathers_along_long_lines_carry_gradients_to_every_named_element() {
+    // Index lines of 64 and more are summed back through the flattened
+    // input (`autograd::rules::scatter_add_flat`); shorter ones by the
+    // scan. Each case: x's shape, the index's, the axis. Indices repeat
+    // (a line longer than the axis), weights are small integers, so the
+    // sums are exact.
+    let cases: [(&[usize], &[usize], usize); 5] = [
+        (&[3, 200], &[3, 150], 1),
+        (&[3, 50], &[2, 130], 1),
+        (&[4, 70, 5], &[4, 90, 5], 1),
+        (&[70, 3, 2], &[100, 2, 2], 0),
+        (&[2, 3, 300], &[2, 3, 8], 2),
+    ];
+    for dev in common::devices() {
+        for (c, &(shape, index_shape, axis)) in cases.iter().enumerate() {
+            let n: usize = shape.iter().product();
+            let m: usize = index_shape.iter().product();
+            let len = shape[axis];
+            let index: Vec<i32> = (0..m)
+                .map(|e| ((e as u64 * 2654435761 + c as u64) % len as u64) as i32)
+                .collect();
+            let weights: Vec<f32> = (0..m).map(|e| (e % 5) as f32 - 2.0).collect();
+            let x = Tensor::from_vec(data(n, c as u64), shape.to_vec(), &dev).unwrap();
+            x.requires_grad_(true);
+            let i = Tensor::from_vec(index.clone(), index_shape.to_vec(), &dev).unwrap();
+            let w = Tensor::from_vec(weights.clone(), index_shape.to_vec(), &dev).unwrap();
+            (&x.gather(axis as isize, &i) * &w).sum_all().backward();
+            let got = x.grad().unwrap().to_vec::<f32>().unwrap();
+            // Each index element's weight, added at its own coordinates
+            // with `axis` replaced by its value.
+            let mut want = vec![0.0f32; n];
+            for (e, (&k, &wt)) in index.iter().zip(&weights).enumerate() {
+                let mut rest = e;
+                let mut at = 0;
+                let mut stride = 1;
+                for d in (0..shape.len()).rev() {
+                    let coordinate = rest % index_shape[d];
+                    rest /= index_shape[d];
+                    let coordinate = if d == axis { k as usize } else { coordinate };
+                    at += coordinate * stride;
+                    stride *= shape[d];
+                }
+                want[at] += wt;
+            }
+            assert_eq!(
+                got,
+                want,
+                "{shape:?} gathered by {index_shape:?} along {axis} on {}",
+                dev.name()
+            );
+        }
+    }
+}
