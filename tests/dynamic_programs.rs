@@ -8,7 +8,8 @@
 //! its kernels as a training loop with a changing batch would; every
 //! value read (the output, the loss, each gradient, each updated
 //! parameter) is checked against the CPU reference device running the
-//! same program from the same data. Argmax is not among the steps: rows
+//! same program from the same data, and the output also against the
+//! program evaluated in f64 here (`oracle`). Argmax is not among the steps: rows
 //! whose values are equal in exact arithmetic (as the test's data make
 //! them) pick their index by rounding, on either device.
 
@@ -188,6 +189,11 @@ fn reduce(h: &Tensor, axis: isize, which: u8) -> Tensor {
     }
 }
 
+/// The input rows at one size: fixed data, other at each size.
+fn input(batch: usize, width: usize) -> Vec<f32> {
+    data(batch * width, (batch * 31 + width) as u64)
+}
+
 /// Everything one size reads back on `dev`: the output, the loss, each
 /// parameter's gradient and each parameter after an SGD step taken in
 /// place.
@@ -197,8 +203,7 @@ fn run_at(
     params: &[Tensor],
     dev: &Device,
 ) -> Vec<(String, Vec<f32>)> {
-    let seed = (batch * 31 + width) as u64;
-    let mut x = Tensor::from_vec(data(batch * width, seed), [batch, width], dev).unwrap();
+    let mut x = Tensor::from_vec(input(batch, width), [batch, width], dev).unwrap();
     if marked {
         x = x.mark_dynamic(0);
     }
@@ -238,9 +243,18 @@ fn check(random_steps: &[Step], sizes: &[(usize, usize)], marked: bool) {
             params = Some((width, made(&gpu), made(&cpu)));
         }
         let (_, gpu_params, cpu_params) = params.as_ref().expect("made above");
+        // The f64 oracle of the output, from the CPU's parameters before
+        // this size's update.
+        let values: Vec<Vec<f32>> = cpu_params.iter().map(|p| p.to_vec().unwrap()).collect();
+        let exact: Vec<f32> = oracle(&input(b, width), width, &steps, &values)
+            .iter()
+            .map(|&v| v as f32)
+            .collect();
         let got = run_at((b, width, marked), &steps, gpu_params, &gpu);
         let want = run_at((b, width, marked), &steps, cpu_params, &cpu);
-        for ((what, g), (_, w)) in got.iter().zip(&want) {
+        let compared = std::iter::once(("output against f64", &got[0].1, &exact))
+            .chain((got.iter().zip(&want)).map(|((what, g), (_, w))| (what.as_str(), g, w)));
+        for (what, g, w) in compared {
             // Sums over up to 70,001 rows in another order: a tolerance
             // relative to the largest value read.
             let scale = w.iter().fold(1.0f32, |m, v| m.max(v.abs()));
@@ -254,6 +268,137 @@ fn check(random_steps: &[Step], sizes: &[(usize, usize)], marked: bool) {
                 ),
             );
         }
+    }
+}
+
+/// The program's output in f64, from the rows of `x` (`batch` rows of
+/// `width`) and the parameters' values (`params`, row-major), written
+/// here from the ops' definitions.
+fn oracle(x: &[f32], width: usize, steps: &[Step], params: &[Vec<f32>]) -> Vec<f64> {
+    let mut h: Vec<Vec<f64>> = x
+        .chunks(width)
+        .map(|r| r.iter().map(|&v| v as f64).collect())
+        .collect();
+    let mut next = params.iter();
+    for s in steps {
+        let k = h[0].len();
+        let each_row = |h: &[Vec<f64>], f: &dyn Fn(&[f64]) -> Vec<f64>| -> Vec<Vec<f64>> {
+            h.iter().map(|r| f(r)).collect()
+        };
+        h = match *s {
+            Step::Unary(op) => each_row(&h, &|r| {
+                r.iter()
+                    .map(|&v| match op {
+                        0 => v.max(0.0),
+                        1 => v.tanh(),
+                        2 => 1.0 / (1.0 + (-v).exp()),
+                        3 => v.sin(),
+                        4 => v.abs(),
+                        5 => 0.5 * v * (1.0 + libm::erf(v / std::f64::consts::SQRT_2)),
+                        _ => v * 0.5,
+                    })
+                    .collect()
+            }),
+            Step::Bias => {
+                let b = next.next().expect("a bias");
+                each_row(&h, &|r| {
+                    r.iter().zip(b).map(|(v, &b)| v + b as f64).collect()
+                })
+            }
+            Step::Linear(out) => {
+                let w = next.next().expect("a weight");
+                each_row(&h, &|r| {
+                    (0..out)
+                        .map(|j| (0..k).map(|i| r[i] * w[i * out + j] as f64).sum())
+                        .collect()
+                })
+            }
+            Step::Softmax | Step::LogSoftmax => {
+                let log = matches!(s, Step::LogSoftmax);
+                each_row(&h, &|r| {
+                    let lse = row_reduce(r, 3);
+                    r.iter()
+                        .map(|v| if log { v - lse } else { (v - lse).exp() })
+                        .collect()
+                })
+            }
+            Step::RowCenter(which) => each_row(&h, &|r| {
+                let c = row_reduce(r, which);
+                r.iter().map(|v| v - c).collect()
+            }),
+            Step::BatchCenter(which) => {
+                let c: Vec<f64> = (0..k)
+                    .map(|j| row_reduce(&h.iter().map(|r| r[j]).collect::<Vec<_>>(), which))
+                    .collect();
+                each_row(&h, &|r| r.iter().zip(&c).map(|(v, c)| v - c).collect())
+            }
+            Step::Transposed => each_row(&h, &|r| r.iter().map(|v| v * 2.0).collect()),
+            Step::EveryOtherColumn if k >= 2 => {
+                each_row(&h, &|r| r.iter().step_by(2).copied().collect())
+            }
+            Step::EveryOtherColumn => h,
+            Step::CatHalf => each_row(&h, &|r| {
+                r.iter().copied().chain(r.iter().map(|v| v / 2.0)).collect()
+            }),
+            Step::LayerNorm => each_row(&h, &|r| {
+                let mean = r.iter().sum::<f64>() / k as f64;
+                let var = r.iter().map(|v| (v - mean).powi(2)).sum::<f64>() / k as f64;
+                r.iter().map(|v| (v - mean) / (var + 1e-5).sqrt()).collect()
+            }),
+            Step::EveryOtherRow => h.iter().step_by(2).cloned().collect(),
+            Step::Cumsum(false) => each_row(&h, &|r| {
+                r.iter()
+                    .scan(0.0, |sum, v| {
+                        *sum += v;
+                        Some(*sum / k as f64)
+                    })
+                    .collect()
+            }),
+            Step::Cumsum(true) => {
+                let b = h.len() as f64;
+                let mut sum = vec![0.0; k];
+                h.iter()
+                    .map(|r| {
+                        (sum.iter_mut().zip(r))
+                            .map(|(s, v)| {
+                                *s += v;
+                                *s / b
+                            })
+                            .collect()
+                    })
+                    .collect()
+            }
+            Step::Sort(descending) => each_row(&h, &|r| {
+                let mut sorted = r.to_vec();
+                sorted.sort_by(|a, b| a.total_cmp(b));
+                if descending {
+                    sorted.reverse();
+                }
+                sorted
+            }),
+            Step::TopThree => each_row(&h, &|r| {
+                let mut sorted = r.to_vec();
+                sorted.sort_by(|a, b| b.total_cmp(a));
+                sorted.truncate(3);
+                sorted
+            }),
+            Step::Flip(true) => h.iter().rev().cloned().collect(),
+            Step::Flip(false) | Step::ReverseColumns => {
+                each_row(&h, &|r| r.iter().rev().copied().collect())
+            }
+        };
+    }
+    h.concat()
+}
+
+/// `reduce`'s f64 counterpart over one line of values.
+fn row_reduce(r: &[f64], which: u8) -> f64 {
+    let n = r.len() as f64;
+    let max = r.iter().copied().fold(f64::NEG_INFINITY, f64::max);
+    match which {
+        0 | 1 => r.iter().sum::<f64>() / n,
+        2 => max,
+        _ => max + r.iter().map(|v| (v - max).exp()).sum::<f64>().ln(),
     }
 }
 
