@@ -17,12 +17,26 @@ use super::wgsl::unroll_for;
 use crate::dtype::DType;
 use crate::graph::GraphKey;
 use crate::graph::op::{BinaryOp, UnaryOp};
+#[cfg(test)]
+use crate::kernel::Target;
 use crate::kernel::ir::{Arith, Expr, Inst, Ty, Var};
 use crate::kernel::{Entry, WorkgroupArray};
 use crate::shape::numel;
 
 /// What one pass does with (generator, element index, x there, gy there).
 type PassBody<'a> = dyn Fn(&mut Gen, &Expr, &Expr, Option<&Expr>) + 'a;
+
+/// What a summing pass adds at one element (same arguments as
+/// `PassBody`): one value for each of its sums, in order.
+type SumBody<'a> = dyn Fn(&mut Gen, &Expr, &Expr, Option<&Expr>) -> Vec<Expr> + 'a;
+
+/// Elements (or groups of four) of a block whose sum is taken apart
+/// before it joins the row's (`RowPasses::sum_pass`).
+const SUM_BLOCK: usize = 64;
+
+/// Rows of at least this many elements (or groups of four) are summed
+/// by blocks; shorter ones add each element to the row's sum.
+const BLOCKED_FROM: usize = 8 * SUM_BLOCK;
 
 /// The kernel of `Normalize` (or `NormalizeBackward` when `backward`;
 /// the root mean square variants when `rms`) at
@@ -82,6 +96,8 @@ struct RowPasses {
     /// Passes over the row, which share the kernel's loop budget.
     passes: usize,
     unroll: usize,
+    /// Each pass's share of the kernel's loop budget (`None`: no limit).
+    budget: Option<usize>,
     /// A workgroup a row (GPUs) rather than an invocation a row.
     per_workgroup: bool,
     /// An invocation's row read four elements a load (x, and gy when
@@ -113,7 +129,8 @@ impl RowPasses {
             && four_at_a_time(x)
             && gy.is_none_or(four_at_a_time);
         let loads = if vec4 { len / 4 } else { len };
-        let unroll = unroll_for(loads, g.context().target.loop_budget(passes));
+        let budget = g.context().target.loop_budget(passes);
+        let unroll = unroll_for(loads, budget);
         let partial = g.fresh("row_part");
         RowPasses {
             x,
@@ -122,6 +139,7 @@ impl RowPasses {
             rows,
             passes,
             unroll,
+            budget,
             per_workgroup,
             vec4,
             partial,
@@ -188,6 +206,88 @@ impl RowPasses {
         }
     }
 
+    /// Runs one pass over the row that adds `f`'s values into `sums`.
+    /// Where one invocation takes a long row, its elements are summed by
+    /// blocks of `SUM_BLOCK`, each block's sum then added to the row's:
+    /// one running sum over a whole row drifts with the row's length
+    /// (its rounding grows with the sum), as PyTorch's cascaded sums do
+    /// not. A row too long for the loop budget in blocks adds each
+    /// element to the row's sum.
+    fn sum_pass(&self, g: &mut Gen, sums: &[&Expr], f: &SumBody<'_>) {
+        let add = |g: &mut Gen, into: &[&Expr], i: &Expr, v: &Expr, gv: Option<&Expr>| {
+            for (acc, value) in into.iter().zip(f(g, i, v, gv)) {
+                g.accumulate(acc, value);
+            }
+        };
+        let Some((full, unroll)) = self.blocks() else {
+            return self.pass(g, &|g, i, v, gv| add(g, sums, i, v, gv));
+        };
+        let visit = |g: &mut Gen, k: Expr, into: &[&Expr]| {
+            let f = |g: &mut Gen, i: &Expr, v: &Expr, gv: Option<&Expr>| add(g, into, i, v, gv);
+            if self.vec4 {
+                self.at_group(g, k, &f)
+            } else {
+                self.at_element(g, k, &f)
+            }
+        };
+        let block = g.fresh("kb");
+        let body = g.block(|g| {
+            let parts: Vec<Expr> = sums.iter().map(|_| g.accumulator("part")).collect();
+            let counter = g.fresh("k");
+            let start = Expr::arith(Arith::Mul, Expr::Var(block), Expr::U32(SUM_BLOCK as u64));
+            let within = g.block(|g| {
+                let k = Expr::arith(Arith::Add, start.clone(), Expr::Var(counter));
+                visit(g, k, &parts.iter().collect::<Vec<_>>())
+            });
+            g.push(Inst::Loop {
+                counter,
+                count: Expr::count(SUM_BLOCK),
+                unroll,
+                body: within,
+            });
+            for (total, part) in sums.iter().zip(parts) {
+                g.accumulate(total, part);
+            }
+        });
+        g.push(Inst::Loop {
+            counter: block,
+            count: Expr::count(full),
+            unroll: 1,
+            body,
+        });
+        let tail = self.units() - full * SUM_BLOCK;
+        if tail > 0 {
+            let counter = g.fresh("k");
+            let start = Expr::U32((full * SUM_BLOCK) as u64);
+            let body =
+                g.block(|g| visit(g, Expr::arith(Arith::Add, start, Expr::Var(counter)), sums));
+            g.push(Inst::Loop {
+                counter,
+                count: Expr::count(tail),
+                unroll: 1,
+                body,
+            });
+        }
+    }
+
+    /// Elements of a row, or its groups of four where read four a load.
+    fn units(&self) -> usize {
+        if self.vec4 { self.len / 4 } else { self.len }
+    }
+
+    /// How a summing pass takes an invocation's row by blocks: the full
+    /// blocks, and the unroll of the loop within a block that keeps the
+    /// pass's iterations (blocks, their elements, the tail) within its
+    /// share of the loop budget. `None` for rows summed whole: a
+    /// workgroup's (its invocations' partial sums meet in a tree), a
+    /// short one, or one too long for blocks.
+    fn blocks(&self) -> Option<(usize, usize)> {
+        if self.per_workgroup {
+            return None;
+        }
+        sum_blocks(self.units(), self.budget)
+    }
+
     /// A pass's partial sum made the row's: as it is in one invocation, or
     /// by the workgroup's tree, then a barrier, so that every invocation
     /// has read the result before the next tree reuses the array.
@@ -229,6 +329,25 @@ impl RowPasses {
             (row_entry(wg, true, rows, Vec::new()), rows.div_ceil(wg))
         }
     }
+}
+
+/// How one invocation sums a row of `units` by blocks (`RowPasses::
+/// sum_pass`): its full blocks of `SUM_BLOCK` and the smallest unroll of
+/// the loop within a block that keeps the pass's loop iterations (the
+/// blocks, their elements, the tail) within `budget`. `None` for a row
+/// shorter than `BLOCKED_FROM` or too long for blocks in the budget.
+fn sum_blocks(units: usize, budget: Option<usize>) -> Option<(usize, usize)> {
+    if units < BLOCKED_FROM {
+        return None;
+    }
+    let full = units / SUM_BLOCK;
+    let tail = units - full * SUM_BLOCK;
+    let iterations = |unroll: usize| full * (1 + SUM_BLOCK / unroll) + tail;
+    let budget = budget.unwrap_or(usize::MAX);
+    (0..=SUM_BLOCK.trailing_zeros())
+        .map(|p| 1 << p)
+        .find(|&unroll| iterations(unroll) <= budget)
+        .map(|unroll| (full, unroll))
 }
 
 /// The entry of a row kernel over `rows` rows.
@@ -295,27 +414,19 @@ impl RowStats {
 /// below zero by rounding (where `eps` is 0); a NaN stays NaN.
 fn row_stats(g: &mut Gen, row: &RowPasses, len_f: &Expr, eps: Expr, shift: Expr) -> RowStats {
     let s = g.accumulator("s");
-    row.pass(g, &|g, _, v, _| {
-        let d = g.emit(
-            "d",
-            Ty::F32,
-            f32_op(BinaryOp::Sub, v.clone(), shift.clone()),
-        );
-        g.accumulate(&s, d)
+    row.sum_pass(g, &[&s], &|g, _, v, _| {
+        let d = f32_op(BinaryOp::Sub, v.clone(), shift.clone());
+        vec![g.emit("d", Ty::F32, d)]
     });
     let s = row.total(g, s);
     let ms = g.emit("ms", Ty::F32, f32_op(BinaryOp::Div, s, len_f.clone()));
     let first_mean = g.emit("mean0", Ty::F32, f32_op(BinaryOp::Add, shift, ms));
     let (c, q) = (g.accumulator("c"), g.accumulator("q"));
-    row.pass(g, &|g, _, v, _| {
-        let d = g.emit(
-            "d",
-            Ty::F32,
-            f32_op(BinaryOp::Sub, v.clone(), first_mean.clone()),
-        );
-        g.accumulate(&c, d.clone());
-        let dd = g.emit("dd", Ty::F32, f32_op(BinaryOp::Mul, d.clone(), d));
-        g.accumulate(&q, dd);
+    row.sum_pass(g, &[&c, &q], &|g, _, v, _| {
+        let d = f32_op(BinaryOp::Sub, v.clone(), first_mean.clone());
+        let d = g.emit("d", Ty::F32, d);
+        let dd = g.emit("dd", Ty::F32, f32_op(BinaryOp::Mul, d.clone(), d.clone()));
+        vec![d, dd]
     });
     let c = row.total(g, c);
     let q = row.total(g, q);
@@ -340,9 +451,8 @@ fn row_stats(g: &mut Gen, row: &RowPasses, len_f: &Expr, eps: Expr, shift: Expr)
 /// The reciprocal root mean square `1 / sqrt(mean(v^2) + eps)` (one pass).
 fn row_rms(g: &mut Gen, row: &RowPasses, len_f: &Expr, eps: Expr) -> RowStats {
     let q = g.accumulator("q");
-    row.pass(g, &|g, _, v, _| {
-        let vv = g.emit("vv", Ty::F32, f32_op(BinaryOp::Mul, v.clone(), v.clone()));
-        g.accumulate(&q, vv);
+    row.sum_pass(g, &[&q], &|g, _, v, _| {
+        vec![g.emit("vv", Ty::F32, f32_op(BinaryOp::Mul, v.clone(), v.clone()))]
     });
     let q = row.total(g, q);
     let ms = g.emit("ms", Ty::F32, f32_op(BinaryOp::Div, q, len_f.clone()));
@@ -365,14 +475,12 @@ fn write_gradient(
     let centred = stats.mean.is_some();
     let sg = centred.then(|| g.accumulator("sg"));
     let sgx = g.accumulator("sgx");
-    row.pass(g, &|g, _, v, gv| {
+    let sums: Vec<&Expr> = sg.iter().chain([&sgx]).collect();
+    row.sum_pass(g, &sums, &|g, _, v, gv| {
         let gv = gv.expect("backward reads gy");
-        if let Some(sg) = &sg {
-            g.accumulate(sg, gv.clone());
-        }
         let xh = stats.normalised(g, v);
         let t = g.emit("t", Ty::F32, f32_op(BinaryOp::Mul, gv.clone(), xh));
-        g.accumulate(&sgx, t);
+        sg.iter().map(|_| gv.clone()).chain([t]).collect()
     });
     let mg = sg.map(|sg| {
         let sg = row.total(g, sg);
@@ -402,4 +510,27 @@ pub(super) fn f32_op(op: BinaryOp, a: Expr, b: Expr) -> Expr {
 /// `op x` on an f32 value.
 pub(super) fn f32_unary(op: UnaryOp, x: Expr) -> Expr {
     Expr::f32_unary(op, x, false)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn long_rows_are_summed_by_blocks_within_the_loop_budget() {
+        // Lavapipe's budget for each of three passes.
+        let budget = Target::lavapipe().loop_budget(3);
+        assert_eq!(sum_blocks(511, budget), None, "a short row");
+        assert_eq!(sum_blocks(1024, budget), Some((16, 1)));
+        // 70,001 elements: 1,093 blocks, whose loops fit once unrolled by
+        // four (1,093 * 65 iterations would not).
+        let (full, unroll) = sum_blocks(70_001, budget).expect("blocks");
+        assert_eq!((full, unroll), (1_093, 4));
+        let iterations = full * (1 + SUM_BLOCK / unroll) + 70_001 % SUM_BLOCK;
+        assert!(iterations <= budget.unwrap_or(0), "{iterations}");
+        // Past what blocks can fit, the row is summed whole (its own
+        // unroll keeps it within the budget); without a limit, no unroll.
+        assert_eq!(sum_blocks(2_000_000, budget), None);
+        assert_eq!(sum_blocks(2_000_000, None), Some((31_250, 1)));
+    }
 }
