@@ -247,16 +247,9 @@ fn check(channels: usize, random_steps: &[Step], sizes: &[(usize, usize, usize)]
     }
 }
 
-fn cases(default: u32) -> u32 {
-    std::env::var("PROPTEST_CASES")
-        .ok()
-        .and_then(|v| v.parse().ok())
-        .unwrap_or(default)
-}
-
 proptest! {
     // `PROPTEST_CASES` sets a longer run.
-    #![proptest_config(ProptestConfig { cases: cases(10), ..ProptestConfig::default() })]
+    #![proptest_config(ProptestConfig { cases: common::proptest_cases(10), ..ProptestConfig::default() })]
 
     #[test]
     fn random_convolutional_programs_at_changing_sizes_match_the_cpu(

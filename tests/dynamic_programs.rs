@@ -402,13 +402,6 @@ fn row_reduce(r: &[f64], which: u8) -> f64 {
     }
 }
 
-fn cases(default: u32) -> u32 {
-    std::env::var("PROPTEST_CASES")
-        .ok()
-        .and_then(|v| v.parse().ok())
-        .unwrap_or(default)
-}
-
 /// Row lengths: the reduced dimension of row reductions, softmax and
 /// layer norm, and the inner dimension of the first matmul.
 fn width() -> impl Strategy<Value = usize> {
@@ -424,7 +417,7 @@ fn width() -> impl Strategy<Value = usize> {
 proptest! {
     // `PROPTEST_CASES` sets a longer run (the defaults take about a
     // minute together on lavapipe).
-    #![proptest_config(ProptestConfig { cases: cases(16), ..ProptestConfig::default() })]
+    #![proptest_config(ProptestConfig { cases: common::proptest_cases(16), ..ProptestConfig::default() })]
 
     #[test]
     fn random_programs_at_changing_batch_sizes_match_the_cpu(

@@ -367,3 +367,33 @@ fn gathers_along_long_lines_carry_gradients_to_every_named_element() {
         }
     }
 }
+
+#[test]
+fn scatter_adds_along_long_lines_drop_what_falls_outside() {
+    // Index lines of 64 and more go through the flattened tensor
+    // (`Tensor::scatter_add_flat`): indices past either end of the axis,
+    // and source rows past the base's, are dropped as the scan drops
+    // them; the rest add up exactly (small integers).
+    let (rows, len, src_rows, src_len) = (3usize, 80usize, 4usize, 100usize);
+    let index: Vec<i32> = (0..src_rows * src_len)
+        .map(|e| ((e as u64 * 2654435761) % 90) as i32 - 5)
+        .collect();
+    let src: Vec<f32> = (0..src_rows * src_len)
+        .map(|e| (e % 7) as f32 - 3.0)
+        .collect();
+    let base: Vec<f32> = (0..rows * len).map(|e| (e % 5) as f32).collect();
+    let mut want = base.clone();
+    for (e, (&k, &v)) in index.iter().zip(&src).enumerate() {
+        let r = e / src_len;
+        if r < rows && (0..len as i32).contains(&k) {
+            want[r * len + k as usize] += v;
+        }
+    }
+    for dev in common::devices() {
+        let b = Tensor::from_vec(base.clone(), [rows, len], &dev).unwrap();
+        let i = Tensor::from_vec(index.clone(), [src_rows, src_len], &dev).unwrap();
+        let s = Tensor::from_vec(src.clone(), [src_rows, src_len], &dev).unwrap();
+        let got = b.scatter_add(1, &i, &s).to_vec::<f32>().unwrap();
+        assert_eq!(got, want, "on {}", dev.name());
+    }
+}

@@ -567,48 +567,26 @@ pub(crate) fn gather(x: &Tensor, axis: usize, index: &Tensor, out: &Tensor) {
     let dev = x.device().clone();
     let idx = save(index);
     record("gather", out, &[x], move |g| {
-        let long = idx.shape()[axis] >= FLAT_SCATTER_MIN_LINE;
-        if long && crate::shape::numel(&shape) < i32::MAX as usize {
-            return vec![Some(scatter_add_flat(&shape, axis, &idx, g))];
-        }
         let z = Tensor::zeros(shape.clone(), &dev);
         vec![Some(z.scatter_add(axis as isize, &idx, g))]
     });
 }
 
-/// The index length along the gathered axis from which a gather's
-/// gradient is summed into the flattened input (`scatter_add_flat`):
-/// below it, scanning a line of the index for each element costs less
-/// than sorting the index.
-const FLAT_SCATTER_MIN_LINE: usize = 64;
-
-/// `zeros(shape).scatter_add(axis, idx, g)` as an `index_add` into the
-/// flattened tensor. Each element of `idx` names one element of the flat
-/// buffer (its own coordinates, with `axis` replaced by its value), and
-/// an index that varies along one axis alone is summed through its
-/// sorted order (`schedule::split::sort_scatters`): each element of `g`
-/// is added once. A scatter-add of the whole index scans a line of it
-/// for each element, quadratic in the line's length (a permutation of
-/// 70,001 took seconds).
-fn scatter_add_flat(shape: &[usize], axis: usize, idx: &Tensor, g: &Tensor) -> Tensor {
-    let dev = g.device();
-    let strides = crate::shape::contiguous_strides(shape);
-    let rank = shape.len();
-    let mut flat = &idx.cast(DType::I32) * strides[axis] as i32;
-    for (d, &stride) in strides.iter().enumerate() {
-        if d == axis {
-            continue;
-        }
-        let n = idx.shape()[d];
-        let mut along = vec![1isize; rank];
-        along[d] = n as isize;
-        let coordinate = Tensor::arange(0, n as i32, 1, dev).reshape(along);
-        flat = &flat + &(&coordinate * stride as i32);
+/// Gradient of `index_select(axis, index)` (`index` 1-D): `g` added back
+/// at the selected entries by an `index_add`, which the GPU sums by rows
+/// through the index's sorted order (an embedding's gradient).
+#[track_caller]
+pub(crate) fn index_select(x: &Tensor, axis: usize, index: &Tensor, out: &Tensor) {
+    if !wants(&[x]) {
+        return;
     }
-    let total = crate::shape::numel(shape);
-    Tensor::zeros([total], dev)
-        .index_add(0, &flat.flatten(), &g.flatten())
-        .reshape(shape.iter().map(|&d| d as isize).collect::<Vec<_>>())
+    let shape = x.shape().to_vec();
+    let dev = x.device().clone();
+    let idx = save(index);
+    record("index_select", out, &[x], move |g| {
+        let z = Tensor::zeros(shape.clone(), &dev);
+        vec![Some(z.index_add(axis as isize, &idx, g))]
+    });
 }
 
 /// Gradient of the values of `sort` (or of `topk`'s first `k`) along

@@ -23,6 +23,12 @@ use crate::graph::op::Op;
 use crate::shape::Layout;
 use std::panic::Location;
 
+/// The index length along the scattered axis from which `scatter_add`
+/// goes through the flattened tensor (`Tensor::scatter_add_flat`): below
+/// it, scanning a line of the index for each element costs less than
+/// sorting the index.
+const FLAT_SCATTER_MIN_LINE: usize = 64;
+
 /// The shape of a 0-dim tensor, for `reshape`.
 const SCALAR: [isize; 0] = [];
 
@@ -267,7 +273,17 @@ impl Tensor {
         let idx = index
             .reshape(bshape)
             .expand(shape.iter().map(|&d| d as isize).collect::<Vec<_>>());
-        self.gather(ax as isize, &idx)
+        // Its gradient is an `index_add` of the 1-D index (which the GPU
+        // sums by rows through the index's sorted order), not the
+        // gather's, which flattens a long index element by element.
+        let out = {
+            // A guard, not a closure, so that the gather is recorded at
+            // the caller's line.
+            let _no_grad = NoGradGuard::new();
+            self.gather(ax as isize, &idx)
+        };
+        rules::index_select(self, ax, index, &out);
+        out
     }
 
     /// `self` plus `src` added at positions given by `index` along `axis`
@@ -285,6 +301,20 @@ impl Tensor {
         if index.dtype() == DType::I64 {
             return self.scatter_add(axis, &index.cast(DType::I32), src);
         }
+        // A long index line in a tensor of two dims or more goes through
+        // the flattened tensor; anomaly mode keeps the traced op, whose
+        // kernel checks each index.
+        let long = self.rank() > 1 && index.shape()[ax] >= FLAT_SCATTER_MIN_LINE;
+        if long && !self.device().checks() && self.numel() < i32::MAX as usize {
+            self.check_scatter_operands(index, src, loc);
+            return self.scatter_add_flat(ax, index, src);
+        }
+        self.scatter_add_traced(ax, index, src, loc)
+    }
+
+    /// Panics (at the caller's `loc`) unless `index` is `i32` shaped like
+    /// `src`, of `self`'s rank.
+    fn check_scatter_operands(&self, index: &Tensor, src: &Tensor, loc: &Location<'_>) {
         if index.dtype() != DType::I32 || index.shape() != src.shape() || src.rank() != self.rank()
         {
             panic!(
@@ -295,6 +325,18 @@ impl Tensor {
                 self.rank()
             );
         }
+    }
+
+    /// The traced `ScatterAdd` of `src` into `self` along `ax` at `index`
+    /// (`i32`), with its gradient.
+    fn scatter_add_traced(
+        &self,
+        ax: usize,
+        index: &Tensor,
+        src: &Tensor,
+        loc: &'static Location<'static>,
+    ) -> Tensor {
+        self.check_scatter_operands(index, src, loc);
         let src_node = cast_node(&src.node(), self.dtype(), loc);
         let base = self.node();
         let node = Node::pending(
@@ -308,6 +350,53 @@ impl Tensor {
         let out = Tensor::from_node(node, self.device());
         rules::scatter_add(self, ax, index, src, &out);
         out
+    }
+
+    /// `scatter_add` along index lines of `FLAT_SCATTER_MIN_LINE` or more,
+    /// as an `index_add` into the flattened tensor: each element of
+    /// `index` names one flat element (its own coordinates, `axis`
+    /// replaced by its value), and an index that varies along one axis
+    /// alone is summed through its sorted order on the GPU
+    /// (`schedule::split::sort_scatters`), each element of `src` added
+    /// once. The traced scatter-add scans a line of the index for each
+    /// element, quadratic in the line (the gradient of a gather of 8 x
+    /// 70,001 took 60 s on lavapipe). An index outside the axis, or an
+    /// element of `src` past the tensor along another dim, names one
+    /// element past the end, dropped after, as the scan drops it.
+    #[track_caller]
+    fn scatter_add_flat(&self, ax: usize, index: &Tensor, src: &Tensor) -> Tensor {
+        let dev = self.device();
+        let shape = self.shape().to_vec();
+        let strides = crate::shape::contiguous_strides(&shape);
+        let total = self.numel();
+        let idx = index.cast(DType::I32);
+        let mut flat = &idx * strides[ax] as i32;
+        let mut inside = idx.ge(0).logical_and(&idx.lt(shape[ax] as i32));
+        for (d, &stride) in strides.iter().enumerate() {
+            if d != ax {
+                let mut along = vec![1isize; shape.len()];
+                along[d] = index.shape()[d] as isize;
+                let coordinate = Tensor::arange(0, index.shape()[d] as i32, 1, dev).reshape(along);
+                flat = &flat + &(&coordinate * stride as i32);
+                if index.shape()[d] > shape[d] {
+                    // Past the tensor along another dim: dropped too.
+                    inside = inside.logical_and(&coordinate.lt(shape[d] as i32));
+                }
+            }
+        }
+        let past_end = Tensor::scalar(total as i32, dev);
+        let flat = inside.where_cond(&flat, &past_end);
+        let padded = Tensor::cat(
+            &[
+                &self.flatten(),
+                &Tensor::zeros_dtype([1], self.dtype(), dev),
+            ],
+            0,
+        );
+        padded
+            .index_add(0, &flat.flatten(), &src.flatten())
+            .narrow(0, 0, total)
+            .reshape(shape.iter().map(|&d| d as isize).collect::<Vec<_>>())
     }
 
     /// `self` with `src`'s slices along `axis` added at entries `index`
@@ -331,7 +420,15 @@ impl Tensor {
         let idx = index
             .reshape(bshape)
             .expand(src.shape().iter().map(|&d| d as isize).collect::<Vec<_>>());
-        self.scatter_add(ax as isize, &idx, src)
+        // An index along one axis alone: the GPU sums it by rows through
+        // its sorted order (`schedule::split::sort_scatters`), so it is
+        // never flattened (`scatter_add_flat`).
+        let index = if index.dtype() == DType::I64 {
+            idx.cast(DType::I32)
+        } else {
+            idx
+        };
+        self.scatter_add_traced(ax, &index, src, Location::caller())
     }
 
     /// One-hot encoding of an integer tensor: a new last dim of

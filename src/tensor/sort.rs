@@ -128,7 +128,12 @@ impl Tensor {
         let Some(order) = order else {
             return self.gather(axis, idx);
         };
-        let values = crate::autograd::no_grad(|| self.gather(axis, idx));
+        let values = {
+            // A guard, not a closure, so that the gather is recorded at
+            // the caller's line.
+            let _no_grad = crate::autograd::NoGradGuard::new();
+            self.gather(axis, idx)
+        };
         let axis = resolve_axis("sort", axis, self.rank());
         crate::autograd::rules::sorted(self, axis, order, &values);
         values

@@ -179,3 +179,12 @@ pub mod parity;
 pub fn gpu_schedules(dev: &Device) -> bool {
     dev.adapter().is_some_and(|a| a.reduce_stages > 2)
 }
+
+/// The cases a property test runs: `PROPTEST_CASES` where set (a longer
+/// run), else `default` (what CI runs).
+pub fn proptest_cases(default: u32) -> u32 {
+    std::env::var("PROPTEST_CASES")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(default)
+}
