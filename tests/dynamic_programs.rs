@@ -415,9 +415,8 @@ fn width() -> impl Strategy<Value = usize> {
 }
 
 proptest! {
-    // `PROPTEST_CASES` sets a longer run (the defaults take about a
-    // minute together on lavapipe).
-    #![proptest_config(ProptestConfig { cases: common::proptest_cases(16), ..ProptestConfig::default() })]
+    // `PROPTEST_CASES` sets a longer run from a random seed.
+    #![proptest_config(common::proptest_config(16))]
 
     #[test]
     fn random_programs_at_changing_batch_sizes_match_the_cpu(

@@ -207,8 +207,8 @@ fn length() -> impl Strategy<Value = usize> {
 }
 
 proptest! {
-    // `PROPTEST_CASES` sets a longer run.
-    #![proptest_config(ProptestConfig { cases: common::proptest_cases(6), ..ProptestConfig::default() })]
+    // `PROPTEST_CASES` sets a longer run from a random seed.
+    #![proptest_config(common::proptest_config(6))]
 
     #[test]
     fn random_decoders_at_changing_lengths_match_the_cpu(
