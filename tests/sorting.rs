@@ -255,7 +255,7 @@ fn sorted_values_carry_gradients_to_their_positions() {
 }
 
 #[test]
-fn long_sorted_rows_carry_gradients_through_the_inverse_permutation() {
+fn long_sorted_rows_carry_gradients_to_where_each_value_came_from() {
     // Rows of 70,001 with ties, sorted whole, by `topk` through the sort
     // (k past the selection's 1,024) and along the first axis: each
     // value's weight goes back to the position it came from (ties in

@@ -589,35 +589,6 @@ pub(crate) fn index_select(x: &Tensor, axis: usize, index: &Tensor, out: &Tensor
     });
 }
 
-/// Gradient of the values of `sort` (or of `topk`'s first `k`) along
-/// `axis`, `order` being the whole sorting permutation of each row: `g`,
-/// padded with zeros to the row's length where it holds fewer values,
-/// taken back to where each value came from. That is a gather at the
-/// permutation's inverse (its own `argsort`, a sort of integers), not the
-/// scatter-add of a gather's gradient, which scans the whole row for each
-/// element: a sorted row of 70,001 took 6.3 s on lavapipe that way.
-#[track_caller]
-pub(crate) fn sorted(x: &Tensor, axis: usize, order: &Tensor, out: &Tensor) {
-    if !wants(&[x]) {
-        return;
-    }
-    let order = save(order);
-    let len = x.shape()[axis];
-    record("sort", out, &[x], move |g| {
-        let inverse = order.cast(DType::I32).argsort(axis as isize, false);
-        let taken = g.shape()[axis];
-        let g = if taken < len {
-            let mut rest = g.shape().to_vec();
-            rest[axis] = len - taken;
-            let zeros = Tensor::zeros_dtype(rest, g.dtype(), g.device());
-            Tensor::cat(&[g, &zeros], axis as isize)
-        } else {
-            g.clone()
-        };
-        vec![Some(g.gather(axis as isize, &inverse))]
-    });
-}
-
 /// Gradients of `scatter_add(axis, index, src)`: `g` for the base, `g`
 /// gathered at `index` for `src`.
 #[track_caller]

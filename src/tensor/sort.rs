@@ -35,7 +35,7 @@ impl Tensor {
     pub fn sort(&self, axis: isize, descending: bool) -> (Tensor, Tensor) {
         let _op = crate::graph::record_as("sort");
         let idx = self.sort_indices("sort", axis, descending);
-        (self.gather_sorted(axis, &idx, Some(&idx)), idx)
+        (self.gather_sorted(axis, &idx), idx)
     }
 
     /// The `k` largest (`largest`) or smallest elements along `axis` and
@@ -62,15 +62,15 @@ impl Tensor {
         let selected = self.rank() > 0 && self.dtype().is_float() && k > 0;
         if selected && len > TOPK_SORT_MAX && k <= TOPK_SORT_MAX {
             let idx = self.topk_by_select(k, ax, largest);
-            return (self.gather_sorted(axis, &idx, None), idx);
+            return (self.gather_sorted(axis, &idx), idx);
         }
-        let order = self.sort_indices("topk", axis, largest);
+        let idx = self.sort_indices("topk", axis, largest);
         let idx = if self.rank() == 0 {
-            order.clone()
+            idx
         } else {
-            order.narrow(ax as isize, 0, k)
+            idx.narrow(ax as isize, 0, k)
         };
-        (self.gather_sorted(axis, &idx, Some(&order)), idx)
+        (self.gather_sorted(axis, &idx), idx)
     }
 
     /// The indices of the `k` largest (smallest) along `ax` of a long
@@ -114,29 +114,13 @@ impl Tensor {
     }
 
     /// `self`'s elements at the sorted `idx` along `axis` (a gather;
-    /// 0-dim tensors are their own sort). Where `idx` is the first
-    /// entries of a whole sorting permutation (`order`), the gradient
-    /// goes back through that permutation's inverse
-    /// (`autograd::rules::sorted`) rather than by the gather's own
-    /// scatter-add, which scans all of `idx` along the axis for each
-    /// element (quadratic in the row's length).
+    /// 0-dim tensors are their own sort).
     #[track_caller]
-    fn gather_sorted(&self, axis: isize, idx: &Tensor, order: Option<&Tensor>) -> Tensor {
+    fn gather_sorted(&self, axis: isize, idx: &Tensor) -> Tensor {
         if self.rank() == 0 {
             return self.clone();
         }
-        let Some(order) = order else {
-            return self.gather(axis, idx);
-        };
-        let values = {
-            // A guard, not a closure, so that the gather is recorded at
-            // the caller's line.
-            let _no_grad = crate::autograd::NoGradGuard::new();
-            self.gather(axis, idx)
-        };
-        let axis = resolve_axis("sort", axis, self.rank());
-        crate::autograd::rules::sorted(self, axis, order, &values);
-        values
+        self.gather(axis, idx)
     }
 
     #[track_caller]
