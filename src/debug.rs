@@ -161,6 +161,13 @@ fn plan_text(name: &str, source: &KernelSource, planned: &str, origins: &[String
             .collect();
         let _ = writeln!(text, "candidates: {}", listed.join(", "));
     }
+    // The tests of sizes its choices made, each node named once.
+    for guard in source.guards.list() {
+        let named: Vec<String> = (guard.size.nodes().into_iter())
+            .map(|n| format!("n{n} {}", label(n)))
+            .collect();
+        let _ = writeln!(text, "guard: {guard}; {}", named.join(", "));
+    }
     for &w in &source.writes {
         let _ = writeln!(text, "writes n{w} {}", label(w));
     }

@@ -7,7 +7,7 @@ use super::matmul::MatmulDims;
 use super::wgsl::CodegenContext;
 use crate::graph::op::Op;
 use crate::graph::{GKind, GraphKey};
-use crate::kernel::{LaneTile, StoredView, lane_reads_a_in_place};
+use crate::kernel::{Guards, LaneTile, StoredView, Sz, lane_reads_a_in_place};
 use crate::shape::Layout;
 
 /// How a lane matmul reads its A operand.
@@ -22,6 +22,8 @@ pub(super) struct AOperand {
     /// Where A, read in place, is read four K values a load: the stored
     /// node it lies in (`a_reads_vec4`).
     pub vec4: Option<usize>,
+    /// The tests of sizes its choice made (`kernel::sizes`).
+    pub guards: Guards,
 }
 
 /// The node that `node`'s view chain (reshapes, broadcasts, strided
@@ -90,6 +92,7 @@ pub(super) fn a_operand(
     (d, batch, b_in_place): (&MatmulDims, usize, bool),
     (kept, cx): (&LaneTile, CodegenContext),
 ) -> AOperand {
+    let mut guards = Guards::default();
     // An expand that is itself stored is read as it is: its source may
     // be released by then (the plan lists the expand as what is read).
     let shared =
@@ -122,7 +125,8 @@ pub(super) fn a_operand(
     // MNIST CNN's 64 x 288 weight gradient took 33-37 ms a step instead
     // of 42-45 (`LAZYWGPU_PROFILE`, alternated, an AMD EPYC's lavapipe).
     let scalar_precedent = kept.a_in_place && !kept.a_vec4;
-    let rows_fixed = cx.rows_stay_in_fours(d.a, d.k);
+    let a_last = Sz::last_dim_or(d.a, &key.nodes[d.a].shape, d.k);
+    let rows_fixed = cx.rows_stay_in_fours(d.a, &a_last, &mut guards);
     // A value that B reads in place too (`x @ x.T`) is read one way, so
     // that it takes the bindings the plan counted for it.
     let b_reads = |v: usize| b_in_place && read_source(key, d.b) == read_source(key, v);
@@ -133,6 +137,7 @@ pub(super) fn a_operand(
         batch: a_batch,
         in_place,
         vec4,
+        guards,
     }
 }
 

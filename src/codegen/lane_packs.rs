@@ -10,7 +10,7 @@ use super::vectorize::lanes_gathered;
 use super::wgsl::{CodegenContext, KernelSource, Launch, TextureCopy, TextureUse};
 use crate::graph::GraphKey;
 use crate::kernel::ir::{Expr, Inst, Ty};
-use crate::kernel::{Entry, LaneAdapter, Strategy};
+use crate::kernel::{Entry, Guards, LaneAdapter, Strategy, Sz};
 
 /// How one operand lies in its texture array: per batch entry a `rows` x
 /// `cols` matrix, four columns a texel, cut into blocks of `height` rows
@@ -187,7 +187,7 @@ fn pack(
     let col_block = over(layer.clone(), p.row_blocks * p.batch);
     let c = times(add(times(col_block, width), x.clone()), 4);
     let c = g.emit("c", Ty::U32, c);
-    let gathered = packs_in_fours(key, stored, cx, p);
+    let gathered = packs_in_fours(key, stored, (cx, p), &mut g.guards);
     let in_fours = gathered.is_some();
     g.candidates = vec![
         ("vec4 reads".to_string(), in_fours),
@@ -276,10 +276,11 @@ fn texel_of(
 fn packs_in_fours(
     key: &GraphKey,
     stored: &dyn Fn(usize) -> bool,
-    cx: &CodegenContext,
-    p: &Packing,
+    (cx, p): (&CodegenContext, &Packing),
+    guards: &mut Guards,
 ) -> Option<Vec<usize>> {
-    if p.transposed || !cx.rows_stay_in_fours(p.node, p.cols) {
+    let cols = Sz::last_dim_or(p.node, &key.nodes[p.node].shape, p.cols);
+    if p.transposed || !cx.rows_stay_in_fours(p.node, &cols, guards) {
         return None;
     }
     lanes_gathered(&key.nodes, (&[p.node], false), (stored, &|_| false), cx)

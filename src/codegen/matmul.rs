@@ -13,7 +13,7 @@ use crate::dtype::DType;
 use crate::graph::GraphKey;
 use crate::graph::op::BinaryOp;
 use crate::kernel::ir::{Arith, Builtin, Expr, Inst, Ty, Var};
-use crate::kernel::{Entry, MatmulClass, WorkgroupArray, choose_vec4_out};
+use crate::kernel::{Entry, MatmulClass, Sz, WorkgroupArray, choose_vec4_out};
 
 /// A `vec4<f32>`: a tile slot, a texel, an accumulator of four outputs.
 pub(super) const VEC4: Ty = Ty::of(DType::F32, true);
@@ -362,7 +362,9 @@ pub(super) fn store_block(
 ) -> bool {
     let accs = gather_accumulators(g, &block.accs);
     let cx = g.context();
-    let can = cx.rows_stay_in_fours(root, n) && stores_in_fours(key, (root, outputs), g.stored);
+    let last = Sz::last_dim_or(root, &key.nodes[root].shape, n);
+    let can = stores_in_fours(key, (root, outputs), g.stored)
+        && cx.rows_stay_in_fours(root, &last, &mut g.guards);
     let fours = choose_vec4_out(can, cx.precedent(root));
     let (i, j) = (g.fresh("i"), g.fresh("j"));
     let per_row = block.cols / 4;

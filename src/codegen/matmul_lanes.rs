@@ -57,7 +57,7 @@ use super::matmul::{
 use super::wgsl::{CodegenContext, KernelSource};
 use crate::graph::GraphKey;
 use crate::kernel::ir::{Builtin, Expr, Inst, Ty};
-use crate::kernel::{Entry, LaneAdapter, LaneTile, lane_reads_b_in_place};
+use crate::kernel::{Entry, Guards, LaneAdapter, LaneTile, lane_reads_b_in_place};
 
 /// The kernel's geometry for one matmul.
 struct Geometry {
@@ -89,6 +89,9 @@ struct Geometry {
     /// Whether B's texture holds B's transpose, as a stored value holds
     /// it: a texel holds four K values of one column.
     b_transposed: bool,
+    /// The tests of sizes its choices recorded (`kernel::sizes`; the
+    /// tile's and the packings' choices are not recorded yet).
+    guards: Guards,
 }
 
 fn geometry(
@@ -117,6 +120,7 @@ fn geometry(
         batch: a_batch,
         in_place: a_in_place,
         vec4: a_vec4,
+        guards,
     } = a_operand(key, stored, (&d, batch, b_in_place), (&tile, cx));
     let max = adapter.max_texture;
     let in_place = (a_in_place, b_in_place);
@@ -166,6 +170,7 @@ fn geometry(
         a_transposed,
         b_transposed,
         d,
+        guards,
     })
 }
 
@@ -218,6 +223,7 @@ pub(super) fn matmul_lanes(
     adapter: LaneAdapter,
 ) -> Option<LaneMatmul> {
     let geo = geometry(g.context(), key, stored, root, adapter)?;
+    g.guards.extend(&geo.guards);
     let Geometry {
         batch,
         k4,

@@ -9,7 +9,7 @@ use crate::dtype::DType;
 use crate::graph::GraphKey;
 use crate::kernel::ir::{Arith, Expr, Inst, Ty, Var};
 use crate::kernel::{
-    Entry, ReduceShape, ReduceStrategy, WorkgroupArray, choose_reduce, reduce_candidates,
+    Entry, ReduceShape, ReduceStrategy, Sz, WorkgroupArray, choose_reduce, reduce_candidates,
 };
 use crate::shape::numel;
 
@@ -28,7 +28,6 @@ pub(super) fn reduce(
 ) -> (Entry, Vec<Inst>, usize, ReduceStrategy) {
     let x = key.nodes[red.root].inputs[0];
     let in_shape = &key.nodes[x].shape;
-    let reduced: usize = red.axes.iter().map(|&d| in_shape[d]).product();
     let outer: usize = (0..in_shape.len())
         .filter(|d| !red.axes.contains(d))
         .map(|d| in_shape[d])
@@ -38,7 +37,7 @@ pub(super) fn reduce(
     let shape = ReduceShape {
         op: red.op,
         dtype: key.nodes[x].dtype,
-        reduced,
+        reduced: Sz::dims_product(x, in_shape, red.axes.iter().copied()),
         parts: red.parts,
         trailing: red
             .axes
@@ -49,12 +48,13 @@ pub(super) fn reduce(
     };
     let fours = sums_in_fours(g, key, red, shape.vectorizable);
     let budget = g.context().target.loop_budget(1);
-    g.candidates = reduce_candidates(shape, budget);
+    g.candidates = reduce_candidates(&shape, budget);
+    let cx = g.context();
     let strategy = choose_reduce(
-        shape,
-        (g.context().target.reduce, g.context().precedent(red.root)),
-        budget,
-        g.context().target.reduce_rule,
+        &shape,
+        (cx.target.reduce, cx.precedent(red.root)),
+        (budget, cx.target.reduce_rule),
+        &mut g.guards,
     );
     let (entry, body, groups) = match strategy {
         ReduceStrategy::SumByFours => {

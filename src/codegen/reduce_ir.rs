@@ -10,8 +10,8 @@ use super::wgsl::unroll_for;
 use crate::dtype::DType;
 use crate::graph::GraphKey;
 use crate::graph::op::{BinaryOp, ReduceOp};
-use crate::kernel::Entry;
 use crate::kernel::ir::{Arith, Expr, Inst, Ty, Var};
+use crate::kernel::{Entry, Sz};
 use crate::shape::contiguous_strides;
 
 /// The facts of one reduction kernel.
@@ -91,7 +91,7 @@ pub(super) fn reduce_per_invocation(
 /// where each storage load is a loop over the lanes, it took 4.8-5.1 ms
 /// one element a load and 2.4-2.5 ms four.
 pub(super) fn sums_in_fours(
-    g: &Gen,
+    g: &mut Gen,
     key: &GraphKey,
     red: &Reduction<'_>,
     vectorizable: bool,
@@ -106,7 +106,7 @@ pub(super) fn sums_in_fours(
         && red.parts == 1
         && red.axes.last() == Some(&last)
         && key.nodes[x].dtype == DType::F32
-        && g.context().rows_stay_in_fours(x, shape[last])
+        && (g.context()).rows_stay_in_fours(x, &Sz::dim(x, last, shape[last]), &mut g.guards)
 }
 
 /// Sums `groups` groups of four elements of `x` (compute dtype `dtype`),

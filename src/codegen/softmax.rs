@@ -11,7 +11,7 @@ use crate::graph::GraphKey;
 use crate::graph::op::{BinaryOp, UnaryOp};
 use crate::kernel::ir::{Arith, Expr, Inst, Ty, Var};
 use crate::kernel::{Entry, WorkgroupArray};
-use crate::kernel::{GPU_ROW_MIN, SoftmaxStrategy, choose_softmax, softmax_candidates};
+use crate::kernel::{GPU_ROW_MIN, SoftmaxStrategy, Sz, choose_softmax, softmax_candidates};
 use crate::shape::numel;
 
 use super::norm::{f32_op, f32_unary};
@@ -30,14 +30,23 @@ pub(super) fn softmax(
     let len = shape[axis];
     let inner: usize = shape[axis + 1..].iter().product();
     let rows = numel(&shape) / len.max(1);
+    // The same sizes as the choices see them: dimensions of `x`.
+    let len_sz = Sz::dim(x, axis, len);
+    let inner_sz = Sz::dims_product(x, &shape, axis + 1..shape.len());
+    let rows_sz = Sz::dims_product(x, &shape, (0..shape.len()).filter(|&d| d != axis));
     let vectorizable = vectorizable(&key.nodes, x, g.stored, false);
     let precedent = g.context().precedent(root);
     let budget = g.context().target.loop_budget(1);
-    g.candidates = softmax_candidates((len, inner), vectorizable, budget);
-    let strategy = if g.context().target.rows_per_workgroup && len >= GPU_ROW_MIN {
+    g.candidates = softmax_candidates((&len_sz, &inner_sz), vectorizable, budget);
+    let on_gpu = g.context().target.rows_per_workgroup;
+    let strategy = if on_gpu
+        && g.guards
+            .at_least(&len_sz, GPU_ROW_MIN, "a softmax row a workgroup")
+    {
         SoftmaxStrategy::RowPerWorkgroup
     } else {
-        choose_softmax((len, rows, inner), vectorizable, precedent, budget)
+        let sizes = (&len_sz, &rows_sz, &inner_sz);
+        choose_softmax(sizes, vectorizable, precedent, (budget, &mut g.guards))
     };
     let groups = Entry::groups_for(rows);
     let ids = (root, x);

@@ -1,7 +1,7 @@
 //! Generated code for one kernel: the kernel value (`kernel::Kernel`),
 //! its WGSL text printed from it, and what the runtime needs besides.
 
-use crate::kernel::{Binding, Kernel, Precedents, Strategy, Target};
+use crate::kernel::{Binding, Guards, Kernel, Precedents, Strategy, Sz, Target};
 
 /// What code generation is given besides the graph: the target, and
 /// (for dumps) a label per graph node, written as a comment on each line
@@ -65,8 +65,10 @@ impl<'a> CodegenContext<'a> {
     /// one guard of every choice to read or store a row four elements at
     /// a time (a matmul's outputs, a kernel that gathers lanes, a pack),
     /// so that such kernels stay generic over the sizes that change.
-    pub fn rows_stay_in_fours(&self, node: usize, last: usize) -> bool {
-        last.is_multiple_of(4) && !self.last_dim_changes(node)
+    /// The test of `last` is recorded in `guards`.
+    pub fn rows_stay_in_fours(&self, node: usize, last: &Sz, guards: &mut Guards) -> bool {
+        !self.last_dim_changes(node)
+            && guards.multiple_of(last, 4, "rows read or stored four elements at a time")
     }
 }
 
@@ -120,6 +122,10 @@ pub(crate) struct KernelSource {
     /// The kernels that could have computed it, and whether each was
     /// valid at its sizes (empty where there was no choice to make).
     pub candidates: Vec<(String, bool)>,
+    /// The tests of sizes its choices made (`kernel::sizes`), in order:
+    /// at sizes where each comes out as it did, lowering makes the same
+    /// choices.
+    pub guards: Guards,
     /// The kernel as a value, which `wgsl` was printed from.
     /// Shared: a site's record keeps it to compare the next sizes with.
     pub kernel: std::sync::Arc<Kernel>,

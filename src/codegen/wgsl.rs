@@ -11,7 +11,7 @@
 use crate::graph::GraphKey;
 use crate::kernel::ir::{Expr, Inst};
 use crate::kernel::reads_output_elsewhere;
-use crate::kernel::{Entry, Precedents, Strategy, choose_vec4};
+use crate::kernel::{Entry, Guards, Precedents, Strategy, Sz, choose_vec4};
 
 use super::emit::Gen;
 pub(crate) use super::source::{CodegenContext, KernelSource, Launch, TextureCopy, TextureUse};
@@ -70,18 +70,24 @@ pub(crate) fn lower_kernel<'a>(
     // partial last batch of `[b, 10]` logits) never takes it across the
     // four-elements guard: such kernels kept one code at every size
     // before they gathered, and should stay so.
-    let rows_in_fours = |o: usize| {
-        let last = key.nodes[o].shape.last().copied().unwrap_or(1);
-        cx.rows_stay_in_fours(o, last)
+    let mut guards = Guards::default();
+    let rows_in_fours = |o: usize, guards: &mut Guards| {
+        cx.rows_stay_in_fours(o, &Sz::last_dim(o, &key.nodes[o].shape), guards)
     };
     let gathered = lanes_gathered(&key.nodes, (outputs, true), (stored, &aliased), cx);
-    let can = numel.is_multiple_of(4)
-        && gathered
-            .as_ref()
-            .is_some_and(|g| g.is_empty() || outputs.iter().all(|&o| rows_in_fours(o)));
+    // Every output has `numel` elements (`schedule::KernelGroup`).
+    let elements = outputs.first().map_or(Sz::constant(numel), |&o| {
+        let shape = &key.nodes[o].shape;
+        Sz::dims_product(o, shape, 0..shape.len())
+    });
+    let can = gathered
+        .as_ref()
+        .is_some_and(|g| g.is_empty() || outputs.iter().all(|&o| rows_in_fours(o, &mut guards)))
+        && guards.multiple_of(&elements, 4, "elements computed four at a time");
     let precedent = Precedents::elementwise_node(outputs).and_then(|o| cx.precedent(o));
     let vec = choose_vec4(can, precedent);
     let mut g = Gen::new(&key.nodes, stored, aliases, cx);
+    g.guards = guards;
     g.set_checks(key.checked);
     let gathered = gathered.unwrap_or_default();
     g.candidates = vec![

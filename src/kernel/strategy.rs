@@ -20,6 +20,7 @@ use std::collections::HashMap;
 use crate::dtype::DType;
 use crate::graph::op::ReduceOp;
 
+use super::sizes::{Guards, Sz};
 use super::target::MatmulKernel;
 
 /// Invocations per workgroup of the generated kernels.
@@ -197,13 +198,13 @@ pub(crate) enum ReduceStrategy {
 }
 
 /// The facts a reduction's strategy depends on.
-#[derive(Clone, Copy, Debug)]
+#[derive(Clone, Debug)]
 pub(crate) struct ReduceShape {
     pub op: ReduceOp,
     /// The input's dtype.
     pub dtype: DType,
     /// Elements reduced into each output (all parts together).
-    pub reduced: usize,
+    pub reduced: Sz,
     /// Parts of a split reduction's first stage (1: not split).
     pub parts: usize,
     /// Whether the reduced dims are the input's trailing ones (so groups
@@ -293,26 +294,33 @@ impl ReduceRule {
 /// whose loops may run `loop_budget` iterations (`LAZYWGPU_DUMP` lists
 /// them beside the one chosen).
 pub(crate) fn reduce_candidates(
-    shape: ReduceShape,
+    shape: &ReduceShape,
     loop_budget: Option<usize>,
 ) -> Vec<(String, bool)> {
+    // Listed, not decided on: the tests record no guard of the kernel.
+    let guards = &mut Guards::default();
     [
         ReduceStrategy::PerInvocation,
         ReduceStrategy::SumByFours,
         ReduceStrategy::WorkgroupTree,
     ]
     .into_iter()
-    .map(|s| (format!("{s:?}"), reduce_valid(s, shape, loop_budget)))
+    .map(|s| {
+        let valid = reduce_valid(s, shape, loop_budget, guards);
+        (format!("{s:?}"), valid)
+    })
     .collect()
 }
 
 /// Every softmax kernel and whether it is valid for rows of `len` (see
 /// `choose_softmax`), for `LAZYWGPU_DUMP`.
 pub(crate) fn softmax_candidates(
-    (len, inner): (usize, usize),
+    (len, inner): (&Sz, &Sz),
     vectorizable: bool,
     loop_budget: Option<usize>,
 ) -> Vec<(String, bool)> {
+    // Listed, not decided on: the tests record no guard of the kernel.
+    let guards = &mut Guards::default();
     [
         SoftmaxStrategy::RowPerInvocationVec4,
         SoftmaxStrategy::RowPerInvocation,
@@ -320,7 +328,7 @@ pub(crate) fn softmax_candidates(
     ]
     .into_iter()
     .map(|s| {
-        let valid = softmax_valid(s, (len, inner), vectorizable, loop_budget);
+        let valid = softmax_valid(s, (len, inner), vectorizable, (loop_budget, guards));
         (format!("{s:?}"), valid)
     })
     .collect()
@@ -329,21 +337,22 @@ pub(crate) fn softmax_candidates(
 /// The strategy for a reduction of `shape`: the `forced` one
 /// (`Target::reduce`) where that is valid for `shape`, else its
 /// precedent's where that is, else `rule`'s, in a kernel whose loops may
-/// run `loop_budget` iterations (`Target::loop_budget`).
+/// run `loop_budget` iterations (`Target::loop_budget`). Each test of a
+/// size it makes is recorded in `guards`.
 pub(crate) fn choose_reduce(
-    shape: ReduceShape,
+    shape: &ReduceShape,
     (forced, precedent): (Option<ReduceStrategy>, Option<Strategy>),
-    loop_budget: Option<usize>,
-    rule: ReduceRule,
+    (loop_budget, rule): (Option<usize>, ReduceRule),
+    guards: &mut Guards,
 ) -> ReduceStrategy {
-    if let Some(f) = forced.filter(|&f| reduce_valid(f, shape, loop_budget)) {
+    if let Some(f) = forced.filter(|&f| reduce_valid(f, shape, loop_budget, guards)) {
         return f;
     }
     match precedent {
-        Some(Strategy::Reduce(kept)) if reduce_valid(kept, shape, loop_budget) => kept,
+        Some(Strategy::Reduce(kept)) if reduce_valid(kept, shape, loop_budget, guards) => kept,
         _ => {
-            let chosen = reduce_for(shape, rule);
-            if reduce_valid(chosen, shape, loop_budget) {
+            let chosen = reduce_for(shape, rule, guards);
+            if reduce_valid(chosen, shape, loop_budget, guards) {
                 chosen
             } else {
                 ReduceStrategy::WorkgroupTree
@@ -352,26 +361,47 @@ pub(crate) fn choose_reduce(
     }
 }
 
+/// The elements one invocation or workgroup of a reduction of `shape`
+/// reduces: a part's (at least one).
+fn chunk_of(shape: &ReduceShape) -> Sz {
+    (shape.reduced)
+        .div_ceil(&Sz::constant(shape.parts))
+        .max(&Sz::constant(1))
+}
+
 /// Whether `strategy` computes a reduction of `shape` right: sums by
 /// fours need their layout, and one invocation per output loops over its
 /// whole chunk, which must fit the kernel's loop budget (a workgroup
 /// tree's loop is unrolled where it would not).
-fn reduce_valid(strategy: ReduceStrategy, shape: ReduceShape, loop_budget: Option<usize>) -> bool {
-    let chunk = shape.reduced.div_ceil(shape.parts).max(1);
+fn reduce_valid(
+    strategy: ReduceStrategy,
+    shape: &ReduceShape,
+    loop_budget: Option<usize>,
+    guards: &mut Guards,
+) -> bool {
     match strategy {
-        ReduceStrategy::SumByFours => by_fours(shape),
-        ReduceStrategy::PerInvocation => loop_budget.is_none_or(|budget| chunk <= budget),
+        ReduceStrategy::SumByFours => by_fours(shape, guards),
+        ReduceStrategy::PerInvocation => loop_budget.is_none_or(|budget| {
+            guards.at_most(
+                &chunk_of(shape),
+                budget,
+                "a loop per reduced output (the loop budget)",
+            )
+        }),
         ReduceStrategy::WorkgroupTree => true,
     }
 }
 
 /// The strategy `rule` gives a reduction of `shape` by its sizes.
-fn reduce_for(shape: ReduceShape, rule: ReduceRule) -> ReduceStrategy {
-    let chunk = shape.reduced.div_ceil(shape.parts).max(1);
-    if chunk >= rule.tree_from {
+fn reduce_for(shape: &ReduceShape, rule: ReduceRule, guards: &mut Guards) -> ReduceStrategy {
+    if guards.at_least(
+        &chunk_of(shape),
+        rule.tree_from,
+        "a reduction's workgroup tree",
+    ) {
         return ReduceStrategy::WorkgroupTree;
     }
-    if rule.by_fours && by_fours(shape) {
+    if rule.by_fours && by_fours(shape, guards) {
         ReduceStrategy::SumByFours
     } else {
         ReduceStrategy::PerInvocation
@@ -379,13 +409,13 @@ fn reduce_for(shape: ReduceShape, rule: ReduceRule) -> ReduceStrategy {
 }
 
 /// Whether a reduction can be summed by fours (`SumByFours`).
-fn by_fours(shape: ReduceShape) -> bool {
+fn by_fours(shape: &ReduceShape, guards: &mut Guards) -> bool {
     shape.op == ReduceOp::Sum
         && shape.dtype != DType::Bool
         && shape.parts >= 2
-        && shape.reduced.is_multiple_of(4)
         && shape.trailing
         && shape.vectorizable
+        && guards.multiple_of(&shape.reduced, 4, "a split sum read four elements a load")
 }
 
 /// How a softmax is computed.
@@ -406,28 +436,34 @@ pub(crate) enum SoftmaxStrategy {
 /// that is valid.
 /// In a kernel whose loops may run `loop_budget` iterations, a row per
 /// invocation (two passes over the row) is valid only for rows that fit.
+/// Each test of a size it makes is recorded in `guards`.
 pub(crate) fn choose_softmax(
-    (len, rows, inner): (usize, usize, usize),
+    (len, rows, inner): (&Sz, &Sz, &Sz),
     vectorizable: bool,
     precedent: Option<Strategy>,
-    loop_budget: Option<usize>,
+    (loop_budget, guards): (Option<usize>, &mut Guards),
 ) -> SoftmaxStrategy {
     use SoftmaxStrategy::*;
-    let valid = |s| softmax_valid(s, (len, inner), vectorizable, loop_budget);
+    let valid = |s, guards: &mut Guards| {
+        softmax_valid(s, (len, inner), vectorizable, (loop_budget, guards))
+    };
     match precedent {
-        Some(Strategy::Softmax(RowPerInvocationVec4)) if valid(RowPerInvocationVec4) => {
+        Some(Strategy::Softmax(RowPerInvocationVec4)) if valid(RowPerInvocationVec4, guards) => {
             RowPerInvocationVec4
         }
         Some(Strategy::Softmax(RowPerInvocation | RowPerInvocationVec4))
-            if valid(RowPerInvocation) =>
+            if valid(RowPerInvocation, guards) =>
         {
             RowPerInvocation
         }
         Some(Strategy::Softmax(RowPerWorkgroup)) => RowPerWorkgroup,
         // Many rows, or rows too short to keep a workgroup busy (a
         // classifier's 10 logits): one invocation per row.
-        _ if valid(RowPerInvocation) && (rows >= 1024 || len <= 256) => {
-            if valid(RowPerInvocationVec4) {
+        _ if valid(RowPerInvocation, guards)
+            && (guards.at_least(rows, 1024, "a softmax row per invocation (many rows)")
+                || guards.at_most(len, 256, "a softmax row per invocation (short rows)")) =>
+        {
+            if valid(RowPerInvocationVec4, guards) {
                 RowPerInvocationVec4
             } else {
                 RowPerInvocation
@@ -445,16 +481,27 @@ pub(crate) fn choose_softmax(
 /// rows of a multiple of four.
 fn softmax_valid(
     strategy: SoftmaxStrategy,
-    (len, inner): (usize, usize),
+    (len, inner): (&Sz, &Sz),
     vectorizable: bool,
-    loop_budget: Option<usize>,
+    (loop_budget, guards): (Option<usize>, &mut Guards),
 ) -> bool {
-    let row_fits = loop_budget.is_none_or(|budget| 2 * len <= budget);
+    let row_fits = |guards: &mut Guards| {
+        loop_budget.is_none_or(|budget| {
+            guards.at_most(
+                &len.times(2),
+                budget,
+                "a softmax row per invocation (the loop budget)",
+            )
+        })
+    };
     match strategy {
         SoftmaxStrategy::RowPerInvocationVec4 => {
-            row_fits && inner == 1 && len.is_multiple_of(4) && vectorizable
+            vectorizable
+                && row_fits(guards)
+                && guards.equals(inner, 1, "softmax rows read as vec4s (contiguous rows)")
+                && guards.multiple_of(len, 4, "softmax rows read as vec4s")
         }
-        SoftmaxStrategy::RowPerInvocation => row_fits,
+        SoftmaxStrategy::RowPerInvocation => row_fits(guards),
         SoftmaxStrategy::RowPerWorkgroup => true,
     }
 }
@@ -463,334 +510,3 @@ fn softmax_valid(
 /// (`Target::rows_per_workgroup`): shorter rows (a classifier's logits)
 /// would leave most of a workgroup idle.
 pub(crate) const GPU_ROW_MIN: usize = 64;
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    /// A kernel's loop budget on lavapipe (`Target::loop_budget(1)`).
-    const LIMIT: Option<usize> = Some(
-        crate::kernel::target::LAVAPIPE_LOOP_LIMIT - crate::kernel::target::FIXED_LOOP_ITERATIONS,
-    );
-
-    fn sum(reduced: usize, parts: usize) -> ReduceShape {
-        ReduceShape {
-            op: ReduceOp::Sum,
-            dtype: DType::F32,
-            reduced,
-            parts,
-            trailing: true,
-            vectorizable: true,
-        }
-    }
-
-    #[test]
-    fn reductions_by_size_and_layout() {
-        // W2's first stage: 16M elements in 131,072 parts of 128.
-        assert_eq!(
-            choose_reduce(sum(1 << 24, 1 << 17), (None, None), LIMIT, ReduceRule::GPU),
-            ReduceStrategy::SumByFours
-        );
-        // Its second stage: 131,072 partial sums, one output.
-        assert_eq!(
-            choose_reduce(sum(1 << 17, 1), (None, None), LIMIT, ReduceRule::GPU),
-            ReduceStrategy::WorkgroupTree
-        );
-        // A row sum of 100: one invocation per row.
-        assert_eq!(
-            choose_reduce(sum(100, 1), (None, None), LIMIT, ReduceRule::GPU),
-            ReduceStrategy::PerInvocation
-        );
-        // A split max, or a strided split sum, is not read by fours.
-        let max = ReduceShape {
-            op: ReduceOp::Max,
-            ..sum(1 << 20, 8192)
-        };
-        assert_eq!(
-            choose_reduce(max, (None, None), LIMIT, ReduceRule::GPU),
-            ReduceStrategy::PerInvocation
-        );
-        let strided = ReduceShape {
-            trailing: false,
-            ..sum(1 << 20, 8192)
-        };
-        assert_eq!(
-            choose_reduce(strided, (None, None), LIMIT, ReduceRule::GPU),
-            ReduceStrategy::PerInvocation
-        );
-    }
-
-    #[test]
-    fn rows_past_the_loop_limit_take_a_workgroup() {
-        use SoftmaxStrategy::*;
-        let softmax = |p| Some(Strategy::Softmax(p));
-        // 2,048 rows of 70,000 (or 40,000: two passes of it): a row per
-        // invocation would stop early.
-        assert_eq!(
-            choose_softmax((40_000, 2048, 1), true, None, LIMIT),
-            RowPerWorkgroup
-        );
-        assert_eq!(
-            choose_softmax((70_000, 2048, 1), true, None, LIMIT),
-            RowPerWorkgroup
-        );
-        assert_eq!(
-            choose_softmax((70_000, 263, 1), true, softmax(RowPerInvocation), LIMIT),
-            RowPerWorkgroup
-        );
-        assert_eq!(
-            choose_softmax((70_000, 263, 1), true, softmax(RowPerInvocation), None),
-            RowPerInvocation
-        );
-    }
-
-    #[test]
-    fn softmax_by_rows() {
-        // W3: 4,096 rows of 1,024.
-        assert_eq!(
-            choose_softmax((1024, 4096, 1), true, None, LIMIT),
-            SoftmaxStrategy::RowPerInvocationVec4
-        );
-        // Ten logits, 64 rows; 37 columns.
-        assert_eq!(
-            choose_softmax((10, 64, 1), true, None, LIMIT),
-            SoftmaxStrategy::RowPerInvocation
-        );
-        assert_eq!(
-            choose_softmax((37, 5000, 1), true, None, LIMIT),
-            SoftmaxStrategy::RowPerInvocation
-        );
-        // Few long rows; a softmax along a leading axis.
-        assert_eq!(
-            choose_softmax((4096, 8, 1), true, None, LIMIT),
-            SoftmaxStrategy::RowPerWorkgroup
-        );
-        assert_eq!(
-            choose_softmax((512, 2048, 3), true, None, LIMIT),
-            SoftmaxStrategy::RowPerInvocation
-        );
-    }
-
-    #[test]
-    fn a_tuned_rule_moves_the_tree_threshold_and_may_drop_sums_by_fours() {
-        use ReduceStrategy::*;
-        let pick = |shape, rule| choose_reduce(shape, (None, None), LIMIT, rule);
-        let from_1024 = ReduceRule::parse("tree-from-1024").expect("a candidate");
-        let from_64 = ReduceRule::parse("tree-from-64").expect("a candidate");
-        assert_eq!(pick(sum(1000, 1), ReduceRule::GPU), WorkgroupTree);
-        assert_eq!(pick(sum(1000, 1), from_1024), PerInvocation);
-        assert_eq!(pick(sum(100, 1), from_64), WorkgroupTree);
-        let no_fours = ReduceRule::parse("tree-from-256-no-fours").expect("a candidate");
-        assert_eq!(pick(sum(1 << 24, 1 << 17), no_fours), PerInvocation);
-        // A rule's pick that would loop past the loop limit takes a tree.
-        let never = ReduceRule {
-            tree_from: usize::MAX,
-            by_fours: true,
-        };
-        assert_eq!(pick(sum(1 << 20, 1), never), WorkgroupTree);
-        // Every candidate's name reads back as itself, the built-in first,
-        // each once.
-        for builtin in [ReduceRule::GPU, ReduceRule::CPU] {
-            let candidates = ReduceRule::candidates(builtin);
-            assert_eq!(candidates[0], builtin);
-            assert_eq!(candidates.len(), 6, "{candidates:?}");
-            for rule in candidates {
-                assert_eq!(ReduceRule::parse(&rule.name()), Some(rule));
-            }
-        }
-        assert_eq!(ReduceRule::parse("tree-from-0"), None);
-        assert_eq!(ReduceRule::parse("tree-from-x"), None);
-        // On a CPU adapter a row of 1,000 is one invocation's loop.
-        assert_eq!(pick(sum(1000, 1), ReduceRule::CPU), PerInvocation);
-        assert_eq!(pick(sum(5000, 1), ReduceRule::CPU), WorkgroupTree);
-    }
-
-    #[test]
-    fn a_forced_reduction_is_used_where_valid_and_before_a_precedent() {
-        use ReduceStrategy::*;
-        let tree = Some(Strategy::Reduce(WorkgroupTree));
-        // Sizes alone would take a tree for 1,000 elements a result.
-        assert_eq!(
-            choose_reduce(sum(1000, 1), (None, None), LIMIT, ReduceRule::GPU),
-            WorkgroupTree
-        );
-        assert_eq!(
-            choose_reduce(
-                sum(1000, 1),
-                (Some(PerInvocation), tree),
-                LIMIT,
-                ReduceRule::GPU
-            ),
-            PerInvocation
-        );
-        // Sizes alone: one invocation per short result.
-        assert_eq!(
-            choose_reduce(
-                sum(10, 1),
-                (Some(WorkgroupTree), None),
-                LIMIT,
-                ReduceRule::GPU
-            ),
-            WorkgroupTree
-        );
-        assert_eq!(
-            choose_reduce(
-                sum(4096, 32),
-                (Some(SumByFours), None),
-                LIMIT,
-                ReduceRule::GPU
-            ),
-            SumByFours
-        );
-        // Not valid: by fours for an unsplit sum or a max; one invocation
-        // past the loop budget. The built-in choice instead.
-        assert_eq!(
-            choose_reduce(
-                sum(4096, 1),
-                (Some(SumByFours), None),
-                LIMIT,
-                ReduceRule::GPU
-            ),
-            WorkgroupTree
-        );
-        let max = ReduceShape {
-            op: ReduceOp::Max,
-            ..sum(4096, 32)
-        };
-        assert_eq!(
-            choose_reduce(max, (Some(SumByFours), None), LIMIT, ReduceRule::GPU),
-            choose_reduce(max, (None, None), LIMIT, ReduceRule::GPU)
-        );
-        assert_eq!(
-            choose_reduce(
-                sum(70_000, 1),
-                (Some(PerInvocation), None),
-                LIMIT,
-                ReduceRule::GPU
-            ),
-            WorkgroupTree
-        );
-    }
-
-    #[test]
-    fn a_precedent_is_kept_where_it_is_valid() {
-        use ReduceStrategy::*;
-        // The strategy for `shape` with `kept` as the site's precedent,
-        // within `budget`.
-        let with = |shape, kept, budget| {
-            choose_reduce(
-                shape,
-                (None, Some(Strategy::Reduce(kept))),
-                budget,
-                ReduceRule::GPU,
-            )
-        };
-        // A loss summed over a batch of 64 (640 elements, a workgroup
-        // tree), then of 17 (170 elements): the tree is kept.
-        assert_eq!(
-            choose_reduce(sum(170, 1), (None, None), LIMIT, ReduceRule::GPU),
-            PerInvocation
-        );
-        assert_eq!(with(sum(170, 1), WorkgroupTree, LIMIT), WorkgroupTree);
-        assert_eq!(with(sum(1 << 15, 1), PerInvocation, LIMIT), PerInvocation);
-        // Past the kernel's loop budget, one invocation per output would
-        // stop early (lavapipe: 65,535 iterations): a tree instead, and
-        // kept where nothing cuts loops short.
-        assert_eq!(with(sum(70_000, 1), PerInvocation, LIMIT), WorkgroupTree);
-        assert_eq!(
-            with(sum(60_000 * 4, 4), PerInvocation, LIMIT),
-            PerInvocation
-        );
-        assert_eq!(with(sum(1 << 20, 1), PerInvocation, None), PerInvocation);
-        // Sums by fours need a multiple of four elements.
-        assert_eq!(with(sum(4096, 32), SumByFours, LIMIT), SumByFours);
-        assert_eq!(with(sum(4094, 32), SumByFours, LIMIT), PerInvocation);
-        // Another kind of precedent (the site's graph changed) is ignored.
-        let other = Some(Strategy::RowNorm { vec4: false });
-        assert_eq!(
-            choose_reduce(sum(170, 1), (None, other), LIMIT, ReduceRule::GPU),
-            PerInvocation
-        );
-    }
-
-    #[test]
-    fn candidates_say_which_kernels_are_valid() {
-        let names = |c: Vec<(String, bool)>| {
-            c.into_iter()
-                .filter(|&(_, ok)| ok)
-                .map(|(n, _)| n)
-                .collect::<Vec<_>>()
-        };
-        assert_eq!(
-            names(reduce_candidates(sum(100, 1), LIMIT)),
-            ["PerInvocation", "WorkgroupTree"]
-        );
-        assert_eq!(
-            names(reduce_candidates(sum(1 << 24, 1 << 17), LIMIT)),
-            ["PerInvocation", "SumByFours", "WorkgroupTree"]
-        );
-        assert_eq!(
-            names(reduce_candidates(sum(70_000, 1), LIMIT)),
-            ["WorkgroupTree"]
-        );
-        assert_eq!(
-            names(softmax_candidates((1024, 1), true, LIMIT)),
-            [
-                "RowPerInvocationVec4",
-                "RowPerInvocation",
-                "RowPerWorkgroup"
-            ]
-        );
-        assert_eq!(
-            names(softmax_candidates((40_000, 1), true, LIMIT)),
-            ["RowPerWorkgroup"]
-        );
-    }
-
-    #[test]
-    fn softmax_and_vec4_precedents_are_kept_where_valid() {
-        use SoftmaxStrategy::*;
-        let softmax = |p| Some(Strategy::Softmax(p));
-        assert_eq!(
-            choose_softmax((10, 17, 1), true, softmax(RowPerWorkgroup), LIMIT),
-            RowPerWorkgroup
-        );
-        assert_eq!(
-            choose_softmax((12, 17, 1), true, softmax(RowPerInvocationVec4), LIMIT),
-            RowPerInvocationVec4
-        );
-        assert_eq!(
-            choose_softmax((10, 17, 1), true, softmax(RowPerInvocationVec4), LIMIT),
-            RowPerInvocation
-        );
-
-        let scalar = Some(Strategy::Elementwise { vec4: false });
-        let vec4 = Some(Strategy::Elementwise { vec4: true });
-        assert!(!choose_vec4(true, scalar));
-        assert!(choose_vec4(true, vec4) && choose_vec4(true, None));
-        assert!(!choose_vec4(false, vec4));
-    }
-
-    /// A matmul stores fours where it can, unless its site stored
-    /// elements; a site that stored elements keeps that precedent when
-    /// its first sizes' (fours) are inherited.
-    #[test]
-    fn a_site_that_stored_elements_keeps_storing_them() {
-        let matmul = |vec4_out| Strategy::Matmul {
-            kernel: MatmulKernel::Blocked,
-            tile: None,
-            vec4_out,
-        };
-        assert!(choose_vec4_out(true, None) && choose_vec4_out(true, Some(matmul(true))));
-        assert!(!choose_vec4_out(true, Some(matmul(false))));
-        assert!(!choose_vec4_out(false, Some(matmul(true))));
-        let (mut newer, mut older) = (Precedents::default(), Precedents::default());
-        newer.record(0, matmul(false));
-        newer.record(1, matmul(true));
-        older.record(0, matmul(true));
-        older.record(1, Strategy::Elementwise { vec4: true });
-        newer.inherit(&older);
-        assert_eq!(newer.get(0), Some(matmul(false)));
-        assert_eq!(newer.get(1), Some(Strategy::Elementwise { vec4: true }));
-    }
-}

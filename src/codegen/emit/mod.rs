@@ -13,6 +13,7 @@ use std::collections::HashMap;
 use crate::dtype::DType;
 use crate::graph::op::{BinaryOp, Op, UnaryOp};
 use crate::graph::{GKind, GNode};
+use crate::kernel::Guards;
 use crate::kernel::ir::{Arith, Buffer, Builtin, Check, Expr, Inst, PartAccess, Ty, Var};
 use crate::shape::{Layout, numel};
 
@@ -92,6 +93,10 @@ pub(crate) struct Gen<'a> {
     /// each was valid at its sizes (set by the builders that choose:
     /// reductions, softmax, elementwise), for `LAZYWGPU_DUMP`.
     pub candidates: Vec<(String, bool)>,
+    /// The tests of sizes the kernel's choices made (`kernel::sizes`):
+    /// what its code depends on, for `LAZYWGPU_DUMP` and recompile
+    /// warnings.
+    pub guards: Guards,
     /// The nodes a kernel working on vectors computes a lane at a time
     /// (`vectorize::lanes_gathered`), sorted.
     gathered: Vec<usize>,
@@ -139,6 +144,7 @@ impl<'a> Gen<'a> {
             checks: false,
             uses_checks: false,
             candidates: Vec::new(),
+            guards: Guards::default(),
             gathered: Vec::new(),
         }
     }

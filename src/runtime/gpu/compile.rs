@@ -245,7 +245,7 @@ pub(super) fn executable(
     let bound = std::cell::Cell::new(0);
     let texts = make_generic(
         (&caches.pipelines, &bound),
-        (traced, before, site.structure),
+        (traced, graph, before, site.structure),
         (&cx, &chosen),
         &mut sources,
     );
@@ -451,14 +451,19 @@ fn supported(target: &Target, graph: &Graph) -> Result<()> {
 /// for the site.
 fn make_generic(
     (pipelines, bound): (&LruCache<String, Arc<Pipeline>>, &std::cell::Cell<u64>),
-    (traced, before, structure): (&Graph, Option<&SiteRecord>, u64),
+    (traced, lowered, before, structure): (&Graph, &Graph, Option<&SiteRecord>, u64),
     (cx, chosen): (&CodegenContext, &Precedents),
     sources: &mut [KernelSource],
 ) -> KernelTexts {
+    let names = |n: usize| {
+        let located = lowered.locations.get(n)?;
+        Some(format!("{} recorded at {located}", lowered.op_label(n)))
+    };
     let printing = Printing {
         compiled: &|wgsl| pipelines.contains(wgsl),
         origins: cx.origins,
         bound,
+        names: &names,
     };
     // Probes are lowered with this graph's strategies (its own, where the
     // site's earlier graph had none: at the first compile of a structure

@@ -13,10 +13,11 @@ use std::sync::Arc;
 use crate::codegen::generate;
 use crate::codegen::{CodegenContext, KernelSource, kernel_wgsl, validate_wgsl};
 use crate::graph::{Graph, GraphKey, MarkedProbe, marked_probe_key, probe_key};
-use crate::kernel::Kernel;
 use crate::kernel::generic::{
     Generic, differing_literals, generalize, structural_difference, values_for,
 };
+use crate::kernel::sizes::first_crossed;
+use crate::kernel::{Guards, Kernel};
 use crate::schedule::{Lowered, lower_for_gpu, plan};
 
 /// One dispatch as a site recorded it: its kernel lowered at one of the
@@ -36,19 +37,24 @@ pub(crate) struct DispatchText {
     /// (`values_for`), with no kernel copied and nothing printed.
     pub generic: Option<(Arc<Kernel>, Arc<str>)>,
     /// Why it stayed concrete against the site's last kernel of this
-    /// dispatch (`generic::structural_difference`: the guard the sizes
-    /// crossed), for the recompile warning.
+    /// dispatch (the guard the sizes crossed: `kernel::sizes::first_crossed`,
+    /// else `generic::structural_difference`'s first line that differs),
+    /// for the recompile warning.
     pub not_generic: Option<String>,
+    /// The tests of sizes its latest lowering's choices made: a later
+    /// size whose kernel differs names the first that came out otherwise.
+    pub guards: Guards,
 }
 
 impl DispatchText {
     /// A kernel that stayed concrete, or that a probe lowered.
-    fn concrete(kernel: Arc<Kernel>, dynamic: Vec<usize>) -> DispatchText {
+    fn concrete(kernel: Arc<Kernel>, dynamic: Vec<usize>, guards: Guards) -> DispatchText {
         DispatchText {
             concrete: kernel,
             dynamic,
             generic: None,
             not_generic: None,
+            guards,
         }
     }
 }
@@ -70,6 +76,9 @@ pub(super) struct Printing<'a> {
     /// Counts the dispatches bound to a kernel the site bound before,
     /// nothing compared but that kernel, nothing printed.
     pub bound: &'a std::cell::Cell<u64>,
+    /// Names graph node `n` of the lowered graph for people (`sum
+    /// recorded at src/main.rs:12`), in the guards a warning names.
+    pub names: &'a dyn Fn(usize) -> Option<String>,
 }
 
 /// Makes each kernel of a recompiled site generic over the literals in
@@ -157,6 +166,7 @@ fn generalize_dispatch(
         compiled,
         origins,
         bound,
+        names,
     }: Printing<'_>,
     probe: &mut dyn FnMut() -> Option<Arc<Kernel>>,
 ) -> Vec<DispatchText> {
@@ -201,10 +211,6 @@ fn generalize_dispatch(
             .filter(valid),
         other => other,
     };
-    let crossed = match &generic {
-        Some(_) if two_sizes_failed => guard_crossed(&concrete, before),
-        _ => None,
-    };
     let record = match generic {
         Some((g, text)) => {
             s.wgsl = text.into();
@@ -218,24 +224,37 @@ fn generalize_dispatch(
             let generic = origins
                 .is_none()
                 .then(|| (s.kernel.clone(), s.wgsl.clone()));
+            let crossed =
+                two_sizes_failed.then(|| guard_crossed((&concrete, &s.guards), before, names));
             DispatchText {
+                not_generic: crossed.flatten(),
                 concrete,
                 dynamic: g.dynamic,
                 generic,
-                not_generic: crossed,
+                guards: s.guards.clone(),
             }
         }
-        None => stays_concrete(s, concrete, before, origins),
+        None => stays_concrete(s, concrete, before, (origins, names)),
     };
     keep_earlier_texts(record, before)
 }
 
-/// Why `concrete` is not generic against the site's last kernel of its
-/// dispatch (`before`'s first): the guard the sizes crossed
-/// (`generic::structural_difference`); `None` where it is that kernel.
-fn guard_crossed(concrete: &Kernel, before: &[DispatchText]) -> Option<String> {
+/// Why `concrete` (lowered with `guards`) is not generic against the
+/// site's last kernel of its dispatch (`before`'s first): the first guard
+/// of that kernel whose test came out otherwise at the new sizes
+/// (`kernel::sizes::first_crossed`, its nodes named by `names`), else the
+/// first line of IR that differs (`generic::structural_difference`);
+/// `None` where it is that kernel.
+fn guard_crossed(
+    (concrete, guards): (&Kernel, &Guards),
+    before: &[DispatchText],
+    names: &dyn Fn(usize) -> Option<String>,
+) -> Option<String> {
     let last = before.first().filter(|l| *l.concrete != *concrete)?;
-    let why = structural_difference(&last.concrete, concrete).unwrap_or_else(|| {
+    let crossed = first_crossed(last.guards.list(), guards.list());
+    let why = crossed.map(|c| c.describe(names)).or_else(|| {
+        structural_difference(&last.concrete, concrete)
+    }).unwrap_or_else(|| {
         "it differs from the site's last kernel in literals only, which made no valid generic kernel".to_string()
     });
     log::debug!("a dispatch is not generic over the new sizes: {why}");
@@ -286,14 +305,14 @@ fn stays_concrete(
     s: &mut KernelSource,
     concrete: Arc<Kernel>,
     before: &[DispatchText],
-    origins: Option<&[String]>,
+    (origins, names): (Option<&[String]>, &dyn Fn(usize) -> Option<String>),
 ) -> DispatchText {
-    let mut text = DispatchText::concrete(concrete, Vec::new());
+    let mut text = DispatchText::concrete(concrete, Vec::new(), s.guards.clone());
     if origins.is_none() {
         s.print_wgsl(None);
         text.generic = Some((s.kernel.clone(), s.wgsl.clone()));
     }
-    text.not_generic = guard_crossed(&text.concrete, before);
+    text.not_generic = guard_crossed((&text.concrete, &s.guards), before, names);
     text
 }
 
@@ -316,6 +335,7 @@ fn bind_known_generic(s: &mut KernelSource, before: &[DispatchText]) -> Option<D
     s.dyn_sizes = values;
     Some(DispatchText {
         not_generic: None,
+        guards: s.guards.clone(),
         ..found.clone()
     })
 }
@@ -408,7 +428,9 @@ fn known_across(kernels: &[&Arc<Kernel>]) -> Vec<DispatchText> {
                 .collect();
             known.sort_unstable();
             known.dedup();
-            DispatchText::concrete(a.clone(), known)
+            // A probe's guards are not compared: a warning compares
+            // the site's last sizes with the new ones.
+            DispatchText::concrete(a.clone(), known, Guards::default())
         })
         .collect()
 }

@@ -1,0 +1,495 @@
+//! Sizes as symbolic values, and the guards that decisions on them
+//! record.
+//!
+//! A kernel builder that decides something by a size (a reduction's
+//! strategy by its length, `vec4`s by a multiple of four) reads that size
+//! as an `Sz`: its value at the graph being lowered together with where
+//! it comes from (a dimension of a graph node's shape, through products,
+//! sums and quotients). An `Sz` has no comparison operators: every test
+//! of one goes through `Guards`, which answers it and records it as a
+//! `Guard` (the size's expression, the test, and how it came out). The
+//! guards of a kernel are thus the whole list of what its code depends
+//! on among the sizes it read this way, printed in `LAZYWGPU_DUMP` and
+//! named in a recompile warning when another size of the site crosses
+//! one of them (`first_crossed`).
+
+use std::fmt;
+use std::sync::Arc;
+
+/// How a symbolic size is computed from the graph's dimensions.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub(crate) enum SizeExpr {
+    /// A number that does not come from a dimension.
+    Const(usize),
+    /// Dimension `dim` of the shape of graph node `node` (the graph the
+    /// kernel was lowered from): a symbol.
+    Dim { node: usize, dim: usize },
+    /// An operation on two sizes.
+    Bin(SizeOp, Arc<SizeExpr>, Arc<SizeExpr>),
+}
+
+/// The operations sizes are combined by.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub(crate) enum SizeOp {
+    Add,
+    Mul,
+    /// Division rounding up.
+    DivCeil,
+    Max,
+}
+
+impl SizeOp {
+    fn apply(self, a: usize, b: usize) -> usize {
+        match self {
+            SizeOp::Add => a + b,
+            SizeOp::Mul => a * b,
+            SizeOp::DivCeil => match b {
+                0 => 0,
+                b => a.div_ceil(b),
+            },
+            SizeOp::Max => a.max(b),
+        }
+    }
+
+    fn symbol(self) -> &'static str {
+        match self {
+            SizeOp::Add => "+",
+            SizeOp::Mul => "*",
+            SizeOp::DivCeil => "/^",
+            SizeOp::Max => "max",
+        }
+    }
+}
+
+impl SizeExpr {
+    /// Its value where each dimension is `dim(node, dim)`.
+    #[cfg(test)]
+    pub fn eval(&self, dim: &dyn Fn(usize, usize) -> usize) -> usize {
+        match self {
+            SizeExpr::Const(n) => *n,
+            SizeExpr::Dim { node, dim: d } => dim(*node, *d),
+            SizeExpr::Bin(op, a, b) => op.apply(a.eval(dim), b.eval(dim)),
+        }
+    }
+
+    /// Whether it reads no dimension.
+    pub fn is_constant(&self) -> bool {
+        match self {
+            SizeExpr::Const(_) => true,
+            SizeExpr::Dim { .. } => false,
+            SizeExpr::Bin(_, a, b) => a.is_constant() && b.is_constant(),
+        }
+    }
+
+    /// The graph nodes whose dimensions it reads, each once, in order of
+    /// appearance.
+    pub fn nodes(&self) -> Vec<usize> {
+        let mut out = Vec::new();
+        self.collect_nodes(&mut out);
+        out
+    }
+
+    fn collect_nodes(&self, out: &mut Vec<usize>) {
+        match self {
+            SizeExpr::Const(_) => {}
+            SizeExpr::Dim { node, .. } => {
+                if !out.contains(node) {
+                    out.push(*node);
+                }
+            }
+            SizeExpr::Bin(_, a, b) => {
+                a.collect_nodes(out);
+                b.collect_nodes(out);
+            }
+        }
+    }
+}
+
+impl fmt::Display for SizeExpr {
+    /// `n7[1]` for dimension 1 of node 7; `max(a, b)`; other operations
+    /// infix, parenthesised where nested.
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            SizeExpr::Const(n) => write!(f, "{n}"),
+            SizeExpr::Dim { node, dim } => write!(f, "n{node}[{dim}]"),
+            SizeExpr::Bin(SizeOp::Max, a, b) => write!(f, "max({a}, {b})"),
+            SizeExpr::Bin(op, a, b) => {
+                let operand = |e: &SizeExpr, f: &mut fmt::Formatter<'_>| match e {
+                    SizeExpr::Bin(o, ..) if *o != SizeOp::Max && *o != *op => write!(f, "({e})"),
+                    _ => write!(f, "{e}"),
+                };
+                operand(a, f)?;
+                write!(f, " {} ", op.symbol())?;
+                operand(b, f)
+            }
+        }
+    }
+}
+
+/// A size: its value at the graph being lowered and how it is computed
+/// from that graph's dimensions. It cannot be compared: tests go through
+/// `Guards`, which records them.
+#[derive(Clone, Debug)]
+pub(crate) struct Sz {
+    value: usize,
+    expr: Arc<SizeExpr>,
+}
+
+impl Sz {
+    /// A number that does not depend on the graph's dimensions.
+    pub fn constant(n: usize) -> Sz {
+        Sz {
+            value: n,
+            expr: Arc::new(SizeExpr::Const(n)),
+        }
+    }
+
+    /// Dimension `dim` of graph node `node`, whose value is `value`.
+    pub fn dim(node: usize, dim: usize, value: usize) -> Sz {
+        Sz {
+            value,
+            expr: Arc::new(SizeExpr::Dim { node, dim }),
+        }
+    }
+
+    /// The last dimension of node `node`, of shape `shape` (1 for a
+    /// scalar).
+    pub fn last_dim(node: usize, shape: &[usize]) -> Sz {
+        match shape.len().checked_sub(1) {
+            Some(d) => Sz::dim(node, d, shape[d]),
+            None => Sz::constant(1),
+        }
+    }
+
+    /// `len`, as the last dimension of node `node` (of shape `shape`)
+    /// where it is that, else as a number of its own: the rows of a
+    /// matmul operand's packing are its node's last dimension, but a
+    /// shared matrix or a transpose may lay them out otherwise.
+    pub fn last_dim_or(node: usize, shape: &[usize], len: usize) -> Sz {
+        match shape.last() {
+            Some(&last) if last == len => Sz::last_dim(node, shape),
+            _ => Sz::constant(len),
+        }
+    }
+
+    /// Dimensions `dims` of node `node`, of shape `shape`, multiplied
+    /// (1 for none).
+    pub fn dims_product(node: usize, shape: &[usize], dims: impl IntoIterator<Item = usize>) -> Sz {
+        dims.into_iter()
+            .map(|d| Sz::dim(node, d, shape[d]))
+            .fold(Sz::constant(1), |acc, d| acc.mul(&d))
+    }
+
+    /// How it is computed.
+    #[cfg(test)]
+    pub fn expr(&self) -> &Arc<SizeExpr> {
+        &self.expr
+    }
+
+    fn bin(&self, op: SizeOp, other: &Sz) -> Sz {
+        let value = op.apply(self.value, other.value);
+        let expr = match (&*self.expr, &*other.expr) {
+            (SizeExpr::Const(_), SizeExpr::Const(_)) => SizeExpr::Const(value),
+            // Identities keep expressions short: a product with 1, a sum
+            // with 0, a quotient by 1.
+            (SizeExpr::Const(1), _) if op == SizeOp::Mul => return other.clone(),
+            (_, SizeExpr::Const(1)) if matches!(op, SizeOp::Mul | SizeOp::DivCeil) => {
+                return self.clone();
+            }
+            (SizeExpr::Const(0), _) if op == SizeOp::Add => return other.clone(),
+            (_, SizeExpr::Const(0)) if op == SizeOp::Add => return self.clone(),
+            _ => SizeExpr::Bin(op, self.expr.clone(), other.expr.clone()),
+        };
+        Sz {
+            value,
+            expr: Arc::new(expr),
+        }
+    }
+
+    /// `self * other`.
+    pub fn mul(&self, other: &Sz) -> Sz {
+        self.bin(SizeOp::Mul, other)
+    }
+
+    /// `self * n`.
+    pub fn times(&self, n: usize) -> Sz {
+        self.mul(&Sz::constant(n))
+    }
+
+    /// `self / other`, rounded up (0 where `other` is 0).
+    pub fn div_ceil(&self, other: &Sz) -> Sz {
+        self.bin(SizeOp::DivCeil, other)
+    }
+
+    /// The larger of the two.
+    pub fn max(&self, other: &Sz) -> Sz {
+        self.bin(SizeOp::Max, other)
+    }
+}
+
+/// What a guard tests a size for.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub(crate) enum Test {
+    /// `size == n`.
+    Equals(usize),
+    /// `size < n`.
+    Below(usize),
+    /// `size % n == 0`.
+    MultipleOf(usize),
+}
+
+impl Test {
+    /// Whether `value` passes it.
+    pub fn passes(self, value: usize) -> bool {
+        match self {
+            Test::Equals(n) => value == n,
+            Test::Below(n) => value < n,
+            Test::MultipleOf(n) => n != 0 && value.is_multiple_of(n),
+        }
+    }
+
+    /// The condition, as it held (`passed`) or failed.
+    fn condition(self, passed: bool) -> String {
+        match (self, passed) {
+            (Test::Equals(n), true) => format!("== {n}"),
+            (Test::Equals(n), false) => format!("!= {n}"),
+            (Test::Below(n), true) => format!("< {n}"),
+            (Test::Below(n), false) => format!(">= {n}"),
+            (Test::MultipleOf(n), true) => format!("% {n} == 0"),
+            (Test::MultipleOf(n), false) => format!("% {n} != 0"),
+        }
+    }
+}
+
+/// One test a kernel's code depends on: `size` tested by `test` came out
+/// `passed` (its value then was `value`), which decided `decides`.
+#[derive(Clone, Debug, PartialEq)]
+pub(crate) struct Guard {
+    pub size: Arc<SizeExpr>,
+    pub test: Test,
+    pub passed: bool,
+    /// The size's value when the guard was recorded.
+    pub value: usize,
+    /// The choice it decided, for people (`a reduction's workgroup tree`).
+    pub decides: &'static str,
+}
+
+impl Guard {
+    /// Whether the code recorded with it is right for a size of `value`
+    /// as far as this guard goes: the test comes out as it did.
+    #[cfg(test)]
+    pub fn holds_at(&self, value: usize) -> bool {
+        self.test.passes(value) == self.passed
+    }
+
+    /// The condition that held, as `n7[1] < 4096` (a computed size in
+    /// parentheses).
+    pub fn condition(&self) -> String {
+        let test = self.test.condition(self.passed);
+        match &*self.size {
+            SizeExpr::Bin(SizeOp::Max, ..) | SizeExpr::Const(_) | SizeExpr::Dim { .. } => {
+                format!("{} {test}", self.size)
+            }
+            SizeExpr::Bin(..) => format!("({}) {test}", self.size),
+        }
+    }
+
+    /// Whether `other` tests the same size the same way (whatever it
+    /// came out as).
+    fn same_test(&self, other: &Guard) -> bool {
+        self.test == other.test && self.size == other.size
+    }
+}
+
+impl fmt::Display for Guard {
+    /// `n7[1] < 4096 (2048; a reduction's workgroup tree)`.
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{} ({}; {})", self.condition(), self.value, self.decides)
+    }
+}
+
+/// The guards recorded while one kernel was lowered, in the order its
+/// tests were made. Tests of sizes that read no dimension are answered
+/// without a guard; a test made twice is recorded once.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub(crate) struct Guards(Vec<Guard>);
+
+impl Guards {
+    /// Answers `test` of `size` and records it, for `decides`.
+    fn record(&mut self, size: &Sz, test: Test, decides: &'static str) -> bool {
+        let passed = test.passes(size.value);
+        if !size.expr.is_constant() {
+            let guard = Guard {
+                size: size.expr.clone(),
+                test,
+                passed,
+                value: size.value,
+                decides,
+            };
+            if !self.0.iter().any(|g| g.same_test(&guard)) {
+                self.0.push(guard);
+            }
+        }
+        passed
+    }
+
+    /// Whether `size <= bound`.
+    pub fn at_most(&mut self, size: &Sz, bound: usize, decides: &'static str) -> bool {
+        self.record(size, Test::Below(bound.saturating_add(1)), decides)
+    }
+
+    /// Whether `size >= bound`.
+    pub fn at_least(&mut self, size: &Sz, bound: usize, decides: &'static str) -> bool {
+        !self.record(size, Test::Below(bound), decides)
+    }
+
+    /// Whether `size == n`.
+    pub fn equals(&mut self, size: &Sz, n: usize, decides: &'static str) -> bool {
+        self.record(size, Test::Equals(n), decides)
+    }
+
+    /// Whether `size` is a multiple of `n`.
+    pub fn multiple_of(&mut self, size: &Sz, n: usize, decides: &'static str) -> bool {
+        self.record(size, Test::MultipleOf(n), decides)
+    }
+
+    /// The guards, in the order recorded.
+    pub fn list(&self) -> &[Guard] {
+        &self.0
+    }
+
+    /// Adds `other`'s guards (a kernel's packing kernels' choices).
+    pub fn extend(&mut self, other: &Guards) {
+        for g in &other.0 {
+            if !self.0.iter().any(|h| h.same_test(g)) {
+                self.0.push(g.clone());
+            }
+        }
+    }
+}
+
+/// The first of `before`'s guards (a kernel's at a site's last sizes)
+/// that came out otherwise among `now`'s (the same kernel's at new
+/// sizes): the test whose answer changed the code. Guards are matched by
+/// size and test, so one tested at one size and not at the other (a path
+/// another decision left) is passed over.
+pub(crate) fn first_crossed<'a>(before: &'a [Guard], now: &'a [Guard]) -> Option<Crossed<'a>> {
+    before.iter().find_map(|was| {
+        let new = now.iter().find(|n| n.same_test(was))?;
+        (new.passed != was.passed).then_some(Crossed { was, now: new })
+    })
+}
+
+/// A guard a new size crossed: as recorded at the site's last sizes and
+/// at the new ones.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct Crossed<'a> {
+    pub was: &'a Guard,
+    pub now: &'a Guard,
+}
+
+impl Crossed<'_> {
+    /// `n7[1] < 4096 held at 2048, not at 5000 (a reduction's workgroup
+    /// tree)`, the dimensions named by `name(node, dim)` where it gives a
+    /// name.
+    pub fn describe(&self, name: &dyn Fn(usize) -> Option<String>) -> String {
+        let named: Vec<String> = (self.was.size.nodes().into_iter())
+            .filter_map(|n| name(n).map(|label| format!("n{n} is {label}")))
+            .collect();
+        let named = match named.is_empty() {
+            true => String::new(),
+            false => format!("; {}", named.join(", ")),
+        };
+        format!(
+            "guard `{}` held at {}, not at {} ({}{named})",
+            self.was.condition(),
+            self.was.value,
+            self.now.value,
+            self.was.decides
+        )
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn sizes_keep_their_value_and_their_expression() {
+        let rows = Sz::dim(3, 0, 50);
+        let cols = Sz::dim(3, 1, 12);
+        let n = rows
+            .mul(&cols)
+            .div_ceil(&Sz::constant(4))
+            .max(&Sz::constant(1));
+        assert_eq!(n.value, 150);
+        assert_eq!(n.expr().to_string(), "max((n3[0] * n3[1]) /^ 4, 1)");
+        let at = |node: usize, dim: usize| [[0, 0], [0, 0], [0, 0], [64, 12]][node][dim];
+        assert_eq!(n.expr().eval(&at), 64 * 12 / 4);
+        assert_eq!(n.expr().eval(&|_, _| 0), 1);
+        assert_eq!(n.expr().nodes(), vec![3]);
+        // Identities do not grow expressions; constants fold.
+        assert_eq!(*rows.times(1).expr(), *rows.expr());
+        assert!(Sz::constant(3).times(4).expr().is_constant());
+        let product = Sz::dims_product(3, &[50, 12, 7], [0, 2]);
+        assert_eq!(
+            (product.value, product.expr().to_string()),
+            (350, "n3[0] * n3[2]".into())
+        );
+    }
+
+    #[test]
+    fn every_test_of_a_dimension_is_recorded_once_and_constants_are_not() {
+        let mut guards = Guards::default();
+        let len = Sz::dim(7, 1, 2048);
+        assert!(!guards.at_least(&len, 4096, "a tree"));
+        assert!(!guards.at_least(&len, 4096, "a tree"));
+        assert!(guards.multiple_of(&len, 4, "fours"));
+        assert!(!guards.at_least(&len, 4096, "again"));
+        assert!(guards.at_most(&len, 2048, "at most"));
+        assert!(!guards.equals(&len, 1, "one"));
+        assert!(!guards.at_least(&Sz::constant(3), 4, "constant"));
+        let listed: Vec<String> = guards.list().iter().map(Guard::condition).collect();
+        assert_eq!(
+            listed,
+            [
+                "n7[1] < 4096",
+                "n7[1] % 4 == 0",
+                "n7[1] < 2049",
+                "n7[1] != 1"
+            ]
+        );
+        // Each guard says whether other values keep its answer.
+        let tree = &guards.list()[0];
+        assert!(tree.holds_at(4095) && !tree.holds_at(4096));
+        let one = &guards.list()[3];
+        assert!(one.holds_at(5) && !one.holds_at(1));
+        assert_eq!(tree.to_string(), "n7[1] < 4096 (2048; a tree)");
+    }
+
+    #[test]
+    fn the_first_guard_whose_answer_changed_is_the_one_crossed() {
+        let lowered = |len: usize| {
+            let mut guards = Guards::default();
+            let len = Sz::dim(7, 1, len);
+            guards.multiple_of(&len, 4, "vec4 rows");
+            if !guards.at_least(&len, 4096, "a workgroup tree") {
+                guards.at_most(&len, 65_535, "the loop budget");
+            }
+            guards
+        };
+        let (small, other_small, large) = (lowered(2048), lowered(1000), lowered(5000));
+        assert!(first_crossed(small.list(), other_small.list()).is_none());
+        let crossed = first_crossed(small.list(), large.list()).expect("a guard crossed");
+        assert_eq!(crossed.was.condition(), "n7[1] < 4096");
+        let name = |n: usize| (n == 7).then(|| "sum recorded at a.rs:3".to_string());
+        assert_eq!(
+            crossed.describe(&name),
+            "guard `n7[1] < 4096` held at 2048, not at 5000 (a workgroup tree; n7 is sum recorded at a.rs:3)"
+        );
+        // A multiple of four crossed first where it did.
+        let odd = lowered(2047);
+        let crossed = first_crossed(small.list(), odd.list()).expect("a guard crossed");
+        assert_eq!(crossed.now.condition(), "n7[1] % 4 != 0");
+    }
+}
