@@ -148,6 +148,38 @@ fn the_recompile_budget_turns_the_next_recompile_into_an_error_naming_the_line()
     assert!(loss.is_finite());
 }
 
+/// Past the budget, the error names the guard the new sizes crossed, as
+/// the warning does: an elementwise kernel over `3 * t` elements works on
+/// `vec4`s while that is a multiple of four (`t` = 8, then 12: one
+/// generic kernel), and `t = 7` crosses that guard.
+#[test]
+fn a_recompile_past_the_budget_names_the_guard_its_sizes_crossed() {
+    let Some(dev) = common::gpu() else { return };
+    dev.set_recompile_budget(1);
+    let run = |t: usize| -> lazywgpu::Result<Vec<f32>> {
+        let x = Tensor::from_vec(vec![0.5f32; 3 * t], [t, 3], &dev)?;
+        let y = (x.exp() * 2.0).to_vec::<f32>();
+        dev.mark_step()?;
+        y
+    };
+    run(8).unwrap();
+    run(12).unwrap();
+    let err = run(7).expect_err("a second recompile, past the budget");
+    let Error::RecompileBudget { change, .. } = &err else {
+        panic!("wanted RecompileBudget, got {err}");
+    };
+    assert!(
+        change.contains("not generic over the new sizes: kernel 0 (")
+            && change.contains("% 4 == 0` held at 36, not at 21 (elements computed four at a time"),
+        "{err}"
+    );
+    dev.set_recompile_budget(None);
+    let want = (2.0 * 0.5f64.exp()) as f32;
+    for got in run(7).unwrap() {
+        assert!((got - want).abs() <= 1e-6 * want, "{got} vs {want}");
+    }
+}
+
 /// `w -= 0.01 * g` in a loop that reads a value of `w` every 100
 /// iterations and never calls `mark_step()`: each read runs the whole
 /// history. Returns the device's graph-growth warnings.

@@ -101,8 +101,8 @@ impl SiteNote {
     /// kernels among `sources` that need a pipeline (not `compiled`),
     /// each with the guard its sizes crossed (`texts`: the site's record
     /// of this graph, see `DispatchText::not_generic`). The first three
-    /// are named, by the node each writes first and its source line. (A
-    /// site past its budget fails with the graph's change alone.)
+    /// are named, by the node each writes first and its source line, in
+    /// the warning and, past the site's budget, in its error.
     pub(super) fn explain_kernels(
         &mut self,
         graph: &Graph,
@@ -143,6 +143,10 @@ impl SiteNote {
             why.push_str(&format!(" (and {more} more)"));
         }
         warning.push_str(&why);
+        // Past the budget, the error names them too.
+        if let Some(Error::RecompileBudget { change, .. }) = &mut self.over_budget {
+            change.push_str(&why);
+        }
     }
 }
 
