@@ -31,6 +31,8 @@ mod bindings_test;
 #[cfg(test)]
 mod golden_test;
 #[cfg(test)]
+mod guards_test;
+#[cfg(test)]
 mod norm_test;
 #[cfg(test)]
 mod planned_test;
