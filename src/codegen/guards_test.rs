@@ -9,7 +9,7 @@ use super::{CodegenContext, KernelSource, generate};
 use crate::graph::{Graph, GraphKey};
 use crate::kernel::Target;
 use crate::kernel::generic::structural_difference;
-use crate::kernel::sizes::Guard;
+use crate::kernel::sizes::{Guard, Leaf};
 use crate::schedule::{lower_for_gpu, plan};
 use crate::{Device, DeviceConfig, Tensor};
 
@@ -25,15 +25,23 @@ fn conditions(kernel: &KernelSource) -> Vec<String> {
     kernel.guards.list().iter().map(Guard::condition).collect()
 }
 
-/// Whether every guard of `kernels` holds where each dimension `(node,
-/// dim)` is `at(node, dim)`.
-fn all_hold(kernels: &[KernelSource], at: &dyn Fn(usize, usize) -> usize) -> bool {
+/// Whether every guard of `kernels` holds where each number of the graph
+/// is `at(leaf)`.
+fn all_hold(kernels: &[KernelSource], at: &dyn Fn(Leaf) -> usize) -> bool {
     (kernels.iter().flat_map(|k| k.guards.list()))
         .all(|g| g.test.passes(g.size.eval(at)) == g.passed)
 }
 
+/// The conditions of `kernel`'s guards that decided `what`.
+fn deciding(kernel: &KernelSource, what: &[&str]) -> Vec<String> {
+    (kernel.guards.list().iter())
+        .filter(|g| what.iter().any(|w| g.decides.contains(w)))
+        .map(Guard::condition)
+        .collect()
+}
+
 #[test]
-fn a_row_sum_depends_on_its_length_through_three_guards() {
+fn a_row_sum_depends_on_its_length_through_three_guards_and_its_bindings() {
     let budget = Target::lavapipe()
         .loop_budget(1)
         .expect("lavapipe's budget");
@@ -41,13 +49,27 @@ fn a_row_sum_depends_on_its_length_through_three_guards() {
     let kernels = kernels_of(&[&sum], &Target::lavapipe());
     assert_eq!(kernels.len(), 1);
     // Read four at a time (a multiple of four), one invocation a row
-    // (below the tree's 4,096 elements), within the loop budget.
+    // (below the tree's 4,096 elements), within the loop budget; the
+    // input and the output each in one binding (of 128 MiB).
     let want = [
         "n0[1] % 4 == 0".to_string(),
         "max(n0[1], 1) < 4096".to_string(),
-        format!("max(n0[1], 1) < {}", budget + 1),
+        format!("max(n0[1], 1) <= {budget}"),
+        "((extent(n0) /^ 4) * 16) <= 134217728".to_string(),
+        "(n2[0] * 4) <= 134217728".to_string(),
     ];
     assert_eq!(conditions(&kernels[0]), want);
+    // In parts of 64 KiB the input (1.2 MB) takes 19.
+    let small = Target::lavapipe().with_max_binding(Some(64 << 10), 256);
+    let kernels = kernels_of(&[&sum], &small);
+    let parts = deciding(&kernels[0], &["binding"]);
+    assert_eq!(
+        parts,
+        [
+            "(((extent(n0) /^ 4) * 16) /^ 65536) == 19",
+            "(n2[0] * 4) <= 65536"
+        ]
+    );
     // A row of 70,001 elements: past the budget, a workgroup tree.
     let long = input(300, 70_001).sum([1], false);
     let kernels = kernels_of(&[&long], &Target::lavapipe());
@@ -70,7 +92,7 @@ fn softmax_and_elementwise_kernels_list_the_tests_of_their_sizes() {
     let odd = input(7, 3).exp();
     let kernels = kernels_of(&[&odd], &Target::lavapipe());
     assert_eq!(
-        conditions(&kernels[0]),
+        deciding(&kernels[0], &["four at a time"]),
         ["(n1[0] * n1[1]) % 4 != 0"],
         "{}",
         kernels[0].kernel
@@ -84,22 +106,19 @@ fn softmax_and_elementwise_kernels_list_the_tests_of_their_sizes() {
 #[test]
 fn kernels_whose_guards_hold_at_another_size_choose_as_they_do() {
     let lengths = [1usize, 3, 4, 12, 255, 256, 1000, 4095, 4096, 5000, 70_001];
-    let lowered = |len: usize| -> Vec<Vec<KernelSource>> {
+    let lowered = |len: usize| -> Vec<(GraphKey, Vec<KernelSource>)> {
         let x = input(3, len);
         [x.sum([1], false), x.softmax(1), &x * 2.0]
             .iter()
-            .map(|t| kernels_of(&[t], &Target::lavapipe()))
+            .map(|t| lowered_with_key(&[t], &Target::lavapipe()))
             .collect()
     };
-    let all: Vec<Vec<Vec<KernelSource>>> = lengths.iter().map(|&l| lowered(l)).collect();
+    let all: Vec<_> = lengths.iter().map(|&l| lowered(l)).collect();
     let mut compared = 0;
     for (a, at_a) in lengths.iter().zip(&all) {
         for (b, at_b) in lengths.iter().zip(&all) {
-            for (ka, kb) in at_a.iter().zip(at_b) {
-                // The node whose dims the guards read is the input: its
-                // rows stay 3, its length is `b`.
-                let at = |_: usize, dim: usize| if dim == 0 { 3 } else { *b };
-                if ka.len() != kb.len() || !all_hold(ka, &at) {
+            for ((_, ka), (key_b, kb)) in at_a.iter().zip(at_b) {
+                if ka.len() != kb.len() || !all_hold(ka, &|leaf| number_of(key_b, leaf)) {
                     continue;
                 }
                 compared += 1;
@@ -112,6 +131,14 @@ fn kernels_whose_guards_hold_at_another_size_choose_as_they_do() {
     assert!(compared > 3 * lengths.len(), "{compared} pairs compared");
 }
 
+/// The number `leaf` of graph `key`.
+fn number_of(key: &GraphKey, leaf: Leaf) -> usize {
+    match leaf {
+        Leaf::Dim { node, dim } => key.nodes[node].shape[dim],
+        Leaf::Extent { node } => key.nodes[node].extent(),
+    }
+}
+
 /// The kernels of `outputs` after the whole lowering for `target`, with
 /// the lowered graph whose dimensions their guards read.
 fn lowered_with_key(outputs: &[&Tensor], target: &Target) -> (GraphKey, Vec<KernelSource>) {
@@ -120,7 +147,13 @@ fn lowered_with_key(outputs: &[&Tensor], target: &Target) -> (GraphKey, Vec<Kern
     let key = lower_for_gpu(&graph.key, target).key;
     let mut plan = plan(&key, target);
     let mut out = Vec::new();
-    for source in generate(&key, &CodegenContext::plain(target), &mut plan) {
+    // As a site's later sizes are lowered: index arithmetic is simplified
+    // only at a site's first, fixed sizes.
+    let cx = CodegenContext {
+        fixed_sizes: false,
+        ..CodegenContext::plain(target)
+    };
+    for source in generate(&key, &cx, &mut plan) {
         out.extend(source.packs.iter().cloned());
         out.push(source);
     }
@@ -138,7 +171,7 @@ fn unguarded_changes(lowered: &[(GraphKey, Vec<KernelSource>)]) -> (usize, Vec<S
             if ka.nodes.len() != kb.nodes.len() || sa.len() != sb.len() {
                 continue;
             }
-            let at = |node: usize, dim: usize| kb.nodes[node].shape[dim];
+            let at = |leaf: Leaf| number_of(kb, leaf);
             for (x, y) in sa.iter().zip(sb) {
                 if !all_hold(std::slice::from_ref(x), &at) {
                     continue;
@@ -155,19 +188,21 @@ fn unguarded_changes(lowered: &[(GraphKey, Vec<KernelSource>)]) -> (usize, Vec<S
 
 /// Three training steps (an MLP over batch sizes, an attention block
 /// with a layer norm and a GELU over sequence lengths, a convolution with
-/// pooling and a softmax over batch sizes), each lowered at nine sizes:
+/// pooling and a softmax over batch sizes), each lowered at nine sizes
+/// with binding parts of 64 KiB (so that sizes cross binding parts), as
+/// a site's later sizes are lowered (`fixed_sizes` off):
 /// wherever a kernel's guards all hold at another size's dimensions, that
 /// size's kernel has the same structure (`generic::structural_difference`
 /// finds nothing but literals), so that the guards are all its code
 /// depends on. Elementwise, softmax, norm and attention kernels are held
 /// to it; lane matmuls, their packing kernels and reductions are not yet:
-/// the index simplifier (`kernel::simplify`) rewrites their tile and
-/// window arithmetic by the values of their tile counts and extents
-/// (`gi / 1`, a remainder whose range fits), tests it does not record.
-/// The test prints how many of theirs differ.
+/// their tile and window arithmetic takes shortcuts by the values of tile
+/// counts and extents (a tile index without `%` where one tile covers
+/// the rows, a clamp where the rows fill whole tiles) that record no
+/// guard. The test prints how many of theirs differ.
 #[test]
 fn kernels_keep_their_structure_wherever_their_guards_hold() {
-    let target = Target::lavapipe();
+    let target = Target::lavapipe().with_max_binding(Some(64 << 10), 256);
     let dev = Device::cpu_with(DeviceConfig::default());
     dev.manual_seed(1);
     let param = |shape: &[usize]| {
@@ -240,6 +275,6 @@ fn kernels_keep_their_structure_wherever_their_guards_hold() {
             left.len()
         );
         assert!(held.is_empty(), "{name}: {held:#?}");
-        assert!(same > 50 * sizes.len(), "{name}: {same} pairs compared");
+        assert!(same > 30 * sizes.len(), "{name}: {same} pairs compared");
     }
 }

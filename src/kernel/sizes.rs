@@ -21,11 +21,40 @@ use std::sync::Arc;
 pub(crate) enum SizeExpr {
     /// A number that does not come from a dimension.
     Const(usize),
-    /// Dimension `dim` of the shape of graph node `node` (the graph the
-    /// kernel was lowered from): a symbol.
-    Dim { node: usize, dim: usize },
+    /// A number of the graph the kernel was lowered from: a symbol.
+    Leaf(Leaf),
     /// An operation on two sizes.
     Bin(SizeOp, Arc<SizeExpr>, Arc<SizeExpr>),
+}
+
+/// A number of the lowered graph that sizes are computed from.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub(crate) enum Leaf {
+    /// Dimension `dim` of the shape of graph node `node`.
+    Dim { node: usize, dim: usize },
+    /// How many elements of its buffer node `node` spans: the furthest
+    /// element its layout reaches, plus one (`GNode::extent`; a view of
+    /// an input reaches past its own elements).
+    Extent { node: usize },
+}
+
+impl Leaf {
+    /// The graph node it is a number of.
+    pub fn node(self) -> usize {
+        match self {
+            Leaf::Dim { node, .. } | Leaf::Extent { node } => node,
+        }
+    }
+}
+
+impl fmt::Display for Leaf {
+    /// `n7[1]` for dimension 1 of node 7, `extent(n7)`.
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Leaf::Dim { node, dim } => write!(f, "n{node}[{dim}]"),
+            Leaf::Extent { node } => write!(f, "extent(n{node})"),
+        }
+    }
 }
 
 /// The operations sizes are combined by.
@@ -62,13 +91,13 @@ impl SizeOp {
 }
 
 impl SizeExpr {
-    /// Its value where each dimension is `dim(node, dim)`.
+    /// Its value where each of the graph's numbers is `at(leaf)`.
     #[cfg(test)]
-    pub fn eval(&self, dim: &dyn Fn(usize, usize) -> usize) -> usize {
+    pub fn eval(&self, at: &dyn Fn(Leaf) -> usize) -> usize {
         match self {
             SizeExpr::Const(n) => *n,
-            SizeExpr::Dim { node, dim: d } => dim(*node, *d),
-            SizeExpr::Bin(op, a, b) => op.apply(a.eval(dim), b.eval(dim)),
+            SizeExpr::Leaf(leaf) => at(*leaf),
+            SizeExpr::Bin(op, a, b) => op.apply(a.eval(at), b.eval(at)),
         }
     }
 
@@ -76,7 +105,7 @@ impl SizeExpr {
     pub fn is_constant(&self) -> bool {
         match self {
             SizeExpr::Const(_) => true,
-            SizeExpr::Dim { .. } => false,
+            SizeExpr::Leaf(_) => false,
             SizeExpr::Bin(_, a, b) => a.is_constant() && b.is_constant(),
         }
     }
@@ -92,9 +121,9 @@ impl SizeExpr {
     fn collect_nodes(&self, out: &mut Vec<usize>) {
         match self {
             SizeExpr::Const(_) => {}
-            SizeExpr::Dim { node, .. } => {
-                if !out.contains(node) {
-                    out.push(*node);
+            SizeExpr::Leaf(leaf) => {
+                if !out.contains(&leaf.node()) {
+                    out.push(leaf.node());
                 }
             }
             SizeExpr::Bin(_, a, b) => {
@@ -111,7 +140,7 @@ impl fmt::Display for SizeExpr {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
             SizeExpr::Const(n) => write!(f, "{n}"),
-            SizeExpr::Dim { node, dim } => write!(f, "n{node}[{dim}]"),
+            SizeExpr::Leaf(leaf) => write!(f, "{leaf}"),
             SizeExpr::Bin(SizeOp::Max, a, b) => write!(f, "max({a}, {b})"),
             SizeExpr::Bin(op, a, b) => {
                 let operand = |e: &SizeExpr, f: &mut fmt::Formatter<'_>| match e {
@@ -148,7 +177,16 @@ impl Sz {
     pub fn dim(node: usize, dim: usize, value: usize) -> Sz {
         Sz {
             value,
-            expr: Arc::new(SizeExpr::Dim { node, dim }),
+            expr: Arc::new(SizeExpr::Leaf(Leaf::Dim { node, dim })),
+        }
+    }
+
+    /// How many elements of its buffer node `node` spans, `value` here
+    /// (see `Leaf::Extent`).
+    pub fn extent(node: usize, value: usize) -> Sz {
+        Sz {
+            value,
+            expr: Arc::new(SizeExpr::Leaf(Leaf::Extent { node })),
         }
     }
 
@@ -197,7 +235,16 @@ impl Sz {
                 return self.clone();
             }
             (SizeExpr::Const(0), _) if op == SizeOp::Add => return other.clone(),
-            (_, SizeExpr::Const(0)) if op == SizeOp::Add => return self.clone(),
+            // `(x * a) * b` is `x * (a b)`.
+            (SizeExpr::Bin(SizeOp::Mul, x, a), SizeExpr::Const(b))
+                if op == SizeOp::Mul && matches!(**a, SizeExpr::Const(_)) =>
+            {
+                let a = match **a {
+                    SizeExpr::Const(a) => a,
+                    _ => unreachable!("matched a constant"),
+                };
+                SizeExpr::Bin(op, x.clone(), Arc::new(SizeExpr::Const(a * b)))
+            }
             _ => SizeExpr::Bin(op, self.expr.clone(), other.expr.clone()),
         };
         Sz {
@@ -234,6 +281,8 @@ pub(crate) enum Test {
     Equals(usize),
     /// `size < n`.
     Below(usize),
+    /// `size <= n`.
+    AtMost(usize),
     /// `size % n == 0`.
     MultipleOf(usize),
 }
@@ -244,6 +293,7 @@ impl Test {
         match self {
             Test::Equals(n) => value == n,
             Test::Below(n) => value < n,
+            Test::AtMost(n) => value <= n,
             Test::MultipleOf(n) => n != 0 && value.is_multiple_of(n),
         }
     }
@@ -255,6 +305,8 @@ impl Test {
             (Test::Equals(n), false) => format!("!= {n}"),
             (Test::Below(n), true) => format!("< {n}"),
             (Test::Below(n), false) => format!(">= {n}"),
+            (Test::AtMost(n), true) => format!("<= {n}"),
+            (Test::AtMost(n), false) => format!("> {n}"),
             (Test::MultipleOf(n), true) => format!("% {n} == 0"),
             (Test::MultipleOf(n), false) => format!("% {n} != 0"),
         }
@@ -287,7 +339,7 @@ impl Guard {
     pub fn condition(&self) -> String {
         let test = self.test.condition(self.passed);
         match &*self.size {
-            SizeExpr::Bin(SizeOp::Max, ..) | SizeExpr::Const(_) | SizeExpr::Dim { .. } => {
+            SizeExpr::Bin(SizeOp::Max, ..) | SizeExpr::Const(_) | SizeExpr::Leaf(_) => {
                 format!("{} {test}", self.size)
             }
             SizeExpr::Bin(..) => format!("({}) {test}", self.size),
@@ -335,7 +387,7 @@ impl Guards {
 
     /// Whether `size <= bound`.
     pub fn at_most(&mut self, size: &Sz, bound: usize, decides: &'static str) -> bool {
-        self.record(size, Test::Below(bound.saturating_add(1)), decides)
+        self.record(size, Test::AtMost(bound), decides)
     }
 
     /// Whether `size >= bound`.
@@ -424,13 +476,23 @@ mod tests {
             .max(&Sz::constant(1));
         assert_eq!(n.value, 150);
         assert_eq!(n.expr().to_string(), "max((n3[0] * n3[1]) /^ 4, 1)");
-        let at = |node: usize, dim: usize| [[0, 0], [0, 0], [0, 0], [64, 12]][node][dim];
+        let at = |leaf: Leaf| match leaf {
+            Leaf::Dim { node: 3, dim } => [64, 12][dim],
+            _ => 0,
+        };
         assert_eq!(n.expr().eval(&at), 64 * 12 / 4);
-        assert_eq!(n.expr().eval(&|_, _| 0), 1);
+        assert_eq!(n.expr().eval(&|_| 0), 1);
+        let spanned = Sz::extent(5, 100).times(4);
+        assert_eq!(spanned.expr().to_string(), "extent(n5) * 4");
         assert_eq!(n.expr().nodes(), vec![3]);
         // Identities do not grow expressions; constants fold.
         assert_eq!(*rows.times(1).expr(), *rows.expr());
         assert!(Sz::constant(3).times(4).expr().is_constant());
+        let bytes = Sz::extent(5, 10).times(4).times(4);
+        assert_eq!(
+            (bytes.value, bytes.expr().to_string()),
+            (160, "extent(n5) * 16".into())
+        );
         let product = Sz::dims_product(3, &[50, 12, 7], [0, 2]);
         assert_eq!(
             (product.value, product.expr().to_string()),
@@ -455,7 +517,7 @@ mod tests {
             [
                 "n7[1] < 4096",
                 "n7[1] % 4 == 0",
-                "n7[1] < 2049",
+                "n7[1] <= 2048",
                 "n7[1] != 1"
             ]
         );

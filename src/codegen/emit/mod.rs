@@ -13,8 +13,8 @@ use std::collections::HashMap;
 use crate::dtype::DType;
 use crate::graph::op::{BinaryOp, Op, UnaryOp};
 use crate::graph::{GKind, GNode};
-use crate::kernel::Guards;
 use crate::kernel::ir::{Arith, Buffer, Builtin, Check, Expr, Inst, PartAccess, Ty, Var};
+use crate::kernel::{Guards, Sz};
 use crate::shape::{Layout, numel};
 
 mod assemble;
@@ -182,6 +182,12 @@ impl<'a> Gen<'a> {
     /// the parts.
     fn split_access(&mut self, buffer: Buffer, n: usize, pos: Expr, vec: bool) -> Expr {
         let parts = self.parts_of(n, vec);
+        // An input spans its layout's reach; a stored value its elements.
+        let spanned = match self.nodes[n].kind {
+            GKind::Input { .. } => Sz::extent(n, self.nodes[n].extent()),
+            GKind::Op { .. } => self.elements_of(n),
+        };
+        self.guard_parts(n, (spanned, vec), parts);
         if parts == 1 {
             return Expr::Load {
                 buffer,
@@ -210,6 +216,30 @@ impl<'a> Gen<'a> {
             access: PartAccess::Read(var),
         });
         Expr::Var(var)
+    }
+
+    /// Node `n`'s element count, as a size of its dimensions.
+    fn elements_of(&self, n: usize) -> Sz {
+        let shape = &self.nodes[n].shape;
+        Sz::dims_product(n, shape, 0..shape.len())
+    }
+
+    /// Records the test that node `n`'s `elements` (`vec`: bound in
+    /// groups of four) take `parts` binding parts: one binding where they
+    /// fit one part, else that many parts (`kernel::binding_parts`).
+    fn guard_parts(&mut self, n: usize, (elements, vec): (Sz, bool), parts: usize) {
+        let units = match vec {
+            true => elements.div_ceil(&Sz::constant(4)).times(4),
+            false => elements,
+        };
+        let bytes = units.times(self.nodes[n].dtype.size_in_bytes());
+        let part = self.part_bytes();
+        if parts == 1 {
+            self.guards.at_most(&bytes, part, "one binding");
+        } else {
+            let counted = bytes.div_ceil(&Sz::constant(part));
+            self.guards.equals(&counted, parts, "binding parts");
+        }
     }
 
     /// Elements (or `vec4`s) of node `n` one binding part holds.
@@ -248,7 +278,9 @@ impl<'a> Gen<'a> {
             value
         };
         let buffer = self.output_buffer(k, o);
-        match self.write_parts_of(o, vec) {
+        let parts = self.write_parts_of(o, vec);
+        self.guard_parts(o, (self.elements_of(o), vec), parts);
+        match parts {
             1 => Inst::Store {
                 buffer,
                 index: idx.clone(),
