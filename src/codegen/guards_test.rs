@@ -6,7 +6,7 @@
 
 use super::bindings_test::kernels_of;
 use super::{CodegenContext, KernelSource, generate};
-use crate::graph::{Graph, GraphKey};
+use crate::graph::{GKind, Graph, GraphKey};
 use crate::kernel::Target;
 use crate::kernel::generic::structural_difference;
 use crate::kernel::sizes::{Guard, Leaf};
@@ -106,7 +106,7 @@ fn softmax_and_elementwise_kernels_list_the_tests_of_their_sizes() {
 #[test]
 fn kernels_whose_guards_hold_at_another_size_choose_as_they_do() {
     let lengths = [1usize, 3, 4, 12, 255, 256, 1000, 4095, 4096, 5000, 70_001];
-    let lowered = |len: usize| -> Vec<(GraphKey, Vec<KernelSource>)> {
+    let lowered = |len: usize| -> Vec<Lowered> {
         let x = input(3, len);
         [x.sum([1], false), x.softmax(1), &x * 2.0]
             .iter()
@@ -136,12 +136,16 @@ fn number_of(key: &GraphKey, leaf: Leaf) -> usize {
     match leaf {
         Leaf::Dim { node, dim } => key.nodes[node].shape[dim],
         Leaf::Extent { node } => key.nodes[node].extent(),
+        Leaf::Reached { node } => match &key.nodes[node].kind {
+            GKind::Input { layout, .. } => layout.elements_reached(&key.nodes[node].shape),
+            GKind::Op { .. } => unreachable!("a computed node's elements are its dimensions"),
+        },
     }
 }
 
 /// The kernels of `outputs` after the whole lowering for `target`, with
 /// the lowered graph whose dimensions their guards read.
-fn lowered_with_key(outputs: &[&Tensor], target: &Target) -> (GraphKey, Vec<KernelSource>) {
+fn lowered_with_key(outputs: &[&Tensor], target: &Target) -> Lowered {
     let nodes: Vec<_> = outputs.iter().map(|t| t.node()).collect();
     let graph = Graph::collect_with(&nodes, true, false);
     let key = lower_for_gpu(&graph.key, target).key;
@@ -164,7 +168,7 @@ fn lowered_with_key(outputs: &[&Tensor], target: &Target) -> (GraphKey, Vec<Kern
 /// guards all hold at the other graph's dimensions, as (kernels of the
 /// same structure, descriptions of those that differ: strategy and the
 /// first line that differs).
-fn unguarded_changes(lowered: &[(GraphKey, Vec<KernelSource>)]) -> (usize, Vec<String>) {
+fn unguarded_changes(lowered: &[Lowered]) -> (usize, Vec<String>) {
     let (mut same, mut differ) = (0, Vec::new());
     for (ka, sa) in lowered {
         for (kb, sb) in lowered {
@@ -186,95 +190,115 @@ fn unguarded_changes(lowered: &[(GraphKey, Vec<KernelSource>)]) -> (usize, Vec<S
     (same, differ)
 }
 
-/// Three training steps (an MLP over batch sizes, an attention block
-/// with a layer norm and a GELU over sequence lengths, a convolution with
-/// pooling and a softmax over batch sizes), each lowered at nine sizes
-/// with binding parts of 64 KiB (so that sizes cross binding parts), as
-/// a site's later sizes are lowered (`fixed_sizes` off):
-/// wherever a kernel's guards all hold at another size's dimensions, that
-/// size's kernel has the same structure (`generic::structural_difference`
-/// finds nothing but literals), so that the guards are all its code
-/// depends on. Elementwise, softmax, norm and attention kernels are held
-/// to it; lane matmuls, their packing kernels and reductions are not yet:
-/// their tile and window arithmetic takes shortcuts by the values of tile
-/// counts and extents (a tile index without `%` where one tile covers
-/// the rows, a clamp where the rows fill whole tiles) that record no
-/// guard. The test prints how many of theirs differ.
-#[test]
-fn kernels_keep_their_structure_wherever_their_guards_hold() {
-    let target = Target::lavapipe().with_max_binding(Some(64 << 10), 256);
-    let dev = Device::cpu_with(DeviceConfig::default());
-    dev.manual_seed(1);
-    let param = |shape: &[usize]| {
-        let w = Tensor::randn(shape, &dev);
-        w.requires_grad_(true);
-        w
-    };
-    let (w1, w2) = (param(&[784, 128]), param(&[128, 10]));
-    let mlp = |batch: usize| {
-        let x = Tensor::randn([batch, 784], &dev);
-        let y = (Tensor::rand([batch], &dev) * 10.0)
-            .floor()
-            .cast(crate::DType::I32);
-        let logits = x.matmul(&w1).relu().matmul(&w2);
-        let loss = crate::nn::functional::cross_entropy(&logits, &y);
+/// The parameters of three training steps, made once so that every
+/// size's graph reads the same ones: an MLP's, an attention block's, a
+/// convolution's.
+struct Steps {
+    dev: Device,
+    mlp: [Tensor; 2],
+    block: [Tensor; 2],
+    conv: Tensor,
+}
+
+impl Steps {
+    fn new() -> Steps {
+        let dev = Device::cpu_with(DeviceConfig::default());
+        dev.manual_seed(1);
+        let param = |shape: &[usize]| {
+            let w = Tensor::randn(shape, &dev);
+            w.requires_grad_(true);
+            w
+        };
+        Steps {
+            mlp: [param(&[784, 128]), param(&[128, 10])],
+            block: [param(&[64, 192]), param(&[64, 64])],
+            conv: param(&[8, 3, 3, 3]),
+            dev,
+        }
+    }
+
+    /// The loss and the gradients of `params`, lowered for `target`.
+    fn lowered(&self, loss: Tensor, params: &[&Tensor], target: &Target) -> Lowered {
         loss.backward();
-        let (g1, g2) = (w1.grad().expect("g1"), w2.grad().expect("g2"));
-        w1.zero_grad();
-        w2.zero_grad();
-        lowered_with_key(&[&loss, &g1, &g2], &target)
-    };
-    let (wq, wo) = (param(&[64, 192]), param(&[64, 64]));
-    let block = |t: usize| {
+        let grads: Vec<Tensor> = (params.iter())
+            .map(|w| w.grad().expect("a gradient"))
+            .collect();
+        params.iter().for_each(|w| w.zero_grad());
+        let mut outputs = vec![&loss];
+        outputs.extend(&grads);
+        lowered_with_key(&outputs, target)
+    }
+
+    /// The 784-128-10 MLP's step with cross-entropy at `batch`.
+    fn mlp(&self, batch: usize, target: &Target) -> Lowered {
+        let [w1, w2] = &self.mlp;
+        let x = Tensor::randn([batch, 784], &self.dev);
+        let labels = Tensor::rand([batch], &self.dev) * 10.0;
+        let y = labels.floor().cast(crate::DType::I32);
+        let logits = x.matmul(w1).relu().matmul(w2);
+        let loss = crate::nn::functional::cross_entropy(&logits, &y);
+        self.lowered(loss, &[w1, w2], target)
+    }
+
+    /// A causal attention block (layer norm, four heads, GELU) over
+    /// sequences of `t`.
+    fn block(&self, t: usize, target: &Target) -> Lowered {
         use crate::nn::functional as F;
-        let x = Tensor::randn([2, t, 64], &dev);
-        let h = F::layer_norm(&x, &[64], None, None, 1e-5);
-        let qkv = h.matmul(&wq);
+        let [wq, wo] = &self.block;
+        let x = Tensor::randn([2, t, 64], &self.dev);
+        let qkv = F::layer_norm(&x, &[64], None, None, 1e-5).matmul(wq);
         let head = |i: usize| {
-            qkv.slice(2, i * 64, (i + 1) * 64, 1)
-                .reshape([2, t, 4, 16])
-                .transpose(1, 2)
+            let part = qkv.slice(2, i * 64, (i + 1) * 64, 1);
+            part.reshape([2, t, 4, 16]).transpose(1, 2)
         };
         let a = F::scaled_dot_product_attention(&head(0), &head(1), &head(2), None, true);
-        let y = a.transpose(1, 2).reshape([2, t, 64]).matmul(&wo).gelu();
-        let loss = (&y * &y).mean_all();
-        loss.backward();
-        let (g1, g2) = (wq.grad().expect("gq"), wo.grad().expect("go"));
-        wq.zero_grad();
-        wo.zero_grad();
-        lowered_with_key(&[&loss, &g1, &g2], &target)
-    };
-    let wc = param(&[8, 3, 3, 3]);
-    let cnn = |batch: usize| {
+        let y = a.transpose(1, 2).reshape([2, t, 64]).matmul(wo).gelu();
+        self.lowered((&y * &y).mean_all(), &[wq, wo], target)
+    }
+
+    /// A convolution, max pooling and a softmax over a batch of `batch`.
+    fn cnn(&self, batch: usize, target: &Target) -> Lowered {
         use crate::nn::functional as F;
-        let x = Tensor::randn([batch, 3, 12, 12], &dev);
-        let c = F::conv2d(&x, &wc, None, (1, 1), (1, 1), (1, 1), 1).relu();
+        let x = Tensor::randn([batch, 3, 12, 12], &self.dev);
+        let c = F::conv2d(&x, &self.conv, None, (1, 1), (1, 1), (1, 1), 1).relu();
         let p = F::max_pool2d(&c, (2, 2), (2, 2), (0, 0));
-        let loss = p.softmax(1).sum_all();
-        loss.backward();
-        let g = wc.grad().expect("gc");
-        wc.zero_grad();
-        lowered_with_key(&[&loss, &g], &target)
-    };
+        self.lowered(p.softmax(1).sum_all(), &[&self.conv], target)
+    }
+}
+
+/// A lowered graph and its kernels (`lowered_with_key`).
+type Lowered = (GraphKey, Vec<KernelSource>);
+
+/// The three training steps of `Steps`, each lowered at nine sizes (batch
+/// sizes, sequence lengths) for three targets (lavapipe's, with binding
+/// parts of 64 KiB so that sizes cross binding parts, and with a GPU's
+/// choices), as a site's later sizes are lowered (`fixed_sizes` off):
+/// wherever a kernel's guards all hold at another size's numbers, that
+/// size's kernel has the same structure (`generic::structural_difference`
+/// finds nothing but literals). The guards are all the kernels' code
+/// depends on among the sizes: strategies, binding parts, the lane
+/// matmul's tiles and packings.
+#[test]
+fn kernels_keep_their_structure_wherever_their_guards_hold() {
+    let steps = Steps::new();
+    let targets = [
+        Target::lavapipe(),
+        Target::lavapipe().with_max_binding(Some(64 << 10), 256),
+        Target::lavapipe().with_gpu_choices(),
+    ];
     let sizes = [64usize, 50, 33, 17, 9, 96, 100, 7, 2];
-    let not_yet = |d: &String| {
-        ["Matmul", "Pack", "Reduce"]
-            .iter()
-            .any(|k| d.starts_with(k))
-    };
-    for (name, program) in [
-        ("mlp", &mlp as &dyn Fn(usize) -> _),
-        ("block", &block),
-        ("cnn", &cnn),
-    ] {
-        let lowered: Vec<_> = sizes.iter().map(|&b| program(b)).collect();
-        let (same, differ) = unguarded_changes(&lowered);
-        let (left, held): (Vec<&String>, Vec<&String>) = differ.iter().partition(|d| not_yet(d));
-        eprintln!(
-            "{name}: {same} pairs of kernels alike where guards hold; {} lane matmul, packing or reduction pairs differ",
-            left.len()
-        );
-        assert!(held.is_empty(), "{name}: {held:#?}");
-        assert!(same > 30 * sizes.len(), "{name}: {same} pairs compared");
+    for (t, target) in targets.iter().enumerate() {
+        let programs: [(&str, &dyn Fn(usize) -> Lowered); 3] = [
+            ("mlp", &|b| steps.mlp(b, target)),
+            ("block", &|b| steps.block(b, target)),
+            ("cnn", &|b| steps.cnn(b, target)),
+        ];
+        for (name, program) in programs {
+            let lowered: Vec<_> = sizes.iter().map(|&b| program(b)).collect();
+            let (same, differ) = unguarded_changes(&lowered);
+            eprintln!("target {t}, {name}: {same} pairs of kernels alike where guards hold");
+            assert!(differ.is_empty(), "target {t}, {name}: {differ:#?}");
+            assert!(same > 30 * sizes.len(), "{name}: {same} pairs compared");
+        }
     }
 }

@@ -3,7 +3,7 @@
 //! packed copy would repeat, and how A is read: packed, in place, or in
 //! place four K values a load.
 
-use super::matmul::MatmulDims;
+use super::matmul::{MatmulDims, matmul_size_exprs};
 use super::wgsl::CodegenContext;
 use crate::graph::op::Op;
 use crate::graph::{GKind, GraphKey};
@@ -74,11 +74,12 @@ fn read_source(key: &GraphKey, node: usize) -> usize {
 /// Elements of the node that `node`'s view chain reads (`read_source`):
 /// of a stored input read through a layout (a view of it bound as its
 /// own input), those its layout reaches at most.
-pub(super) fn source_elements(key: &GraphKey, node: usize) -> usize {
-    let n = &key.nodes[read_source(key, node)];
+pub(super) fn source_elements(key: &GraphKey, node: usize) -> Sz {
+    let source = read_source(key, node);
+    let n = &key.nodes[source];
     match &n.kind {
-        GKind::Input { layout, .. } => layout.elements_reached(&n.shape),
-        GKind::Op { .. } => n.shape.iter().product(),
+        GKind::Input { layout, .. } => Sz::reached(source, layout.elements_reached(&n.shape)),
+        GKind::Op { .. } => Sz::dims_product(source, &n.shape, 0..n.shape.len()),
     }
 }
 
@@ -110,8 +111,17 @@ pub(super) fn a_operand(
     // packing threshold keeps the kernel's code and its generic kernel.
     // One way only: a site first seen packed that grows past the
     // threshold reads in place from then on, a recompile.
+    // A's elements as the view packs them: a matrix, or one per entry.
+    let (all, m, k, _) = matmul_size_exprs(key, (d.a, d.b));
+    let entries = if a_batch == batch {
+        all
+    } else {
+        Sz::constant(a_batch)
+    };
+    let view = entries.mul(&m).mul(&k);
+    let sizes = (&view, &source_elements(key, node));
     let in_place = (kept.a_in_place && stored_view != StoredView::No)
-        || lane_reads_a_in_place(a_batch * d.m * d.k, source_elements(key, node), stored_view);
+        || lane_reads_a_in_place(sizes, stored_view, &mut guards);
     // A precedent that read A in place one value a load keeps doing so,
     // and so does an A whose contraction is a length that changes between
     // the site's graphs or that the user marked dynamic (attention's

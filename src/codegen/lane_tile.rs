@@ -2,7 +2,7 @@
 //! pure functions of the product's sizes, each with the measurement
 //! behind it.
 
-use crate::kernel::{LaneTile, Strategy};
+use crate::kernel::{Guards, LaneTile, Strategy, Sz};
 
 /// Rows of the output a workgroup computes (at most), unless tall tiles
 /// fit (`TALL_ROWS`): 32 `vec4` accumulators per lane measured faster
@@ -98,14 +98,30 @@ pub(super) fn b_block_width(n4: usize, batch: usize, (max, lanes): (usize, usize
 /// 1024^3 product 7-8 % (a Xeon's lavapipe). Small products keep 32
 /// rows: at 64, the CNN's `[64, 9216] @ [9216, 128]` was one workgroup
 /// on one thread, three times slower.
-fn rows_for(m: usize, s: usize, (batch, tiles_n): (usize, usize)) -> usize {
-    let tall_groups = batch * m.div_ceil(TALL_ROWS) * tiles_n;
-    if m >= TALL_ROWS && tall_groups >= TALL_ROWS_MIN_GROUPS {
-        TALL_ROWS
+///
+/// Each test of the sizes is recorded in `guards`; below `MAX_ROWS` the
+/// rows are the rounded count itself, so that count is pinned.
+fn rows_for(m: &Sz, s: usize, (batch, tiles_n): (&Sz, &Sz), guards: &mut Guards) -> usize {
+    let tall_groups = (batch.mul(&m.div_ceil(&Sz::constant(TALL_ROWS)))).mul(tiles_n);
+    let tall = "tall tiles of the lane matmul";
+    if guards.at_least(m, TALL_ROWS, tall)
+        && guards.at_least(&tall_groups, TALL_ROWS_MIN_GROUPS, tall)
+    {
+        return TALL_ROWS;
+    }
+    let rounded = m.div_ceil(&Sz::constant(s)).times(s);
+    if guards.at_least(&rounded, MAX_ROWS, "the lane matmul's rows a tile") {
+        MAX_ROWS
     } else {
-        (m.div_ceil(s) * s).clamp(s, MAX_ROWS)
+        guards
+            .value(&rounded, "the lane matmul's rows a tile")
+            .max(s)
     }
 }
+
+/// Whether B is read in place for tiles of so many rows, its tests
+/// recorded in the guards given (`tile_for`).
+pub(super) type BInPlace<'a> = &'a dyn Fn(usize, &mut Guards) -> bool;
 
 /// Texels a lane computes in a wide tile (`tile_for`).
 const WIDE_TEXELS: usize = 2;
@@ -134,11 +150,15 @@ const WIDE_TEXELS: usize = 2;
 /// runs), its step 139, 141, 173, 143 ms against 154, 142, 180, 201 ms
 /// one a lane (alternated); the MNIST CNN's step unchanged (174-182 ms
 /// against 175-183 ms).
+///
+/// Each test of the sizes is recorded in `guards`. The lanes follow the
+/// columns' texels closely (the fewest idle ones), so their count is
+/// pinned; `b_in_place(rows, guards)` records its own.
 pub(super) fn tile_for(
-    (m, n4, batch): (usize, usize, usize),
+    (m, n4, batch): (&Sz, &Sz, &Sz),
     s: usize,
     precedent: Option<Strategy>,
-    b_in_place: &dyn Fn(usize) -> bool,
+    (b_in_place, guards): (BInPlace<'_>, &mut Guards),
 ) -> LaneTile {
     if let Some(Strategy::Matmul {
         tile: Some(tile), ..
@@ -152,12 +172,14 @@ pub(super) fn tile_for(
             return tile;
         }
     }
+    let n4 = guards.value(n4, "the lane matmul's lanes (by its columns)");
     let lanes = lanes_for(n4, s, 1);
-    let rows = rows_for(m, s, (batch, n4.div_ceil(lanes)));
+    let tiles_n = Sz::constant(n4.div_ceil(lanes));
+    let rows = rows_for(m, s, (batch, &tiles_n), guards);
     let wide_lanes = lanes_for(n4, s, WIDE_TEXELS);
     let wide = n4 >= WIDE_TEXELS * s
         && padded(n4, wide_lanes, WIDE_TEXELS) <= padded(n4, lanes, 1)
-        && !b_in_place(rows);
+        && !b_in_place(rows, guards);
     let (rows, lanes, texels) = match wide {
         true => (rows.min(TALL_ROWS / WIDE_TEXELS), wide_lanes, WIDE_TEXELS),
         false => (rows, lanes, 1),
@@ -178,47 +200,66 @@ pub(super) fn tile_for(
 mod tests {
     use super::*;
 
+    /// `rows_for` of sizes that are constants.
+    fn rows(m: usize, s: usize, (batch, tiles_n): (usize, usize)) -> usize {
+        let [m, batch, tiles_n] = [m, batch, tiles_n].map(Sz::constant);
+        rows_for(&m, s, (&batch, &tiles_n), &mut Guards::default())
+    }
+
+    /// `tile_for` of sizes that are constants.
+    fn tile(
+        (m, n4, batch): (usize, usize, usize),
+        s: usize,
+        precedent: Option<Strategy>,
+        b_in_place: &dyn Fn(usize) -> bool,
+    ) -> LaneTile {
+        let [m, n4, batch] = [m, n4, batch].map(Sz::constant);
+        let b_in_place = |rows: usize, _: &mut Guards| b_in_place(rows);
+        let guards = &mut Guards::default();
+        tile_for((&m, &n4, &batch), s, precedent, (&b_in_place, guards))
+    }
+
     #[test]
     fn tall_tiles_only_where_they_leave_every_thread_work() {
         // A 1024^3 product: 16 row tiles of 64 by 4 column tiles.
-        assert_eq!(rows_for(1024, 8, (1, 4)), TALL_ROWS);
+        assert_eq!(rows(1024, 8, (1, 4)), TALL_ROWS);
         // The MNIST CNN's second convolution: 64 channels, a batch of 64.
-        assert_eq!(rows_for(64, 8, (64, 9)), TALL_ROWS);
+        assert_eq!(rows(64, 8, (64, 9)), TALL_ROWS);
         // Its first linear layer's product: one workgroup at 64 rows.
-        assert_eq!(rows_for(64, 8, (1, 1)), MAX_ROWS);
+        assert_eq!(rows(64, 8, (1, 1)), MAX_ROWS);
         // Fewer rows than a tall tile: whole subgroups up to 32.
-        assert_eq!(rows_for(40, 8, (64, 64)), MAX_ROWS);
-        assert_eq!(rows_for(20, 8, (64, 64)), 24);
-        assert_eq!(rows_for(63, 32, (64, 64)), MAX_ROWS);
+        assert_eq!(rows(40, 8, (64, 64)), MAX_ROWS);
+        assert_eq!(rows(20, 8, (64, 64)), 24);
+        assert_eq!(rows(63, 32, (64, 64)), MAX_ROWS);
         // Exactly at the threshold, and one workgroup short of it.
-        assert_eq!(rows_for(64 * 8, 8, (1, 8)), TALL_ROWS);
-        assert_eq!(rows_for(64 * 7, 8, (1, 9)), MAX_ROWS);
+        assert_eq!(rows(64 * 8, 8, (1, 8)), TALL_ROWS);
+        assert_eq!(rows(64 * 7, 8, (1, 9)), MAX_ROWS);
     }
 
     #[test]
     fn tall_tiles_over_a_packed_b_are_made_wide() {
-        let tile = |in_place: bool| tile_for((1024, 256, 1), 8, None, &move |_| in_place);
+        let tiled = |in_place: bool| tile((1024, 256, 1), 8, None, &move |_| in_place);
         // A 1024^3 product: 32 rows of two texels a lane, 64 lanes (two
         // column tiles of 128 texels).
-        let wide = tile(false);
+        let wide = tiled(false);
         assert_eq!((wide.rows, wide.texels, wide.lanes), (32, 2, 64));
         // B read in place: the tall tile, one texel a lane.
-        let tall = tile(true);
+        let tall = tiled(true);
         assert_eq!((tall.rows, tall.texels, tall.lanes), (TALL_ROWS, 1, 64));
         // A product too small for tall tiles is made wide too: 32 rows,
         // 16 lanes of two texels (one column tile, as 32 lanes of one).
-        let small = tile_for((64, 32, 1), 8, None, &|_| false);
+        let small = tile((64, 32, 1), 8, None, &|_| false);
         assert_eq!((small.rows, small.texels, small.lanes), (MAX_ROWS, 2, 16));
         // Fewer texels than two a lane of a subgroup: one a lane.
-        let narrow = tile_for((1024, 15, 1), 8, None, &|_| false);
+        let narrow = tile((1024, 15, 1), 8, None, &|_| false);
         assert_eq!(narrow.texels, 1);
         // 24 texels: three tiles of 8 lanes leave none idle, pairs would
         // leave 8: one a lane.
-        let ragged = tile_for((64, 24, 1), 8, None, &|_| false);
+        let ragged = tile((64, 24, 1), 8, None, &|_| false);
         assert_eq!((ragged.texels, ragged.lanes), (1, 8));
         // 144 texels are 72 pairs: 8 lanes (9 tiles, none idle), as 16
         // lanes of one.
-        let odd = tile_for((4096, 144, 1), 8, None, &|_| false);
+        let odd = tile((4096, 144, 1), 8, None, &|_| false);
         assert_eq!((odd.texels, odd.lanes), (2, 8));
     }
 
@@ -229,8 +270,8 @@ mod tests {
         let sizes = [(1024, 250, 1), (512, 127, 1), (512, 128, 1), (256, 64, 4)];
         for s in [8, 16, 32] {
             for size in sizes {
-                let tile = tile_for(size, s, None, &|_| false);
-                assert_eq!(tile.texels, 2, "{size:?} at subgroups of {s}");
+                let chosen = tile(size, s, None, &|_| false);
+                assert_eq!(chosen.texels, 2, "{size:?} at subgroups of {s}");
             }
         }
     }
@@ -272,9 +313,9 @@ mod tests {
         // A later, smaller size keeps the site's tall tile (and what it
         // read in place).
         let packed = |_| false;
-        assert_eq!(tile_for((8, 2, 1), 8, precedent(tall), &packed), tall);
+        assert_eq!(tile((8, 2, 1), 8, precedent(tall), &packed), tall);
         let wide = LaneTile { texels: 2, ..tall };
-        assert_eq!(tile_for((8, 2, 1), 8, precedent(wide), &packed), wide);
+        assert_eq!(tile((8, 2, 1), 8, precedent(wide), &packed), wide);
         // Rows past 64, lanes not a power of two, or more texels than
         // two: chosen afresh.
         for bad in [
@@ -282,7 +323,7 @@ mod tests {
             LaneTile { lanes: 48, ..tall },
             LaneTile { texels: 4, ..tall },
         ] {
-            let fresh = tile_for((8, 2, 1), 8, precedent(bad), &packed);
+            let fresh = tile((8, 2, 1), 8, precedent(bad), &packed);
             assert_eq!((fresh.rows, fresh.lanes, fresh.a_in_place), (8, 8, false));
         }
     }

@@ -156,6 +156,19 @@ pub(super) fn matmul_dims(key: &GraphKey, root: usize) -> MatmulDims {
     }
 }
 
+/// `matmul_sizes` of the product of `a` by `b`, as sizes of their
+/// dimensions: `(batch, m, k, n)`.
+pub(super) fn matmul_size_exprs(key: &GraphKey, (a, b): (usize, usize)) -> (Sz, Sz, Sz, Sz) {
+    let (a_shape, b_shape) = (&key.nodes[a].shape, &key.nodes[b].shape);
+    let r = a_shape.len();
+    (
+        Sz::dims_product(a, a_shape, 0..r - 2),
+        Sz::dim(a, r - 2, a_shape[r - 2]),
+        Sz::dim(a, r - 1, a_shape[r - 1]),
+        Sz::dim(b, r - 1, b_shape[r - 1]),
+    )
+}
+
 /// The class of matmul `root` (its dtype and sizes in buckets), which
 /// picks its kernel where the target has one tuned for it.
 pub(crate) fn matmul_class(key: &GraphKey, root: usize) -> MatmulClass {

@@ -52,12 +52,13 @@ use super::lane_packs::{
 use super::lane_tile::{MAX_ROWS, b_block_width, block, tile_for};
 use super::matmul::{
     MatmulDims, OutputBlock, TileIds, VEC4, accumulators, add, below, both, fadd, fmul, lit,
-    matmul_dims, modulo, over, plus, splat_lane, store_block, tile_ids, tile_load, times,
+    matmul_dims, matmul_size_exprs, modulo, over, plus, splat_lane, store_block, tile_ids,
+    tile_load, times,
 };
 use super::wgsl::{CodegenContext, KernelSource};
 use crate::graph::GraphKey;
 use crate::kernel::ir::{Builtin, Expr, Inst, Ty};
-use crate::kernel::{Entry, Guards, LaneAdapter, LaneTile, lane_reads_b_in_place};
+use crate::kernel::{Entry, Guards, LaneAdapter, LaneTile, Strategy, Sz, lane_reads_b_in_place};
 
 /// The kernel's geometry for one matmul.
 struct Geometry {
@@ -109,19 +110,16 @@ fn geometry(
     }
     let batch = d.groups / d.tiles_mn.max(1);
     let (k4, n4) = (d.k.div_ceil(4), d.n.div_ceil(4));
-    let b_source = source_elements(key, d.b);
-    let b_in_place =
-        |rows: usize| lane_reads_b_in_place(batch * d.k * d.n, b_source, d.m.div_ceil(rows));
-    let tile = tile_for((d.m, n4, batch), s, precedent, &b_in_place);
+    let (tile, b_in_place, mut guards) = tile_of(key, &d, s, precedent);
     let (rows, lanes, texels) = (tile.rows, tile.lanes, tile.texels);
-    let b_in_place = b_in_place(rows);
     let AOperand {
         node: a_node,
         batch: a_batch,
         in_place: a_in_place,
         vec4: a_vec4,
-        guards,
+        guards: a_guards,
     } = a_operand(key, stored, (&d, batch, b_in_place), (&tile, cx));
+    guards.extend(&a_guards);
     let max = adapter.max_texture;
     let in_place = (a_in_place, b_in_place);
     let (a_transposed, b_transposed) =
@@ -172,6 +170,28 @@ fn geometry(
         d,
         guards,
     })
+}
+
+/// The workgroup tile of matmul `d` over subgroups of `s` lanes
+/// (`tile_for`) and whether it reads B in place, with the guards of both
+/// choices.
+fn tile_of(
+    key: &GraphKey,
+    d: &MatmulDims,
+    s: usize,
+    precedent: Option<Strategy>,
+) -> (LaneTile, bool, Guards) {
+    let (batch, m, k, n) = matmul_size_exprs(key, (d.a, d.b));
+    let b_sizes = (&batch.mul(&k).mul(&n), &source_elements(key, d.b));
+    let b_in_place = |rows: usize, guards: &mut Guards| {
+        let row_tiles = m.div_ceil(&Sz::constant(rows));
+        lane_reads_b_in_place(b_sizes, &row_tiles, guards)
+    };
+    let mut guards = Guards::default();
+    let n4 = n.div_ceil(&Sz::constant(4));
+    let tile = tile_for((&m, &n4, &batch), s, precedent, (&b_in_place, &mut guards));
+    let b = b_in_place(tile.rows, &mut guards);
+    (tile, b, guards)
 }
 
 /// Whether A's and B's textures hold their transposes

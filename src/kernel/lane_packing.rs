@@ -3,6 +3,8 @@
 //! texel fetches of a packed copy are faster, the copy is memory beside
 //! its source while the kernel runs.
 
+use super::sizes::{Guards, Sz};
+
 /// How many times its source's size the packed copy of a lane matmul's
 /// B operand may be before the kernel reads B in place instead.
 pub(crate) const LANE_PACK_MAX_GROWTH: usize = 2;
@@ -11,8 +13,18 @@ pub(crate) const LANE_PACK_MAX_GROWTH: usize = 2;
 /// a view of `source_elements`) would repeat its source many times over
 /// (a convolution's windows): such an operand is read in place whatever
 /// else is decided.
-pub(crate) fn lane_pack_repeats(view_elements: usize, source_elements: usize) -> bool {
-    view_elements > LANE_PACK_MAX_GROWTH * source_elements.max(1)
+/// The test is recorded in `guards`.
+pub(crate) fn lane_pack_repeats(
+    view_elements: &Sz,
+    source_elements: &Sz,
+    guards: &mut Guards,
+) -> bool {
+    let copies = (source_elements.max(&Sz::constant(1))).times(LANE_PACK_MAX_GROWTH);
+    !guards.at_most_size(
+        view_elements,
+        &copies,
+        "an operand read in place (packing repeats it)",
+    )
 }
 
 /// Whether a lane matmul reads its B operand in place (`view_elements`
@@ -33,13 +45,16 @@ pub(crate) fn lane_pack_repeats(view_elements: usize, source_elements: usize) ->
 /// the U-Net's peak 0.6 MB lower but made the choice change between a
 /// GPT step's sequence lengths, and its kernels stopped being generic
 /// over them: `tests/dynamic_shapes.rs`.)
+/// Each test is recorded in `guards`.
 pub(crate) fn lane_reads_b_in_place(
-    view_elements: usize,
-    source_elements: usize,
-    row_tiles: usize,
+    (view_elements, source_elements): (&Sz, &Sz),
+    row_tiles: &Sz,
+    guards: &mut Guards,
 ) -> bool {
-    lane_pack_repeats(view_elements, source_elements)
-        || (row_tiles <= 1 && view_elements * 4 >= LANE_B_READ_ONCE_MIN_BYTES)
+    let once = "B read in place (read once by one row tile, large)";
+    lane_pack_repeats(view_elements, source_elements, guards)
+        || (guards.at_most(row_tiles, 1, once)
+            && guards.at_least(&view_elements.times(4), LANE_B_READ_ONCE_MIN_BYTES, once))
 }
 
 /// Whether a lane matmul's operand is a view of a stored value (nothing
@@ -83,36 +98,50 @@ pub(crate) const LANE_A_PACK_MAX_BYTES: usize = 4 << 20;
 /// Texel fetches of a packed A are faster per read; on lavapipe the MNIST
 /// CNN's step ran no slower with its 9.4 MB operand read in place, and
 /// its peak fell by that texture.
+/// Each test is recorded in `guards`.
 pub(crate) fn lane_reads_a_in_place(
-    view_elements: usize,
-    source_elements: usize,
+    (view_elements, source_elements): (&Sz, &Sz),
     stored: StoredView,
+    guards: &mut Guards,
 ) -> bool {
     let limit = match stored {
         StoredView::No => return false,
         StoredView::Single => LANE_A_PACK_MAX_BYTES,
         StoredView::Batched => LANE_BATCHED_PACK_MAX_BYTES,
     };
-    lane_pack_repeats(view_elements, source_elements) || view_elements * 4 >= limit
+    lane_pack_repeats(view_elements, source_elements, guards)
+        || guards.at_least(&view_elements.times(4), limit, "A read in place (large)")
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
 
+    /// `lane_reads_b_in_place` of sizes that are constants.
+    fn b_in_place(view: usize, source: usize, row_tiles: usize) -> bool {
+        let [view, source, row_tiles] = [view, source, row_tiles].map(Sz::constant);
+        lane_reads_b_in_place((&view, &source), &row_tiles, &mut Guards::default())
+    }
+
+    /// `lane_reads_a_in_place` of sizes that are constants.
+    fn a_in_place(view: usize, source: usize, stored: StoredView) -> bool {
+        let [view, source] = [view, source].map(Sz::constant);
+        lane_reads_a_in_place((&view, &source), stored, &mut Guards::default())
+    }
+
     #[test]
     fn a_lane_matmul_packs_b_only_where_the_copy_is_small_and_read_again() {
         // A 3x3 convolution's windows: 9 reads of each input element.
-        assert!(lane_reads_b_in_place(9 * 1000, 1000, 4));
+        assert!(b_in_place(9 * 1000, 1000, 4));
         // A weight gradient with one row tile reads a 1x1 convolution's
         // input once: packing would copy 2.4 MB to read it once.
         let once = 600_000;
-        assert!(lane_reads_b_in_place(once, once, 1));
+        assert!(b_in_place(once, once, 1));
         // Two row tiles read a packed B twice, from a copy no larger.
-        assert!(!lane_reads_b_in_place(once, once, 2));
+        assert!(!b_in_place(once, once, 2));
         // A small B read once is packed still: its copy costs no memory
         // that matters.
-        assert!(!lane_reads_b_in_place(1000, 1000, 1));
+        assert!(!b_in_place(1000, 1000, 1));
     }
 
     #[test]
@@ -121,14 +150,14 @@ mod tests {
         let batched = LANE_BATCHED_PACK_MAX_BYTES / 4;
         let single = LANE_A_PACK_MAX_BYTES / 4;
         // A convolution's output gradient (a matrix per part of the batch).
-        assert!(lane_reads_a_in_place(batched, batched, Batched));
-        assert!(!lane_reads_a_in_place(batched - 1, batched, Batched));
+        assert!(a_in_place(batched, batched, Batched));
+        assert!(!a_in_place(batched - 1, batched, Batched));
         // One stored matrix keeps its packed copy up to 4 MiB.
-        assert!(!lane_reads_a_in_place(batched, batched, Single));
-        assert!(lane_reads_a_in_place(single, single, Single));
+        assert!(!a_in_place(batched, batched, Single));
+        assert!(a_in_place(single, single, Single));
         // A broadcast repeating its source is read in place at any size;
         // a computed A never is.
-        assert!(lane_reads_a_in_place(1000 * 9, 9, Single));
-        assert!(!lane_reads_a_in_place(single, single, No));
+        assert!(a_in_place(1000 * 9, 9, Single));
+        assert!(!a_in_place(single, single, No));
     }
 }

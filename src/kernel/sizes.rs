@@ -36,13 +36,17 @@ pub(crate) enum Leaf {
     /// element its layout reaches, plus one (`GNode::extent`; a view of
     /// an input reaches past its own elements).
     Extent { node: usize },
+    /// How many elements of its buffer node `node`'s layout reaches from
+    /// its first (`Layout::elements_reached`: fewer than its own where
+    /// strides repeat elements, as a broadcast's do).
+    Reached { node: usize },
 }
 
 impl Leaf {
     /// The graph node it is a number of.
     pub fn node(self) -> usize {
         match self {
-            Leaf::Dim { node, .. } | Leaf::Extent { node } => node,
+            Leaf::Dim { node, .. } | Leaf::Extent { node } | Leaf::Reached { node } => node,
         }
     }
 }
@@ -53,6 +57,7 @@ impl fmt::Display for Leaf {
         match self {
             Leaf::Dim { node, dim } => write!(f, "n{node}[{dim}]"),
             Leaf::Extent { node } => write!(f, "extent(n{node})"),
+            Leaf::Reached { node } => write!(f, "reached(n{node})"),
         }
     }
 }
@@ -61,6 +66,8 @@ impl fmt::Display for Leaf {
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub(crate) enum SizeOp {
     Add,
+    /// Subtraction cut at zero.
+    Sub,
     Mul,
     /// Division rounding up.
     DivCeil,
@@ -71,6 +78,7 @@ impl SizeOp {
     fn apply(self, a: usize, b: usize) -> usize {
         match self {
             SizeOp::Add => a + b,
+            SizeOp::Sub => a.saturating_sub(b),
             SizeOp::Mul => a * b,
             SizeOp::DivCeil => match b {
                 0 => 0,
@@ -83,6 +91,7 @@ impl SizeOp {
     fn symbol(self) -> &'static str {
         match self {
             SizeOp::Add => "+",
+            SizeOp::Sub => "-",
             SizeOp::Mul => "*",
             SizeOp::DivCeil => "/^",
             SizeOp::Max => "max",
@@ -187,6 +196,15 @@ impl Sz {
         Sz {
             value,
             expr: Arc::new(SizeExpr::Leaf(Leaf::Extent { node })),
+        }
+    }
+
+    /// How many elements node `node`'s layout reaches, `value` here (see
+    /// `Leaf::Reached`).
+    pub fn reached(node: usize, value: usize) -> Sz {
+        Sz {
+            value,
+            expr: Arc::new(SizeExpr::Leaf(Leaf::Reached { node })),
         }
     }
 
@@ -398,6 +416,19 @@ impl Guards {
     /// Whether `size == n`.
     pub fn equals(&mut self, size: &Sz, n: usize, decides: &'static str) -> bool {
         self.record(size, Test::Equals(n), decides)
+    }
+
+    /// `size`'s value, which the code depends on exactly (an `== value`
+    /// guard): for a choice whose every value makes other code.
+    pub fn value(&mut self, size: &Sz, decides: &'static str) -> usize {
+        self.record(size, Test::Equals(size.value), decides);
+        size.value
+    }
+
+    /// Whether `a <= b`, recorded as `a - b <= 0` (the difference cut
+    /// at zero).
+    pub fn at_most_size(&mut self, a: &Sz, b: &Sz, decides: &'static str) -> bool {
+        self.record(&a.bin(SizeOp::Sub, b), Test::AtMost(0), decides)
     }
 
     /// Whether `size` is a multiple of `n`.
