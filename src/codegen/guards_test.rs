@@ -58,7 +58,18 @@ fn a_row_sum_depends_on_its_length_through_three_guards_and_its_bindings() {
         "((extent(n0) /^ 4) * 16) <= 134217728".to_string(),
         "(n2[0] * 4) <= 134217728".to_string(),
     ];
-    assert_eq!(conditions(&kernels[0]), want);
+    let one = "a dimension of one";
+    let listed: Vec<String> = (kernels[0].guards.list().iter())
+        .filter(|g| !g.decides.starts_with(one))
+        .map(Guard::condition)
+        .collect();
+    assert_eq!(listed, want);
+    // Sizes of one stay specialised: each dimension the kernel reads or
+    // writes is tested against one.
+    let ones = deciding(&kernels[0], &[one]);
+    for dim in ["n0[0] > 1", "n0[1] > 1", "n1[1] <= 1"] {
+        assert!(ones.contains(&dim.to_string()), "{dim}: {ones:?}");
+    }
     // In parts of 64 KiB the input (1.2 MB) takes 19.
     let small = Target::lavapipe().with_max_binding(Some(64 << 10), 256);
     let kernels = kernels_of(&[&sum], &small);
@@ -100,36 +111,59 @@ fn softmax_and_elementwise_kernels_list_the_tests_of_their_sizes() {
 }
 
 /// Over row lengths around the thresholds (the tree's 4,096, the loop
-/// budget, multiples of four), a row sum, a softmax and an elementwise
-/// kernel lowered at one length and at another whose dimensions keep
-/// every guard get the same strategies.
+/// budget, blocks of long norm rows, multiples of four), a row sum, a
+/// softmax, an elementwise kernel and a layer norm with its gradient
+/// lowered at one length and at another where every guard holds get the
+/// same strategies and the same structure.
 #[test]
 fn kernels_whose_guards_hold_at_another_size_choose_as_they_do() {
+    use crate::nn::functional::layer_norm;
     let lengths = [1usize, 3, 4, 12, 255, 256, 1000, 4095, 4096, 5000, 70_001];
-    let lowered = |len: usize| -> Vec<Lowered> {
-        let x = input(3, len);
-        [x.sum([1], false), x.softmax(1), &x * 2.0]
-            .iter()
-            .map(|t| lowered_with_key(&[t], &Target::lavapipe()))
-            .collect()
-    };
-    let all: Vec<_> = lengths.iter().map(|&l| lowered(l)).collect();
-    let mut compared = 0;
-    for (a, at_a) in lengths.iter().zip(&all) {
-        for (b, at_b) in lengths.iter().zip(&all) {
-            for ((_, ka), (key_b, kb)) in at_a.iter().zip(at_b) {
+    let programs: [Program<'_>; 4] = [
+        &|x| vec![x.sum([1], false)],
+        &|x| vec![x.softmax(1)],
+        &|x| vec![x * 2.0],
+        &|x| {
+            x.requires_grad_(true);
+            let y = layer_norm(x, &[x.shape()[1]], None, None, 1e-5);
+            (&y * &y).sum_all().backward();
+            vec![y, x.grad().expect("a gradient")]
+        },
+    ];
+    for (p, program) in programs.iter().enumerate() {
+        let lowered: Vec<Lowered> = (lengths.iter())
+            .map(|&len| {
+                let outputs = program(&input(3, len));
+                lowered_with_key(&outputs.iter().collect::<Vec<_>>(), &Target::lavapipe())
+            })
+            .collect();
+        let mut compared = 0;
+        for (a, (_, ka)) in lengths.iter().zip(&lowered) {
+            for (b, (key_b, kb)) in lengths.iter().zip(&lowered) {
                 if ka.len() != kb.len() || !all_hold(ka, &|leaf| number_of(key_b, leaf)) {
                     continue;
                 }
                 compared += 1;
                 let strategies =
                     |k: &[KernelSource]| k.iter().map(|s| s.strategy).collect::<Vec<_>>();
-                assert_eq!(strategies(ka), strategies(kb), "length {a}, then {b}");
+                assert_eq!(
+                    strategies(ka),
+                    strategies(kb),
+                    "program {p}: length {a}, then {b}"
+                );
             }
         }
+        assert!(
+            compared > lengths.len(),
+            "program {p}: {compared} pairs compared"
+        );
+        let (_, differ) = unguarded_changes(&lowered);
+        assert!(differ.is_empty(), "program {p}: {differ:#?}");
     }
-    assert!(compared > 3 * lengths.len(), "{compared} pairs compared");
 }
+
+/// Outputs computed from an input, to lower.
+type Program<'a> = &'a dyn Fn(&Tensor) -> Vec<Tensor>;
 
 /// The number `leaf` of graph `key`.
 fn number_of(key: &GraphKey, leaf: Leaf) -> usize {

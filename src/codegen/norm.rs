@@ -13,14 +13,14 @@ use super::emit::Gen;
 use super::reduce_ir::{strided_within, workgroup_tree};
 use super::roots::store_outputs;
 use super::vectorize::vectorizable;
-use super::wgsl::unroll_for;
+use super::wgsl::unroll_guarded;
 use crate::dtype::DType;
 use crate::graph::GraphKey;
 use crate::graph::op::{BinaryOp, UnaryOp};
 #[cfg(test)]
 use crate::kernel::Target;
 use crate::kernel::ir::{Arith, Expr, Inst, Ty, Var};
-use crate::kernel::{Entry, WorkgroupArray};
+use crate::kernel::{Entry, Guards, Sz, WorkgroupArray};
 use crate::shape::numel;
 
 /// What one pass does with (generator, element index, x there, gy there).
@@ -96,8 +96,6 @@ struct RowPasses {
     /// Passes over the row, which share the kernel's loop budget.
     passes: usize,
     unroll: usize,
-    /// Each pass's share of the kernel's loop budget (`None`: no limit).
-    budget: Option<usize>,
     /// A workgroup a row (GPUs) rather than an invocation a row.
     per_workgroup: bool,
     /// An invocation's row read four elements a load (x, and gy when
@@ -105,6 +103,8 @@ struct RowPasses {
     /// computed four at a time. Each group's elements are then visited
     /// in order, one at a time, so the sums are the scalar kernel's.
     vec4: bool,
+    /// How a summing pass takes the row by blocks (`sum_blocks`).
+    blocks: Option<(usize, usize)>,
     /// The workgroup array the partial sums meet in.
     partial: Var,
 }
@@ -124,13 +124,23 @@ impl RowPasses {
         let passes = if backward { 4 } else { 3 } - usize::from(rms);
         let gy = backward.then(|| inputs[1]);
         let four_at_a_time = |n: usize| vectorizable(&key.nodes, n, g.stored, false);
+        let row = Sz::last_dim(x, shape);
         let vec4 = !per_workgroup
-            && len.is_multiple_of(4)
             && four_at_a_time(x)
-            && gy.is_none_or(four_at_a_time);
-        let loads = if vec4 { len / 4 } else { len };
+            && gy.is_none_or(four_at_a_time)
+            && (g.guards).multiple_of(&row, 4, "norm rows read four elements a load");
+        let loads = if vec4 { row.div(4) } else { row };
         let budget = g.context().target.loop_budget(passes);
-        let unroll = unroll_for(loads, budget);
+        let unroll = unroll_guarded(&loads, budget, &mut g.guards);
+        let blocks = match per_workgroup {
+            true => None,
+            false => sum_blocks(&loads, budget, &mut g.guards),
+        };
+        if blocks.is_some() {
+            // A loop over the tail where the blocks leave one.
+            let tail = "a norm's row ends in a partial block";
+            g.guards.multiple_of(&loads, SUM_BLOCK, tail);
+        }
         let partial = g.fresh("row_part");
         RowPasses {
             x,
@@ -139,9 +149,9 @@ impl RowPasses {
             rows,
             passes,
             unroll,
-            budget,
             per_workgroup,
             vec4,
+            blocks,
             partial,
         }
     }
@@ -282,10 +292,7 @@ impl RowPasses {
     /// workgroup's (its invocations' partial sums meet in a tree), a
     /// short one, or one too long for blocks.
     fn blocks(&self) -> Option<(usize, usize)> {
-        if self.per_workgroup {
-            return None;
-        }
-        sum_blocks(self.units(), self.budget)
+        self.blocks
     }
 
     /// A pass's partial sum made the row's: as it is in one invocation, or
@@ -336,18 +343,20 @@ impl RowPasses {
 /// the loop within a block that keeps the pass's loop iterations (the
 /// blocks, their elements, the tail) within `budget`. `None` for a row
 /// shorter than `BLOCKED_FROM` or too long for blocks in the budget.
-fn sum_blocks(units: usize, budget: Option<usize>) -> Option<(usize, usize)> {
-    if units < BLOCKED_FROM {
+fn sum_blocks(units: &Sz, budget: Option<usize>, guards: &mut Guards) -> Option<(usize, usize)> {
+    if !guards.at_least(units, BLOCKED_FROM, "a norm's row summed by blocks") {
         return None;
     }
-    let full = units / SUM_BLOCK;
-    let tail = units - full * SUM_BLOCK;
-    let iterations = |unroll: usize| full * (1 + SUM_BLOCK / unroll) + tail;
-    let budget = budget.unwrap_or(usize::MAX);
+    let full = units.div(SUM_BLOCK);
+    let tail = units.rem(SUM_BLOCK);
+    let Some(budget) = budget else {
+        return Some((full.literal(), 1));
+    };
+    let iterations = |unroll: usize| full.times(1 + SUM_BLOCK / unroll).add(&tail);
     (0..=SUM_BLOCK.trailing_zeros())
         .map(|p| 1 << p)
-        .find(|&unroll| iterations(unroll) <= budget)
-        .map(|unroll| (full, unroll))
+        .find(|&unroll| guards.at_most(&iterations(unroll), budget, "a norm's blocks unrolled"))
+        .map(|unroll| (full.literal(), unroll))
 }
 
 /// The entry of a row kernel over `rows` rows.
@@ -516,21 +525,26 @@ pub(super) fn f32_unary(op: UnaryOp, x: Expr) -> Expr {
 mod tests {
     use super::*;
 
+    /// `sum_blocks` of a row of a constant length.
+    fn blocks(units: usize, budget: Option<usize>) -> Option<(usize, usize)> {
+        sum_blocks(&Sz::constant(units), budget, &mut Guards::default())
+    }
+
     #[test]
     fn long_rows_are_summed_by_blocks_within_the_loop_budget() {
         // Lavapipe's budget for each of three passes.
         let budget = Target::lavapipe().loop_budget(3);
-        assert_eq!(sum_blocks(511, budget), None, "a short row");
-        assert_eq!(sum_blocks(1024, budget), Some((16, 1)));
+        assert_eq!(blocks(511, budget), None, "a short row");
+        assert_eq!(blocks(1024, budget), Some((16, 1)));
         // 70,001 elements: 1,093 blocks, whose loops fit once unrolled by
         // four (1,093 * 65 iterations would not).
-        let (full, unroll) = sum_blocks(70_001, budget).expect("blocks");
+        let (full, unroll) = blocks(70_001, budget).expect("blocks");
         assert_eq!((full, unroll), (1_093, 4));
         let iterations = full * (1 + SUM_BLOCK / unroll) + 70_001 % SUM_BLOCK;
         assert!(iterations <= budget.unwrap_or(0), "{iterations}");
         // Past what blocks can fit, the row is summed whole (its own
         // unroll keeps it within the budget); without a limit, no unroll.
-        assert_eq!(sum_blocks(2_000_000, budget), None);
-        assert_eq!(sum_blocks(2_000_000, None), Some((31_250, 1)));
+        assert_eq!(blocks(2_000_000, budget), None);
+        assert_eq!(blocks(2_000_000, None), Some((31_250, 1)));
     }
 }

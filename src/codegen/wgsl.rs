@@ -177,6 +177,18 @@ pub(crate) fn unroll_for(trips: usize, budget: Option<usize>) -> usize {
     }
 }
 
+/// `unroll_for` of a size, its tests recorded in `guards`.
+pub(crate) fn unroll_guarded(trips: &Sz, budget: Option<usize>, guards: &mut Guards) -> usize {
+    let fits = "a loop within the loop budget";
+    match budget {
+        Some(budget) if !guards.at_most(trips, budget, fits) => {
+            let share = trips.div_ceil(&Sz::constant(budget));
+            guards.power_of_two_above(&share, "a loop's unroll")
+        }
+        _ => 1,
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -69,6 +69,10 @@ pub(crate) enum SizeOp {
     /// Subtraction cut at zero.
     Sub,
     Mul,
+    /// Division rounding down.
+    Div,
+    /// The remainder of a division.
+    Rem,
     /// Division rounding up.
     DivCeil,
     Max,
@@ -80,6 +84,8 @@ impl SizeOp {
             SizeOp::Add => a + b,
             SizeOp::Sub => a.saturating_sub(b),
             SizeOp::Mul => a * b,
+            SizeOp::Div => a.checked_div(b).unwrap_or(0),
+            SizeOp::Rem => a.checked_rem(b).unwrap_or(0),
             SizeOp::DivCeil => match b {
                 0 => 0,
                 b => a.div_ceil(b),
@@ -93,6 +99,8 @@ impl SizeOp {
             SizeOp::Add => "+",
             SizeOp::Sub => "-",
             SizeOp::Mul => "*",
+            SizeOp::Div => "/",
+            SizeOp::Rem => "%",
             SizeOp::DivCeil => "/^",
             SizeOp::Max => "max",
         }
@@ -276,6 +284,29 @@ impl Sz {
         self.bin(SizeOp::Mul, other)
     }
 
+    /// `self + other`.
+    pub fn add(&self, other: &Sz) -> Sz {
+        self.bin(SizeOp::Add, other)
+    }
+
+    /// `self / n`, rounded down.
+    pub fn div(&self, n: usize) -> Sz {
+        self.bin(SizeOp::Div, &Sz::constant(n))
+    }
+
+    /// `self % n`.
+    pub fn rem(&self, n: usize) -> Sz {
+        self.bin(SizeOp::Rem, &Sz::constant(n))
+    }
+
+    /// Its value as a literal of the kernel (a loop's count, a stride):
+    /// literals are not decisions (a generic kernel reads those that
+    /// change from its sizes binding), so no guard is recorded. A choice
+    /// made on the value goes through `Guards` instead.
+    pub fn literal(&self) -> usize {
+        self.value
+    }
+
     /// `self * n`.
     pub fn times(&self, n: usize) -> Sz {
         self.mul(&Sz::constant(n))
@@ -423,6 +454,17 @@ impl Guards {
     pub fn value(&mut self, size: &Sz, decides: &'static str) -> usize {
         self.record(size, Test::Equals(size.value), decides);
         size.value
+    }
+
+    /// The power of two at least `size` (1 for 0), recorded as the two
+    /// tests that bound it: for an unroll that makes a loop fit.
+    pub fn power_of_two_above(&mut self, size: &Sz, decides: &'static str) -> usize {
+        let p = size.value.next_power_of_two();
+        self.at_most(size, p, decides);
+        if p > 1 {
+            self.at_least(size, p / 2 + 1, decides);
+        }
+        p
     }
 
     /// Whether `a <= b`, recorded as `a - b <= 0` (the difference cut

@@ -14,10 +14,11 @@ use crate::dtype::DType;
 use crate::graph::op::{BinaryOp, Op, UnaryOp};
 use crate::graph::{GKind, GNode};
 use crate::kernel::ir::{Arith, Buffer, Builtin, Check, Expr, Inst, PartAccess, Ty, Var};
-use crate::kernel::{Guards, Sz};
+use crate::kernel::Guards;
 use crate::shape::{Layout, numel};
 
 mod assemble;
+mod guards;
 mod movement;
 mod scatter;
 use super::source::CodegenContext;
@@ -97,6 +98,9 @@ pub(crate) struct Gen<'a> {
     /// what its code depends on, for `LAZYWGPU_DUMP` and recompile
     /// warnings.
     pub guards: Guards,
+    /// Per node, whether its dimensions were tested against one
+    /// (`guard_size_one`).
+    size_one_tested: Vec<bool>,
     /// The nodes a kernel working on vectors computes a lane at a time
     /// (`vectorize::lanes_gathered`), sorted.
     gathered: Vec<usize>,
@@ -145,6 +149,7 @@ impl<'a> Gen<'a> {
             uses_checks: false,
             candidates: Vec::new(),
             guards: Guards::default(),
+            size_one_tested: vec![false; nodes.len()],
             gathered: Vec::new(),
         }
     }
@@ -182,12 +187,7 @@ impl<'a> Gen<'a> {
     /// the parts.
     fn split_access(&mut self, buffer: Buffer, n: usize, pos: Expr, vec: bool) -> Expr {
         let parts = self.parts_of(n, vec);
-        // An input spans its layout's reach; a stored value its elements.
-        let spanned = match self.nodes[n].kind {
-            GKind::Input { .. } => Sz::extent(n, self.nodes[n].extent()),
-            GKind::Op { .. } => self.elements_of(n),
-        };
-        self.guard_parts(n, (spanned, vec), parts);
+        self.guard_parts(n, (self.spanned(n), vec), parts);
         if parts == 1 {
             return Expr::Load {
                 buffer,
@@ -216,30 +216,6 @@ impl<'a> Gen<'a> {
             access: PartAccess::Read(var),
         });
         Expr::Var(var)
-    }
-
-    /// Node `n`'s element count, as a size of its dimensions.
-    fn elements_of(&self, n: usize) -> Sz {
-        let shape = &self.nodes[n].shape;
-        Sz::dims_product(n, shape, 0..shape.len())
-    }
-
-    /// Records the test that node `n`'s `elements` (`vec`: bound in
-    /// groups of four) take `parts` binding parts: one binding where they
-    /// fit one part, else that many parts (`kernel::binding_parts`).
-    fn guard_parts(&mut self, n: usize, (elements, vec): (Sz, bool), parts: usize) {
-        let units = match vec {
-            true => elements.div_ceil(&Sz::constant(4)).times(4),
-            false => elements,
-        };
-        let bytes = units.times(self.nodes[n].dtype.size_in_bytes());
-        let part = self.part_bytes();
-        if parts == 1 {
-            self.guards.at_most(&bytes, part, "one binding");
-        } else {
-            let counted = bytes.div_ceil(&Sz::constant(part));
-            self.guards.equals(&counted, parts, "binding parts");
-        }
     }
 
     /// Elements (or `vec4`s) of node `n` one binding part holds.
@@ -526,6 +502,7 @@ impl<'a> Gen<'a> {
     /// which is computed even if stored (unless it is a graph input,
     /// which has no computation).
     pub fn value(&mut self, n: usize, idx: &Expr, is_root: bool, vec: bool) -> Expr {
+        self.guard_size_one(n);
         // Recursion as deep as the longest chain of fused ops: the stack
         // grows on demand (a 16,800-op chain overflowed a test thread's).
         stacker::maybe_grow(STACK_RED_ZONE, STACK_GROWTH, || {
