@@ -8,7 +8,7 @@
 //! every strategy here computes the right values for any sizes but the
 //! `vec4` ones (which need lengths that are multiples of four), so a
 //! kernel whose sizes change keeps its code but for the literal sizes and
-//! becomes generic over them (`runtime::gpu::generalize`) instead of
+//! becomes generic over them (`kernel::generic`) instead of
 //! being compiled again where a size crosses a threshold (a batch of 17
 //! under a lane matmul's 32 rows or under a reduction's 256 elements).
 //! The first sizes a site sees decide: the static fast path for sites

@@ -13,8 +13,8 @@ use std::collections::HashMap;
 use crate::dtype::DType;
 use crate::graph::op::{BinaryOp, Op, UnaryOp};
 use crate::graph::{GKind, GNode};
-use crate::kernel::ir::{Arith, Buffer, Builtin, Check, Expr, Inst, PartAccess, Ty, Var};
 use crate::kernel::Guards;
+use crate::kernel::ir::{Arith, Buffer, Builtin, Check, Expr, Inst, PartAccess, Ty, Var};
 use crate::shape::{Layout, numel};
 
 mod assemble;
