@@ -336,3 +336,65 @@ fn kernels_keep_their_structure_wherever_their_guards_hold() {
         }
     }
 }
+
+/// Scans, sorts, top-k, flips, padding, transposes, concatenation,
+/// index selects, a gather's gradient (a scatter-add), a log-softmax's
+/// gradient, max and mean, each over rows of 1 to 70,001: wherever one
+/// length's guards hold at another's numbers, its kernels keep their
+/// structure. (A strided view's layout, tested for being row-major and
+/// for its offset, is not yet a guard: its strides are not symbols.)
+#[test]
+fn ops_over_row_lengths_keep_their_structure_wherever_their_guards_hold() {
+    let lengths = [
+        1usize, 2, 3, 4, 7, 64, 100, 255, 256, 1000, 4096, 5000, 70_001,
+    ];
+    fn ids(x: &Tensor, n: usize, len: usize) -> Tensor {
+        let v: Vec<i32> = (0..n).map(|i| ((i * 7919) % len) as i32).collect();
+        Tensor::from_vec(v, [n], x.device()).expect("ids")
+    }
+    let programs: Vec<(&str, Program<'_>)> = vec![
+        ("cumsum1", &|x| vec![x.cumsum(1)]),
+        ("cumsum0", &|x| vec![x.cumsum(0)]),
+        ("sort", &|x| {
+            let (v, i) = x.sort(1, false);
+            vec![v, i]
+        }),
+        ("topk", &|x| {
+            let (v, i) = x.topk(1, 1, true);
+            vec![v, i]
+        }),
+        ("flip", &|x| vec![x.flip([1])]),
+        ("pad", &|x| vec![x.pad(&[(0, 0), (1, 2)], 0.0f32)]),
+        ("transpose", &|x| vec![&x.t() * 2.0]),
+        ("cat", &|x| vec![Tensor::cat(&[x, x], 1)]),
+        ("index_select", &|x| {
+            vec![x.index_select(1, &ids(x, 5, x.shape()[1]))]
+        }),
+        ("gather_bwd", &|x| {
+            x.requires_grad_(true);
+            let n = x.shape()[1];
+            let idx = ids(x, 3 * n, n).reshape([3, n]);
+            let y = x.gather(1, &idx);
+            (&y * &y).sum_all().backward();
+            vec![y, x.grad().expect("g")]
+        }),
+        ("softmax_bwd", &|x| {
+            x.requires_grad_(true);
+            let y = x.log_softmax(1);
+            (&y * &y).sum_all().backward();
+            vec![y, x.grad().expect("g")]
+        }),
+        ("max_mean", &|x| vec![x.max([1], false), x.mean([0], false)]),
+    ];
+    for (name, program) in programs {
+        let lowered: Vec<Lowered> = (lengths.iter())
+            .map(|&len| {
+                let outputs = program(&input(3, len));
+                lowered_with_key(&outputs.iter().collect::<Vec<_>>(), &Target::lavapipe())
+            })
+            .collect();
+        let (same, differ) = unguarded_changes(&lowered);
+        assert!(differ.is_empty(), "{name}: {differ:#?}");
+        assert!(same > 4 * lengths.len(), "{name}: {same} pairs compared");
+    }
+}

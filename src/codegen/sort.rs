@@ -18,8 +18,8 @@ use super::emit::Gen;
 use super::reduce_ir::{guarded, split_index, strided_within, uarith};
 use crate::dtype::DType;
 use crate::graph::GraphKey;
-use crate::kernel::Entry;
 use crate::kernel::ir::{Arith, Expr, Inst, Ty, Var};
+use crate::kernel::{Entry, Sz};
 use crate::shape::numel;
 
 /// Invocations of a line's workgroup: lines of more than
@@ -118,10 +118,18 @@ impl SortLine {
             run.min(line_len)
         };
         let runs = line_len.div_ceil(len.max(1)).max(1);
-        let padded = len.next_power_of_two();
+        // The network's size is the line's (or run's) next power of two.
+        let line_sz = Sz::dim(x, axis, line_len);
+        let len_sz = match run == 0 || !g.guards.at_least(&line_sz, run + 1, "a sort by runs") {
+            true => line_sz,
+            false => Sz::constant(run),
+        };
+        let padded = g.guards.power_of_two_above(&len_sz, "a sort's network");
         let stages = padded.trailing_zeros() as usize;
         let pairs = padded / 2;
-        let wg = if pairs <= SMALL_SORT_PAIRS || lines > 1 {
+        let lines_sz = Sz::dims_product(x, &shape, (0..shape.len()).filter(|&d| d != axis));
+        let many = "a sort's workgroup (one line, or many)";
+        let wg = if pairs <= SMALL_SORT_PAIRS || g.guards.at_least(&lines_sz, 2, many) {
             pairs.clamp(1, SORT_WORKGROUP)
         } else {
             SORT_WORKGROUP

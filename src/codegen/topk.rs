@@ -32,7 +32,7 @@ use crate::dtype::DType;
 use crate::graph::GraphKey;
 use crate::graph::op::RadixPass;
 use crate::kernel::ir::{Arith, Builtin, Expr, Inst, Ty, Var};
-use crate::kernel::{Entry, WorkgroupArray};
+use crate::kernel::{Entry, Sz, WorkgroupArray};
 use crate::shape::numel;
 
 /// Invocations of a line's workgroup: 128, so that the per-invocation
@@ -57,6 +57,7 @@ pub(super) fn topk_select(
 ) -> (Entry, Vec<Inst>, usize) {
     let x = key.nodes[root].inputs[0];
     let shape = &key.nodes[x].shape;
+    let elements = Sz::dims_product(x, shape, 0..shape.len());
     let len = shape.last().copied().unwrap_or(1).max(1);
     let lines = numel(shape) / len;
     let line = g.emit("o", Ty::U32, Expr::Invocation);
@@ -77,8 +78,8 @@ pub(super) fn topk_select(
         // sums) share lavapipe's loop limit.
         budget: g.context().target.loop_budget(2 * PASSES + 3),
         by_fours: key.nodes[x].dtype == DType::F32
-            && numel(shape).is_multiple_of(4)
-            && vectorizable(&key.nodes, x, g.stored, false),
+            && vectorizable(&key.nodes, x, g.stored, false)
+            && (g.guards).multiple_of(&elements, 4, "a top-k's lines read four elements a load"),
     };
     let (threshold, want) = sel.radix_select(g);
     sel.write_picks(g, &threshold, &want);

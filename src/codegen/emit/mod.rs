@@ -22,7 +22,7 @@ mod guards;
 mod movement;
 mod scatter;
 use super::source::CodegenContext;
-use super::wgsl::{UNIFORM_PARAMS_BYTES, unroll_for};
+use super::wgsl::{UNIFORM_PARAMS_BYTES, unroll_for, unroll_guarded};
 pub(crate) use movement::{SplitOperand, SplitPart};
 
 /// Stack left before a recursive walk over the graph grows it, and by how

@@ -9,7 +9,8 @@ use crate::graph::semantics::indexed_axis_len;
 use crate::kernel::ir::{Arith, Check, Expr, Inst, Ty};
 
 use super::Gen;
-use super::unroll_for;
+use super::unroll_guarded;
+use crate::kernel::Sz;
 
 impl Gen<'_> {
     /// `ScatterAdd`: the base element plus every source element along
@@ -79,8 +80,8 @@ impl Gen<'_> {
         let acc = self.scatter_accumulator(n, base, idx);
         let inside = Self::inside_source(&coords, &src_shape, axis);
         let row = coords[axis].clone();
-        let longest = src_shape[axis];
-        let unroll = unroll_for(longest, self.cx.target.loop_budget(1));
+        let longest = Sz::dim(src, axis, src_shape[axis]);
+        let unroll = unroll_guarded(&longest, self.cx.target.loop_budget(1), &mut self.guards);
         let body = self.block(|g| {
             let start_at = |g: &mut Gen, at: Expr| {
                 let start = g.value(starts, &at, false, false);
@@ -109,7 +110,7 @@ impl Gen<'_> {
                 Expr::arith(Arith::Lt, first.clone(), end),
                 Expr::call(
                     crate::kernel::ir::Builtin::Min,
-                    vec![run, Expr::U32(longest as u64)],
+                    vec![run, Expr::U32(longest.literal() as u64)],
                 ),
                 Expr::U32(0),
             );
