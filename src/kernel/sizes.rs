@@ -13,6 +13,7 @@
 //! named in a recompile warning when another size of the site crosses
 //! one of them (`first_crossed`).
 
+use std::collections::HashSet;
 use std::fmt;
 use std::sync::Arc;
 
@@ -412,8 +413,19 @@ impl fmt::Display for Guard {
 /// The guards recorded while one kernel was lowered, in the order its
 /// tests were made. Tests of sizes that read no dimension are answered
 /// without a guard; a test made twice is recorded once.
-#[derive(Clone, Debug, Default, PartialEq)]
-pub(crate) struct Guards(Vec<Guard>);
+#[derive(Clone, Debug, Default)]
+pub(crate) struct Guards {
+    list: Vec<Guard>,
+    /// The tests recorded, to record each once in constant time (a long
+    /// fused chain tests every dimension of thousands of nodes).
+    made: HashSet<(Arc<SizeExpr>, Test)>,
+}
+
+impl PartialEq for Guards {
+    fn eq(&self, other: &Guards) -> bool {
+        self.list == other.list
+    }
+}
 
 impl Guards {
     /// Answers `test` of `size` and records it, for `decides`.
@@ -427,11 +439,16 @@ impl Guards {
                 value: size.value,
                 decides,
             };
-            if !self.0.iter().any(|g| g.same_test(&guard)) {
-                self.0.push(guard);
-            }
+            self.push(guard);
         }
         passed
+    }
+
+    /// Adds `guard` unless its test was recorded already.
+    fn push(&mut self, guard: Guard) {
+        if self.made.insert((guard.size.clone(), guard.test)) {
+            self.list.push(guard);
+        }
     }
 
     /// Whether `size <= bound`.
@@ -480,15 +497,13 @@ impl Guards {
 
     /// The guards, in the order recorded.
     pub fn list(&self) -> &[Guard] {
-        &self.0
+        &self.list
     }
 
     /// Adds `other`'s guards (a kernel's packing kernels' choices).
     pub fn extend(&mut self, other: &Guards) {
-        for g in &other.0 {
-            if !self.0.iter().any(|h| h.same_test(g)) {
-                self.0.push(g.clone());
-            }
+        for g in &other.list {
+            self.push(g.clone());
         }
     }
 }
