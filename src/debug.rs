@@ -162,7 +162,7 @@ fn plan_text(name: &str, source: &KernelSource, planned: &str, origins: &[String
         let _ = writeln!(text, "candidates: {}", listed.join(", "));
     }
     // The tests of sizes its choices made, each node named once.
-    for guard in source.guards.list() {
+    for guard in source.guards.iter() {
         let named: Vec<String> = (guard.size.nodes().into_iter())
             .map(|n| format!("n{n} {}", label(n)))
             .collect();

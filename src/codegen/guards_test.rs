@@ -22,19 +22,19 @@ fn input(rows: usize, len: usize) -> Tensor {
 
 /// The conditions of `kernel`'s guards, in order.
 fn conditions(kernel: &KernelSource) -> Vec<String> {
-    kernel.guards.list().iter().map(Guard::condition).collect()
+    kernel.guards.iter().map(Guard::condition).collect()
 }
 
 /// Whether every guard of `kernels` holds where each number of the graph
 /// is `at(leaf)`.
 fn all_hold(kernels: &[KernelSource], at: &dyn Fn(Leaf) -> usize) -> bool {
-    (kernels.iter().flat_map(|k| k.guards.list()))
+    (kernels.iter().flat_map(|k| k.guards.iter()))
         .all(|g| g.test.passes(g.size.eval(at)) == g.passed)
 }
 
 /// The conditions of `kernel`'s guards that decided `what`.
 fn deciding(kernel: &KernelSource, what: &[&str]) -> Vec<String> {
-    (kernel.guards.list().iter())
+    (kernel.guards.iter())
         .filter(|g| what.iter().any(|w| g.decides.contains(w)))
         .map(Guard::condition)
         .collect()
@@ -59,7 +59,7 @@ fn a_row_sum_depends_on_its_length_through_three_guards_and_its_bindings() {
         "(n2[0] * 4) <= 134217728".to_string(),
     ];
     let one = "a dimension of one";
-    let listed: Vec<String> = (kernels[0].guards.list().iter())
+    let listed: Vec<String> = (kernels[0].guards.iter())
         .filter(|g| !g.decides.starts_with(one))
         .map(Guard::condition)
         .collect();

@@ -3,7 +3,7 @@
 //! packed copy would repeat, and how A is read: packed, in place, or in
 //! place four K values a load.
 
-use super::matmul::{MatmulDims, matmul_size_exprs};
+use super::matmul::{MatmulDims, MatmulSizes};
 use super::wgsl::CodegenContext;
 use crate::graph::op::Op;
 use crate::graph::{GKind, GraphKey};
@@ -79,18 +79,18 @@ pub(super) fn source_elements(key: &GraphKey, node: usize) -> Sz {
     let n = &key.nodes[source];
     match &n.kind {
         GKind::Input { layout, .. } => Sz::reached(source, layout.elements_reached(&n.shape)),
-        GKind::Op { .. } => Sz::dims_product(source, &n.shape, 0..n.shape.len()),
+        GKind::Op { .. } => Sz::elements(source, &n.shape),
     }
 }
 
-/// How a lane matmul reads A (see `AOperand`), given the site's
-/// precedent tile (`kept`: which read it chose at the site's first sizes),
-/// whether the kernel reads B in place, and which sizes change between
-/// the site's graphs (`cx`).
+/// How a lane matmul reads A (see `AOperand`), given its sizes
+/// (`matmul_size_exprs`), the site's precedent tile (`kept`: which read
+/// it chose at the site's first sizes), whether the kernel reads B in
+/// place, and which sizes change between the site's graphs (`cx`).
 pub(super) fn a_operand(
     key: &GraphKey,
     stored: &dyn Fn(usize) -> bool,
-    (d, batch, b_in_place): (&MatmulDims, usize, bool),
+    (d, sizes, batch, b_in_place): (&MatmulDims, &MatmulSizes, usize, bool),
     (kept, cx): (&LaneTile, CodegenContext),
 ) -> AOperand {
     let mut guards = Guards::default();
@@ -106,22 +106,24 @@ pub(super) fn a_operand(
         (true, 0 | 1) => StoredView::Single,
         (true, _) => StoredView::Batched,
     };
+    // A's elements as the view packs them: a matrix, or one per entry.
+    let (all, m, k, _) = sizes;
+    let entries = match a_batch == batch {
+        true => all.clone(),
+        false => Sz::constant(a_batch),
+    };
+    let view = entries.mul(m).mul(k);
     // A site's later sizes keep reading A in place where its precedent
     // did (valid at every size), so a smaller size that falls below the
     // packing threshold keeps the kernel's code and its generic kernel.
     // One way only: a site first seen packed that grows past the
     // threshold reads in place from then on, a recompile.
-    // A's elements as the view packs them: a matrix, or one per entry.
-    let (all, m, k, _) = matmul_size_exprs(key, (d.a, d.b));
-    let entries = if a_batch == batch {
-        all
-    } else {
-        Sz::constant(a_batch)
-    };
-    let view = entries.mul(&m).mul(&k);
-    let sizes = (&view, &source_elements(key, node));
     let in_place = (kept.a_in_place && stored_view != StoredView::No)
-        || lane_reads_a_in_place(sizes, stored_view, &mut guards);
+        || lane_reads_a_in_place(
+            (&view, &source_elements(key, node)),
+            stored_view,
+            &mut guards,
+        );
     // A precedent that read A in place one value a load keeps doing so,
     // and so does an A whose contraction is a length that changes between
     // the site's graphs or that the user marked dynamic (attention's
@@ -135,8 +137,7 @@ pub(super) fn a_operand(
     // MNIST CNN's 64 x 288 weight gradient took 33-37 ms a step instead
     // of 42-45 (`LAZYWGPU_PROFILE`, alternated, an AMD EPYC's lavapipe).
     let scalar_precedent = kept.a_in_place && !kept.a_vec4;
-    let a_last = Sz::last_dim_or(d.a, &key.nodes[d.a].shape, d.k);
-    let rows_fixed = cx.rows_stay_in_fours(d.a, &a_last, &mut guards);
+    let rows_fixed = cx.rows_stay_in_fours(d.a, k, &mut guards);
     // A value that B reads in place too (`x @ x.T`) is read one way, so
     // that it takes the bindings the plan counted for it.
     let b_reads = |v: usize| b_in_place && read_source(key, d.b) == read_source(key, v);

@@ -156,9 +156,13 @@ pub(super) fn matmul_dims(key: &GraphKey, root: usize) -> MatmulDims {
     }
 }
 
+/// A matmul's `(batch, m, k, n)` as sizes of its operands' dimensions
+/// (`matmul_size_exprs`).
+pub(super) type MatmulSizes = (Sz, Sz, Sz, Sz);
+
 /// `matmul_sizes` of the product of `a` by `b`, as sizes of their
 /// dimensions: `(batch, m, k, n)`.
-pub(super) fn matmul_size_exprs(key: &GraphKey, (a, b): (usize, usize)) -> (Sz, Sz, Sz, Sz) {
+pub(super) fn matmul_size_exprs(key: &GraphKey, (a, b): (usize, usize)) -> MatmulSizes {
     let (a_shape, b_shape) = (&key.nodes[a].shape, &key.nodes[b].shape);
     let r = a_shape.len();
     (

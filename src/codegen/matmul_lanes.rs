@@ -51,9 +51,9 @@ use super::lane_packs::{
 };
 use super::lane_tile::{MAX_ROWS, b_block_width, block, tile_for};
 use super::matmul::{
-    MatmulDims, OutputBlock, TileIds, VEC4, accumulators, add, below, both, fadd, fmul, lit,
-    matmul_dims, matmul_size_exprs, modulo, over, plus, splat_lane, store_block, tile_ids,
-    tile_load, times,
+    MatmulDims, MatmulSizes, OutputBlock, TileIds, VEC4, accumulators, add, below, both, fadd,
+    fmul, lit, matmul_dims, matmul_size_exprs, modulo, over, plus, splat_lane, store_block,
+    tile_ids, tile_load, times,
 };
 use super::wgsl::{CodegenContext, KernelSource};
 use crate::graph::GraphKey;
@@ -90,8 +90,8 @@ struct Geometry {
     /// Whether B's texture holds B's transpose, as a stored value holds
     /// it: a texel holds four K values of one column.
     b_transposed: bool,
-    /// The tests of sizes its choices recorded (`kernel::sizes`; the
-    /// tile's and the packings' choices are not recorded yet).
+    /// The tests of sizes its choices recorded (`kernel::sizes`): its
+    /// tile, and how it reads A and B.
     guards: Guards,
 }
 
@@ -110,7 +110,8 @@ fn geometry(
     }
     let batch = d.groups / d.tiles_mn.max(1);
     let (k4, n4) = (d.k.div_ceil(4), d.n.div_ceil(4));
-    let (tile, b_in_place, mut guards) = tile_of(key, &d, s, precedent);
+    let sizes = matmul_size_exprs(key, (d.a, d.b));
+    let (tile, b_in_place, mut guards) = tile_of(key, (&d, &sizes), s, precedent);
     let (rows, lanes, texels) = (tile.rows, tile.lanes, tile.texels);
     let AOperand {
         node: a_node,
@@ -118,7 +119,7 @@ fn geometry(
         in_place: a_in_place,
         vec4: a_vec4,
         guards: a_guards,
-    } = a_operand(key, stored, (&d, batch, b_in_place), (&tile, cx));
+    } = a_operand(key, stored, (&d, &sizes, batch, b_in_place), (&tile, cx));
     guards.extend(&a_guards);
     let max = adapter.max_texture;
     let in_place = (a_in_place, b_in_place);
@@ -177,19 +178,18 @@ fn geometry(
 /// choices.
 fn tile_of(
     key: &GraphKey,
-    d: &MatmulDims,
+    (d, (batch, m, k, n)): (&MatmulDims, &MatmulSizes),
     s: usize,
     precedent: Option<Strategy>,
 ) -> (LaneTile, bool, Guards) {
-    let (batch, m, k, n) = matmul_size_exprs(key, (d.a, d.b));
-    let b_sizes = (&batch.mul(&k).mul(&n), &source_elements(key, d.b));
+    let b_sizes = (&batch.mul(k).mul(n), &source_elements(key, d.b));
     let b_in_place = |rows: usize, guards: &mut Guards| {
         let row_tiles = m.div_ceil(&Sz::constant(rows));
         lane_reads_b_in_place(b_sizes, &row_tiles, guards)
     };
     let mut guards = Guards::default();
     let n4 = n.div_ceil(&Sz::constant(4));
-    let tile = tile_for((&m, &n4, &batch), s, precedent, (&b_in_place, &mut guards));
+    let tile = tile_for((m, &n4, batch), s, precedent, (&b_in_place, &mut guards));
     let b = b_in_place(tile.rows, &mut guards);
     (tile, b, guards)
 }

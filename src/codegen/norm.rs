@@ -17,8 +17,6 @@ use super::wgsl::unroll_guarded;
 use crate::dtype::DType;
 use crate::graph::GraphKey;
 use crate::graph::op::{BinaryOp, UnaryOp};
-#[cfg(test)]
-use crate::kernel::Target;
 use crate::kernel::ir::{Arith, Expr, Inst, Ty, Var};
 use crate::kernel::{Entry, Guards, Sz, WorkgroupArray};
 use crate::shape::numel;
@@ -103,8 +101,11 @@ struct RowPasses {
     /// computed four at a time. Each group's elements are then visited
     /// in order, one at a time, so the sums are the scalar kernel's.
     vec4: bool,
-    /// How a summing pass takes the row by blocks (`sum_blocks`).
-    blocks: Option<(usize, usize)>,
+    /// How a summing pass takes an invocation's row by blocks
+    /// (`sum_blocks`); `None` for rows summed whole: a workgroup's (its
+    /// invocations' partial sums meet in a tree), a short one, or one too
+    /// long for blocks.
+    blocks: Option<SumBlocks>,
     /// The workgroup array the partial sums meet in.
     partial: Var,
 }
@@ -136,11 +137,6 @@ impl RowPasses {
             true => None,
             false => sum_blocks(&loads, budget, &mut g.guards),
         };
-        if blocks.is_some() {
-            // A loop over the tail where the blocks leave one.
-            let tail = "a norm's row ends in a partial block";
-            g.guards.multiple_of(&loads, SUM_BLOCK, tail);
-        }
         let partial = g.fresh("row_part");
         RowPasses {
             x,
@@ -229,7 +225,7 @@ impl RowPasses {
                 g.accumulate(acc, value);
             }
         };
-        let Some((full, unroll)) = self.blocks() else {
+        let Some(SumBlocks { full, unroll, tail }) = self.blocks else {
             return self.pass(g, &|g, i, v, gv| add(g, sums, i, v, gv));
         };
         let visit = |g: &mut Gen, k: Expr, into: &[&Expr]| {
@@ -265,7 +261,6 @@ impl RowPasses {
             unroll: 1,
             body,
         });
-        let tail = self.units() - full * SUM_BLOCK;
         if tail > 0 {
             let counter = g.fresh("k");
             let start = Expr::U32((full * SUM_BLOCK) as u64);
@@ -278,21 +273,6 @@ impl RowPasses {
                 body,
             });
         }
-    }
-
-    /// Elements of a row, or its groups of four where read four a load.
-    fn units(&self) -> usize {
-        if self.vec4 { self.len / 4 } else { self.len }
-    }
-
-    /// How a summing pass takes an invocation's row by blocks: the full
-    /// blocks, and the unroll of the loop within a block that keeps the
-    /// pass's iterations (blocks, their elements, the tail) within its
-    /// share of the loop budget. `None` for rows summed whole: a
-    /// workgroup's (its invocations' partial sums meet in a tree), a
-    /// short one, or one too long for blocks.
-    fn blocks(&self) -> Option<(usize, usize)> {
-        self.blocks
     }
 
     /// A pass's partial sum made the row's: as it is in one invocation, or
@@ -338,25 +318,46 @@ impl RowPasses {
     }
 }
 
-/// How one invocation sums a row of `units` by blocks (`RowPasses::
-/// sum_pass`): its full blocks of `SUM_BLOCK` and the smallest unroll of
-/// the loop within a block that keeps the pass's loop iterations (the
-/// blocks, their elements, the tail) within `budget`. `None` for a row
-/// shorter than `BLOCKED_FROM` or too long for blocks in the budget.
-fn sum_blocks(units: &Sz, budget: Option<usize>, guards: &mut Guards) -> Option<(usize, usize)> {
+/// How one invocation sums a row by blocks (`RowPasses::sum_pass`).
+#[derive(Clone, Copy, Debug, PartialEq)]
+struct SumBlocks {
+    /// Full blocks of `SUM_BLOCK`.
+    full: usize,
+    /// The unroll of the loop within a block.
+    unroll: usize,
+    /// Elements (or groups of four) past the full blocks, summed by a
+    /// loop of their own where there are any.
+    tail: usize,
+}
+
+/// How one invocation sums a row of `units` by blocks: its full blocks,
+/// the smallest unroll of the loop within a block that keeps the pass's
+/// loop iterations (the blocks, their elements, the tail) within
+/// `budget`, and the tail. `None` for a row shorter than `BLOCKED_FROM`
+/// or too long for blocks in the budget. Each test is recorded in
+/// `guards`.
+fn sum_blocks(units: &Sz, budget: Option<usize>, guards: &mut Guards) -> Option<SumBlocks> {
     if !guards.at_least(units, BLOCKED_FROM, "a norm's row summed by blocks") {
         return None;
     }
     let full = units.div(SUM_BLOCK);
     let tail = units.rem(SUM_BLOCK);
-    let Some(budget) = budget else {
-        return Some((full.literal(), 1));
+    let unroll = match budget {
+        None => 1,
+        Some(budget) => {
+            let iterations = |unroll: usize| full.times(1 + SUM_BLOCK / unroll).add(&tail);
+            (0..=SUM_BLOCK.trailing_zeros())
+                .map(|p| 1 << p)
+                .find(|&u| guards.at_most(&iterations(u), budget, "a norm's blocks unrolled"))?
+        }
     };
-    let iterations = |unroll: usize| full.times(1 + SUM_BLOCK / unroll).add(&tail);
-    (0..=SUM_BLOCK.trailing_zeros())
-        .map(|p| 1 << p)
-        .find(|&unroll| guards.at_most(&iterations(unroll), budget, "a norm's blocks unrolled"))
-        .map(|unroll| (full.literal(), unroll))
+    // A loop over the tail where the blocks leave one.
+    guards.multiple_of(units, SUM_BLOCK, "a norm's row ends in a partial block");
+    Some(SumBlocks {
+        full: full.literal(),
+        unroll,
+        tail: tail.literal(),
+    })
 }
 
 /// The entry of a row kernel over `rows` rows.
@@ -524,10 +525,13 @@ pub(super) fn f32_unary(op: UnaryOp, x: Expr) -> Expr {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::kernel::Target;
 
-    /// `sum_blocks` of a row of a constant length.
+    /// `sum_blocks` of a row of a constant length: full blocks and unroll.
     fn blocks(units: usize, budget: Option<usize>) -> Option<(usize, usize)> {
-        sum_blocks(&Sz::constant(units), budget, &mut Guards::default())
+        let blocks = sum_blocks(&Sz::constant(units), budget, &mut Guards::default())?;
+        assert_eq!(blocks.tail, units % SUM_BLOCK);
+        Some((blocks.full, blocks.unroll))
     }
 
     #[test]

@@ -12,7 +12,6 @@ use crate::graph::op::{BinaryOp, UnaryOp};
 use crate::kernel::ir::{Arith, Expr, Inst, Ty, Var};
 use crate::kernel::{Entry, WorkgroupArray};
 use crate::kernel::{GPU_ROW_MIN, SoftmaxStrategy, Sz, choose_softmax, softmax_candidates};
-use crate::shape::numel;
 
 use super::norm::{f32_op, f32_unary};
 use super::roots::{RootBody, store_outputs, store_outputs_by};
@@ -27,13 +26,12 @@ pub(super) fn softmax(
 ) -> (RootBody, usize, bool, SoftmaxStrategy) {
     let x = key.nodes[root].inputs[0];
     let shape = key.nodes[x].shape.clone();
-    let len = shape[axis];
-    let inner: usize = shape[axis + 1..].iter().product();
-    let rows = numel(&shape) / len.max(1);
-    // The same sizes as the choices see them: dimensions of `x`.
-    let len_sz = Sz::dim(x, axis, len);
+    // The sizes as the choices see them, dimensions of `x`; their values
+    // are the kernel's literals.
+    let len_sz = Sz::dim(x, axis, shape[axis]);
     let inner_sz = Sz::dims_product(x, &shape, axis + 1..shape.len());
     let rows_sz = Sz::dims_product(x, &shape, (0..shape.len()).filter(|&d| d != axis));
+    let (len, inner, rows) = (len_sz.literal(), inner_sz.literal(), rows_sz.literal());
     let vectorizable = vectorizable(&key.nodes, x, g.stored, false);
     let precedent = g.context().precedent(root);
     let budget = g.context().target.loop_budget(1);

@@ -1,7 +1,7 @@
 //! Generated code for one kernel: the kernel value (`kernel::Kernel`),
 //! its WGSL text printed from it, and what the runtime needs besides.
 
-use crate::kernel::{Binding, Guards, Kernel, Precedents, Strategy, Sz, Target};
+use crate::kernel::{Binding, GuardList, Guards, Kernel, Precedents, Strategy, Sz, Target};
 
 /// What code generation is given besides the graph: the target, and
 /// (for dumps) a label per graph node, written as a comment on each line
@@ -125,7 +125,7 @@ pub(crate) struct KernelSource {
     /// The tests of sizes its choices made (`kernel::sizes`), in order:
     /// at sizes where each comes out as it did, lowering makes the same
     /// choices.
-    pub guards: Guards,
+    pub guards: GuardList,
     /// The kernel as a value, which `wgsl` was printed from.
     /// Shared: a site's record keeps it to compare the next sizes with.
     pub kernel: std::sync::Arc<Kernel>,

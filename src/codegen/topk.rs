@@ -57,7 +57,7 @@ pub(super) fn topk_select(
 ) -> (Entry, Vec<Inst>, usize) {
     let x = key.nodes[root].inputs[0];
     let shape = &key.nodes[x].shape;
-    let elements = Sz::dims_product(x, shape, 0..shape.len());
+    let elements = Sz::elements(x, shape);
     let len = shape.last().copied().unwrap_or(1).max(1);
     let lines = numel(shape) / len;
     let line = g.emit("o", Ty::U32, Expr::Invocation);

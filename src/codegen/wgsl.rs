@@ -76,9 +76,8 @@ pub(crate) fn lower_kernel<'a>(
     };
     let gathered = lanes_gathered(&key.nodes, (outputs, true), (stored, &aliased), cx);
     // Every output has `numel` elements (`schedule::KernelGroup`).
-    let elements = outputs.first().map_or(Sz::constant(numel), |&o| {
-        let shape = &key.nodes[o].shape;
-        Sz::dims_product(o, shape, 0..shape.len())
+    let elements = (outputs.first()).map_or(Sz::constant(numel), |&o| {
+        Sz::elements(o, &key.nodes[o].shape)
     });
     let can = gathered
         .as_ref()
@@ -169,15 +168,15 @@ pub(crate) fn generate_kernel(
 }
 
 /// How many copies of a loop's body each iteration runs so that `trips`
-/// iterations fit `budget`: 1 where they do, else a power of two.
+/// iterations fit `budget`: 1 where they do, else a power of two
+/// (`unroll_guarded` of a count that is not a size).
 pub(crate) fn unroll_for(trips: usize, budget: Option<usize>) -> usize {
-    match budget {
-        Some(budget) if trips > budget => trips.div_ceil(budget).next_power_of_two(),
-        _ => 1,
-    }
+    unroll_guarded(&Sz::constant(trips), budget, &mut Guards::default())
 }
 
-/// `unroll_for` of a size, its tests recorded in `guards`.
+/// How many copies of a loop's body each iteration runs so that `trips`
+/// iterations fit `budget`: 1 where they do, else a power of two. The
+/// tests of `trips` are recorded in `guards`.
 pub(crate) fn unroll_guarded(trips: &Sz, budget: Option<usize>, guards: &mut Guards) -> usize {
     let fits = "a loop within the loop budget";
     match budget {

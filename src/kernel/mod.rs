@@ -26,7 +26,7 @@ pub(crate) use legalise::legalise;
 pub(crate) use matmul_class::{CPU_TIMED_MACS, GPU_TIMED_MACS, MatmulClass};
 pub(crate) use program::{Declared, Entry, Helpers, Kernel, WorkgroupArray};
 pub(crate) use simplify::simplify_indices;
-pub(crate) use sizes::{Guards, Sz};
+pub(crate) use sizes::{GuardList, Guards, Sz};
 pub(crate) use strategy::{
     GPU_ROW_MIN, LaneTile, Precedents, ReduceRule, ReduceShape, ReduceStrategy, SoftmaxStrategy,
     Strategy, WORKGROUP_SIZE, choose_reduce, choose_softmax, choose_vec4, choose_vec4_out,

@@ -237,6 +237,12 @@ impl Sz {
         }
     }
 
+    /// Node `node`'s element count: every dimension of its `shape`
+    /// multiplied.
+    pub fn elements(node: usize, shape: &[usize]) -> Sz {
+        Sz::dims_product(node, shape, 0..shape.len())
+    }
+
     /// Dimensions `dims` of node `node`, of shape `shape`, multiplied
     /// (1 for none).
     pub fn dims_product(node: usize, shape: &[usize], dims: impl IntoIterator<Item = usize>) -> Sz {
@@ -410,6 +416,9 @@ impl fmt::Display for Guard {
     }
 }
 
+/// A kernel's guards once lowered (`Guards::recorded`).
+pub(crate) type GuardList = Arc<[Guard]>;
+
 /// The guards recorded while one kernel was lowered, in the order its
 /// tests were made. Tests of sizes that read no dimension are answered
 /// without a guard; a test made twice is recorded once.
@@ -419,12 +428,6 @@ pub(crate) struct Guards {
     /// The tests recorded, to record each once in constant time (a long
     /// fused chain tests every dimension of thousands of nodes).
     made: HashSet<(Arc<SizeExpr>, Test)>,
-}
-
-impl PartialEq for Guards {
-    fn eq(&self, other: &Guards) -> bool {
-        self.list == other.list
-    }
 }
 
 impl Guards {
@@ -496,8 +499,15 @@ impl Guards {
     }
 
     /// The guards, in the order recorded.
+    #[cfg(test)]
     pub fn list(&self) -> &[Guard] {
         &self.list
+    }
+
+    /// The guards recorded, as a kernel keeps them: shared, so that a
+    /// site's record of each dispatch takes them without a copy.
+    pub fn recorded(&self) -> GuardList {
+        self.list.as_slice().into()
     }
 
     /// Adds `other`'s guards (a kernel's packing kernels' choices).

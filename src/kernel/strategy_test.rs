@@ -112,29 +112,21 @@ fn rows_past_the_loop_limit_take_a_workgroup() {
 
 #[test]
 fn softmax_by_rows() {
-    // W3: 4,096 rows of 1,024.
-    assert_eq!(
-        softmax_of((1024, 4096, 1), true, None, LIMIT),
-        SoftmaxStrategy::RowPerInvocationVec4
-    );
-    // Ten logits, 64 rows; 37 columns.
-    assert_eq!(
-        softmax_of((10, 64, 1), true, None, LIMIT),
-        SoftmaxStrategy::RowPerInvocation
-    );
-    assert_eq!(
-        softmax_of((37, 5000, 1), true, None, LIMIT),
-        SoftmaxStrategy::RowPerInvocation
-    );
-    // Few long rows; a softmax along a leading axis.
-    assert_eq!(
-        softmax_of((4096, 8, 1), true, None, LIMIT),
-        SoftmaxStrategy::RowPerWorkgroup
-    );
-    assert_eq!(
-        softmax_of((512, 2048, 3), true, None, LIMIT),
-        SoftmaxStrategy::RowPerInvocation
-    );
+    use SoftmaxStrategy::*;
+    // (row length, rows, stride between a row's elements) and the kernel.
+    let cases = [
+        // W3: 4,096 rows of 1,024.
+        ((1024, 4096, 1), RowPerInvocationVec4),
+        // Ten logits, 64 rows; 37 columns.
+        ((10, 64, 1), RowPerInvocation),
+        ((37, 5000, 1), RowPerInvocation),
+        // Few long rows; a softmax along a leading axis.
+        ((4096, 8, 1), RowPerWorkgroup),
+        ((512, 2048, 3), RowPerInvocation),
+    ];
+    for (sizes, want) in cases {
+        assert_eq!(softmax_of(sizes, true, None, LIMIT), want, "{sizes:?}");
+    }
 }
 
 #[test]

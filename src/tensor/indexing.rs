@@ -369,9 +369,9 @@ impl Tensor {
         let shape = self.shape().to_vec();
         let strides = crate::shape::contiguous_strides(&shape);
         let total = self.numel();
-        let idx = index.cast(DType::I32);
-        let mut flat = &idx * strides[ax] as i32;
-        let mut inside = idx.ge(0).logical_and(&idx.lt(shape[ax] as i32));
+        // `index` is `i32` (`check_scatter_operands`).
+        let mut flat = index * strides[ax] as i32;
+        let mut inside = index.ge(0).logical_and(&index.lt(shape[ax] as i32));
         for (d, &stride) in strides.iter().enumerate() {
             if d != ax {
                 let mut along = vec![1isize; shape.len()];

@@ -50,7 +50,7 @@ impl Gen<'_> {
             copy: None,
             dyn_sizes: None,
             candidates: self.candidates.clone(),
-            guards: self.guards.clone(),
+            guards: self.guards.recorded(),
             kernel: std::sync::Arc::new(kernel),
         }
     }

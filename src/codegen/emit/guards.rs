@@ -9,15 +9,25 @@ use super::Gen;
 
 impl Gen<'_> {
     /// Node `n`'s element count, as a size of its dimensions.
-    pub(super) fn elements_of(&self, n: usize) -> Sz {
-        let shape = &self.nodes[n].shape;
-        Sz::dims_product(n, shape, 0..shape.len())
+    fn elements_of(&self, n: usize) -> Sz {
+        Sz::elements(n, &self.nodes[n].shape)
     }
 
-    /// Records the test that node `n`'s `elements` (`vec`: bound in
-    /// groups of four) take `parts` binding parts: one binding where they
-    /// fit one part, else that many parts (`kernel::binding_parts`).
-    pub(super) fn guard_parts(&mut self, n: usize, (elements, vec): (Sz, bool), parts: usize) {
+    /// Records the test that node `n`'s read (or `write`), `vec`: bound
+    /// in groups of four, takes `parts` binding parts: one binding where
+    /// its elements fit one part, else that many parts
+    /// (`kernel::binding_parts`). Once per node and kind of access: a
+    /// kernel reads a node many times the same way.
+    pub(super) fn guard_parts(&mut self, n: usize, (write, vec): (bool, bool), parts: usize) {
+        let access = 1 << (2 * usize::from(write) + usize::from(vec));
+        if self.parts_tested[n] & access != 0 {
+            return;
+        }
+        self.parts_tested[n] |= access;
+        let elements = match (write, &self.nodes[n].kind) {
+            (false, GKind::Input { .. }) => Sz::extent(n, self.nodes[n].extent()),
+            _ => self.elements_of(n),
+        };
         let units = match vec {
             true => elements.div_ceil(&Sz::constant(4)).times(4),
             false => elements,
@@ -43,15 +53,6 @@ impl Gen<'_> {
         for (d, &len) in self.nodes[n].shape.iter().enumerate() {
             let one = "a dimension of one, left out of index arithmetic";
             self.guards.at_most(&Sz::dim(n, d, len), 1, one);
-        }
-    }
-
-    /// What a read of node `n` spans of its buffer: an input its layout's
-    /// reach, a stored value its elements.
-    pub(super) fn spanned(&self, n: usize) -> Sz {
-        match self.nodes[n].kind {
-            GKind::Input { .. } => Sz::extent(n, self.nodes[n].extent()),
-            GKind::Op { .. } => self.elements_of(n),
         }
     }
 }

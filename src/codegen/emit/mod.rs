@@ -101,6 +101,9 @@ pub(crate) struct Gen<'a> {
     /// Per node, whether its dimensions were tested against one
     /// (`guard_size_one`).
     size_one_tested: Vec<bool>,
+    /// Per node, the accesses (read or write, scalar or `vec4`) whose
+    /// binding parts were tested (`guard_parts`), as bits.
+    parts_tested: Vec<u8>,
     /// The nodes a kernel working on vectors computes a lane at a time
     /// (`vectorize::lanes_gathered`), sorted.
     gathered: Vec<usize>,
@@ -150,6 +153,7 @@ impl<'a> Gen<'a> {
             candidates: Vec::new(),
             guards: Guards::default(),
             size_one_tested: vec![false; nodes.len()],
+            parts_tested: vec![0; nodes.len()],
             gathered: Vec::new(),
         }
     }
@@ -187,7 +191,7 @@ impl<'a> Gen<'a> {
     /// the parts.
     fn split_access(&mut self, buffer: Buffer, n: usize, pos: Expr, vec: bool) -> Expr {
         let parts = self.parts_of(n, vec);
-        self.guard_parts(n, (self.spanned(n), vec), parts);
+        self.guard_parts(n, (false, vec), parts);
         if parts == 1 {
             return Expr::Load {
                 buffer,
@@ -255,7 +259,7 @@ impl<'a> Gen<'a> {
         };
         let buffer = self.output_buffer(k, o);
         let parts = self.write_parts_of(o, vec);
-        self.guard_parts(o, (self.elements_of(o), vec), parts);
+        self.guard_parts(o, (true, vec), parts);
         match parts {
             1 => Inst::Store {
                 buffer,

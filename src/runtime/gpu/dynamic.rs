@@ -16,8 +16,8 @@ use crate::graph::{Graph, GraphKey, MarkedProbe, marked_probe_key, probe_key};
 use crate::kernel::generic::{
     Generic, differing_literals, generalize, structural_difference, values_for,
 };
-use crate::kernel::sizes::first_crossed;
-use crate::kernel::{Guards, Kernel};
+use crate::kernel::sizes::{Guard, first_crossed};
+use crate::kernel::{GuardList, Kernel};
 use crate::schedule::{Lowered, lower_for_gpu, plan};
 
 /// One dispatch as a site recorded it: its kernel lowered at one of the
@@ -43,12 +43,12 @@ pub(crate) struct DispatchText {
     pub not_generic: Option<String>,
     /// The tests of sizes its latest lowering's choices made: a later
     /// size whose kernel differs names the first that came out otherwise.
-    pub guards: Guards,
+    pub guards: GuardList,
 }
 
 impl DispatchText {
     /// A kernel that stayed concrete, or that a probe lowered.
-    fn concrete(kernel: Arc<Kernel>, dynamic: Vec<usize>, guards: Guards) -> DispatchText {
+    fn concrete(kernel: Arc<Kernel>, dynamic: Vec<usize>, guards: GuardList) -> DispatchText {
         DispatchText {
             concrete: kernel,
             dynamic,
@@ -246,12 +246,12 @@ fn generalize_dispatch(
 /// first line of IR that differs (`generic::structural_difference`);
 /// `None` where it is that kernel.
 fn guard_crossed(
-    (concrete, guards): (&Kernel, &Guards),
+    (concrete, guards): (&Kernel, &[Guard]),
     before: &[DispatchText],
     names: &dyn Fn(usize) -> Option<String>,
 ) -> Option<String> {
     let last = before.first().filter(|l| *l.concrete != *concrete)?;
-    let crossed = first_crossed(last.guards.list(), guards.list());
+    let crossed = first_crossed(&last.guards, guards);
     let why = crossed.map(|c| c.describe(names)).or_else(|| {
         structural_difference(&last.concrete, concrete)
     }).unwrap_or_else(|| {
@@ -430,7 +430,7 @@ fn known_across(kernels: &[&Arc<Kernel>]) -> Vec<DispatchText> {
             known.dedup();
             // A probe's guards are not compared: a warning compares
             // the site's last sizes with the new ones.
-            DispatchText::concrete(a.clone(), known, Guards::default())
+            DispatchText::concrete(a.clone(), known, GuardList::from([]))
         })
         .collect()
 }
