@@ -9,7 +9,7 @@ use super::{CodegenContext, KernelSource, generate};
 use crate::graph::{GKind, Graph, GraphKey};
 use crate::kernel::Target;
 use crate::kernel::generic::structural_difference;
-use crate::kernel::sizes::{Guard, Leaf};
+use crate::kernel::sizes::{Guard, Leaf, Test};
 use crate::schedule::{lower_for_gpu, plan};
 use crate::{Device, DeviceConfig, Tensor};
 
@@ -48,25 +48,35 @@ fn a_row_sum_depends_on_its_length_through_three_guards_and_its_bindings() {
     let sum = input(300, 1000).sum([1], false);
     let kernels = kernels_of(&[&sum], &Target::lavapipe());
     assert_eq!(kernels.len(), 1);
-    // Read four at a time (a multiple of four), one invocation a row
-    // (below the tree's 4,096 elements), within the loop budget; the
-    // input and the output each in one binding (of 128 MiB).
+    // Read four at a time in place (more than one element, its layout
+    // row-major from an offset that is a multiple of four, and rows of a
+    // multiple of four), one invocation a row (below the tree's 4,096
+    // elements), within the loop budget, the input from its first
+    // element; the input and the output each in one binding (of 128 MiB).
     let want = [
+        "(n0[0] * n0[1]) != 1".to_string(),
+        "stride(n0)[0] == max(n0[1], 1)".to_string(),
+        "stride(n0)[1] == 1".to_string(),
+        "offset(n0) % 4 == 0".to_string(),
         "n0[1] % 4 == 0".to_string(),
         "max(n0[1], 1) < 4096".to_string(),
         format!("max(n0[1], 1) <= {budget}"),
+        "offset(n0) == 0".to_string(),
         "((extent(n0) /^ 4) * 16) <= 134217728".to_string(),
         "(n2[0] * 4) <= 134217728".to_string(),
     ];
-    let one = "a dimension of one";
+    // Tests against one, of dimensions.
+    let of_one = |g: &&Guard| g.test == Test::AtMost(1);
     let listed: Vec<String> = (kernels[0].guards.iter())
-        .filter(|g| !g.decides.starts_with(one))
+        .filter(|g| !of_one(g))
         .map(Guard::condition)
         .collect();
     assert_eq!(listed, want);
     // Sizes of one stay specialised: each dimension the kernel reads or
     // writes is tested against one.
-    let ones = deciding(&kernels[0], &[one]);
+    let ones: Vec<String> = (kernels[0].guards.iter().filter(of_one))
+        .map(Guard::condition)
+        .collect();
     for dim in ["n0[0] > 1", "n0[1] > 1", "n1[1] <= 1"] {
         assert!(ones.contains(&dim.to_string()), "{dim}: {ones:?}");
     }
@@ -174,6 +184,8 @@ fn number_of(key: &GraphKey, leaf: Leaf) -> usize {
             GKind::Input { layout, .. } => layout.elements_reached(&key.nodes[node].shape),
             GKind::Op { .. } => unreachable!("a computed node's elements are its dimensions"),
         },
+        Leaf::Stride { node, dim } => key.nodes[node].layout().expect("a layout").strides[dim],
+        Leaf::Offset { node } => key.nodes[node].layout().expect("a layout").offset,
     }
 }
 
@@ -222,6 +234,30 @@ fn unguarded_changes(lowered: &[Lowered]) -> (usize, Vec<String>) {
         }
     }
     (same, differ)
+}
+
+/// Each of `programs`, lowered over `[3, len]` inputs of each of
+/// `lengths`: wherever one length's guards hold at another's numbers,
+/// its kernels keep their structure; and more than `pairs_per_length`
+/// times as many pairs as lengths are compared (the guards hold often
+/// enough for the test to say something).
+fn alike_wherever_guards_hold(
+    programs: &[(&str, Program<'_>)],
+    lengths: &[usize],
+    pairs_per_length: usize,
+) {
+    for (name, program) in programs {
+        let lowered: Vec<Lowered> = (lengths.iter())
+            .map(|&len| {
+                let outputs = program(&input(3, len));
+                lowered_with_key(&outputs.iter().collect::<Vec<_>>(), &Target::lavapipe())
+            })
+            .collect();
+        let (same, differ) = unguarded_changes(&lowered);
+        assert!(differ.is_empty(), "{name}: {differ:#?}");
+        let enough = pairs_per_length * lengths.len();
+        assert!(same > enough, "{name}: {same} pairs compared");
+    }
 }
 
 /// The parameters of three training steps, made once so that every
@@ -341,8 +377,7 @@ fn kernels_keep_their_structure_wherever_their_guards_hold() {
 /// index selects, a gather's gradient (a scatter-add), a log-softmax's
 /// gradient, max and mean, each over rows of 1 to 70,001: wherever one
 /// length's guards hold at another's numbers, its kernels keep their
-/// structure. (A strided view's layout, tested for being row-major and
-/// for its offset, is not yet a guard: its strides are not symbols.)
+/// structure (strided views: `strided_views_keep_their_structure_...`).
 #[test]
 fn ops_over_row_lengths_keep_their_structure_wherever_their_guards_hold() {
     let lengths = [
@@ -386,15 +421,52 @@ fn ops_over_row_lengths_keep_their_structure_wherever_their_guards_hold() {
         }),
         ("max_mean", &|x| vec![x.max([1], false), x.mean([0], false)]),
     ];
-    for (name, program) in programs {
-        let lowered: Vec<Lowered> = (lengths.iter())
-            .map(|&len| {
-                let outputs = program(&input(3, len));
-                lowered_with_key(&outputs.iter().collect::<Vec<_>>(), &Target::lavapipe())
-            })
-            .collect();
-        let (same, differ) = unguarded_changes(&lowered);
-        assert!(differ.is_empty(), "{name}: {differ:#?}");
-        assert!(same > 4 * lengths.len(), "{name}: {same} pairs compared");
-    }
+    alike_wherever_guards_hold(&programs, &lengths, 4);
+}
+
+/// Strided views whose strides and offsets change with a row's length:
+/// narrowed, stepped, selected and transposed windows, a broadcast of a
+/// column, a window written in place and a window's gradient, each over
+/// rows of 1 to 5,000. Row-major or not, an offset of zero or not, a
+/// stride of zero, four at a time: each of these decisions on a layout
+/// is a guard on its strides and offset, so wherever one length's guards
+/// hold at another's numbers, its kernels keep their structure.
+#[test]
+fn strided_views_keep_their_structure_wherever_their_guards_hold() {
+    let lengths = [1usize, 2, 3, 4, 7, 8, 12, 16, 64, 100, 255, 256, 5000];
+    let programs: Vec<(&str, Program<'_>)> = vec![
+        ("narrow8", &|x| {
+            vec![&x.narrow(1, 0, x.shape()[1].min(8)) * 2.0]
+        }),
+        ("step2", &|x| vec![&x.slice(1, 1, x.shape()[1], 2) * 2.0]),
+        ("select_last", &|x| {
+            vec![&x.select(1, x.shape()[1] - 1) * 2.0]
+        }),
+        ("middle_third", &|x| {
+            let n = x.shape()[1];
+            vec![&x.narrow(1, n / 3, n / 3) * 2.0]
+        }),
+        ("transposed_half", &|x| {
+            let n = x.shape()[1];
+            vec![&x.t().narrow(0, n / 2, n - n / 2) * 2.0]
+        }),
+        ("column_broadcast", &|x| {
+            let n = x.shape()[1];
+            vec![&x.narrow(1, n - 1, 1).expand([3, 8]) * 2.0]
+        }),
+        ("window_written", &|x| {
+            let n = x.shape()[1];
+            let y = x * 1.0;
+            y.slice_assign(&[0..3, n / 2..n], 0.5f32);
+            vec![y]
+        }),
+        ("window_gradient", &|x| {
+            x.requires_grad_(true);
+            let n = x.shape()[1];
+            let y = x.narrow(1, n / 4, n - n / 4);
+            (&y * &y).sum_all().backward();
+            vec![y, x.grad().expect("g")]
+        }),
+    ];
+    alike_wherever_guards_hold(&programs, &lengths, 2);
 }

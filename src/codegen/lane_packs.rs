@@ -283,7 +283,12 @@ fn packs_in_fours(
     if p.transposed || !cx.rows_stay_in_fours(p.node, &cols, guards) {
         return None;
     }
-    lanes_gathered(&key.nodes, (&[p.node], false), (stored, &|_| false), cx)
+    lanes_gathered(
+        &key.nodes,
+        (&[p.node], false),
+        (stored, &|_| false),
+        (cx, guards),
+    )
 }
 
 /// Bytes a row of a buffer-to-texture copy is a multiple of (wgpu's

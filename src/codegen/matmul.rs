@@ -13,7 +13,7 @@ use crate::dtype::DType;
 use crate::graph::GraphKey;
 use crate::graph::op::BinaryOp;
 use crate::kernel::ir::{Arith, Builtin, Expr, Inst, Ty, Var};
-use crate::kernel::{Entry, MatmulClass, Sz, WorkgroupArray, choose_vec4_out};
+use crate::kernel::{Entry, Guards, MatmulClass, Sz, WorkgroupArray, choose_vec4_out};
 
 /// A `vec4<f32>`: a tile slot, a texel, an accumulator of four outputs.
 pub(super) const VEC4: Ty = Ty::of(DType::F32, true);
@@ -380,7 +380,7 @@ pub(super) fn store_block(
     let accs = gather_accumulators(g, &block.accs);
     let cx = g.context();
     let last = Sz::last_dim_or(root, &key.nodes[root].shape, n);
-    let can = stores_in_fours(key, (root, outputs), g.stored)
+    let can = stores_in_fours(key, (root, outputs), (g.stored, &mut g.guards))
         && cx.rows_stay_in_fours(root, &last, &mut g.guards);
     let fours = choose_vec4_out(can, cx.precedent(root));
     let (i, j) = (g.fresh("i"), g.fresh("j"));
@@ -518,10 +518,11 @@ fn store_one(
 fn stores_in_fours(
     key: &GraphKey,
     (root, outputs): (usize, &[usize]),
-    stored: &dyn Fn(usize) -> bool,
+    (stored, guards): (&dyn Fn(usize) -> bool, &mut Guards),
 ) -> bool {
     key.nodes[root].dtype == DType::F32
-        && (outputs.iter()).all(|&o| o == root || vectorizable_over(&key.nodes, o, stored, root))
+        && (outputs.iter())
+            .all(|&o| o == root || vectorizable_over(&key.nodes, o, stored, root, guards))
 }
 
 /// `count` `vec4` accumulators starting at zero, declared here.

@@ -124,11 +124,13 @@ impl RowPasses {
         // of the kernel's loop budget.
         let passes = if backward { 4 } else { 3 } - usize::from(rms);
         let gy = backward.then(|| inputs[1]);
-        let four_at_a_time = |n: usize| vectorizable(&key.nodes, n, g.stored, false);
+        let stored = g.stored;
+        let four_at_a_time =
+            |n: usize, guards: &mut Guards| vectorizable(&key.nodes, n, stored, false, guards);
         let row = Sz::last_dim(x, shape);
         let vec4 = !per_workgroup
-            && four_at_a_time(x)
-            && gy.is_none_or(four_at_a_time)
+            && four_at_a_time(x, &mut g.guards)
+            && gy.is_none_or(|gy| four_at_a_time(gy, &mut g.guards))
             && (g.guards).multiple_of(&row, 4, "norm rows read four elements a load");
         let loads = if vec4 { row.div(4) } else { row };
         let budget = g.context().target.loop_budget(passes);

@@ -44,7 +44,7 @@ pub(super) fn reduce(
             .iter()
             .enumerate()
             .all(|(i, &d)| d == rank - red.axes.len() + i),
-        vectorizable: vectorizable(&key.nodes, x, g.stored, false),
+        vectorizable: vectorizable(&key.nodes, x, g.stored, false, &mut g.guards),
     };
     let fours = sums_in_fours(g, key, red, shape.vectorizable);
     let budget = g.context().target.loop_budget(1);

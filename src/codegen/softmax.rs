@@ -32,7 +32,7 @@ pub(super) fn softmax(
     let inner_sz = Sz::dims_product(x, &shape, axis + 1..shape.len());
     let rows_sz = Sz::dims_product(x, &shape, (0..shape.len()).filter(|&d| d != axis));
     let (len, inner, rows) = (len_sz.literal(), inner_sz.literal(), rows_sz.literal());
-    let vectorizable = vectorizable(&key.nodes, x, g.stored, false);
+    let vectorizable = vectorizable(&key.nodes, x, g.stored, false, &mut g.guards);
     let precedent = g.context().precedent(root);
     let budget = g.context().target.loop_budget(1);
     g.candidates = softmax_candidates((&len_sz, &inner_sz), vectorizable, budget);

@@ -78,7 +78,7 @@ pub(super) fn topk_select(
         // sums) share lavapipe's loop limit.
         budget: g.context().target.loop_budget(2 * PASSES + 3),
         by_fours: key.nodes[x].dtype == DType::F32
-            && vectorizable(&key.nodes, x, g.stored, false)
+            && vectorizable(&key.nodes, x, g.stored, false, &mut g.guards)
             && (g.guards).multiple_of(&elements, 4, "a top-k's lines read four elements a load"),
     };
     let (threshold, want) = sel.radix_select(g);

@@ -7,7 +7,9 @@ use super::emit::read_from_memory;
 use super::source::CodegenContext;
 use crate::graph::op::Op;
 use crate::graph::{GKind, GNode};
-use crate::shape::{Layout, numel};
+use crate::kernel::layouts::{SzLayout, elements};
+use crate::kernel::{Guards, Sz};
+use crate::shape::numel;
 
 /// Whether node `n`'s value can be computed four elements at a time with
 /// every read at the output's own position, a single splatted value, or
@@ -23,8 +25,9 @@ pub(crate) fn vectorizable(
     n: usize,
     stored: &dyn Fn(usize) -> bool,
     is_root: bool,
+    guards: &mut Guards,
 ) -> bool {
-    vectorizable_given(nodes, n, stored, (is_root, None))
+    vectorizable_given(nodes, n, stored, (is_root, None), guards)
 }
 
 /// `vectorizable` for an epilogue of node `given` (a matmul whose
@@ -35,8 +38,9 @@ pub(crate) fn vectorizable_over(
     n: usize,
     stored: &dyn Fn(usize) -> bool,
     given: usize,
+    guards: &mut Guards,
 ) -> bool {
-    vectorizable_given(nodes, n, stored, (false, Some(given)))
+    vectorizable_given(nodes, n, stored, (false, Some(given)), guards)
 }
 
 fn vectorizable_given(
@@ -44,10 +48,11 @@ fn vectorizable_given(
     n: usize,
     stored: &dyn Fn(usize) -> bool,
     (is_root, given): (bool, Option<usize>),
+    guards: &mut Guards,
 ) -> bool {
-    let own = |m: usize, root: bool| match given == Some(m) {
+    let mut own = |m: usize, root: bool| match given == Some(m) {
         true => Some(true),
-        false => computes_in_fours(nodes, m, stored, (root, None)),
+        false => computes_in_fours(nodes, m, stored, (root, None), guards),
     };
     if let Some(v) = own(n, is_root) {
         return v;
@@ -86,6 +91,7 @@ fn computes_in_fours(
     m: usize,
     stored: &dyn Fn(usize) -> bool,
     (root, views): (bool, AlignedViews),
+    guards: &mut Guards,
 ) -> Option<bool> {
     let node = &nodes[m];
     if node.dtype.is_half() {
@@ -94,15 +100,20 @@ fn computes_in_fours(
         return Some(false);
     }
     match &node.kind {
-        GKind::Input { layout, .. } => Some(
-            numel(&node.shape) == 1
-                || (layout.is_row_major(&node.shape) && layout.offset.is_multiple_of(4))
-                || layout.reads_in_aligned_fours(&node.shape),
-        ),
+        GKind::Input { layout, .. } => {
+            let (shape, layout) = (Sz::shape(m, &node.shape), SzLayout::of(m, layout));
+            Some(
+                guards.equals(&elements(&shape), 1, "a single value splatted")
+                    || layout.row_major_in_fours(&shape, guards)
+                    || layout.reads_in_aligned_fours(&shape, guards),
+            )
+        }
         GKind::Op { .. } if read_from_memory(nodes, m, root, stored) => Some(true),
         GKind::Op { op, .. } => match (op, views) {
-            (Op::AsStrided(_) | Op::StridedScatter(_), Some(cx)) => aligned_view(nodes, m, cx),
-            _ => op_vectorizable(nodes, node, op),
+            (Op::AsStrided(_) | Op::StridedScatter(_), Some(cx)) => {
+                aligned_view(nodes, m, cx, guards)
+            }
+            _ => op_vectorizable(nodes, (m, op), guards),
         },
     }
 }
@@ -115,32 +126,45 @@ fn computes_in_fours(
 /// wholly inside or outside it; neither with a last dimension that
 /// changes between the site's graphs. A single value viewed everywhere
 /// is splatted (`Some(true)`).
-fn aligned_view(nodes: &[GNode], m: usize, cx: &CodegenContext) -> Option<bool> {
+fn aligned_view(
+    nodes: &[GNode],
+    m: usize,
+    cx: &CodegenContext,
+    guards: &mut Guards,
+) -> Option<bool> {
     let changing = |n: usize| cx.last_dim_changes(n);
     let node = &nodes[m];
+    let single = |n: usize, g: &mut Guards| {
+        let one = elements(&Sz::shape(n, &nodes[n].shape));
+        g.equals(&one, 1, "a single value splatted")
+    };
     let aligned = match &node.kind {
         GKind::Op {
             op: Op::AsStrided(_),
             ..
-        } if numel(&nodes[node.inputs[0]].shape) == 1 => return Some(true),
+        } if single(node.inputs[0], guards) => return Some(true),
         GKind::Op {
             op: Op::AsStrided(layout),
             ..
         } => {
-            let shape = &node.shape;
-            let row_major = layout.is_row_major(shape) && layout.offset.is_multiple_of(4);
-            !changing(m) && (row_major || layout.reads_in_aligned_fours(shape))
+            let (shape, layout) = (Sz::shape(m, &node.shape), SzLayout::of(m, layout));
+            !changing(m)
+                && (layout.row_major_in_fours(&shape, guards)
+                    || layout.reads_in_aligned_fours(&shape, guards))
         }
         GKind::Op {
             op: Op::StridedScatter(layout),
             ..
         } => {
             let window = node.inputs[1];
-            let shape = &nodes[window].shape;
-            numel(shape) > 0
+            let (shape, layout) = (
+                Sz::shape(window, &nodes[window].shape),
+                SzLayout::of(m, layout),
+            );
+            !guards.equals(&elements(&shape), 0, "an empty window")
                 && !changing(m)
                 && !changing(window)
-                && layout.reads_in_aligned_fours(shape)
+                && layout.reads_in_aligned_fours(&shape, guards)
         }
         _ => false,
     };
@@ -169,7 +193,7 @@ pub(crate) fn lanes_gathered(
     nodes: &[GNode],
     (outputs, are_roots): (&[usize], bool),
     (stored, aliased): (&dyn Fn(usize) -> bool, &dyn Fn(usize) -> bool),
-    cx: &CodegenContext,
+    (cx, guards): (&CodegenContext, &mut Guards),
 ) -> Option<Vec<usize>> {
     let loads = |m: usize, root: bool| read_from_memory(nodes, m, root, stored);
     let mut gathered = Vec::new();
@@ -186,7 +210,7 @@ pub(crate) fn lanes_gathered(
         if nodes[m].dtype.is_half() {
             return None;
         }
-        match computes_in_fours(nodes, m, stored, (root, Some(cx))) {
+        match computes_in_fours(nodes, m, stored, (root, Some(cx)), guards) {
             Some(true) if loads(m, root) && numel(&nodes[m].shape) > 1 => {
                 vector_reads.insert(m);
             }
@@ -229,12 +253,15 @@ pub(crate) fn lanes_gathered(
 
 /// Whether op node `node` can be computed four elements at a time by
 /// itself (`Some`), or `None`: when all its inputs can.
-fn op_vectorizable(nodes: &[GNode], node: &GNode, op: &Op) -> Option<bool> {
+fn op_vectorizable(nodes: &[GNode], (m, op): (usize, &Op), guards: &mut Guards) -> Option<bool> {
+    let node = &nodes[m];
+    let sizes = |n: usize| Sz::shape(n, &nodes[n].shape);
+    let splat = "a single value splatted";
     match op {
         Op::Scalar => Some(true),
         // A scalar viewed at every position (autograd's seed of
         // a sum's gradient) is splatted.
-        Op::AsStrided(_) => Some(numel(&nodes[node.inputs[0]].shape) == 1),
+        Op::AsStrided(_) => Some(guards.equals(&elements(&sizes(node.inputs[0])), 1, splat)),
         // Four at a time only where a kernel takes aligned views
         // (`aligned_view`).
         Op::StridedScatter(_) => Some(false),
@@ -261,16 +288,17 @@ fn op_vectorizable(nodes: &[GNode], node: &GNode, op: &Op) -> Option<bool> {
         // A single value is splatted; rows broadcast along
         // leading dims are read a group of four at a time where
         // their own values can be (`Layout::reads_in_aligned_fours`).
-        Op::Expand => match &nodes[node.inputs[0]].shape {
-            s if numel(s) == 1 => Some(true),
-            s if Layout::contiguous(s)
-                .expand(s, &node.shape)
-                .reads_in_aligned_fours(&node.shape) =>
-            {
-                None
+        Op::Expand => {
+            let (from, to) = (sizes(node.inputs[0]), sizes(m));
+            if guards.equals(&elements(&from), 1, splat) {
+                return Some(true);
             }
-            _ => Some(false),
-        },
+            let layout = SzLayout::contiguous(&from).expand(&from, &to, guards);
+            match layout.reads_in_aligned_fours(&to, guards) {
+                true => None,
+                false => Some(false),
+            }
+        }
         Op::Unary(_) | Op::Binary(_) | Op::Where | Op::Cast(_) | Op::Reshape => None,
     }
 }

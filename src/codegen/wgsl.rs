@@ -74,7 +74,12 @@ pub(crate) fn lower_kernel<'a>(
     let rows_in_fours = |o: usize, guards: &mut Guards| {
         cx.rows_stay_in_fours(o, &Sz::last_dim(o, &key.nodes[o].shape), guards)
     };
-    let gathered = lanes_gathered(&key.nodes, (outputs, true), (stored, &aliased), cx);
+    let gathered = lanes_gathered(
+        &key.nodes,
+        (outputs, true),
+        (stored, &aliased),
+        (cx, &mut guards),
+    );
     // Every output has `numel` elements (`schedule::KernelGroup`).
     let elements = (outputs.first()).map_or(Sz::constant(numel), |&o| {
         Sz::elements(o, &key.nodes[o].shape)

@@ -57,6 +57,20 @@ impl GNode {
             _ => count,
         }
     }
+
+    /// The layout the node carries: an input's, or a strided view's or
+    /// window scatter's (the window's place in its base).
+    #[cfg(test)]
+    pub fn layout(&self) -> Option<&Layout> {
+        match &self.kind {
+            GKind::Input { layout, .. } => Some(layout),
+            GKind::Op {
+                op: Op::AsStrided(layout) | Op::StridedScatter(layout),
+                ..
+            } => Some(layout),
+            GKind::Op { .. } => None,
+        }
+    }
 }
 
 /// Stored data read by the graph, or an op computed in it.

@@ -7,6 +7,7 @@ mod donation;
 pub(crate) mod generic;
 pub(crate) mod ir;
 mod lane_packing;
+pub(crate) mod layouts;
 mod legalise;
 pub(crate) mod listing;
 mod matmul_class;

@@ -41,13 +41,22 @@ pub(crate) enum Leaf {
     /// its first (`Layout::elements_reached`: fewer than its own where
     /// strides repeat elements, as a broadcast's do).
     Reached { node: usize },
+    /// Stride `dim` of the layout node `node` carries: an input's, or a
+    /// strided view's or window scatter's (`graph::GNode::layout`).
+    Stride { node: usize, dim: usize },
+    /// The offset of the layout node `node` carries.
+    Offset { node: usize },
 }
 
 impl Leaf {
     /// The graph node it is a number of.
     pub fn node(self) -> usize {
         match self {
-            Leaf::Dim { node, .. } | Leaf::Extent { node } | Leaf::Reached { node } => node,
+            Leaf::Dim { node, .. }
+            | Leaf::Extent { node }
+            | Leaf::Reached { node }
+            | Leaf::Stride { node, .. }
+            | Leaf::Offset { node } => node,
         }
     }
 }
@@ -59,6 +68,8 @@ impl fmt::Display for Leaf {
             Leaf::Dim { node, dim } => write!(f, "n{node}[{dim}]"),
             Leaf::Extent { node } => write!(f, "extent(n{node})"),
             Leaf::Reached { node } => write!(f, "reached(n{node})"),
+            Leaf::Stride { node, dim } => write!(f, "stride(n{node})[{dim}]"),
+            Leaf::Offset { node } => write!(f, "offset(n{node})"),
         }
     }
 }
@@ -77,9 +88,17 @@ pub(crate) enum SizeOp {
     /// Division rounding up.
     DivCeil,
     Max,
+    /// How far apart two sizes are (`|a - b|`): its test against zero
+    /// is their equality.
+    Dist,
 }
 
 impl SizeOp {
+    /// Whether it prints as a call, `max(a, b)`, not infix.
+    fn is_call(self) -> bool {
+        matches!(self, SizeOp::Max | SizeOp::Dist)
+    }
+
     fn apply(self, a: usize, b: usize) -> usize {
         match self {
             SizeOp::Add => a + b,
@@ -92,6 +111,7 @@ impl SizeOp {
                 b => a.div_ceil(b),
             },
             SizeOp::Max => a.max(b),
+            SizeOp::Dist => a.abs_diff(b),
         }
     }
 
@@ -104,6 +124,7 @@ impl SizeOp {
             SizeOp::Rem => "%",
             SizeOp::DivCeil => "/^",
             SizeOp::Max => "max",
+            SizeOp::Dist => "dist",
         }
     }
 }
@@ -159,10 +180,12 @@ impl fmt::Display for SizeExpr {
         match self {
             SizeExpr::Const(n) => write!(f, "{n}"),
             SizeExpr::Leaf(leaf) => write!(f, "{leaf}"),
-            SizeExpr::Bin(SizeOp::Max, a, b) => write!(f, "max({a}, {b})"),
+            SizeExpr::Bin(op @ (SizeOp::Max | SizeOp::Dist), a, b) => {
+                write!(f, "{}({a}, {b})", op.symbol())
+            }
             SizeExpr::Bin(op, a, b) => {
                 let operand = |e: &SizeExpr, f: &mut fmt::Formatter<'_>| match e {
-                    SizeExpr::Bin(o, ..) if *o != SizeOp::Max && *o != *op => write!(f, "({e})"),
+                    SizeExpr::Bin(o, ..) if !o.is_call() && *o != *op => write!(f, "({e})"),
                     _ => write!(f, "{e}"),
                 };
                 operand(a, f)?;
@@ -191,30 +214,29 @@ impl Sz {
         }
     }
 
-    /// Dimension `dim` of graph node `node`, whose value is `value`.
-    pub fn dim(node: usize, dim: usize, value: usize) -> Sz {
+    /// Symbol `leaf`, whose value here is `value`.
+    fn leaf(leaf: Leaf, value: usize) -> Sz {
         Sz {
             value,
-            expr: Arc::new(SizeExpr::Leaf(Leaf::Dim { node, dim })),
+            expr: Arc::new(SizeExpr::Leaf(leaf)),
         }
+    }
+
+    /// Dimension `dim` of graph node `node`, whose value is `value`.
+    pub fn dim(node: usize, dim: usize, value: usize) -> Sz {
+        Sz::leaf(Leaf::Dim { node, dim }, value)
     }
 
     /// How many elements of its buffer node `node` spans, `value` here
     /// (see `Leaf::Extent`).
     pub fn extent(node: usize, value: usize) -> Sz {
-        Sz {
-            value,
-            expr: Arc::new(SizeExpr::Leaf(Leaf::Extent { node })),
-        }
+        Sz::leaf(Leaf::Extent { node }, value)
     }
 
     /// How many elements node `node`'s layout reaches, `value` here (see
     /// `Leaf::Reached`).
     pub fn reached(node: usize, value: usize) -> Sz {
-        Sz {
-            value,
-            expr: Arc::new(SizeExpr::Leaf(Leaf::Reached { node })),
-        }
+        Sz::leaf(Leaf::Reached { node }, value)
     }
 
     /// The last dimension of node `node`, of shape `shape` (1 for a
@@ -224,6 +246,24 @@ impl Sz {
             Some(d) => Sz::dim(node, d, shape[d]),
             None => Sz::constant(1),
         }
+    }
+
+    /// Stride `dim` of the layout node `node` carries, `value` here (see
+    /// `Leaf::Stride`).
+    pub fn stride(node: usize, dim: usize, value: usize) -> Sz {
+        Sz::leaf(Leaf::Stride { node, dim }, value)
+    }
+
+    /// The offset of the layout node `node` carries, `value` here.
+    pub fn offset(node: usize, value: usize) -> Sz {
+        Sz::leaf(Leaf::Offset { node }, value)
+    }
+
+    /// Every dimension of node `node`, of shape `shape`.
+    pub fn shape(node: usize, shape: &[usize]) -> Vec<Sz> {
+        (shape.iter().enumerate())
+            .map(|(d, &len)| Sz::dim(node, d, len))
+            .collect()
     }
 
     /// `len`, as the last dimension of node `node` (of shape `shape`)
@@ -294,6 +334,21 @@ impl Sz {
     /// `self + other`.
     pub fn add(&self, other: &Sz) -> Sz {
         self.bin(SizeOp::Add, other)
+    }
+
+    /// `self - other`, cut at zero.
+    pub fn sub(&self, other: &Sz) -> Sz {
+        self.bin(SizeOp::Sub, other)
+    }
+
+    /// `self / other`, rounded down (0 where `other` is 0).
+    pub fn div_by(&self, other: &Sz) -> Sz {
+        self.bin(SizeOp::Div, other)
+    }
+
+    /// `self % other` (0 where `other` is 0).
+    pub fn rem_by(&self, other: &Sz) -> Sz {
+        self.bin(SizeOp::Rem, other)
     }
 
     /// `self / n`, rounded down.
@@ -395,9 +450,13 @@ impl Guard {
     pub fn condition(&self) -> String {
         let test = self.test.condition(self.passed);
         match &*self.size {
-            SizeExpr::Bin(SizeOp::Max, ..) | SizeExpr::Const(_) | SizeExpr::Leaf(_) => {
-                format!("{} {test}", self.size)
+            // Two sizes' distance against zero: their equality.
+            SizeExpr::Bin(SizeOp::Dist, a, b) if self.test == Test::Equals(0) => {
+                let equal = if self.passed { "==" } else { "!=" };
+                format!("{a} {equal} {b}")
             }
+            SizeExpr::Bin(op, ..) if op.is_call() => format!("{} {test}", self.size),
+            SizeExpr::Const(_) | SizeExpr::Leaf(_) => format!("{} {test}", self.size),
             SizeExpr::Bin(..) => format!("({}) {test}", self.size),
         }
     }
@@ -491,6 +550,17 @@ impl Guards {
     /// at zero).
     pub fn at_most_size(&mut self, a: &Sz, b: &Sz, decides: &'static str) -> bool {
         self.record(&a.bin(SizeOp::Sub, b), Test::AtMost(0), decides)
+    }
+
+    /// Whether `a < b`, recorded as `(a + 1) - b <= 0`.
+    pub fn below_size(&mut self, a: &Sz, b: &Sz, decides: &'static str) -> bool {
+        self.at_most_size(&a.add(&Sz::constant(1)), b, decides)
+    }
+
+    /// Whether `a == b`, recorded as their distance against zero: one
+    /// guard, whichever is larger.
+    pub fn equals_size(&mut self, a: &Sz, b: &Sz, decides: &'static str) -> bool {
+        self.record(&a.bin(SizeOp::Dist, b), Test::Equals(0), decides)
     }
 
     /// Whether `size` is a multiple of `n`.

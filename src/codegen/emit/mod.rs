@@ -13,8 +13,9 @@ use std::collections::HashMap;
 use crate::dtype::DType;
 use crate::graph::op::{BinaryOp, Op, UnaryOp};
 use crate::graph::{GKind, GNode};
-use crate::kernel::Guards;
 use crate::kernel::ir::{Arith, Buffer, Builtin, Check, Expr, Inst, PartAccess, Ty, Var};
+use crate::kernel::layouts::SzLayout;
+use crate::kernel::{Guards, Sz};
 use crate::shape::{Layout, numel};
 
 mod assemble;
@@ -723,9 +724,11 @@ impl<'a> Gen<'a> {
     fn load(&mut self, n: usize, idx: &Expr, vec: bool) -> Expr {
         let node = &self.nodes[n];
         let (shape, dtype) = (node.shape.clone(), node.dtype);
+        let sizes = Sz::shape(n, &shape);
+        // An op's value stored by an earlier kernel lies row-major.
         let layout = match &node.kind {
-            GKind::Input { layout, .. } => layout.clone(),
-            GKind::Op { .. } => Layout::contiguous(&shape),
+            GKind::Input { layout, .. } => SzLayout::of(n, layout),
+            GKind::Op { .. } => SzLayout::contiguous(&sizes),
         };
         let ty = Ty::of(dtype, vec);
         let from_storage = |raw: Expr| {
@@ -752,19 +755,22 @@ impl<'a> Gen<'a> {
                 self.reads.len() - 1
             }
         };
-        let pos = if vec && layout.is_row_major(&shape) {
+        let pos = if vec && layout.is_row_major(&sizes, &mut self.guards) {
             // Row-major with an offset divisible by four (see
             // `vectorize::computes_in_fours`).
-            match layout.offset / 4 {
-                0 => idx.clone(),
-                q => Expr::arith(Arith::Add, idx.clone(), Expr::U32(q as u64)),
+            match layout.starts_at_zero(&mut self.guards) {
+                true => idx.clone(),
+                false => {
+                    let q = Expr::U32(layout.offset.literal() as u64 / 4);
+                    Expr::arith(Arith::Add, idx.clone(), q)
+                }
             }
         } else if vec {
             // Groups of four in aligned rows (`Layout::reads_in_aligned_fours`):
             // the group's first element's position, a multiple of four.
-            self.group_position(&shape, &layout, idx)
+            self.group_position(&sizes, &layout, idx)
         } else {
-            self.index_var(&shape, &layout, idx)
+            self.index_var(&sizes, &layout, idx)
         };
         let buffer = Buffer {
             output: false,

@@ -4,7 +4,9 @@
 
 use crate::graph::GKind;
 use crate::graph::op::Op;
+use crate::kernel::Sz;
 use crate::kernel::ir::{Arith, Check, Expr, Inst, Ty};
+use crate::kernel::layouts::{SzLayout, elements};
 use crate::shape::{DimSteps, Layout, contiguous_strides, numel};
 
 use super::Gen;
@@ -55,14 +57,18 @@ impl Gen<'_> {
                 self.window_inverse.get(&window).cloned()
             })
             .flatten();
+        let sizes = Sz::shape(n, &shape);
         let (source, j) = match base_idx {
             Some(base_idx) => (input, base_idx),
             // Groups of four lying as aligned groups of the input's (see
             // `vectorize::op_vectorizable`): read by group, not folded.
-            None if vec => (input, self.group_position(&shape, layout, idx)),
+            None if vec => {
+                let layout = SzLayout::of(n, layout);
+                (input, self.group_position(&sizes, &layout, idx))
+            }
             None => {
                 let (source, layout) = self.view_source(n, layout);
-                (source, self.index_var(&shape, &layout, idx))
+                (source, self.index_var(&sizes, &layout, idx))
             }
         };
         self.value(source, &j, false, vec)
@@ -82,7 +88,8 @@ impl Gen<'_> {
             true => self.first_of_group(idx),
             false => idx.clone(),
         };
-        let (hit, src_idx) = self.scatter_source(&view_shape, layout, &first);
+        let view = Sz::shape(inputs[1], &view_shape);
+        let (hit, src_idx) = self.scatter_source(&view, &SzLayout::of(n, layout), &first);
         // Inside the window the view at `src_idx` is the base at `idx`.
         if !self.checks && !vec {
             self.window_inverse.insert(
@@ -123,12 +130,13 @@ impl Gen<'_> {
         if vec && numel(&src_shape) == 1 {
             return self.splat_single(input, ty);
         }
-        let layout = Layout::contiguous(&src_shape).expand(&src_shape, &shape);
+        let (src, sizes) = (Sz::shape(input, &src_shape), Sz::shape(n, &shape));
+        let layout = SzLayout::contiguous(&src).expand(&src, &sizes, &mut self.guards);
         if vec {
-            let j = self.group_position(&shape, &layout, idx);
+            let j = self.group_position(&sizes, &layout, idx);
             return self.value(input, &j, false, true);
         }
-        let j = self.index_var(&shape, &layout, idx);
+        let j = self.index_var(&sizes, &layout, idx);
         self.value(input, &j, false, false)
     }
 
@@ -262,33 +270,44 @@ impl Gen<'_> {
     /// dims are peeled off in order of decreasing stride, which inverts
     /// every non-overlapping view of a row-major base (slices with steps,
     /// selects, permutations, diagonals).
-    fn scatter_source(
-        &mut self,
-        view_shape: &[usize],
-        layout: &Layout,
-        idx: &Expr,
-    ) -> (Expr, Expr) {
-        let view_strides = contiguous_strides(view_shape);
-        let mut dims: Vec<usize> = (0..view_shape.len())
-            .filter(|&d| view_shape[d] > 1)
-            .collect();
-        dims.sort_by(|&a, &b| layout.strides[b].cmp(&layout.strides[a]));
-        if numel(view_shape) == 0 {
+    fn scatter_source(&mut self, view_shape: &[Sz], layout: &SzLayout, idx: &Expr) -> (Expr, Expr) {
+        if self
+            .guards
+            .equals(&elements(view_shape), 0, "an empty window")
+        {
             return (Expr::Bool(false), Expr::U32(0));
         }
-        let off = Expr::U32(layout.offset as u64);
+        let view_strides = contiguous_strides(&Self::numbers(view_shape));
+        let one = "a dimension of one, left out of index arithmetic";
+        let mut dims: Vec<usize> = (0..view_shape.len())
+            .filter(|&d| !self.guards.at_most(&view_shape[d], 1, one))
+            .collect();
+        let strides = &layout.strides;
+        dims.sort_by(|&a, &b| strides[b].literal().cmp(&strides[a].literal()));
+        // The order is a decision on the strides: each dim's stride is
+        // at least the next one's, and larger where a stable sort put a
+        // later dim first.
+        for pair in dims.windows(2) {
+            let (x, y) = (pair[0], pair[1]);
+            let order = "a window's dims in order of their strides";
+            match x < y {
+                true => self.guards.at_most_size(&strides[y], &strides[x], order),
+                false => self.guards.below_size(&strides[y], &strides[x], order),
+            };
+        }
+        let off = Expr::U32(layout.offset.literal() as u64);
         let mut conds = vec![Expr::arith(Arith::Ge, idx.clone(), off.clone())];
         let mut rest = self.emit("r", Ty::U32, Expr::arith(Arith::Sub, idx.clone(), off));
         let mut terms = Vec::new();
         for d in dims {
-            let s = Expr::U32(layout.strides[d] as u64);
+            let s = Expr::U32(strides[d].literal() as u64);
             let c = self.emit(
                 "c",
                 Ty::U32,
                 Expr::arith(Arith::Div, rest.clone(), s.clone()),
             );
             rest = self.emit("r", Ty::U32, Expr::arith(Arith::Rem, rest, s));
-            let size = Expr::U32(view_shape[d] as u64);
+            let size = Expr::U32(view_shape[d].literal() as u64);
             conds.push(Expr::arith(Arith::Lt, c.clone(), size));
             let stride = Expr::U32(view_strides[d] as u64);
             terms.push(Expr::arith(Arith::Mul, c, stride));
@@ -301,6 +320,11 @@ impl Gen<'_> {
         (hit, src_idx)
     }
 
+    /// The numbers of `sizes`, as the kernel's literals spell them.
+    fn numbers(sizes: &[Sz]) -> Vec<usize> {
+        sizes.iter().map(Sz::literal).collect()
+    }
+
     /// What view `n` (of `layout` over its input) finally reads, and
     /// the layout from `n`'s elements to it: the views of views this
     /// kernel computes through (not stored, reshapes passing row-major
@@ -309,12 +333,14 @@ impl Gen<'_> {
     /// as a matrix, then decompose each index once instead of twice
     /// (12 divisions and remainders an element instead of 24 in the MNIST
     /// CNN's conv2).
-    fn view_source(&self, n: usize, layout: &Layout) -> (usize, Layout) {
-        let shape = &self.nodes[n].shape;
-        let mut layout = layout.clone();
+    fn view_source(&mut self, n: usize, layout: &Layout) -> (usize, SzLayout) {
+        let shape = Sz::shape(n, &self.nodes[n].shape);
+        let mut layout = SzLayout::of(n, layout);
         let mut source = self.nodes[n].inputs[0];
         while let Some((m, inner)) = self.computed_view(source) {
-            let Some(merged) = layout.through(shape, inner, &self.nodes[m].shape) else {
+            let inner = (SzLayout::of(m, inner), Sz::shape(m, &self.nodes[m].shape));
+            let Some(merged) = layout.through(&shape, (&inner.0, &inner.1), &mut self.guards)
+            else {
                 break;
             };
             layout = merged;
@@ -357,7 +383,7 @@ impl Gen<'_> {
     /// per element, and a bounds check per padded dim, where folding
     /// alone left twelve divisions and remainders).
     pub(crate) fn split_operand(
-        &self,
+        &mut self,
         node: usize,
         (k, n): (usize, usize),
     ) -> Option<SplitOperand> {
@@ -365,7 +391,8 @@ impl Gen<'_> {
         if k == 0 || n == 0 {
             return None;
         }
-        let (viewed, layout) = self.view_source(view, layout);
+        let layout = layout.clone();
+        let (viewed, layout) = self.view_source(view, &layout);
         let shape = self.nodes[view].shape.clone();
         // Dims from the last: columns up to `n` elements, rows up to `k n`.
         let mut cols_from = shape.len();
@@ -398,7 +425,15 @@ impl Gen<'_> {
                 (viewed, vec![(0, 0); rank], None)
             }
         };
-        let steps = layout.steps_within(&shape, &self.nodes[viewed].shape)?;
+        let viewed_shape = Sz::shape(viewed, &self.nodes[viewed].shape);
+        let sizes = Sz::shape(view, &shape);
+        let steps = layout.steps_within(&sizes, &viewed_shape, &mut self.guards)?;
+        let steps = DimSteps {
+            first: Self::numbers(&steps.first),
+            steps: (steps.steps.iter())
+                .map(|s| s.as_ref().map(|(d, per)| (*d, per.literal())))
+                .collect(),
+        };
         let rank = shape.len();
         let padded_dims = (0..pads.len()).filter(|&d| pads[d] != (0, 0)).collect();
         Some(SplitOperand {
@@ -518,7 +553,7 @@ impl Gen<'_> {
     /// The group of four that row-major group `idx` of `shape` reads
     /// through `layout` (`Layout::reads_in_aligned_fours`): its first
     /// element's position, divided by four.
-    pub(crate) fn group_position(&mut self, shape: &[usize], layout: &Layout, idx: &Expr) -> Expr {
+    pub(crate) fn group_position(&mut self, shape: &[Sz], layout: &SzLayout, idx: &Expr) -> Expr {
         let first = self.first_of_group(idx);
         let at = self.index_var(shape, layout, &first);
         self.emit("g", Ty::U32, Expr::arith(Arith::Div, at, Expr::U32(4)))
@@ -531,26 +566,34 @@ impl Gen<'_> {
     }
 
     /// The buffer position of row-major element `idx` of `shape` stored
-    /// with `layout` (`idx` itself when that is the identity).
-    pub(crate) fn index_var(&mut self, shape: &[usize], layout: &Layout, idx: &Expr) -> Expr {
-        if numel(shape) == 0 {
+    /// with `layout` (`idx` itself when that is the identity). Each
+    /// decision on the layout records its guard; those on a dimension
+    /// (of one, leaving it out) are `guard_size_one`'s.
+    pub(crate) fn index_var(&mut self, shape: &[Sz], layout: &SzLayout, idx: &Expr) -> Expr {
+        if self.guards.equals(&elements(shape), 0, "an empty view") {
             // No element exists; the (discarded) read may go anywhere.
             return Expr::U32(0);
         }
-        let offset = Expr::U32(layout.offset as u64);
-        if layout.is_row_major(shape) {
-            if layout.offset == 0 {
+        let offset = Expr::U32(layout.offset.literal() as u64);
+        if layout.is_row_major(shape, &mut self.guards) {
+            if layout.starts_at_zero(&mut self.guards) {
                 return idx.clone();
             }
             return self.emit("j", Ty::U32, Expr::arith(Arith::Add, idx.clone(), offset));
         }
         let mut terms = Vec::new();
         let mut inner = 1usize;
-        let total = numel(shape);
-        for (&dim, &stride) in shape.iter().zip(&layout.strides).rev() {
-            if dim > 1 && stride != 0 {
-                let outer = inner * dim;
-                let (inner_e, dim_e) = (Expr::U32(inner as u64), Expr::U32(dim as u64));
+        let total = elements(shape).literal();
+        let one = "a dimension of one, left out of index arithmetic";
+        for (dim, stride) in shape.iter().zip(&layout.strides).rev() {
+            let len = dim.literal();
+            if !self.guards.at_most(dim, 1, one)
+                && !self.guards.equals(stride, 0, "a broadcast dimension")
+            {
+                // `inner == 1` and `outer >= total` follow from the
+                // dimensions' tests against one, made above.
+                let outer = inner * len;
+                let (inner_e, dim_e) = (Expr::U32(inner as u64), Expr::U32(len as u64));
                 let coord = if inner == 1 {
                     Expr::arith(Arith::Rem, idx.clone(), dim_e)
                 } else if outer >= total {
@@ -559,11 +602,15 @@ impl Gen<'_> {
                     let above = Expr::arith(Arith::Div, idx.clone(), inner_e);
                     Expr::arith(Arith::Rem, above, dim_e)
                 };
-                terms.push(times_u32(coord, stride));
+                let unit = self.guards.equals(stride, 1, "a stride of one");
+                terms.push(match unit {
+                    true => coord,
+                    false => Expr::arith(Arith::Mul, coord, Expr::U32(stride.literal() as u64)),
+                });
             }
-            inner *= dim;
+            inner *= len;
         }
-        if layout.offset != 0 || terms.is_empty() {
+        if !layout.starts_at_zero(&mut self.guards) || terms.is_empty() {
             terms.push(offset);
         }
         self.emit("j", Ty::U32, Expr::sum(terms))
