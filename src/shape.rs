@@ -210,6 +210,10 @@ impl Layout {
     /// of the dims' own. A convolution's windows (a view of a view of the
     /// input) then cost one index decomposition, not two. `None` where an
     /// index would carry (a step across two inner dims, or past one).
+    /// Lowering decides on sizes (`kernel::layouts::SzLayout::through`,
+    /// which records its tests as guards); this plain version is what a
+    /// property test holds that one to.
+    #[cfg(test)]
     pub(crate) fn through(
         &self,
         shape: &[usize],
@@ -230,6 +234,7 @@ impl Layout {
     /// How this layout (of a view of `shape`) steps through a row-major
     /// `inner_shape` it views, dim by dim, where no index carries across
     /// an inner dim (see `through`); `None` where one would.
+    #[cfg(test)]
     pub(crate) fn steps_within(&self, shape: &[usize], inner_shape: &[usize]) -> Option<DimSteps> {
         let inner_total = numel(inner_shape);
         if numel(shape) == 0 || inner_total == 0 || self.offset >= inner_total {

@@ -7,8 +7,8 @@ use super::matmul::{MatmulDims, MatmulSizes};
 use super::wgsl::CodegenContext;
 use crate::graph::op::Op;
 use crate::graph::{GKind, GraphKey};
+use crate::kernel::layouts::{SzLayout, elements};
 use crate::kernel::{Guards, LaneTile, StoredView, Sz, lane_reads_a_in_place};
-use crate::shape::Layout;
 
 /// How a lane matmul reads its A operand.
 pub(super) struct AOperand {
@@ -42,18 +42,29 @@ fn viewed(key: &GraphKey, mut node: usize) -> usize {
 /// Where A (`node`, `m` x `k` per batch entry) is one matrix broadcast
 /// over the batch (a convolution's weights, shared by every sample): the
 /// node holding that one matrix, packed once instead of per entry.
-fn shared_matrix(key: &GraphKey, node: usize, m: usize, k: usize) -> Option<usize> {
+fn shared_matrix(
+    key: &GraphKey,
+    node: usize,
+    (m, k): (&Sz, &Sz),
+    guards: &mut Guards,
+) -> Option<usize> {
     let n = &key.nodes[node];
+    let shared = "a matrix shared by the batch";
     match &n.kind {
         GKind::Op { op: Op::Expand, .. } => {
             let src = n.inputs[0];
-            (key.nodes[src].shape.iter().product::<usize>() == m * k).then_some(src)
+            let matrix = elements(&Sz::shape(src, &key.nodes[src].shape));
+            guards
+                .equals_size(&matrix, &m.mul(k), shared)
+                .then_some(src)
         }
         // A stored tensor broadcast by its layout: its entry 0 is the one
         // matrix.
         GKind::Input { layout, .. } => {
             let batch_dims = n.shape.len().saturating_sub(2);
-            (batch_dims > 0 && layout.strides[..batch_dims].iter().all(|&s| s == 0)).then_some(node)
+            let strides = SzLayout::of(node, layout).strides;
+            let broadcast = (strides[..batch_dims].iter()).all(|s| guards.equals(s, 0, shared));
+            (batch_dims > 0 && broadcast).then_some(node)
         }
         _ => None,
     }
@@ -94,10 +105,11 @@ pub(super) fn a_operand(
     (kept, cx): (&LaneTile, CodegenContext),
 ) -> AOperand {
     let mut guards = Guards::default();
+    let (all, m, k, _) = sizes;
     // An expand that is itself stored is read as it is: its source may
     // be released by then (the plan lists the expand as what is read).
-    let shared =
-        shared_matrix(key, d.a, d.m, d.k).filter(|&src| batch > 1 && (src == d.a || !stored(d.a)));
+    let shared = shared_matrix(key, d.a, (m, k), &mut guards)
+        .filter(|&src| batch > 1 && (src == d.a || !stored(d.a)));
     let (node, a_batch) = shared.map_or((d.a, batch), |src| (src, 1));
     // An operand read as one matrix (a convolution's weights, shared by
     // the batch) is `Single` even in a batched matmul.
@@ -107,7 +119,6 @@ pub(super) fn a_operand(
         (true, _) => StoredView::Batched,
     };
     // A's elements as the view packs them: a matrix, or one per entry.
-    let (all, m, k, _) = sizes;
     let entries = match a_batch == batch {
         true => all.clone(),
         false => Sz::constant(a_batch),
@@ -141,7 +152,7 @@ pub(super) fn a_operand(
     // A value that B reads in place too (`x @ x.T`) is read one way, so
     // that it takes the bindings the plan counted for it.
     let b_reads = |v: usize| b_in_place && read_source(key, d.b) == read_source(key, v);
-    let vec4 = a_reads_vec4(key, stored, node, (d.k, a_batch != batch))
+    let vec4 = a_reads_vec4(key, stored, node, (k, a_batch != batch), &mut guards)
         .filter(|&v| in_place && !scalar_precedent && rows_fixed && !b_reads(v));
     AOperand {
         node,
@@ -169,7 +180,8 @@ fn a_reads_vec4(
     key: &GraphKey,
     stored: &dyn Fn(usize) -> bool,
     a: usize,
-    (k, shared): (usize, bool),
+    (k, shared): (&Sz, bool),
+    guards: &mut Guards,
 ) -> Option<usize> {
     let mut node = a;
     while !stored(node)
@@ -180,57 +192,63 @@ fn a_reads_vec4(
         node = key.nodes[node].inputs[0];
     }
     let n = &key.nodes[node];
+    let fours = "A read in place four K values a load";
     let laid_out = match &n.kind {
         GKind::Input { layout, .. } => {
-            let rows_row_major = layout.strides.ends_with(&[k, 1]);
-            let rows_are_a = shared && node == a && rows_row_major;
-            let row_major = layout.is_row_major(&n.shape) || rows_are_a;
-            row_major && layout.offset.is_multiple_of(4)
+            let (shape, layout) = (Sz::shape(node, &n.shape), SzLayout::of(node, layout));
+            let rows_row_major = |g: &mut Guards| match layout.strides.len() {
+                0 | 1 => false,
+                r => {
+                    g.equals_size(&layout.strides[r - 2], k, fours)
+                        && g.equals(&layout.strides[r - 1], 1, fours)
+                }
+            };
+            let row_major = layout.is_row_major(&shape, guards)
+                || (shared && node == a && rows_row_major(guards));
+            row_major && guards.multiple_of(&layout.offset, 4, fours)
         }
         GKind::Op { .. } => stored(node),
     };
-    (n.dtype == crate::DType::F32 && k.is_multiple_of(4) && laid_out).then_some(node)
+    let f32 = n.dtype == crate::DType::F32;
+    (f32 && guards.multiple_of(k, 4, fours) && laid_out).then_some(node)
 }
 
 /// Where `node`'s elements lie in a stored value's buffer: that value's
 /// node and the layout of `node`'s elements in it, through reshapes
-/// (`Layout::reshape`) and strided views, composed with the layout of
-/// what they view (`Layout::through`: a weight bound as its transpose
+/// (`SzLayout::reshape`) and strided views, composed with the layout of
+/// what they view (`SzLayout::through`: a weight bound as its transpose
 /// and viewed back is row-major). `None` where a view's elements have no
 /// one layout in the buffer, or `node` is computed in the kernel.
 fn laid_out(
     key: &GraphKey,
     stored: &dyn Fn(usize) -> bool,
     node: usize,
-) -> Option<(usize, Layout)> {
+    guards: &mut Guards,
+) -> Option<(usize, SzLayout)> {
     let n = &key.nodes[node];
+    let shape = Sz::shape(node, &n.shape);
     match &n.kind {
-        GKind::Input { layout, .. } => Some((node, layout.clone())),
-        GKind::Op { .. } if stored(node) => Some((node, Layout::contiguous(&n.shape))),
+        GKind::Input { layout, .. } => Some((node, SzLayout::of(node, layout))),
+        GKind::Op { .. } if stored(node) => Some((node, SzLayout::contiguous(&shape))),
         GKind::Op {
             op: op @ (Op::Reshape | Op::AsStrided(_)),
             ..
         } => {
             let source = n.inputs[0];
-            let (base, layout) = laid_out(key, stored, source)?;
-            let source_shape = &key.nodes[source].shape;
+            let (base, layout) = laid_out(key, stored, source, guards)?;
+            let source_shape = Sz::shape(source, &key.nodes[source].shape);
             let view = match op {
-                Op::AsStrided(view) => view,
-                _ => return Some((base, layout.reshape(source_shape, &n.shape)?)),
+                Op::AsStrided(view) => SzLayout::of(node, view),
+                _ => return Some((base, layout.reshape(&source_shape, &shape, guards)?)),
             };
-            if layout.is_row_major(source_shape) {
+            if layout.is_row_major(&source_shape, guards) {
                 // The view's positions are the buffer's, from the source's
                 // first element.
-                let offset = layout.offset + view.offset;
-                return Some((
-                    base,
-                    Layout {
-                        offset,
-                        ..view.clone()
-                    },
-                ));
+                let offset = layout.offset.add(&view.offset);
+                return Some((base, SzLayout { offset, ..view }));
             }
-            Some((base, view.through(&n.shape, &layout, source_shape)?))
+            let through = (&layout, &source_shape[..]);
+            Some((base, view.through(&shape, through, guards)?))
         }
         GKind::Op { .. } => None,
     }
@@ -246,27 +264,42 @@ pub(super) fn lies_in_memory(
     key: &GraphKey,
     stored: &dyn Fn(usize) -> bool,
     node: usize,
-    (batch, rows, cols): (usize, usize, usize),
-    transposed: bool,
+    ((batch, rows, cols), transposed): ((&Sz, &Sz, &Sz), bool),
+    guards: &mut Guards,
 ) -> Option<(usize, usize)> {
     let n = &key.nodes[node];
     let dims = n.shape.len();
-    if n.dtype != crate::DType::F32 || dims < 2 || n.shape[dims - 2..] != [rows, cols] {
+    if n.dtype != crate::DType::F32 || dims < 2 {
         return None;
     }
-    let (source, layout) = laid_out(key, stored, node)?;
+    let lies = "a stored value holding the texture's matrices";
+    let shape = Sz::shape(node, &n.shape);
+    if !guards.equals_size(&shape[dims - 2], rows, lies)
+        || !guards.equals_size(&shape[dims - 1], cols, lies)
+    {
+        return None;
+    }
+    let (source, layout) = laid_out(key, stored, node, guards)?;
     // Entries one after another, each `rows * cols` elements.
-    let mut entry_stride = rows * cols;
+    let mut entry_stride = rows.mul(cols);
     for d in (0..dims - 2).rev() {
-        if n.shape[d] > 1 && layout.strides[d] != entry_stride {
+        if !guards.at_most(&shape[d], 1, lies)
+            && !guards.equals_size(&layout.strides[d], &entry_stride, lies)
+        {
             return None;
         }
-        entry_stride *= n.shape[d];
+        entry_stride = entry_stride.mul(&shape[d]);
     }
-    let (row_stride, col_stride) = if transposed { (1, rows) } else { (cols, 1) };
-    let matrix = (rows == 1 || layout.strides[dims - 2] == row_stride)
-        && (cols == 1 || layout.strides[dims - 1] == col_stride);
-    let start = layout.offset;
-    (entry_stride == batch * rows * cols && matrix && start.is_multiple_of(4))
-        .then_some((source, start))
+    let (row_stride, col_stride) = match transposed {
+        true => (Sz::constant(1), rows.clone()),
+        false => (cols.clone(), Sz::constant(1)),
+    };
+    let mut steps = |len: &Sz, stride: &Sz, want: &Sz| {
+        guards.equals(len, 1, lies) || guards.equals_size(stride, want, lies)
+    };
+    let matrix = steps(rows, &layout.strides[dims - 2], &row_stride)
+        && steps(cols, &layout.strides[dims - 1], &col_stride);
+    let whole = guards.equals_size(&entry_stride, &batch.mul(rows).mul(cols), lies);
+    (whole && matrix && guards.multiple_of(&layout.offset, 4, lies))
+        .then_some((source, layout.offset.literal()))
 }

@@ -5,7 +5,10 @@
 
 use super::emit::Gen;
 use super::lane_operands::lies_in_memory;
-use super::matmul::{VEC4, add, below, both, modulo, over, plus, tile_load, times};
+use super::lane_tile::{b_block_width, block};
+use super::matmul::{
+    MatmulDims, MatmulSizes, VEC4, add, below, both, modulo, over, plus, tile_load, times,
+};
 use super::vectorize::lanes_gathered;
 use super::wgsl::{CodegenContext, KernelSource, Launch, TextureCopy, TextureUse};
 use crate::graph::GraphKey;
@@ -81,12 +84,15 @@ impl Packing {
 /// Whether one texture holds the transposes of `layers` matrices of
 /// `rows` x `cols` (`transposed_packing`) within the adapter's limits.
 pub(super) fn fits_transposed(
-    (rows, cols, layers): (usize, usize, usize),
+    (rows, cols, layers): (&Sz, &Sz, &Sz),
     adapter: LaneAdapter,
+    guards: &mut Guards,
 ) -> bool {
-    rows.div_ceil(4) <= adapter.max_texture
-        && cols <= adapter.max_texture
-        && layers <= adapter.max_layers
+    let fits = "a transposed texture within the adapter's limits";
+    let texels = rows.div_ceil(&Sz::constant(4));
+    guards.at_most(&texels, adapter.max_texture, fits)
+        && guards.at_most(cols, adapter.max_texture, fits)
+        && guards.at_most(layers, adapter.max_layers, fits)
 }
 
 /// The texture of operand `node` (`batch` matrices of `rows` x `cols`)
@@ -108,6 +114,61 @@ pub(super) fn transposed_packing(
         col_blocks: 1,
         transposed: true,
     }
+}
+
+/// The textures of A and B (`Packing`), each with its layers as a size,
+/// for a tile of `rows` rows and `tile_texels` texels of columns; `None`
+/// where a K step would pass a texture's width, or a block would hold no
+/// row or column.
+pub(super) fn packings(
+    (d, sizes, a_node): (&MatmulDims, &MatmulSizes, usize),
+    (batch, a_batch, tile_texels, rows): (usize, usize, usize, usize),
+    ((a_transposed, b_transposed), (a_in_place, b_in_place)): ((bool, bool), (bool, bool)),
+    (adapter, guards): (LaneAdapter, &mut Guards),
+) -> Option<((Packing, Sz), (Packing, Sz))> {
+    let (all, m, k, n) = sizes;
+    let max = adapter.max_texture;
+    let (k4, n4) = (k.div_ceil(&Sz::constant(4)), n.div_ceil(&Sz::constant(4)));
+    let fits = "a K step within a texture's width";
+    // K steps stay within a texture's width, packed or not: the loop
+    // over them must stay far below the adapter's loop limit (lavapipe
+    // ends a loop after 65,535 iterations).
+    if !guards.at_most(&k4, max, fits) {
+        return None;
+    }
+    let some = "a texture block holding a row or a column";
+    let a = match a_transposed {
+        true => (transposed_packing(d.a, batch, (d.m, d.k)), all.clone()),
+        false => {
+            // A's row blocks hold whole workgroup row tiles: a workgroup
+            // reads one layer of A.
+            let height = block(m, (max, rows), guards);
+            if !a_in_place && !guards.at_least(&height, 1, some) {
+                return None;
+            }
+            let a_entries = Sz::constant(a_batch);
+            let entries = if a_batch == batch { all } else { &a_entries };
+            let layers = entries.mul(&m.div_ceil(&height));
+            let packing = Packing::rows_of_a(a_node, a_batch, (d.m, d.k), height.literal());
+            (packing, layers)
+        }
+    };
+    let b = match b_transposed {
+        true => (transposed_packing(d.b, batch, (d.k, d.n)), all.clone()),
+        false => {
+            // B's column blocks are narrow (`b_block_width`).
+            let width = b_block_width((&n4, all), (max, tile_texels), guards);
+            let blocks =
+                |g: &mut Guards| g.at_most(&k4.times(4), max, fits) && g.at_least(&width, 1, some);
+            if !b_in_place && !blocks(guards) {
+                return None;
+            }
+            let layers = all.mul(&n4.div_ceil(&width));
+            let packing = Packing::rows_of_b(d.b, batch, (d.k, d.n), width.literal());
+            (packing, layers)
+        }
+    };
+    Some((a, b))
 }
 
 /// The packing kernels of the operands not read in place, each with the
@@ -315,7 +376,22 @@ fn operand_copy(
         false => (p.batch, p.rows, p.cols),
         true => (p.batch, p.cols, p.rows),
     };
-    let (node, start) = lies_in_memory(key, stored, p.node, matrix, p.transposed)?;
+    // Whether a copy does the packing kernel's work is no part of any
+    // kernel's code (the packing kernel is there either way): its tests
+    // are not kept.
+    let (batch, rows, cols) = matrix;
+    let matrix = (
+        &Sz::constant(batch),
+        &Sz::constant(rows),
+        &Sz::constant(cols),
+    );
+    let (node, start) = lies_in_memory(
+        key,
+        stored,
+        p.node,
+        (matrix, p.transposed),
+        &mut Guards::default(),
+    )?;
     Some(TextureCopy {
         node,
         offset_bytes: start as u64 * 4,

@@ -43,12 +43,11 @@ fn padded(n4: usize, lanes: usize, texels: usize) -> usize {
 }
 
 /// The largest multiple of `unit` that is at most `limit`, or `len` if
-/// that fits whole.
-pub(super) fn block(len: usize, limit: usize, unit: usize) -> usize {
-    if len <= limit {
-        len
-    } else {
-        (limit / unit) * unit
+/// that fits whole (the test recorded in `guards`).
+pub(super) fn block(len: &Sz, (limit, unit): (usize, usize), guards: &mut Guards) -> Sz {
+    match guards.at_most(len, limit, "a texture block as long as its matrix") {
+        true => len.clone(),
+        false => Sz::constant((limit / unit) * unit),
     }
 }
 
@@ -76,11 +75,19 @@ const B_BLOCK_LAYERS: usize = 64;
 /// columns lie in one 256-byte stream: the product's kernel ran 7-9 %
 /// faster (44-46 ms against 48-50 ms); blocks of 32 or 64 texels gained
 /// nothing.
-pub(super) fn b_block_width(n4: usize, batch: usize, (max, lanes): (usize, usize)) -> usize {
-    if batch * n4.div_ceil(B_BLOCK_TEXELS) <= B_BLOCK_LAYERS {
-        n4.min(B_BLOCK_TEXELS)
-    } else {
-        block(n4, max, lanes)
+pub(super) fn b_block_width(
+    (n4, batch): (&Sz, &Sz),
+    (max, lanes): (usize, usize),
+    guards: &mut Guards,
+) -> Sz {
+    let layers = batch.mul(&n4.div_ceil(&Sz::constant(B_BLOCK_TEXELS)));
+    let narrow = "B's texture in narrow blocks";
+    if !guards.at_most(&layers, B_BLOCK_LAYERS, narrow) {
+        return block(n4, (max, lanes), guards);
+    }
+    match guards.at_most(n4, B_BLOCK_TEXELS, narrow) {
+        true => n4.clone(),
+        false => Sz::constant(B_BLOCK_TEXELS),
     }
 }
 
@@ -278,6 +285,10 @@ mod tests {
 
     #[test]
     fn b_blocks_are_narrow_while_their_layers_are_few() {
+        let b_block_width = |n4: usize, batch: usize, texture| {
+            let (n4, batch) = (Sz::dim(0, 1, n4), Sz::dim(0, 0, batch));
+            b_block_width((&n4, &batch), texture, &mut Guards::default()).literal()
+        };
         assert_eq!(b_block_width(256, 1, (16384, 64)), B_BLOCK_TEXELS);
         // Narrower than a block: the block is B's width.
         assert_eq!(b_block_width(10, 3, (16384, 16)), 10);

@@ -46,10 +46,8 @@
 
 use super::emit::{Gen, SplitOperand, SplitPart};
 use super::lane_operands::{AOperand, a_operand, lies_in_memory, source_elements};
-use super::lane_packs::{
-    Packing, ScratchOperand, fits_transposed, packed_operands, transposed_packing,
-};
-use super::lane_tile::{MAX_ROWS, b_block_width, block, tile_for};
+use super::lane_packs::{Packing, ScratchOperand, fits_transposed, packed_operands, packings};
+use super::lane_tile::{MAX_ROWS, tile_for};
 use super::matmul::{
     MatmulDims, MatmulSizes, OutputBlock, TileIds, VEC4, accumulators, add, below, both, fadd,
     fmul, lit, matmul_dims, matmul_size_exprs, modulo, over, plus, splat_lane, store_block,
@@ -121,35 +119,27 @@ fn geometry(
         guards: a_guards,
     } = a_operand(key, stored, (&d, &sizes, batch, b_in_place), (&tile, cx));
     guards.extend(&a_guards);
-    let max = adapter.max_texture;
     let in_place = (a_in_place, b_in_place);
-    let (a_transposed, b_transposed) =
-        stored_transposes(key, stored, &d, (batch, a_batch, in_place), adapter);
-    // A's row blocks hold whole workgroup row tiles: a workgroup reads
-    // one layer of A. B's column blocks are narrow (`b_block_width`).
-    let a_height = block(d.m, max, rows);
-    let b_width = b_block_width(n4, batch, (max, lanes * texels));
-    let a_blocks = a_in_place || a_transposed || a_height > 0;
-    let b_blocks = b_in_place || b_transposed || (k4 * 4 <= max && b_width > 0);
-    // K steps stay within a texture's width, packed or not: the loop
-    // over them must stay far below the adapter's loop limit (lavapipe
-    // ends a loop after 65,535 iterations).
-    if k4 > max || !a_blocks || !b_blocks {
-        return None;
-    }
-    let a = match a_transposed {
-        true => transposed_packing(d.a, batch, (d.m, d.k)),
-        false => Packing::rows_of_a(a_node, a_batch, (d.m, d.k), a_height),
-    };
-    let b = match b_transposed {
-        true => transposed_packing(d.b, batch, (d.k, d.n)),
-        false => Packing::rows_of_b(d.b, batch, (d.k, d.n), b_width),
-    };
-    if (!a_in_place && a.layers() > adapter.max_layers)
-        || (!b_in_place && b.layers() > adapter.max_layers)
+    let (a_transposed, b_transposed) = stored_transposes(
+        key,
+        stored,
+        (&d, &sizes),
+        (batch, a_batch, in_place),
+        (adapter, &mut guards),
+    );
+    let (a, b) = packings(
+        (&d, &sizes, a_node),
+        (batch, a_batch, lanes * texels, rows),
+        ((a_transposed, b_transposed), in_place),
+        (adapter, &mut guards),
+    )?;
+    let fits = "a packed operand's texture within the adapter's layers";
+    if (!a_in_place && !guards.at_most(&a.1, adapter.max_layers, fits))
+        || (!b_in_place && !guards.at_most(&b.1, adapter.max_layers, fits))
     {
         return None;
     }
+    let (a, b) = (a.0, b.0);
     Some(Geometry {
         batch,
         k4,
@@ -205,17 +195,19 @@ fn tile_of(
 fn stored_transposes(
     key: &GraphKey,
     stored: &dyn Fn(usize) -> bool,
-    d: &MatmulDims,
+    (d, sizes): (&MatmulDims, &MatmulSizes),
     (batch, a_batch, (a_in_place, b_in_place)): (usize, usize, (bool, bool)),
-    adapter: LaneAdapter,
+    (adapter, guards): (LaneAdapter, &mut Guards),
 ) -> (bool, bool) {
-    let lies_transposed = |node, (rows, cols)| {
-        lies_in_memory(key, stored, node, (batch, rows, cols), true).is_some()
-            && fits_transposed((rows, cols, batch), adapter)
+    let (all, m, k, n) = sizes;
+    let mut lies_transposed = |node, (rows, cols): (&Sz, &Sz)| {
+        let matrices = ((all, rows, cols), true);
+        lies_in_memory(key, stored, node, matrices, guards).is_some()
+            && fits_transposed((rows, cols, all), adapter, guards)
     };
     let quads = adapter.subgroup.is_multiple_of(4);
-    let a = !a_in_place && a_batch == batch && quads && lies_transposed(d.a, (d.m, d.k));
-    let b = !b_in_place && lies_transposed(d.b, (d.k, d.n));
+    let a = !a_in_place && a_batch == batch && quads && lies_transposed(d.a, (m, k));
+    let b = !b_in_place && lies_transposed(d.b, (k, n));
     (a, b)
 }
 

@@ -196,6 +196,37 @@ impl SzLayout {
         Some(SzLayout { strides, offset })
     }
 
+    /// `Layout::reshape`: the layout of the same elements viewed with
+    /// shape `new_shape`, where strides can express it. A row-major
+    /// layout (or an empty shape) is row-major in any shape, from the
+    /// same offset; any other is reshaped on its numbers, each pinned by
+    /// a guard (a reshape of a strided layout is rare enough that its
+    /// every size may take its own code).
+    pub fn reshape(&self, shape: &[Sz], new_shape: &[Sz], guards: &mut Guards) -> Option<SzLayout> {
+        let empty = guards.equals(&elements(shape), 0, "an empty reshape");
+        if empty || self.is_row_major(shape, guards) {
+            return Some(SzLayout {
+                offset: self.offset.clone(),
+                ..SzLayout::contiguous(new_shape)
+            });
+        }
+        let pinned = |sizes: &[Sz], g: &mut Guards| -> Vec<usize> {
+            (sizes.iter())
+                .map(|s| g.value(s, "a reshape of a strided layout"))
+                .collect()
+        };
+        let numbers = Layout {
+            strides: pinned(&self.strides, guards),
+            offset: self.offset.literal(),
+        };
+        let (shape, new_shape) = (pinned(shape, guards), pinned(new_shape, guards));
+        let reshaped = numbers.reshape(&shape, &new_shape)?;
+        Some(SzLayout {
+            strides: reshaped.strides.into_iter().map(Sz::constant).collect(),
+            offset: self.offset.clone(),
+        })
+    }
+
     /// `Layout::expand`: `shape` (of the same rank) broadcast to
     /// `target`, a dimension that grows stepping by zero.
     pub fn expand(&self, shape: &[Sz], target: &[Sz], guards: &mut Guards) -> SzLayout {
@@ -310,6 +341,11 @@ mod tests {
                 layout.reads_in_aligned_fours(&shape),
                 layout.through(&shape, &inner_layout, &inner),
             );
+            for new_shape in [vec![shape.iter().product::<usize>()], [shape.clone(), vec![1]].concat()] {
+                let new = Sz::shape(2, &new_shape);
+                let got = (l.reshape(&s, &new, &mut Guards::default())).map(|l| l.numbers());
+                prop_assert_eq!(got, layout.reshape(&shape, &new_shape));
+            }
             let along = (layout.steps_within(&shape, &inner))
                 .map(|s| s.steps.iter().map(|s| s.map(|(d, _)| d)).collect::<Vec<_>>());
             prop_assert_eq!((got.0, got.1, got.2.clone().map(|f| f.1)), want);
