@@ -27,7 +27,7 @@ fn conditions(kernel: &KernelSource) -> Vec<String> {
 
 /// Whether every guard of `kernels` holds where each number of the graph
 /// is `at(leaf)`.
-fn all_hold(kernels: &[KernelSource], at: &dyn Fn(Leaf) -> usize) -> bool {
+pub(super) fn all_hold(kernels: &[KernelSource], at: &dyn Fn(Leaf) -> usize) -> bool {
     (kernels.iter().flat_map(|k| k.guards.iter()))
         .all(|g| g.test.passes(g.size.eval(at)) == g.passed)
 }
@@ -173,10 +173,10 @@ fn kernels_whose_guards_hold_at_another_size_choose_as_they_do() {
 }
 
 /// Outputs computed from an input, to lower.
-type Program<'a> = &'a dyn Fn(&Tensor) -> Vec<Tensor>;
+pub(super) type Program<'a> = &'a dyn Fn(&Tensor) -> Vec<Tensor>;
 
 /// The number `leaf` of graph `key`.
-fn number_of(key: &GraphKey, leaf: Leaf) -> usize {
+pub(super) fn number_of(key: &GraphKey, leaf: Leaf) -> usize {
     match leaf {
         Leaf::Dim { node, dim } => key.nodes[node].shape[dim],
         Leaf::Extent { node } => key.nodes[node].extent(),
@@ -248,12 +248,7 @@ fn alike_wherever_guards_hold(
     pairs_per_length: usize,
 ) {
     for (name, program) in programs {
-        let lowered: Vec<Lowered> = (lengths.iter())
-            .map(|&len| {
-                let outputs = program(&input(3, len));
-                lowered_with_key(&outputs.iter().collect::<Vec<_>>(), &Target::lavapipe())
-            })
-            .collect();
+        let lowered = lowered_over(*program, lengths);
         let (same, differ) = unguarded_changes(&lowered);
         assert!(differ.is_empty(), "{name}: {differ:#?}");
         let enough = pairs_per_length * lengths.len();
@@ -261,10 +256,21 @@ fn alike_wherever_guards_hold(
     }
 }
 
+/// `program`, lowered for lavapipe over `[3, len]` inputs of each of
+/// `lengths`.
+pub(super) fn lowered_over(program: Program<'_>, lengths: &[usize]) -> Vec<Lowered> {
+    (lengths.iter())
+        .map(|&len| {
+            let outputs = program(&input(3, len));
+            lowered_with_key(&outputs.iter().collect::<Vec<_>>(), &Target::lavapipe())
+        })
+        .collect()
+}
+
 /// The parameters of three training steps, made once so that every
 /// size's graph reads the same ones: an MLP's, an attention block's, a
 /// convolution's.
-struct Steps {
+pub(super) struct Steps {
     dev: Device,
     mlp: [Tensor; 2],
     block: [Tensor; 2],
@@ -272,7 +278,7 @@ struct Steps {
 }
 
 impl Steps {
-    fn new() -> Steps {
+    pub fn new() -> Steps {
         let dev = Device::cpu_with(DeviceConfig::default());
         dev.manual_seed(1);
         let param = |shape: &[usize]| {
@@ -301,7 +307,7 @@ impl Steps {
     }
 
     /// The 784-128-10 MLP's step with cross-entropy at `batch`.
-    fn mlp(&self, batch: usize, target: &Target) -> Lowered {
+    pub fn mlp(&self, batch: usize, target: &Target) -> Lowered {
         let [w1, w2] = &self.mlp;
         let x = Tensor::randn([batch, 784], &self.dev);
         let labels = Tensor::rand([batch], &self.dev) * 10.0;
@@ -313,7 +319,7 @@ impl Steps {
 
     /// A causal attention block (layer norm, four heads, GELU) over
     /// sequences of `t`.
-    fn block(&self, t: usize, target: &Target) -> Lowered {
+    pub fn block(&self, t: usize, target: &Target) -> Lowered {
         use crate::nn::functional as F;
         let [wq, wo] = &self.block;
         let x = Tensor::randn([2, t, 64], &self.dev);
@@ -328,7 +334,7 @@ impl Steps {
     }
 
     /// A convolution, max pooling and a softmax over a batch of `batch`.
-    fn cnn(&self, batch: usize, target: &Target) -> Lowered {
+    pub fn cnn(&self, batch: usize, target: &Target) -> Lowered {
         use crate::nn::functional as F;
         let x = Tensor::randn([batch, 3, 12, 12], &self.dev);
         let c = F::conv2d(&x, &self.conv, None, (1, 1), (1, 1), (1, 1), 1).relu();
@@ -338,7 +344,7 @@ impl Steps {
 }
 
 /// A lowered graph and its kernels (`lowered_with_key`).
-type Lowered = (GraphKey, Vec<KernelSource>);
+pub(super) type Lowered = (GraphKey, Vec<KernelSource>);
 
 /// The three training steps of `Steps`, each lowered at nine sizes (batch
 /// sizes, sequence lengths) for three targets (lavapipe's, with binding
@@ -381,6 +387,17 @@ fn kernels_keep_their_structure_wherever_their_guards_hold() {
 /// structure (strided views: `strided_views_keep_their_structure_...`).
 #[test]
 fn ops_over_row_lengths_keep_their_structure_wherever_their_guards_hold() {
+    ops_over_rows(&mut |programs, lengths| alike_wherever_guards_hold(programs, lengths, 4));
+}
+
+/// Checks programs over the lengths they run at.
+pub(super) type Check<'c> = &'c mut dyn FnMut(&[(&str, Program<'_>)], &[usize]);
+
+/// Scans, sorts, top-k, flips, padding, transposes, concatenation, index
+/// selects, a gather's gradient, a log-softmax's gradient, max and mean
+/// (the programs `ops_over_row_lengths_...` lowers), and the lengths of
+/// rows they run at, given to `check`.
+pub(super) fn ops_over_rows(check: Check<'_>) {
     let lengths = [
         1usize, 2, 3, 4, 7, 64, 100, 255, 256, 1000, 4096, 5000, 70_001,
     ];
@@ -422,7 +439,7 @@ fn ops_over_row_lengths_keep_their_structure_wherever_their_guards_hold() {
         }),
         ("max_mean", &|x| vec![x.max([1], false), x.mean([0], false)]),
     ];
-    alike_wherever_guards_hold(&programs, &lengths, 4);
+    check(&programs, &lengths);
 }
 
 /// Strided views whose strides and offsets change with a row's length:
@@ -434,6 +451,12 @@ fn ops_over_row_lengths_keep_their_structure_wherever_their_guards_hold() {
 /// hold at another's numbers, its kernels keep their structure.
 #[test]
 fn strided_views_keep_their_structure_wherever_their_guards_hold() {
+    strided_views(&mut |programs, lengths| alike_wherever_guards_hold(programs, lengths, 2));
+}
+
+/// The strided views `strided_views_keep_their_structure_...` lowers, and
+/// the lengths of rows they run at, given to `check`.
+pub(super) fn strided_views(check: Check<'_>) {
     let lengths = [1usize, 2, 3, 4, 7, 8, 12, 16, 64, 100, 255, 256, 5000];
     let programs: Vec<(&str, Program<'_>)> = vec![
         ("narrow8", &|x| {
@@ -478,5 +501,5 @@ fn strided_views_keep_their_structure_wherever_their_guards_hold() {
             vec![y, x.grad().expect("g")]
         }),
     ];
-    alike_wherever_guards_hold(&programs, &lengths, 2);
+    check(&programs, &lengths);
 }

@@ -33,6 +33,8 @@ mod golden_test;
 #[cfg(test)]
 mod guards_test;
 #[cfg(test)]
+mod provenance_test;
+#[cfg(test)]
 mod norm_test;
 #[cfg(test)]
 mod planned_test;

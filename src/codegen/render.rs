@@ -55,6 +55,7 @@ impl fmt::Display for Expr {
             Expr::Call { f: func, args } => f.write_str(&call_text(*func, args)),
             Expr::U32(v) => write!(f, "{v}u"),
             Expr::I32(v) => write!(f, "{v}i"),
+            Expr::Sized { lit, .. } => write!(f, "{lit}"),
             Expr::Size { slot, dtype } => f.write_str(&size_text(*slot, *dtype)),
             Expr::Param { word, dtype } => f.write_str(&param_text(*word, *dtype)),
             Expr::Load { buffer, index } => f.write_str(&load_text(buffer, &index.to_string())),

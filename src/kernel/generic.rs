@@ -19,9 +19,12 @@
 //! `Expr` literal (workgroup size, array lengths, binding parts, unrolls)
 //! is structure: where it differs, the kernel is not generic.
 
+use std::sync::Arc;
+
 use super::binding::Binding;
 use super::ir::{Expr, Inst};
-use super::program::{Declared, Kernel};
+use super::program::{Declared, Entry, Kernel};
+use super::sizes::SizeExpr;
 use crate::dtype::DType;
 
 /// A kernel made generic over some of its literals.
@@ -237,6 +240,34 @@ fn literals(kernel: &Kernel) -> Vec<Expr> {
     let mut copy = kernel.clone();
     for_each_literal(&mut copy, &mut |e| out.push(e.clone()));
     out
+}
+
+/// Each numeric literal of `kernel`, in `for_each_literal`'s order, with
+/// its provenance where it is a size (`Expr::Sized`): how another graph's
+/// numbers give its value there.
+pub(crate) fn literal_provenance(kernel: &Kernel) -> Vec<(Expr, Option<Arc<SizeExpr>>)> {
+    let mut out = Vec::new();
+    let mut copy = kernel.clone();
+    let leaf = |e: &Expr| is_literal(e) || matches!(e, Expr::Sized { .. });
+    visit_kernel(&mut copy, leaf, &mut |e| match e {
+        Expr::Sized { lit, size } => out.push(((**lit).clone(), Some(size.clone()))),
+        other => out.push((other.clone(), None)),
+    });
+    out
+}
+
+/// Drops every literal's provenance (`Expr::Sized` becomes its literal):
+/// a kernel lowered for fixed sizes, whose index arithmetic is then
+/// simplified by the literals' values.
+pub(crate) fn forget_provenance(body: &mut [Inst], entry: &mut Entry) {
+    let mut plain = |e: &mut Expr| {
+        if let Expr::Sized { lit, .. } = e {
+            *e = std::mem::replace(&mut **lit, Expr::U32(0));
+        }
+    };
+    let sized = |e: &Expr| matches!(e, Expr::Sized { .. });
+    visit_expr(&mut entry.count, sized, &mut plain);
+    visit_body(body, sized, &mut plain);
 }
 
 /// The kernel with every literal's value erased (its type kept): what two

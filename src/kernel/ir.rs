@@ -12,6 +12,9 @@
 
 use std::fmt;
 
+use std::sync::Arc;
+
+use super::sizes::{SizeExpr, Sz};
 use crate::dtype::DType;
 use crate::graph::op::{BinaryOp, UnaryOp};
 
@@ -129,6 +132,14 @@ pub(crate) enum Expr {
     U32(u64),
     /// An `f32` literal, as its bits (NaN and infinities included).
     F32(u32),
+    /// A literal (`lit`: a `U32` or `I32`) that is a size of the graph the
+    /// kernel was lowered from, with how it is computed from the graph's
+    /// numbers (`kernel::sizes`): printed as the literal, and evaluated
+    /// at another graph's numbers for the value it takes there.
+    Sized {
+        lit: Box<Expr>,
+        size: Arc<SizeExpr>,
+    },
     /// Word `slot` of the kernel's dynamic sizes (`Binding::Sizes`), read
     /// as `dtype` (`u32`, `i32` or `f32`): a literal of the concrete
     /// kernel that differs between the sizes a kernel is generic over
@@ -215,6 +226,23 @@ impl Expr {
             op,
             a: Box::new(a),
             b: Box::new(b),
+        }
+    }
+
+    /// Size `size` as a `u32` literal that keeps its provenance
+    /// (`Expr::Sized`).
+    pub fn size_u32(size: &Sz) -> Expr {
+        Expr::Sized {
+            lit: Box::new(Expr::U32(size.literal() as u64)),
+            size: size.expr().clone(),
+        }
+    }
+
+    /// Size `size` as an `i32` literal that keeps its provenance.
+    pub fn size_i32(size: &Sz) -> Expr {
+        Expr::Sized {
+            lit: Box::new(Expr::I32(size.literal() as i64)),
+            size: size.expr().clone(),
         }
     }
 

@@ -74,6 +74,7 @@ impl fmt::Display for IrExpr<'_> {
             }
             Expr::U32(v) => write!(f, "{v}u"),
             Expr::I32(v) => write!(f, "{v}i"),
+            Expr::Sized { lit, .. } => write!(f, "{}", e(lit)),
             Expr::Size { slot, dtype } => write!(f, "size[{slot}] as {dtype}"),
             Expr::Param { word, dtype } => write!(f, "param[{word}] as {dtype}"),
             Expr::Load { buffer, index } => write!(f, "load {buffer}[{}]", e(index)),

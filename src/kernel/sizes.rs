@@ -292,7 +292,6 @@ impl Sz {
     }
 
     /// How it is computed.
-    #[cfg(test)]
     pub fn expr(&self) -> &Arc<SizeExpr> {
         &self.expr
     }

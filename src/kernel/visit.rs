@@ -45,6 +45,7 @@ macro_rules! expr_children {
                 $f(otherwise);
             }
             Expr::Call { args, .. } => args.$iter().for_each($f),
+            Expr::Sized { lit, .. } => $f(lit),
             Expr::Var(_)
             | Expr::Invocation
             | Expr::Local

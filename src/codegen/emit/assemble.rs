@@ -4,6 +4,7 @@
 
 use crate::dtype::DType;
 use crate::kernel::ir::{Inst, Ty};
+use crate::kernel::generic::forget_provenance;
 use crate::kernel::{Binding, Declared, Entry, Helpers, Kernel, legalise, simplify_indices};
 
 use super::super::source::{KernelSource, Launch, TextureUse};
@@ -22,8 +23,13 @@ impl Gen<'_> {
         launch: Launch,
     ) -> KernelSource {
         let out_types: Vec<(usize, bool)> = writes.iter().map(|&o| (o, vec_out)).collect();
+        let mut entry = entry;
         let body = match self.cx.fixed_sizes {
-            true => simplify_indices(legalise(body), &entry),
+            true => {
+                let mut body = legalise(body);
+                forget_provenance(&mut body, &mut entry);
+                simplify_indices(body, &entry)
+            }
             false => legalise(body),
         };
         let kernel = Kernel {
