@@ -31,7 +31,8 @@ pub(crate) struct ElementwiseKernel<'a> {
     /// output's binding before any output is written).
     stores: Vec<Inst>,
     outputs: Vec<usize>,
-    numel: usize,
+    /// The elements of each output.
+    elements: Sz,
     vec: bool,
 }
 
@@ -113,7 +114,7 @@ pub(crate) fn lower_kernel<'a>(
         g,
         stores,
         outputs: outputs.to_vec(),
-        numel,
+        elements,
         vec,
     }
 }
@@ -144,14 +145,14 @@ impl ElementwiseKernel<'_> {
             g,
             stores,
             outputs,
-            numel,
+            elements,
             vec,
         } = self;
-        let invocations = if vec { numel / 4 } else { numel };
-        let entry = Entry::per_invocation(invocations);
+        let invocations = if vec { elements.div(4) } else { elements };
+        let entry = Entry::per_invocation_of(&invocations);
         let body = g.body().iter().chain(&stores).cloned().collect();
         let launch = Launch {
-            groups: Entry::groups_for(invocations),
+            groups: Entry::groups_for(invocations.literal()),
             strategy: Strategy::Elementwise { vec4: vec },
             textures: Vec::new(),
         };

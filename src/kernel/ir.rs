@@ -231,18 +231,23 @@ impl Expr {
 
     /// Size `size` as a `u32` literal that keeps its provenance
     /// (`Expr::Sized`).
+    /// (`Expr::Sized`; a plain literal where it reads no symbol).
     pub fn size_u32(size: &Sz) -> Expr {
-        Expr::Sized {
-            lit: Box::new(Expr::U32(size.literal() as u64)),
-            size: size.expr().clone(),
-        }
+        Expr::sized(Expr::U32(size.literal() as u64), size)
     }
 
     /// Size `size` as an `i32` literal that keeps its provenance.
     pub fn size_i32(size: &Sz) -> Expr {
-        Expr::Sized {
-            lit: Box::new(Expr::I32(size.literal() as i64)),
-            size: size.expr().clone(),
+        Expr::sized(Expr::I32(size.literal() as i64), size)
+    }
+
+    fn sized(lit: Expr, size: &Sz) -> Expr {
+        match size.expr().is_constant() {
+            true => lit,
+            false => Expr::Sized {
+                lit: Box::new(lit),
+                size: size.expr().clone(),
+            },
         }
     }
 

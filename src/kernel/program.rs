@@ -9,6 +9,7 @@ use std::fmt;
 
 use super::binding::Binding;
 use super::ir::{Expr, Inst, Ty, Var};
+use super::sizes::Sz;
 use super::listing::{IrExpr, print_body};
 
 /// One kernel.
@@ -63,6 +64,15 @@ impl Entry {
             count: Expr::count(invocations),
             arrays: Vec::new(),
             subgroup_id: false,
+        }
+    }
+
+    /// `per_invocation` for a number of invocations that is a size: its
+    /// count keeps its provenance (`Expr::Sized`).
+    pub fn per_invocation_of(invocations: &Sz) -> Entry {
+        Entry {
+            count: Expr::size_u32(invocations),
+            ..Entry::per_invocation(invocations.literal())
         }
     }
 

@@ -761,7 +761,7 @@ impl<'a> Gen<'a> {
             match layout.starts_at_zero(&mut self.guards) {
                 true => idx.clone(),
                 false => {
-                    let q = Expr::U32(layout.offset.literal() as u64 / 4);
+                    let q = Expr::size_u32(&layout.offset.div(4));
                     Expr::arith(Arith::Add, idx.clone(), q)
                 }
             }

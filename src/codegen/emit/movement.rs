@@ -6,7 +6,7 @@ use crate::graph::GKind;
 use crate::graph::op::Op;
 use crate::kernel::Sz;
 use crate::kernel::ir::{Arith, Check, Expr, Inst, Ty};
-use crate::kernel::layouts::{SzLayout, elements};
+use crate::kernel::layouts::{self, SzLayout, elements};
 use crate::shape::{DimSteps, Layout, contiguous_strides, numel};
 
 use super::Gen;
@@ -277,7 +277,7 @@ impl Gen<'_> {
         {
             return (Expr::Bool(false), Expr::U32(0));
         }
-        let view_strides = contiguous_strides(&Self::numbers(view_shape));
+        let view_strides = layouts::contiguous_strides(view_shape);
         let one = "a dimension of one, left out of index arithmetic";
         let mut dims: Vec<usize> = (0..view_shape.len())
             .filter(|&d| !self.guards.at_most(&view_shape[d], 1, one))
@@ -295,21 +295,21 @@ impl Gen<'_> {
                 false => self.guards.below_size(&strides[y], &strides[x], order),
             };
         }
-        let off = Expr::U32(layout.offset.literal() as u64);
+        let off = Expr::size_u32(&layout.offset);
         let mut conds = vec![Expr::arith(Arith::Ge, idx.clone(), off.clone())];
         let mut rest = self.emit("r", Ty::U32, Expr::arith(Arith::Sub, idx.clone(), off));
         let mut terms = Vec::new();
         for d in dims {
-            let s = Expr::U32(strides[d].literal() as u64);
+            let s = Expr::size_u32(&strides[d]);
             let c = self.emit(
                 "c",
                 Ty::U32,
                 Expr::arith(Arith::Div, rest.clone(), s.clone()),
             );
             rest = self.emit("r", Ty::U32, Expr::arith(Arith::Rem, rest, s));
-            let size = Expr::U32(view_shape[d].literal() as u64);
+            let size = Expr::size_u32(&view_shape[d]);
             conds.push(Expr::arith(Arith::Lt, c.clone(), size));
-            let stride = Expr::U32(view_strides[d] as u64);
+            let stride = Expr::size_u32(&view_strides[d]);
             terms.push(Expr::arith(Arith::Mul, c, stride));
         }
         conds.push(Expr::arith(Arith::Eq, rest, Expr::U32(0)));
@@ -574,7 +574,7 @@ impl Gen<'_> {
             // No element exists; the (discarded) read may go anywhere.
             return Expr::U32(0);
         }
-        let offset = Expr::U32(layout.offset.literal() as u64);
+        let offset = Expr::size_u32(&layout.offset);
         if layout.is_row_major(shape, &mut self.guards) {
             if layout.starts_at_zero(&mut self.guards) {
                 return idx.clone();
@@ -582,19 +582,18 @@ impl Gen<'_> {
             return self.emit("j", Ty::U32, Expr::arith(Arith::Add, idx.clone(), offset));
         }
         let mut terms = Vec::new();
-        let mut inner = 1usize;
+        let mut inner = Sz::constant(1);
         let total = elements(shape).literal();
         let one = "a dimension of one, left out of index arithmetic";
         for (dim, stride) in shape.iter().zip(&layout.strides).rev() {
-            let len = dim.literal();
             if !self.guards.at_most(dim, 1, one)
                 && !self.guards.equals(stride, 0, "a broadcast dimension")
             {
                 // `inner == 1` and `outer >= total` follow from the
                 // dimensions' tests against one, made above.
-                let outer = inner * len;
-                let (inner_e, dim_e) = (Expr::U32(inner as u64), Expr::U32(len as u64));
-                let coord = if inner == 1 {
+                let outer = inner.mul(dim).literal();
+                let (inner_e, dim_e) = (Expr::size_u32(&inner), Expr::size_u32(dim));
+                let coord = if inner.literal() == 1 {
                     Expr::arith(Arith::Rem, idx.clone(), dim_e)
                 } else if outer >= total {
                     Expr::arith(Arith::Div, idx.clone(), inner_e)
@@ -605,10 +604,10 @@ impl Gen<'_> {
                 let unit = self.guards.equals(stride, 1, "a stride of one");
                 terms.push(match unit {
                     true => coord,
-                    false => Expr::arith(Arith::Mul, coord, Expr::U32(stride.literal() as u64)),
+                    false => Expr::arith(Arith::Mul, coord, Expr::size_u32(stride)),
                 });
             }
-            inner *= len;
+            inner = inner.mul(dim);
         }
         if !layout.starts_at_zero(&mut self.guards) || terms.is_empty() {
             terms.push(offset);
