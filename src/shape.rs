@@ -277,6 +277,7 @@ impl Layout {
 /// (`Layout::steps_within`): the coordinates of its first element, and
 /// per dim of the view the inner dim it steps along and by how much
 /// (`None`: it does not move).
+#[cfg(test)]
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub(crate) struct DimSteps {
     pub first: Vec<usize>,

@@ -186,6 +186,16 @@ pub(super) fn number_of(key: &GraphKey, leaf: Leaf) -> usize {
         },
         Leaf::Stride { node, dim } => key.nodes[node].layout().expect("a layout").strides[dim],
         Leaf::Offset { node } => key.nodes[node].layout().expect("a layout").offset,
+        Leaf::Pad { node, dim, after } => match &key.nodes[node].kind {
+            GKind::Op {
+                op: crate::graph::op::Op::Pad(pads),
+                ..
+            } => match after {
+                true => pads[dim].1,
+                false => pads[dim].0,
+            },
+            other => unreachable!("{other:?} pads nothing"),
+        },
     }
 }
 

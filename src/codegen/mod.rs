@@ -33,13 +33,13 @@ mod golden_test;
 #[cfg(test)]
 mod guards_test;
 #[cfg(test)]
-mod provenance_test;
-#[cfg(test)]
 mod norm_test;
 #[cfg(test)]
 mod planned_test;
 #[cfg(test)]
 mod primitives_test;
+#[cfg(test)]
+mod provenance_test;
 
 pub(crate) use matmul::matmul_class;
 pub(crate) use planned::generate;

@@ -20,8 +20,8 @@ use super::reduce_ir::{split_index, uarith};
 use crate::dtype::DType;
 use crate::graph::GraphKey;
 use crate::graph::op::RadixPass;
-use crate::kernel::Entry;
 use crate::kernel::ir::{Arith, Expr, Inst, Ty};
+use crate::kernel::{Entry, Sz};
 use crate::shape::numel;
 
 /// The kernel of `RadixCount(pass)` at `root`: its entry, body and
@@ -188,7 +188,7 @@ impl BlockOf {
             });
             g.push(Inst::If { cond: inside, body });
         });
-        let walk = g.counted_loop(counter, self.pass.block, body);
+        let walk = g.counted_loop(counter, &Sz::constant(self.pass.block), body);
         g.push(walk);
     }
 

@@ -19,11 +19,13 @@
 //! `Expr` literal (workgroup size, array lengths, binding parts, unrolls)
 //! is structure: where it differs, the kernel is not generic.
 
+#[cfg(test)]
 use std::sync::Arc;
 
 use super::binding::Binding;
 use super::ir::{Expr, Inst};
 use super::program::{Declared, Entry, Kernel};
+#[cfg(test)]
 use super::sizes::SizeExpr;
 use crate::dtype::DType;
 
@@ -245,6 +247,7 @@ fn literals(kernel: &Kernel) -> Vec<Expr> {
 /// Each numeric literal of `kernel`, in `for_each_literal`'s order, with
 /// its provenance where it is a size (`Expr::Sized`): how another graph's
 /// numbers give its value there.
+#[cfg(test)]
 pub(crate) fn literal_provenance(kernel: &Kernel) -> Vec<(Expr, Option<Arc<SizeExpr>>)> {
     let mut out = Vec::new();
     let mut copy = kernel.clone();

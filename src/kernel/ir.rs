@@ -136,10 +136,7 @@ pub(crate) enum Expr {
     /// kernel was lowered from, with how it is computed from the graph's
     /// numbers (`kernel::sizes`): printed as the literal, and evaluated
     /// at another graph's numbers for the value it takes there.
-    Sized {
-        lit: Box<Expr>,
-        size: Arc<SizeExpr>,
-    },
+    Sized { lit: Box<Expr>, size: Arc<SizeExpr> },
     /// Word `slot` of the kernel's dynamic sizes (`Binding::Sizes`), read
     /// as `dtype` (`u32`, `i32` or `f32`): a literal of the concrete
     /// kernel that differs between the sizes a kernel is generic over

@@ -9,8 +9,8 @@ use std::fmt;
 
 use super::binding::Binding;
 use super::ir::{Expr, Inst, Ty, Var};
-use super::sizes::Sz;
 use super::listing::{IrExpr, print_body};
+use super::sizes::Sz;
 
 /// One kernel.
 #[derive(Clone, Debug, PartialEq)]

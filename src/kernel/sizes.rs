@@ -46,6 +46,13 @@ pub(crate) enum Leaf {
     Stride { node: usize, dim: usize },
     /// The offset of the layout node `node` carries.
     Offset { node: usize },
+    /// The padding padding node `node` adds along `dim`, before its
+    /// input's elements (`after`: after them).
+    Pad {
+        node: usize,
+        dim: usize,
+        after: bool,
+    },
 }
 
 impl Leaf {
@@ -56,7 +63,8 @@ impl Leaf {
             | Leaf::Extent { node }
             | Leaf::Reached { node }
             | Leaf::Stride { node, .. }
-            | Leaf::Offset { node } => node,
+            | Leaf::Offset { node }
+            | Leaf::Pad { node, .. } => node,
         }
     }
 }
@@ -70,6 +78,10 @@ impl fmt::Display for Leaf {
             Leaf::Reached { node } => write!(f, "reached(n{node})"),
             Leaf::Stride { node, dim } => write!(f, "stride(n{node})[{dim}]"),
             Leaf::Offset { node } => write!(f, "offset(n{node})"),
+            Leaf::Pad { node, dim, after } => {
+                let side = if *after { "after" } else { "before" };
+                write!(f, "pad_{side}(n{node})[{dim}]")
+            }
         }
     }
 }
@@ -257,6 +269,12 @@ impl Sz {
     /// The offset of the layout node `node` carries, `value` here.
     pub fn offset(node: usize, value: usize) -> Sz {
         Sz::leaf(Leaf::Offset { node }, value)
+    }
+
+    /// The padding node `node` adds along `dim` before its input's
+    /// elements (`after`: after them), `value` here.
+    pub fn pad(node: usize, (dim, after): (usize, bool), value: usize) -> Sz {
+        Sz::leaf(Leaf::Pad { node, dim, after }, value)
     }
 
     /// Every dimension of node `node`, of shape `shape`.

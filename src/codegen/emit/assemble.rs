@@ -3,8 +3,8 @@
 //! calls; and the WGSL printed from it.
 
 use crate::dtype::DType;
-use crate::kernel::ir::{Inst, Ty};
 use crate::kernel::generic::forget_provenance;
+use crate::kernel::ir::{Inst, Ty};
 use crate::kernel::{Binding, Declared, Entry, Helpers, Kernel, legalise, simplify_indices};
 
 use super::super::source::{KernelSource, Launch, TextureUse};

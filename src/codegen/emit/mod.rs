@@ -23,7 +23,7 @@ mod guards;
 mod movement;
 mod scatter;
 use super::source::CodegenContext;
-use super::wgsl::{UNIFORM_PARAMS_BYTES, unroll_for, unroll_guarded};
+use super::wgsl::{UNIFORM_PARAMS_BYTES, unroll_guarded};
 pub(crate) use movement::{SplitOperand, SplitPart};
 
 /// Stack left before a recursive walk over the graph grows it, and by how
@@ -482,11 +482,11 @@ impl<'a> Gen<'a> {
     /// `body` for `counter` in `0..count`, unrolled where `count` passes
     /// the kernel's loop budget (lavapipe leaves all loops of an
     /// invocation after 65,535 iterations in all, silently).
-    pub(super) fn counted_loop(&mut self, counter: Var, count: usize, body: Vec<Inst>) -> Inst {
+    pub(super) fn counted_loop(&mut self, counter: Var, count: &Sz, body: Vec<Inst>) -> Inst {
         Inst::Loop {
             counter,
-            count: Expr::count(count),
-            unroll: unroll_for(count, self.cx.target.loop_budget(1)),
+            count: Expr::size_u32(count),
+            unroll: unroll_guarded(count, self.cx.target.loop_budget(1), &mut self.guards),
             body,
         }
     }

@@ -6,11 +6,10 @@ use crate::graph::GKind;
 use crate::graph::op::Op;
 use crate::kernel::Sz;
 use crate::kernel::ir::{Arith, Check, Expr, Inst, Ty};
-use crate::kernel::layouts::{self, SzLayout, elements};
-use crate::shape::{DimSteps, Layout, contiguous_strides, numel};
+use crate::kernel::layouts::{self, SzLayout, SzSteps, elements};
+use crate::shape::{Layout, numel};
 
 use super::Gen;
-use crate::graph::semantics::indexed_axis_len;
 
 impl Gen<'_> {
     /// Node `n`'s value at `idx` for an op that reads its inputs
@@ -157,19 +156,25 @@ impl Gen<'_> {
         vec: bool,
     ) -> Expr {
         let node = &self.nodes[n];
-        let (input, shape, dtype) = (node.inputs[0], node.shape.clone(), node.dtype);
-        let src_shape = self.nodes[input].shape.clone();
+        let (input, dtype) = (node.inputs[0], node.dtype);
+        let shape = Sz::shape(n, &node.shape);
+        let src_shape = Sz::shape(input, &self.nodes[input].shape);
         let coords = self.coords(&shape, idx);
         let mut conds = Vec::new();
         let mut moved = Vec::new();
         for (d, &(before, _)) in pads.iter().enumerate() {
             let c = coords[d].clone();
-            if before > 0 {
-                conds.push(Expr::arith(Arith::Ge, c.clone(), Expr::U32(before as u64)));
+            let before = Sz::pad(n, (d, false), before);
+            let padded = !self.guards.equals(&before, 0, "no padding before");
+            if padded {
+                conds.push(Expr::arith(Arith::Ge, c.clone(), Expr::size_u32(&before)));
             }
-            let end = Expr::U32((before + src_shape[d]) as u64);
+            let end = Expr::size_u32(&src_shape[d].add(&before));
             conds.push(Expr::arith(Arith::Lt, c.clone(), end));
-            moved.push(Expr::arith(Arith::Sub, c, Expr::U32(before as u64)));
+            moved.push(match padded {
+                true => Expr::arith(Arith::Sub, c, Expr::size_u32(&before)),
+                false => Expr::arith(Arith::Sub, c, Expr::U32(0)),
+            });
         }
         let inside = self.emit("h", Ty::BOOL, Expr::all(conds));
         let j = Self::ravel(&src_shape, moved);
@@ -181,14 +186,16 @@ impl Gen<'_> {
 
     /// `Flip`: the source element with the flipped coordinates reversed.
     fn flip_value(&mut self, n: usize, axes: &[usize], idx: &Expr, vec: bool) -> Expr {
-        let (input, shape) = (self.nodes[n].inputs[0], self.nodes[n].shape.clone());
+        let input = self.nodes[n].inputs[0];
+        let shape = Sz::shape(n, &self.nodes[n].shape);
         let coords = self.coords(&shape, idx);
         let flipped: Vec<Expr> = coords
             .into_iter()
             .enumerate()
             .map(|(d, c)| {
                 if axes.contains(&d) {
-                    Expr::arith(Arith::Sub, Expr::U32(shape[d] as u64 - 1), c)
+                    let last = Expr::size_u32(&shape[d].sub(&Sz::constant(1)));
+                    Expr::arith(Arith::Sub, last, c)
                 } else {
                     c
                 }
@@ -203,62 +210,92 @@ impl Gen<'_> {
     /// read at `idx` (clamped into range).
     fn gather_value(&mut self, n: usize, axis: usize, idx: &Expr, vec: bool) -> Expr {
         let node = &self.nodes[n];
-        let (x, index, shape) = (node.inputs[0], node.inputs[1], node.shape.clone());
-        let x_shape = self.nodes[x].shape.clone();
+        let (x, index) = (node.inputs[0], node.inputs[1]);
+        let shape = Sz::shape(n, &node.shape);
+        let x_shape = Sz::shape(x, &self.nodes[x].shape);
         let mut coords = self.coords(&shape, idx);
         let k = self.value(index, idx, false, false);
-        let size = indexed_axis_len(self.nodes, n).expect("a gather indexes an axis");
+        let size = self.indexed_axis(n);
         self.check(
             Check::Index {
                 index: k.clone(),
-                size: Expr::I32(size as i64),
+                size: Expr::size_i32(&size),
             },
             n,
         );
-        let top = size.max(1) as i64 - 1;
+        let top = size.max(&Sz::constant(1)).sub(&Sz::constant(1));
         coords[axis] = Expr::ClampIndex {
             k: Box::new(k),
-            top: Box::new(Expr::I32(top)),
+            top: Box::new(Expr::size_i32(&top)),
         };
         let j = Self::ravel(&x_shape, coords);
         let j = self.emit("j", Ty::U32, j);
         self.value(x, &j, false, vec)
     }
 
-    /// Coordinates of row-major element `idx` of `shape`.
-    pub(super) fn coords(&mut self, shape: &[usize], idx: &Expr) -> Vec<Expr> {
-        let strides = contiguous_strides(shape);
+    /// `x * by` (`x` itself where `by` is 1, a guard).
+    fn times(&mut self, x: Expr, by: &Sz) -> Expr {
+        match self.guards.equals(by, 1, "a stride of one") {
+            true => x,
+            false => Expr::arith(Arith::Mul, x, Expr::size_u32(by)),
+        }
+    }
+
+    /// The length of the axis gather or scatter-add `n` indexes (as
+    /// `graph::semantics::indexed_axis_len` reads it), as a size: a
+    /// gather's source's, a scatter-add's own.
+    pub(super) fn indexed_axis(&self, n: usize) -> Sz {
+        let dim = |node: usize, axis: usize| Sz::dim(node, axis, self.nodes[node].shape[axis]);
+        match &self.nodes[n].kind {
+            GKind::Op {
+                op: Op::Gather(axis),
+                ..
+            } => dim(self.nodes[n].inputs[0], *axis),
+            GKind::Op {
+                op: Op::ScatterAdd(axis),
+                ..
+            } => dim(n, *axis),
+            other => unreachable!("{other:?} indexes no axis"),
+        }
+    }
+
+    /// Coordinates of row-major element `idx` of `shape`. Dimensions of
+    /// one are left out (`guard_size_one` tests them, for every node a
+    /// kernel reads or computes).
+    pub(super) fn coords(&mut self, shape: &[Sz], idx: &Expr) -> Vec<Expr> {
+        let strides = layouts::contiguous_strides(shape);
         shape
             .iter()
             .zip(&strides)
             .enumerate()
-            .map(|(d, (&size, &stride))| {
-                let outer = Expr::arith(Arith::Div, idx.clone(), Expr::U32(stride as u64));
-                if size <= 1 {
+            .map(|(d, (size, stride))| {
+                let outer = Expr::arith(Arith::Div, idx.clone(), Expr::size_u32(stride));
+                if size.literal() <= 1 {
                     Expr::U32(0)
                 } else if d == 0 {
                     self.emit("c", Ty::U32, outer)
                 } else {
-                    let c = Expr::arith(Arith::Rem, outer, Expr::U32(size as u64));
+                    let c = Expr::arith(Arith::Rem, outer, Expr::size_u32(size));
                     self.emit("c", Ty::U32, c)
                 }
             })
             .collect()
     }
 
-    /// The row-major index of `coords` in `shape`.
-    pub(super) fn ravel(shape: &[usize], coords: Vec<Expr>) -> Expr {
-        let strides = contiguous_strides(shape);
+    /// The row-major index of `coords` in `shape` (dimensions of one left
+    /// out, as `coords` leaves them).
+    pub(super) fn ravel(shape: &[Sz], coords: Vec<Expr>) -> Expr {
+        let strides = layouts::contiguous_strides(shape);
         let terms = coords
             .into_iter()
             .zip(&strides)
             .zip(shape)
-            .filter(|(_, size)| **size > 1)
-            .map(|((c, &s), _)| {
-                if s == 1 {
+            .filter(|(_, size)| size.literal() > 1)
+            .map(|((c, s), _)| {
+                if s.literal() == 1 {
                     c
                 } else {
-                    Expr::arith(Arith::Mul, c, Expr::U32(s as u64))
+                    Expr::arith(Arith::Mul, c, Expr::size_u32(s))
                 }
             })
             .collect();
@@ -318,11 +355,6 @@ impl Gen<'_> {
         let src = Expr::select(hit.clone(), Expr::sum(terms), Expr::U32(0));
         let src_idx = self.emit("j", Ty::U32, src);
         (hit, src_idx)
-    }
-
-    /// The numbers of `sizes`, as the kernel's literals spell them.
-    fn numbers(sizes: &[Sz]) -> Vec<usize> {
-        sizes.iter().map(Sz::literal).collect()
     }
 
     /// What view `n` (of `layout` over its input) finally reads, and
@@ -428,17 +460,11 @@ impl Gen<'_> {
         let viewed_shape = Sz::shape(viewed, &self.nodes[viewed].shape);
         let sizes = Sz::shape(view, &shape);
         let steps = layout.steps_within(&sizes, &viewed_shape, &mut self.guards)?;
-        let steps = DimSteps {
-            first: Self::numbers(&steps.first),
-            steps: (steps.steps.iter())
-                .map(|s| s.as_ref().map(|(d, per)| (*d, per.literal())))
-                .collect(),
-        };
         let rank = shape.len();
         let padded_dims = (0..pads.len()).filter(|&d| pads[d] != (0, 0)).collect();
         Some(SplitOperand {
             source,
-            shape,
+            shape: sizes,
             steps,
             pads,
             padded_dims,
@@ -460,30 +486,42 @@ impl Gen<'_> {
         let range = split.parts[part].clone();
         let dims = &split.shape[range.clone()];
         let coords = self.coords(dims, idx);
-        let source_shape = self.nodes[split.source].shape.clone();
-        let source_strides = contiguous_strides(&source_shape);
+        let source_shape = Sz::shape(split.source, &self.nodes[split.source].shape);
+        let source_strides = layouts::contiguous_strides(&source_shape);
         let rank = split.pads.len();
         // Per padded dim: the part's coordinate terms.
         let mut along: Vec<Vec<Expr>> = vec![Vec::new(); rank];
         for (c, step) in coords.into_iter().zip(&split.steps.steps[range]) {
-            if let Some((d, per)) = *step {
-                along[d].push(times_u32(c, per));
+            if let Some((d, per)) = step {
+                along[*d].push(self.times(c, per));
             }
         }
-        let mut address: Vec<Expr> = (0..rank)
-            .filter(|&d| !along[d].is_empty() && source_shape[d] > 1)
-            .map(|d| times_u32(Expr::sum(along[d].clone()), source_strides[d]))
-            .collect();
+        // Dims of one element add nothing (an element inside has
+        // coordinate 0 there, checked below): `guard_size_one` tests the
+        // source's, which the kernel reads.
+        let moves = |d: usize| source_shape[d].literal() > 1;
+        let mut address = Vec::new();
+        for d in (0..rank).filter(|&d| !along[d].is_empty() && moves(d)) {
+            let c = Expr::sum(along[d].clone());
+            address.push(self.times(c, &source_strides[d]));
+        }
         // The first element's coordinates, less the padding before, in
         // the batch part: folded here into one literal each (WGSL rejects
-        // a constant expression that wraps).
-        if part == 0 {
-            let at = |d: usize| split.steps.first[d] as i64 - split.pads[d].0 as i64;
-            // Dims of one element add nothing (an element inside has
-            // coordinate 0 there, checked below), as in the sum above.
-            let offset: i64 = (0..rank)
-                .filter(|&d| source_shape[d] > 1)
-                .map(|d| at(d) * source_strides[d] as i64)
+        // a constant expression that wraps). Where nothing is padded
+        // before, each is a size.
+        let first = &split.steps.first;
+        if part == 0 && split.pads.iter().all(|&(before, _)| before == 0) {
+            let offset = ((0..rank).filter(|&d| moves(d))).fold(Sz::constant(0), |acc, d| {
+                acc.add(&first[d].mul(&source_strides[d]))
+            });
+            address.push(Expr::size_u32(&offset));
+            for (d, terms) in along.iter_mut().enumerate() {
+                terms.push(Expr::size_u32(&first[d]));
+            }
+        } else if part == 0 {
+            let at = |d: usize| first[d].literal() as i64 - split.pads[d].0 as i64;
+            let offset: i64 = ((0..rank).filter(|&d| moves(d)))
+                .map(|d| at(d) * source_strides[d].literal() as i64)
                 .sum();
             address.push(Expr::U32(offset.rem_euclid(1 << 32) as u64));
             for (d, terms) in along.iter_mut().enumerate() {
@@ -622,8 +660,8 @@ pub(crate) struct SplitOperand {
     /// The node read (the padding's input, where a padding is viewed).
     source: usize,
     /// The view's shape, and how it steps through the padded shape.
-    shape: Vec<usize>,
-    steps: DimSteps,
+    shape: Vec<Sz>,
+    steps: SzSteps,
     /// Per dim of the padded shape, the padding before and after
     /// ((0, 0): none, as for every dim of a view of no padding).
     pads: Vec<(usize, usize)>,
@@ -641,13 +679,4 @@ pub(crate) struct SplitOperand {
 pub(crate) struct SplitPart {
     address: Expr,
     padded: Vec<Expr>,
-}
-
-/// `x * by` (`x` itself for 1).
-fn times_u32(x: Expr, by: usize) -> Expr {
-    if by == 1 {
-        x
-    } else {
-        Expr::arith(Arith::Mul, x, Expr::U32(by as u64))
-    }
 }

@@ -5,7 +5,6 @@
 //! output element sums a run of the index's sorted order instead.
 
 use crate::dtype::DType;
-use crate::graph::semantics::indexed_axis_len;
 use crate::kernel::ir::{Arith, Check, Expr, Inst, Ty};
 
 use super::Gen;
@@ -18,8 +17,9 @@ impl Gen<'_> {
     /// extent along `axis`).
     pub(super) fn scatter_add_value(&mut self, n: usize, axis: usize, idx: &Expr) -> Expr {
         let node = &self.nodes[n];
-        let (inputs, shape) = (node.inputs.clone(), node.shape.clone());
-        let src_shape = self.nodes[inputs[2]].shape.clone();
+        let inputs = node.inputs.clone();
+        let shape = Sz::shape(n, &node.shape);
+        let src_shape = Sz::shape(inputs[2], &self.nodes[inputs[2]].shape);
         let coords = self.coords(&shape, idx);
         let acc = self.scatter_accumulator(n, inputs[0], idx);
         let inside = Self::inside_source(&coords, &src_shape, axis);
@@ -31,11 +31,11 @@ impl Gen<'_> {
         let body = self.block(|g| {
             let j = g.emit("j", Ty::U32, j);
             let k = g.value(inputs[1], &j, false, false);
-            let size = indexed_axis_len(g.nodes, n).expect("a scatter-add indexes an axis");
+            let size = g.indexed_axis(n);
             g.check(
                 Check::Index {
                     index: k.clone(),
-                    size: Expr::I32(size as i64),
+                    size: Expr::size_i32(&size),
                 },
                 n,
             );
@@ -56,7 +56,7 @@ impl Gen<'_> {
                 body: add,
             });
         });
-        let scan = self.counted_loop(counter, src_shape[axis], body);
+        let scan = self.counted_loop(counter, &src_shape[axis], body);
         self.push(Inst::If {
             cond: inside,
             body: vec![scan],
@@ -71,16 +71,16 @@ impl Gen<'_> {
     /// kernel's loops together visit each source element once.
     pub(super) fn sorted_scatter_add_value(&mut self, n: usize, axis: usize, idx: &Expr) -> Expr {
         let node = &self.nodes[n];
-        let (inputs, shape) = (node.inputs.clone(), node.shape.clone());
-        let [base, src, order, starts] = inputs[..] else {
+        let shape = Sz::shape(n, &node.shape);
+        let [base, src, order, starts] = node.inputs[..] else {
             unreachable!("a sorted scatter-add reads base, source, order and starts")
         };
-        let src_shape = self.nodes[src].shape.clone();
+        let src_shape = Sz::shape(src, &self.nodes[src].shape);
         let coords = self.coords(&shape, idx);
         let acc = self.scatter_accumulator(n, base, idx);
         let inside = Self::inside_source(&coords, &src_shape, axis);
         let row = coords[axis].clone();
-        let longest = Sz::dim(src, axis, src_shape[axis]);
+        let longest = src_shape[axis].clone();
         let unroll = unroll_guarded(&longest, self.cx.target.loop_budget(1), &mut self.guards);
         let body = self.block(|g| {
             let start_at = |g: &mut Gen, at: Expr| {
@@ -110,7 +110,7 @@ impl Gen<'_> {
                 Expr::arith(Arith::Lt, first.clone(), end),
                 Expr::call(
                     crate::kernel::ir::Builtin::Min,
-                    vec![run, Expr::U32(longest.literal() as u64)],
+                    vec![run, Expr::size_u32(&longest)],
                 ),
                 Expr::U32(0),
             );
@@ -132,15 +132,15 @@ impl Gen<'_> {
         let [keys, order] = self.nodes[n].inputs[..] else {
             unreachable!("sorted starts read the keys and their order")
         };
-        let len = self.nodes[keys].shape[0];
+        let len = Sz::dim(keys, 0, self.nodes[keys].shape[0]);
         let row = Expr::Construct {
             ty: Ty::scalar(DType::I32),
             x: Box::new(idx.clone()),
         };
         let lo = self.variable_of("lo", Ty::U32, Expr::U32(0));
-        let hi = self.variable_of("hi", Ty::U32, Expr::U32(len as u64));
+        let hi = self.variable_of("hi", Ty::U32, Expr::size_u32(&len));
         // Each step halves `hi - lo`, from `len` to nothing.
-        let steps = (usize::BITS - len.leading_zeros()) as usize;
+        let steps = (usize::BITS - len.literal().leading_zeros()) as usize;
         let counter = self.fresh("b");
         let step = self.block(|g| {
             let halve = g.block(|g| {
@@ -191,10 +191,10 @@ impl Gen<'_> {
 
     /// Whether an output element at `coords` lies inside the source's
     /// extent on every dim but `axis` (only those receive anything).
-    fn inside_source(coords: &[Expr], src_shape: &[usize], axis: usize) -> Expr {
+    fn inside_source(coords: &[Expr], src_shape: &[Sz], axis: usize) -> Expr {
         let inside = (0..src_shape.len())
             .filter(|&d| d != axis)
-            .map(|d| Expr::arith(Arith::Lt, coords[d].clone(), Expr::U32(src_shape[d] as u64)))
+            .map(|d| Expr::arith(Arith::Lt, coords[d].clone(), Expr::size_u32(&src_shape[d])))
             .collect();
         Expr::all(inside)
     }
