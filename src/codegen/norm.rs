@@ -194,7 +194,8 @@ impl RowPasses {
     /// invocation's own.
     fn pass(&self, g: &mut Gen, f: &PassBody<'_>) {
         if self.per_workgroup {
-            let within = (&Expr::Local, ROW_WORKGROUP, self.len);
+            let (wg, len) = (Sz::constant(ROW_WORKGROUP), Sz::constant(self.len));
+            let within = (&Expr::Local, &wg, &len);
             strided_within(g, within, self.passes, &|g, k| self.at_element(g, k, f));
         } else {
             // Over the row's elements, or its groups of four.

@@ -110,8 +110,8 @@ fn counts_of(programs: &[(&str, Program<'_>)], lengths: &[usize]) -> Vec<(String
 
 /// The programs every literal of which that changes with a size carries
 /// its provenance: views, padding, flips, gathers and concatenation,
-/// computed elementwise.
-const EXPLAINED: [&str; 13] = [
+/// computed elementwise, and reductions.
+const EXPLAINED: [&str; 14] = [
     "narrow8",
     "step2",
     "select_last",
@@ -125,6 +125,7 @@ const EXPLAINED: [&str; 13] = [
     "transpose",
     "cat",
     "index_select",
+    "max_mean",
 ];
 
 /// Every provenance evaluates to the other size's literal; the programs

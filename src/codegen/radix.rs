@@ -16,7 +16,7 @@
 
 use super::emit::Gen;
 use super::keys::{count_digit, digit_counters, digit_of, order_key};
-use super::reduce_ir::{split_index, uarith};
+use super::reduce_ir::{split_index_of, uarith};
 use crate::dtype::DType;
 use crate::graph::GraphKey;
 use crate::graph::op::RadixPass;
@@ -136,7 +136,7 @@ impl BlockOf {
 
     /// The flat element of this line at line position `p`.
     fn position(&self, g: &mut Gen, p: &Expr) -> Expr {
-        let at = split_index(&self.shape, &[self.pass.axis], &self.line, p);
+        let at = split_index_of(&self.shape, &[self.pass.axis], &self.line, p);
         g.emit("p", Ty::U32, at)
     }
 

@@ -11,11 +11,10 @@ use crate::kernel::ir::{Arith, Expr, Inst, Ty, Var};
 use crate::kernel::{
     Entry, ReduceShape, ReduceStrategy, Sz, WorkgroupArray, choose_reduce, reduce_candidates,
 };
-use crate::shape::numel;
 
 use super::reduce_ir::{
-    Combine, Reduction, identity, reduce_elements, reduce_per_invocation, sum_groups,
-    sums_in_fours, tree_halvings, uarith,
+    Combine, Reduction, identity, reduce_elements, reduce_per_invocation, sarith, sum_groups,
+    sums_in_fours, tree_halvings,
 };
 use super::roots::store_outputs;
 
@@ -28,11 +27,8 @@ pub(super) fn reduce(
 ) -> (Entry, Vec<Inst>, usize, ReduceStrategy) {
     let x = key.nodes[red.root].inputs[0];
     let in_shape = &key.nodes[x].shape;
-    let outer: usize = (0..in_shape.len())
-        .filter(|d| !red.axes.contains(d))
-        .map(|d| in_shape[d])
-        .product();
-    let total = outer * red.parts;
+    let total_sz = red.outer(&Sz::shape(x, in_shape)).mul(&red.parts_of(key));
+    let total = total_sz.literal();
     let rank = in_shape.len();
     let shape = ReduceShape {
         op: red.op,
@@ -68,7 +64,7 @@ pub(super) fn reduce(
             (entry, body, groups)
         }
         ReduceStrategy::WorkgroupTree => {
-            let (entry, body) = workgroup_tree(g, key, red, (total, fours));
+            let (entry, body) = workgroup_tree(g, key, red, (&total_sz, fours));
             (entry, body, total)
         }
     };
@@ -83,28 +79,33 @@ pub(super) fn reduce(
 /// `choose_reduce` for where it applies).
 fn sum_by_fours(g: &mut Gen, key: &GraphKey, red: &Reduction<'_>) -> (Entry, Vec<Inst>) {
     let x = key.nodes[red.root].inputs[0];
-    let in_shape = &key.nodes[x].shape;
-    let reduced: usize = red.axes.iter().map(|&d| in_shape[d]).product();
+    let in_shape = Sz::shape(x, &key.nodes[x].shape);
+    let reduced = red.reduced(&in_shape);
     let dtype = key.nodes[x].dtype.compute();
-    let parts = red.parts;
-    let total = numel(&key.nodes[red.root].shape);
-    let o = g.emit("o", Ty::U32, uarith(Arith::Div, Expr::Invocation, parts));
-    let first = g.emit("r0", Ty::U32, uarith(Arith::Rem, Expr::Invocation, parts));
+    let parts = red.parts_of(key);
+    let total = Sz::elements(red.root, &key.nodes[red.root].shape);
+    let o = g.emit("o", Ty::U32, sarith(Arith::Div, Expr::Invocation, &parts));
+    let first = g.emit("r0", Ty::U32, sarith(Arith::Rem, Expr::Invocation, &parts));
     // The reduced dims are trailing: output `o`'s groups follow one
     // another.
-    let groups_per_output = reduced / 4;
+    let groups_per_output = reduced.div(4);
     let group_at = |r4: Expr| {
-        let at = uarith(Arith::Mul, o.clone(), groups_per_output);
+        let at = sarith(Arith::Mul, o.clone(), &groups_per_output);
         Expr::arith(Arith::Add, at, r4)
     };
-    let sum = sum_groups(g, (x, dtype), (&first, parts, groups_per_output), &group_at);
+    let sum = sum_groups(
+        g,
+        (x, dtype),
+        (&first, &parts, &groups_per_output),
+        &group_at,
+    );
     let result = g.emit(
         "result",
         Ty::scalar(key.nodes[red.root].dtype.compute()),
         sum,
     );
     store_outputs(g, key, (red.root, red.outputs), &Expr::Invocation, &result);
-    let entry = Entry::per_invocation(total);
+    let entry = Entry::per_invocation_of(&total);
     (entry, g.take_body())
 }
 
@@ -115,16 +116,16 @@ fn workgroup_tree(
     g: &mut Gen,
     key: &GraphKey,
     red: &Reduction<'_>,
-    (total, fours): (usize, bool),
+    (total, fours): (&Sz, bool),
 ) -> (Entry, Vec<Inst>) {
     let x = key.nodes[red.root].inputs[0];
-    let in_shape = key.nodes[x].shape.clone();
+    let in_shape = Sz::shape(x, &key.nodes[x].shape);
     let dtype = key.nodes[x].dtype.compute();
-    let reduced: usize = red.axes.iter().map(|&d| in_shape[d]).product();
-    let (parts, wg) = (red.parts, WORKGROUP_SIZE as usize);
-    let o = g.emit("o", Ty::U32, uarith(Arith::Div, Expr::Invocation, parts));
-    let part = uarith(Arith::Rem, Expr::Invocation, parts);
-    let lane = uarith(Arith::Mul, Expr::Local, parts);
+    let reduced = red.reduced(&in_shape);
+    let (parts, wg) = (red.parts_of(key), WORKGROUP_SIZE as usize);
+    let o = g.emit("o", Ty::U32, sarith(Arith::Div, Expr::Invocation, &parts));
+    let part = sarith(Arith::Rem, Expr::Invocation, &parts);
+    let lane = sarith(Arith::Mul, Expr::Local, &parts);
     let first = g.emit("r0", Ty::U32, Expr::arith(Arith::Add, part, lane));
     let acc = g.variable_of("acc", Ty::scalar(dtype), identity(red.op, dtype));
     let best = g.variable_of("best", Ty::U32, Expr::U32(u32::MAX as u64));
@@ -136,24 +137,25 @@ fn workgroup_tree(
     };
     // Split reductions step over groups of four elements, plain ones over
     // elements.
-    let steps = if parts > 1 {
-        reduced.div_ceil(4)
+    let steps = if red.parts > 1 {
+        reduced.div_ceil(&Sz::constant(4))
     } else {
         reduced
     };
     let input = (x, in_shape.as_slice(), red.axes);
+    let stride = parts.times(wg);
     reduce_elements(
         g,
         input,
-        (&o, &first, wg * parts, steps),
-        (parts, fours),
+        (&o, &first, &stride, &steps),
+        (red.parts, fours),
         &cx,
     );
     let arrays = combine_in_workgroup(g, key, red, &cx);
     let entry = Entry {
         workgroup_size: wg,
         per_invocation: false,
-        count: Expr::count(total),
+        count: Expr::size_u32(total),
         arrays,
         subgroup_id: false,
     };

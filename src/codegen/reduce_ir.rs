@@ -6,13 +6,13 @@
 
 use super::emit::Gen;
 use super::roots::store_outputs;
-use super::wgsl::unroll_for;
+use super::wgsl::unroll_guarded;
 use crate::dtype::DType;
 use crate::graph::GraphKey;
 use crate::graph::op::{BinaryOp, ReduceOp};
 use crate::kernel::ir::{Arith, Expr, Inst, Ty, Var};
+use crate::kernel::layouts;
 use crate::kernel::{Entry, Sz};
-use crate::shape::contiguous_strides;
 
 /// The facts of one reduction kernel.
 pub(super) struct Reduction<'a> {
@@ -22,6 +22,28 @@ pub(super) struct Reduction<'a> {
     /// Parts of a split reduction's first stage (1: not split).
     pub parts: usize,
     pub outputs: &'a [usize],
+}
+
+impl Reduction<'_> {
+    /// The elements each output reduces, of its input's `shape`.
+    pub fn reduced(&self, shape: &[Sz]) -> Sz {
+        (self.axes.iter()).fold(Sz::constant(1), |acc, &d| acc.mul(&shape[d]))
+    }
+
+    /// The outputs, of its input's `shape`: the kept dims' product.
+    pub fn outer(&self, shape: &[Sz]) -> Sz {
+        ((0..shape.len()).filter(|d| !self.axes.contains(d)))
+            .fold(Sz::constant(1), |acc, d| acc.mul(&shape[d]))
+    }
+
+    /// Its parts as a size: a split reduction's first stage keeps them
+    /// as its last dimension (`schedule::split`).
+    pub fn parts_of(&self, key: &GraphKey) -> Sz {
+        match self.parts {
+            1 => Sz::constant(1),
+            _ => Sz::last_dim(self.root, &key.nodes[self.root].shape),
+        }
+    }
 }
 
 /// Invocation `gi` reduces part `gi % parts` of output `gi / parts`: the
@@ -35,21 +57,18 @@ pub(super) fn reduce_per_invocation(
     fours: bool,
 ) -> (Entry, Vec<Inst>) {
     let x = key.nodes[red.root].inputs[0];
-    let in_shape = key.nodes[x].shape.clone();
+    let in_shape = Sz::shape(x, &key.nodes[x].shape);
     let dtype = key.nodes[x].dtype.compute();
-    let reduced: usize = red.axes.iter().map(|&d| in_shape[d]).product();
-    let outer: usize = (0..in_shape.len())
-        .filter(|d| !red.axes.contains(d))
-        .map(|d| in_shape[d])
-        .product();
-    let parts = red.parts;
-    let (step, len) = if parts > 1 {
-        (parts, reduced.div_ceil(4))
+    let reduced = red.reduced(&in_shape);
+    let outer = red.outer(&in_shape);
+    let parts = red.parts_of(key);
+    let (step, len) = if red.parts > 1 {
+        (parts.clone(), reduced.div_ceil(&Sz::constant(4)))
     } else {
-        (1, reduced)
+        (Sz::constant(1), reduced)
     };
-    let o = g.emit("o", Ty::U32, uarith(Arith::Div, Expr::Invocation, parts));
-    let first = g.emit("r0", Ty::U32, uarith(Arith::Rem, Expr::Invocation, parts));
+    let o = g.emit("o", Ty::U32, sarith(Arith::Div, Expr::Invocation, &parts));
+    let first = g.emit("r0", Ty::U32, sarith(Arith::Rem, Expr::Invocation, &parts));
     let acc = g.variable_of("acc", Ty::scalar(dtype), identity(red.op, dtype));
     let best = g.variable_of("best", Ty::U32, Expr::U32(u32::MAX as u64));
     let cx = Combine {
@@ -59,7 +78,7 @@ pub(super) fn reduce_per_invocation(
         best: &best,
     };
     let input = (x, in_shape.as_slice(), red.axes);
-    reduce_elements(g, input, (&o, &first, step, len), (parts, fours), &cx);
+    reduce_elements(g, input, (&o, &first, &step, &len), (red.parts, fours), &cx);
     let root_ty = Ty::scalar(key.nodes[red.root].dtype.compute());
     let result = if red.op.is_arg() {
         Expr::Construct {
@@ -73,7 +92,7 @@ pub(super) fn reduce_per_invocation(
     store_outputs(g, key, (red.root, red.outputs), &Expr::Invocation, &result);
     let entry = Entry {
         workgroup_size: PER_INVOCATION_WORKGROUP,
-        ..Entry::per_invocation(outer * parts)
+        ..Entry::per_invocation_of(&outer.mul(&parts))
     };
     (entry, g.take_body())
 }
@@ -117,7 +136,7 @@ pub(super) fn sums_in_fours(
 pub(super) fn sum_groups(
     g: &mut Gen,
     (x, dtype): (usize, DType),
-    (first, step, groups): (&Expr, usize, usize),
+    (first, step, groups): (&Expr, &Sz, &Sz),
     group_at: &dyn Fn(Expr) -> Expr,
 ) -> Expr {
     let vec_ty = Ty::of(dtype, true);
@@ -148,8 +167,8 @@ pub(super) fn sum_groups(
 /// `step` (`sum_in_fours`): the loop of both plain reduction kernels.
 pub(super) fn reduce_elements(
     g: &mut Gen,
-    (x, shape, axes): (usize, &[usize], &[usize]),
-    (o, first, step, len): (&Expr, &Expr, usize, usize),
+    (x, shape, axes): (usize, &[Sz], &[usize]),
+    (o, first, step, len): (&Expr, &Expr, &Sz, &Sz),
     (parts, fours): (usize, bool),
     cx: &Combine<'_>,
 ) {
@@ -167,16 +186,21 @@ pub(super) fn reduce_elements(
 /// elements, group `r` at input position `split_index(.., 4 r) / 4`.
 fn sum_in_fours(
     g: &mut Gen,
-    (x, shape, axes): (usize, &[usize], &[usize]),
-    (o, first, step): (&Expr, &Expr, usize),
+    (x, shape, axes): (usize, &[Sz], &[usize]),
+    (o, first, step): (&Expr, &Expr, &Sz),
     acc: &Expr,
 ) {
-    let reduced: usize = axes.iter().map(|&d| shape[d]).product();
+    let reduced = (axes.iter()).fold(Sz::constant(1), |acc, &d| acc.mul(&shape[d]));
     let group_at = |r: Expr| {
-        let r = uarith(Arith::Mul, r, 4);
-        uarith(Arith::Div, split_index(shape, axes, o, &r), 4)
+        let r = Expr::arith(Arith::Mul, r, Expr::U32(4));
+        Expr::arith(Arith::Div, split_index(shape, axes, o, &r), Expr::U32(4))
     };
-    let lanes = sum_groups(g, (x, DType::F32), (first, step, reduced / 4), &group_at);
+    let lanes = sum_groups(
+        g,
+        (x, DType::F32),
+        (first, step, &reduced.div(4)),
+        &group_at,
+    );
     g.accumulate(acc, lanes);
 }
 
@@ -192,7 +216,7 @@ pub(super) const PER_INVOCATION_WORKGROUP: usize = 64;
 /// those past the reduced extent skipped.
 fn reduce_unit(
     g: &mut Gen,
-    (x, shape, axes): (usize, &[usize], &[usize]),
+    (x, shape, axes): (usize, &[Sz], &[usize]),
     (o, r): (&Expr, Expr),
     parts: usize,
     cx: &Combine<'_>,
@@ -201,16 +225,19 @@ fn reduce_unit(
         element(g, (x, shape, axes), (o, r), cx);
         return;
     }
-    let reduced: usize = axes.iter().map(|&d| shape[d]).product();
+    let reduced = (axes.iter()).fold(Sz::constant(1), |acc, &d| acc.mul(&shape[d]));
+    let whole = "a split reduction's groups of four, none past the end";
+    let ragged = !g.guards.multiple_of(&reduced, 4, whole);
     for q in 0..4 {
-        let at = Expr::arith(Arith::Add, uarith(Arith::Mul, r.clone(), 4), Expr::U32(q));
+        let four_r = Expr::arith(Arith::Mul, r.clone(), Expr::U32(4));
+        let at = Expr::arith(Arith::Add, four_r, Expr::U32(q));
         let at = g.emit("r", Ty::U32, at);
         let body = g.block(|g| element(g, (x, shape, axes), (o, at.clone()), cx));
-        if reduced.is_multiple_of(4) {
-            body.into_iter().for_each(|i| g.push(i));
-        } else {
-            let inside = uarith(Arith::Lt, at.clone(), reduced);
+        if ragged {
+            let inside = sarith(Arith::Lt, at.clone(), &reduced);
             g.push(Inst::If { cond: inside, body });
+        } else {
+            body.into_iter().for_each(|i| g.push(i));
         }
     }
 }
@@ -219,7 +246,7 @@ fn reduce_unit(
 /// whole steps (its count the same in every invocation, which lavapipe
 /// runs faster than a bound that differs between lanes), then the one
 /// step past them that some invocations take.
-pub(super) fn strided(g: &mut Gen, at: (&Expr, usize, usize), unit: &dyn Fn(&mut Gen, Expr)) {
+pub(super) fn strided(g: &mut Gen, at: (&Expr, &Sz, &Sz), unit: &dyn Fn(&mut Gen, Expr)) {
     strided_within(g, at, 1, unit)
 }
 
@@ -227,21 +254,22 @@ pub(super) fn strided(g: &mut Gen, at: (&Expr, usize, usize), unit: &dyn Fn(&mut
 /// share of the loop budget.
 pub(super) fn strided_within(
     g: &mut Gen,
-    (first, step, len): (&Expr, usize, usize),
+    (first, step, len): (&Expr, &Sz, &Sz),
     passes: usize,
     unit: &dyn Fn(&mut Gen, Expr),
 ) {
-    let full = len / step;
+    let full = len.div_by(step);
     let counter = g.fresh("j");
     let body = g.block(|g| {
-        let along = uarith(Arith::Mul, Expr::Var(counter), step);
+        let along = sarith(Arith::Mul, Expr::Var(counter), step);
         let r = g.emit("rr", Ty::U32, Expr::arith(Arith::Add, first.clone(), along));
         unit(g, r);
     });
-    let unroll = unroll_for(full, g.context().target.loop_budget(passes));
+    let budget = g.context().target.loop_budget(passes);
+    let unroll = unroll_guarded(&full, budget, &mut g.guards);
     g.push(Inst::Loop {
         counter,
-        count: Expr::count(full),
+        count: Expr::size_u32(&full),
         unroll,
         body,
     });
@@ -250,11 +278,11 @@ pub(super) fn strided_within(
     // `len % step`, so a length that changes between steps binds the
     // same generic kernel (a GPT step's loss sum compiled again when the
     // sequence length made it a multiple of its workgroup).
-    let r = Expr::arith(Arith::Add, first.clone(), Expr::U32((full * step) as u64));
+    let r = Expr::arith(Arith::Add, first.clone(), Expr::size_u32(&full.mul(step)));
     let r = g.emit("rr", Ty::U32, r);
     let tail = g.block(|g| unit(g, r.clone()));
     g.push(Inst::If {
-        cond: uarith(Arith::Lt, r, len),
+        cond: sarith(Arith::Lt, r, len),
         body: tail,
     });
 }
@@ -331,11 +359,17 @@ pub(super) fn uarith(op: Arith, a: Expr, n: usize) -> Expr {
     Expr::arith(op, a, Expr::U32(n as u64))
 }
 
+/// `a op n` for a `u32` literal `n` that is a size (`Expr::Sized` where
+/// it reads a symbol).
+pub(super) fn sarith(op: Arith, a: Expr, n: &Sz) -> Expr {
+    Expr::arith(op, a, Expr::size_u32(n))
+}
+
 /// Reads element `r` of output `o` (the input `x` of `shape`, reduced
 /// over `axes`) and combines it.
 fn element(
     g: &mut Gen,
-    (x, shape, axes): (usize, &[usize], &[usize]),
+    (x, shape, axes): (usize, &[Sz], &[usize]),
     (o, r): (&Expr, Expr),
     cx: &Combine<'_>,
 ) {
@@ -346,32 +380,42 @@ fn element(
 
 /// The input index of element `r` of output `o`: the kept dims' coordinates
 /// from `o`, the reduced dims' (`axes`) from `r`, both row-major.
-pub(super) fn split_index(shape: &[usize], axes: &[usize], o: &Expr, r: &Expr) -> Expr {
-    let strides = contiguous_strides(shape);
+/// Dimensions of one are left out (`guard_size_one` tests those of every
+/// node a kernel reads).
+pub(super) fn split_index(shape: &[Sz], axes: &[usize], o: &Expr, r: &Expr) -> Expr {
+    let strides = layouts::contiguous_strides(shape);
     let mut terms = Vec::new();
     let mut add = |dims: Vec<usize>, var: &Expr| {
-        let mut inner = 1usize;
-        let total: usize = dims.iter().map(|&d| shape[d]).product();
+        let mut inner = Sz::constant(1);
+        let total = (dims.iter()).fold(Sz::constant(1), |acc, &d| acc.mul(&shape[d]));
         for &d in dims.iter().rev() {
-            let size = shape[d];
-            if size > 1 {
-                let coord = if inner == 1 && size == total {
+            let size = &shape[d];
+            if size.literal() > 1 {
+                let first = inner.literal() == 1;
+                let coord = if first && size.literal() == total.literal() {
                     var.clone()
-                } else if inner * size >= total {
-                    uarith(Arith::Div, var.clone(), inner)
-                } else if inner == 1 {
-                    uarith(Arith::Rem, var.clone(), size)
+                } else if inner.mul(size).literal() >= total.literal() {
+                    sarith(Arith::Div, var.clone(), &inner)
+                } else if first {
+                    sarith(Arith::Rem, var.clone(), size)
                 } else {
-                    uarith(Arith::Rem, uarith(Arith::Div, var.clone(), inner), size)
+                    sarith(Arith::Rem, sarith(Arith::Div, var.clone(), &inner), size)
                 };
-                terms.push(uarith(Arith::Mul, coord, strides[d]));
+                terms.push(sarith(Arith::Mul, coord, &strides[d]));
             }
-            inner *= size;
+            inner = inner.mul(size);
         }
     };
     add((0..shape.len()).filter(|d| !axes.contains(d)).collect(), o);
     add(axes.to_vec(), r);
     Expr::sum(terms)
+}
+
+/// `split_index` over sizes that carry no provenance (lowering that
+/// reads sizes as plain numbers).
+pub(super) fn split_index_of(shape: &[usize], axes: &[usize], o: &Expr, r: &Expr) -> Expr {
+    let shape: Vec<Sz> = shape.iter().map(|&n| Sz::constant(n)).collect();
+    split_index(&shape, axes, o, r)
 }
 
 /// The identity of `op` on values of `dtype` (a compute dtype).

@@ -9,12 +9,12 @@
 //! 65,535 iterations).
 
 use super::emit::Gen;
-use super::reduce_ir::{Combine, guarded, identity, split_index, strided, uarith};
+use super::reduce_ir::{Combine, guarded, identity, split_index_of, strided, uarith};
 use super::roots::store_outputs;
 use crate::graph::GraphKey;
 use crate::graph::op::ReduceOp;
-use crate::kernel::Entry;
 use crate::kernel::ir::{Arith, Expr, Inst, Ty};
+use crate::kernel::{Entry, Sz};
 use crate::shape::numel;
 
 /// The kernel of `Scan { op, axis, chunk }` at `root`: its entry, body
@@ -54,7 +54,8 @@ pub(super) fn scan(
         best: &best,
     };
     let ragged = !len.is_multiple_of(chunk);
-    strided(g, (&start, 1, chunk), &|g, r| {
+    let (one, chunk_sz) = (Sz::constant(1), Sz::constant(chunk));
+    strided(g, (&start, &one, &chunk_sz), &|g, r| {
         let body = g.block(|g| {
             scan_element(g, (key, root, outputs), (x, &shape, axis), &cx, (&line, &r));
         });
@@ -121,7 +122,7 @@ fn scan_element(
     cx: &Combine,
     (line, r): (&Expr, &Expr),
 ) {
-    let i = g.emit("i", Ty::U32, split_index(shape, &[axis], line, r));
+    let i = g.emit("i", Ty::U32, split_index_of(shape, &[axis], line, r));
     let v = g.value(x, &i, false, false);
     cx.combine(g, &v, r);
     let running = g.emit("run", Ty::scalar(cx.dtype), cx.acc.clone());
@@ -144,7 +145,7 @@ fn start_from_carry(
         let i = g.emit(
             "ci",
             Ty::U32,
-            split_index(&carry_shape, &[axis], line, &before),
+            split_index_of(&carry_shape, &[axis], line, &before),
         );
         let v = g.value(carry, &i, false, false);
         g.assign(acc, v);

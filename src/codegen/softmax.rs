@@ -81,7 +81,8 @@ fn softmax_per_workgroup(
     let wg = WORKGROUP_SIZE as usize;
     // Three passes over the row, each within its share of the budget.
     let pass = |g: &mut Gen, f: &dyn Fn(&mut Gen, &Expr, &Expr)| {
-        strided_within(g, (&Expr::Local, wg, len), 3, &|g, k| {
+        let (wg_sz, len_sz) = (Sz::constant(wg), Sz::constant(len));
+        strided_within(g, (&Expr::Local, &wg_sz, &len_sz), 3, &|g, k| {
             let Expr::Var(k) = g.emit("k", Ty::U32, k) else {
                 unreachable!("emit binds a variable")
             };

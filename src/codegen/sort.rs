@@ -15,7 +15,7 @@
 //! budget (unrolled copies where a line is long).
 
 use super::emit::Gen;
-use super::reduce_ir::{guarded, split_index, strided_within, uarith};
+use super::reduce_ir::{guarded, split_index_of, strided_within, uarith};
 use crate::dtype::DType;
 use crate::graph::GraphKey;
 use crate::kernel::ir::{Arith, Expr, Inst, Ty, Var};
@@ -179,7 +179,7 @@ impl SortLine {
         g.emit(
             "p",
             Ty::U32,
-            split_index(&self.shape, &self.axes, &self.line, &k),
+            split_index_of(&self.shape, &self.axes, &self.line, &k),
         )
     }
 
@@ -208,7 +208,8 @@ impl SortLine {
     /// Writes the identity permutation, the indices the network starts
     /// from.
     fn identity_permutation(&self, g: &mut Gen) {
-        strided_within(g, (&Expr::Local, self.wg, self.len), self.loops, &|g, k| {
+        let (wg, len) = (Sz::constant(self.wg), Sz::constant(self.len));
+        strided_within(g, (&Expr::Local, &wg, &len), self.loops, &|g, k| {
             let body = g.block(|g| {
                 let p = self.position(g, k.clone());
                 let index = self.in_line(k.clone());
@@ -266,7 +267,11 @@ impl SortLine {
         );
         strided_within(
             g,
-            (&Expr::Local, self.wg, self.pairs),
+            (
+                &Expr::Local,
+                &Sz::constant(self.wg),
+                &Sz::constant(self.pairs),
+            ),
             self.loops,
             &|g, t| {
                 let (a, b) = comparator(g, t, &half, &mirrored);
@@ -303,7 +308,7 @@ fn key_at(g: &mut Gen, x: usize, (shape, axis, line): (&[usize], usize, &Expr), 
         ty: Ty::U32,
         x: Box::new(ix.clone()),
     };
-    let p = g.emit("q", Ty::U32, split_index(shape, &[axis], line, &k));
+    let p = g.emit("q", Ty::U32, split_index_of(shape, &[axis], line, &k));
     g.value(x, &p, false, false)
 }
 
@@ -486,7 +491,7 @@ impl MergeLine {
         g.emit(
             "p",
             Ty::U32,
-            split_index(&self.shape, &self.axes, &self.line, k),
+            split_index_of(&self.shape, &self.axes, &self.line, k),
         )
     }
 

@@ -321,7 +321,9 @@ impl Sz {
             // Identities keep expressions short: a product with 1, a sum
             // with 0, a quotient by 1.
             (SizeExpr::Const(1), _) if op == SizeOp::Mul => return other.clone(),
-            (_, SizeExpr::Const(1)) if matches!(op, SizeOp::Mul | SizeOp::DivCeil) => {
+            (_, SizeExpr::Const(1))
+                if matches!(op, SizeOp::Mul | SizeOp::DivCeil | SizeOp::Div) =>
+            {
                 return self.clone();
             }
             (SizeExpr::Const(0), _) if op == SizeOp::Add => return other.clone(),
