@@ -19,7 +19,6 @@ use crate::graph::GraphKey;
 use crate::graph::op::{BinaryOp, UnaryOp};
 use crate::kernel::ir::{Arith, Expr, Inst, Ty, Var};
 use crate::kernel::{Entry, Guards, Sz, WorkgroupArray};
-use crate::shape::numel;
 
 /// What one pass does with (generator, element index, x there, gy there).
 type PassBody<'a> = dyn Fn(&mut Gen, &Expr, &Expr, Option<&Expr>) + 'a;
@@ -57,7 +56,7 @@ pub(super) fn normalize(
         from: DType::U32,
         to: DType::F32,
         vec: false,
-        x: Box::new(Expr::U32(row.len as u64)),
+        x: Box::new(Expr::size_u32(&row.len)),
     };
     let eps = g.param(eps_slot, DType::F32);
     let stats = if rms {
@@ -89,8 +88,8 @@ struct RowPasses {
     /// The output's gradient, read beside x when backward.
     gy: Option<usize>,
     /// Elements of a row (the last axis).
-    len: usize,
-    rows: usize,
+    len: Sz,
+    rows: Sz,
     /// Passes over the row, which share the kernel's loop budget.
     passes: usize,
     unroll: usize,
@@ -116,8 +115,8 @@ impl RowPasses {
         let inputs = &key.nodes[root].inputs;
         let x = inputs[0];
         let shape = &key.nodes[x].shape;
-        let len = shape.last().copied().unwrap_or(1);
-        let rows = numel(shape) / len.max(1);
+        let len = Sz::last_dim(x, shape);
+        let rows = Sz::elements(x, shape).div_by(&len.max(&Sz::constant(1)));
         let per_workgroup = g.context().target.rows_per_workgroup;
         // Three passes over the row forward, four backward (one fewer for
         // the root mean square, which takes no mean), each within its share
@@ -127,12 +126,11 @@ impl RowPasses {
         let stored = g.stored;
         let four_at_a_time =
             |n: usize, guards: &mut Guards| vectorizable(&key.nodes, n, stored, false, guards);
-        let row = Sz::last_dim(x, shape);
         let vec4 = !per_workgroup
             && four_at_a_time(x, &mut g.guards)
             && gy.is_none_or(|gy| four_at_a_time(gy, &mut g.guards))
-            && (g.guards).multiple_of(&row, 4, "norm rows read four elements a load");
-        let loads = if vec4 { row.div(4) } else { row };
+            && (g.guards).multiple_of(&len, 4, "norm rows read four elements a load");
+        let loads = if vec4 { len.div(4) } else { len.clone() };
         let budget = g.context().target.loop_budget(passes);
         let unroll = unroll_guarded(&loads, budget, &mut g.guards);
         let blocks = match per_workgroup {
@@ -158,7 +156,7 @@ impl RowPasses {
     fn at_element(&self, g: &mut Gen, k: Expr, f: &PassBody<'_>) {
         let at = Expr::arith(
             Arith::Add,
-            Expr::arith(Arith::Mul, Expr::Invocation, Expr::U32(self.len as u64)),
+            Expr::arith(Arith::Mul, Expr::Invocation, Expr::size_u32(&self.len)),
             k,
         );
         let i = g.emit("i", Ty::U32, at);
@@ -172,7 +170,11 @@ impl RowPasses {
     fn at_group(&self, g: &mut Gen, k: Expr, f: &PassBody<'_>) {
         let at = Expr::arith(
             Arith::Add,
-            Expr::arith(Arith::Mul, Expr::Invocation, Expr::U32(self.len as u64 / 4)),
+            Expr::arith(
+                Arith::Mul,
+                Expr::Invocation,
+                Expr::size_u32(&self.len.div(4)),
+            ),
             k,
         );
         let i4 = g.emit("i", Ty::U32, at);
@@ -194,21 +196,21 @@ impl RowPasses {
     /// invocation's own.
     fn pass(&self, g: &mut Gen, f: &PassBody<'_>) {
         if self.per_workgroup {
-            let (wg, len) = (Sz::constant(ROW_WORKGROUP), Sz::constant(self.len));
-            let within = (&Expr::Local, &wg, &len);
+            let wg = Sz::constant(ROW_WORKGROUP);
+            let within = (&Expr::Local, &wg, &self.len);
             strided_within(g, within, self.passes, &|g, k| self.at_element(g, k, f));
         } else {
             // Over the row's elements, or its groups of four.
             let counter = g.fresh("k");
             let k = Expr::Var(counter);
             let (body, count) = if self.vec4 {
-                (g.block(|g| self.at_group(g, k, f)), self.len / 4)
+                (g.block(|g| self.at_group(g, k, f)), self.len.div(4))
             } else {
-                (g.block(|g| self.at_element(g, k, f)), self.len)
+                (g.block(|g| self.at_element(g, k, f)), self.len.clone())
             };
             g.push(Inst::Loop {
                 counter,
-                count: Expr::count(count),
+                count: Expr::size_u32(&count),
                 unroll: self.unroll,
                 body,
             });
@@ -228,7 +230,10 @@ impl RowPasses {
                 g.accumulate(acc, value);
             }
         };
-        let Some(SumBlocks { full, unroll, tail }) = self.blocks else {
+        let Some(SumBlocks {
+            full, unroll, tail, ..
+        }) = &self.blocks
+        else {
             return self.pass(g, &|g, i, v, gv| add(g, sums, i, v, gv));
         };
         let visit = |g: &mut Gen, k: Expr, into: &[&Expr]| {
@@ -251,7 +256,7 @@ impl RowPasses {
             g.push(Inst::Loop {
                 counter,
                 count: Expr::count(SUM_BLOCK),
-                unroll,
+                unroll: *unroll,
                 body: within,
             });
             for (total, part) in sums.iter().zip(parts) {
@@ -260,18 +265,18 @@ impl RowPasses {
         });
         g.push(Inst::Loop {
             counter: block,
-            count: Expr::count(full),
+            count: Expr::size_u32(full),
             unroll: 1,
             body,
         });
-        if tail > 0 {
+        if self.blocks.as_ref().is_some_and(|b| b.ragged) {
             let counter = g.fresh("k");
-            let start = Expr::U32((full * SUM_BLOCK) as u64);
+            let start = Expr::size_u32(&full.times(SUM_BLOCK));
             let body =
                 g.block(|g| visit(g, Expr::arith(Arith::Add, start, Expr::Var(counter)), sums));
             g.push(Inst::Loop {
                 counter,
-                count: Expr::count(tail),
+                count: Expr::size_u32(tail),
                 unroll: 1,
                 body,
             });
@@ -294,43 +299,52 @@ impl RowPasses {
     fn first_element(&self, g: &mut Gen) -> Expr {
         if self.vec4 {
             // Read as the passes read x: a binding holds one element type.
-            let group = Expr::arith(Arith::Mul, Expr::Invocation, Expr::U32(self.len as u64 / 4));
+            let group = Expr::arith(
+                Arith::Mul,
+                Expr::Invocation,
+                Expr::size_u32(&self.len.div(4)),
+            );
             let group = g.emit("i0", Ty::U32, group);
             let v4 = g.value(self.x, &group, false, true);
             return g.emit("v0", Ty::F32, Expr::index(v4, Expr::U32(0)));
         }
-        let first = Expr::arith(Arith::Mul, Expr::Invocation, Expr::U32(self.len as u64));
+        let first = Expr::arith(Arith::Mul, Expr::Invocation, Expr::size_u32(&self.len));
         let first = g.emit("i0", Ty::U32, first);
         g.value(self.x, &first, false, false)
     }
 
     /// The kernel's entry and workgroup count.
     fn entry(&self) -> (Entry, usize) {
-        let rows = self.rows;
+        let rows = &self.rows;
         if self.per_workgroup {
             let array = WorkgroupArray {
                 var: self.partial,
                 element: Ty::F32,
                 len: ROW_WORKGROUP,
             };
-            (row_entry(ROW_WORKGROUP, false, rows, vec![array]), rows)
+            (
+                row_entry(ROW_WORKGROUP, false, rows, vec![array]),
+                rows.literal(),
+            )
         } else {
             let wg = ROWS_PER_WORKGROUP_CPU;
-            (row_entry(wg, true, rows, Vec::new()), rows.div_ceil(wg))
+            let groups = rows.literal().div_ceil(wg);
+            (row_entry(wg, true, rows, Vec::new()), groups)
         }
     }
 }
 
 /// How one invocation sums a row by blocks (`RowPasses::sum_pass`).
-#[derive(Clone, Copy, Debug, PartialEq)]
+#[derive(Clone, Debug)]
 struct SumBlocks {
     /// Full blocks of `SUM_BLOCK`.
-    full: usize,
+    full: Sz,
     /// The unroll of the loop within a block.
     unroll: usize,
     /// Elements (or groups of four) past the full blocks, summed by a
-    /// loop of their own where there are any.
-    tail: usize,
+    /// loop of their own where there are any (`ragged`).
+    tail: Sz,
+    ragged: bool,
 }
 
 /// How one invocation sums a row of `units` by blocks: its full blocks,
@@ -355,20 +369,21 @@ fn sum_blocks(units: &Sz, budget: Option<usize>, guards: &mut Guards) -> Option<
         }
     };
     // A loop over the tail where the blocks leave one.
-    guards.multiple_of(units, SUM_BLOCK, "a norm's row ends in a partial block");
+    let whole = guards.multiple_of(units, SUM_BLOCK, "a norm's row ends in a partial block");
     Some(SumBlocks {
-        full: full.literal(),
+        full,
         unroll,
-        tail: tail.literal(),
+        tail,
+        ragged: !whole,
     })
 }
 
 /// The entry of a row kernel over `rows` rows.
-fn row_entry(wg: usize, per_invocation: bool, rows: usize, arrays: Vec<WorkgroupArray>) -> Entry {
+fn row_entry(wg: usize, per_invocation: bool, rows: &Sz, arrays: Vec<WorkgroupArray>) -> Entry {
     Entry {
         workgroup_size: wg,
         per_invocation,
-        count: Expr::count(rows),
+        count: Expr::size_u32(rows),
         arrays,
         subgroup_id: false,
     }
@@ -533,8 +548,9 @@ mod tests {
     /// `sum_blocks` of a row of a constant length: full blocks and unroll.
     fn blocks(units: usize, budget: Option<usize>) -> Option<(usize, usize)> {
         let blocks = sum_blocks(&Sz::constant(units), budget, &mut Guards::default())?;
-        assert_eq!(blocks.tail, units % SUM_BLOCK);
-        Some((blocks.full, blocks.unroll))
+        assert_eq!(blocks.tail.literal(), units % SUM_BLOCK);
+        assert_eq!(blocks.ragged, units % SUM_BLOCK != 0);
+        Some((blocks.full.literal(), blocks.unroll))
     }
 
     #[test]

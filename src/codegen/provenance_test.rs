@@ -110,8 +110,8 @@ fn counts_of(programs: &[(&str, Program<'_>)], lengths: &[usize]) -> Vec<(String
 
 /// The programs every literal of which that changes with a size carries
 /// its provenance: views, padding, flips, gathers and concatenation,
-/// computed elementwise, and reductions.
-const EXPLAINED: [&str; 14] = [
+/// computed elementwise, reductions and softmax.
+const EXPLAINED: [&str; 15] = [
     "narrow8",
     "step2",
     "select_last",
@@ -126,6 +126,7 @@ const EXPLAINED: [&str; 14] = [
     "cat",
     "index_select",
     "max_mean",
+    "softmax_bwd",
 ];
 
 /// Every provenance evaluates to the other size's literal; the programs

@@ -5,7 +5,7 @@
 use super::emit::Gen;
 use super::reduce_ir::{strided_within, workgroup_tree};
 use super::vectorize::vectorizable;
-use super::wgsl::{WORKGROUP_SIZE, unroll_for};
+use super::wgsl::{WORKGROUP_SIZE, unroll_guarded};
 use crate::dtype::DType;
 use crate::graph::GraphKey;
 use crate::graph::op::{BinaryOp, UnaryOp};
@@ -31,7 +31,6 @@ pub(super) fn softmax(
     let len_sz = Sz::dim(x, axis, shape[axis]);
     let inner_sz = Sz::dims_product(x, &shape, axis + 1..shape.len());
     let rows_sz = Sz::dims_product(x, &shape, (0..shape.len()).filter(|&d| d != axis));
-    let (len, inner, rows) = (len_sz.literal(), inner_sz.literal(), rows_sz.literal());
     let vectorizable = vectorizable(&key.nodes, x, g.stored, false, &mut g.guards);
     let precedent = g.context().precedent(root);
     let budget = g.context().target.loop_budget(1);
@@ -46,22 +45,22 @@ pub(super) fn softmax(
         let sizes = (&len_sz, &rows_sz, &inner_sz);
         choose_softmax(sizes, vectorizable, precedent, (budget, &mut g.guards))
     };
-    let groups = Entry::groups_for(rows);
+    let groups = Entry::groups_for(rows_sz.literal());
     let ids = (root, x);
+    let sizes = (&len_sz, &inner_sz, &rows_sz);
     let (entry, body, groups, vec_out) = match strategy {
         SoftmaxStrategy::RowPerInvocationVec4 => {
             let (entry, body, vec_out) =
-                softmax_per_thread_vec4(g, key, ids, (len, rows), log, outputs);
+                softmax_per_thread_vec4(g, key, ids, (&len_sz, &rows_sz), log, outputs);
             (entry, body, groups, vec_out)
         }
         SoftmaxStrategy::RowPerInvocation => {
-            let (entry, body) = softmax_per_thread(g, key, ids, (len, inner, rows), log, outputs);
+            let (entry, body) = softmax_per_thread(g, key, ids, sizes, log, outputs);
             (entry, body, groups, false)
         }
         SoftmaxStrategy::RowPerWorkgroup => {
-            let (entry, body) =
-                softmax_per_workgroup(g, key, ids, (len, inner, rows), log, outputs);
-            (entry, body, rows, false)
+            let (entry, body) = softmax_per_workgroup(g, key, ids, sizes, log, outputs);
+            (entry, body, rows_sz.literal(), false)
         }
     };
     ((entry, body), groups, vec_out, strategy)
@@ -74,15 +73,14 @@ fn softmax_per_workgroup(
     g: &mut Gen,
     key: &GraphKey,
     (root, x): (usize, usize),
-    (len, inner, rows): (usize, usize, usize),
+    (len, inner, rows): (&Sz, &Sz, &Sz),
     log: bool,
     outputs: &[usize],
 ) -> (Entry, Vec<Inst>) {
     let wg = WORKGROUP_SIZE as usize;
     // Three passes over the row, each within its share of the budget.
     let pass = |g: &mut Gen, f: &dyn Fn(&mut Gen, &Expr, &Expr)| {
-        let (wg_sz, len_sz) = (Sz::constant(wg), Sz::constant(len));
-        strided_within(g, (&Expr::Local, &wg_sz, &len_sz), 3, &|g, k| {
+        strided_within(g, (&Expr::Local, &Sz::constant(wg), len), 3, &|g, k| {
             let Expr::Var(k) = g.emit("k", Ty::U32, k) else {
                 unreachable!("emit binds a variable")
             };
@@ -124,7 +122,7 @@ fn softmax_per_workgroup(
     let entry = Entry {
         workgroup_size: wg,
         per_invocation: false,
-        count: Expr::count(rows),
+        count: Expr::size_u32(rows),
         arrays: vec![WorkgroupArray {
             var: partial,
             element: Ty::F32,
@@ -147,15 +145,16 @@ fn softmax_per_thread_vec4(
     g: &mut Gen,
     key: &GraphKey,
     (root, x): (usize, usize),
-    (len, rows): (usize, usize),
+    (len, rows): (&Sz, &Sz),
     log: bool,
     outputs: &[usize],
 ) -> (Entry, Vec<Inst>, bool) {
-    let len4 = len / 4;
+    let len4 = len.div(4);
     let v4 = Ty::of(DType::F32, true);
-    let unroll = unroll_for(len4, g.context().target.loop_budget(3));
+    let budget = g.context().target.loop_budget(3);
+    let unroll = unroll_guarded(&len4, budget, &mut g.guards);
     let pass =
-        |g: &mut Gen, f: &dyn Fn(&mut Gen, &Expr, &Expr)| vec4_row_pass(g, (x, len4, unroll), f);
+        |g: &mut Gen, f: &dyn Fn(&mut Gen, &Expr, &Expr)| vec4_row_pass(g, (x, &len4, unroll), f);
     let m4 = g.variable_of("mx", v4, splat(Expr::F32(f32::NEG_INFINITY.to_bits())));
     pass(g, &|g, _, v| {
         g.assign(&m4, vec_op(BinaryOp::Maximum, m4.clone(), v.clone()))
@@ -186,7 +185,7 @@ fn softmax_per_thread_vec4(
         let y = g.emit("y", v4, Expr::select(bad.clone(), nan, y));
         store_vec4(g, key, (root, outputs), (i, &y), whole_vec4);
     });
-    let entry = Entry::per_invocation(rows);
+    let entry = Entry::per_invocation_of(rows);
     (entry, g.take_body(), whole_vec4)
 }
 
@@ -194,12 +193,12 @@ fn softmax_per_thread_vec4(
 /// vec4s): runs `f` with the vec4 index `i` and group `v` read there.
 fn vec4_row_pass(
     g: &mut Gen,
-    (x, len4, unroll): (usize, usize, usize),
+    (x, len4, unroll): (usize, &Sz, usize),
     f: &dyn Fn(&mut Gen, &Expr, &Expr),
 ) {
     let counter = g.fresh("k");
     let body = g.block(|g| {
-        let start = Expr::arith(Arith::Mul, Expr::Invocation, Expr::U32(len4 as u64));
+        let start = Expr::arith(Arith::Mul, Expr::Invocation, Expr::size_u32(len4));
         let at = Expr::arith(Arith::Add, start, Expr::Var(counter));
         let i = g.emit("i", Ty::U32, at);
         let v = g.value(x, &i, false, true);
@@ -207,7 +206,7 @@ fn vec4_row_pass(
     });
     g.push(Inst::Loop {
         counter,
-        count: Expr::count(len4),
+        count: Expr::size_u32(len4),
         unroll,
         body,
     });
@@ -282,14 +281,14 @@ fn vec_unary(op: UnaryOp, x: Expr) -> Expr {
 
 /// Element `k` of row `gi` of rows of `len` elements `inner` apart:
 /// `((gi / inner) * len + k) * inner + gi % inner`.
-fn row_element_at(len: usize, inner: usize, k: Var) -> Expr {
-    let row = Expr::arith(Arith::Div, Expr::Invocation, Expr::U32(inner as u64));
-    let start = Expr::arith(Arith::Mul, row, Expr::U32(len as u64));
+fn row_element_at(len: &Sz, inner: &Sz, k: Var) -> Expr {
+    let row = Expr::arith(Arith::Div, Expr::Invocation, Expr::size_u32(inner));
+    let start = Expr::arith(Arith::Mul, row, Expr::size_u32(len));
     let along = Expr::arith(Arith::Add, start, Expr::Var(k));
-    let offset = Expr::arith(Arith::Rem, Expr::Invocation, Expr::U32(inner as u64));
+    let offset = Expr::arith(Arith::Rem, Expr::Invocation, Expr::size_u32(inner));
     Expr::arith(
         Arith::Add,
-        Expr::arith(Arith::Mul, along, Expr::U32(inner as u64)),
+        Expr::arith(Arith::Mul, along, Expr::size_u32(inner)),
         offset,
     )
 }
@@ -314,12 +313,13 @@ fn softmax_per_thread(
     g: &mut Gen,
     key: &GraphKey,
     (root, x): (usize, usize),
-    (len, inner, rows): (usize, usize, usize),
+    (len, inner, rows): (&Sz, &Sz, &Sz),
     log: bool,
     outputs: &[usize],
 ) -> (Entry, Vec<Inst>) {
     // Two passes over the row (the strategy is chosen only where they fit).
-    let unroll = unroll_for(len, g.context().target.loop_budget(2));
+    let budget = g.context().target.loop_budget(2);
+    let unroll = unroll_guarded(len, budget, &mut g.guards);
     let row_loop = |g: &mut Gen, f: &dyn Fn(&mut Gen, &Expr, &Expr)| {
         let counter = g.fresh("k");
         let body = g.block(|g| {
@@ -329,7 +329,7 @@ fn softmax_per_thread(
         });
         g.push(Inst::Loop {
             counter,
-            count: Expr::count(len),
+            count: Expr::size_u32(len),
             unroll,
             body,
         });
@@ -368,6 +368,6 @@ fn softmax_per_thread(
         let r = g.emit("r", Ty::F32, Expr::select(bad.clone(), nan, y));
         store_outputs(g, key, (root, outputs), i, &r);
     });
-    let entry = Entry::per_invocation(rows);
+    let entry = Entry::per_invocation_of(rows);
     (entry, g.take_body())
 }
