@@ -549,7 +549,7 @@ mod tests {
     fn blocks(units: usize, budget: Option<usize>) -> Option<(usize, usize)> {
         let blocks = sum_blocks(&Sz::constant(units), budget, &mut Guards::default())?;
         assert_eq!(blocks.tail.literal(), units % SUM_BLOCK);
-        assert_eq!(blocks.ragged, units % SUM_BLOCK != 0);
+        assert_eq!(blocks.ragged, !units.is_multiple_of(SUM_BLOCK));
         Some((blocks.full.literal(), blocks.unroll))
     }
 
