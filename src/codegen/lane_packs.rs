@@ -21,21 +21,21 @@ use crate::kernel::{Entry, Guards, LaneAdapter, Strategy, Sz};
 /// entry) * row blocks + row block), so that matrices taller or wider
 /// than a texture still fit. A column block's layers are one run over
 /// the batch, which one copy fills (`operand_copy`).
-#[derive(Clone, Copy, Debug)]
+#[derive(Clone, Debug)]
 pub(super) struct Packing {
     /// The operand packed.
     pub node: usize,
     /// Matrices (batch entries) packed.
-    pub batch: usize,
+    pub batch: Sz,
     /// Each matrix's rows and columns as the texture holds them.
-    pub rows: usize,
-    pub cols: usize,
+    pub rows: Sz,
+    pub cols: Sz,
     /// A block's width in texels and height in rows.
-    pub width: usize,
-    pub height: usize,
+    pub width: Sz,
+    pub height: Sz,
     /// Blocks per matrix down and across.
-    pub row_blocks: usize,
-    pub col_blocks: usize,
+    pub row_blocks: Sz,
+    pub col_blocks: Sz,
     /// Whether the texture holds the operand's transpose (its matrices'
     /// columns along texel rows: `transposed_packing`).
     pub transposed: bool,
@@ -44,16 +44,16 @@ pub(super) struct Packing {
 impl Packing {
     /// A's texture (`batch` matrices of `m` x `k`): K along texel rows,
     /// in blocks of `height` rows (whole workgroup row tiles).
-    pub fn rows_of_a(node: usize, batch: usize, (m, k): (usize, usize), height: usize) -> Packing {
+    pub fn rows_of_a(node: usize, batch: Sz, (m, k): (&Sz, &Sz), height: Sz) -> Packing {
         Packing {
             node,
             batch,
-            rows: m,
-            cols: k,
-            width: k.div_ceil(4),
+            rows: m.clone(),
+            cols: k.clone(),
+            width: k.div_ceil(&Sz::constant(4)),
+            row_blocks: m.div_ceil(&height),
             height,
-            row_blocks: m.div_ceil(height),
-            col_blocks: 1,
+            col_blocks: Sz::constant(1),
             transposed: false,
         }
     }
@@ -61,23 +61,34 @@ impl Packing {
     /// B's texture (`batch` matrices of `k` x `n`, K padded to whole
     /// texels of A): columns along texel rows, in blocks of `width`
     /// texels (`lane_tile::b_block_width`).
-    pub fn rows_of_b(node: usize, batch: usize, (k, n): (usize, usize), width: usize) -> Packing {
+    pub fn rows_of_b(node: usize, batch: Sz, (k, n): (&Sz, &Sz), width: Sz) -> Packing {
+        let four = Sz::constant(4);
         Packing {
             node,
             batch,
-            rows: k,
-            cols: n,
+            rows: k.clone(),
+            cols: n.clone(),
+            col_blocks: n.div_ceil(&four).div_ceil(&width),
             width,
-            height: k.div_ceil(4) * 4,
-            row_blocks: 1,
-            col_blocks: n.div_ceil(4).div_ceil(width),
+            height: k.div_ceil(&four).times(4),
+            row_blocks: Sz::constant(1),
             transposed: false,
         }
     }
 
     /// Layers of the texture array.
-    pub fn layers(&self) -> usize {
-        self.batch * self.row_blocks * self.col_blocks
+    pub fn layers(&self) -> Sz {
+        self.batch.mul(&self.row_blocks).mul(&self.col_blocks)
+    }
+
+    /// The texture array's size in texels: width, height, layers.
+    pub fn texture_size(&self) -> (u32, u32, u32) {
+        let texels = |s: &Sz| s.literal() as u32;
+        (
+            texels(&self.width),
+            texels(&self.height),
+            texels(&self.layers()),
+        )
     }
 }
 
@@ -98,20 +109,16 @@ pub(super) fn fits_transposed(
 /// The texture of operand `node` (`batch` matrices of `rows` x `cols`)
 /// holding each matrix's transpose: per entry `cols` rows of `rows / 4`
 /// texels (rounded up, zero past the matrix), as a stored transpose lies.
-pub(super) fn transposed_packing(
-    node: usize,
-    batch: usize,
-    (rows, cols): (usize, usize),
-) -> Packing {
+pub(super) fn transposed_packing(node: usize, batch: &Sz, (rows, cols): (&Sz, &Sz)) -> Packing {
     Packing {
         node,
-        batch,
-        rows: cols,
-        cols: rows,
-        width: rows.div_ceil(4),
-        height: cols,
-        row_blocks: 1,
-        col_blocks: 1,
+        batch: batch.clone(),
+        rows: cols.clone(),
+        cols: rows.clone(),
+        width: rows.div_ceil(&Sz::constant(4)),
+        height: cols.clone(),
+        row_blocks: Sz::constant(1),
+        col_blocks: Sz::constant(1),
         transposed: true,
     }
 }
@@ -138,7 +145,7 @@ pub(super) fn packings(
     }
     let some = "a texture block holding a row or a column";
     let a = match a_transposed {
-        true => (transposed_packing(d.a, batch, (d.m, d.k)), all.clone()),
+        true => (transposed_packing(d.a, all, (m, k)), all.clone()),
         false => {
             // A's row blocks hold whole workgroup row tiles: a workgroup
             // reads one layer of A.
@@ -146,15 +153,16 @@ pub(super) fn packings(
             if !a_in_place && !guards.at_least(&height, 1, some) {
                 return None;
             }
-            let a_entries = Sz::constant(a_batch);
-            let entries = if a_batch == batch { all } else { &a_entries };
+            let entries = match a_batch == batch {
+                true => all.clone(),
+                false => Sz::constant(a_batch),
+            };
             let layers = entries.mul(&m.div_ceil(&height));
-            let packing = Packing::rows_of_a(a_node, a_batch, (d.m, d.k), height.literal());
-            (packing, layers)
+            (Packing::rows_of_a(a_node, entries, (m, k), height), layers)
         }
     };
     let b = match b_transposed {
-        true => (transposed_packing(d.b, batch, (d.k, d.n)), all.clone()),
+        true => (transposed_packing(d.b, all, (k, n)), all.clone()),
         false => {
             // B's column blocks are narrow (`b_block_width`).
             let width = b_block_width((&n4, all), (max, tile_texels), guards);
@@ -164,8 +172,7 @@ pub(super) fn packings(
                 return None;
             }
             let layers = all.mul(&n4.div_ceil(&width));
-            let packing = Packing::rows_of_b(d.b, batch, (d.k, d.n), width.literal());
-            (packing, layers)
+            (Packing::rows_of_b(d.b, all.clone(), (k, n), width), layers)
         }
     };
     Some((a, b))
@@ -198,8 +205,7 @@ pub(super) fn packed_operands(
         let copy = operand_copy(key, stored, p, slot);
         let kernel = pack(key, stored, cx, p, slot);
         out.packs.push(KernelSource { copy, ..kernel });
-        let size = (p.width as u32, p.height as u32, p.layers() as u32);
-        out.scratch.push((size, name));
+        out.scratch.push((p.texture_size(), name));
     }
     out
 }
@@ -210,8 +216,17 @@ pub(super) fn packed_operands(
 /// the matrix (B's, up to three: K padded to whole texels of A) zeroed
 /// after the copy. Each column block is a copy of its own.
 fn copyable(p: &Packing) -> bool {
-    let unpadded = p.width * 4 * p.col_blocks == p.cols && (p.rows..p.rows + 4).contains(&p.height);
-    unpadded && p.row_blocks == 1 && (p.cols * 4).is_multiple_of(COPY_ROW_ALIGNMENT)
+    let [width, height, rows, cols, row_blocks, col_blocks] = [
+        &p.width,
+        &p.height,
+        &p.rows,
+        &p.cols,
+        &p.row_blocks,
+        &p.col_blocks,
+    ]
+    .map(Sz::literal);
+    let unpadded = width * 4 * col_blocks == cols && (rows..rows + 4).contains(&height);
+    unpadded && row_blocks == 1 && (cols * 4).is_multiple_of(COPY_ROW_ALIGNMENT)
 }
 
 /// The names the lane matmul reads its packed operands by (scratch
@@ -233,19 +248,19 @@ fn pack(
     slot: usize,
 ) -> KernelSource {
     let mut g = Gen::new(&key.nodes, stored, &[], cx);
-    let (width, height) = (p.width, p.height);
-    let texels = width * height * p.layers();
+    let (width, height) = (&p.width, &p.height);
+    let texels = width.mul(height).mul(&p.layers());
     let x = g.emit("x", Ty::U32, modulo(Expr::Invocation, width));
     let y = g.emit("y", Ty::U32, modulo(over(Expr::Invocation, width), height));
-    let layer = g.emit("layer", Ty::U32, over(Expr::Invocation, width * height));
+    let layer = g.emit("layer", Ty::U32, over(Expr::Invocation, &width.mul(height)));
     let bi = g.emit(
         "bi",
         Ty::U32,
-        modulo(over(layer.clone(), p.row_blocks), p.batch),
+        modulo(over(layer.clone(), &p.row_blocks), &p.batch),
     );
-    let row_block = modulo(layer.clone(), p.row_blocks);
+    let row_block = modulo(layer.clone(), &p.row_blocks);
     let r = g.emit("r", Ty::U32, add(times(row_block, height), y.clone()));
-    let col_block = over(layer.clone(), p.row_blocks * p.batch);
+    let col_block = over(layer.clone(), &p.row_blocks.mul(&p.batch));
     let c = times(add(times(col_block, width), x.clone()), 4);
     let c = g.emit("c", Ty::U32, c);
     let gathered = packs_in_fours(key, stored, (cx, p), &mut g.guards);
@@ -254,7 +269,7 @@ fn pack(
         ("vec4 reads".to_string(), in_fours),
         ("element reads".to_string(), true),
     ];
-    let matrix = times(bi.clone(), p.rows * p.cols);
+    let matrix = times(bi.clone(), &p.rows.mul(&p.cols));
     let texel = texel_of(&mut g, p, (&matrix, &r, &c), gathered);
     let texel = g.emit("texel", VEC4, texel);
     g.push(Inst::TextureStore {
@@ -264,9 +279,9 @@ fn pack(
         layer,
         value: texel,
     });
-    let entry = Entry::per_invocation(texels);
+    let entry = Entry::per_invocation_of(&texels);
     let launch = Launch {
-        groups: Entry::groups_for(texels),
+        groups: Entry::groups_for(texels.literal()),
         strategy: Strategy::Pack,
         textures: vec![TextureUse {
             slot,
@@ -289,7 +304,7 @@ fn texel_of(
     (matrix, r, c): (&Expr, &Expr, &Expr),
     gathered: Option<Vec<usize>>,
 ) -> Expr {
-    let (rows, cols) = (p.rows, p.cols);
+    let (rows, cols) = (&p.rows, &p.cols);
     let Some(gathered) = gathered else {
         return tile_load(
             g,
@@ -340,7 +355,7 @@ fn packs_in_fours(
     (cx, p): (&CodegenContext, &Packing),
     guards: &mut Guards,
 ) -> Option<Vec<usize>> {
-    let cols = Sz::last_dim_or(p.node, &key.nodes[p.node].shape, p.cols);
+    let cols = Sz::last_dim_or(p.node, &key.nodes[p.node].shape, p.cols.literal());
     if p.transposed || !cx.rows_stay_in_fours(p.node, &cols, guards) {
         return None;
     }
@@ -372,19 +387,13 @@ fn operand_copy(
         return None;
     }
     // The operand's own matrices: the texture's, or their transposes.
-    let matrix = match p.transposed {
-        false => (p.batch, p.rows, p.cols),
-        true => (p.batch, p.cols, p.rows),
-    };
     // Whether a copy does the packing kernel's work is no part of any
     // kernel's code (the packing kernel is there either way): its tests
     // are not kept.
-    let (batch, rows, cols) = matrix;
-    let matrix = (
-        &Sz::constant(batch),
-        &Sz::constant(rows),
-        &Sz::constant(cols),
-    );
+    let matrix = match p.transposed {
+        false => (&p.batch, &p.rows, &p.cols),
+        true => (&p.batch, &p.cols, &p.rows),
+    };
     let (node, start) = lies_in_memory(
         key,
         stored,
@@ -395,9 +404,9 @@ fn operand_copy(
     Some(TextureCopy {
         node,
         offset_bytes: start as u64 * 4,
-        bytes_per_row: (p.cols * 4) as u32,
+        bytes_per_row: (p.cols.literal() * 4) as u32,
         slot,
-        size: (p.width as u32, p.height as u32, p.layers() as u32),
-        rows: p.rows as u32,
+        size: p.texture_size(),
+        rows: p.rows.literal() as u32,
     })
 }

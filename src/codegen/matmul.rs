@@ -23,6 +23,24 @@ pub(super) fn lit(n: usize) -> Expr {
     Expr::U32(n as u64)
 }
 
+/// A `u32` literal operand of the helpers below: a plain number, or a
+/// size that keeps its provenance (`Expr::Sized`).
+pub(super) trait Lit {
+    fn lit(self) -> Expr;
+}
+
+impl Lit for usize {
+    fn lit(self) -> Expr {
+        Expr::U32(self as u64)
+    }
+}
+
+impl Lit for &Sz {
+    fn lit(self) -> Expr {
+        Expr::size_u32(self)
+    }
+}
+
 /// `a + b`.
 pub(super) fn add(a: Expr, b: Expr) -> Expr {
     Expr::arith(Arith::Add, a, b)
@@ -34,23 +52,23 @@ pub(super) fn plus(a: Expr, n: usize) -> Expr {
 }
 
 /// `a * n`.
-pub(super) fn times(a: Expr, n: usize) -> Expr {
-    Expr::arith(Arith::Mul, a, lit(n))
+pub(super) fn times(a: Expr, n: impl Lit) -> Expr {
+    Expr::arith(Arith::Mul, a, n.lit())
 }
 
 /// `a / n`.
-pub(super) fn over(a: Expr, n: usize) -> Expr {
-    Expr::arith(Arith::Div, a, lit(n))
+pub(super) fn over(a: Expr, n: impl Lit) -> Expr {
+    Expr::arith(Arith::Div, a, n.lit())
 }
 
 /// `a % n`.
-pub(super) fn modulo(a: Expr, n: usize) -> Expr {
-    Expr::arith(Arith::Rem, a, lit(n))
+pub(super) fn modulo(a: Expr, n: impl Lit) -> Expr {
+    Expr::arith(Arith::Rem, a, n.lit())
 }
 
 /// `a < n`.
-pub(super) fn below(a: Expr, n: usize) -> Expr {
-    Expr::arith(Arith::Lt, a, lit(n))
+pub(super) fn below(a: Expr, n: impl Lit) -> Expr {
+    Expr::arith(Arith::Lt, a, n.lit())
 }
 
 /// `a && b`.

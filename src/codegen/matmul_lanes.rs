@@ -340,10 +340,10 @@ fn lane_columns(g: &mut Gen, geo: &Geometry, ids: &TileIds) -> Vec<LaneColumns> 
 fn texel_columns(g: &mut Gen, geo: &Geometry, ids: &TileIds, c4: Expr) -> LaneColumns {
     let bc = Expr::call(Builtin::Min, vec![c4.clone(), lit(geo.n4 - 1)]);
     let bc = g.emit("bc", Ty::U32, bc);
-    let bx = g.emit("bx", Ty::U32, modulo(bc.clone(), geo.b.width));
+    let bx = g.emit("bx", Ty::U32, modulo(bc.clone(), &geo.b.width));
     // B's texture has one row block (`Packing::rows_of_b`): its layer is
     // column block * batch + entry.
-    let bl = add(times(over(bc, geo.b.width), geo.b.batch), ids.bi.clone());
+    let bl = add(times(over(bc, &geo.b.width), &geo.b.batch), ids.bi.clone());
     let bl = g.emit("bl", Ty::U32, bl);
     LaneColumns { c4, bx, bl }
 }
@@ -427,8 +427,8 @@ fn lane_registers(
                 Expr::call(Builtin::Min, vec![row, lit(m - 1)]),
             );
             if !in_place {
-                let ay = g.emit("ay", Ty::U32, modulo(ar.clone(), a.height));
-                let al = add(times(bi.clone(), a.row_blocks), over(ar, a.height));
+                let ay = g.emit("ay", Ty::U32, modulo(ar.clone(), &a.height));
+                let al = add(times(bi.clone(), &a.row_blocks), over(ar, &a.height));
                 let layer = g.emit("al", Ty::U32, al);
                 return ARow::Packed { y: ay, layer };
             }
