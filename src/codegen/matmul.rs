@@ -41,6 +41,11 @@ impl Lit for &Sz {
     }
 }
 
+/// `n - 1` as a literal (`n` at least one).
+pub(super) fn last_of(n: &Sz) -> Expr {
+    Expr::size_u32(&n.sub(&Sz::constant(1)))
+}
+
 /// `a + b`.
 pub(super) fn add(a: Expr, b: Expr) -> Expr {
     Expr::arith(Arith::Add, a, b)
@@ -207,7 +212,7 @@ pub(super) struct TileIds {
 
 /// Defines the batch entry and output tile of workgroup `gi`, for
 /// `tiles_mn` tiles per entry in rows of `tiles_n`.
-pub(super) fn tile_ids(g: &mut Gen, tiles_mn: usize, tiles_n: usize) -> TileIds {
+pub(super) fn tile_ids(g: &mut Gen, tiles_mn: &Sz, tiles_n: &Sz) -> TileIds {
     let bi = g.emit("bi", Ty::U32, over(Expr::Invocation, tiles_mn));
     let in_entry = modulo(Expr::Invocation, tiles_mn);
     let tm = g.emit("tm", Ty::U32, over(in_entry, tiles_n));
@@ -393,11 +398,11 @@ pub(super) fn store_block(
     key: &GraphKey,
     (root, outputs): (usize, &[usize]),
     block: &OutputBlock,
-    (m, n): (usize, usize),
+    (m, n): (&Sz, &Sz),
 ) -> bool {
     let accs = gather_accumulators(g, &block.accs);
     let cx = g.context();
-    let last = Sz::last_dim_or(root, &key.nodes[root].shape, n);
+    let last = Sz::last_dim_or(root, &key.nodes[root].shape, n.literal());
     let can = stores_in_fours(key, (root, outputs), (g.stored, &mut g.guards))
         && cx.rows_stay_in_fours(root, &last, &mut g.guards);
     let fours = choose_vec4_out(can, cx.precedent(root));
@@ -417,7 +422,7 @@ pub(super) fn store_block(
         let col = g.emit("col", Ty::U32, first);
         let body = g.block(|g| {
             let at = add(
-                add(times(block.bi.clone(), m * n), times(row.clone(), n)),
+                add(times(block.bi.clone(), &m.mul(n)), times(row.clone(), n)),
                 col.clone(),
             );
             let element = StoredElement {
@@ -580,7 +585,7 @@ pub(super) fn matmul_blocked(
 ) -> ((Entry, Vec<Inst>, usize), bool) {
     let d = matmul_dims(key, root);
     let tiles = Tiles::new(g);
-    let ids = tile_ids(g, d.tiles_mn, d.tiles_n);
+    let ids = tile_ids(g, &Sz::constant(d.tiles_mn), &Sz::constant(d.tiles_n));
     let ty = g.emit("ty", Ty::U32, over(Expr::Local, 8));
     let tx = g.emit("tx", Ty::U32, modulo(Expr::Local, 8));
     // c[2i + h]: row i of the invocation's 8, columns 4h .. 4h + 3.
@@ -610,7 +615,8 @@ pub(super) fn matmul_blocked(
         col0: add(times(ids.tn.clone(), TILE_N), times(tx, 8)),
         bi: ids.bi.clone(),
     };
-    let fours = store_block(g, key, (root, outputs), &block, (d.m, d.n));
+    let (m, n) = (Sz::constant(d.m), Sz::constant(d.n));
+    let fours = store_block(g, key, (root, outputs), &block, (&m, &n));
     let entry = tiled_entry(64, d.groups, &tiles);
     ((entry, g.take_body(), d.groups), fours)
 }
@@ -630,7 +636,7 @@ pub(super) fn matmul(
 ) -> ((Entry, Vec<Inst>, usize), bool) {
     let d = matmul_dims(key, root);
     let tiles = Tiles::new(g);
-    let ids = tile_ids(g, d.tiles_mn, d.tiles_n);
+    let ids = tile_ids(g, &Sz::constant(d.tiles_mn), &Sz::constant(d.tiles_n));
     let ty = g.emit("ty", Ty::U32, over(Expr::Local, 16));
     let tx = g.emit("tx", Ty::U32, modulo(Expr::Local, 16));
     let acc = accumulators(g, 4);
@@ -651,7 +657,8 @@ pub(super) fn matmul(
         col0: add(times(ids.tn.clone(), TILE_N), times(tx, 4)),
         bi: ids.bi.clone(),
     };
-    let fours = store_block(g, key, (root, outputs), &block, (d.m, d.n));
+    let (m, n) = (Sz::constant(d.m), Sz::constant(d.n));
+    let fours = store_block(g, key, (root, outputs), &block, (&m, &n));
     let entry = tiled_entry(256, d.groups, &tiles);
     ((entry, g.take_body(), d.groups), fours)
 }

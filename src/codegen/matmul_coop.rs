@@ -25,7 +25,7 @@ use crate::graph::GraphKey;
 use crate::kernel::ir::{
     Builtin, CoopAccess, CoopMatrix, CoopMemory, CoopRole, Expr, Inst, Ty, Var,
 };
-use crate::kernel::{CoopAdapter, Entry, WorkgroupArray};
+use crate::kernel::{CoopAdapter, Entry, Sz, WorkgroupArray};
 
 /// The output tile's side (rows and columns), as `matmul_dims` counts
 /// workgroups.
@@ -284,7 +284,7 @@ pub(super) fn matmul_coop(
         b: g.fresh("tb"),
         c: g.fresh("tc"),
     };
-    let ids = tile_ids(g, d.tiles_mn, d.tiles_n);
+    let ids = tile_ids(g, &Sz::constant(d.tiles_mn), &Sz::constant(d.tiles_n));
     let sg = g.emit("sg", Ty::U32, over(Expr::Local, adapter.subgroup));
     let qr = g.emit("qr", Ty::U32, times(over(sg.clone(), 2), QUARTER));
     let qc = g.emit("qc", Ty::U32, times(modulo(sg, 2), QUARTER));

@@ -50,8 +50,8 @@ use super::lane_packs::{Packing, ScratchOperand, fits_transposed, packed_operand
 use super::lane_tile::{MAX_ROWS, tile_for};
 use super::matmul::{
     MatmulDims, MatmulSizes, OutputBlock, TileIds, VEC4, accumulators, add, below, both, fadd,
-    fmul, lit, matmul_dims, matmul_size_exprs, modulo, over, plus, splat_lane, store_block,
-    tile_ids, tile_load, times,
+    fmul, last_of, lit, matmul_dims, matmul_size_exprs, modulo, over, plus, splat_lane,
+    store_block, tile_ids, tile_load, times,
 };
 use super::wgsl::{CodegenContext, KernelSource};
 use crate::graph::GraphKey;
@@ -60,17 +60,10 @@ use crate::kernel::{Entry, Guards, LaneAdapter, LaneTile, Strategy, Sz, lane_rea
 
 /// The kernel's geometry for one matmul.
 struct Geometry {
-    d: MatmulDims,
-    batch: usize,
-    /// Texels per row of A (K / 4 rounded up) and of B (N / 4).
-    k4: usize,
-    n4: usize,
     rows: usize,
     lanes: usize,
     /// Texels of columns a lane computes, side by side.
     texels: usize,
-    tiles_m: usize,
-    tiles_n: usize,
     a: Packing,
     b: Packing,
     /// Whether A is one matrix for every batch entry (packed once).
@@ -91,6 +84,8 @@ struct Geometry {
     /// The tests of sizes its choices recorded (`kernel::sizes`): its
     /// tile, and how it reads A and B.
     guards: Guards,
+    /// `(batch, m, k, n)` as sizes, which the kernel's literals read.
+    sizes: MatmulSizes,
 }
 
 fn geometry(
@@ -107,7 +102,6 @@ fn geometry(
         return None;
     }
     let batch = d.groups / d.tiles_mn.max(1);
-    let (k4, n4) = (d.k.div_ceil(4), d.n.div_ceil(4));
     let sizes = matmul_size_exprs(key, (d.a, d.b));
     let (tile, b_in_place, mut guards) = tile_of(key, (&d, &sizes), s, precedent);
     let (rows, lanes, texels) = (tile.rows, tile.lanes, tile.texels);
@@ -141,14 +135,9 @@ fn geometry(
     }
     let (a, b) = (a.0, b.0);
     Some(Geometry {
-        batch,
-        k4,
-        n4,
         rows,
         lanes,
         texels,
-        tiles_m: d.m.div_ceil(rows),
-        tiles_n: n4.div_ceil(lanes * texels),
         a,
         b,
         // One matrix read for a batch of them: `shared_matrix`'s.
@@ -158,8 +147,8 @@ fn geometry(
         b_in_place,
         a_transposed,
         b_transposed,
-        d,
         guards,
+        sizes,
     })
 }
 
@@ -237,23 +226,23 @@ pub(super) fn matmul_lanes(
     let geo = geometry(g.context(), key, stored, root, adapter)?;
     g.guards.extend(&geo.guards);
     let Geometry {
-        batch,
-        k4,
         rows,
         lanes,
         texels,
-        tiles_m,
-        tiles_n,
         a_in_place,
         b_in_place,
         ..
     } = geo;
     let s = adapter.subgroup;
-    let tiles_mn = tiles_m * tiles_n;
-    let groups = batch * tiles_mn;
+    let (all, m, k, n) = &geo.sizes;
+    let (k4, n4) = (k.div_ceil(&Sz::constant(4)), n.div_ceil(&Sz::constant(4)));
+    let tiles_m = m.div_ceil(&Sz::constant(rows));
+    let tiles_n = n4.div_ceil(&Sz::constant(lanes * texels));
+    let tiles_mn = tiles_m.mul(&tiles_n);
+    let groups = all.mul(&tiles_mn);
     // Whole workgroups leave together at the entry's early return (`gi`
     // indexes workgroups): every lane here takes part in the broadcasts.
-    let ids = tile_ids(g, tiles_mn, tiles_n);
+    let ids = tile_ids(g, &tiles_mn, &tiles_n);
     let columns = lane_columns(g, &geo, &ids);
     let i0 = g.emit("rfirst", Ty::U32, times(ids.tm.clone(), rows));
     let regs = lane_registers(g, (rows, s, &geo), (&ids, &i0));
@@ -264,7 +253,7 @@ pub(super) fn matmul_lanes(
     let body = g.block(|g| lane_step(g, &regs, (&columns, &b_rows), &Expr::Var(k)));
     g.push(Inst::Loop {
         counter: k,
-        count: Expr::count(k4),
+        count: Expr::size_u32(&k4),
         unroll: 1,
         body,
     });
@@ -276,11 +265,11 @@ pub(super) fn matmul_lanes(
         col0: times(columns[0].c4.clone(), 4),
         bi: ids.bi.clone(),
     };
-    let vec4_out = store_block(g, key, (root, outputs), &block, (geo.d.m, geo.d.n));
+    let vec4_out = store_block(g, key, (root, outputs), &block, (m, n));
     let entry = Entry {
         workgroup_size: lanes,
         per_invocation: false,
-        count: Expr::count(groups),
+        count: Expr::size_u32(&groups),
         arrays: Vec::new(),
         subgroup_id: true,
     };
@@ -289,7 +278,7 @@ pub(super) fn matmul_lanes(
     Some(LaneMatmul {
         entry,
         body: g.take_body(),
-        groups,
+        groups: groups.literal(),
         tile: LaneTile {
             rows,
             lanes,
@@ -338,7 +327,8 @@ fn lane_columns(g: &mut Gen, geo: &Geometry, ids: &TileIds) -> Vec<LaneColumns> 
 
 /// Where texel `c4` of the output's columns lies in B's texture.
 fn texel_columns(g: &mut Gen, geo: &Geometry, ids: &TileIds, c4: Expr) -> LaneColumns {
-    let bc = Expr::call(Builtin::Min, vec![c4.clone(), lit(geo.n4 - 1)]);
+    let n4 = geo.sizes.3.div_ceil(&Sz::constant(4));
+    let bc = Expr::call(Builtin::Min, vec![c4.clone(), last_of(&n4)]);
     let bc = g.emit("bc", Ty::U32, bc);
     let bx = g.emit("bx", Ty::U32, modulo(bc.clone(), &geo.b.width));
     // B's texture has one row block (`Packing::rows_of_b`): its layer is
@@ -371,7 +361,7 @@ enum ARow {
     /// the view is read as sums (`split`, see `LaneRegisters::a_split`).
     InPlace {
         node: usize,
-        k: usize,
+        k: Sz,
         start: Expr,
         split: Option<SplitPart>,
     },
@@ -381,7 +371,7 @@ enum ARow {
     /// From texel column `x` of layer `layer` of texture `ta`, holding A's
     /// transpose (`Geometry::a_transposed`): at texel row `4 k4 + sid % 4`
     /// (zero past K), four rows at one K.
-    Transposed { x: Expr, layer: Expr, k: usize },
+    Transposed { x: Expr, layer: Expr, k: Sz },
 }
 
 /// Declares the register block of a lane matmul of `rows` rows a
@@ -393,12 +383,13 @@ fn lane_registers(
     (rows, s, geo): (usize, usize, &Geometry),
     (ids, i0): (&TileIds, &Expr),
 ) -> LaneRegisters {
-    let (a, m, k, in_place) = (&geo.a, geo.d.m, geo.d.k, geo.a_in_place);
+    let (a, in_place) = (&geo.a, geo.a_in_place);
+    let (_, m, k, _) = &geo.sizes;
     // A shared by the batch has one entry.
     let bi = if geo.a_shared { lit(0) } else { ids.bi.clone() };
     let accs = (0..rows).map(|_| accumulators(g, geo.texels)).collect();
     let split = if in_place && geo.a_vec4.is_none() {
-        g.split_operand(a.node, (m, k))
+        g.split_operand(a.node, (m.literal(), k.literal()))
     } else {
         None
     };
@@ -415,16 +406,20 @@ fn lane_registers(
                     over(plus(i0.clone(), h * s), 4),
                     over(Expr::SubgroupLane, 4),
                 );
-                let x = Expr::call(Builtin::Min, vec![x, lit(m.div_ceil(4) - 1)]);
+                let x = Expr::call(
+                    Builtin::Min,
+                    vec![x, last_of(&m.div_ceil(&Sz::constant(4)))],
+                );
                 let x = g.emit("ax", Ty::U32, x);
                 let layer = bi.clone();
+                let k = k.clone();
                 return ARow::Transposed { x, layer, k };
             }
             let row = add(plus(i0.clone(), h * s), Expr::SubgroupLane);
             let ar = g.emit(
                 "ar",
                 Ty::U32,
-                Expr::call(Builtin::Min, vec![row, lit(m - 1)]),
+                Expr::call(Builtin::Min, vec![row, last_of(m)]),
             );
             if !in_place {
                 let ay = g.emit("ay", Ty::U32, modulo(ar.clone(), &a.height));
@@ -434,11 +429,11 @@ fn lane_registers(
             }
             if let Some(node) = geo.a_vec4 {
                 // Row `ar`'s first group of four elements.
-                let start = add(times(bi.clone(), m * k / 4), times(ar, k / 4));
+                let start = add(times(bi.clone(), &m.mul(k).div(4)), times(ar, &k.div(4)));
                 let start = g.emit("astart", Ty::U32, start);
                 return ARow::InPlaceVec4 { node, start };
             }
-            let start = add(times(bi.clone(), m * k), times(ar.clone(), k));
+            let start = add(times(bi.clone(), &m.mul(k)), times(ar.clone(), k));
             let start = g.emit("astart", Ty::U32, start);
             let split = split.as_ref().zip(batch.as_ref()).map(|(op, batch)| {
                 let row = g.split_part(op, 1, &ar);
@@ -446,7 +441,7 @@ fn lane_registers(
             });
             ARow::InPlace {
                 node: a.node,
-                k,
+                k: k.clone(),
                 start,
                 split,
             }
@@ -475,8 +470,8 @@ fn a_values(g: &mut Gen, row: &ARow, a_split: Option<&SplitOperand>, k4: &Expr) 
         ARow::Transposed { x, layer, k } => {
             let y = add(times(k4.clone(), 4), modulo(Expr::SubgroupLane, 4));
             let y = g.emit("ak", Ty::U32, y);
-            let ok = g.emit("ok", Ty::BOOL, below(y.clone(), *k));
-            let y = Expr::call(Builtin::Min, vec![y, lit(k - 1)]);
+            let ok = g.emit("ok", Ty::BOOL, below(y.clone(), k));
+            let y = Expr::call(Builtin::Min, vec![y, last_of(k)]);
             let args = vec![x.clone(), y, layer.clone()];
             let texel = Expr::call(Builtin::TextureLoad("ta"), args);
             Expr::select(ok, texel, zero_vec4())
@@ -488,7 +483,7 @@ fn a_values(g: &mut Gen, row: &ARow, a_split: Option<&SplitOperand>, k4: &Expr) 
             split,
         } => {
             let c = g.emit("ac", Ty::U32, times(k4.clone(), 4));
-            let in_bounds = |q| below(plus(c.clone(), q), *k);
+            let in_bounds = |q| below(plus(c.clone(), q), k);
             match split.as_ref().zip(a_split) {
                 Some((row, operand)) => {
                     let lanes = (0..4)
@@ -521,15 +516,15 @@ enum BRows {
     /// (`Geometry::b_transposed`): texel `(k4, c)` holds K values
     /// `4 k4` .. +3 of column `c`; the lane's four columns start at `col0`
     /// (clamped to the last of `n`), in layer `layer`.
-    Transposed { col0: Expr, layer: Expr, n: usize },
+    Transposed { col0: Expr, layer: Expr, n: Sz },
 }
 
 /// What a lane needs to read its columns of B in place: B's node and
 /// sizes, and where its columns start in B's row-major elements.
 struct InPlaceB {
     node: usize,
-    k: usize,
-    n: usize,
+    k: Sz,
+    n: Sz,
     /// The lane's first column.
     col0: Expr,
     /// Element `(bi, 0, col0)` of B, row-major.
@@ -553,7 +548,7 @@ fn b_reads(g: &mut Gen, geo: &Geometry, columns: &LaneColumns, ids: &TileIds) ->
         BRows::InPlace(Box::new(b_in_place_reads(g, geo, columns, ids)))
     } else if geo.b_transposed {
         let col0 = g.emit("bcol", Ty::U32, times(columns.c4.clone(), 4));
-        let (layer, n) = (ids.bi.clone(), geo.d.n);
+        let (layer, n) = (ids.bi.clone(), geo.sizes.3.clone());
         BRows::Transposed { col0, layer, n }
     } else {
         BRows::Packed
@@ -562,20 +557,22 @@ fn b_reads(g: &mut Gen, geo: &Geometry, columns: &LaneColumns, ids: &TileIds) ->
 
 /// Defines where this lane's columns of B start, for reading B in place.
 fn b_in_place_reads(g: &mut Gen, geo: &Geometry, columns: &LaneColumns, ids: &TileIds) -> InPlaceB {
-    let (k, n) = (geo.d.k, geo.d.n);
+    let (_, _, k, n) = geo.sizes.clone();
     let col0 = g.emit("bcol", Ty::U32, times(columns.c4.clone(), 4));
-    let base = add(times(ids.bi.clone(), k * n), col0.clone());
+    let base = add(times(ids.bi.clone(), &k.mul(&n)), col0.clone());
     let base = g.emit("bbase", Ty::U32, base);
-    let split = g.split_operand(geo.b.node, (k, n)).map(|operand| {
-        let batch = g.split_part(&operand, 0, &ids.bi);
-        let columns = (0..4)
-            .map(|q| {
-                let column = g.split_part(&operand, 2, &plus(col0.clone(), q));
-                g.join_parts(&[&batch, &column])
-            })
-            .collect();
-        SplitB { operand, columns }
-    });
+    let split = g
+        .split_operand(geo.b.node, (k.literal(), n.literal()))
+        .map(|operand| {
+            let batch = g.split_part(&operand, 0, &ids.bi);
+            let columns = (0..4)
+                .map(|q| {
+                    let column = g.split_part(&operand, 2, &plus(col0.clone(), q));
+                    g.join_parts(&[&batch, &column])
+                })
+                .collect();
+            SplitB { operand, columns }
+        });
     InPlaceB {
         node: geo.b.node,
         k,
@@ -599,7 +596,7 @@ fn rows_of_b(g: &mut Gen, b_rows: &BRows, columns: &LaneColumns, k4: &Expr) -> V
             })
             .collect(),
         BRows::InPlace(b) => (0..4).map(|q| in_place_b_row(g, b, y(q))).collect(),
-        BRows::Transposed { col0, layer, n } => transposed_b_rows(g, (col0, layer, *n), k4),
+        BRows::Transposed { col0, layer, n } => transposed_b_rows(g, (col0, layer, n), k4),
     }
 }
 
@@ -607,7 +604,12 @@ fn rows_of_b(g: &mut Gen, b_rows: &BRows, columns: &LaneColumns, k4: &Expr) -> V
 /// N).
 fn in_place_b_row(g: &mut Gen, b: &InPlaceB, y: Expr) -> Expr {
     let row = g.emit("by", Ty::U32, y);
-    let in_bounds = |q| both(below(row.clone(), b.k), below(plus(b.col0.clone(), q), b.n));
+    let in_bounds = |q| {
+        both(
+            below(row.clone(), &b.k),
+            below(plus(b.col0.clone(), q), &b.n),
+        )
+    };
     let texel = match &b.split {
         Some(split) => {
             let row_part = g.split_part(&split.operand, 1, &row);
@@ -622,7 +624,7 @@ fn in_place_b_row(g: &mut Gen, b: &InPlaceB, y: Expr) -> Expr {
             Expr::call(Builtin::Vec4, lanes)
         }
         None => {
-            let at = add(b.base.clone(), times(row.clone(), b.n));
+            let at = add(b.base.clone(), times(row.clone(), &b.n));
             let at = g.emit("bat", Ty::U32, at);
             tile_load(g, b.node, in_bounds, |q| plus(at.clone(), q))
         }
@@ -704,10 +706,10 @@ fn transposed_a_step(g: &mut Gen, regs: &LaneRegisters, fetched: &[Expr], rows_o
 /// Rows `4 k4` .. +3 of the lane's four columns of B, from B's stored
 /// transpose (`BRows::Transposed`): a texel per column (clamped to the
 /// last), transposed in registers.
-fn transposed_b_rows(g: &mut Gen, (col0, layer, n): (&Expr, &Expr, usize), k4: &Expr) -> Vec<Expr> {
+fn transposed_b_rows(g: &mut Gen, (col0, layer, n): (&Expr, &Expr, &Sz), k4: &Expr) -> Vec<Expr> {
     let texels: Vec<Expr> = (0..4)
         .map(|j| {
-            let c = Expr::call(Builtin::Min, vec![plus(col0.clone(), j), lit(n - 1)]);
+            let c = Expr::call(Builtin::Min, vec![plus(col0.clone(), j), last_of(n)]);
             let args = vec![k4.clone(), c, layer.clone()];
             g.emit("bt", VEC4, Expr::call(Builtin::TextureLoad("tb"), args))
         })

@@ -110,8 +110,10 @@ fn counts_of(programs: &[(&str, Program<'_>)], lengths: &[usize]) -> Vec<(String
 
 /// The programs every literal of which that changes with a size carries
 /// its provenance: views, padding, flips, gathers and concatenation,
-/// computed elementwise, reductions and softmax.
-const EXPLAINED: [&str; 15] = [
+/// computed elementwise, reductions, softmax, matmuls (lane tiles, their
+/// packed textures, operands read in place), and the three training
+/// steps (an MLP, an attention block with its layer norm, a CNN).
+const EXPLAINED: [&str; 20] = [
     "narrow8",
     "step2",
     "select_last",
@@ -127,6 +129,11 @@ const EXPLAINED: [&str; 15] = [
     "index_select",
     "max_mean",
     "softmax_bwd",
+    "narrowed_matmul",
+    "transposed_matmul",
+    "mlp",
+    "block",
+    "cnn",
 ];
 
 /// Every provenance evaluates to the other size's literal; the programs
