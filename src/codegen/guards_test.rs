@@ -213,6 +213,7 @@ fn lowered_with_key(outputs: &[&Tensor], target: &Target) -> Lowered {
     // only at a site's first, fixed sizes.
     let cx = CodegenContext {
         fixed_sizes: false,
+        provenance: true,
         ..CodegenContext::plain(target)
     };
     for source in generate(&key, &cx, &mut plan) {

@@ -33,6 +33,13 @@ pub(crate) struct CodegenContext<'a> {
     /// sizes it is not, so that their kernels differ only in literals
     /// and stay generic over them (`kernel::generic`).
     pub fixed_sizes: bool,
+    /// Whether kernels keep their literals' provenance (`Expr::Sized`).
+    /// The runtime does not yet bind a new size by evaluating it: it
+    /// finds a generic kernel's dynamic literals by comparing kernels
+    /// lowered at two sizes (`kernel::generic`), and a site's first
+    /// kernels (`fixed_sizes`) have none to compare with. Tests of the
+    /// provenance (`codegen/provenance_test.rs`) keep it.
+    pub provenance: bool,
 }
 
 impl<'a> CodegenContext<'a> {
@@ -45,6 +52,7 @@ impl<'a> CodegenContext<'a> {
             precedents: None,
             changing_last_dims: &[],
             fixed_sizes: true,
+            provenance: false,
         }
     }
 

@@ -23,15 +23,13 @@ impl Gen<'_> {
         launch: Launch,
     ) -> KernelSource {
         let out_types: Vec<(usize, bool)> = writes.iter().map(|&o| (o, vec_out)).collect();
-        let mut entry = entry;
-        let body = match self.cx.fixed_sizes {
-            true => {
-                let mut body = legalise(body);
-                forget_provenance(&mut body, &mut entry);
-                simplify_indices(body, &entry)
-            }
-            false => legalise(body),
-        };
+        let (mut entry, mut body) = (entry, legalise(body));
+        if self.cx.fixed_sizes || !self.cx.provenance {
+            forget_provenance(&mut body, &mut entry);
+        }
+        if self.cx.fixed_sizes {
+            body = simplify_indices(body, &entry);
+        }
         let kernel = Kernel {
             bindings: self.declared(&out_types, &launch.textures),
             helpers: self.helpers(&out_types),

@@ -233,6 +233,7 @@ pub(super) fn executable(
         precedents: precedents.as_deref(),
         changing_last_dims: &changing_last_dims(traced, &origin, before),
         fixed_sizes: before.is_none() && traced.dynamic_sizes.is_empty(),
+        provenance: false,
     };
     let mut plan = plan(&graph.key, target);
     let mut sources = generate(&graph.key, &cx, &mut plan);
