@@ -13,7 +13,7 @@
 //! named in a recompile warning when another size of the site crosses
 //! one of them (`first_crossed`).
 
-use std::collections::HashSet;
+use rustc_hash::FxHashSet;
 use std::fmt;
 use std::sync::Arc;
 
@@ -505,7 +505,7 @@ pub(crate) struct Guards {
     list: Vec<Guard>,
     /// The tests recorded, to record each once in constant time (a long
     /// fused chain tests every dimension of thousands of nodes).
-    made: HashSet<(Arc<SizeExpr>, Test)>,
+    made: FxHashSet<(Arc<SizeExpr>, Test)>,
 }
 
 impl Guards {
