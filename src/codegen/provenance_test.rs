@@ -111,9 +111,10 @@ fn counts_of(programs: &[(&str, Program<'_>)], lengths: &[usize]) -> Vec<(String
 /// The programs every literal of which that changes with a size carries
 /// its provenance: views, padding, flips, gathers and concatenation,
 /// computed elementwise, reductions, softmax, matmuls (lane tiles, their
-/// packed textures, operands read in place), and the three training
-/// steps (an MLP, an attention block with its layer norm, a CNN).
-const EXPLAINED: [&str; 20] = [
+/// packed textures, operands read in place), scans, and the three
+/// training steps (an MLP, an attention block with its layer norm, a
+/// CNN).
+const EXPLAINED: [&str; 22] = [
     "narrow8",
     "step2",
     "select_last",
@@ -134,6 +135,8 @@ const EXPLAINED: [&str; 20] = [
     "mlp",
     "block",
     "cnn",
+    "cumsum1",
+    "cumsum0",
 ];
 
 /// Every provenance evaluates to the other size's literal; the programs

@@ -9,13 +9,13 @@
 //! 65,535 iterations).
 
 use super::emit::Gen;
-use super::reduce_ir::{Combine, guarded, identity, split_index_of, strided, uarith};
+use super::reduce_ir::{Combine, guarded, identity, sarith, split_index, strided, uarith};
 use super::roots::store_outputs;
 use crate::graph::GraphKey;
 use crate::graph::op::ReduceOp;
 use crate::kernel::ir::{Arith, Expr, Inst, Ty};
+use crate::kernel::layouts::elements;
 use crate::kernel::{Entry, Sz};
-use crate::shape::numel;
 
 /// The kernel of `Scan { op, axis, chunk }` at `root`: its entry, body
 /// and workgroup count (an invocation per line along `axis`, or per
@@ -32,18 +32,31 @@ pub(super) fn scan(
         return add_carries(g, key, root, (op, axis, chunk), outputs);
     }
     let x = key.nodes[root].inputs[0];
-    let shape = key.nodes[x].shape.clone();
+    let shape = Sz::shape(x, &key.nodes[x].shape);
     let dtype = key.nodes[x].dtype.compute();
-    let len = shape[axis];
-    let lines = numel(&shape) / len.max(1);
-    let chunk = if chunk == 0 { len.max(1) } else { chunk };
-    let chunks = len.div_ceil(chunk).max(1);
-    let (line, start) = if chunks == 1 {
+    let len = shape[axis].clone();
+    let one = Sz::constant(1);
+    let lines = elements(&shape).div_by(&len.max(&one));
+    // A whole line a chunk (`chunk` 0), or chunks of a fixed length.
+    let whole_lines = chunk == 0;
+    let (chunk, ragged) = match chunk {
+        0 => (len.max(&one), false),
+        chunk => {
+            let whole = "a scan's last chunk of a line as long as the others";
+            (
+                Sz::constant(chunk),
+                !g.guards.multiple_of(&len, chunk, whole),
+            )
+        }
+    };
+    let chunks = len.div_ceil(&chunk).max(&one);
+    let one_chunk = |g: &mut Gen| g.guards.equals(&chunks, 1, "a scan's line in one chunk");
+    let (line, start) = if whole_lines || one_chunk(g) {
         (g.emit("o", Ty::U32, Expr::Invocation), Expr::U32(0))
     } else {
-        let line = g.emit("o", Ty::U32, uarith(Arith::Div, Expr::Invocation, chunks));
-        let c = uarith(Arith::Rem, Expr::Invocation, chunks);
-        (line, g.emit("s", Ty::U32, uarith(Arith::Mul, c, chunk)))
+        let line = g.emit("o", Ty::U32, sarith(Arith::Div, Expr::Invocation, &chunks));
+        let c = sarith(Arith::Rem, Expr::Invocation, &chunks);
+        (line, g.emit("s", Ty::U32, sarith(Arith::Mul, c, &chunk)))
     };
     let acc = g.variable_of("acc", Ty::scalar(dtype), identity(op, dtype));
     let best = Expr::U32(0);
@@ -53,20 +66,22 @@ pub(super) fn scan(
         acc: &acc,
         best: &best,
     };
-    let ragged = !len.is_multiple_of(chunk);
-    let (one, chunk_sz) = (Sz::constant(1), Sz::constant(chunk));
-    strided(g, (&start, &one, &chunk_sz), &|g, r| {
+    strided(g, (&start, &one, &chunk), &|g, r| {
         let body = g.block(|g| {
             scan_element(g, (key, root, outputs), (x, &shape, axis), &cx, (&line, &r));
         });
         // The last chunk of a line ends early.
-        guarded(g, ragged, uarith(Arith::Lt, r, len), body);
+        guarded(g, ragged, sarith(Arith::Lt, r, &len), body);
     });
     // Invocations past the last line (the grid is whole workgroups)
     // return at once (`per_invocation`).
-    let invocations = lines * chunks;
-    let launch = Entry::groups_for(invocations);
-    (Entry::per_invocation(invocations), g.take_body(), launch)
+    let invocations = lines.mul(&chunks);
+    let launch = Entry::groups_for(invocations.literal());
+    (
+        Entry::per_invocation_of(&invocations),
+        g.take_body(),
+        launch,
+    )
 }
 
 /// The kernel of a chunked scan's last stage (`Scan { chunk }` over the
@@ -85,11 +100,11 @@ fn add_carries(
     outputs: &[usize],
 ) -> (Entry, Vec<Inst>, usize) {
     let local = key.nodes[root].inputs[0];
-    let shape = key.nodes[local].shape.clone();
+    let shape = Sz::shape(local, &key.nodes[local].shape);
     let dtype = key.nodes[local].dtype.compute();
-    let len = shape[axis];
-    let line = g.emit("o", Ty::U32, uarith(Arith::Div, Expr::Invocation, len));
-    let k = g.emit("k", Ty::U32, uarith(Arith::Rem, Expr::Invocation, len));
+    let len = &shape[axis];
+    let line = g.emit("o", Ty::U32, sarith(Arith::Div, Expr::Invocation, len));
+    let k = g.emit("k", Ty::U32, sarith(Arith::Rem, Expr::Invocation, len));
     let c = g.emit("c", Ty::U32, uarith(Arith::Div, k.clone(), chunk));
     let acc = g.variable_of("acc", Ty::scalar(dtype), identity(op, dtype));
     start_from_carry(g, (key, root, axis), (&line, &c), &acc);
@@ -107,9 +122,13 @@ fn add_carries(
         &cx,
         (&line, &k),
     );
-    let invocations = numel(&shape);
-    let launch = Entry::groups_for(invocations);
-    (Entry::per_invocation(invocations), g.take_body(), launch)
+    let invocations = elements(&shape);
+    let launch = Entry::groups_for(invocations.literal());
+    (
+        Entry::per_invocation_of(&invocations),
+        g.take_body(),
+        launch,
+    )
 }
 
 /// One step of a scan: element `r` of `line` of `x` (`shape`, scanned
@@ -118,11 +137,11 @@ fn add_carries(
 fn scan_element(
     g: &mut Gen,
     (key, root, outputs): (&GraphKey, usize, &[usize]),
-    (x, shape, axis): (usize, &[usize], usize),
+    (x, shape, axis): (usize, &[Sz], usize),
     cx: &Combine,
     (line, r): (&Expr, &Expr),
 ) {
-    let i = g.emit("i", Ty::U32, split_index_of(shape, &[axis], line, r));
+    let i = g.emit("i", Ty::U32, split_index(shape, &[axis], line, r));
     let v = g.value(x, &i, false, false);
     cx.combine(g, &v, r);
     let running = g.emit("run", Ty::scalar(cx.dtype), cx.acc.clone());
@@ -139,13 +158,13 @@ fn start_from_carry(
     acc: &Expr,
 ) {
     let carry = key.nodes[root].inputs[1];
-    let carry_shape = key.nodes[carry].shape.clone();
+    let carry_shape = Sz::shape(carry, &key.nodes[carry].shape);
     let body = g.block(|g| {
         let before = uarith(Arith::Sub, c.clone(), 1);
         let i = g.emit(
             "ci",
             Ty::U32,
-            split_index_of(&carry_shape, &[axis], line, &before),
+            split_index(&carry_shape, &[axis], line, &before),
         );
         let v = g.value(carry, &i, false, false);
         g.assign(acc, v);
