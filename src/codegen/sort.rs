@@ -15,12 +15,12 @@
 //! budget (unrolled copies where a line is long).
 
 use super::emit::Gen;
-use super::reduce_ir::{guarded, split_index_of, strided_within, uarith};
+use super::reduce_ir::{guarded, sarith, split_index, strided_within, uarith};
 use crate::dtype::DType;
 use crate::graph::GraphKey;
 use crate::kernel::ir::{Arith, Expr, Inst, Ty, Var};
+use crate::kernel::layouts::elements;
 use crate::kernel::{Entry, Sz};
-use crate::shape::numel;
 
 /// Invocations of a line's workgroup: lines of more than
 /// `2 * SMALL_SORT_PAIRS` elements share each step's pairs among 256.
@@ -51,14 +51,15 @@ pub(super) fn sort(
     line.identity_permutation(g);
     g.push(Inst::StorageBarrier);
     line.bitonic_network(g);
+    let workgroups = line.lines.mul(&line.runs);
     let entry = Entry {
         workgroup_size: line.wg,
         per_invocation: false,
-        count: Expr::count(line.lines * line.runs),
+        count: Expr::size_u32(&workgroups),
         arrays: Vec::new(),
         subgroup_id: false,
     };
-    (entry, g.take_body(), line.lines * line.runs)
+    (entry, g.take_body(), workgroups.literal())
 }
 
 /// One line's sort as the parts of the kernel see it: the input, the
@@ -69,7 +70,7 @@ struct SortLine {
     x: usize,
     /// The `Sort` node, whose output holds the indices.
     root: usize,
-    shape: Vec<usize>,
+    shape: Vec<Sz>,
     axes: [usize; 1],
     /// The line this workgroup sorts (part of).
     line: Expr,
@@ -79,13 +80,13 @@ struct SortLine {
     /// run of a line possibly shorter).
     count: Expr,
     /// Runs a line is sorted in (1: whole lines).
-    runs: usize,
+    runs: Sz,
     dtype: DType,
     descending: bool,
     /// Elements sorted together: a line's, or a run's.
-    len: usize,
+    len: Sz,
     /// Lines in all (workgroups).
-    lines: usize,
+    lines: Sz,
     /// `len` rounded up to a power of two.
     padded: usize,
     /// `log2(padded)`.
@@ -108,26 +109,23 @@ impl SortLine {
         (axis, descending, run): (usize, bool, usize),
     ) -> Self {
         let x = key.nodes[root].inputs[0];
-        let shape = key.nodes[x].shape.clone();
+        let shape = Sz::shape(x, &key.nodes[x].shape);
         let dtype = key.nodes[x].dtype.compute();
-        let line_len = shape[axis];
-        let lines = numel(&shape) / line_len.max(1);
-        let len = if run == 0 {
-            line_len
-        } else {
-            run.min(line_len)
-        };
-        let runs = line_len.div_ceil(len.max(1)).max(1);
-        // The network's size is the line's (or run's) next power of two.
-        let line_sz = Sz::dim(x, axis, line_len);
+        let line_sz = shape[axis].clone();
+        let one = Sz::constant(1);
+        let lines = elements(&shape).div_by(&line_sz.max(&one));
+        // Elements sorted together: the line's, or a run's where the line
+        // is longer. The network's size is their next power of two.
         let len_sz = match run == 0 || !g.guards.at_least(&line_sz, run + 1, "a sort by runs") {
-            true => line_sz,
+            true => line_sz.clone(),
             false => Sz::constant(run),
         };
+        let runs = line_sz.div_ceil(&len_sz.max(&one)).max(&one);
         let padded = g.guards.power_of_two_above(&len_sz, "a sort's network");
         let stages = padded.trailing_zeros() as usize;
         let pairs = padded / 2;
-        let lines_sz = Sz::dims_product(x, &shape, (0..shape.len()).filter(|&d| d != axis));
+        let lines_sz = ((0..shape.len()).filter(|&d| d != axis))
+            .fold(Sz::constant(1), |acc, d| acc.mul(&shape[d]));
         let many = "a sort's workgroup (one line, or many)";
         let wg = if pairs <= SMALL_SORT_PAIRS || g.guards.at_least(&lines_sz, 2, many) {
             pairs.clamp(1, SORT_WORKGROUP)
@@ -138,17 +136,19 @@ impl SortLine {
         // the identity loop and each step's pair loop share it (the stage
         // and step loops' few hundred come from the fixed allowance).
         let loops = stages * (stages + 1) / 2 + 1;
-        let (line, start, count) = if runs == 1 {
+        // One run a line where the guard above found the line no longer
+        // than a run (`runs` is then 1).
+        let (line, start, count) = if runs.literal() == 1 {
             let line = g.emit("o", Ty::U32, Expr::Invocation);
-            (line, Expr::U32(0), Expr::U32(len as u64))
+            (line, Expr::U32(0), Expr::size_u32(&len_sz))
         } else {
-            let line = g.emit("o", Ty::U32, uarith(Arith::Div, Expr::Invocation, runs));
-            let r = uarith(Arith::Rem, Expr::Invocation, runs);
-            let start = g.emit("s", Ty::U32, uarith(Arith::Mul, r, len));
-            let left = Expr::arith(Arith::Sub, Expr::U32(line_len as u64), start.clone());
+            let line = g.emit("o", Ty::U32, sarith(Arith::Div, Expr::Invocation, &runs));
+            let r = sarith(Arith::Rem, Expr::Invocation, &runs);
+            let start = g.emit("s", Ty::U32, sarith(Arith::Mul, r, &len_sz));
+            let left = Expr::arith(Arith::Sub, Expr::size_u32(&line_sz), start.clone());
             let count = Expr::Call {
                 f: crate::kernel::ir::Builtin::Min,
-                args: vec![left, Expr::U32(len as u64)],
+                args: vec![left, Expr::size_u32(&len_sz)],
             };
             (line, start, g.emit("n", Ty::U32, count))
         };
@@ -163,7 +163,7 @@ impl SortLine {
             runs,
             dtype,
             descending,
-            len,
+            len: len_sz,
             lines,
             padded,
             stages,
@@ -179,13 +179,13 @@ impl SortLine {
         g.emit(
             "p",
             Ty::U32,
-            split_index_of(&self.shape, &self.axes, &self.line, &k),
+            split_index(&self.shape, &self.axes, &self.line, &k),
         )
     }
 
     /// The line position of element `k` of what this workgroup sorts.
     fn in_line(&self, k: Expr) -> Expr {
-        if self.runs > 1 {
+        if self.runs.literal() > 1 {
             Expr::arith(Arith::Add, self.start.clone(), k)
         } else {
             k
@@ -208,8 +208,8 @@ impl SortLine {
     /// Writes the identity permutation, the indices the network starts
     /// from.
     fn identity_permutation(&self, g: &mut Gen) {
-        let (wg, len) = (Sz::constant(self.wg), Sz::constant(self.len));
-        strided_within(g, (&Expr::Local, &wg, &len), self.loops, &|g, k| {
+        let wg = Sz::constant(self.wg);
+        strided_within(g, (&Expr::Local, &wg, &self.len), self.loops, &|g, k| {
             let body = g.block(|g| {
                 let p = self.position(g, k.clone());
                 let index = self.in_line(k.clone());
@@ -222,7 +222,7 @@ impl SortLine {
             });
             guarded(
                 g,
-                self.runs > 1,
+                self.runs.literal() > 1,
                 Expr::arith(Arith::Lt, k.clone(), self.count.clone()),
                 body,
             );
@@ -303,12 +303,12 @@ impl SortLine {
 
 /// The value of input `x` (of `shape`, sorted along `axis`) at original
 /// index `ix` of `line`: the key a sort or a merge compares.
-fn key_at(g: &mut Gen, x: usize, (shape, axis, line): (&[usize], usize, &Expr), ix: &Expr) -> Expr {
+fn key_at(g: &mut Gen, x: usize, (shape, axis, line): (&[Sz], usize, &Expr), ix: &Expr) -> Expr {
     let k = Expr::Construct {
         ty: Ty::U32,
         x: Box::new(ix.clone()),
     };
-    let p = g.emit("q", Ty::U32, split_index_of(shape, &[axis], line, &k));
+    let p = g.emit("q", Ty::U32, split_index(shape, &[axis], line, &k));
     g.value(x, &p, false, false)
 }
 
@@ -393,10 +393,10 @@ pub(super) fn merge_runs(
     (axis, descending, run): (usize, bool, usize),
 ) -> (Entry, Vec<Inst>, usize) {
     let (x, sorted) = (key.nodes[root].inputs[0], key.nodes[root].inputs[1]);
-    let shape = key.nodes[x].shape.clone();
-    let len = shape[axis];
-    let line = g.emit("o", Ty::U32, uarith(Arith::Div, Expr::Invocation, len));
-    let p = g.emit("e", Ty::U32, uarith(Arith::Rem, Expr::Invocation, len));
+    let shape = Sz::shape(x, &key.nodes[x].shape);
+    let len_sz = shape[axis].clone();
+    let line = g.emit("o", Ty::U32, sarith(Arith::Div, Expr::Invocation, &len_sz));
+    let p = g.emit("e", Ty::U32, sarith(Arith::Rem, Expr::Invocation, &len_sz));
     let m = MergeLine {
         x,
         sorted,
@@ -406,7 +406,7 @@ pub(super) fn merge_runs(
         dtype: key.nodes[x].dtype.compute(),
         descending,
     };
-    let pair = Pair::of(g, &p, run, len);
+    let pair = Pair::of(g, &p, run, &len_sz);
     let own_at = m.at(g, &p);
     let mine = g.value(sorted, &own_at, false, false);
     let mine = g.emit("ix", Ty::scalar(DType::I32), mine);
@@ -422,9 +422,9 @@ pub(super) fn merge_runs(
     let dest_at = m.at(g, &dest);
     let store = g.store(0, root, &dest_at, mine, false);
     g.push(store);
-    let total = numel(&shape);
-    let entry = Entry::per_invocation(total);
-    let groups = Entry::groups_for(total);
+    let total = elements(&shape);
+    let entry = Entry::per_invocation_of(&total);
+    let groups = Entry::groups_for(total.literal());
     (entry, g.take_body(), groups)
 }
 
@@ -433,7 +433,7 @@ pub(super) fn merge_runs(
 struct MergeLine {
     x: usize,
     sorted: usize,
-    shape: Vec<usize>,
+    shape: Vec<Sz>,
     axes: [usize; 1],
     line: Expr,
     dtype: DType,
@@ -453,7 +453,7 @@ struct Pair {
 impl Pair {
     /// The pair of runs of `run` elements that line position `p` (of a
     /// line of `len`) is merged in.
-    fn of(g: &mut Gen, p: &Expr, run: usize, len: usize) -> Pair {
+    fn of(g: &mut Gen, p: &Expr, run: usize, len: &Sz) -> Pair {
         let base = uarith(Arith::Mul, uarith(Arith::Div, p.clone(), 2 * run), 2 * run);
         let base = g.emit("pb", Ty::U32, base);
         let left = uarith(Arith::Rem, uarith(Arith::Div, p.clone(), run), 2);
@@ -466,9 +466,9 @@ impl Pair {
         let middle = uarith(Arith::Add, base.clone(), run);
         let own_start = g.emit("os", Ty::U32, select(base.clone(), middle.clone()));
         let other = g.emit("ob", Ty::U32, select(middle, base.clone()));
-        let remaining = Expr::arith(Arith::Sub, Expr::U32(len as u64), other.clone());
+        let remaining = Expr::arith(Arith::Sub, Expr::size_u32(len), other.clone());
         let other_len = Expr::Select {
-            cond: Box::new(uarith(Arith::Lt, other.clone(), len)),
+            cond: Box::new(sarith(Arith::Lt, other.clone(), len)),
             then: Box::new(Expr::Call {
                 f: crate::kernel::ir::Builtin::Min,
                 args: vec![remaining, Expr::U32(run as u64)],
@@ -491,7 +491,7 @@ impl MergeLine {
         g.emit(
             "p",
             Ty::U32,
-            split_index_of(&self.shape, &self.axes, &self.line, k),
+            split_index(&self.shape, &self.axes, &self.line, k),
         )
     }
 
