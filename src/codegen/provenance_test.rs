@@ -111,10 +111,11 @@ fn counts_of(programs: &[(&str, Program<'_>)], lengths: &[usize]) -> Vec<(String
 /// The programs every literal of which that changes with a size carries
 /// its provenance: views, padding, flips, gathers and concatenation,
 /// computed elementwise, reductions, softmax, matmuls (lane tiles, their
-/// packed textures, operands read in place), scans, and the three
-/// training steps (an MLP, an attention block with its layer norm, a
-/// CNN).
-const EXPLAINED: [&str; 22] = [
+/// packed textures, operands read in place), scans, sorts (networks,
+/// merges, radix passes), top-k, and the three training steps (an MLP,
+/// an attention block with its layer norm, a CNN). What is left: the
+/// sorted starts' binary search, whose step count is a bit length.
+const EXPLAINED: [&str; 24] = [
     "narrow8",
     "step2",
     "select_last",
@@ -137,6 +138,8 @@ const EXPLAINED: [&str; 22] = [
     "cnn",
     "cumsum1",
     "cumsum0",
+    "sort",
+    "topk",
 ];
 
 /// Every provenance evaluates to the other size's literal; the programs

@@ -16,13 +16,13 @@
 
 use super::emit::Gen;
 use super::keys::{count_digit, digit_counters, digit_of, order_key};
-use super::reduce_ir::{split_index_of, uarith};
+use super::reduce_ir::{sarith, split_index, uarith};
 use crate::dtype::DType;
 use crate::graph::GraphKey;
 use crate::graph::op::RadixPass;
 use crate::kernel::ir::{Arith, Expr, Inst, Ty};
+use crate::kernel::layouts::elements;
 use crate::kernel::{Entry, Sz};
-use crate::shape::numel;
 
 /// The kernel of `RadixCount(pass)` at `root`: its entry, body and
 /// workgroup count.
@@ -97,11 +97,11 @@ struct BlockOf {
     order: Option<usize>,
     dtype: DType,
     pass: RadixPass,
-    shape: Vec<usize>,
-    len: usize,
-    lines: usize,
+    shape: Vec<Sz>,
+    len: Sz,
+    lines: Sz,
     /// Blocks of a line.
-    blocks: usize,
+    blocks: Sz,
     /// This invocation's line and block.
     line: Expr,
     index: Expr,
@@ -114,12 +114,12 @@ impl BlockOf {
         let inputs = &key.nodes[root].inputs;
         let x = inputs[0];
         let order = (pass.shift > 0).then(|| inputs[1]);
-        let shape = key.nodes[x].shape.clone();
-        let len = shape[pass.axis].max(1);
-        let lines = numel(&shape) / len;
-        let blocks = len.div_ceil(pass.block);
-        let line = g.emit("o", Ty::U32, uarith(Arith::Div, Expr::Invocation, blocks));
-        let index = g.emit("bk", Ty::U32, uarith(Arith::Rem, Expr::Invocation, blocks));
+        let shape = Sz::shape(x, &key.nodes[x].shape);
+        let len = shape[pass.axis].max(&Sz::constant(1));
+        let lines = elements(&shape).div_by(&len);
+        let blocks = len.div_ceil(&Sz::constant(pass.block));
+        let line = g.emit("o", Ty::U32, sarith(Arith::Div, Expr::Invocation, &blocks));
+        let index = g.emit("bk", Ty::U32, sarith(Arith::Rem, Expr::Invocation, &blocks));
         BlockOf {
             x,
             order,
@@ -136,22 +136,22 @@ impl BlockOf {
 
     /// The flat element of this line at line position `p`.
     fn position(&self, g: &mut Gen, p: &Expr) -> Expr {
-        let at = split_index_of(&self.shape, &[self.pass.axis], &self.line, p);
+        let at = split_index(&self.shape, &[self.pass.axis], &self.line, p);
         g.emit("p", Ty::U32, at)
     }
 
     /// Where digit `d`'s count of this block lies in the counts
     /// (`[lines, 16 * blocks]`, digit-major).
     fn count_at(&self, g: &mut Gen, d: usize) -> Expr {
-        let row = uarith(
+        let row = sarith(
             Arith::Mul,
             self.line.clone(),
-            RadixPass::DIGITS * self.blocks,
+            &self.blocks.times(RadixPass::DIGITS),
         );
         let at = Expr::arith(
             Arith::Add,
             row,
-            uarith(Arith::Add, self.index.clone(), d * self.blocks),
+            sarith(Arith::Add, self.index.clone(), &self.blocks.times(d)),
         );
         g.emit("ca", Ty::U32, at)
     }
@@ -165,7 +165,7 @@ impl BlockOf {
         let body = g.block(|g| {
             let e = Expr::arith(Arith::Add, first.clone(), Expr::Var(counter));
             let e = g.emit("e", Ty::U32, e);
-            let inside = uarith(Arith::Lt, e.clone(), self.len);
+            let inside = sarith(Arith::Lt, e.clone(), &self.len);
             let body = g.block(|g| {
                 let index = match self.order {
                     Some(order) => {
@@ -195,11 +195,11 @@ impl BlockOf {
     /// The kernel's entry (an invocation per block of every line), body
     /// and workgroup count.
     fn finish(&self, g: &mut Gen) -> (Entry, Vec<Inst>, usize) {
-        let invocations = self.lines * self.blocks;
+        let invocations = self.lines.mul(&self.blocks);
         (
-            Entry::per_invocation(invocations),
+            Entry::per_invocation_of(&invocations),
             g.take_body(),
-            Entry::groups_for(invocations),
+            Entry::groups_for(invocations.literal()),
         )
     }
 }

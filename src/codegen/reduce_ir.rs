@@ -411,13 +411,6 @@ pub(super) fn split_index(shape: &[Sz], axes: &[usize], o: &Expr, r: &Expr) -> E
     Expr::sum(terms)
 }
 
-/// `split_index` over sizes that carry no provenance (lowering that
-/// reads sizes as plain numbers).
-pub(super) fn split_index_of(shape: &[usize], axes: &[usize], o: &Expr, r: &Expr) -> Expr {
-    let shape: Vec<Sz> = shape.iter().map(|&n| Sz::constant(n)).collect();
-    split_index(&shape, axes, o, r)
-}
-
 /// The identity of `op` on values of `dtype` (a compute dtype).
 pub(super) fn identity(op: ReduceOp, dtype: DType) -> Expr {
     match (op, dtype) {

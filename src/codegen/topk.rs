@@ -25,15 +25,14 @@
 
 use super::emit::Gen;
 use super::keys::{count_digit, digit_counters, digit_of, one_if, order_key};
-use super::reduce_ir::uarith;
+use super::reduce_ir::{sarith, uarith};
 use super::vectorize::vectorizable;
-use super::wgsl::unroll_for;
+use super::wgsl::unroll_guarded;
 use crate::dtype::DType;
 use crate::graph::GraphKey;
 use crate::graph::op::RadixPass;
 use crate::kernel::ir::{Arith, Builtin, Expr, Inst, Ty, Var};
 use crate::kernel::{Entry, Sz, WorkgroupArray};
-use crate::shape::numel;
 
 /// Invocations of a line's workgroup: 128, so that the per-invocation
 /// digit counts (`hist`, 8 KiB) and the strips' counts fit in the 16 KiB
@@ -58,17 +57,19 @@ pub(super) fn topk_select(
     let x = key.nodes[root].inputs[0];
     let shape = &key.nodes[x].shape;
     let elements = Sz::elements(x, shape);
-    let len = shape.last().copied().unwrap_or(1).max(1);
-    let lines = numel(shape) / len;
+    let len = Sz::last_dim(x, shape).max(&Sz::constant(1));
+    let lines = elements.div_by(&len);
+    // The output's rows are the `k` picked: its last dimension.
+    let k = Sz::last_dim_or(root, &key.nodes[root].shape, k);
     let line = g.emit("o", Ty::U32, Expr::Invocation);
     let sel = Select {
         x,
         root,
+        line_start: g.emit("ls", Ty::U32, sarith(Arith::Mul, line.clone(), &len)),
+        out_start: g.emit("os", Ty::U32, sarith(Arith::Mul, line, &k)),
         len,
         k,
         largest,
-        line_start: g.emit("ls", Ty::U32, uarith(Arith::Mul, line.clone(), len)),
-        out_start: g.emit("os", Ty::U32, uarith(Arith::Mul, line, k)),
         hist: g.fresh("hist"),
         totals: g.fresh("tot"),
         above: g.fresh("gt"),
@@ -91,7 +92,7 @@ pub(super) fn topk_select(
     let entry = Entry {
         workgroup_size: SELECT_WORKGROUP,
         per_invocation: false,
-        count: Expr::count(lines),
+        count: Expr::size_u32(&lines),
         arrays: vec![
             array(sel.hist, DIGITS * SELECT_WORKGROUP),
             array(sel.totals, DIGITS),
@@ -100,7 +101,7 @@ pub(super) fn topk_select(
         ],
         subgroup_id: false,
     };
-    (entry, g.take_body(), lines)
+    (entry, g.take_body(), lines.literal())
 }
 
 /// A group's four keys, each with whether its element lies in the line.
@@ -112,8 +113,8 @@ struct Select {
     x: usize,
     /// The `TopkSelect` node, whose output holds the indices.
     root: usize,
-    len: usize,
-    k: usize,
+    len: Sz,
+    k: Sz,
     largest: bool,
     /// This line's first element in the input, and in the output.
     line_start: Expr,
@@ -148,13 +149,14 @@ impl Select {
 
     /// A loop of `body(j)` over `trips` iterations, unrolled where that
     /// passes the loop budget.
-    fn looped(&self, g: &mut Gen, trips: usize, body: &dyn Fn(&mut Gen, Expr)) {
+    fn looped(&self, g: &mut Gen, trips: &Sz, body: &dyn Fn(&mut Gen, Expr)) {
         let counter = g.fresh("j");
         let body = g.block(|g| body(g, Expr::Var(counter)));
+        let unroll = unroll_guarded(trips, self.budget, &mut g.guards);
         g.push(Inst::Loop {
             counter,
-            count: Expr::count(trips),
-            unroll: unroll_for(trips, self.budget),
+            count: Expr::size_u32(trips),
+            unroll,
             body,
         });
     }
@@ -163,7 +165,7 @@ impl Select {
     /// fixed four bits a pass.
     fn radix_select(&self, g: &mut Gen) -> (Expr, Expr) {
         let prefix = g.variable_of("pre", Ty::U32, Expr::U32(0));
-        let want = g.variable_of("want", Ty::U32, Expr::count(self.k));
+        let want = g.variable_of("want", Ty::U32, Expr::size_u32(&self.k));
         let pass = g.fresh("pass");
         let body = g.block(|g| self.radix_pass(g, &Expr::Var(pass), (&prefix, &want)));
         g.push(Inst::Loop {
@@ -208,11 +210,11 @@ impl Select {
                 }
             });
         } else {
-            let trips = self.len.div_ceil(SELECT_WORKGROUP);
-            self.looped(g, trips, &|g, j| {
+            let trips = self.len.div_ceil(&Sz::constant(SELECT_WORKGROUP));
+            self.looped(g, &trips, &|g, j| {
                 let at = uarith(Arith::Mul, j, SELECT_WORKGROUP);
                 let e = g.emit("e", Ty::U32, Expr::arith(Arith::Add, at, Expr::Local));
-                let inside = uarith(Arith::Lt, e.clone(), self.len);
+                let inside = sarith(Arith::Lt, e.clone(), &self.len);
                 let body = g.block(|g| {
                     let key = self.key_of(g, &e);
                     count_key(g, key, None);
@@ -240,7 +242,7 @@ impl Select {
                 Ty::U32,
                 uarith(Arith::Mul, Expr::Local, SELECT_WORKGROUP),
             );
-            self.looped(g, SELECT_WORKGROUP, &|g, t| {
+            self.looped(g, &Sz::constant(SELECT_WORKGROUP), &|g, t| {
                 let at = Expr::arith(Arith::Add, base.clone(), t);
                 g.accumulate(&sum, Expr::index(Expr::Var(self.hist), at));
             });
@@ -312,11 +314,12 @@ impl Select {
         let end = g.emit(
             "le",
             Ty::U32,
-            uarith(Arith::Add, self.line_start.clone(), self.len),
+            sarith(Arith::Add, self.line_start.clone(), &self.len),
         );
         // A line of `len` spans at most `len / 4 + 2` groups.
-        let groups = self.len / 4 + 2;
-        self.looped(g, groups.div_ceil(SELECT_WORKGROUP), &|g, j| {
+        let groups = self.len.div(4).add(&Sz::constant(2));
+        let trips = groups.div_ceil(&Sz::constant(SELECT_WORKGROUP));
+        self.looped(g, &trips, &|g, j| {
             let at = uarith(Arith::Mul, j, SELECT_WORKGROUP);
             let at = Expr::arith(Arith::Add, at, Expr::Local);
             let group = g.emit("gr", Ty::U32, Expr::arith(Arith::Add, first.clone(), at));
@@ -348,11 +351,11 @@ impl Select {
 
     /// Writes the picked indices in index order, strip by strip.
     fn write_picks(&self, g: &mut Gen, threshold: &Expr, want: &Expr) {
-        let strip = self.len.div_ceil(SELECT_WORKGROUP);
-        let first = g.emit("sf", Ty::U32, uarith(Arith::Mul, Expr::Local, strip));
+        let strip = self.len.div_ceil(&Sz::constant(SELECT_WORKGROUP));
+        let first = g.emit("sf", Ty::U32, sarith(Arith::Mul, Expr::Local, &strip));
         let above = g.variable_of("na", Ty::U32, Expr::U32(0));
         let equal = g.variable_of("ne", Ty::U32, Expr::U32(0));
-        self.over_strip(g, (&first, strip), &|g, _, key| {
+        self.over_strip(g, (&first, &strip), &|g, _, key| {
             let gt = Expr::arith(Arith::Lt, threshold.clone(), key.clone());
             g.accumulate(&above, one_if(gt));
             let eq = Expr::arith(Arith::Eq, key.clone(), threshold.clone());
@@ -372,7 +375,7 @@ impl Select {
             taken,
         );
         let pos = g.variable_of("pos", Ty::U32, at);
-        self.over_strip(g, (&first, strip), &|g, e, key| {
+        self.over_strip(g, (&first, &strip), &|g, e, key| {
             let eq = g.emit(
                 "h",
                 Ty::BOOL,
@@ -388,7 +391,7 @@ impl Select {
                 ),
             );
             // Never past the line's k slots, whatever the keys read.
-            let room = uarith(Arith::Lt, pos.clone(), self.k);
+            let room = sarith(Arith::Lt, pos.clone(), &self.k);
             let pick = g.emit("pk", Ty::BOOL, Expr::arith(Arith::And, pick, room));
             let dest = Expr::arith(Arith::Add, self.out_start.clone(), pos.clone());
             let index = Expr::Construct {
@@ -410,7 +413,7 @@ impl Select {
     fn over_strip(
         &self,
         g: &mut Gen,
-        (first, strip): (&Expr, usize),
+        (first, strip): (&Expr, &Sz),
         each: &dyn Fn(&mut Gen, &Expr, &Expr),
     ) {
         self.looped(g, strip, &|g, j| {
@@ -420,7 +423,7 @@ impl Select {
                 each(g, &e, &key);
             });
             g.push(Inst::If {
-                cond: uarith(Arith::Lt, e, self.len),
+                cond: sarith(Arith::Lt, e, &self.len),
                 body,
             });
         });
@@ -434,7 +437,7 @@ impl Select {
                 g.variable_of("ra", Ty::U32, Expr::U32(0)),
                 g.variable_of("re", Ty::U32, Expr::U32(0)),
             );
-            self.looped(g, SELECT_WORKGROUP, &|g, t| {
+            self.looped(g, &Sz::constant(SELECT_WORKGROUP), &|g, t| {
                 for (array, sum) in [(self.above, &sum_above), (self.equal, &sum_equal)] {
                     let own = g.emit("w", Ty::U32, Expr::index(Expr::Var(array), t.clone()));
                     g.push(set(array, t.clone(), sum.clone()));
