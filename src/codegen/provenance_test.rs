@@ -108,44 +108,13 @@ fn counts_of(programs: &[(&str, Program<'_>)], lengths: &[usize]) -> Vec<(String
         .collect()
 }
 
-/// The programs every literal of which that changes with a size carries
-/// its provenance: views, padding, flips, gathers and concatenation,
-/// computed elementwise, reductions, softmax, matmuls (lane tiles, their
-/// packed textures, operands read in place), scans, sorts (networks,
-/// merges, radix passes), top-k, and the three training steps (an MLP,
-/// an attention block with its layer norm, a CNN). What is left: the
-/// sorted starts' binary search, whose step count is a bit length.
-const EXPLAINED: [&str; 24] = [
-    "narrow8",
-    "step2",
-    "select_last",
-    "middle_third",
-    "transposed_half",
-    "column_broadcast",
-    "window_written",
-    "window_gradient",
-    "flip",
-    "pad",
-    "transpose",
-    "cat",
-    "index_select",
-    "max_mean",
-    "softmax_bwd",
-    "narrowed_matmul",
-    "transposed_matmul",
-    "mlp",
-    "block",
-    "cnn",
-    "cumsum1",
-    "cumsum0",
-    "sort",
-    "topk",
-];
-
-/// Every provenance evaluates to the other size's literal; the programs
-/// in `EXPLAINED` have none that changes without one; the counts of the
-/// others are printed (the runtime still finds those by comparing
-/// kernels: `kernel::generic`).
+/// Every provenance evaluates to the other size's literal, and no
+/// program has a literal that changes without one: views, padding,
+/// flips, gathers, scatter-adds and concatenation computed elementwise,
+/// reductions, softmax, scans, sorts (networks, merges, radix passes),
+/// top-k, matmuls (lane tiles, their packed textures, operands read in
+/// place), and the three training steps (an MLP, an attention block with
+/// its layer norm, a CNN).
 #[test]
 fn literals_that_are_sizes_evaluate_to_another_sizes_literals() {
     let mut all = Vec::new();
@@ -168,13 +137,11 @@ fn literals_that_are_sizes_evaluate_to_another_sizes_literals() {
     for (name, count) in &all {
         eprintln!("{name}: {count}; {:?}", count.first_unexplained);
         assert!(count.wrong.is_empty(), "{name}: {:#?}", count.wrong);
-        if EXPLAINED.contains(&name.as_str()) {
-            assert_eq!(
-                count.unexplained, 0,
-                "{name}: {:?}",
-                count.first_unexplained
-            );
-            assert!(count.explained > 0, "{name}: nothing compared");
-        }
+        assert_eq!(
+            count.unexplained, 0,
+            "{name}: {:?}",
+            count.first_unexplained
+        );
+        assert!(count.explained > 0, "{name}: nothing compared");
     }
 }

@@ -26,6 +26,9 @@ pub(crate) enum SizeExpr {
     Leaf(Leaf),
     /// An operation on two sizes.
     Bin(SizeOp, Arc<SizeExpr>, Arc<SizeExpr>),
+    /// The bits a size takes (0 for 0): the steps of a binary search
+    /// over that many elements.
+    Bits(Arc<SizeExpr>),
 }
 
 /// A number of the lowered graph that sizes are computed from.
@@ -149,6 +152,7 @@ impl SizeExpr {
             SizeExpr::Const(n) => *n,
             SizeExpr::Leaf(leaf) => at(*leaf),
             SizeExpr::Bin(op, a, b) => op.apply(a.eval(at), b.eval(at)),
+            SizeExpr::Bits(a) => bits(a.eval(at)),
         }
     }
 
@@ -158,6 +162,7 @@ impl SizeExpr {
             SizeExpr::Const(_) => true,
             SizeExpr::Leaf(_) => false,
             SizeExpr::Bin(_, a, b) => a.is_constant() && b.is_constant(),
+            SizeExpr::Bits(a) => a.is_constant(),
         }
     }
 
@@ -181,6 +186,7 @@ impl SizeExpr {
                 a.collect_nodes(out);
                 b.collect_nodes(out);
             }
+            SizeExpr::Bits(a) => a.collect_nodes(out),
         }
     }
 }
@@ -195,6 +201,7 @@ impl fmt::Display for SizeExpr {
             SizeExpr::Bin(op @ (SizeOp::Max | SizeOp::Dist), a, b) => {
                 write!(f, "{}({a}, {b})", op.symbol())
             }
+            SizeExpr::Bits(a) => write!(f, "bits({a})"),
             SizeExpr::Bin(op, a, b) => {
                 let operand = |e: &SizeExpr, f: &mut fmt::Formatter<'_>| match e {
                     SizeExpr::Bin(o, ..) if !o.is_call() && *o != *op => write!(f, "({e})"),
@@ -402,6 +409,24 @@ impl Sz {
     pub fn max(&self, other: &Sz) -> Sz {
         self.bin(SizeOp::Max, other)
     }
+
+    /// The bits it takes (0 for 0; `SizeExpr::Bits`).
+    pub fn bits(&self) -> Sz {
+        let value = bits(self.value);
+        let expr = match &*self.expr {
+            SizeExpr::Const(_) => SizeExpr::Const(value),
+            _ => SizeExpr::Bits(self.expr.clone()),
+        };
+        Sz {
+            value,
+            expr: Arc::new(expr),
+        }
+    }
+}
+
+/// The bits `n` takes (0 for 0).
+fn bits(n: usize) -> usize {
+    (usize::BITS - n.leading_zeros()) as usize
 }
 
 /// What a guard tests a size for.
@@ -475,7 +500,9 @@ impl Guard {
                 format!("{a} {equal} {b}")
             }
             SizeExpr::Bin(op, ..) if op.is_call() => format!("{} {test}", self.size),
-            SizeExpr::Const(_) | SizeExpr::Leaf(_) => format!("{} {test}", self.size),
+            SizeExpr::Const(_) | SizeExpr::Leaf(_) | SizeExpr::Bits(_) => {
+                format!("{} {test}", self.size)
+            }
             SizeExpr::Bin(..) => format!("({}) {test}", self.size),
         }
     }
@@ -680,6 +707,14 @@ mod tests {
             (bytes.value, bytes.expr().to_string()),
             (160, "extent(n5) * 16".into())
         );
+        // A binary search's steps: the bits of its length.
+        let steps = rows.bits();
+        assert_eq!(
+            (steps.value, steps.expr().to_string()),
+            (6, "bits(n3[0])".into())
+        );
+        assert_eq!(steps.expr().eval(&|_| 64), 7);
+        assert!(Sz::constant(8).bits().expr().is_constant());
         let product = Sz::dims_product(3, &[50, 12, 7], [0, 2]);
         assert_eq!(
             (product.value, product.expr().to_string()),

@@ -140,7 +140,7 @@ impl Gen<'_> {
         let lo = self.variable_of("lo", Ty::U32, Expr::U32(0));
         let hi = self.variable_of("hi", Ty::U32, Expr::size_u32(&len));
         // Each step halves `hi - lo`, from `len` to nothing.
-        let steps = (usize::BITS - len.literal().leading_zeros()) as usize;
+        let steps = len.bits();
         let counter = self.fresh("b");
         let step = self.block(|g| {
             let halve = g.block(|g| {
@@ -164,7 +164,7 @@ impl Gen<'_> {
         });
         self.push(Inst::Loop {
             counter,
-            count: Expr::count(steps),
+            count: Expr::size_u32(&steps),
             unroll: 1,
             body: step,
         });
