@@ -229,25 +229,38 @@ fn lowered_with_key(outputs: &[&Tensor], target: &Target) -> Lowered {
 /// first line that differs).
 fn unguarded_changes(lowered: &[Lowered]) -> (usize, Vec<String>) {
     let (mut same, mut differ) = (0, Vec::new());
+    guarded_pairs(
+        lowered,
+        &mut |x, y, _| match structural_difference(&x.kernel, &y.kernel) {
+            None => same += 1,
+            Some(d) => differ.push(format!("{:?}: {d}", x.strategy)),
+        },
+    );
+    (same, differ)
+}
+
+/// Calls `each(x, y, kb)` for every pair of kernels `x` of one of
+/// `lowered`'s graphs and `y` of another (`kb`, whose numbers a caller
+/// may read with `number_of`) where the two graphs have one structure but
+/// for sizes, as a site compares them, and `x`'s guards all hold at
+/// `kb`'s numbers.
+pub(super) fn guarded_pairs(
+    lowered: &[Lowered],
+    each: &mut dyn FnMut(&KernelSource, &KernelSource, &GraphKey),
+) {
     for (ka, sa) in lowered {
         for (kb, sb) in lowered {
-            // Graphs a site would compare: of one structure but for sizes.
             if ka.size_free_hash() != kb.size_free_hash() || sa.len() != sb.len() {
                 continue;
             }
             let at = |leaf: Leaf| number_of(kb, leaf);
             for (x, y) in sa.iter().zip(sb) {
-                if !all_hold(std::slice::from_ref(x), &at) {
-                    continue;
-                }
-                match structural_difference(&x.kernel, &y.kernel) {
-                    None => same += 1,
-                    Some(d) => differ.push(format!("{:?}: {d}", x.strategy)),
+                if all_hold(std::slice::from_ref(x), &at) {
+                    each(x, y, kb);
                 }
             }
         }
     }
-    (same, differ)
 }
 
 /// Each of `programs`, lowered over `[3, len]` inputs of each of

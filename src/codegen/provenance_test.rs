@@ -10,7 +10,7 @@
 use std::fmt;
 
 use super::guards_test::{
-    Lowered, Program, Steps, all_hold, lowered_over, number_of, ops_over_rows, strided_views,
+    Lowered, Program, Steps, guarded_pairs, lowered_over, number_of, ops_over_rows, strided_views,
 };
 use crate::kernel::Target;
 use crate::kernel::generic::{literal_provenance, structural_difference};
@@ -55,46 +55,38 @@ fn value(lit: &Expr) -> Option<i64> {
 /// keep their structure (the first's guards holding at the second's
 /// numbers).
 fn compare(lowered: &[Lowered], count: &mut Count) {
-    for (ka, sa) in lowered {
-        for (kb, sb) in lowered {
-            if ka.size_free_hash() != kb.size_free_hash() || sa.len() != sb.len() {
-                continue;
-            }
-            let at = |leaf: Leaf| number_of(kb, leaf);
-            for (x, y) in sa.iter().zip(sb) {
-                let alike = structural_difference(&x.kernel, &y.kernel).is_none();
-                if !alike || !all_hold(std::slice::from_ref(x), &at) {
-                    continue;
-                }
-                let (lx, ly) = (literal_provenance(&x.kernel), literal_provenance(&y.kernel));
-                for ((a, size), (b, _)) in lx.iter().zip(&ly) {
-                    match size {
-                        Some(size) => {
-                            let evaluated = size.eval(&at) as i64;
-                            if Some(evaluated) == value(b) {
-                                count.explained += usize::from(a != b);
-                            } else {
-                                count.wrong.push(format!(
-                                    "{:?}: `{size}` gives {evaluated}, the kernel has {b:?}",
-                                    x.strategy
-                                ));
-                            }
-                        }
-                        None if a != b => {
-                            count.unexplained += 1;
-                            let kind = format!("{:?}", x.strategy);
-                            if !count.first_unexplained.iter().any(|k| k.starts_with(&kind)) {
-                                count
-                                    .first_unexplained
-                                    .push(format!("{kind}: {a:?} -> {b:?}"));
-                            }
-                        }
-                        None => {}
+    guarded_pairs(lowered, &mut |x, y, kb| {
+        if structural_difference(&x.kernel, &y.kernel).is_some() {
+            return;
+        }
+        let at = |leaf: Leaf| number_of(kb, leaf);
+        let (lx, ly) = (literal_provenance(&x.kernel), literal_provenance(&y.kernel));
+        for ((a, size), (b, _)) in lx.iter().zip(&ly) {
+            match size {
+                Some(size) => {
+                    let evaluated = size.eval(&at) as i64;
+                    if Some(evaluated) == value(b) {
+                        count.explained += usize::from(a != b);
+                    } else {
+                        count.wrong.push(format!(
+                            "{:?}: `{size}` gives {evaluated}, the kernel has {b:?}",
+                            x.strategy
+                        ));
                     }
                 }
+                None if a != b => {
+                    count.unexplained += 1;
+                    let kind = format!("{:?}", x.strategy);
+                    if !count.first_unexplained.iter().any(|k| k.starts_with(&kind)) {
+                        count
+                            .first_unexplained
+                            .push(format!("{kind}: {a:?} -> {b:?}"));
+                    }
+                }
+                None => {}
             }
         }
-    }
+    });
 }
 
 /// The counts of each of `programs` over `lengths`.

@@ -27,7 +27,7 @@ pub(super) struct Reduction<'a> {
 impl Reduction<'_> {
     /// The elements each output reduces, of its input's `shape`.
     pub fn reduced(&self, shape: &[Sz]) -> Sz {
-        (self.axes.iter()).fold(Sz::constant(1), |acc, &d| acc.mul(&shape[d]))
+        product_of(shape, self.axes)
     }
 
     /// The outputs, of its input's `shape`: the kept dims' product.
@@ -190,7 +190,7 @@ fn sum_in_fours(
     (o, first, step): (&Expr, &Expr, &Sz),
     acc: &Expr,
 ) {
-    let reduced = (axes.iter()).fold(Sz::constant(1), |acc, &d| acc.mul(&shape[d]));
+    let reduced = product_of(shape, axes);
     let group_at = |r: Expr| {
         let r = Expr::arith(Arith::Mul, r, Expr::U32(4));
         Expr::arith(Arith::Div, split_index(shape, axes, o, &r), Expr::U32(4))
@@ -225,7 +225,7 @@ fn reduce_unit(
         element(g, (x, shape, axes), (o, r), cx);
         return;
     }
-    let reduced = (axes.iter()).fold(Sz::constant(1), |acc, &d| acc.mul(&shape[d]));
+    let reduced = product_of(shape, axes);
     let whole = "a split reduction's groups of four, none past the end";
     let ragged = !g.guards.multiple_of(&reduced, 4, whole);
     for q in 0..4 {
@@ -354,6 +354,11 @@ pub(super) fn workgroup_tree(
     g.emit("t", Ty::F32, at(Expr::U32(0)))
 }
 
+/// The product of `shape`'s dimensions `dims` (1 for none).
+fn product_of(shape: &[Sz], dims: &[usize]) -> Sz {
+    (dims.iter()).fold(Sz::constant(1), |acc, &d| acc.mul(&shape[d]))
+}
+
 /// `a op n` for a `u32` literal `n`.
 pub(super) fn uarith(op: Arith, a: Expr, n: usize) -> Expr {
     Expr::arith(op, a, Expr::U32(n as u64))
@@ -387,7 +392,7 @@ pub(super) fn split_index(shape: &[Sz], axes: &[usize], o: &Expr, r: &Expr) -> E
     let mut terms = Vec::new();
     let mut add = |dims: Vec<usize>, var: &Expr| {
         let mut inner = Sz::constant(1);
-        let total = (dims.iter()).fold(Sz::constant(1), |acc, &d| acc.mul(&shape[d]));
+        let total = product_of(shape, &dims);
         for &d in dims.iter().rev() {
             let size = &shape[d];
             if size.literal() > 1 {
