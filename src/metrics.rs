@@ -33,8 +33,8 @@ pub const STANDARD_COUNTERS: &[&str] = &[
     "recompiles",
     // Dispatches lowered to kernel IR by compiles (a graph found in the
     // executable cache lowers none), and of those, the ones bound to the
-    // kernel their trace site bound at earlier sizes, neither generalized
-    // again nor printed.
+    // kernel their trace site bound at earlier sizes, neither simplified
+    // nor printed.
     "kernels_lowered",
     "kernels_bound",
     "kernels_compiled",

@@ -137,12 +137,11 @@ fn product(x: &Tensor, w: &Tensor) -> Tensor {
 
 /// Row lengths 64, 48, 33, 64, 17, unmarked then marked dynamic. Where
 /// unmarked, 64 stores fours; at 48 the rows' length changed, so the site
-/// stores one element at a time from there on: that crosses a guard (the
-/// kernel's outputs are bound otherwise, which the recompile warning
-/// names), and 48 compiles a kernel generic against the probe of its
-/// sizes (their change carried on), which 33, 64 and 17 bind. Where
-/// marked, no size stores fours and one graph compiles, generic against
-/// the probes of the marked size.
+/// stores one element at a time from there on: that crosses a guard
+/// (the lane matmul's lanes by its columns, which the recompile warning
+/// names), and 48 compiles a kernel generic over the rows' length, which
+/// 33, 64 and 17 bind. Where marked, no size stores fours and one graph
+/// compiles, generic over the marked size from the first.
 #[test]
 fn a_product_whose_rows_change_length_stays_generic() {
     for (marked, graphs) in [(false, 2), (true, 1)] {
@@ -171,7 +170,7 @@ fn a_product_whose_rows_change_length_stays_generic() {
             let warning = metrics.warnings().last().cloned().unwrap_or_default();
             assert!(
                 warning.contains("not generic over the new sizes: kernel 0 (")
-                    && warning.contains("out0: f32x4 = write"),
+                    && warning.contains("guard `(n1[1] /^ 4) == 16` held at 16, not at 12"),
                 "the guard crossed at 48 is named: {warning}"
             );
         }

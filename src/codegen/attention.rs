@@ -11,8 +11,8 @@ use super::roots::store_outputs;
 use crate::dtype::DType;
 use crate::graph::GraphKey;
 use crate::graph::op::{BinaryOp, UnaryOp};
-use crate::kernel::Entry;
 use crate::kernel::ir::{Arith, Expr, Inst, Ty, Var};
+use crate::kernel::{Entry, Sz};
 
 /// The kernel of `Attention { causal }` at `root`, whose scale is
 /// parameter word `scale_slot`: its entry, body and workgroup count.
@@ -26,12 +26,17 @@ pub(super) fn attention(
 ) -> (Entry, Vec<Inst>, usize) {
     let inputs = key.nodes[root].inputs.clone();
     let (q, k, v) = (inputs[0], inputs[1], inputs[2]);
-    let qs = &key.nodes[q].shape;
-    let r = qs.len();
-    let (l, e) = (qs[r - 2], qs[r - 1]);
-    let s_len = key.nodes[k].shape[r - 2];
-    let ev = key.nodes[v].shape[r - 1];
-    let rows: usize = qs[..r - 2].iter().product::<usize>() * l;
+    let q_shape = &key.nodes[q].shape;
+    let r = q_shape.len();
+    let qs = Sz::shape(q, q_shape);
+    let (l, e) = (&qs[r - 2], &qs[r - 1]);
+    let s_len = Sz::dim(k, r - 2, key.nodes[k].shape[r - 2]);
+    let ev_sz = Sz::dim(v, r - 1, key.nodes[v].shape[r - 1]);
+    // The value row is held in a private array, whose length is code.
+    let ev = g
+        .guards
+        .value(&ev_sz, "attention's value row (a private array)");
+    let rows = Sz::dims_product(q, q_shape, 0..r - 2).mul(l);
     let scale = g.param(scale_slot, DType::F32);
     // Row gi is query i = gi % L of batch b = gi / L.
     let b = g.emit("b", Ty::U32, u(Arith::Div, Expr::Invocation, l));
@@ -55,18 +60,18 @@ pub(super) fn attention(
                 body: vec![Inst::Break],
             });
         }
-        let row = u(Arith::Mul, b.clone(), s_len);
+        let row = u(Arith::Mul, b.clone(), &s_len);
         let key_at = g.emit("kr", Ty::U32, Expr::arith(Arith::Add, row, Expr::Var(j)));
         let d = dot_product(g, (q, k, e), &key_at);
         let x = g.emit("x", Ty::F32, f32_op(BinaryOp::Mul, d, scale.clone()));
         let (mn, corr, p) = online_update(g, (&m, &s), x);
-        weigh_values(g, (v, ev, acc), &key_at, (&corr, &p));
+        weigh_values(g, (v, &ev_sz, acc), &key_at, (&corr, &p));
         g.assign(&m, mn);
     });
-    g.push(plain_loop(j, s_len, key_row));
-    write_row(g, key, (root, outputs), (acc, ev), &s);
-    let entry = Entry::per_invocation(rows);
-    (entry, g.take_body(), Entry::groups_for(rows))
+    g.push(plain_loop(j, &s_len, key_row));
+    write_row(g, key, (root, outputs), (acc, &ev_sz), &s);
+    let entry = Entry::per_invocation_of(&rows);
+    (entry, g.take_body(), Entry::groups_for(rows.literal()))
 }
 
 /// The online softmax's step for score `x`: the new maximum `mn`, the
@@ -94,7 +99,7 @@ fn write_row(
     g: &mut Gen,
     key: &GraphKey,
     (root, outputs): (usize, &[usize]),
-    (acc, ev): (Var, usize),
+    (acc, ev): (Var, &Sz),
     s: &Expr,
 ) {
     let c = g.fresh("c");
@@ -113,7 +118,7 @@ fn write_row(
 
 /// The score of the invocation's query row against key row `key_at`:
 /// the dot product of their `e` elements (`q` and `k` are the operands).
-fn dot_product(g: &mut Gen, (q, k, e): (usize, usize, usize), key_at: &Expr) -> Expr {
+fn dot_product(g: &mut Gen, (q, k, e): (usize, usize, &Sz), key_at: &Expr) -> Expr {
     let d = g.accumulator("d");
     let t = g.fresh("t");
     let dot = g.block(|g| {
@@ -134,7 +139,7 @@ fn dot_product(g: &mut Gen, (q, k, e): (usize, usize, usize), key_at: &Expr) -> 
 /// key's weight.
 fn weigh_values(
     g: &mut Gen,
-    (v, ev, acc): (usize, usize, Var),
+    (v, ev, acc): (usize, &Sz, Var),
     key_at: &Expr,
     (corr, p): (&Expr, &Expr),
 ) {
@@ -155,9 +160,9 @@ fn weigh_values(
     g.push(plain_loop(c, ev, weigh));
 }
 
-/// `a op n` for a `u32` literal `n`.
-fn u(op: Arith, a: Expr, n: usize) -> Expr {
-    Expr::arith(op, a, Expr::U32(n as u64))
+/// `a op n` for a size `n`, a `u32` literal with its provenance.
+fn u(op: Arith, a: Expr, n: &Sz) -> Expr {
+    Expr::arith(op, a, Expr::size_u32(n))
 }
 
 /// Element `c` of the private array `acc`.
@@ -166,10 +171,10 @@ fn element(acc: Var, c: Var) -> Expr {
 }
 
 /// `body` for `counter` in `0..count`, never unrolled (see the module).
-fn plain_loop(counter: Var, count: usize, body: Vec<Inst>) -> Inst {
+fn plain_loop(counter: Var, count: &Sz, body: Vec<Inst>) -> Inst {
     Inst::Loop {
         counter,
-        count: Expr::count(count),
+        count: Expr::size_u32(count),
         unroll: 1,
         body,
     }

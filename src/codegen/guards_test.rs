@@ -5,9 +5,10 @@
 //! one's guards all hold at the other get kernels of the same strategies.
 
 use super::bindings_test::kernels_of;
-use super::{CodegenContext, KernelSource, generate};
-use crate::graph::{GKind, Graph, GraphKey};
+use super::{CodegenContext, KernelSource, SizeLiterals, generate};
+use crate::graph::{Graph, GraphKey};
 use crate::kernel::Target;
+pub(super) use crate::kernel::changing::number_of;
 use crate::kernel::generic::structural_difference;
 use crate::kernel::sizes::{Guard, Leaf, Test};
 use crate::schedule::{lower_for_gpu, plan};
@@ -177,30 +178,6 @@ fn kernels_whose_guards_hold_at_another_size_choose_as_they_do() {
 /// Outputs computed from an input, to lower.
 pub(super) type Program<'a> = &'a dyn Fn(&Tensor) -> Vec<Tensor>;
 
-/// The number `leaf` of graph `key`.
-pub(super) fn number_of(key: &GraphKey, leaf: Leaf) -> usize {
-    match leaf {
-        Leaf::Dim { node, dim } => key.nodes[node].shape[dim],
-        Leaf::Extent { node } => key.nodes[node].extent(),
-        Leaf::Reached { node } => match &key.nodes[node].kind {
-            GKind::Input { layout, .. } => layout.elements_reached(&key.nodes[node].shape),
-            GKind::Op { .. } => unreachable!("a computed node's elements are its dimensions"),
-        },
-        Leaf::Stride { node, dim } => key.nodes[node].layout().expect("a layout").strides[dim],
-        Leaf::Offset { node } => key.nodes[node].layout().expect("a layout").offset,
-        Leaf::Pad { node, dim, after } => match &key.nodes[node].kind {
-            GKind::Op {
-                op: crate::graph::op::Op::Pad(pads),
-                ..
-            } => match after {
-                true => pads[dim].1,
-                false => pads[dim].0,
-            },
-            other => unreachable!("{other:?} pads nothing"),
-        },
-    }
-}
-
 /// The kernels of `outputs` after the whole lowering for `target`, with
 /// the lowered graph whose dimensions their guards read.
 fn lowered_with_key(outputs: &[&Tensor], target: &Target) -> Lowered {
@@ -212,8 +189,7 @@ fn lowered_with_key(outputs: &[&Tensor], target: &Target) -> Lowered {
     // As a site's later sizes are lowered: index arithmetic is simplified
     // only at a site's first, fixed sizes.
     let cx = CodegenContext {
-        fixed_sizes: false,
-        provenance: true,
+        sizes: SizeLiterals::Kept,
         ..CodegenContext::plain(target)
     };
     for source in generate(&key, &cx, &mut plan) {
@@ -239,15 +215,17 @@ fn unguarded_changes(lowered: &[Lowered]) -> (usize, Vec<String>) {
     (same, differ)
 }
 
-/// Calls `each(x, y, kb)` for every pair of kernels `x` of one of
-/// `lowered`'s graphs and `y` of another (`kb`, whose numbers a caller
-/// may read with `number_of`) where the two graphs have one structure but
+/// What `guarded_pairs` calls on each pair: its two kernels and their
+/// graphs.
+pub(super) type PairVisitor<'a> =
+    dyn FnMut(&KernelSource, &KernelSource, (&GraphKey, &GraphKey)) + 'a;
+
+/// Calls `each(x, y, (ka, kb))` for every pair of kernels `x` of one of
+/// `lowered`'s graphs (`ka`) and `y` of another (`kb`, whose numbers a
+/// caller may read with `number_of`) where the two graphs have one structure but
 /// for sizes, as a site compares them, and `x`'s guards all hold at
 /// `kb`'s numbers.
-pub(super) fn guarded_pairs(
-    lowered: &[Lowered],
-    each: &mut dyn FnMut(&KernelSource, &KernelSource, &GraphKey),
-) {
+pub(super) fn guarded_pairs(lowered: &[Lowered], each: &mut PairVisitor<'_>) {
     for (ka, sa) in lowered {
         for (kb, sb) in lowered {
             if ka.size_free_hash() != kb.size_free_hash() || sa.len() != sb.len() {
@@ -256,7 +234,7 @@ pub(super) fn guarded_pairs(
             let at = |leaf: Leaf| number_of(kb, leaf);
             for (x, y) in sa.iter().zip(sb) {
                 if all_hold(std::slice::from_ref(x), &at) {
-                    each(x, y, kb);
+                    each(x, y, (ka, kb));
                 }
             }
         }
@@ -375,7 +353,7 @@ pub(super) type Lowered = (GraphKey, Vec<KernelSource>);
 /// The three training steps of `Steps`, each lowered at nine sizes (batch
 /// sizes, sequence lengths) for three targets (lavapipe's, with binding
 /// parts of 64 KiB so that sizes cross binding parts, and with a GPU's
-/// choices), as a site's later sizes are lowered (`fixed_sizes` off):
+/// choices), as a site's later sizes are lowered (with provenance kept, `SizeLiterals::Kept`):
 /// wherever a kernel's guards all hold at another size's numbers, that
 /// size's kernel has the same structure (`generic::structural_difference`
 /// finds nothing but literals). The guards are all the kernels' code

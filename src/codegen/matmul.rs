@@ -8,7 +8,6 @@
 use super::emit::Gen;
 use super::roots::{store_outputs, store_outputs_by};
 use super::vectorize::vectorizable_over;
-use super::wgsl::unroll_for;
 use crate::dtype::DType;
 use crate::graph::GraphKey;
 use crate::graph::op::BinaryOp;
@@ -140,7 +139,6 @@ pub(super) struct MatmulDims {
     pub m: usize,
     pub k: usize,
     pub n: usize,
-    pub tiles_n: usize,
     /// Output tiles per batch entry.
     pub tiles_mn: usize,
     /// Workgroups: one per output tile of every batch entry.
@@ -173,7 +171,6 @@ pub(super) fn matmul_dims(key: &GraphKey, root: usize) -> MatmulDims {
         m,
         k,
         n,
-        tiles_n,
         tiles_mn: tiles_m * tiles_n,
         groups: batch * tiles_m * tiles_n,
     }
@@ -194,6 +191,41 @@ pub(super) fn matmul_size_exprs(key: &GraphKey, (a, b): (usize, usize)) -> Matmu
         Sz::dim(a, r - 1, a_shape[r - 1]),
         Sz::dim(b, r - 1, b_shape[r - 1]),
     )
+}
+
+/// The operands and sizes of a tiled kernel's matmul (the tiled,
+/// blocked and cooperative-matrix kernels), as sizes of its operands'
+/// dimensions, and its output tiles of `tile` x `tile`.
+pub(super) struct TiledDims {
+    pub a: usize,
+    pub b: usize,
+    pub m: Sz,
+    pub k: Sz,
+    pub n: Sz,
+    pub tiles_n: Sz,
+    /// Output tiles per batch entry.
+    pub tiles_mn: Sz,
+    /// Workgroups: one per output tile of every batch entry.
+    pub groups: Sz,
+}
+
+/// The `TiledDims` of matmul `root`, in output tiles `tile` on a side.
+pub(super) fn tiled_dims(key: &GraphKey, root: usize, tile: usize) -> TiledDims {
+    let (a, b) = (key.nodes[root].inputs[0], key.nodes[root].inputs[1]);
+    let (batch, m, k, n) = matmul_size_exprs(key, (a, b));
+    let side = Sz::constant(tile);
+    let tiles_n = n.div_ceil(&side);
+    let tiles_mn = m.div_ceil(&side).mul(&tiles_n);
+    TiledDims {
+        a,
+        b,
+        groups: batch.mul(&tiles_mn),
+        m,
+        k,
+        n,
+        tiles_n,
+        tiles_mn,
+    }
 }
 
 /// The class of matmul `root` (its dtype and sizes in buckets), which
@@ -267,7 +299,7 @@ impl Tiles {
 /// +3 at row q / 16; each is one vec4.
 fn tile_loads(
     g: &mut Gen,
-    (d, tiles, ids): (&MatmulDims, &Tiles, &TileIds),
+    (d, tiles, ids): (&TiledDims, &Tiles, &TileIds),
     k0: &Expr,
     threads: usize,
 ) {
@@ -280,8 +312,8 @@ fn tile_loads(
 
 /// Slot `q` of the A tile (see `tile_loads`): rows 4(q / 16) .. +3 of
 /// the output tile at column `k0 + q % 16`, zero past A.
-fn stage_a(g: &mut Gen, (d, tiles, ids): (&MatmulDims, &Tiles, &TileIds), k0: &Expr, q: &Expr) {
-    let (m, k) = (d.m, d.k);
+fn stage_a(g: &mut Gen, (d, tiles, ids): (&TiledDims, &Tiles, &TileIds), k0: &Expr, q: &Expr) {
+    let (m, k) = (&d.m, &d.k);
     let akk = g.emit("akk", Ty::U32, modulo(q.clone(), TILE_K));
     let arow = times(over(q.clone(), TILE_K), 4);
     let arow = g.emit("arow", Ty::U32, add(times(ids.tm.clone(), TILE_M), arow));
@@ -292,7 +324,7 @@ fn stage_a(g: &mut Gen, (d, tiles, ids): (&MatmulDims, &Tiles, &TileIds), k0: &E
         |q| both(below(plus(arow.clone(), q), m), below(acol.clone(), k)),
         |q| {
             let row = times(plus(arow.clone(), q), k);
-            add(add(times(ids.bi.clone(), m * k), row), acol.clone())
+            add(add(times(ids.bi.clone(), &m.mul(k)), row), acol.clone())
         },
     );
     let index = add(times(akk, 16), over(q.clone(), TILE_K));
@@ -302,8 +334,8 @@ fn stage_a(g: &mut Gen, (d, tiles, ids): (&MatmulDims, &Tiles, &TileIds), k0: &E
 
 /// Slot `q` of the B tile (see `tile_loads`): columns 4(q % 16) .. +3
 /// of the output tile at row `k0 + q / 16`, zero past B.
-fn stage_b(g: &mut Gen, (d, tiles, ids): (&MatmulDims, &Tiles, &TileIds), k0: &Expr, q: &Expr) {
-    let (k, n) = (d.k, d.n);
+fn stage_b(g: &mut Gen, (d, tiles, ids): (&TiledDims, &Tiles, &TileIds), k0: &Expr, q: &Expr) {
+    let (k, n) = (&d.k, &d.n);
     let bkk = g.emit("bkk", Ty::U32, over(q.clone(), 16));
     let brow = g.emit("brow", Ty::U32, add(k0.clone(), bkk.clone()));
     let bcol = times(modulo(q.clone(), 16), 4);
@@ -313,7 +345,7 @@ fn stage_b(g: &mut Gen, (d, tiles, ids): (&MatmulDims, &Tiles, &TileIds), k0: &E
         d.b,
         |q| both(below(brow.clone(), k), below(plus(bcol.clone(), q), n)),
         |q| {
-            let row = add(times(ids.bi.clone(), k * n), times(brow.clone(), n));
+            let row = add(times(ids.bi.clone(), &k.mul(n)), times(brow.clone(), n));
             plus(add(row, bcol.clone()), q)
         },
     );
@@ -327,22 +359,23 @@ fn stage_b(g: &mut Gen, (d, tiles, ids): (&MatmulDims, &Tiles, &TileIds), k0: &E
 /// on its row `kk`) and waits again before the tiles are overwritten.
 fn k_loop(
     g: &mut Gen,
-    (d, tiles, ids): (&MatmulDims, &Tiles, &TileIds),
+    (d, tiles, ids): (&TiledDims, &Tiles, &TileIds),
     threads: usize,
     multiply: &dyn Fn(&mut Gen, &Expr),
 ) {
     let step = g.fresh("ks");
+    let steps = d.k.div_ceil(&Sz::constant(TILE_K));
     let body = g.block(|g| {
         let k0 = g.emit("kfirst", Ty::U32, times(Expr::Var(step), TILE_K));
         tile_loads(g, (d, tiles, ids), &k0, threads);
         g.push(Inst::Barrier);
-        let rows = k_step(g, d.k, multiply);
+        let rows = k_step(g, &steps, multiply);
         g.push(rows);
         g.push(Inst::Barrier);
     });
     g.push(Inst::Loop {
         counter: step,
-        count: Expr::count(d.k.div_ceil(TILE_K)),
+        count: Expr::size_u32(&steps),
         unroll: 1,
         body,
     });
@@ -350,23 +383,46 @@ fn k_loop(
 
 /// The loop over the `TILE_K` rows of a K step (`kk`), `body` each: the
 /// K steps and their rows are most of a matmul's loop iterations, so
-/// where `k` makes them pass the kernel's loop budget (lavapipe: 65,535
-/// for all loops of an invocation) the rows are unrolled.
-fn k_step(g: &mut Gen, k: usize, body: &dyn Fn(&mut Gen, &Expr)) -> Inst {
-    let steps = k.div_ceil(TILE_K).max(1);
-    let budget = g
-        .context()
-        .target
-        .loop_budget(1)
-        .map(|budget| (budget.saturating_sub(steps) / steps).max(1));
+/// where the `steps` of K make them pass the kernel's loop budget
+/// (lavapipe: 65,535 for all loops of an invocation) the rows are
+/// unrolled. The unroll is the fewest copies that fit, a power of two,
+/// its bounds recorded as guards on the steps.
+fn k_step(g: &mut Gen, steps: &Sz, body: &dyn Fn(&mut Gen, &Expr)) -> Inst {
+    let budget = g.context().target.loop_budget(1);
+    let unroll = match budget {
+        Some(budget) => rows_unroll(steps, budget, &mut g.guards),
+        None => 1,
+    };
     let counter = g.fresh("kk");
     let body = g.block(|g| body(g, &Expr::Var(counter)));
     Inst::Loop {
         counter,
         count: Expr::count(TILE_K),
-        unroll: unroll_for(TILE_K, budget),
+        unroll,
         body,
     }
+}
+
+/// The fewest copies of a K step's row (a power of two up to `TILE_K`)
+/// for which `steps` steps of `TILE_K / unroll` iterations each, and the
+/// steps themselves, stay within `budget`: each candidate's test of
+/// `steps` recorded in `guards`, so that the unroll is the same wherever
+/// they come out as they did.
+fn rows_unroll(steps: &Sz, budget: usize, guards: &mut Guards) -> usize {
+    let mut unroll = 1;
+    while unroll < TILE_K {
+        // `steps * (TILE_K / unroll + 1) <= budget`.
+        let per_step = TILE_K / unroll + 1;
+        if guards.at_most(
+            steps,
+            budget / per_step,
+            "a K step's rows within the loop budget",
+        ) {
+            break;
+        }
+        unroll *= 2;
+    }
+    unroll
 }
 
 /// An invocation's block of outputs held in `vec4` accumulators:
@@ -557,11 +613,11 @@ pub(super) fn accumulators(g: &mut Gen, count: usize) -> Vec<Expr> {
 
 /// The entry of a tiled kernel: `groups` workgroups of `threads`, one
 /// per output tile, with the two tiles in workgroup memory.
-fn tiled_entry(threads: usize, groups: usize, tiles: &Tiles) -> Entry {
+fn tiled_entry(threads: usize, groups: &Sz, tiles: &Tiles) -> Entry {
     Entry {
         workgroup_size: threads,
         per_invocation: false,
-        count: Expr::count(groups),
+        count: Expr::size_u32(groups),
         arrays: tiles.arrays(),
         subgroup_id: false,
     }
@@ -583,9 +639,9 @@ pub(super) fn matmul_blocked(
     root: usize,
     outputs: &[usize],
 ) -> ((Entry, Vec<Inst>, usize), bool) {
-    let d = matmul_dims(key, root);
+    let d = tiled_dims(key, root, TILE_M);
     let tiles = Tiles::new(g);
-    let ids = tile_ids(g, &Sz::constant(d.tiles_mn), &Sz::constant(d.tiles_n));
+    let ids = tile_ids(g, &d.tiles_mn, &d.tiles_n);
     let ty = g.emit("ty", Ty::U32, over(Expr::Local, 8));
     let tx = g.emit("tx", Ty::U32, modulo(Expr::Local, 8));
     // c[2i + h]: row i of the invocation's 8, columns 4h .. 4h + 3.
@@ -615,10 +671,9 @@ pub(super) fn matmul_blocked(
         col0: add(times(ids.tn.clone(), TILE_N), times(tx, 8)),
         bi: ids.bi.clone(),
     };
-    let (m, n) = (Sz::constant(d.m), Sz::constant(d.n));
-    let fours = store_block(g, key, (root, outputs), &block, (&m, &n));
-    let entry = tiled_entry(64, d.groups, &tiles);
-    ((entry, g.take_body(), d.groups), fours)
+    let fours = store_block(g, key, (root, outputs), &block, (&d.m, &d.n));
+    let entry = tiled_entry(64, &d.groups, &tiles);
+    ((entry, g.take_body(), d.groups.literal()), fours)
 }
 
 /// Output tile of a workgroup (rows, columns), and the K step.
@@ -634,9 +689,9 @@ pub(super) fn matmul(
     root: usize,
     outputs: &[usize],
 ) -> ((Entry, Vec<Inst>, usize), bool) {
-    let d = matmul_dims(key, root);
+    let d = tiled_dims(key, root, TILE_M);
     let tiles = Tiles::new(g);
-    let ids = tile_ids(g, &Sz::constant(d.tiles_mn), &Sz::constant(d.tiles_n));
+    let ids = tile_ids(g, &d.tiles_mn, &d.tiles_n);
     let ty = g.emit("ty", Ty::U32, over(Expr::Local, 16));
     let tx = g.emit("tx", Ty::U32, modulo(Expr::Local, 16));
     let acc = accumulators(g, 4);
@@ -657,8 +712,7 @@ pub(super) fn matmul(
         col0: add(times(ids.tn.clone(), TILE_N), times(tx, 4)),
         bi: ids.bi.clone(),
     };
-    let (m, n) = (Sz::constant(d.m), Sz::constant(d.n));
-    let fours = store_block(g, key, (root, outputs), &block, (&m, &n));
-    let entry = tiled_entry(256, d.groups, &tiles);
-    ((entry, g.take_body(), d.groups), fours)
+    let fours = store_block(g, key, (root, outputs), &block, (&d.m, &d.n));
+    let entry = tiled_entry(256, &d.groups, &tiles);
+    ((entry, g.take_body(), d.groups.literal()), fours)
 }

@@ -16,8 +16,8 @@
 
 use super::emit::Gen;
 use super::matmul::{
-    MatmulDims, TILE_M, TILE_N, TileIds, add, below, both, lit, matmul_dims, modulo, over,
-    tile_ids, times,
+    TILE_M, TILE_N, TileIds, TiledDims, add, below, both, lit, modulo, over, tile_ids, tiled_dims,
+    times,
 };
 use super::roots::store_outputs;
 use crate::dtype::DType;
@@ -120,7 +120,7 @@ fn unrolled(g: &mut Gen, (count, threads): (usize, usize), body: &dyn Fn(&mut Ge
 /// What every part of the kernel reads: the product's sizes, the
 /// workgroup's tiles and output tile, and its subgroup's quarter.
 struct CoopKernel {
-    d: MatmulDims,
+    d: TiledDims,
     threads: usize,
     tiles: CoopTiles,
     ids: TileIds,
@@ -169,14 +169,14 @@ impl CoopKernel {
     /// Stages the K step from `k0` of both operands in their tiles.
     fn stage_step(&self, g: &mut Gen, k0: &Expr) {
         let (d, ids) = (&self.d, &self.ids);
-        let (m, k, n) = (d.m, d.k, d.n);
+        let (m, k, n) = (&d.m, &d.k, &d.n);
         // A tile: row r, column c of the step is A[tm * 64 + r, k0 + c].
         unrolled(g, (TILE * STEP, self.threads), &|g, q| {
             let r = add(times(ids.tm.clone(), TILE), over(q.clone(), STEP));
             let row = g.emit("arow", Ty::U32, r);
             let col = g.emit("acol", Ty::U32, add(k0.clone(), modulo(q.clone(), STEP)));
             let at = add(
-                times(ids.bi.clone(), m * k),
+                times(ids.bi.clone(), &m.mul(k)),
                 add(times(row.clone(), k), col.clone()),
             );
             let ok = both(below(row, m), below(col, k));
@@ -188,7 +188,7 @@ impl CoopKernel {
             let c = add(times(ids.tn.clone(), TILE), modulo(q.clone(), TILE));
             let col = g.emit("bcol", Ty::U32, c);
             let at = add(
-                times(ids.bi.clone(), k * n),
+                times(ids.bi.clone(), &k.mul(n)),
                 add(times(row.clone(), n), col.clone()),
             );
             let ok = both(below(row, k), below(col, n));
@@ -249,14 +249,14 @@ impl CoopKernel {
             }
         }
         g.push(Inst::Barrier);
-        let (ids, (m, n)) = (&self.ids, (self.d.m, self.d.n));
+        let (ids, (m, n)) = (&self.ids, (&self.d.m, &self.d.n));
         per_invocation(g, (TILE * TILE, self.threads), &|g, q| {
             let r = add(times(ids.tm.clone(), TILE), over(q.clone(), TILE));
             let row = g.emit("row", Ty::U32, r);
             let c = add(times(ids.tn.clone(), TILE), modulo(q.clone(), TILE));
             let col = g.emit("col", Ty::U32, c);
             let body = g.block(|g| {
-                let at = add(times(ids.bi.clone(), m * n), times(row.clone(), n));
+                let at = add(times(ids.bi.clone(), &m.mul(n)), times(row.clone(), n));
                 let idx = g.emit("idx", Ty::U32, add(at, col.clone()));
                 let tile = Expr::index(Expr::Var(self.tiles.c), q.clone());
                 let result = g.emit("result", Ty::F32, tile);
@@ -278,13 +278,13 @@ pub(super) fn matmul_coop(
     adapter: CoopAdapter,
 ) -> (Entry, Vec<Inst>, usize) {
     g.use_cooperative_matrices();
-    let d = matmul_dims(key, root);
+    let d = tiled_dims(key, root, TILE);
     let tiles = CoopTiles {
         a: g.fresh("ta"),
         b: g.fresh("tb"),
         c: g.fresh("tc"),
     };
-    let ids = tile_ids(g, &Sz::constant(d.tiles_mn), &Sz::constant(d.tiles_n));
+    let ids = tile_ids(g, &d.tiles_mn, &d.tiles_n);
     let sg = g.emit("sg", Ty::U32, over(Expr::Local, adapter.subgroup));
     let qr = g.emit("qr", Ty::U32, times(over(sg.clone(), 2), QUARTER));
     let qc = g.emit("qc", Ty::U32, times(modulo(sg, 2), QUARTER));
@@ -307,7 +307,7 @@ pub(super) fn matmul_coop(
     });
     g.push(Inst::Loop {
         counter: step,
-        count: Expr::count(kernel.d.k.div_ceil(STEP)),
+        count: Expr::size_u32(&kernel.d.k.div_ceil(&Sz::constant(STEP))),
         unroll: 1,
         body,
     });
@@ -315,11 +315,11 @@ pub(super) fn matmul_coop(
     let entry = Entry {
         workgroup_size: kernel.threads,
         per_invocation: false,
-        count: Expr::count(kernel.d.groups),
+        count: Expr::size_u32(&kernel.d.groups),
         arrays: kernel.tiles.arrays(),
         subgroup_id: false,
     };
-    (entry, g.take_body(), kernel.d.groups)
+    (entry, g.take_body(), kernel.d.groups.literal())
 }
 
 /// Stages element `at` of `node` (zero where `ok` fails; index 0 is read

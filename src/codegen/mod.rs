@@ -46,4 +46,4 @@ pub(crate) use planned::generate;
 pub(crate) use render::kernel_wgsl;
 pub(crate) use roots::generate_root_kernel;
 pub(crate) use validate::validate_wgsl;
-pub(crate) use wgsl::{CodegenContext, KernelSource, TextureCopy, lower_kernel};
+pub(crate) use wgsl::{CodegenContext, KernelSource, SizeLiterals, TextureCopy, lower_kernel};

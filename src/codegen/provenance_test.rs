@@ -6,16 +6,28 @@
 //! one structure), every literal with a provenance evaluates, at the
 //! other's numbers, to the other kernel's literal; and the literals that
 //! change between the two without one are counted, per program.
+//!
+//! What the runtime does with it is held to the same pairs: both kernels
+//! made generic over the numbers that differ between the two graphs
+//! (`kernel::generic::symbolize`, then simplified as the runtime does)
+//! are one kernel, so the second size binds the first's pipeline; and a
+//! kernel generic over every number of its graph prints WGSL that naga
+//! validates.
 
 use std::fmt;
 
 use super::guards_test::{
     Lowered, Program, Steps, guarded_pairs, lowered_over, number_of, ops_over_rows, strided_views,
 };
-use crate::kernel::Target;
-use crate::kernel::generic::{literal_provenance, structural_difference};
+use super::{kernel_wgsl, validate_wgsl};
+use crate::graph::GraphKey;
+use crate::kernel::changing::ChangingSizes;
+use crate::kernel::generic::{
+    first_difference, literal_provenance, structural_difference, symbolize,
+};
 use crate::kernel::ir::Expr;
 use crate::kernel::sizes::Leaf;
+use crate::kernel::{Binding, Declared, Kernel, MatmulKernel, Target, simplify_indices};
 
 /// What comparing literals over pairs of sizes found.
 #[derive(Default)]
@@ -30,6 +42,11 @@ struct Count {
     /// Provenances that give another value than the other size's: each
     /// a wrong value a generic kernel would compute with.
     wrong: Vec<String>,
+    /// Pairs whose kernels, made generic over what changes between the
+    /// two, are two kernels: the second size would compile.
+    not_one_kernel: Vec<String>,
+    /// Kernels generic over every number whose WGSL naga rejects.
+    invalid: Vec<String>,
 }
 
 impl fmt::Display for Count {
@@ -51,11 +68,37 @@ fn value(lit: &Expr) -> Option<i64> {
     }
 }
 
+/// `kernel` made generic over the numbers `changing` holds, as the
+/// runtime lowers a site's later sizes: its sizes read from their
+/// binding, its index arithmetic simplified with the rest.
+fn generic(kernel: &Kernel, changing: &ChangingSizes) -> Kernel {
+    let mut k = kernel.clone();
+    let sizes = symbolize(&mut k.body, &mut k.entry, &|leaf| changing.contains(leaf));
+    k.body = simplify_indices(std::mem::take(&mut k.body), &k.entry);
+    if !sizes.is_empty() {
+        k.bindings.push(Declared {
+            binding: Binding::Sizes {
+                vec4s: sizes.values.len().div_ceil(4),
+            },
+            name: "dyn_sizes".to_string(),
+            element: None,
+        });
+    }
+    k
+}
+
+/// The numbers that differ between two graphs of one structure.
+fn differing(ka: &GraphKey, kb: &GraphKey) -> ChangingSizes {
+    let identity: Vec<usize> = (0..kb.nodes.len()).collect();
+    let none = ChangingSizes::none();
+    ChangingSizes::at((kb, kb, &identity), Some((ka, ka, &none)), &[])
+}
+
 /// Compares the literals of every pair of `lowered` graphs whose kernels
 /// keep their structure (the first's guards holding at the second's
-/// numbers).
+/// numbers), and the two kernels made generic over what differs.
 fn compare(lowered: &[Lowered], count: &mut Count) {
-    guarded_pairs(lowered, &mut |x, y, kb| {
+    guarded_pairs(lowered, &mut |x, y, (ka, kb)| {
         if structural_difference(&x.kernel, &y.kernel).is_some() {
             return;
         }
@@ -86,7 +129,24 @@ fn compare(lowered: &[Lowered], count: &mut Count) {
                 None => {}
             }
         }
+        let changing = differing(ka, kb);
+        let (gx, gy) = (generic(&x.kernel, &changing), generic(&y.kernel, &changing));
+        if gx != gy && count.not_one_kernel.len() < 4 {
+            let why = first_difference(&gx, &gy).unwrap_or_default();
+            (count.not_one_kernel).push(format!("{:?}: {why}", x.strategy));
+        }
     });
+    // Each kernel generic over every number of its graph, once a graph.
+    for (key, sources) in lowered.iter().take(2) {
+        let all = ChangingSizes::all(key);
+        for source in sources {
+            let text = kernel_wgsl(&generic(&source.kernel, &all), None);
+            if let Err(e) = validate_wgsl(&text) {
+                let line = e.lines().next().unwrap_or_default().to_string();
+                count.invalid.push(format!("{:?}: {line}", source.strategy));
+            }
+        }
+    }
 }
 
 /// The counts of each of `programs` over `lengths`.
@@ -106,7 +166,10 @@ fn counts_of(programs: &[(&str, Program<'_>)], lengths: &[usize]) -> Vec<(String
 /// reductions, softmax, scans, sorts (networks, merges, radix passes),
 /// top-k, matmuls (lane tiles, their packed textures, operands read in
 /// place), and the three training steps (an MLP, an attention block with
-/// its layer norm, a CNN).
+/// its layer norm, a CNN) on lavapipe and with a GPU's choices (the tiled
+/// and the blocked matmul). Made generic over what changes, the two
+/// kernels of every such pair are one; generic over everything, every
+/// kernel is valid WGSL.
 #[test]
 fn literals_that_are_sizes_evaluate_to_another_sizes_literals() {
     let mut all = Vec::new();
@@ -114,21 +177,39 @@ fn literals_that_are_sizes_evaluate_to_another_sizes_literals() {
     ops_over_rows(&mut |programs, lengths| all.extend(counts_of(programs, lengths)));
     let steps = Steps::new();
     let sizes = [64usize, 50, 33, 17, 9, 2];
-    let target = Target::lavapipe();
-    let training: [(&str, &dyn Fn(usize) -> Lowered); 3] = [
-        ("mlp", &|b| steps.mlp(b, &target)),
-        ("block", &|b| steps.block(b, &target)),
-        ("cnn", &|b| steps.cnn(b, &target)),
+    // Lavapipe's lane matmul, and a GPU's reductions with the tiled and
+    // the blocked matmul.
+    let gpu = |matmul| Target {
+        matmul,
+        ..Target::lavapipe().with_gpu_choices()
+    };
+    let targets = [
+        ("", Target::lavapipe()),
+        (" (tiled)", gpu(MatmulKernel::Tiled)),
+        (" (blocked)", gpu(MatmulKernel::Blocked)),
     ];
-    for (name, program) in training {
-        let mut count = Count::default();
-        let lowered: Vec<Lowered> = sizes.iter().map(|&b| program(b)).collect();
-        compare(&lowered, &mut count);
-        all.push((name.to_string(), count));
+    for (on, target) in &targets {
+        let training: [(&str, &dyn Fn(usize) -> Lowered); 3] = [
+            ("mlp", &|b| steps.mlp(b, target)),
+            ("block", &|b| steps.block(b, target)),
+            ("cnn", &|b| steps.cnn(b, target)),
+        ];
+        for (name, program) in training {
+            let mut count = Count::default();
+            let lowered: Vec<Lowered> = sizes.iter().map(|&b| program(b)).collect();
+            compare(&lowered, &mut count);
+            all.push((format!("{name}{on}"), count));
+        }
     }
     for (name, count) in &all {
         eprintln!("{name}: {count}; {:?}", count.first_unexplained);
         assert!(count.wrong.is_empty(), "{name}: {:#?}", count.wrong);
+        assert!(count.invalid.is_empty(), "{name}: {:#?}", count.invalid);
+        assert!(
+            count.not_one_kernel.is_empty(),
+            "{name}: {:#?}",
+            count.not_one_kernel
+        );
         assert_eq!(
             count.unexplained, 0,
             "{name}: {:?}",

@@ -88,11 +88,11 @@ struct SortLine {
     /// Lines in all (workgroups).
     lines: Sz,
     /// `len` rounded up to a power of two.
-    padded: usize,
+    padded: Sz,
     /// `log2(padded)`.
-    stages: usize,
+    stages: Sz,
     /// Comparators in each step.
-    pairs: usize,
+    pairs: Sz,
     /// Invocations of the workgroup.
     wg: usize,
     /// The loop budget every strided loop shares.
@@ -121,21 +121,32 @@ impl SortLine {
             false => Sz::constant(run),
         };
         let runs = line_sz.div_ceil(&len_sz.max(&one)).max(&one);
-        let padded = g.guards.power_of_two_above(&len_sz, "a sort's network");
-        let stages = padded.trailing_zeros() as usize;
-        let pairs = padded / 2;
+        // The network's stages are the bits of `len - 1` (none for one
+        // element or none): sizes, so that a length that changes between
+        // steps keeps the kernel.
+        let stages = len_sz.sub(&one).bits();
+        let padded = stages.pow2();
+        let pairs = padded.div(2);
         let lines_sz = ((0..shape.len()).filter(|&d| d != axis))
             .fold(Sz::constant(1), |acc, d| acc.mul(&shape[d]));
         let many = "a sort's workgroup (one line, or many)";
-        let wg = if pairs <= SMALL_SORT_PAIRS || g.guards.at_least(&lines_sz, 2, many) {
-            pairs.clamp(1, SORT_WORKGROUP)
-        } else {
-            SORT_WORKGROUP
+        let per_comparator = "a sort's workgroup (one invocation a comparator)";
+        let small = g.guards.at_most(&pairs, SMALL_SORT_PAIRS, per_comparator);
+        let wg = match small || g.guards.at_least(&lines_sz, 2, many) {
+            true if g.guards.at_least(&pairs, SORT_WORKGROUP, per_comparator) => SORT_WORKGROUP,
+            true => g.guards.value(&pairs, per_comparator).max(1),
+            false => SORT_WORKGROUP,
         };
         // Lavapipe's loop limit counts every iteration of the invocation:
         // the identity loop and each step's pair loop share it (the stage
-        // and step loops' few hundred come from the fixed allowance).
-        let loops = stages * (stages + 1) / 2 + 1;
+        // and step loops' few hundred come from the fixed allowance). The
+        // budget is that of the most stages a length on this side of 2^16
+        // takes, so that it is the same for every such length.
+        let most = match g.guards.at_most(&stages, 16, "a sort's loop budget") {
+            true => 16,
+            false => usize::BITS as usize,
+        };
+        let loops = most * (most + 1) / 2 + 1;
         // One run a line where the guard above found the line no longer
         // than a run (`runs` is then 1).
         let (line, start, count) = if runs.literal() == 1 {
@@ -241,7 +252,7 @@ impl SortLine {
         }];
         g.push(Inst::Loop {
             counter: stage,
-            count: Expr::count(self.stages),
+            count: Expr::size_u32(&self.stages),
             unroll: 1,
             body: stage_body,
         });
@@ -255,10 +266,10 @@ impl SortLine {
         // step of a stage compares mirrored positions.
         let shift = Expr::arith(
             Arith::Sub,
-            uarith(Arith::Add, Expr::Var(step), self.stages),
+            sarith(Arith::Add, Expr::Var(step), &self.stages),
             Expr::Var(stage),
         );
-        let half = Expr::arith(Arith::Shr, Expr::U32(self.padded as u64), shift);
+        let half = Expr::arith(Arith::Shr, Expr::size_u32(&self.padded), shift);
         let half = g.emit("half", Ty::U32, half);
         let mirrored = g.emit(
             "h",
@@ -267,11 +278,7 @@ impl SortLine {
         );
         strided_within(
             g,
-            (
-                &Expr::Local,
-                &Sz::constant(self.wg),
-                &Sz::constant(self.pairs),
-            ),
+            (&Expr::Local, &Sz::constant(self.wg), &self.pairs),
             self.loops,
             &|g, t| {
                 let (a, b) = comparator(g, t, &half, &mirrored);

@@ -1,6 +1,8 @@
 //! Generated code for one kernel: the kernel value (`kernel::Kernel`),
 //! its WGSL text printed from it, and what the runtime needs besides.
 
+use crate::kernel::changing::ChangingSizes;
+use crate::kernel::generic::DynamicSizes;
 use crate::kernel::{Binding, GuardList, Guards, Kernel, Precedents, Strategy, Sz, Target};
 
 /// What code generation is given besides the graph: the target, and
@@ -21,26 +23,36 @@ pub(crate) struct CodegenContext<'a> {
     /// between the trace site's graphs (that of the traced node it comes
     /// from differs from the same node of the site's last graph, or is a
     /// size the user marked dynamic: by value, so a product whose rows
-    /// are as long as a marked batch is counted too). Probes of the
-    /// graph's sizes are lowered with the same flags. A choice that holds for some
+    /// are as long as a marked batch is counted too). A choice that holds for some
     /// values of a size and not others (rows of a multiple of four stored
     /// four at a time) is not made on such a dimension, so that the
     /// kernels stay generic over it. Empty: none changes.
     pub changing_last_dims: &'a [bool],
-    /// Whether the graph's sizes are the first its trace site compiles
-    /// and none is marked dynamic: index arithmetic is then simplified
-    /// with their values (`kernel::simplify_indices`). At a site's later
-    /// sizes it is not, so that their kernels differ only in literals
-    /// and stay generic over them (`kernel::generic`).
-    pub fixed_sizes: bool,
-    /// Whether kernels keep their literals' provenance (`Expr::Sized`).
-    /// The runtime does not yet bind a new size by evaluating it: it
-    /// finds a generic kernel's dynamic literals by comparing kernels
-    /// lowered at two sizes (`kernel::generic`), and a site's first
-    /// kernels (`fixed_sizes`) have none to compare with. Tests of the
-    /// provenance (`codegen/provenance_test.rs`) keep it.
-    pub provenance: bool,
+    /// What lowering makes of the literals that are sizes: reads of the
+    /// kernel's dynamic sizes where they read a number that changes at
+    /// the trace site, else plain literals (`kernel::generic`).
+    pub sizes: SizeLiterals<'a>,
 }
+
+/// What lowering makes of the literals that are sizes (`Expr::Sized`).
+#[derive(Clone, Copy, Debug)]
+pub(crate) enum SizeLiterals<'a> {
+    /// Those that read a number the set holds become reads of the
+    /// kernel's dynamic sizes, the others plain literals
+    /// (`kernel::generic::symbolize`), with which index arithmetic is
+    /// simplified where the kernel is printed (`Kernel::simplified`). An
+    /// empty set: every size is a literal (a site's first sizes).
+    Symbolic(&'a ChangingSizes),
+    /// They keep their provenance: what the tests of provenance and
+    /// guards compare across sizes.
+    #[cfg(test)]
+    Kept,
+}
+
+/// The set with nothing changing: every size a literal.
+#[cfg(test)]
+pub(crate) static NO_CHANGING_SIZES: std::sync::LazyLock<ChangingSizes> =
+    std::sync::LazyLock::new(ChangingSizes::none);
 
 impl<'a> CodegenContext<'a> {
     /// Unannotated code for `target`.
@@ -51,8 +63,7 @@ impl<'a> CodegenContext<'a> {
             origins: None,
             precedents: None,
             changing_last_dims: &[],
-            fixed_sizes: true,
-            provenance: false,
+            sizes: SizeLiterals::Symbolic(&NO_CHANGING_SIZES),
         }
     }
 
@@ -123,10 +134,10 @@ pub(crate) struct KernelSource {
     /// either way, so that a site's dispatches do not change with sizes
     /// where only some sizes can be copied.
     pub copy: Option<TextureCopy>,
-    /// A kernel generic over sizes that change between steps: the values
-    /// of its dynamic literals for this graph, bound last as a uniform
-    /// `dyn_sizes` (see `kernel::generic`).
-    pub dyn_sizes: Option<Vec<u32>>,
+    /// The sizes it reads from its sizes binding, bound last as a uniform
+    /// `dyn_sizes`, and their values for this graph (none where no size it
+    /// reads changes at its trace site; see `kernel::generic`).
+    pub dynamic: DynamicSizes,
     /// The kernels that could have computed it, and whether each was
     /// valid at its sizes (empty where there was no choice to make).
     pub candidates: Vec<(String, bool)>,
@@ -134,8 +145,10 @@ pub(crate) struct KernelSource {
     /// at sizes where each comes out as it did, lowering makes the same
     /// choices.
     pub guards: GuardList,
-    /// The kernel as a value, which `wgsl` was printed from.
-    /// Shared: a site's record keeps it to compare the next sizes with.
+    /// The kernel as a value, as lowered: `wgsl` was printed from it
+    /// simplified (`Kernel::simplified`). Shared: a site's record keeps
+    /// it to compare the next sizes with, which then neither simplify
+    /// nor print.
     pub kernel: std::sync::Arc<Kernel>,
 }
 
@@ -241,7 +254,7 @@ impl KernelSource {
             pack.print_wgsl(origins);
         }
         if self.wgsl.is_empty() {
-            self.wgsl = super::render::kernel_wgsl(&self.kernel, origins).into();
+            self.wgsl = super::render::kernel_wgsl(&self.kernel.simplified(), origins).into();
         }
     }
 

@@ -14,7 +14,9 @@ use crate::kernel::reads_output_elsewhere;
 use crate::kernel::{Entry, Guards, Precedents, Strategy, Sz, choose_vec4};
 
 use super::emit::Gen;
-pub(crate) use super::source::{CodegenContext, KernelSource, Launch, TextureCopy, TextureUse};
+pub(crate) use super::source::{
+    CodegenContext, KernelSource, Launch, SizeLiterals, TextureCopy, TextureUse,
+};
 use super::vectorize::lanes_gathered;
 
 /// The most parameter bytes bound as a uniform buffer: WebGPU's minimum
@@ -171,13 +173,6 @@ pub(crate) fn generate_kernel(
     cx: &CodegenContext,
 ) -> KernelSource {
     lower_kernel(key, outputs, numel, stored, aliases, cx).render()
-}
-
-/// How many copies of a loop's body each iteration runs so that `trips`
-/// iterations fit `budget`: 1 where they do, else a power of two
-/// (`unroll_guarded` of a count that is not a size).
-pub(crate) fn unroll_for(trips: usize, budget: Option<usize>) -> usize {
-    unroll_guarded(&Sz::constant(trips), budget, &mut Guards::default())
 }
 
 /// How many copies of a loop's body each iteration runs so that `trips`

@@ -60,7 +60,6 @@ impl GNode {
 
     /// The layout the node carries: an input's, or a strided view's or
     /// window scatter's (the window's place in its base).
-    #[cfg(test)]
     pub fn layout(&self) -> Option<&Layout> {
         match &self.kind {
             GKind::Input { layout, .. } => Some(layout),

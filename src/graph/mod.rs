@@ -5,10 +5,8 @@ mod collect;
 mod explain;
 mod node;
 pub mod op;
-mod probe;
 pub mod semantics;
 
 pub(crate) use collect::{GKind, GNode, Graph, GraphKey};
 pub(crate) use explain::Recompile;
 pub(crate) use node::{Node, NodeState, attribute_to, record_as};
-pub(crate) use probe::{MarkedProbe, marked_probe_key, probe_key};

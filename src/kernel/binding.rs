@@ -63,7 +63,7 @@ impl Binding {
             Binding::Read { node, part: p } => format!("read n{node}{}", part(p)),
             Binding::Write { node, part: p } => format!("write n{node}{}", part(p)),
             Binding::Checks => "checks (anomaly flags)".to_string(),
-            Binding::Sizes { .. } => "dynamic sizes (uniform)".to_string(),
+            Binding::Sizes { vec4s } => format!("dynamic sizes (uniform, {vec4s} vec4)"),
             Binding::Texture { slot, write } => {
                 format!(
                     "texture {slot} ({})",

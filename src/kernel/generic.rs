@@ -1,147 +1,83 @@
-//! Dynamic sizes on kernel values: one pipeline for a kernel whose sizes
-//! change between steps (a batch of 64, then 50, then 33). When a trace
-//! site compiles again with the same structure and other sizes, each
-//! kernel is lowered for the new sizes as usual and compared, as IR, with
-//! the site's last one: where the two differ only in literals (`u32`,
-//! `i32` and `f32` values: element counts, strides, loop counts, a mean's
-//! scale), those literals become reads of the kernel's dynamic sizes
-//! (`Expr::Size`, bound last as `Binding::Sizes`), which each executable
-//! fills with its own values, and the generic kernel is compiled once.
-//! Later sizes lower to the same generic kernel, so they find its
-//! pipeline and compile nothing. The first sizes of a site keep literal
-//! kernels (the static fast path: divisions by constants stay
-//! multiplications).
+//! Kernels generic over the sizes that change at their trace site.
 //!
-//! Correctness does not rest on guessing which literals depend on a size:
-//! a generic kernel is used for new sizes only when their own kernel is
-//! the same value but for the generic's dynamic literals, and it is given
-//! exactly the values that kernel would have had inline. What is not an
-//! `Expr` literal (workgroup size, array lengths, binding parts, unrolls)
-//! is structure: where it differs, the kernel is not generic.
+//! A kernel is lowered with provenance: each literal that is a size
+//! carries the expression that computes it from the graph's numbers
+//! (`Expr::Sized`). `symbolize` turns the literals whose expression reads
+//! a changing number (`kernel::changing`) into reads of the kernel's
+//! dynamic sizes (`Expr::Size`, bound last as `Binding::Sizes`), one slot
+//! per distinct expression, and the rest into plain literals. The kernel
+//! then no longer depends on the changing numbers' values: each size of
+//! the site that lowers to it binds its pipeline with its own values
+//! (the literals it would have had inline), and compiles nothing. With
+//! nothing changing (a site's first sizes) it is the plain kernel, whose
+//! index arithmetic is simplified by its values.
+//!
+//! Correctness does not rest on provenance: a size binds a generic kernel
+//! only where its own lowering, symbolized, is that kernel, and gives it
+//! the values of its own literals. A literal whose provenance is missing
+//! stays a literal; where it changes, the kernel is another one, and
+//! compiles (its structure is what `structural_difference` names).
 
-#[cfg(test)]
 use std::sync::Arc;
 
-use super::binding::Binding;
+use rustc_hash::FxHashMap;
+
 use super::ir::{Expr, Inst};
 use super::program::{Declared, Entry, Kernel};
-#[cfg(test)]
-use super::sizes::SizeExpr;
+use super::sizes::{Leaf, SizeExpr};
 use crate::dtype::DType;
 
-/// A kernel made generic over some of its literals.
-#[derive(Clone, Debug, PartialEq)]
-pub(crate) struct Generic {
-    /// The kernel, reading its dynamic literals from its sizes binding.
-    pub kernel: Kernel,
-    /// Which literals (by their order in the kernel, see `literals`) are
-    /// dynamic.
-    pub dynamic: Vec<usize>,
-    /// The values the concrete kernel gives them, in `dynamic`'s order,
-    /// as the 32-bit words the kernel reads.
+/// What a generic kernel reads from its sizes binding: per slot, the
+/// expression of the graph's numbers it stands for and its value (the
+/// 32-bit word the kernel reads) at the graph lowered.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub(crate) struct DynamicSizes {
+    /// Per slot, how the graph's numbers give it.
+    pub exprs: Vec<Arc<SizeExpr>>,
+    /// Per slot, its value here.
     pub values: Vec<u32>,
 }
 
-/// Makes `new` (a kernel lowered for the new sizes) generic against
-/// `before` (the same kernel lowered for the site's last sizes) and the
-/// literals already dynamic there (`known`): the literals that differ join
-/// them. `None` when the two differ in anything but literals, or nothing
-/// differs.
-pub(crate) fn generalize(before: &Kernel, new: &Kernel, known: &[usize]) -> Option<Generic> {
-    let (differing, ln) = compare(before, new)?;
-    let mut dynamic: Vec<usize> = known.iter().copied().filter(|&i| i < ln.len()).collect();
-    dynamic.extend(differing);
-    dynamic.sort_unstable();
-    dynamic.dedup();
-    if dynamic.is_empty() {
-        return None;
+impl DynamicSizes {
+    /// Whether the kernel reads no dynamic size.
+    pub fn is_empty(&self) -> bool {
+        self.exprs.is_empty()
     }
-    let values = dynamic
-        .iter()
-        .map(|&i| word(&ln[i]))
-        .collect::<Option<_>>()?;
-    let mut kernel = new.clone();
-    read_sizes_at(&mut kernel, &dynamic);
-    kernel.bindings.push(Declared {
-        binding: Binding::Sizes {
-            vec4s: dynamic.len().div_ceil(4),
-        },
-        name: "dyn_sizes".to_string(),
-        element: None,
-    });
-    Some(Generic {
-        kernel,
-        dynamic,
-        values,
-    })
 }
 
-/// The values that `concrete` (a kernel lowered for new sizes) gives the
-/// dynamic literals of `generic` (made generic over the literals at
-/// `dynamic` by `generalize`), where `concrete` is that kernel but for
-/// them; `None` where it differs in anything else (its structure, or a
-/// literal that was the same at earlier sizes). The same test as
-/// `generalize` against the kernel it was made from, with no literal
-/// newly dynamic, without copying or printing either kernel: a new size
-/// binds the generic kernel after one walk (its literals swapped for
-/// reads) and one comparison. Where it matches, `concrete` is left equal
-/// to `generic` (the caller binds `generic` in its place); elsewhere it is
-/// left as it was (a second walk swaps the literals back).
-pub(crate) fn values_for(
-    generic: &Kernel,
-    dynamic: &[usize],
-    concrete: &mut Kernel,
-) -> Option<Vec<u32>> {
-    let (sizes, bindings) = generic.bindings.split_last()?;
-    if !matches!(sizes.binding, Binding::Sizes { .. }) || *bindings != concrete.bindings[..] {
-        return None;
-    }
-    // Each dynamic literal swapped for its read, as `generalize` makes
-    // it, then swapped back: the kernel compared in place.
-    let replaced = read_sizes_at(concrete, dynamic);
-    let same = replaced.len() == dynamic.len()
-        && concrete.entry == generic.entry
-        && concrete.helpers == generic.helpers
-        && concrete.body == generic.body;
-    if same {
-        // `concrete` now equals the generic kernel the caller binds in
-        // its place: nothing to restore.
-        return replaced.iter().map(word).collect();
-    }
-    // The concrete kernel reads no sizes: each read is one placed above.
-    let mut seen = 0;
-    let placed = replaced.len();
-    let mut literals = replaced.into_iter();
-    visit_kernel(concrete, is_size, &mut |e| {
-        if let Some(literal) = literals.next() {
-            *e = literal;
-        }
-        seen += 1;
-    });
-    debug_assert_eq!(seen, placed, "a size read in a concrete kernel");
-    None
-}
-
-/// Replaces the literals at `dynamic` (positions in `for_each_literal`'s
-/// order, sorted) by reads of the sizes binding, slot by slot, and
-/// returns the literals replaced, in order.
-fn read_sizes_at(kernel: &mut Kernel, dynamic: &[usize]) -> Vec<Expr> {
-    let mut replaced = Vec::with_capacity(dynamic.len());
-    let mut at = 0;
-    // `dynamic` is sorted: the next position to replace is the only one
-    // to compare with.
-    let mut next = dynamic.iter().copied().peekable();
-    for_each_literal(kernel, &mut |e| {
-        if next.next_if_eq(&at).is_some() {
-            let read = Expr::Size {
-                slot: replaced.len(),
-                dtype: literal_dtype(e),
-            };
-            replaced.push(std::mem::replace(e, read));
-        }
-        at += 1;
-    });
-    replaced
+/// Makes a kernel's body and entry generic over the numbers `changing`
+/// holds: each literal whose provenance reads one becomes a read of the
+/// sizes binding (one slot per distinct expression, in order of first
+/// appearance), every other literal loses its provenance. Returns the
+/// slots. A size past 32 bits stays a literal.
+pub(crate) fn symbolize(
+    body: &mut [Inst],
+    entry: &mut Entry,
+    changing: &dyn Fn(Leaf) -> bool,
+) -> DynamicSizes {
+    let mut slots: FxHashMap<Arc<SizeExpr>, usize> = FxHashMap::default();
+    let mut sizes = DynamicSizes::default();
+    let mut replace = |e: &mut Expr| {
+        let Expr::Sized { lit, size } = e else {
+            return;
+        };
+        let word = word(lit).filter(|_| size.reads_any(changing));
+        let Some(word) = word else {
+            *e = std::mem::replace(&mut **lit, Expr::U32(0));
+            return;
+        };
+        let dtype = literal_dtype(lit);
+        let slot = *slots.entry(size.clone()).or_insert_with(|| {
+            sizes.exprs.push(size.clone());
+            sizes.values.push(word);
+            sizes.exprs.len() - 1
+        });
+        *e = Expr::Size { slot, dtype };
+    };
+    let sized = |e: &Expr| matches!(e, Expr::Sized { .. });
+    visit_expr(&mut entry.count, sized, &mut replace);
+    visit_body(body, sized, &mut replace);
+    sizes
 }
 
 /// Why `new` cannot be made generic against `before` (the same dispatch
@@ -212,39 +148,15 @@ pub(crate) fn structural_difference(before: &Kernel, new: &Kernel) -> Option<Str
     })
 }
 
-/// The literals (by their order in the kernel) in which two kernels of the
-/// same structure differ; `None` where their structure differs.
-pub(crate) fn differing_literals(a: &Kernel, b: &Kernel) -> Option<Vec<usize>> {
-    compare(a, b).map(|(differing, _)| differing)
+/// The first line in which the IR listings of two kernels differ, as
+/// `` `a` -> `b` ``: where they differ in literals only, which.
+pub(crate) fn first_difference(a: &Kernel, b: &Kernel) -> Option<String> {
+    let (la, lb) = (a.to_string(), b.to_string());
+    let (x, y) = la.lines().zip(lb.lines()).find(|(x, y)| x != y)?;
+    Some(format!("`{}` -> `{}`", x.trim(), y.trim()))
 }
 
-/// Where `a` and `b` differ, if only in literals: the literals that differ
-/// (by their order in the kernel), and `b`'s literals.
-fn compare(a: &Kernel, b: &Kernel) -> Option<(Vec<usize>, Vec<Expr>)> {
-    if skeleton(a) != skeleton(b) {
-        return None;
-    }
-    let (la, lb) = (literals(a), literals(b));
-    let differing = la
-        .iter()
-        .zip(&lb)
-        .enumerate()
-        .filter(|(_, (x, y))| x != y)
-        .map(|(i, _)| i)
-        .collect();
-    Some((differing, lb))
-}
-
-/// The kernel's literals, in the fixed order `for_each_literal` visits
-/// them.
-fn literals(kernel: &Kernel) -> Vec<Expr> {
-    let mut out = Vec::new();
-    let mut copy = kernel.clone();
-    for_each_literal(&mut copy, &mut |e| out.push(e.clone()));
-    out
-}
-
-/// Each numeric literal of `kernel`, in `for_each_literal`'s order, with
+/// Each numeric literal of `kernel`, in `visit_kernel`'s order, with
 /// its provenance where it is a size (`Expr::Sized`): how another graph's
 /// numbers give its value there.
 #[cfg(test)]
@@ -259,37 +171,19 @@ pub(crate) fn literal_provenance(kernel: &Kernel) -> Vec<(Expr, Option<Arc<SizeE
     out
 }
 
-/// Drops every literal's provenance (`Expr::Sized` becomes its literal):
-/// a kernel lowered for fixed sizes, whose index arithmetic is then
-/// simplified by the literals' values.
-pub(crate) fn forget_provenance(body: &mut [Inst], entry: &mut Entry) {
-    let mut plain = |e: &mut Expr| {
-        if let Expr::Sized { lit, .. } = e {
-            *e = std::mem::replace(&mut **lit, Expr::U32(0));
-        }
-    };
-    let sized = |e: &Expr| matches!(e, Expr::Sized { .. });
-    visit_expr(&mut entry.count, sized, &mut plain);
-    visit_body(body, sized, &mut plain);
-}
-
-/// The kernel with every literal's value erased (its type kept): what two
-/// kernels must share to be one generic kernel.
+/// The kernel with every literal's value erased, and every dynamic
+/// size's slot (their types kept): what two kernels share where they
+/// differ in sizes alone, inline or read.
 fn skeleton(kernel: &Kernel) -> Kernel {
     let mut copy = kernel.clone();
-    for_each_literal(&mut copy, &mut |e| {
+    let erased = |e: &Expr| is_literal(e) || is_size(e);
+    visit_kernel(&mut copy, erased, &mut |e| {
         *e = Expr::Size {
             slot: 0,
             dtype: literal_dtype(e),
         }
     });
     copy
-}
-
-/// Calls `f` on each numeric literal of the kernel (the entry's count,
-/// then the body's expressions, outer before inner, in order).
-fn for_each_literal<F: FnMut(&mut Expr)>(kernel: &mut Kernel, f: &mut F) {
-    visit_kernel(kernel, is_literal, f);
 }
 
 /// Whether `e` is a numeric literal.
@@ -303,7 +197,8 @@ fn is_size(e: &Expr) -> bool {
 }
 
 /// Calls `f` on each expression of the kernel that is a `leaf` (its
-/// children not visited), in the order `for_each_literal` names.
+/// children not visited), the entry's count, then the body's expressions, outer before
+/// inner, in order.
 /// Generic over `f` (inlined, not called through a pointer): a new size
 /// walks every kernel of its graph with it.
 fn visit_kernel<F: FnMut(&mut Expr)>(kernel: &mut Kernel, leaf: fn(&Expr) -> bool, f: &mut F) {
@@ -330,9 +225,10 @@ fn visit_expr<F: FnMut(&mut Expr)>(e: &mut Expr, leaf: fn(&Expr) -> bool, f: &mu
     e.for_each_child_mut(|child| visit_expr(child, leaf, f));
 }
 
-/// The dtype of a literal.
+/// The dtype of a literal or a dynamic size.
 fn literal_dtype(e: &Expr) -> DType {
     match e {
+        Expr::Size { dtype, .. } => *dtype,
         Expr::I32(_) => DType::I32,
         Expr::F32(_) => DType::F32,
         _ => DType::U32,
@@ -354,13 +250,17 @@ fn word(e: &Expr) -> Option<u32> {
 mod tests {
     use super::*;
     use crate::kernel::ir::{Arith, Buffer, Ty, Var};
-    use crate::kernel::program::{Entry, Helpers};
+    use crate::kernel::program::Helpers;
+    use crate::kernel::sizes::Sz;
 
-    /// An elementwise kernel over `n` elements of rows of 784, scaled by
-    /// `scale`, plus an i32 literal and a bit pattern that never changes.
-    fn kernel(n: usize, scale: f32) -> Kernel {
+    /// An elementwise kernel over a `[rows, 784]` input (node 0): its
+    /// invocation count `rows * 784` and the row's length as sizes, an
+    /// `f32` scale and an `i32` that are no sizes, and the count again.
+    fn kernel(rows: usize) -> Kernel {
+        let (r, cols) = (Sz::dim(0, 0, rows), Sz::dim(0, 1, 784));
+        let count = r.mul(&cols);
         let v = Var { prefix: "v", id: 1 };
-        let row = Expr::arith(Arith::Div, Expr::Invocation, Expr::U32(784));
+        let row = Expr::arith(Arith::Div, Expr::Invocation, Expr::size_u32(&cols));
         let load = Expr::Load {
             buffer: Buffer {
                 output: false,
@@ -370,17 +270,12 @@ mod tests {
             },
             index: Box::new(row),
         };
-        let scaled = Expr::arith(Arith::Mul, load, Expr::F32(scale.to_bits()));
+        let scaled = Expr::arith(Arith::Mul, load, Expr::F32(0.5f32.to_bits()));
+        let last = Expr::arith(Arith::Sub, Expr::size_u32(&count), Expr::U32(1));
         Kernel {
             bindings: Vec::new(),
             helpers: Helpers::default(),
-            entry: Entry {
-                workgroup_size: 256,
-                per_invocation: true,
-                count: Expr::count(n),
-                arrays: Vec::new(),
-                subgroup_id: false,
-            },
+            entry: Entry::per_invocation_of(&count),
             body: vec![
                 Inst::Let {
                     var: v,
@@ -394,122 +289,93 @@ mod tests {
                     value: Expr::arith(Arith::Add, Expr::I32(3), Expr::I32(-1)),
                     node: None,
                 },
+                Inst::Let {
+                    var: v,
+                    ty: Ty::U32,
+                    value: last,
+                    node: None,
+                },
             ],
         }
     }
 
-    #[test]
-    fn literals_that_differ_become_reads_of_the_sizes_binding() {
-        // Batch 64 -> 50: the element count and the 1/64 scale change.
-        let (b64, b50) = (kernel(50_176, 1.0 / 64.0), kernel(39_200, 0.02));
-        let g = generalize(&b64, &b50, &[]).expect("same structure");
-        assert_eq!(g.dynamic, vec![0, 2]);
-        assert_eq!(g.values, vec![39_200, 0.02f32.to_bits()]);
-        assert_eq!(
-            g.kernel.entry.count,
-            Expr::Size {
-                slot: 0,
-                dtype: DType::U32
-            }
-        );
-        let listing = g.kernel.to_string();
-        assert!(
-            listing.contains("(gi / 784u)"),
-            "static sizes stay literals"
-        );
-        assert!(listing.contains("size[1] as f32"), "{listing}");
-        assert_eq!(
-            g.kernel.bindings.last().map(|d| d.binding),
-            Some(Binding::Sizes { vec4s: 1 })
-        );
-        // Batch 33 against 50, with the same literals known dynamic: the
-        // same generic kernel, other values.
-        let b33 = kernel(25_872, 1.0 / 33.0);
-        let g33 = generalize(&b50, &b33, &g.dynamic).expect("same structure");
-        assert_eq!(g33.kernel, g.kernel);
-        assert_eq!(g33.values[0], 25_872);
+    fn symbolized(rows: usize, changing: &dyn Fn(Leaf) -> bool) -> (Kernel, DynamicSizes) {
+        let mut k = kernel(rows);
+        let sizes = symbolize(&mut k.body, &mut k.entry, changing);
+        (k, sizes)
     }
 
-    #[test]
-    fn another_structure_or_nothing_that_differs_is_not_generic() {
-        let b64 = kernel(50_176, 1.0 / 64.0);
-        let mut other = b64.clone();
-        other.entry.workgroup_size = 64;
-        assert_eq!(generalize(&b64, &other, &[]), None, "workgroup size");
-        let mut typed = b64.clone();
-        typed.entry.count = Expr::I32(50_176);
-        assert_eq!(generalize(&b64, &typed, &[]), None, "a literal's type");
-        assert_eq!(generalize(&b64, &b64, &[]), None, "nothing differs");
-        assert_eq!(differing_literals(&b64, &other), None);
-        let b50 = kernel(39_200, 0.02);
-        assert_eq!(differing_literals(&b64, &b50), Some(vec![0, 2]));
-    }
+    const ROWS: Leaf = Leaf::Dim { node: 0, dim: 0 };
 
     #[test]
-    fn a_kernel_that_lowers_to_a_generic_one_gets_its_values_and_becomes_it() {
-        let (b64, b50) = (kernel(50_176, 1.0 / 64.0), kernel(39_200, 0.02));
-        let g = generalize(&b64, &b50, &[]).expect("same structure");
-        // Random sizes: the walk agrees with `generalize` against the
-        // kernel the generic one was made from; a kernel that matches is
-        // left equal to the generic one, one that does not as it was.
-        let mut seed = 0x9e37_79b9_u32;
-        for _ in 0..64 {
-            seed = seed.wrapping_mul(1_664_525).wrapping_add(1_013_904_223);
-            let batch = 1 + (seed >> 8) as usize % 100_000;
-            let mut new = kernel(batch * 784, 1.0 / batch as f32);
-            let before = new.clone();
-            let values = values_for(&g.kernel, &g.dynamic, &mut new);
-            let want = generalize(&b50, &before, &g.dynamic).map(|w| w.values);
-            assert_eq!(values, want, "batch {batch}");
-            assert!(values.is_some(), "batch {batch}");
-            // All but the sizes binding, which the concrete kernel lacks.
-            assert_eq!(
-                (&new.entry, &new.body),
-                (&g.kernel.entry, &g.kernel.body),
-                "a match becomes the generic kernel"
-            );
+    fn sizes_that_read_a_changing_number_become_one_read_each() {
+        let (k, sizes) = symbolized(64, &|l| l == ROWS);
+        // The count twice, one slot; the row's length stays a literal.
+        assert_eq!(sizes.values, vec![64 * 784]);
+        assert_eq!(sizes.exprs[0].to_string(), "n0[0] * n0[1]");
+        let read = Expr::Size {
+            slot: 0,
+            dtype: DType::U32,
+        };
+        assert_eq!(k.entry.count, read);
+        let listing = k.to_string();
+        assert!(listing.contains("(gi / 784u)"), "{listing}");
+        assert!(listing.contains("size[0] as u32 - 1u"), "{listing}");
+        // Every size of the site lowers to the same kernel, its values
+        // its own literals.
+        for rows in [1, 50, 33, 70_000] {
+            let (other, at) = symbolized(rows, &|l| l == ROWS);
+            assert_eq!(other, k, "{rows} rows");
+            assert_eq!(at.values, vec![(rows * 784) as u32]);
         }
-        // A literal that was the same at both sizes (the rows of 784)
-        // changes: not this generic kernel; nor another structure.
-        let mut wider = b50.clone();
-        for_each_literal(&mut wider, &mut |e| {
-            if *e == Expr::U32(784) {
-                *e = Expr::U32(785);
-            }
-        });
-        let mut read = wider.clone();
-        assert_eq!(values_for(&g.kernel, &g.dynamic, &mut read), None);
-        assert_eq!(read, wider, "a kernel that does not match is restored");
-        assert!(generalize(&b50, &wider, &g.dynamic).is_some_and(|w| w.dynamic.len() > 2));
-        let mut other = b50.clone();
-        other.entry.workgroup_size = 64;
-        assert_eq!(values_for(&g.kernel, &g.dynamic, &mut other), None);
-        // A concrete kernel (no sizes binding) is never a generic one.
-        assert_eq!(values_for(&b64, &[], &mut b64.clone()), None);
+        // The columns change too: a second slot, in order of appearance.
+        let (both, sizes) = symbolized(64, &|_| true);
+        assert_eq!(sizes.values, vec![64 * 784, 784]);
+        assert!(both.to_string().contains("gi / size[1] as u32"), "{both}");
+    }
+
+    #[test]
+    fn with_nothing_changing_every_size_is_its_literal() {
+        let (k, sizes) = symbolized(64, &|_| false);
+        assert!(sizes.is_empty());
+        assert_eq!(k.entry.count, Expr::U32(64 * 784));
+        assert!(literal_provenance(&k).iter().all(|(_, p)| p.is_none()));
+        // Another number of rows is another kernel, whose difference is
+        // in literals only.
+        let (other, _) = symbolized(50, &|_| false);
+        assert_ne!(other, k);
+        assert_eq!(structural_difference(&k, &other), None);
+        let first = first_difference(&k, &other).expect("a literal differs");
+        assert!(
+            first.contains("50176") && first.contains("39200"),
+            "{first}"
+        );
+        // A generic kernel and a plain one differ only in sizes too.
+        let (generic, _) = symbolized(50, &|l| l == ROWS);
+        assert_eq!(structural_difference(&k, &generic), None);
     }
 
     #[test]
     fn a_structural_difference_names_the_first_line_that_differs() {
-        let (b64, b50) = (kernel(50_176, 1.0 / 64.0), kernel(39_200, 0.02));
-        assert_eq!(structural_difference(&b64, &b50), None, "literals only");
-        let mut wider = b50.clone();
+        let (b64, _) = symbolized(64, &|_| false);
+        let mut wider = b64.clone();
         wider.entry.workgroup_size = 64;
         let why = structural_difference(&b64, &wider).expect("differs");
         assert_eq!(
             why,
             "workgroups of 256 indexing invocations -> of 64 indexing invocations"
         );
-        let mut bound = b50.clone();
-        bound.bindings.push(Declared {
-            binding: Binding::Read { node: 3, part: 1 },
+        let mut bound = b64.clone();
+        bound.bindings.push(crate::kernel::Declared {
+            binding: crate::kernel::Binding::Read { node: 3, part: 1 },
             name: "in0_p1".to_string(),
             element: Some(Ty::F32),
         });
         let why = structural_difference(&b64, &bound).expect("differs");
         assert_eq!(why, "binding 0: `none` -> `in0_p1: f32 = read n3 part 1`");
-        let mut longer = b50.clone();
+        let mut longer = b64.clone();
         longer.body.pop();
         let why = structural_difference(&b64, &longer).expect("differs");
-        assert_eq!(why, "3 lines of IR -> 2", "{b64}");
+        assert_eq!(why, "4 lines of IR -> 3", "{b64}");
     }
 }

@@ -3,6 +3,7 @@
 //! (`ir`: SSA instructions that `codegen` prints).
 
 mod binding;
+pub(crate) mod changing;
 mod donation;
 pub(crate) mod generic;
 pub(crate) mod ir;

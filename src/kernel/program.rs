@@ -116,6 +116,17 @@ pub(crate) struct Helpers {
 }
 
 impl Kernel {
+    /// The kernel as it is printed: its index arithmetic simplified with
+    /// its literals' values (`kernel::simplify_indices`).
+    pub fn simplified(&self) -> Kernel {
+        Kernel {
+            bindings: self.bindings.clone(),
+            helpers: self.helpers,
+            entry: self.entry.clone(),
+            body: super::simplify_indices(self.body.clone(), &self.entry),
+        }
+    }
+
     /// What the kernel binds, in binding order.
     pub fn binding_list(&self) -> impl Iterator<Item = Binding> + '_ {
         self.bindings.iter().map(|d| d.binding)

@@ -106,6 +106,8 @@ pub(crate) enum SizeOp {
     /// How far apart two sizes are (`|a - b|`): its test against zero
     /// is their equality.
     Dist,
+    /// `a` shifted left by `b` bits: `1 << b` is two to the `b`.
+    Shl,
 }
 
 impl SizeOp {
@@ -127,6 +129,10 @@ impl SizeOp {
             },
             SizeOp::Max => a.max(b),
             SizeOp::Dist => a.abs_diff(b),
+            SizeOp::Shl => u32::try_from(b)
+                .ok()
+                .and_then(|b| a.checked_shl(b))
+                .unwrap_or(0),
         }
     }
 
@@ -140,11 +146,22 @@ impl SizeOp {
             SizeOp::DivCeil => "/^",
             SizeOp::Max => "max",
             SizeOp::Dist => "dist",
+            SizeOp::Shl => "<<",
         }
     }
 }
 
 impl SizeExpr {
+    /// Whether it reads a number for which `f` holds.
+    pub fn reads_any(&self, f: &dyn Fn(Leaf) -> bool) -> bool {
+        match self {
+            SizeExpr::Const(_) => false,
+            SizeExpr::Leaf(leaf) => f(*leaf),
+            SizeExpr::Bin(_, a, b) => a.reads_any(f) || b.reads_any(f),
+            SizeExpr::Bits(a) => a.reads_any(f),
+        }
+    }
+
     /// Its value where each of the graph's numbers is `at(leaf)`.
     #[cfg(test)]
     pub fn eval(&self, at: &dyn Fn(Leaf) -> usize) -> usize {
@@ -410,6 +427,11 @@ impl Sz {
         self.bin(SizeOp::Max, other)
     }
 
+    /// Two to the power of it (`1 << self`).
+    pub fn pow2(&self) -> Sz {
+        Sz::constant(1).bin(SizeOp::Shl, self)
+    }
+
     /// The bits it takes (0 for 0; `SizeExpr::Bits`).
     pub fn bits(&self) -> Sz {
         let value = bits(self.value);
@@ -505,12 +527,6 @@ impl Guard {
             }
             SizeExpr::Bin(..) => format!("({}) {test}", self.size),
         }
-    }
-
-    /// Whether `other` tests the same size the same way (whatever it
-    /// came out as).
-    fn same_test(&self, other: &Guard) -> bool {
-        self.test == other.test && self.size == other.size
     }
 }
 
@@ -635,23 +651,33 @@ impl Guards {
 }
 
 /// The first of `before`'s guards (a kernel's at a site's last sizes)
-/// that came out otherwise among `now`'s (the same kernel's at new
-/// sizes): the test whose answer changed the code. Guards are matched by
-/// size and test, so one tested at one size and not at the other (a path
-/// another decision left) is passed over.
+/// whose test comes out otherwise at the value its size has among
+/// `now`'s (the same kernel's at new sizes): the test whose answer
+/// changed the code. The new value is read from any of `now`'s guards on
+/// the same size (a power of two above a length is tested against 1,024
+/// at one size and 512 at another); a size tested at one size only (a
+/// path another decision left) is passed over.
 pub(crate) fn first_crossed<'a>(before: &'a [Guard], now: &'a [Guard]) -> Option<Crossed<'a>> {
+    let mut by_size: rustc_hash::FxHashMap<&SizeExpr, &Guard> = Default::default();
+    for guard in now {
+        by_size.entry(&*guard.size).or_insert(guard);
+    }
     before.iter().find_map(|was| {
-        let new = now.iter().find(|n| n.same_test(was))?;
-        (new.passed != was.passed).then_some(Crossed { was, now: new })
+        let new = *by_size.get(&*was.size)?;
+        (was.test.passes(new.value) != was.passed).then_some(Crossed {
+            was,
+            now: new.value,
+        })
     })
 }
 
-/// A guard a new size crossed: as recorded at the site's last sizes and
-/// at the new ones.
+/// A guard a new size crossed: as recorded at the site's last sizes,
+/// and its size's value at the new ones.
 #[derive(Clone, Copy, Debug)]
 pub(crate) struct Crossed<'a> {
     pub was: &'a Guard,
-    pub now: &'a Guard,
+    /// The size's value at the new sizes.
+    pub now: usize,
 }
 
 impl Crossed<'_> {
@@ -670,7 +696,7 @@ impl Crossed<'_> {
             "guard `{}` held at {}, not at {} ({}{named})",
             self.was.condition(),
             self.was.value,
-            self.now.value,
+            self.now,
             self.was.decides
         )
     }
@@ -774,6 +800,18 @@ mod tests {
         // A multiple of four crossed first where it did.
         let odd = lowered(2047);
         let crossed = first_crossed(small.list(), odd.list()).expect("a guard crossed");
-        assert_eq!(crossed.now.condition(), "n7[1] % 4 != 0");
+        assert_eq!(crossed.was.condition(), "n7[1] % 4 == 0");
+        assert_eq!(crossed.now, 2047);
+        // A power of two above a length, tested against other bounds at
+        // each size: the bound at the last sizes fails at the new ones.
+        let padded = |len: usize| {
+            let mut guards = Guards::default();
+            guards.power_of_two_above(&Sz::dim(3, 0, len), "a sort's network");
+            guards
+        };
+        let (p768, p396) = (padded(768), padded(396));
+        let crossed = first_crossed(p768.list(), p396.list()).expect("crossed");
+        assert_eq!(crossed.was.condition(), "n3[0] >= 513");
+        assert!(first_crossed(padded(768).list(), padded(600).list()).is_none());
     }
 }

@@ -8,7 +8,7 @@
 //! be fused into the first training step, whose kernels would then differ
 //! from every later step's: a second compile of the step and, with sizes
 //! that change, generic kernels made only at the third (see
-//! `runtime::gpu::generalize`). Optimisers make their state the same way
+//! `kernel::changing`). Optimisers make their state the same way
 //! (`Tensor::stored_zeros_like`); a user's own pending leaf (a
 //! `randn(..).requires_grad_(true)`) still makes the first step's graph
 //! differ, and that compile is told apart as warm-up

@@ -3,11 +3,11 @@
 //! calls; and the WGSL printed from it.
 
 use crate::dtype::DType;
-use crate::kernel::generic::forget_provenance;
+use crate::kernel::generic::symbolize;
 use crate::kernel::ir::{Inst, Ty};
-use crate::kernel::{Binding, Declared, Entry, Helpers, Kernel, legalise, simplify_indices};
+use crate::kernel::{Binding, Declared, Entry, Helpers, Kernel, legalise};
 
-use super::super::source::{KernelSource, Launch, TextureUse};
+use super::super::source::{KernelSource, Launch, SizeLiterals, TextureUse};
 use super::{Gen, part_names};
 
 impl Gen<'_> {
@@ -24,21 +24,36 @@ impl Gen<'_> {
     ) -> KernelSource {
         let out_types: Vec<(usize, bool)> = writes.iter().map(|&o| (o, vec_out)).collect();
         let (mut entry, mut body) = (entry, legalise(body));
-        if self.cx.fixed_sizes || !self.cx.provenance {
-            forget_provenance(&mut body, &mut entry);
-        }
-        if self.cx.fixed_sizes {
-            body = simplify_indices(body, &entry);
+        // Index arithmetic is simplified where the kernel is printed
+        // (`Kernel::simplified`), so that a later size compares the kernel
+        // as lowered with the site's and, where they are one, binds it
+        // without simplifying.
+        let dynamic = match self.cx.sizes {
+            SizeLiterals::Symbolic(changing) => {
+                symbolize(&mut body, &mut entry, &|leaf| changing.contains(leaf))
+            }
+            #[cfg(test)]
+            SizeLiterals::Kept => crate::kernel::generic::DynamicSizes::default(),
+        };
+        let mut bindings = self.declared(&out_types, &launch.textures);
+        if !dynamic.is_empty() {
+            bindings.push(Declared {
+                binding: Binding::Sizes {
+                    vec4s: dynamic.values.len().div_ceil(4),
+                },
+                name: "dyn_sizes".to_string(),
+                element: None,
+            });
         }
         let kernel = Kernel {
-            bindings: self.declared(&out_types, &launch.textures),
+            bindings,
             helpers: self.helpers(&out_types),
             entry,
             body,
         };
-        // The IR listing only for dumps.
+        // The IR listing only for dumps, as printed.
         let ir = if self.cx.origins.is_some() {
-            kernel.to_string()
+            kernel.simplified().to_string()
         } else {
             String::new()
         };
@@ -52,7 +67,7 @@ impl Gen<'_> {
             scratch: Vec::new(),
             packs: Vec::new(),
             copy: None,
-            dyn_sizes: None,
+            dynamic,
             candidates: self.candidates.clone(),
             guards: self.guards.recorded(),
             kernel: std::sync::Arc::new(kernel),

@@ -8,11 +8,12 @@ use std::sync::{Arc, Mutex};
 
 use lru::LruCache;
 
-use super::dynamic::{KernelTexts, Printing, generalize_kernels, marked_texts, probe_texts};
+use super::dynamic::{KernelTexts, Printing, bind_kernels};
 use super::sites::{Site, SiteNote, SiteRecord, note_miss, record_site};
-use crate::codegen::{CodegenContext, KernelSource, generate};
+use crate::codegen::{CodegenContext, KernelSource, SizeLiterals, generate};
 use crate::error::{Error, Result};
 use crate::graph::{Graph, GraphKey};
+use crate::kernel::changing::ChangingSizes;
 use crate::kernel::{Precedents, Target};
 use crate::metrics::Metrics;
 use crate::schedule::{Donations, KernelKind, Lowered, Plan, lower_for_gpu, plan};
@@ -219,6 +220,25 @@ pub(super) fn executable(
     let tuned_classes = caches.matmul_classes.is_some() || pinned.is_some();
     let before = (caches.by_site.peek(&site.site)).and_then(|s| s.before(site.structure));
     let precedents = before.map(|b| b.precedents_for(site.structure, tuned_classes));
+    // The numbers that change at the site: the kernels read them from
+    // their sizes binding, so that the next size binds the same ones.
+    // Sizes the user marked dynamic count at the first compile of a
+    // structure only: later ones find what changes against it.
+    let first_of_structure = before.is_none_or(|b| !b.has_structure(site.structure));
+    let marked: &[usize] = match first_of_structure {
+        true => &traced.dynamic_sizes,
+        false => &[],
+    };
+    let changing = ChangingSizes::at(
+        (&traced.key, &graph.key, &origin),
+        before.map(|b| (&b.key, &b.lowered, &b.changing)),
+        marked,
+    );
+    log::debug!(
+        "graph {:016x}: {} of its numbers change at its site",
+        traced.hash,
+        changing.len()
+    );
     // Not counted as compile time: the `autotune` timer has it.
     let tuning_start = std::time::Instant::now();
     let by_class = pinned.or_else(|| {
@@ -232,8 +252,7 @@ pub(super) fn executable(
         origins: origins.as_deref(),
         precedents: precedents.as_deref(),
         changing_last_dims: &changing_last_dims(traced, &origin, before),
-        fixed_sizes: before.is_none() && traced.dynamic_sizes.is_empty(),
-        provenance: false,
+        sizes: SizeLiterals::Symbolic(&changing),
     };
     let mut plan = plan(&graph.key, target);
     let mut sources = generate(&graph.key, &cx, &mut plan);
@@ -241,13 +260,13 @@ pub(super) fn executable(
     if let Some(p) = &precedents {
         chosen.inherit(p);
     }
-    // Dynamic sizes: kernels generic over what changed since the site's
-    // last graph; when every one is found compiled, nothing compiles.
+    // Kernels the site bound before take their printed text; when every
+    // one is found compiled, nothing compiles.
     let bound = std::cell::Cell::new(0);
-    let texts = make_generic(
-        (&caches.pipelines, &bound),
-        (traced, graph, before, site.structure),
-        (&cx, &chosen),
+    let texts = bind_known_kernels(
+        &bound,
+        (graph, before, site.structure),
+        cx.origins,
         &mut sources,
     );
     metrics.add("kernels_bound", bound.get());
@@ -264,7 +283,14 @@ pub(super) fn executable(
     };
     metrics.add(counter, 1);
     metrics.record("compile", compile_start.elapsed());
-    record_site(caches, metrics, traced, (site, texts, chosen, compiles));
+    let symbols = (graph.key.clone(), changing);
+    record_site(
+        caches,
+        metrics,
+        traced,
+        (site, texts, chosen, compiles),
+        symbols,
+    );
     if let (Some(dir), Some(origins)) = (&caches.dump_dir, &origins) {
         let sources: Vec<&KernelSource> = kernels.iter().map(|k| &k.source).collect();
         crate::debug::dump(dir, (graph, &plan), &sources, origins);
@@ -350,9 +376,10 @@ fn place_sizes(ctx: &GpuContext, kernels: &mut [CompiledKernel]) {
     let mut ranges: Vec<(usize, usize, u64, u64)> = Vec::new();
     for (k, kernel) in kernels.iter().enumerate() {
         for (d, dispatch) in kernel.source.dispatches().enumerate() {
-            let Some(values) = &dispatch.dyn_sizes else {
+            if dispatch.dynamic.is_empty() {
                 continue;
-            };
+            }
+            let values = &dispatch.dynamic.values;
             let offset = (words.len() as u64 * 4).next_multiple_of(align);
             words.resize(offset as usize / 4, 0);
             words.extend_from_slice(values);
@@ -444,16 +471,13 @@ fn supported(target: &Target, graph: &Graph) -> Result<()> {
     Ok(())
 }
 
-/// Makes the kernels of a recompiled site generic over its changing
-/// sizes (`generalize_kernels`), against its last graph (`before`) and,
-/// where needed, a probe of a third size made from `traced`; or, at the
-/// first compile of a structure whose sizes the user marked dynamic,
-/// against the probe of the marked sizes. Returns the kernels to record
-/// for the site.
-fn make_generic(
-    (pipelines, bound): (&LruCache<String, Arc<Pipeline>>, &std::cell::Cell<u64>),
-    (traced, lowered, before, structure): (&Graph, &Graph, Option<&SiteRecord>, u64),
-    (cx, chosen): (&CodegenContext, &Precedents),
+/// Binds each of `sources`' dispatches to the kernel the site's last
+/// graph (`before`) bound for it, where it lowered to that kernel
+/// (`dynamic::bind_kernels`). Returns the kernels to record for the site.
+fn bind_known_kernels(
+    bound: &std::cell::Cell<u64>,
+    (lowered, before, structure): (&Graph, Option<&SiteRecord>, u64),
+    origins: Option<&[String]>,
     sources: &mut [KernelSource],
 ) -> KernelTexts {
     let names = |n: usize| {
@@ -461,42 +485,11 @@ fn make_generic(
         Some(format!("{} recorded at {located}", lowered.op_label(n)))
     };
     let printing = Printing {
-        compiled: &|wgsl| pipelines.contains(wgsl),
-        origins: cx.origins,
+        origins,
         bound,
         names: &names,
     };
-    // Probes are lowered with this graph's strategies (its own, where the
-    // site's earlier graph had none: at the first compile of a structure
-    // with marked sizes, all of them), as a later size of the site would
-    // be: a choice that depends on a size (an operand packed below a
-    // threshold, read in place above it) then does not make the probes'
-    // kernels differ from the graph's. Where this graph left an earlier
-    // precedent, the probe may still differ; that loses a generic kernel,
-    // never a value (generic kernels are made from this graph's own).
-    let plain = CodegenContext {
-        origins: None,
-        precedents: Some(chosen),
-        ..*cx
-    };
-    // The first compile of this structure, with sizes the user marked
-    // dynamic: generic against the probe of the marked sizes.
-    if before.is_none_or(|b| !b.has_structure(structure)) {
-        if let Some(marked) = marked_texts(traced, &plain) {
-            return generalize_kernels(Some(&marked), sources, printing, &mut |_, _| None);
-        }
-    }
-    let mut probe = None;
-    let mut texts = generalize_kernels(
-        before.map(|b| &b.kernels),
-        sources,
-        printing,
-        &mut |k, d| {
-            let texts = probe
-                .get_or_insert_with(|| before.and_then(|b| probe_texts(traced, &b.key, &plain)));
-            texts.as_ref()?.get(k)?.get(d).cloned()
-        },
-    );
+    let mut texts = bind_kernels(before.map(|b| &b.kernels), sources, printing);
     // Kernels of another structure are paired by position only: the
     // recompile warning's change in the graph says why they compile.
     if before.is_some_and(|b| !b.has_structure(structure)) {

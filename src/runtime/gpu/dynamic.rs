@@ -1,102 +1,70 @@
-//! Dynamic sizes, per compile: each kernel of a site compiled again with
-//! other sizes is made generic over the literals in which its IR differs
-//! from the site's last one (`kernel::generic`), and over those in which
-//! it differs from the same kernel at a third size, the probe
-//! (`graph::probe`), where the two sizes alone leave one generic kernel
-//! still to compile. At the first compile of a structure with sizes the
-//! user marked dynamic, each kernel is made generic against the probes
-//! of the marked sizes instead (`marked_texts`).
+//! Dynamic sizes, per compile: a site's kernels come out of lowering
+//! generic over the numbers that change at the site (`kernel::changing`,
+//! `kernel::generic`), so a new size whose kernels are the ones the site
+//! bound before binds their pipelines with its own values and compiles
+//! nothing. This module binds each dispatch to the site's kernel it
+//! equals (taking its printed WGSL instead of printing), records what
+//! the site keeps for its next sizes, and says why a dispatch that needs
+//! a pipeline is not one the site had: the guard its sizes crossed.
 
-use std::panic::{AssertUnwindSafe, catch_unwind};
 use std::sync::Arc;
 
-use crate::codegen::generate;
-use crate::codegen::{CodegenContext, KernelSource, kernel_wgsl, validate_wgsl};
-use crate::graph::{Graph, GraphKey, MarkedProbe, marked_probe_key, probe_key};
-use crate::kernel::generic::{
-    Generic, differing_literals, generalize, structural_difference, values_for,
-};
-use crate::kernel::sizes::{Guard, first_crossed};
+use crate::codegen::{KernelSource, kernel_wgsl};
+use crate::kernel::generic::{first_difference, structural_difference};
+use crate::kernel::sizes::first_crossed;
 use crate::kernel::{GuardList, Kernel};
-use crate::schedule::{Lowered, lower_for_gpu, plan};
 
-/// One dispatch as a site recorded it: its kernel lowered at one of the
-/// site's sizes, which of its literals are dynamic (none: it stayed
-/// concrete), and the kernel bound for it.
+/// One dispatch as a site recorded it: the kernel bound for it (generic
+/// over the site's changing sizes where it reads any), its WGSL, and the
+/// guards its lowering recorded.
 #[derive(Clone)]
 pub(crate) struct DispatchText {
-    /// The kernel lowered for the sizes of the graph that recorded it
-    /// (an earlier size's, where a later one bound its generic kernel).
-    pub concrete: Arc<Kernel>,
-    /// Which of its literals are dynamic, by their order in the kernel.
-    pub dynamic: Vec<usize>,
-    /// The kernel the site bound for it and its WGSL (printed without
-    /// origins): the generic kernel made from it, or itself where it
-    /// stayed concrete. A later size that lowers to that kernel but for
-    /// the dynamic literals binds it after two walks and one comparison
-    /// (`values_for`), with no kernel copied and nothing printed.
-    pub generic: Option<(Arc<Kernel>, Arc<str>)>,
-    /// Why it stayed concrete against the site's last kernel of this
-    /// dispatch (the guard the sizes crossed: `kernel::sizes::first_crossed`,
-    /// else `generic::structural_difference`'s first line that differs),
+    /// The kernel bound.
+    pub kernel: Arc<Kernel>,
+    /// Its WGSL, printed without origins; `None` in a dump, whose text
+    /// names the graph's nodes (a later size prints its own).
+    pub wgsl: Option<Arc<str>>,
+    /// Why it is not the site's last kernel of this dispatch (the guard
+    /// the sizes crossed: `kernel::sizes::first_crossed`, else
+    /// `generic::structural_difference`, else the literal that differs),
     /// for the recompile warning.
     pub not_generic: Option<String>,
-    /// The tests of sizes its latest lowering's choices made: a later
-    /// size whose kernel differs names the first that came out otherwise.
+    /// The tests of sizes its lowering's choices made: a later size
+    /// whose kernel differs names the first that came out otherwise.
     pub guards: GuardList,
 }
 
-impl DispatchText {
-    /// A kernel that stayed concrete, or that a probe lowered.
-    fn concrete(kernel: Arc<Kernel>, dynamic: Vec<usize>, guards: GuardList) -> DispatchText {
-        DispatchText {
-            concrete: kernel,
-            dynamic,
-            generic: None,
-            not_generic: None,
-            guards,
-        }
-    }
-}
-
 /// Per kernel, per dispatch (its packing kernels, then itself): the
-/// kernels a new size is compared with, the last first. A generic kernel
-/// stays behind a concrete one that replaced it (a batch of one, whose
-/// size-one dims are laid out otherwise): the next size may be generic
-/// again.
+/// kernels a new size is compared with, the last first. An earlier kernel
+/// stays behind the one that replaced it (a batch of one, whose size-one
+/// dims are laid out otherwise): the next size may lower to it again.
 pub(crate) type KernelTexts = Vec<Vec<Vec<DispatchText>>>;
 
-/// How a generic kernel's WGSL is printed (with `origins`, as the
-/// concrete kernel's was) and looked up (`compiled`: whether a pipeline
-/// already has that text).
+/// How dispatches are printed and named.
 #[derive(Clone, Copy)]
 pub(super) struct Printing<'a> {
-    pub compiled: &'a dyn Fn(&str) -> bool,
+    /// Per graph node, its label in a dump (`None`: no dump).
     pub origins: Option<&'a [String]>,
     /// Counts the dispatches bound to a kernel the site bound before,
-    /// nothing compared but that kernel, nothing printed.
+    /// nothing printed.
     pub bound: &'a std::cell::Cell<u64>,
     /// Names graph node `n` of the lowered graph for people (`sum
     /// recorded at src/main.rs:12`), in the guards a warning names.
     pub names: &'a dyn Fn(usize) -> Option<String>,
 }
 
-/// Makes each kernel of a recompiled site generic over the literals in
-/// which it differs from the site's last graph (`before`: its kernels),
-/// where the two differ in nothing else. A generic kernel whose WGSL
-/// (printed with `origins`, as the concrete one was) is not yet
-/// `compiled` is made generic over what differs from the probe's kernel
-/// as well (`probe(kernel, dispatch)`). Returns the kernels to record for
-/// the site.
-pub(super) fn generalize_kernels(
+/// Binds each dispatch of `sources` to the kernel the site bound before
+/// for it (`before`: the site's last graph's kernels), where it lowered
+/// to that kernel, and prints the others. Returns the kernels to record
+/// for the site.
+pub(super) fn bind_kernels(
     before: Option<&KernelTexts>,
     sources: &mut [KernelSource],
     printing: Printing<'_>,
-    probe: &mut dyn FnMut(usize, usize) -> Option<Arc<Kernel>>,
 ) -> KernelTexts {
     // Where the schedule changed, kernels are still paired by position
-    // (a kernel binds only what it equals), but a kernel that stays
-    // concrete is explained by the schedule, not by its pair.
+    // (a kernel binds only what it equals), but a kernel that differs is
+    // explained by the schedule, not by its pair.
     let schedule_changed = before.filter(|b| b.len() != sources.len()).map(|b| {
         format!(
             "the graph lowers to {} kernels, {} at the site's last sizes",
@@ -113,9 +81,7 @@ pub(super) fn generalize_kernels(
         let mut texts = Vec::with_capacity(source.packs.len() + 1);
         for (d, pack) in source.packs.iter_mut().enumerate() {
             let last = previous.map_or(&[][..], |p| &p[d]);
-            texts.push(generalize_dispatch(pack, last, printing, &mut || {
-                probe(k, d)
-            }));
+            texts.push(bind_dispatch(pack, last, printing));
         }
         // The kernel itself pairs with the site's last kernel even where
         // their packing kernels were not as many: an operand packed by a
@@ -124,9 +90,7 @@ pub(super) fn generalize_kernels(
         // texture.
         let d = texts.len();
         let last = of_kernel.and_then(|p| p.last()).map_or(&[][..], |p| &p[..]);
-        texts.push(generalize_dispatch(source, last, printing, &mut || {
-            probe(k, d)
-        }));
+        texts.push(bind_dispatch(source, last, printing));
         // Dispatches not compared one by one are explained by what kept
         // them apart: the schedule, else this kernel's packing kernels.
         let unpaired = (of_kernel.filter(|_| previous.is_none())).map(|last| {
@@ -141,11 +105,11 @@ pub(super) fn generalize_kernels(
             (None, Some(why)) => Some((why, d)),
             (None, None) => None,
         };
+        // A dispatch bound to a kernel the site had compiles nothing, so
+        // the warning, which names only dispatches that compile, skips it.
         if let Some((why, upto)) = explained {
             for t in texts[..upto].iter_mut().filter_map(|t| t.first_mut()) {
-                if t.dynamic.is_empty() {
-                    t.not_generic = Some(why.clone());
-                }
+                t.not_generic = Some(why.clone());
             }
         }
         record.push(texts);
@@ -153,111 +117,72 @@ pub(super) fn generalize_kernels(
     record
 }
 
-/// Makes one dispatch generic against its kernels for earlier sizes
-/// (`before`, the last first: a kernel and its dynamic literals), and
-/// against the probe's where that generic kernel is not `compiled` yet,
-/// or where it is generic against none of them. Returns the kernels to record: its concrete kernel and dynamic
-/// literals (none when it stays concrete), then a generic one it could
-/// not match.
-fn generalize_dispatch(
+/// Binds one dispatch to the kernel of the site's earlier ones
+/// (`before`, the last first) that it equals, taking its WGSL; else
+/// prints it (outside a dump) and says why it is not the site's last.
+/// Returns the kernels to record for the dispatch.
+fn bind_dispatch(
     s: &mut KernelSource,
     before: &[DispatchText],
     Printing {
-        compiled,
         origins,
         bound,
         names,
     }: Printing<'_>,
-    probe: &mut dyn FnMut() -> Option<Arc<Kernel>>,
 ) -> Vec<DispatchText> {
-    if origins.is_none()
-        && let Some(record) = bind_known_generic(s, before)
-    {
+    let known = origins.is_none().then(|| {
+        before
+            .iter()
+            .find_map(|t| Some((t, t.wgsl.as_ref()?)).filter(|_| *t.kernel == *s.kernel))
+    });
+    if let Some(Some((found, wgsl))) = known {
         bound.set(bound.get() + 1);
+        s.wgsl = wgsl.clone();
+        s.kernel = found.kernel.clone();
+        let record = DispatchText {
+            not_generic: None,
+            guards: s.guards.clone(),
+            ..found.clone()
+        };
         return keep_earlier_texts(record, before);
     }
-    let concrete = s.kernel.clone();
-    // A literal that WGSL needs constant (a subgroup broadcast's lane)
-    // makes the generic kernel invalid: keep the concrete one. A kernel
-    // compiled before was valid then. Each generic kernel is printed
-    // once, and carries its text.
-    let printed = |g: Generic| {
-        let text = kernel_wgsl(&g.kernel, origins);
-        (g, text)
-    };
-    let valid = |(_, text): &(Generic, String)| compiled(text) || validate_wgsl(text).is_ok();
-    let two_sizes = before.iter().find_map(|t| {
-        generalize(&t.concrete, &concrete, &t.dynamic)
-            .map(printed)
-            .filter(valid)
+    let wgsl = origins.is_none().then(|| {
+        let text: Arc<str> = kernel_wgsl(&s.kernel.simplified(), None).into();
+        s.wgsl = text.clone();
+        text
     });
-    let two_sizes_failed = two_sizes.is_none();
-    let generic = match two_sizes {
-        Some((g, text)) if !compiled(&text) => {
-            let three_sizes = probe()
-                .and_then(|p| generalize(&p, &concrete, &g.dynamic))
-                .map(printed)
-                .filter(valid);
-            Some(three_sizes.unwrap_or((g, text)))
-        }
-        // No earlier kernel it differs from in literals only (a guard
-        // crossed: its structure changed with the sizes): generic against
-        // the probe alone, so that the next size on this side of the
-        // guard binds it instead of compiling again; the guard is still
-        // named (`not_generic`).
-        None => probe()
-            .and_then(|p| generalize(&p, &concrete, &[]))
-            .map(printed)
-            .filter(valid),
-        other => other,
-    };
-    let record = match generic {
-        Some((g, text)) => {
-            s.wgsl = text.into();
-            if !s.ir.is_empty() {
-                s.ir = g.kernel.to_string();
-            }
-            s.kernel = Arc::new(g.kernel);
-            s.dyn_sizes = Some(g.values);
-            // Printed with origins (a dump), the text is not the one a
-            // later size would look up.
-            let generic = origins
-                .is_none()
-                .then(|| (s.kernel.clone(), s.wgsl.clone()));
-            let crossed =
-                two_sizes_failed.then(|| guard_crossed((&concrete, &s.guards), before, names));
-            DispatchText {
-                not_generic: crossed.flatten(),
-                concrete,
-                dynamic: g.dynamic,
-                generic,
-                guards: s.guards.clone(),
-            }
-        }
-        None => stays_concrete(s, concrete, before, (origins, names)),
+    let record = DispatchText {
+        not_generic: why_not_the_last((&s.kernel, &s.guards), before, names),
+        kernel: s.kernel.clone(),
+        wgsl,
+        guards: s.guards.clone(),
     };
     keep_earlier_texts(record, before)
 }
 
-/// Why `concrete` (lowered with `guards`) is not generic against the
-/// site's last kernel of its dispatch (`before`'s first): the first guard
-/// of that kernel whose test came out otherwise at the new sizes
+/// Why `kernel` (lowered with `guards`) is not the site's last kernel of
+/// its dispatch (`before`'s first): the first guard of that kernel whose
+/// test came out otherwise at the new sizes
 /// (`kernel::sizes::first_crossed`, its nodes named by `names`), else the
-/// first line of IR that differs (`generic::structural_difference`);
-/// `None` where it is that kernel.
-fn guard_crossed(
-    (concrete, guards): (&Kernel, &[Guard]),
+/// first line of IR that differs in structure
+/// (`generic::structural_difference`), else the first that differs in a
+/// literal (a size that changed for the first time, or one whose
+/// provenance lowering does not record); `None` where it is that kernel
+/// or the site has none.
+fn why_not_the_last(
+    (kernel, guards): (&Kernel, &GuardList),
     before: &[DispatchText],
     names: &dyn Fn(usize) -> Option<String>,
 ) -> Option<String> {
-    let last = before.first().filter(|l| *l.concrete != *concrete)?;
+    let last = before.first().filter(|l| *l.kernel != *kernel)?;
     let crossed = first_crossed(&last.guards, guards);
-    let why = crossed.map(|c| c.describe(names)).or_else(|| {
-        structural_difference(&last.concrete, concrete)
-    }).unwrap_or_else(|| {
-        "it differs from the site's last kernel in literals only, which made no valid generic kernel".to_string()
-    });
-    log::debug!("a dispatch is not generic over the new sizes: {why}");
+    let why = crossed
+        .map(|c| c.describe(names))
+        .or_else(|| structural_difference(&last.kernel, kernel))
+        .or_else(|| {
+            first_difference(&last.kernel, kernel).map(|d| format!("sizes read otherwise: {d}"))
+        })?;
+    log::debug!("a dispatch is not the site's last kernel: {why}");
     Some(why)
 }
 
@@ -266,26 +191,21 @@ fn guard_crossed(
 const REMEMBERED: usize = 4;
 
 /// The kernels of a dispatch a site keeps: the one bound now (`first`),
-/// then earlier ones (`before`) that differ from
-/// them, up to `REMEMBERED`. A size that lowers as an earlier one did
-/// binds that one's kernel again, whatever sizes came between: a packing
-/// kernel whose operand is copied at some lengths (rows of a multiple of
-/// 64) and packed by the kernel at others, a product whose outputs were
-/// stored four at a time before its rows changed length.
+/// then earlier ones (`before`) that differ from them, up to
+/// `REMEMBERED`. A size that lowers as an earlier one did binds that
+/// one's kernel again, whatever sizes came between: a packing kernel
+/// whose operand is copied at some lengths (rows of a multiple of 64)
+/// and packed by the kernel at others, a batch of one between larger
+/// ones.
 fn keep_earlier_texts(first: DispatchText, before: &[DispatchText]) -> Vec<DispatchText> {
     let mut record = vec![first];
-    // Generic kernels first: a generic kernel stays behind a concrete one
-    // that replaced it (a batch of one, whose size-one dims are laid out
-    // otherwise), as the next size may be generic again.
-    let (generic, concrete): (Vec<&DispatchText>, Vec<&DispatchText>) =
-        before.iter().partition(|t| !t.dynamic.is_empty());
-    for t in generic.into_iter().chain(concrete) {
+    for t in before {
         if record.len() >= REMEMBERED {
             break;
         }
-        let same = |r: &DispatchText| match (&r.generic, &t.generic) {
-            (Some((_, a)), Some((_, b))) => a == b,
-            _ => *r.concrete == *t.concrete,
+        let same = |r: &DispatchText| match (&r.wgsl, &t.wgsl) {
+            (Some(a), Some(b)) => a == b,
+            _ => Arc::ptr_eq(&r.kernel, &t.kernel) || *r.kernel == *t.kernel,
         };
         if !record.iter().any(same) {
             record.push(DispatchText {
@@ -295,142 +215,4 @@ fn keep_earlier_texts(first: DispatchText, before: &[DispatchText]) -> Vec<Dispa
         }
     }
     record
-}
-
-/// The record of a dispatch that stays concrete (`concrete`, `s`'s own
-/// kernel): its own bound kernel, so that the next size that lowers to
-/// the same value takes its text (printed now, where not in a dump),
-/// with why it is not generic against the site's last kernel.
-fn stays_concrete(
-    s: &mut KernelSource,
-    concrete: Arc<Kernel>,
-    before: &[DispatchText],
-    (origins, names): (Option<&[String]>, &dyn Fn(usize) -> Option<String>),
-) -> DispatchText {
-    let mut text = DispatchText::concrete(concrete, Vec::new(), s.guards.clone());
-    if origins.is_none() {
-        s.print_wgsl(None);
-        text.generic = Some((s.kernel.clone(), s.wgsl.clone()));
-    }
-    text.not_generic = guard_crossed((&text.concrete, &s.guards), before, names);
-    text
-}
-
-/// Binds `s` to the generic kernel of one of the site's earlier
-/// dispatches (`before`) where `s` lowered to it but for its dynamic
-/// literals: its kernel, WGSL and those literals' values. Returns the
-/// entry bound, as the site records it; `None` where none matches.
-fn bind_known_generic(s: &mut KernelSource, before: &[DispatchText]) -> Option<DispatchText> {
-    let kernel = Arc::make_mut(&mut s.kernel);
-    let (found, (generic, wgsl), values) = before.iter().find_map(|t| {
-        let bound = t.generic.as_ref()?;
-        if t.dynamic.is_empty() {
-            // A concrete kernel: the same value, or not at all.
-            return (*bound.0 == *kernel).then_some((t, bound, None));
-        }
-        Some((t, bound, Some(values_for(&bound.0, &t.dynamic, kernel)?)))
-    })?;
-    s.wgsl = wgsl.clone();
-    s.kernel = generic.clone();
-    s.dyn_sizes = values;
-    Some(DispatchText {
-        not_generic: None,
-        guards: s.guards.clone(),
-        ..found.clone()
-    })
-}
-
-/// The kernels of the probe `key` of `traced` (see `graph::probe`), per
-/// kernel, per dispatch; `None` when its code generation fails (sizes a
-/// user's graph relates otherwise than affinely: a probe is a guess, and
-/// a failed guess only leaves kernels concrete, or generic over fewer
-/// literals).
-fn probe_kernels(
-    traced: &Graph,
-    key: GraphKey,
-    cx: &CodegenContext,
-) -> Option<Vec<Vec<Arc<Kernel>>>> {
-    let identity: Vec<usize> = (0..key.nodes.len()).collect();
-    let probe = traced.lowered(key, &identity);
-    let generated = catch_unwind(AssertUnwindSafe(|| {
-        let Lowered { key, origin } = lower_for_gpu(&probe.key, cx.target);
-        let graph = probe.lowered(key, &origin);
-        let mut plan = plan(&graph.key, cx.target);
-        generate(&graph.key, cx, &mut plan)
-            .iter()
-            .map(|s| s.dispatches().map(|d| d.kernel.clone()).collect())
-            .collect()
-    }));
-    if generated.is_err() {
-        log::debug!("graph {:016x}: no probe of its sizes", traced.hash);
-    }
-    generated.ok()
-}
-
-/// The kernels of a probe of `traced` one size after `before`, its sizes
-/// moved on along the line of their change (`graph::probe_key`).
-pub(super) fn probe_texts(
-    traced: &Graph,
-    before: &GraphKey,
-    cx: &CodegenContext,
-) -> Option<Vec<Vec<Arc<Kernel>>>> {
-    probe_kernels(traced, probe_key(before, &traced.key)?, cx)
-}
-
-/// For the first compile of a graph with sizes the user marked dynamic:
-/// the kernels of its probes (`MarkedProbe::ALL`) as a site's earlier
-/// kernels, each dispatch's probe kernels with the literals known dynamic
-/// where probes of one structure differ, so the graph's own kernels are
-/// made generic against them. `None` without marks or probes.
-pub(super) fn marked_texts(traced: &Graph, cx: &CodegenContext) -> Option<KernelTexts> {
-    if traced.dynamic_sizes.is_empty() {
-        return None;
-    }
-    // Small sizes move alike in several probes (16 is both eight more
-    // and half as much again): each distinct probe is lowered once.
-    let mut keys: Vec<GraphKey> = Vec::with_capacity(MarkedProbe::ALL.len());
-    for p in MarkedProbe::ALL {
-        if let Some(key) = marked_probe_key(&traced.key, &traced.dynamic_sizes, p)
-            && !keys.contains(&key)
-        {
-            keys.push(key);
-        }
-    }
-    let probes: Vec<Vec<Vec<Arc<Kernel>>>> = keys
-        .into_iter()
-        .filter_map(|key| probe_kernels(traced, key, cx))
-        .collect();
-    let first = probes.first()?;
-    let texts = (0..first.len())
-        .map(|k| {
-            (0..first[k].len())
-                .map(|d| {
-                    let of_dispatch: Vec<&Arc<Kernel>> =
-                        probes.iter().filter_map(|p| p.get(k)?.get(d)).collect();
-                    known_across(&of_dispatch)
-                })
-                .collect()
-        })
-        .collect();
-    Some(texts)
-}
-
-/// Each kernel with the literals in which it differs from the others of
-/// its structure.
-fn known_across(kernels: &[&Arc<Kernel>]) -> Vec<DispatchText> {
-    kernels
-        .iter()
-        .map(|&a| {
-            let mut known: Vec<usize> = kernels
-                .iter()
-                .filter_map(|b| differing_literals(a, b))
-                .flatten()
-                .collect();
-            known.sort_unstable();
-            known.dedup();
-            // A probe's guards are not compared: a warning compares
-            // the site's last sizes with the new ones.
-            DispatchText::concrete(a.clone(), known, GuardList::from([]))
-        })
-        .collect()
 }

@@ -8,6 +8,7 @@ use std::borrow::Cow;
 use crate::error::Error;
 use crate::graph::{Graph, GraphKey, Recompile};
 use crate::kernel::Precedents;
+use crate::kernel::changing::ChangingSizes;
 use crate::metrics::Metrics;
 
 use super::compile::GpuCaches;
@@ -43,7 +44,14 @@ impl Site {
 
 /// A graph compiled for a trace site.
 pub(crate) struct SiteRecord {
+    /// The graph as traced.
     pub key: GraphKey,
+    /// The graph as lowered for the GPU, whose numbers the kernels'
+    /// sizes read.
+    pub lowered: GraphKey,
+    /// The numbers of `lowered` that changed at the site up to it (its
+    /// kernels read them from their sizes binding).
+    pub changing: ChangingSizes,
     /// Its `GraphKey::size_free_hash`.
     structure: u64,
     /// Per kernel, per dispatch (its packing kernels, then itself): the
@@ -241,6 +249,7 @@ pub(super) fn record_site(
     metrics: &Metrics,
     graph: &Graph,
     (note, kernels, precedents, compiled): (SiteNote, KernelTexts, Precedents, bool),
+    (lowered, changing): (GraphKey, ChangingSizes),
 ) {
     let mut count = note.previous;
     if let (Some(warning), true) = (note.warning, compiled) {
@@ -250,6 +259,8 @@ pub(super) fn record_site(
     }
     let record = SiteRecord {
         key: graph.key.clone(),
+        lowered,
+        changing,
         structure: note.structure,
         kernels,
         precedents,
