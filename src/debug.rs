@@ -142,7 +142,8 @@ fn planned_text((plan, k): (&Plan, usize), releases: &[usize], origins: &[String
 }
 
 /// What a kernel was decided to be, as text: what it writes, its grid,
-/// what was `planned` for it, its bindings in order (each node named with
+/// the guards its choices recorded, the dynamic sizes it reads and how
+/// the graph's numbers give them, what was `planned` for it, its bindings in order (each node named with
 /// its op and source line), and its body in the kernel IR (`kernel::ir`).
 fn plan_text(name: &str, source: &KernelSource, planned: &str, origins: &[String]) -> String {
     let label = |n: usize| origins.get(n).map_or("?", String::as_str);
@@ -167,6 +168,11 @@ fn plan_text(name: &str, source: &KernelSource, planned: &str, origins: &[String
             .map(|n| format!("n{n} {}", label(n)))
             .collect();
         let _ = writeln!(text, "guard: {guard}; {}", named.join(", "));
+    }
+    // The sizes it reads from its sizes binding, and their values here.
+    let dynamic = &source.dynamic;
+    for (slot, (expr, value)) in dynamic.exprs.iter().zip(&dynamic.values).enumerate() {
+        let _ = writeln!(text, "size[{slot}] = {expr} ({value} here)");
     }
     for &w in &source.writes {
         let _ = writeln!(text, "writes n{w} {}", label(w));

@@ -188,3 +188,36 @@ fn dump_lists_the_matmul_candidates() {
     );
     std::fs::remove_dir_all(&dir).ok();
 }
+
+/// A dumped kernel that reads sizes from its sizes binding lists each:
+/// its slot, the expression of the graph's numbers that gives it, and
+/// its value at the dumped graph. Rows of 64 then 50: the second
+/// graph's kernel reads its element count (the output's rows times its
+/// columns, node 3) as `size[0]`.
+#[test]
+fn a_dump_lists_the_sizes_a_kernel_reads_and_their_expressions() {
+    let Some((dev, dir)) = dumping("dump-sizes") else {
+        return;
+    };
+    for rows in [64usize, 50] {
+        let x = Tensor::from_vec(vec![1.0f32; rows * 7], [rows, 7], &dev).unwrap();
+        let y = (&x * 2.0).exp();
+        assert_eq!(y.to_vec::<f32>().unwrap().len(), rows * 7);
+        dev.mark_step().unwrap();
+    }
+    let plans: Vec<String> = std::fs::read_dir(&dir)
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .filter(|p| p.to_string_lossy().ends_with(".plan.txt"))
+        .map(|p| std::fs::read_to_string(p).unwrap())
+        .collect();
+    assert_eq!(plans.len(), 2, "one kernel for each of the two graphs");
+    let generic: Vec<&String> = plans.iter().filter(|p| p.contains("size[0] = ")).collect();
+    assert_eq!(generic.len(), 1, "only the second is generic: {plans:#?}");
+    let line = (generic[0].lines())
+        .find(|l| l.starts_with("size[0] = "))
+        .unwrap_or_default();
+    assert_eq!(line, "size[0] = n3[0] * n3[1] (350 here)", "{}", generic[0]);
+    assert!(generic[0].contains("dynamic sizes (uniform, 1 vec4)"));
+    let _ = std::fs::remove_dir_all(&dir);
+}

@@ -150,7 +150,7 @@ fn a_training_set_with_a_partial_last_batch_compiles_once_per_size_kind() {
 /// batch, so every later size binds new values and compiles nothing.
 /// Unmarked, the second size compiles too. (A hidden width of 32: one
 /// equal to the batch would be taken for a size as well, see
-/// `graph::marked_probe_key`.)
+/// `kernel::changing`.)
 #[test]
 fn a_batch_marked_dynamic_compiles_generic_kernels_at_its_first_size() {
     let sizes = [64, 50, 33, 17, 64, 50, 9];

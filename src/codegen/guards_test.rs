@@ -186,8 +186,8 @@ fn lowered_with_key(outputs: &[&Tensor], target: &Target) -> Lowered {
     let key = lower_for_gpu(&graph.key, target).key;
     let mut plan = plan(&key, target);
     let mut out = Vec::new();
-    // As a site's later sizes are lowered: index arithmetic is simplified
-    // only at a site's first, fixed sizes.
+    // Literals keep their provenance, so that kernels at two sizes are
+    // compared before any is made generic.
     let cx = CodegenContext {
         sizes: SizeLiterals::Kept,
         ..CodegenContext::plain(target)

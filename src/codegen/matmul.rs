@@ -716,3 +716,28 @@ pub(super) fn matmul(
     let entry = tiled_entry(256, &d.groups, &tiles);
     ((entry, g.take_body(), d.groups.literal()), fours)
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The unroll of a K step's rows, as guards on the steps, is the one
+    /// the loop budget gave when the budget was divided by the steps:
+    /// the fewest copies (a power of two) for which the rows of each step
+    /// fit `(budget - steps) / steps` iterations.
+    #[test]
+    fn a_k_steps_rows_unroll_as_the_budget_divided_by_the_steps() {
+        for budget in [64_511usize, 1_000, 100] {
+            for steps in (1..80_000).step_by(13).chain([budget, budget + 1]) {
+                let per_step = (budget.saturating_sub(steps) / steps).max(1);
+                let want = match TILE_K <= per_step {
+                    true => 1,
+                    false => TILE_K.div_ceil(per_step).next_power_of_two(),
+                };
+                let mut guards = Guards::default();
+                let got = rows_unroll(&Sz::dim(0, 1, steps), budget, &mut guards);
+                assert_eq!(got, want, "{steps} steps, a budget of {budget}");
+            }
+        }
+    }
+}

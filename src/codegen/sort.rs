@@ -20,7 +20,7 @@ use crate::dtype::DType;
 use crate::graph::GraphKey;
 use crate::kernel::ir::{Arith, Expr, Inst, Ty, Var};
 use crate::kernel::layouts::elements;
-use crate::kernel::{Entry, Sz};
+use crate::kernel::{Entry, Guards, Sz};
 
 /// Invocations of a line's workgroup: lines of more than
 /// `2 * SMALL_SORT_PAIRS` elements share each step's pairs among 256.
@@ -36,6 +36,12 @@ const SORT_WORKGROUP: usize = 256;
 /// invocation per comparator: their workgroups of 256 would mostly idle
 /// through every barrier.
 const SMALL_SORT_PAIRS: usize = 32;
+
+/// The stage counts whose loop budget a network takes, the fewest at
+/// least its own: a line of up to 2^16 elements shares the budget of 16
+/// stages (its loops fit unrolled by none up to 2^16), one of 2^20 that
+/// of 20 (unrolled as it was with its exact count).
+const STAGE_BUCKETS: [usize; 3] = [16, 20, 24];
 
 /// The kernel of `Sort { axis, descending, run }` at `root` (which it
 /// writes, as `i32` indices along `axis`, and no epilogue): its entry,
@@ -60,6 +66,22 @@ pub(super) fn sort(
         subgroup_id: false,
     };
     (entry, g.take_body(), workgroups.literal())
+}
+
+/// The long loops a network of `stages` stages shares the loop budget
+/// among: lavapipe's loop limit counts every iteration of the
+/// invocation, and the identity loop and each step's pair loop share it
+/// (the stage and step loops' few hundred come from the fixed
+/// allowance). They are counted for the most stages of the network's
+/// bucket (`STAGE_BUCKETS`; a u32 length has at most 32), each bound
+/// tested recorded in `guards`, so that the budget is the same for every
+/// length of the bucket.
+fn network_loops(guards: &mut Guards, stages: &Sz) -> usize {
+    let budget = "a sort's loop budget";
+    let most = (STAGE_BUCKETS.into_iter())
+        .find(|&most| guards.at_most(stages, most, budget))
+        .unwrap_or(32);
+    most * (most + 1) / 2 + 1
 }
 
 /// One line's sort as the parts of the kernel see it: the input, the
@@ -137,16 +159,7 @@ impl SortLine {
             true => g.guards.value(&pairs, per_comparator).max(1),
             false => SORT_WORKGROUP,
         };
-        // Lavapipe's loop limit counts every iteration of the invocation:
-        // the identity loop and each step's pair loop share it (the stage
-        // and step loops' few hundred come from the fixed allowance). The
-        // budget is that of the most stages a length on this side of 2^16
-        // takes, so that it is the same for every such length.
-        let most = match g.guards.at_most(&stages, 16, "a sort's loop budget") {
-            true => 16,
-            false => usize::BITS as usize,
-        };
-        let loops = most * (most + 1) / 2 + 1;
+        let loops = network_loops(&mut g.guards, &stages);
         // One run a line where the guard above found the line no longer
         // than a run (`runs` is then 1).
         let (line, start, count) = if runs.literal() == 1 {

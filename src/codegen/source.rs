@@ -19,10 +19,10 @@ pub(crate) struct CodegenContext<'a> {
     /// The strategies of the trace site's last compile, for a compile
     /// with other sizes (see `kernel::strategy`).
     pub precedents: Option<&'a Precedents>,
-    /// Per node of the lowered graph: whether its last dimension changes
-    /// between the trace site's graphs (that of the traced node it comes
-    /// from differs from the same node of the site's last graph, or is a
-    /// size the user marked dynamic: by value, so a product whose rows
+    /// Per node of the lowered graph: whether its last dimension is among
+    /// the numbers that change at the trace site (`kernel::changing`: it
+    /// differs from a graph the site compiled before, or is a multiple of
+    /// a size the user marked dynamic, by value, so a product whose rows
     /// are as long as a marked batch is counted too). A choice that holds for some
     /// values of a size and not others (rows of a multiple of four stored
     /// four at a time) is not made on such a dimension, so that the

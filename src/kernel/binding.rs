@@ -36,9 +36,9 @@ pub(crate) enum Binding {
     /// Anomaly mode: the run's two flag words (`array<atomic<u32>, 2>`),
     /// after every other but `Sizes`.
     Checks,
-    /// A kernel generic over its sizes: its dynamic literals' values, a
-    /// uniform buffer of the executable's of `vec4s` words of four,
-    /// always last.
+    /// A kernel generic over its sizes: the values of the sizes it reads
+    /// (`Expr::Size`), a range of the executable's uniform buffer of
+    /// `vec4s` words of four, always last.
     Sizes { vec4s: usize },
 }
 

@@ -49,15 +49,16 @@ impl ChangingSizes {
 
     /// The numbers of `now` (a lowered graph, of `traced`'s nodes through
     /// `origin`) that change against the site's last graph of its
-    /// structure (`before`: its traced and lowered keys, and what changed
-    /// up to it), and those that are multiples of the `marked` sizes.
-    /// Where the lowered graphs differ in structure (a reduction split at
-    /// one length only), each node changes whole where the traced node it
-    /// comes from changed its shape; where the traced graphs differ too,
-    /// only the marks change.
+    /// structure (`before`: its traced and lowered keys, its lowered
+    /// nodes' traced nodes, and what changed up to it), and those that
+    /// are multiples of the `marked` sizes. Where the lowered graphs
+    /// differ in structure (a reduction split at one length only), each
+    /// node changes whole where the traced node it comes from changed its
+    /// shape or had a number that changed before; where the traced graphs
+    /// differ too, only the marks change.
     pub fn at(
         (traced, now, origin): (&GraphKey, &GraphKey, &[usize]),
-        before: Option<(&GraphKey, &GraphKey, &ChangingSizes)>,
+        before: Option<Before<'_>>,
         marked: &[usize],
     ) -> ChangingSizes {
         let mut changing = ChangingSizes::none();
@@ -68,7 +69,13 @@ impl ChangingSizes {
                 }
             }
         };
-        if let Some((then_traced, then, known)) = before {
+        if let Some(Before {
+            traced: then_traced,
+            lowered: then,
+            origin: then_origin,
+            changing: known,
+        }) = before
+        {
             if same_structure(then, now) {
                 for n in 0..now.nodes.len() {
                     insert_if(now, n, &|leaf, value| {
@@ -76,9 +83,17 @@ impl ChangingSizes {
                     });
                 }
             } else if same_structure(then_traced, traced) {
+                // The traced nodes whose lowered nodes had a number that
+                // changed.
+                let mut had_changed = vec![false; traced.nodes.len()];
+                for leaf in &known.leaves {
+                    if let Some(&t) = then_origin.get(leaf.node()) {
+                        had_changed[t] = true;
+                    }
+                }
                 for (n, &t) in origin.iter().enumerate() {
                     let (a, b) = (&then_traced.nodes[t], &traced.nodes[t]);
-                    if a.shape != b.shape || a.layout() != b.layout() {
+                    if had_changed[t] || a.shape != b.shape || a.layout() != b.layout() {
                         insert_if(now, n, &|_, _| true);
                     }
                 }
@@ -101,6 +116,20 @@ impl ChangingSizes {
     pub fn len(&self) -> usize {
         self.leaves.len()
     }
+}
+
+/// The site's last graph of a structure, as `ChangingSizes::at` compares
+/// a new one with it.
+#[derive(Clone, Copy)]
+pub(crate) struct Before<'a> {
+    /// The graph as traced.
+    pub traced: &'a GraphKey,
+    /// The graph as lowered.
+    pub lowered: &'a GraphKey,
+    /// Per lowered node, the traced node it comes from.
+    pub origin: &'a [usize],
+    /// The numbers of `lowered` that had changed up to it.
+    pub changing: &'a ChangingSizes,
 }
 
 /// Whether two graphs are one structure but for their numbers: as many
@@ -220,6 +249,68 @@ mod tests {
         }
     }
 
+    /// `key` as the site's last graph, lowered as traced.
+    fn before<'a>(
+        key: &'a GraphKey,
+        origin: &'a [usize],
+        changing: &'a ChangingSizes,
+    ) -> Option<Before<'a>> {
+        Some(Before {
+            traced: key,
+            lowered: key,
+            origin,
+            changing,
+        })
+    }
+
+    /// `graph(rows, cols)` lowered with a third node, `n1 + n1`, which
+    /// comes from the traced graph's node 1.
+    fn lowered_longer(rows: usize, cols: usize) -> GraphKey {
+        let mut key = graph(rows, cols);
+        let mut extra = key.nodes[1].clone();
+        extra.inputs = vec![1, 1];
+        key.nodes.push(extra);
+        key.outputs = vec![2];
+        key
+    }
+
+    #[test]
+    fn where_the_lowered_graphs_differ_nodes_change_whole_by_their_traced_node() {
+        let none = ChangingSizes::none();
+        let (then, identity) = (graph(64, 10), [0, 1]);
+        let origin = [0, 1, 1];
+        // The rows changed: every node changes whole.
+        let (traced, now) = (graph(50, 10), lowered_longer(50, 10));
+        let set = ChangingSizes::at(
+            (&traced, &now, &origin),
+            before(&then, &identity, &none),
+            &[],
+        );
+        let listed = changing(&now, &set);
+        for leaf in ["n0[1]", "n2[0]", "n2[1]", "stride(n0)[0]"] {
+            assert!(listed.contains(&leaf.to_string()), "{leaf}: {listed:?}");
+        }
+        // Nothing changed now, but node 0's rows had: the nodes from
+        // traced node 0 change, those from node 1 do not.
+        let mut rows = ChangingSizes::none();
+        rows.leaves.insert(Leaf::Dim { node: 0, dim: 0 });
+        let (traced, now) = (graph(64, 10), lowered_longer(64, 10));
+        let set = ChangingSizes::at(
+            (&traced, &now, &origin),
+            before(&then, &identity, &rows),
+            &[],
+        );
+        let listed = changing(&now, &set);
+        assert!(listed.contains(&"n0[1]".to_string()), "{listed:?}");
+        assert!(
+            !listed.iter().any(|l| l.contains("n1") || l.contains("n2")),
+            "{listed:?}"
+        );
+        // Another traced structure: only the marks.
+        let set = ChangingSizes::at((&now, &now, &origin), before(&then, &identity, &rows), &[]);
+        assert_eq!(set.len(), 0);
+    }
+
     fn changing(key: &GraphKey, set: &ChangingSizes) -> Vec<String> {
         let mut out: Vec<String> = (0..key.nodes.len())
             .flat_map(|n| leaves_of(key, n))
@@ -237,7 +328,7 @@ mod tests {
         assert_eq!(number_of(&a, Leaf::Extent { node: 0 }), 64 * 11);
         let identity: Vec<usize> = (0..a.nodes.len()).collect();
         let none = ChangingSizes::none();
-        let rows = ChangingSizes::at((&b, &b, &identity), Some((&a, &a, &none)), &[]);
+        let rows = ChangingSizes::at((&b, &b, &identity), before(&a, &identity, &none), &[]);
         let listed = changing(&b, &rows);
         assert!(listed.contains(&"n0[0]".to_string()), "{listed:?}");
         assert!(!listed.contains(&"n0[1]".to_string()), "{listed:?}");
@@ -246,14 +337,14 @@ mod tests {
             "{listed:?}"
         );
         // The columns change next; the rows stay changed although 50 is 50.
-        let both = ChangingSizes::at((&c, &c, &identity), Some((&b, &b, &rows)), &[]);
+        let both = ChangingSizes::at((&c, &c, &identity), before(&b, &identity, &rows), &[]);
         let listed = changing(&c, &both);
         for leaf in ["n0[0]", "n0[1]", "stride(n0)[0]"] {
             assert!(listed.contains(&leaf.to_string()), "{leaf}: {listed:?}");
         }
         // Every listed number has a value, and nothing changes against
         // itself.
-        let same = ChangingSizes::at((&c, &c, &identity), Some((&c, &c, &none)), &[]);
+        let same = ChangingSizes::at((&c, &c, &identity), before(&c, &identity, &none), &[]);
         assert_eq!(same.len(), 0);
     }
 

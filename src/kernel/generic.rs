@@ -72,6 +72,9 @@ pub(crate) fn symbolize(
             sizes.values.push(word);
             sizes.exprs.len() - 1
         });
+        // One expression, one value: every sized literal is its size's
+        // value, as a `u32` or an `i32` of the same word.
+        debug_assert_eq!(sizes.values[slot], word, "slot {slot}: `{size}`");
         *e = Expr::Size { slot, dtype };
     };
     let sized = |e: &Expr| matches!(e, Expr::Sized { .. });
@@ -332,6 +335,73 @@ mod tests {
         let (both, sizes) = symbolized(64, &|_| true);
         assert_eq!(sizes.values, vec![64 * 784, 784]);
         assert!(both.to_string().contains("gi / size[1] as u32"), "{both}");
+    }
+
+    #[test]
+    fn a_size_read_as_u32_and_as_i32_shares_its_slot_and_slots_pass_four() {
+        let rows = Sz::dim(0, 0, 70);
+        let sizes: Vec<Sz> = (1..=5).map(|k| rows.times(k)).collect();
+        let mut body: Vec<Inst> = sizes
+            .iter()
+            .map(|s| Inst::Let {
+                var: Var { prefix: "v", id: 1 },
+                ty: Ty::U32,
+                value: Expr::size_u32(s),
+                node: None,
+            })
+            .collect();
+        body.push(Inst::Let {
+            var: Var { prefix: "v", id: 2 },
+            ty: Ty::scalar(DType::I32),
+            value: Expr::size_i32(&rows),
+            node: None,
+        });
+        let mut entry = Entry::per_invocation_of(&rows);
+        let found = symbolize(&mut body, &mut entry, &|l| l == ROWS);
+        // The count and the i32 read share `rows`'s slot 0.
+        assert_eq!(found.values, vec![70, 140, 210, 280, 350]);
+        assert_eq!(
+            entry.count,
+            Expr::Size {
+                slot: 0,
+                dtype: DType::U32
+            }
+        );
+        let Inst::Let { value, .. } = &body[5] else {
+            panic!("a let")
+        };
+        assert_eq!(
+            *value,
+            Expr::Size {
+                slot: 0,
+                dtype: DType::I32
+            }
+        );
+        let Inst::Let { value, .. } = &body[4] else {
+            panic!("a let")
+        };
+        assert_eq!(
+            *value,
+            Expr::Size {
+                slot: 4,
+                dtype: DType::U32
+            }
+        );
+        // A size past 32 bits stays its literal.
+        let huge = Sz::dim(0, 0, 1 << 33);
+        let mut body = vec![Inst::Let {
+            var: Var { prefix: "v", id: 1 },
+            ty: Ty::U32,
+            value: Expr::size_u32(&huge),
+            node: None,
+        }];
+        let mut entry = Entry::per_invocation_of(&rows);
+        let found = symbolize(&mut body, &mut entry, &|l| l == ROWS);
+        assert_eq!(found.values, vec![70], "only the count");
+        let Inst::Let { value, .. } = &body[0] else {
+            panic!("a let")
+        };
+        assert_eq!(*value, Expr::U32(1 << 33));
     }
 
     #[test]

@@ -138,9 +138,8 @@ pub(crate) enum Expr {
     /// at another graph's numbers for the value it takes there.
     Sized { lit: Box<Expr>, size: Arc<SizeExpr> },
     /// Word `slot` of the kernel's dynamic sizes (`Binding::Sizes`), read
-    /// as `dtype` (`u32`, `i32` or `f32`): a literal of the concrete
-    /// kernel that differs between the sizes a kernel is generic over
-    /// (see `kernel::generic`).
+    /// as `dtype` (`u32` or `i32`): a size that reads a number changing
+    /// at the kernel's trace site (see `kernel::generic`).
     Size { slot: usize, dtype: DType },
     /// Whether an f32 value (`vec`: each of four) is NaN or infinite,
     /// tested on its bits (WGSL lets compilers assume floats are finite).

@@ -14,6 +14,7 @@ use crate::codegen::{CodegenContext, KernelSource, SizeLiterals, generate};
 use crate::error::{Error, Result};
 use crate::graph::{Graph, GraphKey};
 use crate::kernel::changing::ChangingSizes;
+use crate::kernel::sizes::Leaf;
 use crate::kernel::{Precedents, Target};
 use crate::metrics::Metrics;
 use crate::schedule::{Donations, KernelKind, Lowered, Plan, lower_for_gpu, plan};
@@ -220,25 +221,7 @@ pub(super) fn executable(
     let tuned_classes = caches.matmul_classes.is_some() || pinned.is_some();
     let before = (caches.by_site.peek(&site.site)).and_then(|s| s.before(site.structure));
     let precedents = before.map(|b| b.precedents_for(site.structure, tuned_classes));
-    // The numbers that change at the site: the kernels read them from
-    // their sizes binding, so that the next size binds the same ones.
-    // Sizes the user marked dynamic count at the first compile of a
-    // structure only: later ones find what changes against it.
-    let first_of_structure = before.is_none_or(|b| !b.has_structure(site.structure));
-    let marked: &[usize] = match first_of_structure {
-        true => &traced.dynamic_sizes,
-        false => &[],
-    };
-    let changing = ChangingSizes::at(
-        (&traced.key, &graph.key, &origin),
-        before.map(|b| (&b.key, &b.lowered, &b.changing)),
-        marked,
-    );
-    log::debug!(
-        "graph {:016x}: {} of its numbers change at its site",
-        traced.hash,
-        changing.len()
-    );
+    let changing = changing_at((traced, graph, &origin), before, site.structure);
     // Not counted as compile time: the `autotune` timer has it.
     let tuning_start = std::time::Instant::now();
     let by_class = pinned.or_else(|| {
@@ -251,7 +234,7 @@ pub(super) fn executable(
         target,
         origins: origins.as_deref(),
         precedents: precedents.as_deref(),
-        changing_last_dims: &changing_last_dims(traced, &origin, before),
+        changing_last_dims: &changing_last_dims(&graph.key, &changing),
         sizes: SizeLiterals::Symbolic(&changing),
     };
     let mut plan = plan(&graph.key, target);
@@ -262,14 +245,7 @@ pub(super) fn executable(
     }
     // Kernels the site bound before take their printed text; when every
     // one is found compiled, nothing compiles.
-    let bound = std::cell::Cell::new(0);
-    let texts = bind_known_kernels(
-        &bound,
-        (graph, before, site.structure),
-        cx.origins,
-        &mut sources,
-    );
-    metrics.add("kernels_bound", bound.get());
+    let texts = bind_known_kernels(metrics, (graph, before, site.structure), &cx, &mut sources);
     let compiles = needs_compiling(
         caches,
         (&mut site, graph, cx.origins),
@@ -283,11 +259,10 @@ pub(super) fn executable(
     };
     metrics.add(counter, 1);
     metrics.record("compile", compile_start.elapsed());
-    let symbols = (graph.key.clone(), changing);
+    let symbols = (graph.key.clone(), origin.clone(), changing);
     record_site(
         caches,
-        metrics,
-        traced,
+        (metrics, traced),
         (site, texts, chosen, compiles),
         symbols,
     );
@@ -473,23 +448,26 @@ fn supported(target: &Target, graph: &Graph) -> Result<()> {
 
 /// Binds each of `sources`' dispatches to the kernel the site's last
 /// graph (`before`) bound for it, where it lowered to that kernel
-/// (`dynamic::bind_kernels`). Returns the kernels to record for the site.
+/// (`dynamic::bind_kernels`), counting them (`kernels_bound`). Returns
+/// the kernels to record for the site.
 fn bind_known_kernels(
-    bound: &std::cell::Cell<u64>,
+    metrics: &Metrics,
     (lowered, before, structure): (&Graph, Option<&SiteRecord>, u64),
-    origins: Option<&[String]>,
+    cx: &CodegenContext,
     sources: &mut [KernelSource],
 ) -> KernelTexts {
+    let bound = std::cell::Cell::new(0);
     let names = |n: usize| {
         let located = lowered.locations.get(n)?;
         Some(format!("{} recorded at {located}", lowered.op_label(n)))
     };
     let printing = Printing {
-        origins,
-        bound,
+        origins: cx.origins,
+        bound: &bound,
         names: &names,
     };
     let mut texts = bind_kernels(before.map(|b| &b.kernels), sources, printing);
+    metrics.add("kernels_bound", bound.get());
     // Kernels of another structure are paired by position only: the
     // recompile warning's change in the graph says why they compile.
     if before.is_some_and(|b| !b.has_structure(structure)) {
@@ -512,23 +490,45 @@ fn checks_buffer(ctx: &GpuContext) -> wgpu::Buffer {
     })
 }
 
-/// Per node of the lowered graph (`origin`: the traced node each comes
-/// from): whether its last dimension changes between the site's graphs,
-/// as the traced node's last dimension differs from that of the same
-/// node of the site's `before` graph (of as many nodes, the same op on
-/// the same inputs: a step whose structure changed around it still
-/// compares its products), or is a size the user marked dynamic.
-fn changing_last_dims(traced: &Graph, origin: &[usize], before: Option<&SiteRecord>) -> Vec<bool> {
-    let last = (before.map(|b| &b.key)).filter(|l| l.nodes.len() == traced.key.nodes.len());
-    let changes = |t: usize| {
-        let now = &traced.key.nodes[t];
-        let differs = last.is_some_and(|l| {
-            let was = &l.nodes[t];
-            was.same_but_sizes(now) && was.shape.last() != now.shape.last()
-        });
-        differs || (now.shape.last()).is_some_and(|n| traced.dynamic_sizes.contains(n))
+/// The numbers of `lowered` (of `traced`'s nodes through `origin`) that
+/// change at its site: the kernels read them from their sizes binding,
+/// so that the next size binds the same ones. Sizes the user marked
+/// dynamic count at the first compile of a structure only; later ones
+/// find what changes against the site's record of it (`before`).
+fn changing_at(
+    (traced, lowered, origin): (&Graph, &Graph, &[usize]),
+    before: Option<&SiteRecord>,
+    structure: u64,
+) -> ChangingSizes {
+    let first_of_structure = before.is_none_or(|b| !b.has_structure(structure));
+    let marked: &[usize] = match first_of_structure {
+        true => &traced.dynamic_sizes,
+        false => &[],
     };
-    origin.iter().map(|&t| changes(t)).collect()
+    let changing = ChangingSizes::at(
+        (&traced.key, &lowered.key, origin),
+        before.map(SiteRecord::as_before),
+        marked,
+    );
+    log::debug!(
+        "graph {:016x}: {} of its numbers change at its site",
+        traced.hash,
+        changing.len()
+    );
+    changing
+}
+
+/// Per node of the lowered graph `key`: whether its last dimension is
+/// among the numbers that change at the site (`changing`: it differs
+/// from the same node of a graph the site compiled before, or is a
+/// multiple of a marked size).
+fn changing_last_dims(key: &GraphKey, changing: &ChangingSizes) -> Vec<bool> {
+    (key.nodes.iter().enumerate())
+        .map(|(node, n)| {
+            (n.shape.len().checked_sub(1))
+                .is_some_and(|dim| changing.contains(Leaf::Dim { node, dim }))
+        })
+        .collect()
 }
 
 /// The strategy of each kernel, keyed by its root or its first output.

@@ -8,7 +8,7 @@ use std::borrow::Cow;
 use crate::error::Error;
 use crate::graph::{Graph, GraphKey, Recompile};
 use crate::kernel::Precedents;
-use crate::kernel::changing::ChangingSizes;
+use crate::kernel::changing::{Before, ChangingSizes};
 use crate::metrics::Metrics;
 
 use super::compile::GpuCaches;
@@ -49,6 +49,8 @@ pub(crate) struct SiteRecord {
     /// The graph as lowered for the GPU, whose numbers the kernels'
     /// sizes read.
     pub lowered: GraphKey,
+    /// Per node of `lowered`, the node of `key` it comes from.
+    pub origin: Vec<usize>,
     /// The numbers of `lowered` that changed at the site up to it (its
     /// kernels read them from their sizes binding).
     pub changing: ChangingSizes,
@@ -64,6 +66,16 @@ pub(crate) struct SiteRecord {
 }
 
 impl SiteRecord {
+    /// The record as `ChangingSizes::at` compares a new graph with it.
+    pub(super) fn as_before(&self) -> Before<'_> {
+        Before {
+            traced: &self.key,
+            lowered: &self.lowered,
+            origin: &self.origin,
+            changing: &self.changing,
+        }
+    }
+
     /// Its strategies as precedents for a graph of `structure`: all of
     /// them, except that a record of another structure lends no matmul
     /// kernel where `tuned_classes` (per-class tuning picks kernels: the
@@ -246,10 +258,9 @@ pub(super) fn note_miss(caches: &mut GpuCaches, graph: &Graph) -> SiteNote {
 /// whose kernels were all found, generic over its sizes, is no recompile).
 pub(super) fn record_site(
     caches: &mut GpuCaches,
-    metrics: &Metrics,
-    graph: &Graph,
+    (metrics, graph): (&Metrics, &Graph),
     (note, kernels, precedents, compiled): (SiteNote, KernelTexts, Precedents, bool),
-    (lowered, changing): (GraphKey, ChangingSizes),
+    (lowered, origin, changing): (GraphKey, Vec<usize>, ChangingSizes),
 ) {
     let mut count = note.previous;
     if let (Some(warning), true) = (note.warning, compiled) {
@@ -260,6 +271,7 @@ pub(super) fn record_site(
     let record = SiteRecord {
         key: graph.key.clone(),
         lowered,
+        origin,
         changing,
         structure: note.structure,
         kernels,
