@@ -10,9 +10,11 @@
 //! What the runtime does with it is held to the same pairs: both kernels
 //! made generic over the numbers that differ between the two graphs
 //! (`kernel::generic::symbolize`, then simplified as the runtime does)
-//! are one kernel, so the second size binds the first's pipeline; and a
-//! kernel generic over every number of its graph prints WGSL that naga
-//! validates.
+//! are one kernel, so the second size binds the first's pipeline; the
+//! first's grid, evaluated from its generic entry at the second's numbers
+//! (`kernel::generic::groups_at`), is the second's, so a size that binds
+//! a kernel without lowering it can launch it; and a kernel generic over
+//! every number of its graph prints WGSL that naga validates.
 
 use std::fmt;
 
@@ -23,7 +25,7 @@ use super::{kernel_wgsl, validate_wgsl};
 use crate::graph::GraphKey;
 use crate::kernel::changing::{Before, ChangingSizes};
 use crate::kernel::generic::{
-    first_difference, literal_provenance, structural_difference, symbolize,
+    first_difference, groups_at, literal_provenance, structural_difference, symbolize,
 };
 use crate::kernel::ir::Expr;
 use crate::kernel::sizes::Leaf;
@@ -50,6 +52,9 @@ struct Count {
     /// Pairs whose structure differs although the first's guards hold at
     /// the second's numbers: a choice made on a size without its guard.
     unguarded: Vec<String>,
+    /// Kernels whose grid at the other size's numbers, evaluated from
+    /// their generic entry, is not the other kernel's.
+    wrong_grid: Vec<String>,
 }
 
 impl fmt::Display for Count {
@@ -142,6 +147,12 @@ fn compare(lowered: &[Lowered], count: &mut Count) {
             }
         }
         let changing = differing(ka, kb);
+        let mut entry = x.kernel.entry.clone();
+        let sizes = symbolize(&mut [], &mut entry, &|leaf| changing.contains(leaf));
+        let groups = groups_at(&entry, &sizes, &at);
+        if groups != Some(y.groups) && count.wrong_grid.len() < 4 {
+            (count.wrong_grid).push(format!("{:?}: {groups:?} for {}", x.strategy, y.groups));
+        }
         let (gx, gy) = (generic(&x.kernel, &changing), generic(&y.kernel, &changing));
         if gx != gy && count.not_one_kernel.len() < 4 {
             let why = first_difference(&gx, &gy).unwrap_or_default();
@@ -180,7 +191,8 @@ fn counts_of(programs: &[(&str, Program<'_>)], lengths: &[usize]) -> Vec<(String
 /// place), and the three training steps (an MLP, an attention block with
 /// its layer norm, a CNN) on lavapipe and with a GPU's choices (the tiled
 /// and the blocked matmul). Made generic over what changes, the two
-/// kernels of every such pair are one; generic over everything, every
+/// kernels of every such pair are one, and the first's grid evaluated at
+/// the second's numbers is the second's; generic over everything, every
 /// kernel is valid WGSL.
 #[test]
 fn literals_that_are_sizes_evaluate_to_another_sizes_literals() {
@@ -218,6 +230,11 @@ fn literals_that_are_sizes_evaluate_to_another_sizes_literals() {
         assert!(count.wrong.is_empty(), "{name}: {:#?}", count.wrong);
         assert!(count.invalid.is_empty(), "{name}: {:#?}", count.invalid);
         assert!(count.unguarded.is_empty(), "{name}: {:#?}", count.unguarded);
+        assert!(
+            count.wrong_grid.is_empty(),
+            "{name}: {:#?}",
+            count.wrong_grid
+        );
         assert!(
             count.not_one_kernel.is_empty(),
             "{name}: {:#?}",

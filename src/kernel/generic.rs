@@ -45,6 +45,28 @@ impl DynamicSizes {
     }
 }
 
+/// The workgroups `entry` launches at a graph whose numbers are `at`:
+/// its count (a literal, or a size read from slot `s` of `dynamic`,
+/// evaluated there), a workgroup's worth of invocations each where it
+/// counts invocations. `None` where the count is neither. What a new size
+/// that binds a site's kernel without lowering it launches.
+#[cfg(test)]
+pub(crate) fn groups_at(
+    entry: &Entry,
+    dynamic: &DynamicSizes,
+    at: &dyn Fn(Leaf) -> usize,
+) -> Option<usize> {
+    let count = match &entry.count {
+        Expr::U32(n) => usize::try_from(*n).ok()?,
+        Expr::Size { slot, .. } => dynamic.exprs.get(*slot)?.eval(at),
+        _ => return None,
+    };
+    Some(match entry.per_invocation {
+        true => count.div_ceil(entry.workgroup_size),
+        false => count,
+    })
+}
+
 /// Makes a kernel's body and entry generic over the numbers `changing`
 /// holds: each literal whose provenance reads one becomes a read of the
 /// sizes binding (one slot per distinct expression, in order of first
