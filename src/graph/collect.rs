@@ -152,6 +152,15 @@ impl GraphKey {
         }
         h.finish()
     }
+
+    /// Whether `other` is this graph but for its numbers: as many nodes,
+    /// each the same op of the same inputs, dtype and rank (the nodes of
+    /// one correspond to the other's by index), and the same outputs.
+    pub fn same_structure(&self, other: &GraphKey) -> bool {
+        self.nodes.len() == other.nodes.len()
+            && self.outputs == other.outputs
+            && (self.nodes.iter().zip(&other.nodes)).all(|(a, b)| a.same_but_sizes(b))
+    }
 }
 
 /// Nodes of the last collected graph (a capacity hint for the next).

@@ -76,13 +76,13 @@ impl ChangingSizes {
             changing: known,
         }) = before
         {
-            if same_structure(then, now) {
+            if then.same_structure(now) {
                 for n in 0..now.nodes.len() {
                     insert_if(now, n, &|leaf, value| {
                         known.leaves.contains(&leaf) || number_of(then, leaf) != value
                     });
                 }
-            } else if same_structure(then_traced, traced) {
+            } else if then_traced.same_structure(traced) {
                 // The traced nodes whose lowered nodes had a number that
                 // changed.
                 let mut had_changed = vec![false; traced.nodes.len()];
@@ -130,17 +130,6 @@ pub(crate) struct Before<'a> {
     pub origin: &'a [usize],
     /// The numbers of `lowered` that had changed up to it.
     pub changing: &'a ChangingSizes,
-}
-
-/// Whether two graphs are one structure but for their numbers: as many
-/// nodes, each the same op of the same inputs and rank.
-fn same_structure(a: &GraphKey, b: &GraphKey) -> bool {
-    a.nodes.len() == b.nodes.len()
-        && a.outputs == b.outputs
-        && a.nodes
-            .iter()
-            .zip(&b.nodes)
-            .all(|(x, y)| x.same_but_sizes(y))
 }
 
 /// Whether `value` is a multiple of a marked size (of 2 or more), as a
@@ -276,17 +265,20 @@ mod tests {
 
     #[test]
     fn where_the_lowered_graphs_differ_nodes_change_whole_by_their_traced_node() {
-        let none = ChangingSizes::none();
         let (then, identity) = (graph(64, 10), [0, 1]);
         let origin = [0, 1, 1];
+        // The numbers that change at `rows` rows against `then`, whose
+        // numbers `known` had changed, lowered with a third node.
+        let listed_at = |rows: usize, known: &ChangingSizes| {
+            let (traced, now) = (graph(rows, 10), lowered_longer(rows, 10));
+            let before = before(&then, &identity, known);
+            changing(
+                &now,
+                &ChangingSizes::at((&traced, &now, &origin), before, &[]),
+            )
+        };
         // The rows changed: every node changes whole.
-        let (traced, now) = (graph(50, 10), lowered_longer(50, 10));
-        let set = ChangingSizes::at(
-            (&traced, &now, &origin),
-            before(&then, &identity, &none),
-            &[],
-        );
-        let listed = changing(&now, &set);
+        let listed = listed_at(50, &ChangingSizes::none());
         for leaf in ["n0[1]", "n2[0]", "n2[1]", "stride(n0)[0]"] {
             assert!(listed.contains(&leaf.to_string()), "{leaf}: {listed:?}");
         }
@@ -294,18 +286,13 @@ mod tests {
         // traced node 0 change, those from node 1 do not.
         let mut rows = ChangingSizes::none();
         rows.leaves.insert(Leaf::Dim { node: 0, dim: 0 });
-        let (traced, now) = (graph(64, 10), lowered_longer(64, 10));
-        let set = ChangingSizes::at(
-            (&traced, &now, &origin),
-            before(&then, &identity, &rows),
-            &[],
-        );
-        let listed = changing(&now, &set);
+        let listed = listed_at(64, &rows);
         assert!(listed.contains(&"n0[1]".to_string()), "{listed:?}");
         assert!(
             !listed.iter().any(|l| l.contains("n1") || l.contains("n2")),
             "{listed:?}"
         );
+        let now = lowered_longer(64, 10);
         // Another traced structure: only the marks.
         let set = ChangingSizes::at((&now, &now, &origin), before(&then, &identity, &rows), &[]);
         assert_eq!(set.len(), 0);

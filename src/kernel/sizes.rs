@@ -506,7 +506,6 @@ pub(crate) struct Guard {
 impl Guard {
     /// Whether the code recorded with it is right for a size of `value`
     /// as far as this guard goes: the test comes out as it did.
-    #[cfg(test)]
     pub fn holds_at(&self, value: usize) -> bool {
         self.test.passes(value) == self.passed
     }
@@ -664,7 +663,7 @@ pub(crate) fn first_crossed<'a>(before: &'a [Guard], now: &'a [Guard]) -> Option
     }
     before.iter().find_map(|was| {
         let new = *by_size.get(&*was.size)?;
-        (was.test.passes(new.value) != was.passed).then_some(Crossed {
+        (!was.holds_at(new.value)).then_some(Crossed {
             was,
             now: new.value,
         })

@@ -245,7 +245,7 @@ pub(super) fn executable(
     }
     // Kernels the site bound before take their printed text; when every
     // one is found compiled, nothing compiles.
-    let texts = bind_known_kernels(metrics, (graph, before, site.structure), &cx, &mut sources);
+    let texts = bind_known_kernels(metrics, (graph, before, &site), &cx, &mut sources);
     let compiles = needs_compiling(
         caches,
         (&mut site, graph, cx.origins),
@@ -452,7 +452,7 @@ fn supported(target: &Target, graph: &Graph) -> Result<()> {
 /// the kernels to record for the site.
 fn bind_known_kernels(
     metrics: &Metrics,
-    (lowered, before, structure): (&Graph, Option<&SiteRecord>, u64),
+    (lowered, before, site): (&Graph, Option<&SiteRecord>, &SiteNote),
     cx: &CodegenContext,
     sources: &mut [KernelSource],
 ) -> KernelTexts {
@@ -464,13 +464,14 @@ fn bind_known_kernels(
     let printing = Printing {
         origins: cx.origins,
         bound: &bound,
+        explain: site.warns(),
         names: &names,
     };
     let mut texts = bind_kernels(before.map(|b| &b.kernels), sources, printing);
     metrics.add("kernels_bound", bound.get());
     // Kernels of another structure are paired by position only: the
     // recompile warning's change in the graph says why they compile.
-    if before.is_some_and(|b| !b.has_structure(structure)) {
+    if before.is_some_and(|b| !b.has_structure(site.structure)) {
         for t in texts.iter_mut().flatten().flatten() {
             t.not_generic = None;
         }

@@ -48,6 +48,10 @@ pub(super) struct Printing<'a> {
     /// Counts the dispatches bound to a kernel the site bound before,
     /// nothing printed.
     pub bound: &'a std::cell::Cell<u64>,
+    /// Whether the compile warns (`SiteNote::warns`): only then is a
+    /// dispatch that is not the site's last explained, which renders
+    /// both kernels' IR.
+    pub explain: bool,
     /// Names graph node `n` of the lowered graph for people (`sum
     /// recorded at src/main.rs:12`), in the guards a warning names.
     pub names: &'a dyn Fn(usize) -> Option<String>,
@@ -127,6 +131,7 @@ fn bind_dispatch(
     Printing {
         origins,
         bound,
+        explain,
         names,
     }: Printing<'_>,
 ) -> Vec<DispatchText> {
@@ -151,8 +156,9 @@ fn bind_dispatch(
         s.wgsl = text.clone();
         text
     });
+    let why = explain.then(|| why_not_the_last((&s.kernel, &s.guards), before, names));
     let record = DispatchText {
-        not_generic: why_not_the_last((&s.kernel, &s.guards), before, names),
+        not_generic: why.flatten(),
         kernel: s.kernel.clone(),
         wgsl,
         guards: s.guards.clone(),

@@ -117,6 +117,12 @@ pub(super) struct SiteNote {
 }
 
 impl SiteNote {
+    /// Whether the compile is a recompile to warn about (past warm-up):
+    /// only then is it worth saying why each kernel compiles again.
+    pub(super) fn warns(&self) -> bool {
+        self.warning.is_some()
+    }
+
     /// Adds to the recompile warning why kernels compile again: the
     /// kernels among `sources` that need a pipeline (not `compiled`),
     /// each with the guard its sizes crossed (`texts`: the site's record
