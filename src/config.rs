@@ -93,6 +93,14 @@ pub struct DeviceConfig {
     /// reach every kernel's parts with small values this way. `None`:
     /// the adapter's limit.
     pub max_binding_bytes: Option<u64>,
+    /// Lower each graph that a new size binds to its trace site's
+    /// kernels without lowering (the site's kernels were shown generic
+    /// over the sizes that change there, and every guard their choices
+    /// recorded holds) as well, and panic where the two launches differ
+    /// (`LAZYWGPU_CHECK_BINDS=1`): a test of the guards and size
+    /// expressions that binding rests on, at the cost of lowering every
+    /// new size. The tests run with it on.
+    pub check_binds: bool,
 }
 
 /// A matmul kernel to ask for (see [`DeviceConfig::matmul`]).
@@ -205,6 +213,7 @@ impl Default for DeviceConfig {
             recompile_budget: None,
             checks: false,
             max_binding_bytes: None,
+            check_binds: false,
         }
     }
 }
@@ -354,7 +363,7 @@ impl DeviceConfig {
     /// `LAZYWGPU_NO_FUSION`, `LAZYWGPU_VERIFY`, `LAZYWGPU_EAGER`,
     /// `LAZYWGPU_DUMP`, `LAZYWGPU_FUSED_ATTENTION`, `LAZYWGPU_CHECK`,
     /// `LAZYWGPU_RECOMPILE_BUDGET`, `LAZYWGPU_MATMUL`, `LAZYWGPU_REDUCE`,
-    /// `LAZYWGPU_AUTOTUNE`
+    /// `LAZYWGPU_AUTOTUNE`, `LAZYWGPU_CHECK_BINDS`
     /// and `LAZYWGPU_MEMORY_LIMIT` (an unknown kernel name or mode, or a
     /// byte count that does not parse, is ignored with a logged warning).
     pub fn from_env() -> DeviceConfig {
@@ -407,6 +416,7 @@ impl DeviceConfig {
             recompile_budget: env_count("LAZYWGPU_RECOMPILE_BUDGET"),
             checks: env_flag("LAZYWGPU_CHECK"),
             max_binding_bytes: env_bytes("LAZYWGPU_MAX_BINDING"),
+            check_binds: env_flag("LAZYWGPU_CHECK_BINDS"),
         }
     }
 }

@@ -127,8 +127,9 @@ fn parameters(channels: usize, steps: &[Step], dev: &Device) -> Vec<Tensor> {
     params
 }
 
-/// The program's output for the images `x`. A step the images are too
-/// small for (a kernel past the padded side) is left out.
+/// The program's output for the images `x`. A convolution the images are
+/// too small for (a kernel past the padded side) pads them more; a pool
+/// they are too small for is left out.
 fn forward(x: &Tensor, steps: &[Step], params: &[Tensor]) -> Tensor {
     let mut h = x.clone();
     let mut next = params.iter();
@@ -142,9 +143,9 @@ fn forward(x: &Tensor, steps: &[Step], params: &[Tensor]) -> Tensor {
                 ..
             } => {
                 let (w, b) = (next.next().expect("a weight"), next.next().expect("a bias"));
-                if side + 2 * padding < kernel {
-                    continue;
-                }
+                // Images too small for the kernel are padded to it: the
+                // step maps its channels as its parameters were made for.
+                let padding = padding.max(kernel.saturating_sub(side).div_ceil(2));
                 let (st, pad) = ((stride, stride), (padding, padding));
                 F::conv2d(&h, w, Some(b), st, pad, (1, 1), 1)
             }

@@ -31,9 +31,10 @@ use lazywgpu::{Device, DeviceConfig, Tensor};
 const NODES_PER_OP: u64 = 8;
 
 /// Lines of WGSL allowed per op recorded (a kernel's header, bindings and
-/// loop skeleton, then about one line per node it computes; 68 measured
-/// where 40 sums each read through the chain of earlier window writes).
-const WGSL_LINES_PER_OP: u64 = 200;
+/// loop skeleton, then about one line per node it computes; where 40 sums
+/// each read through the chain of earlier window writes, 68 measured on
+/// lavapipe and 202 on an H200, whose reductions are workgroup trees).
+const WGSL_LINES_PER_OP: u64 = 300;
 
 /// Kernels allowed per op recorded.
 const KERNELS_PER_OP: u64 = 2;

@@ -12,7 +12,12 @@ use lazywgpu::{Device, DeviceConfig, MatmulChoice, Tensor};
 /// test instead under `LAZYWGPU_REQUIRE_GPU=1`).
 fn lane_device(tag: &str) -> Option<(Device, std::path::PathBuf)> {
     common::gpu()?;
-    let dir = std::env::temp_dir().join(format!("lazywgpu-lane-{tag}-{}", std::process::id()));
+    // Tests run in parallel and some share tags: each device dumps into
+    // a directory of its own, or one test reads another's plans.
+    static DEVICES: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
+    let n = DEVICES.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    let pid = std::process::id();
+    let dir = std::env::temp_dir().join(format!("lazywgpu-lane-{tag}-{pid}-{n}"));
     std::fs::remove_dir_all(&dir).ok();
     let config = DeviceConfig {
         matmul: Some(MatmulChoice::Lanes),

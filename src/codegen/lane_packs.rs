@@ -13,6 +13,7 @@ use super::vectorize::lanes_gathered;
 use super::wgsl::{CodegenContext, KernelSource, Launch, TextureCopy, TextureUse};
 use crate::graph::GraphKey;
 use crate::kernel::ir::{Expr, Inst, Ty};
+use crate::kernel::sizes::Leaf;
 use crate::kernel::{Entry, Guards, LaneAdapter, Strategy, Sz};
 
 /// How one operand lies in its texture array: per batch entry a `rows` x
@@ -22,7 +23,7 @@ use crate::kernel::{Entry, Guards, LaneAdapter, Strategy, Sz};
 /// than a texture still fit. A column block's layers are one run over
 /// the batch, which one copy fills (`operand_copy`).
 #[derive(Clone, Debug)]
-pub(super) struct Packing {
+pub(crate) struct Packing {
     /// The operand packed.
     pub node: usize,
     /// Matrices (batch entries) packed.
@@ -42,6 +43,21 @@ pub(super) struct Packing {
 }
 
 impl Packing {
+    /// The same packing at a graph whose numbers are `at`.
+    pub fn at(&self, at: &dyn Fn(Leaf) -> usize) -> Packing {
+        Packing {
+            node: self.node,
+            batch: self.batch.at(at),
+            rows: self.rows.at(at),
+            cols: self.cols.at(at),
+            width: self.width.at(at),
+            height: self.height.at(at),
+            row_blocks: self.row_blocks.at(at),
+            col_blocks: self.col_blocks.at(at),
+            transposed: self.transposed,
+        }
+    }
+
     /// A's texture (`batch` matrices of `m` x `k`): K along texel rows,
     /// in blocks of `height` rows (whole workgroup row tiles).
     pub fn rows_of_a(node: usize, batch: Sz, (m, k): (&Sz, &Sz), height: Sz) -> Packing {
@@ -204,7 +220,11 @@ pub(super) fn packed_operands(
     for (slot, (p, name)) in packed.enumerate() {
         let copy = operand_copy(key, stored, p, slot);
         let kernel = pack(key, stored, cx, p, slot);
-        out.packs.push(KernelSource { copy, ..kernel });
+        out.packs.push(KernelSource {
+            copy,
+            packed: Some(p.clone()),
+            ..kernel
+        });
         out.scratch.push((p.texture_size(), name));
     }
     out
@@ -377,7 +397,7 @@ const COPY_ROW_ALIGNMENT: usize = 256;
 /// texture can be copied (`copyable`). (A B whose K is not a multiple of
 /// four is copied, its padding rows zeroed: whether B is copied then
 /// does not change with a length that is a weight gradient's K.)
-fn operand_copy(
+pub(super) fn operand_copy(
     key: &GraphKey,
     stored: &dyn Fn(usize) -> bool,
     p: &Packing,

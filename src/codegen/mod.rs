@@ -13,6 +13,7 @@ mod matmul_lanes;
 mod norm;
 mod planned;
 mod radix;
+mod rebind;
 mod reduce;
 mod reduce_ir;
 mod render;
@@ -43,6 +44,7 @@ mod provenance_test;
 
 pub(crate) use matmul::matmul_class;
 pub(crate) use planned::generate;
+pub(crate) use rebind::{launch_difference, source_at};
 pub(crate) use render::kernel_wgsl;
 pub(crate) use roots::generate_root_kernel;
 pub(crate) use validate::validate_wgsl;

@@ -25,7 +25,7 @@ use super::{kernel_wgsl, validate_wgsl};
 use crate::graph::GraphKey;
 use crate::kernel::changing::{Before, ChangingSizes};
 use crate::kernel::generic::{
-    first_difference, groups_at, literal_provenance, structural_difference, symbolize,
+    DynamicSizes, first_difference, groups_at, literal_provenance, structural_difference, symbolize,
 };
 use crate::kernel::ir::Expr;
 use crate::kernel::sizes::Leaf;
@@ -52,8 +52,10 @@ struct Count {
     /// Pairs whose structure differs although the first's guards hold at
     /// the second's numbers: a choice made on a size without its guard.
     unguarded: Vec<String>,
-    /// Kernels whose grid at the other size's numbers, evaluated from
-    /// their generic entry, is not the other kernel's.
+    /// Kernels whose launch at the other size's numbers, evaluated from
+    /// their expressions as a size bound without lowering launches it
+    /// (grid, the values of its sizes, a packing kernel's texture), is
+    /// not the other kernel's.
     wrong_grid: Vec<String>,
 }
 
@@ -79,7 +81,7 @@ fn value(lit: &Expr) -> Option<i64> {
 /// `kernel` made generic over the numbers `changing` holds, as the
 /// runtime lowers a site's later sizes: its sizes read from their
 /// binding, its index arithmetic simplified with the rest.
-fn generic(kernel: &Kernel, changing: &ChangingSizes) -> Kernel {
+fn generic(kernel: &Kernel, changing: &ChangingSizes) -> (Kernel, DynamicSizes) {
     let mut k = kernel.clone();
     let sizes = symbolize(&mut k.body, &mut k.entry, &|leaf| changing.contains(leaf));
     k.body = simplify_indices(std::mem::take(&mut k.body), &k.entry);
@@ -92,7 +94,7 @@ fn generic(kernel: &Kernel, changing: &ChangingSizes) -> Kernel {
             element: None,
         });
     }
-    k
+    (k, sizes)
 }
 
 /// The numbers that differ between two graphs of one structure.
@@ -147,13 +149,32 @@ fn compare(lowered: &[Lowered], count: &mut Count) {
             }
         }
         let changing = differing(ka, kb);
-        let mut entry = x.kernel.entry.clone();
-        let sizes = symbolize(&mut [], &mut entry, &|leaf| changing.contains(leaf));
-        let groups = groups_at(&entry, &sizes, &at);
+        let ((gx, sx), (gy, sy)) = (generic(&x.kernel, &changing), generic(&y.kernel, &changing));
+        let groups = groups_at(&gx.entry, &sx, &at);
         if groups != Some(y.groups) && count.wrong_grid.len() < 4 {
             (count.wrong_grid).push(format!("{:?}: {groups:?} for {}", x.strategy, y.groups));
         }
-        let (gx, gy) = (generic(&x.kernel, &changing), generic(&y.kernel, &changing));
+        let values = sx.values_at(&at);
+        if values.as_ref() != Some(&sy.values) && count.wrong_grid.len() < 4 {
+            let want = &sy.values;
+            (count.wrong_grid).push(format!("{:?}: sizes {values:?} for {want:?}", x.strategy));
+        }
+        let texture = |p: &super::lane_packs::Packing| {
+            let sizes = [
+                &p.batch,
+                &p.rows,
+                &p.cols,
+                &p.width,
+                &p.height,
+                &p.row_blocks,
+            ];
+            (sizes.map(|s| s.literal()), p.col_blocks.literal())
+        };
+        let (px, py) = (x.packed.as_ref(), y.packed.as_ref());
+        let packed_at = px.map(|p| texture(&p.at(&at)));
+        if packed_at != py.map(texture) && count.wrong_grid.len() < 4 {
+            (count.wrong_grid).push(format!("packing: {packed_at:?} for {:?}", py.map(texture)));
+        }
         if gx != gy && count.not_one_kernel.len() < 4 {
             let why = first_difference(&gx, &gy).unwrap_or_default();
             (count.not_one_kernel).push(format!("{:?}: {why}", x.strategy));
@@ -163,7 +184,7 @@ fn compare(lowered: &[Lowered], count: &mut Count) {
     for (key, sources) in lowered {
         let all = ChangingSizes::all(key);
         for source in sources {
-            let text = kernel_wgsl(&generic(&source.kernel, &all), None);
+            let text = kernel_wgsl(&generic(&source.kernel, &all).0, None);
             if let Err(e) = validate_wgsl(&text) {
                 let line = e.lines().next().unwrap_or_default().to_string();
                 count.invalid.push(format!("{:?}: {line}", source.strategy));

@@ -134,6 +134,10 @@ pub(crate) struct KernelSource {
     /// either way, so that a site's dispatches do not change with sizes
     /// where only some sizes can be copied.
     pub copy: Option<TextureCopy>,
+    /// Of a packing kernel: the texture it fills, as sizes, from which a
+    /// new size that binds it unlowered finds the texture's extent and
+    /// whether a copy does its work there (`codegen::rebind`).
+    pub packed: Option<super::lane_packs::Packing>,
     /// The sizes it reads from its sizes binding, bound last as a uniform
     /// `dyn_sizes`, and their values for this graph (none where no size it
     /// reads changes at its trace site; see `kernel::generic`).

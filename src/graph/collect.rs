@@ -42,6 +42,47 @@ impl GNode {
             && self.shape.len() == other.shape.len()
     }
 
+    /// Whether `other` is this node but for its numbers (see
+    /// `GraphKey::same_but_numbers`).
+    fn same_but_numbers(&self, other: &GNode) -> bool {
+        let rank = |a: &Layout, b: &Layout| a.strides.len() == b.strides.len();
+        let same_kind = match (&self.kind, &other.kind) {
+            (
+                GKind::Input {
+                    slot: a,
+                    layout: la,
+                },
+                GKind::Input {
+                    slot: b,
+                    layout: lb,
+                },
+            ) => a == b && rank(la, lb),
+            (
+                GKind::Op {
+                    op: a,
+                    param_base: pa,
+                },
+                GKind::Op {
+                    op: b,
+                    param_base: pb,
+                },
+            ) => {
+                pa == pb
+                    && match (a, b) {
+                        (Op::AsStrided(la), Op::AsStrided(lb))
+                        | (Op::StridedScatter(la), Op::StridedScatter(lb)) => rank(la, lb),
+                        (Op::Pad(pa), Op::Pad(pb)) => pa.len() == pb.len(),
+                        _ => a == b,
+                    }
+            }
+            _ => false,
+        };
+        same_kind
+            && self.dtype == other.dtype
+            && self.inputs == other.inputs
+            && self.shape.len() == other.shape.len()
+    }
+
     /// Elements of the node's buffer that kernels may touch: an input's
     /// furthest element under its layout (a strided view reaches past
     /// its own few elements), else its element count.
@@ -160,6 +201,22 @@ impl GraphKey {
         self.nodes.len() == other.nodes.len()
             && self.outputs == other.outputs
             && (self.nodes.iter().zip(&other.nodes)).all(|(a, b)| a.same_but_sizes(b))
+    }
+
+    /// Whether `other` is this graph but for its numbers (`Leaf`s: each
+    /// node's dimensions, an input's or a strided view's strides and
+    /// offset, a padding's widths): every op's other parameters (axes,
+    /// a sort's runs, a top-k's `k`, a split's parts), every input's
+    /// slot and the graph's flags equal. Then its kernels, lowered,
+    /// differ from this graph's only where a guard or a number says so:
+    /// what a new size that binds a site's kernels unlowered requires.
+    pub fn same_but_numbers(&self, other: &GraphKey) -> bool {
+        self.nodes.len() == other.nodes.len()
+            && self.outputs == other.outputs
+            && (self.fused, self.checked) == (other.fused, other.checked)
+            && self.donatable == other.donatable
+            && self.buffer_group == other.buffer_group
+            && (self.nodes.iter().zip(&other.nodes)).all(|(a, b)| a.same_but_numbers(b))
     }
 }
 

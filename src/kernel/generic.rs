@@ -36,12 +36,29 @@ pub(crate) struct DynamicSizes {
     pub exprs: Vec<Arc<SizeExpr>>,
     /// Per slot, its value here.
     pub values: Vec<u32>,
+    /// Whether a literal that reads a changing number stayed inline (its
+    /// value past 32 bits): the kernel is then right at this graph's
+    /// value of it only, and no other size may bind it unlowered.
+    pub pinned: bool,
 }
 
 impl DynamicSizes {
     /// Whether the kernel reads no dynamic size.
     pub fn is_empty(&self) -> bool {
         self.exprs.is_empty()
+    }
+
+    /// Its slots' values at a graph whose numbers are `at`, or `None`
+    /// where one would not be the kernel's literal there: past `i32`'s
+    /// range (a slot may be read as an `i32`), or a literal that reads
+    /// a changing number is inline (`pinned`).
+    pub fn values_at(&self, at: &dyn Fn(Leaf) -> usize) -> Option<Vec<u32>> {
+        if self.pinned {
+            return None;
+        }
+        (self.exprs.iter())
+            .map(|e| i32::try_from(e.eval(at)).ok().map(|v| v as u32))
+            .collect()
     }
 }
 
@@ -50,7 +67,6 @@ impl DynamicSizes {
 /// evaluated there), a workgroup's worth of invocations each where it
 /// counts invocations. `None` where the count is neither. What a new size
 /// that binds a site's kernel without lowering it launches.
-#[cfg(test)]
 pub(crate) fn groups_at(
     entry: &Entry,
     dynamic: &DynamicSizes,
@@ -83,8 +99,9 @@ pub(crate) fn symbolize(
         let Expr::Sized { lit, size } = e else {
             return;
         };
-        let word = word(lit).filter(|_| size.reads_any(changing));
-        let Some(word) = word else {
+        let reads_changing = size.reads_any(changing);
+        let Some(word) = word(lit).filter(|_| reads_changing) else {
+            sizes.pinned |= reads_changing;
             *e = std::mem::replace(&mut **lit, Expr::U32(0));
             return;
         };

@@ -162,8 +162,8 @@ impl SizeExpr {
         }
     }
 
-    /// Its value where each of the graph's numbers is `at(leaf)`.
-    #[cfg(test)]
+    /// Its value where each of the graph's numbers is `at(leaf)`: what
+    /// a size lowered at one graph is at another of the same structure.
     pub fn eval(&self, at: &dyn Fn(Leaf) -> usize) -> usize {
         match self {
             SizeExpr::Const(n) => *n,
@@ -336,6 +336,15 @@ impl Sz {
     /// How it is computed.
     pub fn expr(&self) -> &Arc<SizeExpr> {
         &self.expr
+    }
+
+    /// The same size at a graph whose numbers are `at(leaf)` (same
+    /// expression, its value there).
+    pub fn at(&self, at: &dyn Fn(Leaf) -> usize) -> Sz {
+        Sz {
+            value: self.expr.eval(at),
+            expr: self.expr.clone(),
+        }
     }
 
     fn bin(&self, op: SizeOp, other: &Sz) -> Sz {

@@ -103,7 +103,7 @@ pub(crate) struct LaneTile {
 /// The strategies a trace site's last compile chose, by the node each
 /// kernel is keyed by (its root, or an elementwise kernel's first
 /// output). See the module's documentation.
-#[derive(Clone, Debug, Default)]
+#[derive(Clone, Debug, Default, PartialEq)]
 pub(crate) struct Precedents(HashMap<usize, Strategy>);
 
 impl Precedents {

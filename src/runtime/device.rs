@@ -79,6 +79,7 @@ impl Device {
         let metrics = Arc::new(Metrics::new());
         let tuning = Arc::new(Mutex::new(Vec::new()));
         let mut gpu_caches = GpuCaches::new(config.dump_dir.clone(), config.recompile_budget);
+        gpu_caches.check_binds = config.check_binds;
         if let Backend::Gpu(ctx, _) = &backend {
             gpu_caches.matmul_classes =
                 ClassTuner::new(ctx, &config, tuning.clone(), metrics.clone());

@@ -36,6 +36,22 @@ pub(crate) struct Plan {
 }
 
 impl Plan {
+    /// Whether `other` plans the same kernels: each of one kind, writing
+    /// and reading the same values, with the same aliases (their sizes,
+    /// `KernelGroup::numel`, aside). A new size of a trace site binds the
+    /// site's kernels unlowered only where its plan is theirs.
+    pub fn same_kernels(&self, other: &Plan) -> bool {
+        let same = |a: &KernelPlan, b: &KernelPlan| {
+            a.group.kind == b.group.kind
+                && a.group.outputs == b.group.outputs
+                && a.reads == b.reads
+                && a.aliases == b.aliases
+        };
+        self.writer == other.writer
+            && self.kernels.len() == other.kernels.len()
+            && (self.kernels.iter().zip(&other.kernels)).all(|(a, b)| same(a, b))
+    }
+
     /// Whether kernel `k` reads node `n` from memory (a graph input, or a
     /// value an earlier kernel wrote) rather than computing it.
     pub fn stored_before(&self, key: &GraphKey, k: usize, n: usize) -> bool {

@@ -3,13 +3,20 @@
 
 use lazywgpu::data::Mnist;
 use lazywgpu::nn;
-use lazywgpu::{Device, Tensor};
+use lazywgpu::{Device, DeviceConfig, Tensor};
 
 /// The GPU device, or `None` (with a note) when no adapter exists. With
 /// `LAZYWGPU_REQUIRE_GPU=1` (as in CI) a missing adapter fails the test
-/// instead of skipping it.
+/// instead of skipping it. It checks every graph it binds to its trace
+/// site's kernels without lowering against lowering it
+/// (`DeviceConfig::check_binds`); devices made with `Device::gpu` bind as
+/// a user's do.
 pub fn gpu() -> Option<Device> {
-    match Device::gpu() {
+    let config = DeviceConfig {
+        check_binds: true,
+        ..DeviceConfig::from_env()
+    };
+    match Device::gpu_with(config) {
         Ok(dev) => Some(dev),
         Err(e) => {
             if std::env::var("LAZYWGPU_REQUIRE_GPU").is_ok_and(|v| v == "1") {

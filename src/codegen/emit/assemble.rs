@@ -67,6 +67,7 @@ impl Gen<'_> {
             scratch: Vec::new(),
             packs: Vec::new(),
             copy: None,
+            packed: None,
             dynamic,
             candidates: self.candidates.clone(),
             guards: self.guards.recorded(),

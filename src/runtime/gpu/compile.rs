@@ -9,7 +9,8 @@ use std::sync::{Arc, Mutex};
 use lru::LruCache;
 
 use super::dynamic::{KernelTexts, Printing, bind_kernels};
-use super::sites::{Site, SiteNote, SiteRecord, note_miss, record_site};
+use super::rebind::{BindTemplate, Compiled, bind_unlowered, check_bound};
+use super::sites::{Site, SiteNote, SiteRecord, note_miss, record_site, site_of};
 use crate::codegen::{CodegenContext, KernelSource, SizeLiterals, generate};
 use crate::error::{Error, Result};
 use crate::graph::{Graph, GraphKey};
@@ -142,10 +143,13 @@ pub(crate) struct GpuCaches {
     /// The matmul kernel of each class of sizes, tuned where first
     /// compiled (`None`: tuning off, or a kernel named).
     pub matmul_classes: Option<ClassTuner>,
+    /// `DeviceConfig::check_binds`: a graph bound to its site's kernels
+    /// without lowering is lowered too, and the two compared.
+    pub check_binds: bool,
     /// Kernel choices handed to this device (data parallelism: rank 0's)
     /// and the target they make, used in the place of the device's own
     /// and of any class tuning.
-    pinned: Option<(KernelChoices, Target)>,
+    pub(super) pinned: Option<(KernelChoices, Target)>,
 }
 
 impl GpuCaches {
@@ -158,6 +162,7 @@ impl GpuCaches {
             dump_dir,
             matmul_classes: None,
             pinned: None,
+            check_binds: false,
         }
     }
 
@@ -192,9 +197,11 @@ impl GpuCaches {
 }
 
 /// Looks up or compiles the executable of `graph`: lowered for the GPU
-/// (long reductions split), scheduled, generated against the target,
-/// donations and liveness planned, pipelines compiled (or found).
-/// Also says whether it compiled a pipeline.
+/// (long reductions split), then bound to its trace site's kernels
+/// without lowering them where the site allows (`rebind`), else
+/// scheduled, generated against the target, donations and liveness
+/// planned, pipelines compiled (or found). Also says whether it compiled
+/// a pipeline.
 pub(super) fn executable(
     (ctx, target): (&GpuContext, &Target),
     caches: &mut GpuCaches,
@@ -208,10 +215,43 @@ pub(super) fn executable(
     metrics.add("graph_cache_misses", 1);
     supported(target, graph)?;
     let compile_start = std::time::Instant::now();
-    let mut site = note_miss(caches, graph);
     let traced = graph;
+    let (site_key, structure) = site_of(traced);
     let Lowered { key, origin } = lower_for_gpu(&traced.key, target);
     let graph = &traced.lowered(key, &origin);
+    let site_at = (&site_key[..], structure);
+    let mut bound = bind_unlowered((ctx, target), caches, metrics, (graph, &origin), site_at);
+    if let Some(exe) = bound.take_if(|_| !caches.check_binds) {
+        metrics.record("compile", compile_start.elapsed());
+        let exe = Arc::new(exe);
+        remember(caches, traced, exe.clone());
+        return Ok((exe, false));
+    }
+    let site = note_miss(caches, traced, (site_key, structure));
+    let lowered = (traced, graph, origin);
+    let ((exe, tuning), compiles) =
+        lower_and_compile((ctx, target), caches, metrics, lowered, site, bound)?;
+    metrics.record("compile", compile_start.elapsed() - tuning);
+    let exe = Arc::new(exe);
+    remember(caches, traced, exe.clone());
+    Ok((exe, compiles))
+}
+
+/// The executable of `graph` (lowered from `traced`, its nodes from the
+/// traced graph's through `origin`), lowered and compiled; its site's
+/// record updated. With `bound` (`check_binds`: the executable the site
+/// bound without lowering), panics where lowering gives other launches,
+/// and returns it. Also returns the time spent tuning matmul classes (no
+/// compile time: the `autotune` timer has it), and whether it compiled
+/// a pipeline.
+fn lower_and_compile(
+    (ctx, target): (&GpuContext, &Target),
+    caches: &mut GpuCaches,
+    metrics: &Arc<Metrics>,
+    (traced, graph, origin): (&Graph, &Graph, Vec<usize>),
+    mut site: SiteNote,
+    bound: Option<Executable>,
+) -> Result<((Executable, std::time::Duration), bool)> {
     // Dumped kernels name the graph node and source line on each line.
     let origins = caches.dump_dir.as_ref().map(|_| node_labels(graph));
     // Another size of a site compiled before keeps its strategies (each
@@ -222,14 +262,13 @@ pub(super) fn executable(
     let before = (caches.by_site.peek(&site.site)).and_then(|s| s.before(site.structure));
     let precedents = before.map(|b| b.precedents_for(site.structure, tuned_classes));
     let changing = changing_at((traced, graph, &origin), before, site.structure);
-    // Not counted as compile time: the `autotune` timer has it.
     let tuning_start = std::time::Instant::now();
     let by_class = pinned.or_else(|| {
         (caches.matmul_classes.as_mut())
             .map(|t| t.target_for(target, &graph.key, precedents.as_deref()))
     });
     let target = by_class.as_ref().unwrap_or(target);
-    let compile_start = compile_start + tuning_start.elapsed();
+    let tuning = tuning_start.elapsed();
     let cx = CodegenContext {
         target,
         origins: origins.as_deref(),
@@ -238,41 +277,45 @@ pub(super) fn executable(
         sizes: SizeLiterals::Symbolic(&changing),
     };
     let mut plan = plan(&graph.key, target);
+    let planned = plan.clone();
     let mut sources = generate(&graph.key, &cx, &mut plan);
     let mut chosen = precedents_of(&plan, &sources);
     if let Some(p) = &precedents {
         chosen.inherit(p);
     }
+    let precedents_kept = precedents.as_deref() == Some(&chosen);
     // Kernels the site bound before take their printed text; when every
     // one is found compiled, nothing compiles.
-    let texts = bind_known_kernels(metrics, (graph, before, &site), &cx, &mut sources);
+    let (texts, all_bound) = bind_known_kernels(metrics, (graph, before, &site), &cx, &mut sources);
     let compiles = needs_compiling(
         caches,
         (&mut site, graph, cx.origins),
         (&mut sources, &texts),
     )?;
     let kernels = compile_kernels((ctx, target), caches, metrics, graph, (sources, compiles))?;
-    let counter = if compiles {
-        "graphs_compiled"
-    } else {
-        "graphs_specialized"
+    if let Some(bound) = &bound {
+        check_bound(&bound.kernels, &kernels);
+    }
+    let compiled = Compiled {
+        key: &graph.key,
+        target,
+        planned,
+        plan: &plan,
+        changing: &changing,
+        shown_generic: all_bound && precedents_kept && origins.is_none(),
     };
+    let template = BindTemplate::of(compiled, &kernels);
+    let counter = ["graphs_specialized", "graphs_compiled"][usize::from(compiles)];
     metrics.add(counter, 1);
-    metrics.record("compile", compile_start.elapsed());
     let symbols = (graph.key.clone(), origin.clone(), changing);
-    record_site(
-        caches,
-        (metrics, traced),
-        (site, texts, chosen, compiles),
-        symbols,
-    );
+    let record = (site, texts, chosen, compiles);
+    record_site(caches, (metrics, traced), record, symbols, template);
     if let (Some(dir), Some(origins)) = (&caches.dump_dir, &origins) {
         let sources: Vec<&KernelSource> = kernels.iter().map(|k| &k.source).collect();
         crate::debug::dump(dir, (graph, &plan), &sources, origins);
     }
-    let exe = Arc::new(assemble(ctx, graph, origin, kernels, plan));
-    remember(caches, traced, exe.clone());
-    Ok((exe, compiles))
+    let exe = bound.unwrap_or_else(|| assemble(ctx, graph, origin, kernels, plan));
+    Ok(((exe, tuning), compiles))
 }
 
 /// Prints the dispatches not printed yet (the kernels that stayed
@@ -345,7 +388,7 @@ fn compile_kernels(
 /// Writes every generic dispatch's dynamic sizes into one uniform buffer,
 /// each at an offset the adapter allows a uniform binding to start at,
 /// and gives each dispatch its range.
-fn place_sizes(ctx: &GpuContext, kernels: &mut [CompiledKernel]) {
+pub(super) fn place_sizes(ctx: &GpuContext, kernels: &mut [CompiledKernel]) {
     let align = u64::from(ctx.device.limits().min_uniform_buffer_offset_alignment).max(16);
     let mut words: Vec<u32> = Vec::new();
     let mut ranges: Vec<(usize, usize, u64, u64)> = Vec::new();
@@ -386,7 +429,7 @@ fn place_sizes(ctx: &GpuContext, kernels: &mut [CompiledKernel]) {
 /// The executable of `graph`'s compiled `kernels`, with the buffers each
 /// kernel takes over and releases (from `plan`) and, in anomaly mode,
 /// the checks buffer.
-fn assemble(
+pub(super) fn assemble(
     ctx: &GpuContext,
     graph: &Graph,
     origin: Vec<usize>,
@@ -449,13 +492,14 @@ fn supported(target: &Target, graph: &Graph) -> Result<()> {
 /// Binds each of `sources`' dispatches to the kernel the site's last
 /// graph (`before`) bound for it, where it lowered to that kernel
 /// (`dynamic::bind_kernels`), counting them (`kernels_bound`). Returns
-/// the kernels to record for the site.
+/// the kernels to record for the site, and whether every dispatch was
+/// bound so.
 fn bind_known_kernels(
     metrics: &Metrics,
     (lowered, before, site): (&Graph, Option<&SiteRecord>, &SiteNote),
     cx: &CodegenContext,
     sources: &mut [KernelSource],
-) -> KernelTexts {
+) -> (KernelTexts, bool) {
     let bound = std::cell::Cell::new(0);
     let names = |n: usize| {
         let located = lowered.locations.get(n)?;
@@ -469,6 +513,11 @@ fn bind_known_kernels(
     };
     let mut texts = bind_kernels(before.map(|b| &b.kernels), sources, printing);
     metrics.add("kernels_bound", bound.get());
+    let dispatches = sources
+        .iter()
+        .map(|s| s.packs.len() as u64 + 1)
+        .sum::<u64>();
+    let all_bound = bound.get() == dispatches;
     // Kernels of another structure are paired by position only: the
     // recompile warning's change in the graph says why they compile.
     if before.is_some_and(|b| !b.has_structure(site.structure)) {
@@ -476,7 +525,7 @@ fn bind_known_kernels(
             t.not_generic = None;
         }
     }
-    texts
+    (texts, all_bound)
 }
 
 /// Anomaly mode: the two flag words the kernels set, cleared at each run.
@@ -587,14 +636,34 @@ fn compile_kernel(
     }
     let mut packs = Vec::with_capacity(source.packs.len());
     for p in &source.packs {
-        let pipeline = pipeline(ctx, caches, metrics, (&p.wgsl, made), graph.hash, k)?;
-        packs.push((pipeline, grid(ctx, p.groups)));
+        packs.push(pipeline(
+            ctx,
+            caches,
+            metrics,
+            (&p.wgsl, made),
+            graph.hash,
+            k,
+        )?);
     }
     let pipeline = pipeline(ctx, caches, metrics, (&source.wgsl, made), graph.hash, k)?;
+    Ok(compiled_kernel(ctx, source, pipeline, &packs))
+}
+
+/// A kernel with its pipeline and its packing kernels' (in order), each
+/// dispatch's grid from its workgroups.
+pub(super) fn compiled_kernel(
+    ctx: &GpuContext,
+    source: KernelSource,
+    pipeline: Arc<Pipeline>,
+    packs: &[Arc<Pipeline>],
+) -> CompiledKernel {
+    let packs: Vec<_> = (packs.iter().zip(&source.packs))
+        .map(|(p, s)| (p.clone(), grid(ctx, s.groups)))
+        .collect();
     let bind_groups = (0..=packs.len()).map(|_| Mutex::new(Vec::new())).collect();
     // Placed once every kernel is compiled (`place_sizes`).
     let sizes = source.dispatches().map(|_| None).collect();
-    Ok(CompiledKernel {
+    CompiledKernel {
         sizes,
         pipeline,
         workgroups: grid(ctx, source.groups),
@@ -602,7 +671,7 @@ fn compile_kernel(
         packs,
         bind_groups,
         takes_over: Vec::new(),
-    })
+    }
 }
 
 /// Workgroup grid for `groups` workgroups: past the per-dimension limit the

@@ -9,6 +9,7 @@ pub(crate) mod disk_cache;
 mod dynamic;
 mod execute;
 mod pipelines;
+mod rebind;
 mod scratch;
 mod sites;
 mod wait;

@@ -4,6 +4,7 @@
 //! give a new size of a graph its last compile's kernels and strategies.
 
 use std::borrow::Cow;
+use std::sync::Arc;
 
 use crate::error::Error;
 use crate::graph::{Graph, GraphKey, Recompile};
@@ -13,6 +14,7 @@ use crate::metrics::Metrics;
 
 use super::compile::GpuCaches;
 use super::dynamic::KernelTexts;
+use super::rebind::BindTemplate;
 use crate::codegen::KernelSource;
 
 /// A trace site (the source lines of a graph's outputs): the graphs
@@ -63,7 +65,16 @@ pub(crate) struct SiteRecord {
     pub kernels: KernelTexts,
     /// The strategies its kernels chose.
     pub precedents: Precedents,
+    /// What a later size binds without lowering, once the site's kernels
+    /// are shown generic (`rebind`): this graph's, then those of earlier
+    /// graphs of its structure whose guards came out otherwise (a batch
+    /// a multiple of four, then not) made when the same numbers had
+    /// changed, up to `TEMPLATES_PER_RECORD`.
+    pub templates: Vec<Arc<BindTemplate>>,
 }
+
+/// Templates a site's record keeps.
+const TEMPLATES_PER_RECORD: usize = 4;
 
 impl SiteRecord {
     /// The record as `ChangingSizes::at` compares a new graph with it.
@@ -176,20 +187,27 @@ impl SiteNote {
     }
 }
 
+/// The trace site of `graph` (its outputs' source lines) and its
+/// structure without sizes (`GraphKey::size_free_hash`): which of the
+/// site's records it is compared with.
+pub(super) fn site_of(graph: &Graph) -> (Vec<String>, u64) {
+    let site = (graph.key.outputs.iter())
+        .map(|&o| graph.locations[o].to_string())
+        .collect();
+    (site, graph.key.size_free_hash())
+}
+
 /// Tells a recompilation (the same output source lines as a graph
 /// compiled before, another structure) from a new graph. A recompilation
 /// past the device's recompile budget for its site is an
 /// `Error::RecompileBudget`; otherwise it is warned about once the graph
 /// compiled (`record_site`), with what changed and the source line of the
 /// node that did.
-pub(super) fn note_miss(caches: &mut GpuCaches, graph: &Graph) -> SiteNote {
-    let site: Vec<String> = graph
-        .key
-        .outputs
-        .iter()
-        .map(|&o| graph.locations[o].to_string())
-        .collect();
-    let structure = graph.key.size_free_hash();
+pub(super) fn note_miss(
+    caches: &mut GpuCaches,
+    graph: &Graph,
+    (site, structure): (Vec<String>, u64),
+) -> SiteNote {
     let Some((before, count, compiles)) = caches
         .by_site
         .get(&site)
@@ -267,6 +285,7 @@ pub(super) fn record_site(
     (metrics, graph): (&Metrics, &Graph),
     (note, kernels, precedents, compiled): (SiteNote, KernelTexts, Precedents, bool),
     (lowered, origin, changing): (GraphKey, Vec<usize>, ChangingSizes),
+    template: Option<BindTemplate>,
 ) {
     let mut count = note.previous;
     if let (Some(warning), true) = (note.warning, compiled) {
@@ -274,7 +293,7 @@ pub(super) fn record_site(
         metrics.warn(warning);
         count += 1;
     }
-    let record = SiteRecord {
+    let mut record = SiteRecord {
         key: graph.key.clone(),
         lowered,
         origin,
@@ -282,9 +301,17 @@ pub(super) fn record_site(
         structure: note.structure,
         kernels,
         precedents,
+        templates: template.map(Arc::new).into_iter().collect(),
     };
     match caches.by_site.get_mut(&note.site) {
         Some(site) => {
+            // Earlier templates made under what changes now.
+            let earlier = (site.records.iter())
+                .find(|r| r.structure == note.structure)
+                .map_or(&[][..], |r| &r.templates[..]);
+            let room = TEMPLATES_PER_RECORD - record.templates.len();
+            let still = earlier.iter().filter(|t| t.changing == record.changing);
+            (record.templates).extend(still.take(room).cloned());
             site.count = count;
             site.compiles += 1;
             site.records.retain(|r| r.structure != note.structure);
