@@ -30,8 +30,9 @@ pub const STANDARD_COUNTERS: &[&str] = &[
     "graph_cache_misses",
     "graphs_compiled",
     "graphs_specialized",
-    // Graphs of a new size bound to their trace site's kernels without
-    // lowering them (`runtime::gpu::rebind`): each a key lookup.
+    // Of `graphs_specialized` (new graphs that compiled no pipeline), those
+    // bound to their trace site's kernels without lowering them
+    // (`runtime::gpu::rebind`): each a key lookup.
     "graphs_bound",
     "recompiles",
     // Dispatches lowered to kernel IR by compiles (a graph found in the

@@ -186,3 +186,45 @@ fn a_dumping_device_binds_nothing_unlowered() {
     );
     std::fs::remove_dir_all(&dir).ok();
 }
+
+/// A padded convolution whose batch changes, then its images' side: the
+/// kernel reads its first element's offset, less the padding, as a
+/// literal without an expression, which the side changes. Batch 4 at
+/// side 9 makes a template while only the batch varied, which batch 5
+/// binds; side 10 must lower again (the side did not vary between the
+/// graphs that made it), not bind a kernel with side 9's offset; batch 8
+/// at side 11 binds again. Values against the CPU reference, with and
+/// without checking.
+#[test]
+fn a_number_the_template_did_not_see_vary_lowers_again() {
+    #[rustfmt::skip]
+    let cases = [(2, 8), (2, 9), (3, 9), (4, 9), (5, 9), (5, 10), (6, 11), (7, 11), (8, 11)];
+    let conv = |dev: &Device| -> Vec<Vec<f32>> {
+        let w = Tensor::from_vec(common::data(4 * 3 * 3 * 3, 7), [4, 3, 3, 3], dev).unwrap();
+        let mut out = Vec::new();
+        for &(b, side) in &cases {
+            let data = common::data(b * 3 * side * side, (side * 100 + b) as u64);
+            let x = Tensor::from_vec(data, [b, 3, side, side], dev).unwrap();
+            out.push(
+                x.conv2d(&w, None, (1, 1), (1, 1), (1, 1))
+                    .to_vec::<f32>()
+                    .unwrap(),
+            );
+            dev.mark_step().unwrap();
+        }
+        out
+    };
+    let want = conv(&Device::cpu());
+    for check in [false, true] {
+        let Some(dev) = gpu(check) else { return };
+        for ((got, want), (b, side)) in conv(&dev).iter().zip(&want).zip(cases) {
+            let at = format!("batch {b}, side {side}, check_binds {check}");
+            common::assert_close(got, want, 1e-4, 1e-5, &at);
+        }
+        assert!(
+            dev.metrics().counter("graphs_bound") >= 2,
+            "{}",
+            dev.metrics()
+        );
+    }
+}

@@ -17,7 +17,7 @@ use crate::graph::{GKind, GraphKey};
 use crate::shape::numel;
 
 /// Outputs that write into another node's buffer: `(output, node)`.
-#[derive(Clone, Debug, Default)]
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub(crate) struct Donations {
     /// Into a donated input's buffer (bound when a run starts).
     pub inputs: Vec<(usize, usize)>,

@@ -9,7 +9,7 @@ use std::sync::{Arc, Mutex};
 use lru::LruCache;
 
 use super::dynamic::{KernelTexts, Printing, bind_kernels};
-use super::rebind::{BindTemplate, Compiled, bind_unlowered, check_bound};
+use super::rebind::{BindTemplate, Compiled, bind_unlowered, check_bound, unchanged_numbers};
 use super::sites::{Site, SiteNote, SiteRecord, note_miss, record_site, site_of};
 use crate::codegen::{CodegenContext, KernelSource, SizeLiterals, generate};
 use crate::error::{Error, Result};
@@ -292,30 +292,35 @@ fn lower_and_compile(
         (&mut site, graph, cx.origins),
         (&mut sources, &texts),
     )?;
+    let shown_generic = all_bound && precedents_kept && origins.is_none();
+    let previous = before.filter(|b| shown_generic && b.has_structure(site.structure));
+    let unchanged = previous.and_then(|b| unchanged_numbers(&b.lowered, &graph.key));
     let kernels = compile_kernels((ctx, target), caches, metrics, graph, (sources, compiles))?;
-    if let Some(bound) = &bound {
-        check_bound(&bound.kernels, &kernels);
-    }
     let compiled = Compiled {
         key: &graph.key,
+        unchanged,
         target,
         planned,
         plan: &plan,
         changing: &changing,
-        shown_generic: all_bound && precedents_kept && origins.is_none(),
+        precedents: &chosen,
     };
     let template = BindTemplate::of(compiled, &kernels);
-    let counter = ["graphs_specialized", "graphs_compiled"][usize::from(compiles)];
-    metrics.add(counter, 1);
-    let symbols = (graph.key.clone(), origin.clone(), changing);
-    let record = (site, texts, chosen, compiles);
-    record_site(caches, (metrics, traced), record, symbols, template);
+    // A graph bound unlowered (checked here) leaves the site as it was.
+    if bound.is_none() {
+        let symbols = (graph.key.clone(), origin.clone(), changing);
+        let record = (site, texts, chosen, compiles);
+        record_site(caches, (metrics, traced), record, symbols, template);
+    }
     if let (Some(dir), Some(origins)) = (&caches.dump_dir, &origins) {
         let sources: Vec<&KernelSource> = kernels.iter().map(|k| &k.source).collect();
         crate::debug::dump(dir, (graph, &plan), &sources, origins);
     }
-    let exe = bound.unwrap_or_else(|| assemble(ctx, graph, origin, kernels, plan));
-    Ok(((exe, tuning), compiles))
+    let lowered = assemble(ctx, graph, origin, kernels, plan);
+    if let Some(bound) = &bound {
+        check_bound(bound, &lowered);
+    }
+    Ok(((bound.unwrap_or(lowered), tuning), compiles))
 }
 
 /// Prints the dispatches not printed yet (the kernels that stayed
@@ -493,7 +498,7 @@ fn supported(target: &Target, graph: &Graph) -> Result<()> {
 /// graph (`before`) bound for it, where it lowered to that kernel
 /// (`dynamic::bind_kernels`), counting them (`kernels_bound`). Returns
 /// the kernels to record for the site, and whether every dispatch was
-/// bound so.
+/// bound to the kernel of the site's last graph (`before`'s own).
 fn bind_known_kernels(
     metrics: &Metrics,
     (lowered, before, site): (&Graph, Option<&SiteRecord>, &SiteNote),
@@ -501,6 +506,7 @@ fn bind_known_kernels(
     sources: &mut [KernelSource],
 ) -> (KernelTexts, bool) {
     let bound = std::cell::Cell::new(0);
+    let bound_to_last = std::cell::Cell::new(0);
     let names = |n: usize| {
         let located = lowered.locations.get(n)?;
         Some(format!("{} recorded at {located}", lowered.op_label(n)))
@@ -508,6 +514,7 @@ fn bind_known_kernels(
     let printing = Printing {
         origins: cx.origins,
         bound: &bound,
+        bound_to_last: &bound_to_last,
         explain: site.warns(),
         names: &names,
     };
@@ -517,7 +524,7 @@ fn bind_known_kernels(
         .iter()
         .map(|s| s.packs.len() as u64 + 1)
         .sum::<u64>();
-    let all_bound = bound.get() == dispatches;
+    let all_bound = bound_to_last.get() == dispatches;
     // Kernels of another structure are paired by position only: the
     // recompile warning's change in the graph says why they compile.
     if before.is_some_and(|b| !b.has_structure(site.structure)) {

@@ -48,6 +48,9 @@ pub(super) struct Printing<'a> {
     /// Counts the dispatches bound to a kernel the site bound before,
     /// nothing printed.
     pub bound: &'a std::cell::Cell<u64>,
+    /// Counts those of them bound to the kernel of the site's last graph
+    /// of the structure (the first it keeps for the dispatch).
+    pub bound_to_last: &'a std::cell::Cell<u64>,
     /// Whether the compile warns (`SiteNote::warns`): only then is a
     /// dispatch that is not the site's last explained, which renders
     /// both kernels' IR.
@@ -131,17 +134,20 @@ fn bind_dispatch(
     Printing {
         origins,
         bound,
+        bound_to_last,
         explain,
         names,
     }: Printing<'_>,
 ) -> Vec<DispatchText> {
     let known = origins.is_none().then(|| {
-        before
-            .iter()
-            .find_map(|t| Some((t, t.wgsl.as_ref()?)).filter(|_| *t.kernel == *s.kernel))
+        (before.iter().enumerate())
+            .find_map(|(i, t)| Some((i, t, t.wgsl.as_ref()?)).filter(|_| *t.kernel == *s.kernel))
     });
-    if let Some(Some((found, wgsl))) = known {
+    if let Some(Some((position, found, wgsl))) = known {
         bound.set(bound.get() + 1);
+        if position == 0 {
+            bound_to_last.set(bound_to_last.get() + 1);
+        }
         s.wgsl = wgsl.clone();
         s.kernel = found.kernel.clone();
         let record = DispatchText {

@@ -1,23 +1,29 @@
 //! A new size of a trace site bound to the site's kernels without
 //! lowering them: the key lookup that a size whose guards hold should be.
 //!
-//! Once a site's graph was lowered at a second size and every kernel came
-//! out as the site's kernel (generic over the numbers that change there,
-//! `kernel::generic`), its record keeps a `BindTemplate`: the kernels,
-//! their pipelines, every guard their lowering recorded, and the numbers
-//! that did not change. A later graph of the site binds the template
-//! where
-//! - it is the record's lowered graph but for its numbers
-//!   (`GraphKey::same_but_numbers`), each number that did not change at
-//!   the site unchanged again (the kernels hold the others' expressions);
+//! Once a site's graph was lowered at a new size and every kernel came
+//! out as the kernel of the site's last graph (generic over the numbers
+//! that change there, `kernel::generic`), its record keeps a
+//! `BindTemplate`: the kernels, their pipelines, every guard their
+//! lowering recorded, and the numbers that did not differ between the
+//! two graphs. A later graph of the site binds the template where
+//! - it is the template's lowered graph but for its numbers
+//!   (`GraphKey::same_but_numbers`), and each number that did not differ
+//!   between the two graphs that made the template is the same again:
+//!   a number the kernels read without an expression (a literal whose
+//!   provenance lowering does not record) is then shown to stay as it
+//!   was, and only numbers the two graphs varied change;
 //! - every guard holds at its numbers (lowering would choose as it did);
 //! - the scheduler plans the same kernels (`Plan::same_kernels`) and the
 //!   target is the one they were lowered for (a tuned matmul class);
 //!
 //! and each kernel's grid, sizes, scratch textures and copies are then
 //! evaluated from their expressions (`codegen::source_at`). Anything else
-//! lowers as before. `DeviceConfig::check_binds` lowers the bound graphs
-//! too and panics where the two differ.
+//! lowers as before. A record keeps up to four templates made under the
+//! same changing numbers and strategies (a batch a multiple of four, then
+//! not), so a graph bound unlowered gets the kernels lowering would give
+//! it. `DeviceConfig::check_binds` lowers the bound graphs too and panics
+//! where the two differ, leaving the site's record as binding does.
 
 use std::sync::Arc;
 
@@ -25,9 +31,9 @@ use rustc_hash::FxHashSet;
 
 use crate::codegen::{KernelSource, launch_difference, source_at};
 use crate::graph::{Graph, GraphKey};
-use crate::kernel::Target;
 use crate::kernel::changing::{ChangingSizes, leaves_of, number_of};
 use crate::kernel::sizes::{Guard, Leaf};
+use crate::kernel::{Precedents, Target};
 use crate::metrics::Metrics;
 use crate::schedule::{Plan, plan};
 
@@ -51,9 +57,18 @@ pub(crate) struct BindTemplate {
     kernels: Vec<TemplateKernel>,
     /// Every guard of every dispatch, each test once.
     guards: Vec<Guard>,
-    /// The numbers of the lowered graph that its kernels hold as
-    /// literals (none changed at the site), with their values.
+    /// The lowered graph it was made at.
+    lowered: GraphKey,
+    /// The numbers of the lowered graph that did not differ from the
+    /// site's graph before it, with their values: a later graph binds
+    /// only where they are the same again. The two graphs lowered to one
+    /// kernel, so each number the kernels read without its expression
+    /// (a literal whose provenance lowering does not record) is shown
+    /// not to change with the numbers that differed, and these hold it.
     fixed: Vec<(Leaf, usize)>,
+    /// The strategies the site kept when it was made: a record keeps an
+    /// earlier graph's template only while they are the same.
+    pub precedents: Precedents,
     /// The numbers that changed at the site when it was made: a record
     /// keeps an earlier graph's template only while they are the same,
     /// so that a size bound unlowered gets exactly the kernels lowering
@@ -73,31 +88,31 @@ pub(crate) struct TemplateKernel {
 pub(super) struct Compiled<'a> {
     /// The lowered graph.
     pub key: &'a GraphKey,
+    /// Where each of its dispatches lowered to the kernel of the site's
+    /// last graph of its structure (its kernels are shown generic over
+    /// the numbers that differ between the two; not in a dump, whose
+    /// graphs are each lowered to list their IR): the numbers that did
+    /// not differ (`unchanged_numbers`).
+    pub unchanged: Option<Vec<(Leaf, usize)>>,
     pub target: &'a Target,
     /// The plan before code generation, and after.
     pub planned: Plan,
     pub plan: &'a Plan,
     /// The numbers that change at the site.
     pub changing: &'a ChangingSizes,
-    /// Whether each dispatch lowered to a kernel the site bound before
-    /// (under the precedents the site keeps, outside a dump, whose graphs
-    /// are each lowered to list their IR): its kernels are shown generic
-    /// over the numbers that change at the site.
-    pub shown_generic: bool,
+    /// The strategies the site keeps.
+    pub precedents: &'a Precedents,
 }
 
 impl BindTemplate {
     /// The template of a compiled graph, or `None` where a later size may
-    /// not bind it unlowered: a dispatch lowered to a kernel the site had
-    /// not bound before (its kernels are not yet shown generic over the
-    /// site's changing numbers), the precedents changed, a literal that
-    /// reads a changing number stayed inline, or a kernel's launch is not
-    /// an expression of the numbers (it is evaluated at this graph's own
-    /// numbers and compared with lowering's).
+    /// not bind it unlowered: a dispatch lowered to another kernel than
+    /// the site's last graph's (`Compiled::unchanged` is `None`), a
+    /// literal that reads a changing number stayed inline, or a kernel's
+    /// launch is not an expression of the numbers (it is evaluated at
+    /// this graph's own numbers and compared with lowering's).
     pub(super) fn of(c: Compiled<'_>, compiled: &[CompiledKernel]) -> Option<BindTemplate> {
-        if !c.shown_generic {
-            return None;
-        }
+        let fixed = c.unchanged?;
         let kernels: Vec<TemplateKernel> = (compiled.iter())
             .map(|k| TemplateKernel {
                 source: k.source.clone(),
@@ -126,29 +141,29 @@ impl BindTemplate {
                 guards.push(g.clone());
             }
         }
-        let fixed = (0..c.key.nodes.len())
-            .flat_map(|n| leaves_of(c.key, n))
-            .filter(|&leaf| !c.changing.contains(leaf))
-            .map(|leaf| (leaf, number_of(c.key, leaf)))
-            .collect();
         Some(BindTemplate {
             target: c.target.clone(),
             aliases: c.plan.kernels.iter().map(|k| k.aliases.clone()).collect(),
             planned: c.planned,
             kernels,
             guards,
+            lowered: c.key.clone(),
             fixed,
             changing: c.changing.clone(),
+            precedents: c.precedents.clone(),
         })
     }
 
     /// The template's kernels at the lowered graph `key`, and the plan
     /// they run under (`plan`, the scheduler's for `key`, given the
-    /// aliases the kernels kept); `None` where `key`'s numbers do not
-    /// allow it (see the module's documentation). The caller has checked
-    /// that `key` is the template's graph but for its numbers, and the
+    /// aliases the kernels kept); `None` where `key` is not the
+    /// template's graph but for its numbers, or its numbers do not allow
+    /// it (see the module's documentation). The caller has checked the
     /// target.
     pub(super) fn bind(&self, key: &GraphKey, mut plan: Plan) -> Option<(Vec<KernelSource>, Plan)> {
+        if !self.lowered.same_but_numbers(key) {
+            return None;
+        }
         let numbers = |leaf| number_of(key, leaf);
         if !self
             .fixed
@@ -177,11 +192,29 @@ impl BindTemplate {
     }
 }
 
+/// The numbers of the lowered graph `key` that are the same in
+/// `previous` (the site's last lowered graph of its structure), with
+/// their values; `None` where `previous` is not `key` but for its
+/// numbers.
+pub(super) fn unchanged_numbers(previous: &GraphKey, key: &GraphKey) -> Option<Vec<(Leaf, usize)>> {
+    if !previous.same_but_numbers(key) {
+        return None;
+    }
+    let numbers = (0..key.nodes.len()).flat_map(|n| leaves_of(key, n));
+    let with_values = numbers.map(|leaf| (leaf, number_of(key, leaf)));
+    Some(
+        with_values
+            .filter(|&(leaf, value)| number_of(previous, leaf) == value)
+            .collect(),
+    )
+}
+
 /// `graph` (lowered, its nodes from the traced graph's through `origin`)
 /// bound to its site's kernels without lowering, where the site's record
 /// of its structure (`site`, `structure`) has a template that its
 /// numbers allow (see the module's documentation), counted in the
-/// metrics (`graphs_bound`, `kernels_bound`); `None` otherwise.
+/// metrics (`graphs_specialized` and `graphs_bound`, `kernels_bound`);
+/// `None` otherwise.
 pub(super) fn bind_unlowered(
     (ctx, target): (&GpuContext, &Target),
     caches: &mut GpuCaches,
@@ -189,9 +222,10 @@ pub(super) fn bind_unlowered(
     (graph, origin): (&Graph, &[usize]),
     (site, structure): (&[String], u64),
 ) -> Option<Executable> {
+    // `get`: a site whose sizes keep binding stays in the cache.
     let record =
-        (caches.by_site.peek(site)?.before(structure)).filter(|r| r.has_structure(structure))?;
-    if record.templates.is_empty() || !record.lowered.same_but_numbers(&graph.key) {
+        (caches.by_site.get(site)?.before(structure)).filter(|r| r.has_structure(structure))?;
+    if record.templates.is_empty() {
         return None;
     }
     // The target lowering would use: pinned, or with its classes' kernels.
@@ -213,29 +247,57 @@ pub(super) fn bind_unlowered(
         .collect();
     place_sizes(ctx, &mut kernels);
     let dispatches = kernels.iter().map(|k| k.packs.len() as u64 + 1).sum();
+    // A graph that compiled nothing, as one lowered to compiled kernels.
+    metrics.add("graphs_specialized", 1);
     metrics.add("graphs_bound", 1);
     metrics.add("kernels_bound", dispatches);
     Some(assemble(ctx, graph, origin.to_vec(), kernels, plan))
 }
 
-/// `check_binds`: panics where a graph's kernels bound unlowered
-/// (`bound`) differ from those lowering gave it (`lowered`) in anything
-/// a launch uses.
-pub(super) fn check_bound(bound: &[CompiledKernel], lowered: &[CompiledKernel]) {
+/// `check_binds`: panics where a graph bound unlowered (`bound`) launches
+/// otherwise than lowering made it (`lowered`): its kernels (text, grid,
+/// sizes, textures, copies, what each reads and writes and takes over),
+/// its donations and releases.
+pub(super) fn check_bound(bound: &Executable, lowered: &Executable) {
+    let (b, l) = (&bound.kernels, &lowered.kernels);
     assert_eq!(
-        bound.len(),
-        lowered.len(),
+        b.len(),
+        l.len(),
         "a graph bound unlowered has {} kernels, lowered {}",
-        bound.len(),
-        lowered.len()
+        b.len(),
+        l.len()
     );
-    for (k, (b, l)) in bound.iter().zip(lowered).enumerate() {
-        let (b, l) = (&b.source, &l.source);
-        if let Some(why) = launch_difference(b, l) {
+    for (k, (b, l)) in b.iter().zip(l).enumerate() {
+        let moves = |c: &CompiledKernel| {
+            (
+                c.source.reads.clone(),
+                c.source.writes.clone(),
+                c.takes_over.clone(),
+            )
+        };
+        let (bs, ls) = (&b.source, &l.source);
+        let why = launch_difference(bs, ls).or_else(|| {
+            (moves(b) != moves(l)).then(|| {
+                format!(
+                    "reads, writes and takeovers {:?} against {:?}",
+                    moves(b),
+                    moves(l)
+                )
+            })
+        });
+        if let Some(why) = why {
             panic!(
                 "kernel {k} bound unlowered differs from its lowering in {why}\nbound:\n{}\nlowered:\n{}",
-                b.kernel, l.kernel
+                bs.kernel, ls.kernel
             );
         }
     }
+    assert_eq!(
+        bound.donations, lowered.donations,
+        "a graph bound unlowered donates otherwise"
+    );
+    assert_eq!(
+        bound.releases, lowered.releases,
+        "a graph bound unlowered releases otherwise"
+    );
 }

@@ -277,9 +277,11 @@ pub(super) fn note_miss(
     }
 }
 
-/// Records a compiled graph as its site's last, counting and warning
-/// about a recompile (`compiled`: it needed a kernel compiled; a graph
-/// whose kernels were all found, generic over its sizes, is no recompile).
+/// Records a compiled graph as its site's last, counting it
+/// (`graphs_compiled`, or `graphs_specialized` where it compiled nothing)
+/// and warning about a recompile (`compiled`: it needed a kernel
+/// compiled; a graph whose kernels were all found, generic over its
+/// sizes, is no recompile).
 pub(super) fn record_site(
     caches: &mut GpuCaches,
     (metrics, graph): (&Metrics, &Graph),
@@ -287,6 +289,8 @@ pub(super) fn record_site(
     (lowered, origin, changing): (GraphKey, Vec<usize>, ChangingSizes),
     template: Option<BindTemplate>,
 ) {
+    let counter = ["graphs_specialized", "graphs_compiled"][usize::from(compiled)];
+    metrics.add(counter, 1);
     let mut count = note.previous;
     if let (Some(warning), true) = (note.warning, compiled) {
         metrics.add("recompiles", 1);
@@ -305,12 +309,14 @@ pub(super) fn record_site(
     };
     match caches.by_site.get_mut(&note.site) {
         Some(site) => {
-            // Earlier templates made under what changes now.
+            // Earlier templates made under what changes now, with the
+            // strategies the site keeps now.
             let earlier = (site.records.iter())
                 .find(|r| r.structure == note.structure)
                 .map_or(&[][..], |r| &r.templates[..]);
             let room = TEMPLATES_PER_RECORD - record.templates.len();
-            let still = earlier.iter().filter(|t| t.changing == record.changing);
+            let still = (earlier.iter())
+                .filter(|t| t.changing == record.changing && t.precedents == record.precedents);
             (record.templates).extend(still.take(room).cloned());
             site.count = count;
             site.compiles += 1;
