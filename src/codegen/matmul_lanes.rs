@@ -389,7 +389,7 @@ fn lane_registers(
     let bi = if geo.a_shared { lit(0) } else { ids.bi.clone() };
     let accs = (0..rows).map(|_| accumulators(g, geo.texels)).collect();
     let split = if in_place && geo.a_vec4.is_none() {
-        g.split_operand(a.node, (m.literal(), k.literal()))
+        g.split_operand(a.node, (m, k))
     } else {
         None
     };
@@ -561,18 +561,16 @@ fn b_in_place_reads(g: &mut Gen, geo: &Geometry, columns: &LaneColumns, ids: &Ti
     let col0 = g.emit("bcol", Ty::U32, times(columns.c4.clone(), 4));
     let base = add(times(ids.bi.clone(), &k.mul(&n)), col0.clone());
     let base = g.emit("bbase", Ty::U32, base);
-    let split = g
-        .split_operand(geo.b.node, (k.literal(), n.literal()))
-        .map(|operand| {
-            let batch = g.split_part(&operand, 0, &ids.bi);
-            let columns = (0..4)
-                .map(|q| {
-                    let column = g.split_part(&operand, 2, &plus(col0.clone(), q));
-                    g.join_parts(&[&batch, &column])
-                })
-                .collect();
-            SplitB { operand, columns }
-        });
+    let split = g.split_operand(geo.b.node, (&k, &n)).map(|operand| {
+        let batch = g.split_part(&operand, 0, &ids.bi);
+        let columns = (0..4)
+            .map(|q| {
+                let column = g.split_part(&operand, 2, &plus(col0.clone(), q));
+                g.join_parts(&[&batch, &column])
+            })
+            .collect();
+        SplitB { operand, columns }
+    });
     InPlaceB {
         node: geo.b.node,
         k,

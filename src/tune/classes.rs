@@ -74,6 +74,19 @@ impl ClassTuner {
         &self.chosen
     }
 
+    /// Whether every matmul class of `key` that `target_for` would tune
+    /// has its kernel already (so that it times nothing).
+    pub fn knows_classes_of(&self, key: &GraphKey, precedents: Option<&Precedents>) -> bool {
+        let lent = |node| {
+            precedents
+                .and_then(|p| p.get(node))
+                .is_some_and(|s| matches!(s, Strategy::Matmul { .. }))
+        };
+        matmul_classes(key, &lent)
+            .iter()
+            .all(|c| self.chosen.contains_key(c))
+    }
+
     /// `target` with a kernel for the class of every matmul in `key`,
     /// each class not seen before tuned first (or read from the cache);
     /// matmuls whose trace site lends them a kernel (`precedents`, see

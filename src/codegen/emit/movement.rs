@@ -414,32 +414,48 @@ impl Gen<'_> {
     /// columns, and nothing per element (a convolution's windows: an add
     /// per element, and a bounds check per padded dim, where folding
     /// alone left twelve divisions and remainders).
+    /// The split is recorded as guards: the dims from `cols_from` make
+    /// exactly `n` elements and those after it fewer, and likewise the
+    /// dims from `rows_from` make `k n`, so that wherever they hold the
+    /// split is the same (a reshape whose last dim spans two of the
+    /// view's at one size and one at another splits otherwise).
     pub(crate) fn split_operand(
         &mut self,
         node: usize,
-        (k, n): (usize, usize),
+        (k, n): (&Sz, &Sz),
     ) -> Option<SplitOperand> {
         let (view, layout) = self.computed_view(node)?;
-        if k == 0 || n == 0 {
+        if k.literal() == 0 || n.literal() == 0 {
             return None;
         }
         let layout = layout.clone();
         let (viewed, layout) = self.view_source(view, &layout);
         let shape = self.nodes[view].shape.clone();
+        let (kn, nv) = (k.literal() * n.literal(), n.literal());
         // Dims from the last: columns up to `n` elements, rows up to `k n`.
         let mut cols_from = shape.len();
         let mut count = 1;
-        while count < n {
+        while count < nv {
             cols_from = cols_from.checked_sub(1)?;
             count *= shape[cols_from];
         }
         let mut rows_from = cols_from;
-        while count < n * k {
+        while count < kn {
             rows_from = rows_from.checked_sub(1)?;
             count *= shape[rows_from];
         }
-        if count != n * k || shape[cols_from..].iter().product::<usize>() != n {
+        if count != kn || shape[cols_from..].iter().product::<usize>() != nv {
             return None;
+        }
+        let sizes = Sz::shape(view, &shape);
+        let elements = |from: usize| (sizes[from..].iter()).fold(Sz::constant(1), |p, d| p.mul(d));
+        let split = "a matmul operand read in place, split into rows and columns";
+        let g = &mut self.guards;
+        for (from, total) in [(cols_from, n.clone()), (rows_from, k.mul(n))] {
+            g.equals_size(&elements(from), &total, split);
+            if from < shape.len() {
+                g.below_size(&elements(from + 1), &total, split);
+            }
         }
         // A padding computed through (its fill where an element falls
         // outside its input), or the viewed node itself.
@@ -458,7 +474,6 @@ impl Gen<'_> {
             }
         };
         let viewed_shape = Sz::shape(viewed, &self.nodes[viewed].shape);
-        let sizes = Sz::shape(view, &shape);
         let steps = layout.steps_within(&sizes, &viewed_shape, &mut self.guards)?;
         let rank = shape.len();
         let padded_dims = (0..pads.len()).filter(|&d| pads[d] != (0, 0)).collect();
@@ -519,6 +534,14 @@ impl Gen<'_> {
                 terms.push(Expr::size_u32(&first[d]));
             }
         } else if part == 0 {
+            // A literal without an expression (it may wrap below zero):
+            // each number it is made of is pinned by a guard, so no other
+            // value of them binds this kernel.
+            let pinned = "the first element's offset less the padding";
+            for d in (0..rank).filter(|&d| moves(d)) {
+                self.guards.value(&first[d], pinned);
+                self.guards.value(&source_strides[d], pinned);
+            }
             let at = |d: usize| first[d].literal() as i64 - split.pads[d].0 as i64;
             let offset: i64 = ((0..rank).filter(|&d| moves(d)))
                 .map(|d| at(d) * source_strides[d].literal() as i64)

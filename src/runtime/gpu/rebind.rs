@@ -228,10 +228,15 @@ pub(super) fn bind_unlowered(
     if record.templates.is_empty() {
         return None;
     }
-    // The target lowering would use: pinned, or with its classes' kernels.
+    // The target lowering would use: pinned, or with its classes' kernels
+    // (a class not met before is timed by lowering, whose tuning is not
+    // compile time).
     let tuned;
     let target = match (&caches.pinned, caches.matmul_classes.as_mut()) {
         (Some((_, pinned)), _) => pinned,
+        (None, Some(tuner)) if !tuner.knows_classes_of(&graph.key, Some(&record.precedents)) => {
+            return None;
+        }
         (None, Some(tuner)) => {
             tuned = tuner.target_for(target, &graph.key, Some(&record.precedents));
             &tuned
