@@ -94,6 +94,7 @@
 //! | `LAZYWGPU_CHECK=1` | anomaly mode ([`Device::set_checks`]) |
 //! | `LAZYWGPU_RECOMPILE_BUDGET=N` | recompiles of a trace site past `N` are errors |
 //! | `LAZYWGPU_DUMP=DIR` | write each new graph's IR, DOT and WGSL |
+//! | `LAZYWGPU_CHECK_BINDS=1` | lower the graphs a new size binds unlowered too, and compare ([`DeviceConfig::check_binds`]) |
 //! | `LAZYWGPU_PROFILE=1` | time every kernel ([`Device::kernel_profile`]) |
 //! | `LAZYWGPU_MATMUL=tiled\|blocked\|lanes\|coop` | the matmul kernel ([`MatmulChoice`]) |
 //! | `LAZYWGPU_REDUCE=per-invocation\|by-fours\|tree` | the reduction kernel wherever it is valid ([`ReduceChoice`]) |
