@@ -598,3 +598,41 @@ fn donatable_inputs(
     }
     (donatable, group)
 }
+
+#[cfg(test)]
+mod same_but_numbers_tests {
+    use crate::{Device, Tensor};
+
+    use super::{Graph, GraphKey};
+
+    /// The key of the graph `f` records on a CPU device from a `[rows,
+    /// cols]` input.
+    fn key_of(rows: usize, cols: usize, f: &dyn Fn(&Tensor) -> Tensor) -> GraphKey {
+        let dev = Device::cpu();
+        let x = Tensor::from_vec(vec![1.0f32; rows * cols], [rows, cols], &dev).expect("input");
+        Graph::collect_with(&[f(&x).node()], true, false).key
+    }
+
+    /// Shapes, a strided view's offset and strides, and a padding's widths
+    /// are numbers; a reduction's axes, a sort's order and an op are not.
+    #[test]
+    fn only_numbers_may_differ() {
+        let sum = |x: &Tensor| (x.exp() * 2.0).sum([1], false);
+        assert!(key_of(4, 8, &sum).same_but_numbers(&key_of(7, 12, &sum)));
+        let window = |x: &Tensor| x.slice(1, 1, 3, 1).exp();
+        let later = |x: &Tensor| x.slice(1, 2, 4, 1).exp();
+        assert!(key_of(4, 8, &window).same_but_numbers(&key_of(4, 9, &later)));
+        let padded = |x: &Tensor| x.pad(&[(0, 0), (1, 2)], 0.0).exp();
+        let wider = |x: &Tensor| x.pad(&[(0, 0), (3, 0)], 0.0).exp();
+        assert!(key_of(4, 8, &padded).same_but_numbers(&key_of(4, 8, &wider)));
+        let across = |x: &Tensor| (x.exp() * 2.0).sum([0], false);
+        assert!(!key_of(4, 8, &sum).same_but_numbers(&key_of(4, 8, &across)));
+        // A top-k of short rows is a sort and a slice: its `k` a shape.
+        let top = |k: usize| move |x: &Tensor| x.topk(k, 1, true).0;
+        assert!(key_of(4, 8, &top(2)).same_but_numbers(&key_of(4, 8, &top(3))));
+        let order = |descending: bool| move |x: &Tensor| x.argsort(1, descending);
+        assert!(!key_of(4, 8, &order(true)).same_but_numbers(&key_of(4, 8, &order(false))));
+        let log = |x: &Tensor| (x.log() * 2.0).sum([1], false);
+        assert!(!key_of(4, 8, &sum).same_but_numbers(&key_of(4, 8, &log)));
+    }
+}
