@@ -577,7 +577,7 @@ impl Guards {
     }
 
     /// Adds `guard` unless its test was recorded already.
-    fn push(&mut self, guard: Guard) {
+    pub fn push(&mut self, guard: Guard) {
         if self.made.insert((guard.size.clone(), guard.test)) {
             self.list.push(guard);
         }

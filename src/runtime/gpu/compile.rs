@@ -520,10 +520,7 @@ fn bind_known_kernels(
     };
     let mut texts = bind_kernels(before.map(|b| &b.kernels), sources, printing);
     metrics.add("kernels_bound", bound.get());
-    let dispatches = sources
-        .iter()
-        .map(|s| s.packs.len() as u64 + 1)
-        .sum::<u64>();
+    let dispatches: u64 = sources.iter().map(|s| s.dispatches().count() as u64).sum();
     let all_bound = bound_to_last.get() == dispatches;
     // Kernels of another structure are paired by position only: the
     // recompile warning's change in the graph says why they compile.

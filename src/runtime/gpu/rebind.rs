@@ -27,12 +27,10 @@
 
 use std::sync::Arc;
 
-use rustc_hash::FxHashSet;
-
 use crate::codegen::{KernelSource, launch_difference, source_at};
 use crate::graph::{Graph, GraphKey};
 use crate::kernel::changing::{ChangingSizes, leaves_of, number_of};
-use crate::kernel::sizes::{Guard, Leaf};
+use crate::kernel::sizes::{Guard, GuardList, Guards, Leaf};
 use crate::kernel::{Precedents, Target};
 use crate::metrics::Metrics;
 use crate::schedule::{Plan, plan};
@@ -56,7 +54,7 @@ pub(crate) struct BindTemplate {
     /// Per kernel: its source, its pipeline and its packing kernels'.
     kernels: Vec<TemplateKernel>,
     /// Every guard of every dispatch, each test once.
-    guards: Vec<Guard>,
+    guards: GuardList,
     /// The lowered graph it was made at.
     lowered: GraphKey,
     /// The numbers of the lowered graph that did not differ from the
@@ -133,20 +131,18 @@ impl BindTemplate {
                 return None;
             }
         }
-        let mut made = FxHashSet::default();
-        let mut guards = Vec::new();
+        // Every dispatch's guards, each test once.
+        let mut all = Guards::default();
         let dispatches = kernels.iter().flat_map(|k| k.source.dispatches());
         for g in dispatches.flat_map(|s| s.guards.iter()) {
-            if made.insert((g.size.clone(), g.test)) {
-                guards.push(g.clone());
-            }
+            all.push(g.clone());
         }
         Some(BindTemplate {
             target: c.target.clone(),
             aliases: c.plan.kernels.iter().map(|k| k.aliases.clone()).collect(),
             planned: c.planned,
             kernels,
-            guards,
+            guards: all.recorded(),
             lowered: c.key.clone(),
             fixed,
             changing: c.changing.clone(),
@@ -154,29 +150,33 @@ impl BindTemplate {
         })
     }
 
-    /// The template's kernels at the lowered graph `key`, and the plan
-    /// they run under (`plan`, the scheduler's for `key`, given the
-    /// aliases the kernels kept); `None` where `key` is not the
-    /// template's graph but for its numbers, or its numbers do not allow
-    /// it (see the module's documentation). The caller has checked the
-    /// target.
-    pub(super) fn bind(&self, key: &GraphKey, mut plan: Plan) -> Option<(Vec<KernelSource>, Plan)> {
+    /// Whether the lowered graph `key` may bind the template: it is the
+    /// template's graph but for its numbers, the numbers the template
+    /// holds fixed are the same, and every guard holds (the scheduler's
+    /// plan, dearer, is compared by `bind`).
+    fn allows(&self, key: &GraphKey) -> bool {
         if !self.lowered.same_but_numbers(key) {
-            return None;
+            return false;
         }
         let numbers = |leaf| number_of(key, leaf);
-        if !self
-            .fixed
-            .iter()
-            .all(|&(leaf, value)| numbers(leaf) == value)
-        {
-            return None;
+        if !(self.fixed.iter()).all(|&(leaf, value)| numbers(leaf) == value) {
+            return false;
         }
-        let crossed = |g: &Guard| !g.holds_at(g.size.eval(&numbers));
-        if let Some(g) = self.guards.iter().find(|g| crossed(g)) {
+        let crossed = |g: &&Guard| !g.holds_at(g.size.eval(&numbers));
+        if let Some(g) = self.guards.iter().find(crossed) {
             log::debug!("a new size lowers again: guard {g} crossed");
-            return None;
+            return false;
         }
+        true
+    }
+
+    /// The template's kernels at the lowered graph `key`, and the plan
+    /// they run under (`plan`, the scheduler's for `key`, given the
+    /// aliases the kernels kept); `None` where the plan is another, or a
+    /// launch size does not fit. The caller has checked the target and
+    /// that the template `allows` `key`.
+    pub(super) fn bind(&self, key: &GraphKey, mut plan: Plan) -> Option<(Vec<KernelSource>, Plan)> {
+        let numbers = |leaf| number_of(key, leaf);
         if !plan.same_kernels(&self.planned) {
             return None;
         }
@@ -243,15 +243,17 @@ pub(super) fn bind_unlowered(
         }
         (None, None) => target,
     };
-    let planned = plan(&graph.key, target);
-    let (template, (sources, plan)) = (record.templates.iter())
-        .filter(|t| t.target == *target)
-        .find_map(|t| Some((t, t.bind(&graph.key, planned.clone())?)))?;
+    let template =
+        (record.templates.iter()).find(|t| t.target == *target && t.allows(&graph.key))?;
+    let (sources, plan) = template.bind(&graph.key, plan(&graph.key, target))?;
     let mut kernels: Vec<CompiledKernel> = (sources.into_iter().zip(&template.kernels))
         .map(|(source, t)| compiled_kernel(ctx, source, t.pipeline.clone(), &t.packs))
         .collect();
     place_sizes(ctx, &mut kernels);
-    let dispatches = kernels.iter().map(|k| k.packs.len() as u64 + 1).sum();
+    let dispatches = kernels
+        .iter()
+        .map(|k| k.source.dispatches().count() as u64)
+        .sum();
     // A graph that compiled nothing, as one lowered to compiled kernels.
     metrics.add("graphs_specialized", 1);
     metrics.add("graphs_bound", 1);
